@@ -1,0 +1,94 @@
+/* dtclient.h: libdtclient, what a trainer links to talk to its dtagent.
+ *
+ * The agent publishes its socket in DT_AGENT_SOCKET.  Without it (a trainer
+ * run by hand) dtclient_open returns a no-op client: every call succeeds and
+ * does nothing, and kv calls fall back to the directory given by
+ * DT_RENDEZVOUS_DIR when set, else fail with ENOTCONN.
+ *
+ * Step reports are written to a shared-memory page that the agent reads at
+ * each heartbeat, so dtclient_step costs no system call.  Everything else
+ * (shards, kv, events) is one framed message over the Unix socket.
+ * The wire format is described in schemas/dtclient-protocol.md.
+ *
+ * Thread safety: one dtclient_t per process, used from one thread, except
+ * dtclient_shard_written/dtclient_shard_failed which may be called from a
+ * checkpoint writer thread (they take an internal lock).
+ */
+#ifndef DTCLIENT_H
+#define DTCLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dtclient dtclient_t;
+
+typedef enum {
+    DTCLIENT_OK = 0,
+    DTCLIENT_ERR_NOAGENT = 1,   /* no agent (no-op client) and no fallback */
+    DTCLIENT_ERR_IO = 2,        /* socket error; the agent is gone */
+    DTCLIENT_ERR_PROTO = 3,     /* malformed answer */
+    DTCLIENT_ERR_TIMEOUT = 4,   /* kv wait timed out */
+    DTCLIENT_ERR_INVAL = 5,     /* bad argument */
+    DTCLIENT_ERR_NOTFOUND = 6,  /* kv key absent */
+} dtclient_err_t;
+
+const char *dtclient_strerror (dtclient_err_t e);
+
+typedef enum {
+    DTCLIENT_CMD_NONE = 0,
+    DTCLIENT_CMD_CHECKPOINT = 1, /* checkpoint when reaching 'step' */
+    DTCLIENT_CMD_STOP = 2,       /* checkpoint at 'step' (if > 0) and exit 0 */
+    DTCLIENT_CMD_ABORT = 3,      /* exit now, no checkpoint */
+} dtclient_cmd_kind_t;
+
+typedef struct {
+    dtclient_cmd_kind_t kind;
+    int64_t step;
+    uint64_t seq;               /* increases with each new command */
+} dtclient_cmd_t;
+
+/* Open the client from the environment (DT_AGENT_SOCKET, DT_AGENT_SHM,
+ * RANK).  Never NULL unless out of memory. */
+dtclient_t *dtclient_open (void);
+void dtclient_close (dtclient_t *c);
+
+/* 1 if connected to an agent, 0 for the no-op client. */
+int dtclient_connected (const dtclient_t *c);
+
+/* Report the step just finished.  compute_s and comm_s: seconds of this
+ * step spent computing and waiting on collectives.  No system call. */
+void dtclient_step (dtclient_t *c, int64_t step, double loss, int64_t samples,
+                    double compute_s, double comm_s);
+
+/* Tell the agent a checkpoint save/load is in progress (the hang detector
+ * then uses its checkpoint allowance).  No system call. */
+void dtclient_set_busy (dtclient_t *c, int busy);
+
+/* Latest command from the controller, without blocking.  Returns 1 and
+ * fills *cmd when a command newer than the last one returned is pending,
+ * else 0.  No system call. */
+int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd);
+
+/* A checkpoint shard is durable: step, its path, size and CRC32C. */
+dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *path,
+                                       uint64_t bytes, uint32_t crc32c);
+dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *reason);
+
+/* Final result of the run (a JSON object as text), stored as the job's result. */
+dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object);
+
+/* Per-attempt key-value store (bootstrap of gloo / NCCL).  Values are
+ * opaque bytes (up to 64 KiB).  get: *val is malloc'ed, caller frees. */
+dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val, size_t len);
+dtclient_err_t dtclient_kv_get (dtclient_t *c, const char *key, void **val, size_t *len);
+dtclient_err_t dtclient_kv_wait (dtclient_t *c, const char *key, int timeout_ms,
+                                 void **val, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
