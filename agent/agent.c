@@ -1,0 +1,550 @@
+/* agent.c: the event loop of a registered dtagent (see agent.h).
+ *
+ * Single-threaded: one poll() over the signalfd and the trainer socket, with
+ * a 100 ms tick for reading the ranks' pages (hang detection) and the
+ * heartbeat schedule.  HTTP calls to the controller are blocking but short
+ * (ctl.c uses second-scale timeouts and no retries): the agent retries on
+ * its own schedule, so an unreachable controller never stops it from
+ * watching its ranks. */
+#if HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/dtime.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "client/dtclient.h"
+#include "agent.h"
+#include "chan.h"
+#include "ranks.h"
+
+/* Granularity of hang detection and SIGKILL deadlines. */
+static const int agent_tick_ms = 100;
+/* How long an agent whose ranks are all gone keeps trying to deliver its
+ * last events before it exits anyway. */
+static const int64_t agent_final_flush_ms = 5000;
+
+struct agent {
+    ctl_t *ctl;
+    const struct node_info *ni;
+    const struct layout *l;
+    int sigfd;
+    struct agent_opts opts;
+    char *rundir;
+    char *sock;
+    chan_t *chan;
+    ranks_t *ranks;
+
+    json_t *events;            /* not yet accepted by the controller */
+    int64_t next_ev_ms;        /* 0: send now */
+    int64_t ev_backoff_ms;
+    int64_t next_hb_ms;
+    int64_t hb_backoff_ms;
+    bool unreachable;          /* last call to the controller failed */
+
+    bool gone;                 /* 410: the attempt is over */
+    bool stopping;             /* stop requested (signal or command) */
+    int64_t stop_deadline_ms;
+    bool abort;
+    int64_t last_ckpt_step;    /* de-duplication of repeated commands */
+    bool stop_applied;
+};
+
+static int mkdir_p (const char *path, dt_error_t *err)
+{
+    char buf[4096];
+    snprintf (buf, sizeof (buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir (buf, 0755) < 0 && errno != EEXIST)
+            return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
+        *p = '/';
+    }
+    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
+        return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
+    return 0;
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static void event_add (agent_t *a, json_t *ev)
+{
+    if (!ev)
+        return;
+    json_array_append_new (a->events, ev);
+    a->next_ev_ms = 0;
+}
+
+static void events_flush (agent_t *a)
+{
+    if (json_array_size (a->events) == 0 || a->gone)
+        return;
+    json_t *body = json_pack ("{s:s, s:O}", "node", a->ni->name, "events", a->events);
+    long status = 0;
+    dt_error_t err;
+    int rc = body ? ctl_post (a->ctl, "/v1/agent/events", body, &status, NULL, &err) : -1;
+    json_decref (body);
+    int64_t now = dt_mono_ms ();
+    if (rc < 0) {
+        if (!a->unreachable)
+            dt_log (LOG_WARNING, "controller unreachable, keeping %zu events: %s",
+                    json_array_size (a->events), err.text);
+        a->unreachable = true;
+        a->ev_backoff_ms = a->ev_backoff_ms ? a->ev_backoff_ms * 2 : 200;
+        if (a->ev_backoff_ms > 5000)
+            a->ev_backoff_ms = 5000;
+        a->next_ev_ms = now + a->ev_backoff_ms;
+        return;
+    }
+    a->unreachable = false;
+    a->ev_backoff_ms = 0;
+    if (status == CTL_GONE) {
+        a->gone = true;
+        return;
+    }
+    if (status != 200)
+        /* A refusal will not get better by repeating it. */
+        dt_log (LOG_ERR, "controller refused %zu events (HTTP %ld): dropped",
+                json_array_size (a->events), status);
+    json_array_clear (a->events);
+}
+
+/* ---- what happens to ranks ----------------------------------------------- */
+
+static void on_rank_exit (struct rank *rk, void *arg)
+{
+    agent_t *a = arg;
+    char tail[2048];
+    /* Exits the agent caused (hang, abort, stop) were reported as their
+     * cause already. */
+    if (rk->killed)
+        return;
+    ranks_stderr_tail (rk, tail, sizeof (tail));
+    event_add (a, json_pack ("{s:s, s:i, s:i, s:i, s:s}", "kind", "rank_exit", "rank", rk->rank,
+                             "exit_code", rk->signal ? 128 + rk->signal : rk->exit_code,
+                             "signal", rk->signal, "stderr_tail", tail));
+}
+
+static void on_rank_hang (struct rank *rk, int64_t idle_ms, void *arg)
+{
+    agent_t *a = arg;
+    char detail[200];
+    snprintf (detail, sizeof (detail), "no step progress for %lld ms (last step %lld)",
+              (long long)idle_ms, (long long)rk->last.step);
+    dt_log (LOG_WARNING, "rank %d hangs: %s", rk->rank, detail);
+    event_add (a, json_pack ("{s:s, s:i, s:s}", "kind", "hang", "rank", rk->rank,
+                             "detail", detail));
+    ranks_kill (a->ranks, rk, a->opts.kill_grace_ms);
+}
+
+/* Stop: ranks using libdtclient get DTCLIENT_CMD_STOP (checkpoint and
+ * exit); the others cannot hear it and get SIGTERM, as torchrun would do. */
+static void stop_ranks (agent_t *a, int64_t step)
+{
+    if (a->stopping)
+        return;
+    a->stopping = true;
+    a->stop_deadline_ms = dt_mono_ms () + a->opts.stop_grace_ms;
+    ranks_command (a->ranks, DTCLIENT_CMD_STOP, step);
+    for (int i = 0; i < ranks_count (a->ranks); i++) {
+        struct rank *rk = ranks_at (a->ranks, i);
+        if (rk->state == RANK_RUNNING && !rk->client) {
+            kill (-rk->pid, SIGTERM);
+            rk->killed = true;
+        }
+    }
+}
+
+static void on_signal (agent_t *a, int sig)
+{
+    const char *detail;
+    if (sig == SIGCHLD) {
+        ranks_reap (a->ranks, on_rank_exit, a);
+        return;
+    }
+    if (a->stopping) {
+        dt_log (LOG_WARNING, "%s again: killing the ranks now", strsignal (sig));
+        ranks_kill_all (a->ranks, 0);
+        a->stop_deadline_ms = dt_mono_ms ();
+        return;
+    }
+    switch (sig) {
+    case SIGUSR1: detail = "SIGUSR1 from Slurm: time limit warning"; break;
+    case SIGTERM: detail = "SIGTERM: stop requested (Slurm preemption or cancel)"; break;
+    case SIGINT: detail = "SIGINT: interrupted"; break;
+    default: detail = "SIGHUP: hang-up"; break;
+    }
+    dt_log (LOG_NOTICE, "%s: asking the ranks to stop (grace %lld ms)", detail,
+            (long long)a->opts.stop_grace_ms);
+    event_add (a, json_pack ("{s:s, s:s}", "kind", "signal", "detail", detail));
+    stop_ranks (a, 0);
+}
+
+static void read_signals (agent_t *a)
+{
+    struct signalfd_siginfo si;
+    while (read (a->sigfd, &si, sizeof (si)) == (ssize_t)sizeof (si))
+        on_signal (a, (int)si.ssi_signo);
+    /* SIGCHLD coalesces; reap anyway in case one was merged. */
+    ranks_reap (a->ranks, on_rank_exit, a);
+}
+
+/* ---- heartbeats and commands --------------------------------------------- */
+
+static void apply_commands (agent_t *a, const json_t *cmds)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach (cmds, i, c) {
+        json_t *k = json_object_get (c, "kind"), *s = json_object_get (c, "step");
+        const char *kind = json_is_string (k) ? json_string_value (k) : "";
+        int64_t step = json_is_integer (s) ? json_integer_value (s) : 0;
+        if (strcmp (kind, "checkpoint") == 0) {
+            if (step != a->last_ckpt_step) {
+                dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
+                a->last_ckpt_step = step;
+                ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
+            }
+        } else if (strcmp (kind, "stop") == 0) {
+            if (!a->stop_applied) {
+                dt_log (LOG_INFO, "command: stop (checkpoint at step %lld)", (long long)step);
+                a->stop_applied = true;
+                stop_ranks (a, step);
+            }
+        } else if (strcmp (kind, "abort") == 0) {
+            if (!a->abort) {
+                dt_log (LOG_NOTICE, "command: abort: killing the ranks");
+                a->abort = true;
+                ranks_command (a->ranks, DTCLIENT_CMD_ABORT, 0);
+                ranks_kill_all (a->ranks, 0);
+            }
+        } else {
+            dt_log (LOG_WARNING, "command '%s' unknown: ignored", kind);
+        }
+    }
+}
+
+static void heartbeat (agent_t *a)
+{
+    int64_t interval = a->l->heartbeat_interval_ms;
+    json_t *body = json_pack ("{s:s, s:o}", "node", a->ni->name,
+                              "ranks", ranks_heartbeat_json (a->ranks));
+    json_t *data = NULL;
+    long status = 0;
+    dt_error_t err;
+    int rc = body ? ctl_post (a->ctl, "/v1/agent/heartbeat", body, &status, &data, &err) : -1;
+    json_decref (body);
+    int64_t now = dt_mono_ms ();
+    if (rc < 0) {
+        /* Keep the trainers running; retry with a capped backoff that stays
+         * well inside the node timeout, so a short outage is not a loss. */
+        int64_t cap = a->l->node_timeout_ms / 3;
+        if (cap > 5000)
+            cap = 5000;
+        if (cap < interval)
+            cap = interval;
+        if (!a->unreachable)
+            dt_log (LOG_WARNING, "heartbeat: %s (the ranks keep running)", err.text);
+        a->unreachable = true;
+        a->hb_backoff_ms = a->hb_backoff_ms ? a->hb_backoff_ms * 2 : interval;
+        if (a->hb_backoff_ms > cap)
+            a->hb_backoff_ms = cap;
+        a->next_hb_ms = now + a->hb_backoff_ms;
+        return;
+    }
+    if (a->unreachable)
+        dt_log (LOG_NOTICE, "controller reachable again");
+    a->unreachable = false;
+    a->hb_backoff_ms = 0;
+    a->next_hb_ms = now + interval;
+    if (status == CTL_GONE)
+        a->gone = true;
+    else if (status == 200 && data) {
+        json_t *cmds = json_object_get (data, "commands");
+        if (json_is_array (cmds))
+            apply_commands (a, cmds);
+    }
+    json_decref (data);
+}
+
+/* ---- the trainer socket -------------------------------------------------- */
+
+static void on_request (const struct dtproto_msg *m, int *conn_rank, struct dtproto_buf *reply,
+                        void *arg)
+{
+    agent_t *a = arg;
+    dt_error_t err;
+    char key[DTPROTO_MAX_KEY + 1], text[DTPROTO_MAX_TEXT + 1];
+    long status = 0;
+
+#define STR(tag, buf)                                                   \
+    (memcpy ((buf), m->s[tag], m->slen[tag]), (buf)[m->slen[tag]] = '\0', (buf))
+
+    switch (m->type) {
+    case DTPROTO_HELLO:
+        if (ranks_hello (a->ranks, (int)m->i[DTPROTO_T_RANK], (pid_t)m->i[DTPROTO_T_PID],
+                         &err) < 0) {
+            dt_log (LOG_WARNING, "trainer hello refused: %s", err.text);
+            chan_reply_status (reply, DTCLIENT_ERR_INVAL, err.text);
+            return;
+        }
+        *conn_rank = (int)m->i[DTPROTO_T_RANK];
+        chan_reply_status (reply, DTCLIENT_OK, NULL);
+        return;
+    case DTPROTO_SHARD: {
+        char crc[16], *path = malloc (m->slen[DTPROTO_T_PATH] + 1);
+        if (!path) {
+            chan_reply_status (reply, DTCLIENT_ERR_IO, "out of memory");
+            return;
+        }
+        snprintf (crc, sizeof (crc), "%08x", (unsigned)m->i[DTPROTO_T_CRC32C]);
+        event_add (a, json_pack ("{s:s, s:i, s:I, s:s, s:I, s:s}", "kind", "shard",
+                                 "rank", *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
+                                 "path", STR (DTPROTO_T_PATH, path),
+                                 "bytes", (json_int_t)m->i[DTPROTO_T_BYTES], "crc32c", crc));
+        free (path);
+        chan_reply_status (reply, DTCLIENT_OK, NULL);
+        return;
+    }
+    case DTPROTO_SHARD_FAILED:
+        event_add (a, json_pack ("{s:s, s:i, s:I, s:s}", "kind", "shard_failed",
+                                 "rank", *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
+                                 "detail", STR (DTPROTO_T_TEXT, text)));
+        chan_reply_status (reply, DTCLIENT_OK, NULL);
+        return;
+    case DTPROTO_RESULT: {
+        json_t *res = dt_json_parse ((const char *)m->s[DTPROTO_T_JSON],
+                                     m->slen[DTPROTO_T_JSON], &err);
+        if (!json_is_object (res)) {
+            json_decref (res);
+            dt_log (LOG_WARNING, "rank %d: result refused: not a JSON object", *conn_rank);
+            chan_reply_status (reply, DTCLIENT_ERR_INVAL, "result: not a JSON object");
+            return;
+        }
+        event_add (a, json_pack ("{s:s, s:i, s:o}", "kind", "result", "rank", *conn_rank,
+                                 "result", res));
+        chan_reply_status (reply, DTCLIENT_OK, NULL);
+        return;
+    }
+    case DTPROTO_KV_SET:
+        if (ctl_kv_put (a->ctl, STR (DTPROTO_T_KEY, key), m->s[DTPROTO_T_VALUE],
+                        m->slen[DTPROTO_T_VALUE], &status, &err) < 0) {
+            chan_reply_status (reply, DTCLIENT_ERR_IO, err.text);
+            return;
+        }
+        if (status == CTL_GONE)
+            a->gone = true;
+        if (status / 100 == 2)
+            chan_reply_status (reply, DTCLIENT_OK, NULL);
+        else {
+            snprintf (text, sizeof (text), "kv set %s: controller answered HTTP %ld", key,
+                      status);
+            chan_reply_status (reply, status == 400 ? DTCLIENT_ERR_INVAL : DTCLIENT_ERR_IO,
+                               text);
+        }
+        return;
+    case DTPROTO_KV_GET: {
+        void *val = NULL;
+        size_t len = 0;
+        if (ctl_kv_get (a->ctl, STR (DTPROTO_T_KEY, key), &val, &len, &status, &err) < 0) {
+            chan_reply_status (reply, DTCLIENT_ERR_IO, err.text);
+            return;
+        }
+        if (status == 200) {
+            if (len > DTPROTO_MAX_VALUE) {
+                chan_reply_status (reply, DTCLIENT_ERR_PROTO, "value larger than 64 KiB");
+            } else {
+                dtproto_begin (reply, DTPROTO_REPLY);
+                dtproto_add_int (reply, DTPROTO_T_STATUS, DTCLIENT_OK);
+                dtproto_add_bytes (reply, DTPROTO_T_VALUE, val, len);
+            }
+            free (val);
+            return;
+        }
+        if (status == CTL_GONE)
+            a->gone = true;
+        if (status == 404)
+            chan_reply_status (reply, DTCLIENT_ERR_NOTFOUND, NULL);
+        else {
+            snprintf (text, sizeof (text), "kv get %s: controller answered HTTP %ld", key,
+                      status);
+            chan_reply_status (reply, DTCLIENT_ERR_IO, text);
+        }
+        return;
+    }
+    default:
+        chan_reply_status (reply, DTCLIENT_ERR_PROTO, "unexpected message type");
+        return;
+    }
+#undef STR
+}
+
+/* ---- create / run / destroy ---------------------------------------------- */
+
+agent_t *agent_create (ctl_t *ctl, const struct node_info *ni, const struct layout *l,
+                       int sigfd, const struct agent_opts *opts, dt_error_t *err)
+{
+    char cwd[4096];
+    agent_t *a = calloc (1, sizeof (*a));
+    if (!a) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    a->ctl = ctl;
+    a->ni = ni;
+    a->l = l;
+    a->sigfd = sigfd;
+    a->opts = *opts;
+    a->last_ckpt_step = -1;
+    if (!(a->events = json_array ()))
+        goto nomem;
+
+    /* The attempt's directory: <state-dir or workdir>/<run_id>, holding
+     * the rank logs, their pages and the socket. */
+    const char *base = opts->state_dir ? opts->state_dir : l->workdir;
+    if (!base)
+        base = getcwd (cwd, sizeof (cwd)) ? cwd : ".";
+    if (asprintf (&a->rundir, "%s/%s", base, l->run_id) < 0) {
+        a->rundir = NULL;
+        goto nomem;
+    }
+    if (mkdir_p (a->rundir, err) < 0)
+        goto error;
+    /* sun_path holds 108 bytes: a deep directory gets an abstract socket. */
+    if (asprintf (&a->sock, "%s/agent-%s.sock", a->rundir, ni->name) < 0) {
+        a->sock = NULL;
+        goto nomem;
+    }
+    if (strlen (a->sock) >= 100) {
+        free (a->sock);
+        if (asprintf (&a->sock, "@dtagent-%d-%s", (int)getpid (), l->run_id) < 0) {
+            a->sock = NULL;
+            goto nomem;
+        }
+    }
+    if (!(a->chan = chan_create (a->sock, on_request, a, err)))
+        goto error;
+    if (!(a->ranks = ranks_create (l, a->rundir, a->sock, err)))
+        goto error;
+    return a;
+nomem:
+    errnoprintf (err, ENOMEM, "out of memory");
+error:
+    agent_destroy (a);
+    return NULL;
+}
+
+void agent_destroy (agent_t *a)
+{
+    if (!a)
+        return;
+    int saved = errno;
+    ranks_destroy (a->ranks);  /* SIGKILLs whatever still runs */
+    chan_destroy (a->chan);
+    json_decref (a->events);
+    free (a->rundir);
+    free (a->sock);
+    free (a);
+    errno = saved;
+}
+
+/* Deliver the last events (rank exits, done) before exiting, for a while. */
+static void final_flush (agent_t *a)
+{
+    int64_t until = dt_mono_ms () + agent_final_flush_ms;
+    while (json_array_size (a->events) > 0 && !a->gone && dt_mono_ms () < until) {
+        events_flush (a);
+        if (json_array_size (a->events) > 0)
+            usleep (200 * 1000);
+    }
+}
+
+int agent_run (agent_t *a)
+{
+    enum { MAXFDS = 300 };
+    struct pollfd pfd[MAXFDS];
+    dt_error_t err;
+
+    if (a->l->spare)
+        dt_log (LOG_INFO, "spare node: idle, heartbeating");
+    else {
+        dt_log (LOG_INFO, "node rank %d of %d, ranks %d..%d of %d, run dir %s",
+                a->l->node_rank, a->l->num_nodes, a->l->node_rank * a->l->ranks_per_node,
+                (a->l->node_rank + 1) * a->l->ranks_per_node - 1, a->l->world_size, a->rundir);
+        if (ranks_start (a->ranks, &err) < 0) {
+            dt_log (LOG_ERR, "%s", err.text);
+            event_add (a, json_pack ("{s:s, s:s}", "kind", "node_failure", "detail", err.text));
+            ranks_kill_all (a->ranks, 0);
+            final_flush (a);
+            return 3;
+        }
+    }
+    a->next_hb_ms = dt_mono_ms ();
+    for (;;) {
+        int64_t now = dt_mono_ms ();
+        int64_t timeout = agent_tick_ms;
+        if (a->next_hb_ms - now < timeout)
+            timeout = a->next_hb_ms - now;
+        if (json_array_size (a->events) && a->next_ev_ms - now < timeout)
+            timeout = a->next_ev_ms - now;
+        if (timeout < 0)
+            timeout = 0;
+
+        pfd[0] = (struct pollfd){ .fd = a->sigfd, .events = POLLIN };
+        int n = 1 + chan_pollfds (a->chan, pfd + 1, MAXFDS - 1);
+        if (poll (pfd, (nfds_t)n, (int)timeout) < 0 && errno != EINTR) {
+            dt_log_errno (LOG_ERR, "poll");
+            return 3;
+        }
+        if (pfd[0].revents & POLLIN)
+            read_signals (a);
+        chan_process (a->chan, pfd + 1, n - 1);
+        now = dt_mono_ms ();
+        ranks_tick (a->ranks, now, a->l->hang_timeout_ms, on_rank_hang, a);
+
+        if (json_array_size (a->events) && now >= a->next_ev_ms)
+            events_flush (a);
+        if (!a->gone && now >= a->next_hb_ms)
+            heartbeat (a);
+
+        /* ---- is the agent done? ---- */
+        if (a->gone) {
+            dt_log (LOG_NOTICE, "the attempt is over (HTTP 410): killing the ranks, exiting");
+            ranks_kill_all (a->ranks, 0);
+            return 2;
+        }
+        if (a->l->spare) {
+            if (a->stopping || a->abort) {
+                final_flush (a);
+                return 0;
+            }
+            continue;
+        }
+        if (ranks_running (a->ranks) == 0) {
+            if (ranks_all_succeeded (a->ranks)) {
+                dt_log (LOG_INFO, "every local rank exited 0: done");
+                event_add (a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));
+                final_flush (a);
+                return 0;
+            }
+            final_flush (a);
+            return 1;
+        }
+        if (a->stopping && now >= a->stop_deadline_ms) {
+            dt_log (LOG_WARNING, "stop grace period over: killing %d ranks",
+                    ranks_running (a->ranks));
+            ranks_kill_all (a->ranks, 0);
+            a->stop_deadline_ms = now + 1000;
+        }
+    }
+}

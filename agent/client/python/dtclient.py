@@ -1,0 +1,373 @@
+"""dtclient: talk to the dtctl node agent (dtagent) from a Python trainer.
+
+Standard library only.  The same calls as the C library libdtclient
+(agent/client/dtclient.h), speaking the same protocol
+(schemas/dtclient-protocol.md): step reports go to a shared-memory page
+(no system call per step), everything else is one framed message over the
+agent's Unix socket.  Without an agent (DT_AGENT_SOCKET unset) the client is
+a no-op, so the trainer also runs standalone; its kv calls then use files in
+DT_RENDEZVOUS_DIR when that is set.
+
+    import dtclient
+    c = dtclient.open()
+    for step in range(start, steps):
+        ...
+        c.step(step, loss, samples, compute_s, comm_s)
+        cmd = c.poll()               # None, or a Command(kind, step, seq)
+        if cmd and cmd.kind == dtclient.CMD_STOP: ...
+    c.result({"steps": steps})
+    c.close()
+
+Like the C library, a connected client watches the agent's socket from a
+daemon thread and ends the process (and its process group, when it leads
+one) if the agent goes away.
+"""
+
+import builtins
+import collections
+import json
+import mmap
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+
+__all__ = [
+    "open", "Client", "Command", "DTClientError",
+    "CMD_NONE", "CMD_CHECKPOINT", "CMD_STOP", "CMD_ABORT",
+    "OK", "ERR_NOAGENT", "ERR_IO", "ERR_PROTO", "ERR_TIMEOUT", "ERR_INVAL", "ERR_NOTFOUND",
+]
+
+# dtclient_err_t
+OK, ERR_NOAGENT, ERR_IO, ERR_PROTO, ERR_TIMEOUT, ERR_INVAL, ERR_NOTFOUND = range(7)
+_ERR_TEXT = {
+    OK: "success", ERR_NOAGENT: "no agent and no DT_RENDEZVOUS_DIR",
+    ERR_IO: "connection to the agent lost", ERR_PROTO: "protocol error",
+    ERR_TIMEOUT: "timed out", ERR_INVAL: "invalid argument", ERR_NOTFOUND: "key not found",
+}
+
+# dtclient_cmd_kind_t
+CMD_NONE, CMD_CHECKPOINT, CMD_STOP, CMD_ABORT = range(4)
+
+Command = collections.namedtuple("Command", "kind step seq")
+
+# ---- the wire format (dtproto.h) ----------------------------------------
+_VERSION = 1
+_HDR = struct.Struct("<3sBHHI")       # magic "DTC", version, type, flags, length
+_FIELD = struct.Struct("<HI")         # tag, length
+_MAX_PAYLOAD = 128 * 1024
+_MAX_VALUE = 64 * 1024
+_MAX_KEY = 200
+
+HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY = range(1, 8)
+T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON = \
+    range(1, 12)
+_INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS}
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/-")
+
+# ---- the shared page (struct dtshm_page) ---------------------------------
+_SHM_SIZE = 4096
+_SHM_MAGIC = 0x4D485344
+_REPORT_OFF = 64                      # struct dtshm_report, seqlock first
+_REPORT = struct.Struct("<qdqddqi")   # step loss samples compute_ms comm_ms nreports busy
+_CMD_OFF = 128                        # struct dtshm_cmd, seqlock first
+_CMD = struct.Struct("<QQiiq")        # seq cmd_seq kind pad step
+_U64 = struct.Struct("<Q")
+
+
+class DTClientError(Exception):
+    """A request failed; .code is one of the ERR_* values."""
+
+    def __init__(self, code, text=None):
+        self.code = code
+        super().__init__(text or _ERR_TEXT.get(code, "unknown error"))
+
+
+def _encode(mtype, fields):
+    parts = []
+    for tag, val in fields:
+        if tag in _INT_TAGS:
+            b = struct.pack("<q", val)
+        elif isinstance(val, str):
+            b = val.encode()
+        else:
+            b = bytes(val)
+        parts.append(_FIELD.pack(tag, len(b)) + b)
+    payload = b"".join(parts)
+    if len(payload) > _MAX_PAYLOAD:
+        raise DTClientError(ERR_INVAL, "message larger than %d bytes" % _MAX_PAYLOAD)
+    return _HDR.pack(b"DTC", _VERSION, mtype, 0, len(payload)) + payload
+
+
+def _decode_fields(payload):
+    out, off = {}, 0
+    while off < len(payload):
+        if len(payload) - off < _FIELD.size:
+            raise DTClientError(ERR_PROTO, "truncated field header")
+        tag, n = _FIELD.unpack_from(payload, off)
+        off += _FIELD.size
+        if n > len(payload) - off:
+            raise DTClientError(ERR_PROTO, "truncated field")
+        v = payload[off:off + n]
+        off += n
+        if tag in _INT_TAGS:
+            if n != 8:
+                raise DTClientError(ERR_PROTO, "integer field of %d bytes" % n)
+            v = struct.unpack("<q", v)[0]
+        out[tag] = v
+    return out
+
+
+def _key_ok(key):
+    return isinstance(key, str) and 1 <= len(key) <= _MAX_KEY and set(key) <= _KEY_CHARS
+
+
+class Client:
+    """One connection to the agent (or the no-op client).  Use open()."""
+
+    def __init__(self):
+        self._sock = None
+        self._page = None
+        self._lock = threading.Lock()
+        self._last_cmd = 0
+        self._nreports = 0
+        self._wake = None
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        self._rdv = os.environ.get("DT_RENDEZVOUS_DIR") or None
+        path = os.environ.get("DT_AGENT_SOCKET")
+        if not path:
+            return
+        shm = os.environ.get("DT_AGENT_SHM")
+        if shm:
+            self._page = self._map(shm)
+            if self._page is not None:
+                self._nreports = _REPORT.unpack_from(self._page, _REPORT_OFF + 8)[5]
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect("\0" + path[1:] if path.startswith("@") else path)
+            self._sock = s
+            self._request(HELLO, [(T_RANK, self.rank), (T_PID, os.getpid())])
+        except (OSError, DTClientError) as e:
+            sys.stderr.write("dtclient: connect to the agent at DT_AGENT_SOCKET=%s: %s\n" % (path, e))
+            if self._sock:
+                self._sock.close()
+            self._sock = None
+            return
+        self._wake = os.pipe()
+        threading.Thread(target=self._watch, name="dtclient-watcher", daemon=True).start()
+
+    @staticmethod
+    def _map(path):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            sys.stderr.write("dtclient: DT_AGENT_SHM=%s: %s\n" % (path, e))
+            return None
+        try:
+            m = mmap.mmap(fd, _SHM_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError) as e:
+            sys.stderr.write("dtclient: mmap DT_AGENT_SHM=%s: %s\n" % (path, e))
+            return None
+        finally:
+            os.close(fd)
+        magic, version = struct.unpack_from("<II", m, 0)
+        if magic != _SHM_MAGIC or version != _VERSION:
+            sys.stderr.write("dtclient: DT_AGENT_SHM=%s: not a dtclient page of version 1\n" % path)
+            m.close()
+            return None
+        return m
+
+    def _watch(self):
+        # Hang-up only (POLLRDHUP), never POLLIN: replies are the main thread's.
+        p = select.poll()
+        p.register(self._sock.fileno(), getattr(select, "POLLRDHUP", 0x2000))
+        p.register(self._wake[0], select.POLLIN)
+        while True:
+            for fd, ev in p.poll():
+                if fd == self._wake[0]:
+                    return
+                os.write(2, b"dtclient: the agent's socket closed: exiting\n")
+                if os.getpgrp() == os.getpid():
+                    os.kill(0, signal.SIGKILL)
+                os._exit(1)
+
+    # -- state ---------------------------------------------------------------
+    @property
+    def connected(self):
+        return self._sock is not None
+
+    def close(self):
+        if self._wake:
+            os.write(self._wake[1], b"x")
+        if self._sock:
+            self._sock.close()
+            self._sock = None
+        if self._page is not None:
+            self._page.close()
+            self._page = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- shared page: step, busy, poll --------------------------------------
+    # CPython gives no memory fences, but each struct write below is one
+    # memcpy into the mapping and x86 keeps stores in order; the agent's
+    # seqlock read then sees either the old or the new report whole.
+    def _report_write(self, **kw):
+        m = self._page
+        seq = _U64.unpack_from(m, _REPORT_OFF)[0]
+        _U64.pack_into(m, _REPORT_OFF, seq + 1)
+        step, loss, samples, cms, wms, nrep, busy = _REPORT.unpack_from(m, _REPORT_OFF + 8)
+        step = kw.get("step", step)
+        loss = kw.get("loss", loss)
+        samples = kw.get("samples", samples)
+        cms = kw.get("compute_ms", cms)
+        wms = kw.get("comm_ms", wms)
+        nrep = kw.get("nreports", nrep)
+        busy = kw.get("busy", busy)
+        _REPORT.pack_into(m, _REPORT_OFF + 8, step, loss, samples, cms, wms, nrep, busy)
+        _U64.pack_into(m, _REPORT_OFF, seq + 2)
+
+    def step(self, step, loss=0.0, samples=0, compute_s=0.0, comm_s=0.0):
+        """Report the step just finished (no system call)."""
+        if self._page is None:
+            return
+        self._nreports += 1
+        self._report_write(step=int(step), loss=float(loss), samples=int(samples),
+                           compute_ms=float(compute_s) * 1000.0, comm_ms=float(comm_s) * 1000.0,
+                           nreports=self._nreports)
+
+    def set_busy(self, busy):
+        """Checkpoint save/load in progress: the hang detector waits."""
+        if self._page is not None:
+            self._report_write(busy=1 if busy else 0)
+
+    def poll(self):
+        """The newest command not yet returned, or None (no system call)."""
+        if self._page is None:
+            return None
+        for _ in range(1000):
+            seq, cmd_seq, kind, _pad, step = _CMD.unpack_from(self._page, _CMD_OFF)
+            if seq & 1:
+                continue
+            if _U64.unpack_from(self._page, _CMD_OFF)[0] != seq:
+                continue
+            if cmd_seq <= self._last_cmd:
+                return None
+            self._last_cmd = cmd_seq
+            return Command(kind, step, cmd_seq)
+        return None
+
+    # -- messages ------------------------------------------------------------
+    def _recv(self, n):
+        b = bytearray()
+        while len(b) < n:
+            chunk = self._sock.recv(n - len(b))
+            if not chunk:
+                raise DTClientError(ERR_IO)
+            b += chunk
+        return bytes(b)
+
+    def _request(self, mtype, fields):
+        if self._sock is None:
+            raise DTClientError(ERR_IO)
+        frame = _encode(mtype, fields)
+        with self._lock:
+            try:
+                self._sock.sendall(frame)
+                magic, ver, rtype, flags, n = _HDR.unpack(self._recv(_HDR.size))
+                if magic != b"DTC" or ver != _VERSION or rtype != REPLY or flags or n > _MAX_PAYLOAD:
+                    raise DTClientError(ERR_PROTO, "bad reply header from the agent")
+                f = _decode_fields(self._recv(n))
+            except OSError as e:
+                raise DTClientError(ERR_IO, str(e))
+        status = f.get(T_STATUS, ERR_PROTO)
+        if status != OK:
+            text = f.get(T_TEXT)
+            raise DTClientError(status, text.decode(errors="replace") if text else None)
+        return f
+
+    def shard_written(self, step, path, nbytes, crc32c):
+        """A checkpoint shard is durable."""
+        if not path or step < 0 or nbytes < 0 or not 0 <= crc32c <= 0xFFFFFFFF:
+            raise DTClientError(ERR_INVAL)
+        if self._sock is not None:
+            self._request(SHARD, [(T_STEP, step), (T_PATH, str(path)), (T_BYTES, nbytes),
+                                  (T_CRC32C, crc32c)])
+
+    def shard_failed(self, step, reason=""):
+        if step < 0:
+            raise DTClientError(ERR_INVAL)
+        if self._sock is not None:
+            self._request(SHARD_FAILED, [(T_STEP, step), (T_TEXT, str(reason)[:4096])])
+
+    def result(self, obj):
+        """The run's final result: a dict (or a JSON object as text)."""
+        text = obj if isinstance(obj, str) else json.dumps(obj)
+        if not text.lstrip().startswith("{") or len(text) > _MAX_VALUE:
+            raise DTClientError(ERR_INVAL, "result: not a JSON object")
+        if self._sock is not None:
+            self._request(RESULT, [(T_JSON, text)])
+
+    # -- key-value store -----------------------------------------------------
+    def _rdv_path(self, key):
+        return os.path.join(self._rdv, key.replace("/", "%2F"))
+
+    def kv_set(self, key, value):
+        """Store bytes (or str) under key in the attempt's kv store."""
+        if isinstance(value, str):
+            value = value.encode()
+        if not _key_ok(key) or len(value) > _MAX_VALUE:
+            raise DTClientError(ERR_INVAL)
+        if self._sock is not None:
+            self._request(KV_SET, [(T_KEY, key), (T_VALUE, value)])
+        elif self._rdv:
+            path = self._rdv_path(key)
+            tmp = "%s.tmp.%d" % (path, os.getpid())
+            with builtins.open(tmp, "wb") as f:
+                f.write(value)
+            os.rename(tmp, path)
+        else:
+            raise DTClientError(ERR_NOAGENT)
+
+    def kv_get(self, key):
+        """The bytes under key; DTClientError(ERR_NOTFOUND) if absent."""
+        if not _key_ok(key):
+            raise DTClientError(ERR_INVAL)
+        if self._sock is not None:
+            return bytes(self._request(KV_GET, [(T_KEY, key)]).get(T_VALUE, b""))
+        if self._rdv:
+            try:
+                with builtins.open(self._rdv_path(key), "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                raise DTClientError(ERR_NOTFOUND)
+        raise DTClientError(ERR_NOAGENT)
+
+    def kv_wait(self, key, timeout_s=None):
+        """kv_get, polling until the key exists or timeout_s passes."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        delay = 0.005
+        while True:
+            try:
+                return self.kv_get(key)
+            except DTClientError as e:
+                if e.code != ERR_NOTFOUND:
+                    raise
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DTClientError(ERR_TIMEOUT)
+            left = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            time.sleep(left)
+            delay = min(delay * 2, 0.1)
+
+
+def open():  # noqa: A001 - mirrors dtclient_open
+    """Open the client from the environment (never fails: no agent → no-op)."""
+    return Client()

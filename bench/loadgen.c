@@ -1,0 +1,282 @@
+/* loadgen.c: heartbeat load generator for dtctld (bench/run, "controller ingest").
+ *
+ * Simulates A agents of one attempt, each with R ranks, each sending one
+ * POST /v1/agent/heartbeat per period over its own keep-alive connection,
+ * as real agents do.  Open loop: every agent's sends are scheduled at fixed
+ * times, and latency is measured from the scheduled time to the complete
+ * answer, so a slow controller cannot hide its queueing (no coordinated
+ * omission).  Agents register first (POST /v1/agent/register) so the
+ * controller treats them as the attempt's nodes.
+ *
+ * Output: one JSON object on stdout with the offered and achieved rates and
+ * the latency percentiles.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#else
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct agent {
+    int fd;
+    int idx;
+    char *req;          /* the current request, fully formatted */
+    size_t req_len;
+    size_t req_off;
+    char resp[4096];
+    size_t resp_len;
+    int64_t sched_ns;   /* when the in-flight request was due */
+    int64_t next_ns;    /* when the next one is due */
+    int busy;
+    int registered;
+};
+
+static int64_t now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static const char *opt_host = "127.0.0.1";
+static int opt_port = 6830;
+static int opt_agents = 100;
+static int opt_ranks = 8;
+static double opt_hz = 1.0;
+static double opt_duration = 10.0;
+static double opt_warmup = 2.0;
+static const char *opt_token = NULL;
+static const char *opt_prefix = "lg";
+
+static int connect_one (void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (opt_port) };
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+
+    if (fd < 0)
+        return -1;
+    inet_pton (AF_INET, opt_host, &sa.sin_addr);
+    setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof (one));
+    if (connect (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0 && errno != EINPROGRESS) {
+        close (fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void build_request (struct agent *a, int64_t step)
+{
+    char body[8192];
+    size_t n = 0;
+
+    free (a->req);
+    if (!a->registered) {
+        n = snprintf (body, sizeof (body),
+                      "{\"node\":\"%s%d\",\"node_order\":%d,\"addr\":\"127.0.0.1\","
+                      "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
+                      "\"hostinfo\":{}}",
+                      opt_prefix, a->idx, a->idx, 20000 + a->idx % 20000, getpid ());
+    } else {
+        n = snprintf (body, sizeof (body), "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, a->idx);
+        for (int r = 0; r < opt_ranks; r++)
+            n += snprintf (body + n, sizeof (body) - n,
+                           "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":\"running\","
+                           "\"client\":true,\"step\":%" PRId64 ",\"loss\":%.4f,\"samples\":%" PRId64
+                           ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
+                           r ? "," : "", a->idx * opt_ranks + r, r, 1000 + r, step,
+                           3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
+        n += snprintf (body + n, sizeof (body) - n, "]}");
+    }
+    size_t cap = n + 512;
+    a->req = malloc (cap);
+    a->req_len = snprintf (a->req, cap,
+                           "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
+                           "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                           "Content-Length: %zu\r\n\r\n%s",
+                           a->registered ? "heartbeat" : "register", opt_host, opt_token, n, body);
+    a->req_off = 0;
+    a->resp_len = 0;
+}
+
+/* Complete HTTP response in a->resp?  Returns status or 0 if incomplete. */
+static int response_complete (struct agent *a)
+{
+    a->resp[a->resp_len] = '\0';
+    char *hdr_end = strstr (a->resp, "\r\n\r\n");
+    if (!hdr_end)
+        return 0;
+    char *cl = strcasestr (a->resp, "content-length:");
+    size_t clen = cl ? strtoul (cl + 15, NULL, 10) : 0;
+    if ((size_t)(hdr_end + 4 - a->resp) + clen > a->resp_len)
+        return 0;
+    return atoi (a->resp + 9);
+}
+
+static int cmp_i64 (const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void usage (void)
+{
+    fprintf (stderr,
+             "Usage: loadgen --token TOKEN [--host H] [--port P] [--agents N] [--ranks R]\n"
+             "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
+             "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
+             "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n");
+    exit (1);
+}
+
+int main (int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "host", required_argument, 0, 'H' }, { "port", required_argument, 0, 'p' },
+        { "agents", required_argument, 0, 'a' }, { "ranks", required_argument, 0, 'r' },
+        { "hz", required_argument, 0, 'z' }, { "duration", required_argument, 0, 'd' },
+        { "warmup", required_argument, 0, 'w' }, { "token", required_argument, 0, 't' },
+        { "prefix", required_argument, 0, 'x' }, { "help", no_argument, 0, 'h' }, { 0 } };
+    int c;
+
+    while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'H': opt_host = optarg; break;
+        case 'p': opt_port = atoi (optarg); break;
+        case 'a': opt_agents = atoi (optarg); break;
+        case 'r': opt_ranks = atoi (optarg); break;
+        case 'z': opt_hz = atof (optarg); break;
+        case 'd': opt_duration = atof (optarg); break;
+        case 'w': opt_warmup = atof (optarg); break;
+        case 't': opt_token = optarg; break;
+        case 'x': opt_prefix = optarg; break;
+        default: usage ();
+        }
+    }
+    if (!opt_token || opt_agents < 1 || opt_ranks < 1 || opt_ranks > 64 || opt_hz <= 0)
+        usage ();
+
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit (RLIMIT_NOFILE, &rl);
+    }
+
+    int ep = epoll_create1 (EPOLL_CLOEXEC);
+    struct agent *agents = calloc (opt_agents, sizeof (*agents));
+    int64_t period = (int64_t)(1e9 / opt_hz);
+    int64_t t0 = now_ns ();
+    size_t lat_cap = (size_t)(opt_agents * opt_hz * (opt_duration + 1)) + 16, nlat = 0;
+    int64_t *lat = malloc (lat_cap * sizeof (*lat));
+    long errors = 0, non2xx = 0, sent = 0, done_measured = 0;
+
+    for (int i = 0; i < opt_agents; i++) {
+        struct agent *a = &agents[i];
+        a->idx = i;
+        a->fd = connect_one ();
+        if (a->fd < 0) {
+            fprintf (stderr, "loadgen: connect: %s\n", strerror (errno));
+            return 1;
+        }
+        /* Spread the agents' phases evenly over one period. */
+        a->next_ns = t0 + (period * i) / opt_agents;
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = a };
+        epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
+    }
+
+    int64_t t_measure = t0 + (int64_t)(opt_warmup * 1e9);
+    int64_t t_end = t_measure + (int64_t)(opt_duration * 1e9);
+    struct epoll_event evs[512];
+    int64_t step = 0;
+
+    while (now_ns () < t_end) {
+        int64_t now = now_ns ();
+        /* Start the sends that are due.  (A linear scan keeps this simple;
+         * 10k agents x 1 kHz of scans is far below the controller's cost.) */
+        for (int i = 0; i < opt_agents; i++) {
+            struct agent *a = &agents[i];
+            if (a->busy || a->next_ns > now)
+                continue;
+            step = (now - t0) / period;
+            build_request (a, step);
+            a->sched_ns = a->next_ns;
+            a->next_ns += a->registered ? period : period / 10;
+            a->busy = 1;
+            ssize_t w = write (a->fd, a->req, a->req_len);
+            if (w > 0)
+                a->req_off = w;
+            sent++;
+        }
+        int n = epoll_wait (ep, evs, 512, 1);
+        for (int k = 0; k < n; k++) {
+            struct agent *a = evs[k].data.ptr;
+            if (a->busy && a->req_off < a->req_len && (evs[k].events & EPOLLOUT)) {
+                ssize_t w = write (a->fd, a->req + a->req_off, a->req_len - a->req_off);
+                if (w > 0)
+                    a->req_off += w;
+            }
+            if (evs[k].events & EPOLLIN) {
+                ssize_t r = read (a->fd, a->resp + a->resp_len, sizeof (a->resp) - 1 - a->resp_len);
+                if (r <= 0) {
+                    errors++;
+                    epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
+                    close (a->fd);
+                    a->fd = connect_one ();
+                    struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = a };
+                    epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
+                    a->busy = 0;
+                    continue;
+                }
+                a->resp_len += r;
+                int status = response_complete (a);
+                if (status) {
+                    int64_t t = now_ns ();
+                    if (!a->registered) {
+                        /* "waiting" until every simulated agent registered. */
+                        if (status == 200 && strstr (a->resp, "\"ready\""))
+                            a->registered = 1;
+                        else if (status != 200)
+                            non2xx++;
+                    } else {
+                        if (status < 200 || status > 299)
+                            non2xx++;
+                        if (a->sched_ns >= t_measure && nlat < lat_cap) {
+                            lat[nlat++] = t - a->sched_ns;
+                            done_measured++;
+                        }
+                    }
+                    a->busy = 0;
+                }
+            }
+        }
+    }
+    int reg = 0;
+    for (int i = 0; i < opt_agents; i++)
+        reg += agents[i].registered;
+    qsort (lat, nlat, sizeof (*lat), cmp_i64);
+#define PCT(p) (nlat ? lat[(size_t)((p) * (nlat - 1))] / 1e6 : -1.0)
+    printf ("{\"agents\":%d,\"ranks_per_agent\":%d,\"hz\":%g,\"duration_s\":%g,"
+            "\"registered\":%d,\"offered_rank_hb_per_s\":%.0f,\"achieved_rank_hb_per_s\":%.0f,"
+            "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,"
+            "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
+            opt_agents, opt_ranks, opt_hz, opt_duration, reg,
+            opt_agents * opt_hz * opt_ranks, done_measured * opt_ranks / opt_duration,
+            sent, errors, non2xx, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
+            nlat ? lat[nlat - 1] / 1e6 : -1.0);
+    return 0;
+}

@@ -1,0 +1,685 @@
+/* httpd.c: HTTP/JSON server over libmicrohttpd, single-threaded (see httpd.h).
+ *
+ * MHD runs in "external select" mode with epoll: it owns no thread, the
+ * owner's event loop polls dt_httpd_fd() and calls dt_httpd_run(), so every
+ * handler runs on the owner's thread.  The controller must keep thousands
+ * of agents' keep-alive connections open, hence the high connection limit
+ * and the RLIMIT_NOFILE raise at create.
+ */
+#include <config.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "common/dtime.h"
+#include "common/httpd.h"
+#include "common/log.h"
+
+/* Room for 10k simulated agents plus CLIs, below a typical hard nofile limit. */
+static const unsigned int httpd_connection_limit = 20000;
+/* Idle keep-alive connections are closed after this many seconds; agents
+ * heartbeat far more often than that, so they keep their connection. */
+static const unsigned int httpd_connection_timeout_s = 300;
+/* Per-connection MHD pool (request line + headers).  Bodies are kept in our
+ * own buffer, so this stays small: 10k connections x 16 KiB. */
+static const size_t httpd_connection_memory = 16 * 1024;
+static const int httpd_listen_backlog = 4096;
+
+#define HTTPD_MAX_PARAMS 4
+#define HTTPD_MAX_SEGS 16
+
+struct route {
+    char *method;
+    char *pattern;
+    char *segs[HTTPD_MAX_SEGS]; /* literal, or "{name}" */
+    int nsegs;
+    dt_http_handler_f cb;
+    void *arg;
+};
+
+struct dt_httpd {
+    struct MHD_Daemon *d;
+    int listen_fd;
+    int port;
+    size_t max_body;
+    struct route *routes;
+    int nroutes;
+};
+
+struct dt_http_req {
+    dt_httpd_t *h;
+    struct MHD_Connection *conn;
+    char *method;
+    char *path;
+    struct route *route;
+    int route_status; /* 0 matched, else 404/405 */
+    char *pnames[HTTPD_MAX_PARAMS];
+    char *pvalues[HTTPD_MAX_PARAMS];
+    int nparams;
+    char *body;
+    size_t len;
+    size_t cap;
+    bool too_big;
+    bool replied;
+    int status;
+    size_t reply_len;
+    json_t *warnings;
+    int64_t start_ns;
+    char peer[INET6_ADDRSTRLEN];
+};
+
+/* --- routes ------------------------------------------------------------- */
+
+/* Split 'path' (modified in place) into non-empty segments. */
+static int split_path (char *path, char **segs, int max)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *s = strtok_r (path, "/", &save); s; s = strtok_r (NULL, "/", &save)) {
+        if (n == max)
+            return -1;
+        segs[n++] = s;
+    }
+    return n;
+}
+
+static bool is_param (const char *seg)
+{
+    size_t l = strlen (seg);
+    return l > 2 && seg[0] == '{' && seg[l - 1] == '}';
+}
+
+int dt_httpd_route (dt_httpd_t *h, const char *method, const char *pattern,
+                    dt_http_handler_f cb, void *arg)
+{
+    struct route r = { 0 };
+    struct route *nr;
+    int nparams = 0;
+
+    if (!h || !method || !pattern || pattern[0] != '/' || !cb) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!(r.method = strdup (method)) || !(r.pattern = strdup (pattern)))
+        goto nomem;
+    if ((r.nsegs = split_path (r.pattern, r.segs, HTTPD_MAX_SEGS)) < 0)
+        goto inval;
+    for (int i = 0; i < r.nsegs; i++)
+        if (is_param (r.segs[i]))
+            nparams++;
+    if (nparams > HTTPD_MAX_PARAMS)
+        goto inval;
+    r.cb = cb;
+    r.arg = arg;
+    if (!(nr = realloc (h->routes, (h->nroutes + 1) * sizeof (*nr))))
+        goto nomem;
+    h->routes = nr;
+    h->routes[h->nroutes++] = r;
+    return 0;
+inval:
+    free (r.method);
+    free (r.pattern);
+    errno = EINVAL;
+    return -1;
+nomem:
+    free (r.method);
+    free (r.pattern);
+    errno = ENOMEM;
+    return -1;
+}
+
+/* Find the route for req->method/path; fill params.  Sets route_status. */
+static void route_match (dt_http_req_t *req)
+{
+    char *copy = strdup (req->path);
+    char *segs[HTTPD_MAX_SEGS];
+    int n;
+    bool path_matched = false;
+
+    req->route_status = 404;
+    if (!copy) {
+        req->route_status = 500;
+        return;
+    }
+    n = split_path (copy, segs, HTTPD_MAX_SEGS);
+    for (int i = 0; n >= 0 && i < req->h->nroutes; i++) {
+        struct route *r = &req->h->routes[i];
+        bool ok = (r->nsegs == n);
+        for (int j = 0; ok && j < n; j++)
+            if (!is_param (r->segs[j]) && strcmp (r->segs[j], segs[j]) != 0)
+                ok = false;
+        if (!ok)
+            continue;
+        path_matched = true;
+        if (strcmp (r->method, req->method) != 0)
+            continue;
+        req->route = r;
+        req->route_status = 0;
+        for (int j = 0; j < n; j++) {
+            if (!is_param (r->segs[j]))
+                continue;
+            size_t l = strlen (r->segs[j]);
+            req->pnames[req->nparams] = strndup (r->segs[j] + 1, l - 2);
+            req->pvalues[req->nparams] = strdup (segs[j]);
+            if (!req->pnames[req->nparams] || !req->pvalues[req->nparams]) {
+                req->route_status = 500;
+                break;
+            }
+            req->nparams++;
+        }
+        break;
+    }
+    if (!req->route && path_matched)
+        req->route_status = 405;
+    free (copy);
+}
+
+/* "GET, POST" for the Allow header of a 405. */
+static void allowed_methods (dt_http_req_t *req, char *buf, size_t len)
+{
+    char *copy = strdup (req->path);
+    char *segs[HTTPD_MAX_SEGS];
+    int n = copy ? split_path (copy, segs, HTTPD_MAX_SEGS) : -1;
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; n >= 0 && i < req->h->nroutes; i++) {
+        struct route *r = &req->h->routes[i];
+        bool ok = (r->nsegs == n);
+        for (int j = 0; ok && j < n; j++)
+            if (!is_param (r->segs[j]) && strcmp (r->segs[j], segs[j]) != 0)
+                ok = false;
+        if (ok && used < len) {
+            int w = snprintf (buf + used, len - used, "%s%s", used ? ", " : "", r->method);
+            if (w > 0)
+                used += w;
+        }
+    }
+    free (copy);
+}
+
+/* --- requests ----------------------------------------------------------- */
+
+static void req_destroy (dt_http_req_t *req)
+{
+    if (req) {
+        for (int i = 0; i < req->nparams; i++) {
+            free (req->pnames[i]);
+            free (req->pvalues[i]);
+        }
+        /* a strndup that failed in route_match may leave one half set */
+        if (req->nparams < HTTPD_MAX_PARAMS) {
+            free (req->pnames[req->nparams]);
+            free (req->pvalues[req->nparams]);
+        }
+        free (req->method);
+        free (req->path);
+        free (req->body);
+        json_decref (req->warnings);
+        free (req);
+    }
+}
+
+const char *dt_http_req_method (const dt_http_req_t *req)
+{
+    return req->method;
+}
+
+const char *dt_http_req_path (const dt_http_req_t *req)
+{
+    return req->path;
+}
+
+const char *dt_http_req_param (const dt_http_req_t *req, const char *name)
+{
+    for (int i = 0; i < req->nparams; i++)
+        if (!strcmp (req->pnames[i], name))
+            return req->pvalues[i];
+    return NULL;
+}
+
+const char *dt_http_req_query (const dt_http_req_t *req, const char *name)
+{
+    return MHD_lookup_connection_value (req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *dt_http_req_header (const dt_http_req_t *req, const char *name)
+{
+    return MHD_lookup_connection_value (req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *dt_http_req_body (const dt_http_req_t *req, size_t *len)
+{
+    if (len)
+        *len = req->len;
+    return req->body ? req->body : "";
+}
+
+const char *dt_http_req_peer (const dt_http_req_t *req)
+{
+    return req->peer;
+}
+
+/* --- replies ------------------------------------------------------------ */
+
+static void access_log (dt_http_req_t *req)
+{
+    if (LOG_INFO > dt_log_get_level ())
+        return;
+    double ms = (dt_mono_ns () - req->start_ns) / 1e6;
+    dt_log_msg (LOG_INFO, "%s \"%s %s\" %d %zu %.1fms", req->peer, req->method, req->path,
+                req->status, req->reply_len, ms);
+}
+
+/* Queue 'body' (malloc'ed, stolen) with 'status'. */
+static void queue (dt_http_req_t *req, int status, const char *content_type, char *body,
+                   size_t len, const char *allow)
+{
+    struct MHD_Response *resp;
+
+    if (req->replied) {
+        dt_log (LOG_ERR, "httpd: %s %s: handler answered twice", req->method, req->path);
+        free (body);
+        return;
+    }
+    req->replied = true;
+    req->status = status;
+    req->reply_len = len;
+    resp = MHD_create_response_from_buffer (len, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free (body);
+        dt_log (LOG_ERR, "httpd: %s %s: cannot create response", req->method, req->path);
+        return;
+    }
+    MHD_add_response_header (resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (allow)
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (MHD_queue_response (req->conn, status, resp) != MHD_YES)
+        dt_log (LOG_ERR, "httpd: %s %s: cannot queue response", req->method, req->path);
+    MHD_destroy_response (resp);
+    access_log (req);
+}
+
+static void reply_envelope (dt_http_req_t *req, int status, json_t *data, json_t *errors,
+                            const char *allow)
+{
+    json_t *env;
+    char *s;
+
+    /* "o" steals each reference, also when json_pack fails. */
+    env = json_pack ("{s:o s:o s:o}", "data", data ? data : json_null (), "errors",
+                     errors ? errors : json_array (), "warnings",
+                     req->warnings ? json_incref (req->warnings) : json_array ());
+    if (!env || !(s = json_dumps (env, JSON_COMPACT))) {
+        json_decref (env);
+        s = strdup ("{\"data\":null,\"errors\":[{\"error\":\"out of memory\"}],"
+                    "\"warnings\":[]}");
+        status = 500;
+        if (!s)
+            return;
+    }
+    else
+        json_decref (env);
+    queue (req, status, "application/json", s, strlen (s), allow);
+}
+
+void dt_http_add_warning (dt_http_req_t *req, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    va_start (ap, fmt);
+    vsnprintf (buf, sizeof (buf), fmt, ap);
+    va_end (ap);
+    if (!req->warnings && !(req->warnings = json_array ()))
+        return;
+    json_array_append_new (req->warnings, json_string (buf));
+}
+
+void dt_http_reply_json (dt_http_req_t *req, int status, json_t *data)
+{
+    if (req->replied) {
+        json_decref (data);
+        queue (req, status, "", NULL, 0, NULL); /* logs the double answer */
+        return;
+    }
+    reply_envelope (req, status, data, NULL, NULL);
+}
+
+static void reply_error_v (dt_http_req_t *req, int status, const char *field,
+                           const char *allow, const char *fmt, va_list ap)
+{
+    char buf[512];
+    json_t *e;
+
+    vsnprintf (buf, sizeof (buf), fmt, ap);
+    if (field)
+        e = json_pack ("[{s:s s:s}]", "error", buf, "field", field);
+    else
+        e = json_pack ("[{s:s}]", "error", buf);
+    reply_envelope (req, status, NULL, e, allow);
+}
+
+void dt_http_reply_error (dt_http_req_t *req, int status, const char *field,
+                          const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    reply_error_v (req, status, field, NULL, fmt, ap);
+    va_end (ap);
+}
+
+static void reply_error_allow (dt_http_req_t *req, int status, const char *allow,
+                               const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    reply_error_v (req, status, NULL, allow, fmt, ap);
+    va_end (ap);
+}
+
+void dt_http_reply_text (dt_http_req_t *req, int status, const char *content_type,
+                         const char *body, size_t len)
+{
+    char *copy = malloc (len ? len : 1);
+    if (!copy) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        return;
+    }
+    if (len)
+        memcpy (copy, body, len);
+    queue (req, status, content_type ? content_type : "text/plain", copy, len, NULL);
+}
+
+/* --- MHD callbacks ------------------------------------------------------ */
+
+static void set_peer (dt_http_req_t *req)
+{
+    const union MHD_ConnectionInfo *ci;
+    ci = MHD_get_connection_info (req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    snprintf (req->peer, sizeof (req->peer), "?");
+    if (!ci || !ci->client_addr)
+        return;
+    if (ci->client_addr->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ci->client_addr;
+        inet_ntop (AF_INET, &in->sin_addr, req->peer, sizeof (req->peer));
+    }
+    else if (ci->client_addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ci->client_addr;
+        inet_ntop (AF_INET6, &in6->sin6_addr, req->peer, sizeof (req->peer));
+    }
+}
+
+static void dispatch (dt_http_req_t *req)
+{
+    if (req->too_big) {
+        dt_http_reply_error (req, 413, NULL, "request body larger than %zu bytes",
+                             req->h->max_body);
+        return;
+    }
+    req->route->cb (req, req->route->arg);
+    if (!req->replied) {
+        dt_log (LOG_ERR, "httpd: %s %s: handler did not answer", req->method, req->path);
+        dt_http_reply_error (req, 500, NULL, "internal error: no answer");
+    }
+}
+
+static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    dt_httpd_t *h = cls;
+    dt_http_req_t *req = *con_cls;
+
+    if (!req) {
+        /* First call: headers only.  Answer what can be answered now
+         * (404, 405, 413 by Content-Length) without reading the body. */
+        const char *cl;
+        if (!(req = calloc (1, sizeof (*req))))
+            return MHD_NO;
+        *con_cls = req;
+        req->h = h;
+        req->conn = conn;
+        req->start_ns = dt_mono_ns ();
+        if (!(req->method = strdup (method)) || !(req->path = strdup (url)))
+            return MHD_NO;
+        set_peer (req);
+        route_match (req);
+        if (req->route_status == 404) {
+            dt_http_reply_error (req, 404, NULL, "no such resource: %s", req->path);
+            return MHD_YES;
+        }
+        if (req->route_status == 405) {
+            char allow[128];
+            allowed_methods (req, allow, sizeof (allow));
+            reply_error_allow (req, 405, allow, "method %s not allowed on %s", req->method,
+                               req->path);
+            return MHD_YES;
+        }
+        if (req->route_status != 0) {
+            dt_http_reply_error (req, 500, NULL, "out of memory");
+            return MHD_YES;
+        }
+        cl = MHD_lookup_connection_value (conn, MHD_HEADER_KIND,
+                                          MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull (cl, &end, 10);
+            if (errno == ERANGE || n > h->max_body) {
+                req->too_big = true;
+                dispatch (req);
+            }
+        }
+        return MHD_YES;
+    }
+    if (req->replied) {
+        /* Answered early: discard whatever body still arrives. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (req->too_big)
+            return MHD_YES;
+        if (req->len + n > h->max_body) {
+            /* Chunked body over the limit: stop storing, answer 413 when
+             * the request ends (MHD cannot answer in mid-upload). */
+            req->too_big = true;
+            free (req->body);
+            req->body = NULL;
+            req->len = req->cap = 0;
+            return MHD_YES;
+        }
+        if (req->len + n + 1 > req->cap) {
+            size_t cap = req->cap ? req->cap : 1024;
+            while (cap < req->len + n + 1)
+                cap *= 2;
+            char *nb = realloc (req->body, cap);
+            if (!nb)
+                return MHD_NO;
+            req->body = nb;
+            req->cap = cap;
+        }
+        memcpy (req->body + req->len, upload_data, n);
+        req->len += n;
+        req->body[req->len] = '\0';
+        return MHD_YES;
+    }
+    dispatch (req);
+    return MHD_YES;
+}
+
+static void completed_cb (void *cls, struct MHD_Connection *conn, void **con_cls,
+                          enum MHD_RequestTerminationCode toe)
+{
+    req_destroy (*con_cls);
+    *con_cls = NULL;
+}
+
+static void mhd_log_cb (void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf (buf, sizeof (buf), fmt, ap);
+    size_t l = strlen (buf);
+    while (l > 0 && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
+        buf[--l] = '\0';
+    dt_log (LOG_WARNING, "httpd: %s", buf);
+}
+
+/* --- daemon ------------------------------------------------------------- */
+
+/* Each keep-alive connection is a file descriptor: raise the soft limit to
+ * the hard one so thousands of agents fit. */
+static void raise_nofile (void)
+{
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
+            dt_log_errno (LOG_WARNING, "httpd: cannot raise RLIMIT_NOFILE");
+    }
+}
+
+/* Bind ourselves (rather than letting MHD do it) so the caller gets the
+ * real errno, e.g. EADDRINUSE. */
+static int listen_socket (const char *addr, int port, dt_error_t *err)
+{
+    struct sockaddr_storage ss = { 0 };
+    socklen_t sl;
+    int fd, one = 1, e;
+
+    if (!addr || !*addr)
+        addr = "0.0.0.0";
+    if (port < 0 || port > 65535)
+        return errnoprintf (err, EINVAL, "invalid port %d", port);
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton (AF_INET, addr, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons (port);
+        sl = sizeof (*in);
+    }
+    else if (inet_pton (AF_INET6, addr, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons (port);
+        sl = sizeof (*in6);
+    }
+    else
+        return errnoprintf (err, EINVAL, "invalid listen address '%s'", addr);
+    if ((fd = socket (ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+        return errprintf (err, "socket: %s", strerror (errno));
+    setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof (one));
+    if (bind (fd, (struct sockaddr *)&ss, sl) < 0 || listen (fd, httpd_listen_backlog) < 0) {
+        e = errno;
+        close (fd);
+        return errnoprintf (err, e, "listen on %s:%d: %s", addr, port, strerror (e));
+    }
+    return fd;
+}
+
+dt_httpd_t *dt_httpd_create (const char *addr, int port, size_t max_body, dt_error_t *err)
+{
+    dt_httpd_t *h;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof (ss);
+
+    if (!(h = calloc (1, sizeof (*h)))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    h->listen_fd = -1;
+    h->max_body = max_body;
+    raise_nofile ();
+    if ((h->listen_fd = listen_socket (addr, port, err)) < 0)
+        goto error;
+    if (getsockname (h->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
+        errprintf (err, "getsockname: %s", strerror (errno));
+        goto error;
+    }
+    h->port = ntohs (ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    /* The logger must be the first option to catch every message. */
+    h->d = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_cb, h,
+                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h,
+                             MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+                             MHD_OPTION_CONNECTION_LIMIT, httpd_connection_limit,
+                             MHD_OPTION_CONNECTION_TIMEOUT, httpd_connection_timeout_s,
+                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, httpd_connection_memory,
+                             MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h, MHD_OPTION_END);
+    if (!h->d) {
+        errnoprintf (err, errno ? errno : EIO, "cannot start HTTP server on port %d",
+                     h->port);
+        goto error;
+    }
+    h->listen_fd = -1; /* now owned (and closed) by MHD */
+    return h;
+error:
+    dt_httpd_destroy (h);
+    return NULL;
+}
+
+void dt_httpd_destroy (dt_httpd_t *h)
+{
+    if (h) {
+        int saved = errno;
+        if (h->d)
+            MHD_stop_daemon (h->d);
+        if (h->listen_fd >= 0)
+            close (h->listen_fd);
+        for (int i = 0; i < h->nroutes; i++) {
+            free (h->routes[i].method);
+            free (h->routes[i].pattern);
+        }
+        free (h->routes);
+        free (h);
+        errno = saved;
+    }
+}
+
+int dt_httpd_port (const dt_httpd_t *h)
+{
+    return h->port;
+}
+
+int dt_httpd_fd (const dt_httpd_t *h)
+{
+    const union MHD_DaemonInfo *di;
+    di = MHD_get_daemon_info (h->d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!di) {
+        errno = EINVAL;
+        return -1;
+    }
+    return di->epoll_fd;
+}
+
+int dt_httpd_timeout_ms (const dt_httpd_t *h)
+{
+    MHD_UNSIGNED_LONG_LONG t;
+    if (MHD_get_timeout (h->d, &t) != MHD_YES)
+        return -1;
+    return t > INT_MAX ? INT_MAX : (int)t;
+}
+
+int dt_httpd_run (dt_httpd_t *h)
+{
+    if (MHD_run (h->d) != MHD_YES) {
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}

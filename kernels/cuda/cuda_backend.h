@@ -1,0 +1,21 @@
+/* cuda_backend.h: the entry point of the CUDA kernels, in plain C (no CUDA types),
+ * for kernels/backend.c.  Only built with --with-cuda. */
+#ifndef DT_KERN_CUDA_BACKEND_H
+#define DT_KERN_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include "kernels/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Probe for a device (cudaGetDeviceCount succeeds with n > 0), create the
+ * cuBLAS handle on first use, and return the CUDA ops table; NULL with the
+ * reason in why when there is no usable device.  Borrowed, static. */
+struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

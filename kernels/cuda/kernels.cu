@@ -1,0 +1,480 @@
+/* kernels.cu: the CUDA backend of the kernels - cuBLAS for GEMM, own kernels for the rest.
+ *
+ * Every reduction uses a fixed launch shape and a fixed tree (no atomics),
+ * so results are bit-identical from run to run on one GPU model.  Every
+ * CUDA and cuBLAS call is checked; a failure is returned as -1 with the
+ * error text in ops.last_error.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_backend.h"
+
+static struct dt_kern_ops cuda_ops;
+static cublasHandle_t cublas;
+static int probed, usable;
+static char probe_why[200];
+
+#define CK(call)                                                              \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) {                                              \
+            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),      \
+                      "%s: %s (%d)", #call, cudaGetErrorString (e_), (int)e_); \
+            return -1;                                                        \
+        }                                                                     \
+    } while (0)
+
+#define CKLAUNCH(name) CK (cudaGetLastError ())
+
+#define CKB(call)                                                             \
+    do {                                                                      \
+        cublasStatus_t s_ = (call);                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
+            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),      \
+                      "%s: cuBLAS status %d", #call, (int)s_);                \
+            return -1;                                                        \
+        }                                                                     \
+    } while (0)
+
+#define GELU_K0 0.7978845608028654f
+#define GELU_K1 0.044715f
+
+static unsigned grid_for (size_t n, unsigned threads)
+{
+    size_t g = (n + threads - 1) / threads;
+    if (g > 65535u * 16u)
+        g = 65535u * 16u;
+    return g ? (unsigned)g : 1u;
+}
+
+static void *cu_alloc (size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 64;
+    cudaError_t e = cudaMalloc (&p, bytes);
+    if (e != cudaSuccess) {
+        snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),
+                  "cudaMalloc(%zu): %s", bytes, cudaGetErrorString (e));
+        return NULL;
+    }
+    e = cudaMemset (p, 0, bytes);
+    if (e != cudaSuccess) {
+        snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),
+                  "cudaMemset: %s", cudaGetErrorString (e));
+        cudaFree (p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_free (void *p)
+{
+    if (p)
+        (void)cudaFree (p);
+}
+
+static int cu_upload (void *dst, const void *src, size_t bytes)
+{
+    CK (cudaMemcpy (dst, src, bytes, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static int cu_download (void *dst, const void *src, size_t bytes)
+{
+    CK (cudaMemcpy (dst, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+static int cu_copy (void *dst, const void *src, size_t bytes)
+{
+    CK (cudaMemcpy (dst, src, bytes, cudaMemcpyDeviceToDevice));
+    return 0;
+}
+
+static int cu_zero (void *p, size_t bytes)
+{
+    CK (cudaMemset (p, 0, bytes));
+    return 0;
+}
+
+static int cu_sync (void)
+{
+    CK (cudaDeviceSynchronize ());
+    return 0;
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
+static int cu_sgemm (int ta, int tb, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb,
+                     float beta, float *C, int ldc)
+{
+    CKB (cublasSgemm (cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb,
+                      A, lda, &beta, C, ldc));
+    return 0;
+}
+
+/* Same rational tanh as the CPU backend (kernels/cpu.c). */
+__device__ static float d_tanh (float x)
+{
+    const float c = 7.99881172180175781f;
+    float ax = fabsf (x);
+    x = fminf (fmaxf (x, -c), c);
+    float x2 = x * x;
+    float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+    p = p * x2 + -8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    p = p * x;
+    float q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    /* beyond the fit, tanh is 1 to within 2.3e-7: saturate exactly, so
+     * 1 - t*t is 0 and not a rounding residue */
+    return ax >= c ? (x > 0 ? 1.0f : -1.0f) : p / q;
+}
+
+__device__ static float d_gelu (float x)
+{
+    float t = d_tanh (GELU_K0 * (x + GELU_K1 * x * x * x));
+    return 0.5f * x * (1.0f + t);
+}
+
+__device__ static float d_gelu_grad (float x)
+{
+    float x2 = x * x;
+    float t = d_tanh (GELU_K0 * (x + GELU_K1 * x2 * x));
+    float dt = (1.0f - t * t) * GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
+    return 0.5f * (1.0f + t) + 0.5f * x * dt;
+}
+
+__global__ static void k_bias_gelu_fwd (size_t n, int N, float *u, const float *b, float *y)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = u[i] + b[i % N];
+        u[i] = x;
+        y[i] = d_gelu (x);
+    }
+}
+
+static int cu_bias_gelu_fwd (int M, int N, float *u, const float *b, float *y)
+{
+    size_t n = (size_t)M * N;
+    k_bias_gelu_fwd<<<grid_for (n, 256), 256>>> (n, N, u, b, y);
+    CKLAUNCH (bias_gelu_fwd);
+    return 0;
+}
+
+/* One thread per column: rows in order, so db is deterministic. */
+__global__ static void k_bias_gelu_bwd (int M, int N, const float *u, const float *dy,
+                                        float *du, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= N)
+        return;
+    float s = 0.0f;
+    for (int i = 0; i < M; i++) {
+        size_t k = (size_t)i * N + j;
+        float g = dy[k] * d_gelu_grad (u[k]);
+        du[k] = g;
+        s += g;
+    }
+    db[j] += s;
+}
+
+static int cu_bias_gelu_bwd (int M, int N, const float *u, const float *dy,
+                             float *du, float *db)
+{
+    k_bias_gelu_bwd<<<(N + 127) / 128, 128>>> (M, N, u, dy, du, db);
+    CKLAUNCH (bias_gelu_bwd);
+    return 0;
+}
+
+__global__ static void k_bias_fwd (size_t n, int N, float *z, const float *b)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        z[i] += b[i % N];
+}
+
+static int cu_bias_fwd (int M, int N, float *z, const float *b)
+{
+    size_t n = (size_t)M * N;
+    k_bias_fwd<<<grid_for (n, 256), 256>>> (n, N, z, b);
+    CKLAUNCH (bias_fwd);
+    return 0;
+}
+
+__global__ static void k_bias_bwd (int M, int N, const float *dz, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= N)
+        return;
+    float s = 0.0f;
+    for (int i = 0; i < M; i++)
+        s += dz[(size_t)i * N + j];
+    db[j] += s;
+}
+
+static int cu_bias_bwd (int M, int N, const float *dz, float *db)
+{
+    k_bias_bwd<<<(N + 127) / 128, 128>>> (M, N, dz, db);
+    CKLAUNCH (bias_bwd);
+    return 0;
+}
+
+__global__ static void k_embed_fwd (size_t n, int E, const uint8_t *tok,
+                                    const float *emb, float *x)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t pos = i / E;
+        int e = (int)(i % E);
+        x[i] = emb[(size_t)tok[pos] * E + e];
+    }
+}
+
+static int cu_embed_fwd (int B, int C, int E, const uint8_t *tok,
+                         const float *emb, float *x)
+{
+    size_t n = (size_t)B * C * E;
+    k_embed_fwd<<<grid_for (n, 256), 256>>> (n, E, tok, emb, x);
+    CKLAUNCH (embed_fwd);
+    return 0;
+}
+
+/* Block v, threads over e: each (v, e) sums its positions in order, so the
+ * scatter-add is deterministic without atomics. */
+__global__ static void k_embed_bwd (int npos, int E, const uint8_t *tok,
+                                    const float *dx, float *demb)
+{
+    int v = blockIdx.x;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        float s = 0.0f;
+        for (int p = 0; p < npos; p++)
+            if (tok[p] == v)
+                s += dx[(size_t)p * E + e];
+        demb[(size_t)v * E + e] += s;
+    }
+}
+
+static int cu_embed_bwd (int B, int C, int E, const uint8_t *tok,
+                         const float *dx, float *demb)
+{
+    k_embed_bwd<<<256, E < 256 ? 32 * ((E + 31) / 32) : 256>>> (B * C, E, tok, dx, demb);
+    CKLAUNCH (embed_bwd);
+    return 0;
+}
+
+/* One block of 256 threads per row, fixed tree reductions. */
+#define SMX_T 256
+__global__ static void k_softmax_ce (int V, const float *logits, const uint8_t *tgt,
+                                     float scale, float *loss, float *dl)
+{
+    __shared__ float red[SMX_T];
+    int row = blockIdx.x;
+    const float *l = logits + (size_t)row * V;
+    float *d = dl + (size_t)row * V;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += SMX_T)
+        mx = fmaxf (mx, l[j]);
+    red[threadIdx.x] = mx;
+    __syncthreads ();
+    for (int s = SMX_T / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            red[threadIdx.x] = fmaxf (red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads ();
+    }
+    mx = red[0];
+    __syncthreads ();
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < V; j += SMX_T)
+        sum += expf (l[j] - mx);
+    red[threadIdx.x] = sum;
+    __syncthreads ();
+    for (int s = SMX_T / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads ();
+    }
+    sum = red[0];
+    int t = tgt[row];
+    float lt = l[t];
+    __syncthreads ();
+    if (threadIdx.x == 0)
+        loss[row] = mx + logf (sum) - lt;
+    float inv = 1.0f / sum;
+    for (int j = threadIdx.x; j < V; j += SMX_T) {
+        float p = expf (l[j] - mx) * inv * scale;
+        d[j] = (j == t) ? p - scale : p;
+    }
+}
+
+static int cu_softmax_ce (int M, int V, const float *logits, const uint8_t *tgt,
+                          float scale, float *loss, float *dlogits)
+{
+    if (M == 0)
+        return 0;
+    k_softmax_ce<<<M, SMX_T>>> (V, logits, tgt, scale, loss, dlogits);
+    CKLAUNCH (softmax_ce);
+    return 0;
+}
+
+#define SQ_BLOCKS 256
+#define SQ_T 256
+__global__ static void k_sumsq_part (size_t n, const float *x, double *part)
+{
+    __shared__ double red[SQ_T];
+    double s = 0.0;
+    for (size_t i = blockIdx.x * (size_t)SQ_T + threadIdx.x; i < n;
+         i += (size_t)SQ_BLOCKS * SQ_T)
+        s += (double)x[i] * x[i];
+    red[threadIdx.x] = s;
+    __syncthreads ();
+    for (int k = SQ_T / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k)
+            red[threadIdx.x] += red[threadIdx.x + k];
+        __syncthreads ();
+    }
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = red[0];
+}
+
+__global__ static void k_sumsq_final (double *part)
+{
+    __shared__ double red[SQ_BLOCKS];
+    red[threadIdx.x] = part[threadIdx.x];
+    __syncthreads ();
+    for (int k = SQ_BLOCKS / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k)
+            red[threadIdx.x] += red[threadIdx.x + k];
+        __syncthreads ();
+    }
+    if (threadIdx.x == 0)
+        part[0] = red[0];
+}
+
+static double *sq_part;
+
+static int cu_sumsq (size_t n, const float *x, double *out)
+{
+    if (!sq_part)
+        CK (cudaMalloc ((void **)&sq_part, sizeof (double) * SQ_BLOCKS));
+    k_sumsq_part<<<SQ_BLOCKS, SQ_T>>> (n, x, sq_part);
+    CKLAUNCH (sumsq_part);
+    k_sumsq_final<<<1, SQ_BLOCKS>>> (sq_part);
+    CKLAUNCH (sumsq_final);
+    CK (cudaMemcpy (out, sq_part, sizeof (double), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+__global__ static void k_scale (size_t n, float *x, float a)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= a;
+}
+
+static int cu_scale (size_t n, float *x, float a)
+{
+    if (n == 0)
+        return 0;
+    k_scale<<<grid_for (n, 256), 256>>> (n, x, a);
+    CKLAUNCH (scale);
+    return 0;
+}
+
+__global__ static void k_adamw (size_t n, float *p, const float *g, float *m, float *v,
+                                float lr, float b1, float b2, float eps, float wd,
+                                float ib1, float ib2, float gscale)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i] * gscale;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= lr * (mi * ib1 / (sqrtf (vi * ib2) + eps) + wd * p[i]);
+    }
+}
+
+static int cu_adamw (size_t n, float *p, const float *g, float *m, float *v,
+                     float lr, float b1, float b2, float eps, float wd,
+                     float bc1, float bc2, float gscale)
+{
+    if (n == 0)
+        return 0;
+    k_adamw<<<grid_for (n, 256), 256>>> (n, p, g, m, v, lr, b1, b2, eps, wd,
+                                         1.0f / bc1, 1.0f / bc2, gscale);
+    CKLAUNCH (adamw);
+    return 0;
+}
+
+extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
+{
+    if (!probed) {
+        int n = 0; /* left unchanged by cudaGetDeviceCount on failure */
+        cudaError_t e = cudaGetDeviceCount (&n);
+        probed = 1;
+        if (e != cudaSuccess)
+            snprintf (probe_why, sizeof (probe_why), "cudaGetDeviceCount: %s (%d)",
+                      cudaGetErrorString (e), (int)e);
+        else if (n <= 0)
+            snprintf (probe_why, sizeof (probe_why), "no CUDA device");
+        else {
+            /* One device per local rank, before the cuBLAS handle binds
+             * to the current device (LOCAL_RANK is set by dtagent). */
+            const char *lr = getenv ("LOCAL_RANK");
+            int dev = lr ? atoi (lr) % n : 0;
+            cudaError_t se = cudaSetDevice (dev < 0 ? 0 : dev);
+            if (se != cudaSuccess) {
+                snprintf (probe_why, sizeof (probe_why), "cudaSetDevice(%d): %s", dev,
+                          cudaGetErrorString (se));
+                goto out;
+            }
+            cublasStatus_t s = cublasCreate (&cublas);
+            if (s != CUBLAS_STATUS_SUCCESS)
+                snprintf (probe_why, sizeof (probe_why), "cublasCreate: status %d", (int)s);
+            else {
+                usable = 1;
+                cuda_ops.name = "cuda";
+                cuda_ops.is_device = 1;
+                cuda_ops.alloc = cu_alloc;
+                cuda_ops.free = cu_free;
+                cuda_ops.upload = cu_upload;
+                cuda_ops.download = cu_download;
+                cuda_ops.copy = cu_copy;
+                cuda_ops.zero = cu_zero;
+                cuda_ops.sync = cu_sync;
+                cuda_ops.sgemm = cu_sgemm;
+                cuda_ops.bias_gelu_fwd = cu_bias_gelu_fwd;
+                cuda_ops.bias_gelu_bwd = cu_bias_gelu_bwd;
+                cuda_ops.bias_fwd = cu_bias_fwd;
+                cuda_ops.bias_bwd = cu_bias_bwd;
+                cuda_ops.embed_fwd = cu_embed_fwd;
+                cuda_ops.embed_bwd = cu_embed_bwd;
+                cuda_ops.softmax_ce = cu_softmax_ce;
+                cuda_ops.sumsq = cu_sumsq;
+                cuda_ops.scale = cu_scale;
+                cuda_ops.adamw = cu_adamw;
+            }
+        }
+    }
+out:
+    if (!usable) {
+        if (why)
+            snprintf (why, whylen, "%s", probe_why);
+        return NULL;
+    }
+    return &cuda_ops;
+}

@@ -1,0 +1,684 @@
+/* agentapi.c: HTTP handlers of the agent routes (schemas/agent-api.md). */
+#include <config.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dtime.h"
+#include "common/httpd.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "orchestrator/agentapi.h"
+#include "orchestrator/auth.h"
+#include "orchestrator/ctld.h"
+#include "orchestrator/jobs.h"
+#include "orchestrator/metrics.h"
+
+/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
+ * silently different file. */
+static int pathf (char *buf, size_t len, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+static int pathf (char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start (ap, fmt);
+    n = vsnprintf (buf, len, fmt, ap);
+    va_end (ap);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
+ * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
+ * attempt cannot exhaust the controller's memory. */
+static const size_t kv_key_max = 200;
+static const size_t kv_value_max = (65536 + 2) / 3 * 4;
+static const size_t kv_attempt_max = 64 << 20;
+
+/* The attempt of the request's token: 401 unknown, 410 ended. */
+static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
+{
+    const char *tok = auth_bearer (req);
+    struct attempt *att;
+    dt_error_t err;
+    int64_t job;
+    int n;
+    enum attempt_state st;
+
+    if (!tok) {
+        dt_http_reply_error (req, 401, NULL, "missing Authorization: Bearer <token>");
+        return NULL;
+    }
+    if ((att = jobs_attempt_by_token (ctx->jobs, tok))) {
+        if (att->row.state == ATT_ENDING || fsm_attempt_terminal (att->row.state)) {
+            dt_http_reply_error (req, 410, NULL, "attempt %d of job %lld has ended (%s)",
+                                 att->row.attempt, (long long)att->row.job_id,
+                                 fsm_attempt_state_name (att->row.state));
+            return NULL;
+        }
+        return att;
+    }
+    if (store_attempt_by_token (ctx->store, tok, &job, &n, &st, &err) == 0) {
+        dt_http_reply_error (req, 410, NULL, "attempt %d of job %lld has ended", n,
+                             (long long)job);
+        return NULL;
+    }
+    if (errno != ENOENT) {
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+        return NULL;
+    }
+    dt_http_reply_error (req, 401, NULL, "unknown token");
+    return NULL;
+}
+
+/* Parse the JSON body; answers 400 itself on failure. */
+static json_t *body_json (dt_http_req_t *req)
+{
+    size_t len;
+    const char *b = dt_http_req_body (req, &len);
+    dt_error_t err;
+    json_t *v;
+
+    if (!b || len == 0) {
+        dt_http_reply_error (req, 400, NULL, "request body: expected a JSON object");
+        return NULL;
+    }
+    if (!(v = dt_json_parse (b, len, &err))) {
+        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
+        return NULL;
+    }
+    if (!json_is_object (v)) {
+        json_decref (v);
+        dt_http_reply_error (req, 400, NULL, "request body: expected a JSON object");
+        return NULL;
+    }
+    return v;
+}
+
+static void reply_field_error (dt_http_req_t *req, int status, const dt_error_t *err)
+{
+    char field[128];
+    const char *sep = strstr (err->text, ": ");
+    size_t n = sep ? (size_t)(sep - err->text) : 0;
+    if (n >= sizeof (field) || memchr (err->text, ' ', n))
+        n = 0;
+    memcpy (field, err->text, n);
+    field[n] = '\0';
+    dt_http_reply_error (req, status, n ? field : NULL, "%s", err->text);
+}
+
+/* --- register -------------------------------------------------------------------- */
+
+static const char *const register_keys[] = {
+    "node", "node_order", "addr", "port", "pid", "slurm_job_id", "slurm_step_id", "hostinfo",
+    NULL,
+};
+
+static json_t *ready_answer (struct attempt *att, struct agent *ag)
+{
+    struct job *job = att->job;
+    json_t *spec = job->row.spec;
+    json_t *hb = json_object_get (spec, "heartbeat");
+    json_t *resume = json_null ();
+    char run_id[64], cdir[1200];
+
+    snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
+    pathf (cdir, sizeof (cdir), "%s/%lld",
+              json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
+              (long long)job->row.id);
+    if (att->row.resume_step >= 0)
+        resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
+                            att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
+    return json_pack ("{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
+                      " s:O s:O s:O s:s s:o s:I s:I s:I}",
+                      "state", "ready",
+                      "job", (json_int_t)job->row.id,
+                      "attempt", att->row.attempt,
+                      "run_id", run_id,
+                      "node_rank", ag->node_rank,
+                      "num_nodes", att->row.num_nodes,
+                      "ranks_per_node", att->row.ranks_per_node,
+                      "world_size", att->row.world_size,
+                      "spare", ag->spare,
+                      "master_addr", att->row.master_addr,
+                      "master_port", att->row.master_port,
+                      "restart_count", job->row.restarts,
+                      "max_restarts", (int)json_integer_value (json_object_get (
+                          json_object_get (spec, "restart"), "max_restarts")),
+                      "command", json_object_get (spec, "command"),
+                      "env", json_object_get (spec, "env"),
+                      "workdir", json_object_get (spec, "workdir"),
+                      "checkpoint_dir", cdir,
+                      "resume", resume,
+                      "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
+                      "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job),
+                      "node_timeout_ms", json_integer_value (json_object_get (hb, "node_timeout_ms")));
+}
+
+static void register_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    struct attempt *att;
+    json_t *body, *hostinfo = NULL;
+    const char *node, *addr;
+    json_int_t order, port, pid = 0, sjob = 0, sstep = 0;
+    dt_error_t err;
+
+    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+        return;
+    if (dt_json_check_object (body, "", register_keys, &err) < 0
+        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
+        || dt_json_get_int (body, "", "node_order", true, 0, 1000000, &order, &err) < 0
+        || dt_json_get_str (body, "", "addr", true, 63, false, &addr, &err) < 0
+        || dt_json_get_int (body, "", "port", true, 1, 65535, &port, &err) < 0
+        || dt_json_get_int (body, "", "pid", false, 0, 0x7fffffff, &pid, &err) < 0
+        || dt_json_get_int (body, "", "slurm_job_id", false, 0, INT64_MAX, &sjob, &err) < 0
+        || dt_json_get_int (body, "", "slurm_step_id", false, 0, INT64_MAX, &sstep, &err) < 0
+        || dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0) {
+        reply_field_error (req, 400, &err);
+        goto done;
+    }
+    struct agent *ag = NULL;
+    for (int i = 0; i < att->nagents; i++)
+        if (!strcmp (att->agents[i].node, node))
+            ag = &att->agents[i];
+    int expected = att->row.num_nodes + att->row.spare_nodes;
+    bool first = false;
+    if (!ag) {
+        if (att->row.state == ATT_RUNNING || att->nagents >= expected) {
+            dt_http_reply_error (req, 409, "node", "attempt %d already has its %d nodes; "
+                                 "%s is not one of them", att->row.attempt, expected, node);
+            goto done;
+        }
+        if (att->nagents == att->cap) {
+            int cap = att->cap ? att->cap * 2 : 8;
+            struct agent *p = realloc (att->agents, cap * sizeof (*p));
+            if (!p) {
+                dt_http_reply_error (req, 500, NULL, "out of memory");
+                goto done;
+            }
+            att->agents = p;
+            att->cap = cap;
+        }
+        ag = &att->agents[att->nagents++];
+        memset (ag, 0, sizeof (*ag));
+        snprintf (ag->node, sizeof (ag->node), "%s", node);
+        ag->node_rank = -1;
+        ag->register_time = dt_real_ms ();
+        first = true;
+    }
+    /* A re-registration may bring a new address/port (agent restarted). */
+    ag->order = order;
+    snprintf (ag->addr, sizeof (ag->addr), "%s", addr);
+    if (att->row.state != ATT_RUNNING)
+        ag->port = port;
+    ag->pid = pid;
+    ag->last_hb_ms = dt_real_ms ();
+    if (hostinfo) {
+        json_decref (ag->hostinfo);
+        ag->hostinfo = json_incref (hostinfo);
+    }
+    if (sjob > 0 && att->row.slurm_job_id == 0)
+        att->row.slurm_job_id = sjob;
+    if (first || att->row.state == ATT_SUBMITTED) {
+        if (jobs_agent_registered (ctx->jobs, att, ag, first, &err) < 0) {
+            if (first)
+                att->nagents--;
+            dt_http_reply_error (req, errno == EBUSY ? 409 : 500, NULL, "%s", err.text);
+            goto done;
+        }
+    }
+    /* qsort in the rendezvous may have moved the agent */
+    ag = NULL;
+    for (int i = 0; i < att->nagents; i++)
+        if (!strcmp (att->agents[i].node, node))
+            ag = &att->agents[i];
+    if (att->row.state == ATT_RUNNING && ag)
+        dt_http_reply_json (req, 200, ready_answer (att, ag));
+    else
+        dt_http_reply_json (req, 200, json_pack ("{s:s s:i s:i}", "state", "waiting",
+                                                 "registered", att->nagents, "expected",
+                                                 expected));
+done:
+    json_decref (body);
+}
+
+/* --- heartbeat ------------------------------------------------------------------- */
+
+static const char *const hb_keys[] = { "node", "ranks", NULL };
+static const char *const hb_rank_keys[] = {
+    "rank", "local_rank", "pid", "state", "client", "step", "loss", "samples", "compute_ms",
+    "comm_ms", "busy", NULL,
+};
+
+static struct agent *agent_of (struct attempt *att, const char *node)
+{
+    for (int i = 0; i < att->nagents; i++)
+        if (!strcmp (att->agents[i].node, node))
+            return &att->agents[i];
+    return NULL;
+}
+
+static void heartbeat_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t t0 = dt_mono_ns ();
+    struct attempt *att;
+    struct agent *ag;
+    json_t *body, *ranks;
+    const char *node;
+    dt_error_t err;
+    size_t i;
+    json_t *r;
+    char path[64];
+
+    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+        return;
+    if (dt_json_check_object (body, "", hb_keys, &err) < 0
+        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
+        || dt_json_get_arr (body, "", "ranks", true, &ranks, &err) < 0) {
+        reply_field_error (req, 400, &err);
+        goto done;
+    }
+    if (!(ag = agent_of (att, node))) {
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d", node,
+                             att->row.attempt);
+        goto done;
+    }
+    /* Validate every entry before touching any state. */
+    json_array_foreach (ranks, i, r) {
+        json_int_t rank, lr, pid, step, samples;
+        double d;
+        bool b;
+        const char *st;
+        dt_json_path_index (path, sizeof (path), "ranks", i);
+        if (dt_json_check_object (r, path, hb_rank_keys, &err) < 0
+            || dt_json_get_int (r, path, "rank", true, 0, att->row.world_size - 1, &rank,
+                                &err) < 0
+            || dt_json_get_int (r, path, "local_rank", false, 0, 1 << 20, &lr, &err) < 0
+            || dt_json_get_int (r, path, "pid", false, 0, 0x7fffffff, &pid, &err) < 0
+            || dt_json_get_str (r, path, "state", false, 15, false, &st, &err) < 0
+            || dt_json_get_bool (r, path, "client", false, &b, &err) < 0
+            || dt_json_get_bool (r, path, "busy", false, &b, &err) < 0
+            || dt_json_get_int (r, path, "step", false, -1, INT64_MAX, &step, &err) < 0
+            || dt_json_get_int (r, path, "samples", false, -1, INT64_MAX, &samples, &err) < 0
+            || dt_json_get_real (r, path, "loss", false, -INFINITY, INFINITY, &d, &err) < 0
+            || dt_json_get_real (r, path, "compute_ms", false, 0, 1e12, &d, &err) < 0
+            || dt_json_get_real (r, path, "comm_ms", false, 0, 1e12, &d, &err) < 0) {
+            reply_field_error (req, 400, &err);
+            goto done;
+        }
+    }
+    int64_t now = dt_real_ms ();
+    ag->last_hb_ms = now;
+    ag->dirty = true;
+    json_array_foreach (ranks, i, r) {
+        struct rank *rk = &att->ranks[json_integer_value (json_object_get (r, "rank"))];
+        json_t *v;
+        rk->seen = true;
+        rk->updated = now;
+        rk->dirty = true;
+        if (!rk->node[0])
+            snprintf (rk->node, sizeof (rk->node), "%s", node);
+        if ((v = json_object_get (r, "local_rank")))
+            rk->local_rank = json_integer_value (v);
+        if ((v = json_object_get (r, "pid")))
+            rk->pid = json_integer_value (v);
+        if ((v = json_object_get (r, "state")))
+            snprintf (rk->state, sizeof (rk->state), "%s", json_string_value (v));
+        if ((v = json_object_get (r, "client")))
+            rk->client = json_is_true (v);
+        if ((v = json_object_get (r, "step")))
+            rk->step = json_integer_value (v);
+        if ((v = json_object_get (r, "samples")))
+            rk->samples = json_integer_value (v);
+        if ((v = json_object_get (r, "loss")))
+            rk->loss = json_number_value (v);
+        if ((v = json_object_get (r, "compute_ms")))
+            rk->compute_ms = json_number_value (v);
+        if ((v = json_object_get (r, "comm_ms")))
+            rk->comm_ms = json_number_value (v);
+    }
+    if (att->row.state == ATT_RUNNING)
+        jobs_progress (ctx->jobs, att);
+    dt_http_reply_json (req, 200, json_pack ("{s:o}", "commands",
+                                             jobs_commands (ctx->jobs, att)));
+    metrics_heartbeat (ctx->metrics, (dt_mono_ns () - t0) / 1e9);
+done:
+    json_decref (body);
+}
+
+/* --- events --------------------------------------------------------------------- */
+
+static const char *const ev_keys[] = { "node", "events", NULL };
+
+struct ev_spec {
+    const char *kind;
+    const char *const keys[8];
+};
+
+static const struct ev_spec ev_specs[] = {
+    { "rank_exit", { "kind", "rank", "exit_code", "signal", "stderr_tail", NULL } },
+    { "hang", { "kind", "rank", "detail", NULL } },
+    { "shard", { "kind", "rank", "step", "path", "bytes", "crc32c", NULL } },
+    { "shard_failed", { "kind", "rank", "step", "detail", NULL } },
+    { "result", { "kind", "rank", "result", NULL } },
+    { "node_failure", { "kind", "detail", NULL } },
+    { "signal", { "kind", "detail", NULL } },
+    { "done", { "kind", "exit_code", NULL } },
+};
+
+/* Check one event fully (so a bad batch changes nothing). */
+static int event_check (struct attempt *att, json_t *e, const char *path, dt_error_t *err)
+{
+    const char *kind, *s;
+    const struct ev_spec *spec = NULL;
+    json_int_t i;
+    json_t *o;
+
+    if (!json_is_object (e))
+        return errnoprintf (err, EINVAL, "%s: expected object", path);
+    if (dt_json_get_str (e, path, "kind", true, 32, false, &kind, err) < 0)
+        return -1;
+    for (size_t k = 0; k < sizeof (ev_specs) / sizeof (ev_specs[0]); k++)
+        if (!strcmp (ev_specs[k].kind, kind))
+            spec = &ev_specs[k];
+    if (!spec)
+        return errnoprintf (err, EINVAL, "%s.kind: unknown event kind '%.32s'", path, kind);
+    if (dt_json_check_object (e, path, spec->keys, err) < 0)
+        return -1;
+    bool need_rank = strcmp (kind, "node_failure") && strcmp (kind, "signal")
+                     && strcmp (kind, "done");
+    if (dt_json_get_int (e, path, "rank", need_rank, 0, att->row.world_size - 1, &i, err) < 0
+        || dt_json_get_int (e, path, "exit_code", false, -1024, 1024, &i, err) < 0
+        || dt_json_get_int (e, path, "signal", false, 0, 128, &i, err) < 0
+        || dt_json_get_str (e, path, "stderr_tail", false, 65536, true, &s, err) < 0
+        || dt_json_get_str (e, path, "detail", false, 4096, true, &s, err) < 0)
+        return -1;
+    if (!strcmp (kind, "shard") || !strcmp (kind, "shard_failed")) {
+        if (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0)
+            return -1;
+    }
+    if (!strcmp (kind, "shard")) {
+        if (dt_json_get_str (e, path, "path", true, 4096, false, &s, err) < 0
+            || dt_json_get_int (e, path, "bytes", true, 0, INT64_MAX, &i, err) < 0
+            || dt_json_get_str (e, path, "crc32c", true, 16, false, &s, err) < 0)
+            return -1;
+    }
+    if (!strcmp (kind, "result")
+        && dt_json_get_obj (e, path, "result", true, &o, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int rank_of (json_t *e)
+{
+    json_t *r = json_object_get (e, "rank");
+    return r ? (int)json_integer_value (r) : -1;
+}
+
+static void events_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    struct attempt *att;
+    struct agent *ag;
+    json_t *body, *events, *e;
+    const char *node;
+    dt_error_t err;
+    char path[64];
+    size_t i;
+    int accepted = 0;
+
+    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+        return;
+    if (dt_json_check_object (body, "", ev_keys, &err) < 0
+        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
+        || dt_json_get_arr (body, "", "events", true, &events, &err) < 0) {
+        reply_field_error (req, 400, &err);
+        goto done;
+    }
+    if (!(ag = agent_of (att, node))) {
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d", node,
+                             att->row.attempt);
+        goto done;
+    }
+    json_array_foreach (events, i, e) {
+        dt_json_path_index (path, sizeof (path), "events", i);
+        if (event_check (att, e, path, &err) < 0) {
+            reply_field_error (req, 400, &err);
+            goto done;
+        }
+    }
+    ag->last_hb_ms = dt_real_ms ();
+    json_array_foreach (events, i, e) {
+        const char *kind = json_string_value (json_object_get (e, "kind"));
+        const char *detail = json_string_value (json_object_get (e, "detail"));
+        int rank = rank_of (e);
+        char buf[256];
+        int rc = 0;
+
+        if (!strcmp (kind, "rank_exit")) {
+            int code = json_integer_value (json_object_get (e, "exit_code"));
+            int sig = json_integer_value (json_object_get (e, "signal"));
+            struct rank *rk = &att->ranks[rank];
+            rk->exit_code = code;
+            rk->signal = sig;
+            snprintf (rk->state, sizeof (rk->state), "exited");
+            rk->dirty = true;
+            if (code != 0 || sig != 0) {
+                if (sig)
+                    snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
+                              node, sig);
+                else
+                    snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
+                              node, code);
+                json_t *ev = json_pack ("{s:i s:i s:O?}", "exit_code", code, "signal", sig,
+                                        "stderr_tail", json_object_get (e, "stderr_tail"));
+                jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
+            } else {
+                snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
+                rc = jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, &err);
+            }
+        } else if (!strcmp (kind, "hang")) {
+            snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
+                      detail ? detail : "no progress");
+            jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
+                               json_pack ("{s:s?}", "detail", detail));
+        } else if (!strcmp (kind, "shard")) {
+            rc = jobs_shard (ctx->jobs, att, node, rank,
+                             json_integer_value (json_object_get (e, "step")),
+                             json_string_value (json_object_get (e, "path")),
+                             json_integer_value (json_object_get (e, "bytes")),
+                             json_string_value (json_object_get (e, "crc32c")), &err);
+        } else if (!strcmp (kind, "shard_failed")) {
+            int64_t step = json_integer_value (json_object_get (e, "step"));
+            snprintf (buf, sizeof (buf), "rank %d could not write its shard of step %lld: %s",
+                      rank, (long long)step, detail ? detail : "");
+            rc = jobs_note (ctx->jobs, att, "shard_failed", node, rank, buf, e, &err);
+            if (att->ckpt_cmd_step == step)
+                att->ckpt_cmd_step = 0;
+        } else if (!strcmp (kind, "result")) {
+            rc = jobs_result (ctx->jobs, att, node, rank, json_object_get (e, "result"), &err);
+        } else if (!strcmp (kind, "node_failure")) {
+            jobs_attempt_fail (ctx->jobs, att, "node_failure", node, -1,
+                               detail ? detail : "agent reported a node failure", NULL);
+        } else if (!strcmp (kind, "signal")) {
+            rc = jobs_note (ctx->jobs, att, "signal", node, -1, detail, NULL, &err);
+        } else if (!strcmp (kind, "done")) {
+            json_t *c = json_object_get (e, "exit_code");
+            rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, &err);
+        }
+        if (rc < 0) {
+            /* The earlier events of the batch are committed; say which one failed. */
+            dt_http_reply_error (req, errno == EINVAL ? 400 : 500, NULL,
+                                 "events[%zu]: %s (%d accepted)", i, err.text, accepted);
+            goto done;
+        }
+        accepted++;
+    }
+    dt_http_reply_json (req, 200, json_pack ("{s:i}", "accepted", accepted));
+done:
+    json_decref (body);
+}
+
+/* --- key-value store -------------------------------------------------------------- */
+
+static bool kv_key_ok (const char *k)
+{
+    size_t n = strlen (k);
+    if (n == 0 || n > kv_key_max)
+        return false;
+    for (; *k; k++)
+        if (!isalnum ((unsigned char)*k) && !strchr ("_.:/-", *k))
+            return false;
+    return true;
+}
+
+static bool base64_ok (const char *s, size_t n)
+{
+    if (n % 4)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (isalnum ((unsigned char)c) || c == '+' || c == '/')
+            continue;
+        if (c == '=' && i >= n - 2)
+            continue;
+        return false;
+    }
+    return true;
+}
+
+static const char *kv_key (dt_http_req_t *req)
+{
+    /* The route is /v1/agent/kv/{key} but keys may contain '/': take the
+     * whole rest of the path. */
+    const char *p = dt_http_req_path (req);
+    const char *pre = "/v1/agent/kv/";
+    if (p && !strncmp (p, pre, strlen (pre)))
+        return p + strlen (pre);
+    return dt_http_req_param (req, "key");
+}
+
+static void kv_put_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    struct attempt *att;
+    json_t *body;
+    const char *key = kv_key (req), *value;
+    static const char *const keys[] = { "value", NULL };
+    dt_error_t err;
+
+    if (!(att = agent_auth (ctx, req)))
+        return;
+    if (!key || !kv_key_ok (key)) {
+        dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");
+        return;
+    }
+    if (!(body = body_json (req)))
+        return;
+    if (dt_json_check_object (body, "", keys, &err) < 0
+        || dt_json_get_str (body, "", "value", true, 0, true, &value, &err) < 0) {
+        reply_field_error (req, 400, &err);
+        goto done;
+    }
+    size_t n = strlen (value);
+    if (n > kv_value_max) {
+        dt_http_reply_error (req, 413, "value", "value: larger than 64 KiB");
+        goto done;
+    }
+    if (!base64_ok (value, n)) {
+        dt_http_reply_error (req, 400, "value", "value: not base64");
+        goto done;
+    }
+    struct kv *kv;
+    for (kv = att->kv; kv; kv = kv->next)
+        if (!strcmp (kv->key, key))
+            break;
+    size_t old = kv ? strlen (kv->value) : 0;
+    if (att->kv_bytes - old + n > kv_attempt_max) {
+        dt_http_reply_error (req, 413, NULL, "the attempt's key-value store is full");
+        goto done;
+    }
+    char *copy = strdup (value);
+    if (!copy) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        goto done;
+    }
+    if (!kv) {
+        if (!(kv = calloc (1, sizeof (*kv))) || !(kv->key = strdup (key))) {
+            free (kv);
+            free (copy);
+            dt_http_reply_error (req, 500, NULL, "out of memory");
+            goto done;
+        }
+        kv->next = att->kv;
+        att->kv = kv;
+        att->kv_bytes += strlen (key);
+    }
+    free (kv->value);
+    kv->value = copy;
+    att->kv_bytes = att->kv_bytes - old + n;
+    dt_http_reply_json (req, 200, NULL);
+done:
+    json_decref (body);
+}
+
+static void kv_get_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    struct attempt *att;
+    const char *key = kv_key (req);
+
+    if (!(att = agent_auth (ctx, req)))
+        return;
+    if (!key || !kv_key_ok (key)) {
+        dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");
+        return;
+    }
+    for (struct kv *kv = att->kv; kv; kv = kv->next) {
+        if (!strcmp (kv->key, key)) {
+            dt_http_reply_json (req, 200, json_pack ("{s:s}", "value", kv->value));
+            return;
+        }
+    }
+    dt_http_reply_error (req, 404, "key", "key '%s' is not set", key);
+}
+
+int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
+{
+    static const struct {
+        const char *method, *pattern;
+        dt_http_handler_f cb;
+    } routes[] = {
+        { "POST", "/v1/agent/register", register_cb },
+        { "POST", "/v1/agent/heartbeat", heartbeat_cb },
+        { "POST", "/v1/agent/events", events_cb },
+        { "PUT", "/v1/agent/kv/{key}", kv_put_cb },
+        { "GET", "/v1/agent/kv/{key}", kv_get_cb },
+    };
+    for (size_t i = 0; i < sizeof (routes) / sizeof (routes[0]); i++) {
+        if (dt_httpd_route (ctx->httpd, routes[i].method, routes[i].pattern, routes[i].cb,
+                            ctx) < 0)
+            return errnoprintf (err, errno, "route %s %s: %s", routes[i].method,
+                                routes[i].pattern, strerror (errno));
+    }
+    /* Keys may contain '/': the same handlers also serve keys of 2 to 4
+     * segments (kv_key takes the whole rest of the path). */
+    const char *deeper[] = { "/v1/agent/kv/{k1}/{k2}", "/v1/agent/kv/{k1}/{k2}/{k3}",
+                             "/v1/agent/kv/{k1}/{k2}/{k3}/{k4}" };
+    for (size_t i = 0; i < sizeof (deeper) / sizeof (deeper[0]); i++) {
+        if (dt_httpd_route (ctx->httpd, "PUT", deeper[i], kv_put_cb, ctx) < 0
+            || dt_httpd_route (ctx->httpd, "GET", deeper[i], kv_get_cb, ctx) < 0)
+            return errnoprintf (err, errno, "route %s: %s", deeper[i], strerror (errno));
+    }
+    return 0;
+}

@@ -1,0 +1,446 @@
+/* api.c: HTTP handlers of the user routes. */
+#include <config.h>
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/httpd.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "orchestrator/api.h"
+#include "orchestrator/auth.h"
+#include "orchestrator/ctld.h"
+#include "orchestrator/jobs.h"
+#include "orchestrator/metrics.h"
+#include "orchestrator/spec.h"
+
+static const int list_limit_default = 1000;
+static const int list_limit_max = 10000;
+static const int events_limit = 10000;
+
+/* Who asks; answers 401 itself on failure. */
+static bool user_auth (struct ctld *ctx, dt_http_req_t *req, uid_t *uid, gid_t *gid)
+{
+    dt_error_t err;
+    if (auth_user (ctx->cfg, req, uid, gid, &err) < 0) {
+        dt_http_reply_error (req, 401, NULL, "%s", err.text);
+        return false;
+    }
+    return true;
+}
+
+/* {id} as a positive integer; answers 400 itself on failure. */
+static bool job_id (dt_http_req_t *req, int64_t *id)
+{
+    const char *s = dt_http_req_param (req, "id");
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = s ? strtoll (s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v <= 0) {
+        dt_http_reply_error (req, 400, "id", "id: '%s' is not a job id (a positive integer)",
+                             s ? s : "");
+        return false;
+    }
+    *id = v;
+    return true;
+}
+
+/* Optional JSON object body (empty body = {}); answers 400 itself. */
+static bool body_object (dt_http_req_t *req, json_t **out)
+{
+    size_t len;
+    const char *b = dt_http_req_body (req, &len);
+    dt_error_t err;
+
+    *out = NULL;
+    if (!b || len == 0) {
+        *out = json_object ();
+        return true;
+    }
+    if (!(*out = dt_json_parse (b, len, &err))) {
+        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
+        return false;
+    }
+    if (!json_is_object (*out)) {
+        json_decref (*out);
+        *out = NULL;
+        dt_http_reply_error (req, 400, NULL, "request body: expected a JSON object");
+        return false;
+    }
+    return true;
+}
+
+static void reply_err (dt_http_req_t *req, int status, const dt_error_t *err)
+{
+    char field[128];
+    spec_error_field (err, field, sizeof (field));
+    dt_http_reply_error (req, status, field[0] ? field : NULL, "%s", err->text);
+}
+
+/* The job as JSON with live fields; answers 404/500 itself on failure. */
+static json_t *job_view (struct ctld *ctx, dt_http_req_t *req, int64_t id, bool attempts)
+{
+    dt_error_t err;
+    json_t *j = store_job_json (ctx->store, id, attempts, &err);
+    if (!j) {
+        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
+        return NULL;
+    }
+    jobs_overlay (ctx->jobs, j);
+    return j;
+}
+
+static void submit_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    size_t len;
+    const char *body;
+    json_t *spec, *j;
+    dt_error_t err;
+    int64_t id;
+    int status;
+
+    if (!user_auth (ctx, req, &uid, &gid))
+        return;
+    body = dt_http_req_body (req, &len);
+    if (!body || len == 0) {
+        dt_http_reply_error (req, 400, NULL, "request body: expected a job spec (JSON object)");
+        return;
+    }
+    if (!(spec = dt_json_parse (body, len, &err))) {
+        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
+        return;
+    }
+    if (jobs_submit (ctx->jobs, spec, uid, gid, &id, &status, &err) < 0) {
+        json_decref (spec);
+        reply_err (req, status, &err);
+        return;
+    }
+    json_decref (spec);
+    if ((j = job_view (ctx, req, id, true)))
+        dt_http_reply_json (req, 201, j);
+}
+
+static void list_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    const char *state = dt_http_req_query (req, "state");
+    const char *user = dt_http_req_query (req, "user");
+    const char *name = dt_http_req_query (req, "name");
+    const char *lim = dt_http_req_query (req, "limit");
+    long fuid = -1;
+    int limit = list_limit_default;
+    dt_error_t err;
+    json_t *a;
+
+    if (!user_auth (ctx, req, &uid, &gid))
+        return;
+    if (state && fsm_job_state_parse (state) < 0) {
+        dt_http_reply_error (req, 400, "state", "state: unknown job state '%.40s'", state);
+        return;
+    }
+    if (user) {
+        char *end;
+        long v = strtol (user, &end, 10);
+        struct passwd *pw;
+        if (*user && !*end && v >= 0)
+            fuid = v;
+        else if ((pw = getpwnam (user)))
+            fuid = pw->pw_uid;
+        else {
+            dt_http_reply_error (req, 400, "user", "user: unknown user '%.40s'", user);
+            return;
+        }
+    }
+    if (lim) {
+        char *end;
+        long v = strtol (lim, &end, 10);
+        if (!*lim || *end || v < 1 || v > list_limit_max) {
+            dt_http_reply_error (req, 400, "limit", "limit: must be an integer in [1, %d]",
+                                 list_limit_max);
+            return;
+        }
+        limit = v;
+    }
+    if (!(a = store_jobs_json (ctx->store, state, fuid, name, limit, &err))) {
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+        return;
+    }
+    size_t i;
+    json_t *j;
+    json_array_foreach (a, i, j)
+        jobs_overlay (ctx->jobs, j);
+    dt_http_reply_json (req, 200, a);
+}
+
+static void show_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    int64_t id;
+    json_t *j;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id))
+        return;
+    if ((j = job_view (ctx, req, id, true)))
+        dt_http_reply_json (req, 200, j);
+}
+
+/* The common start of the per-job reads: auth, id, existence. */
+static bool job_read (struct ctld *ctx, dt_http_req_t *req, int64_t *id, int *attempt)
+{
+    uid_t uid;
+    gid_t gid;
+    json_t *j;
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, id))
+        return false;
+    if (!(j = job_view (ctx, req, *id, false)))
+        return false;
+    if (attempt)
+        *attempt = json_integer_value (json_object_get (j, "attempt"));
+    json_decref (j);
+    return true;
+}
+
+static void events_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t id, after = 0;
+    const char *a = dt_http_req_query (req, "after");
+    dt_error_t err;
+    json_t *ev;
+
+    if (!job_read (ctx, req, &id, NULL))
+        return;
+    if (a) {
+        char *end;
+        after = strtoll (a, &end, 10);
+        if (!*a || *end || after < 0) {
+            dt_http_reply_error (req, 400, "after", "after: must be an event id (integer >= 0)");
+            return;
+        }
+    }
+    if (!(ev = store_events_json (ctx->store, id, after, events_limit, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, ev);
+}
+
+static void checkpoints_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t id;
+    dt_error_t err;
+    json_t *c;
+
+    if (!job_read (ctx, req, &id, NULL))
+        return;
+    if (!(c = store_ckpts_json (ctx->store, id, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, c);
+}
+
+static void metrics_job_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t id;
+    dt_error_t err;
+    json_t *p;
+
+    if (!job_read (ctx, req, &id, NULL))
+        return;
+    if (!(p = store_metrics_json (ctx->store, id, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, json_pack ("{s:I s:o}", "job", (json_int_t)id, "points",
+                                                 p));
+}
+
+static void ranks_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t id;
+    int attempt = 0;
+    dt_error_t err;
+    json_t *r;
+
+    if (!job_read (ctx, req, &id, &attempt))
+        return;
+    if ((r = jobs_ranks_json (ctx->jobs, id))) {
+        dt_http_reply_json (req, 200, r);
+        return;
+    }
+    if (!(r = store_ranks_json (ctx->store, id, attempt, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, r);
+}
+
+static void cancel_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    static const char *const keys[] = { "reason", NULL };
+    uid_t uid;
+    gid_t gid;
+    int64_t id;
+    json_t *body, *j;
+    const char *reason = NULL;
+    dt_error_t err;
+    int status;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) || !body_object (req, &body))
+        return;
+    if (dt_json_check_object (body, "", keys, &err) < 0
+        || dt_json_get_str (body, "", "reason", false, 200, true, &reason, &err) < 0) {
+        reply_err (req, 400, &err);
+        goto done;
+    }
+    if (jobs_cancel (ctx->jobs, id, uid, reason, &status, &err) < 0) {
+        dt_http_reply_error (req, status, NULL, "%s", err.text);
+        goto done;
+    }
+    if ((j = job_view (ctx, req, id, true)))
+        dt_http_reply_json (req, 200, j);
+done:
+    json_decref (body);
+}
+
+static void resubmit_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    static const char *const keys[] = { "exclude", "from_scratch", NULL };
+    uid_t uid;
+    gid_t gid;
+    int64_t id;
+    json_t *body, *exclude = NULL, *j, *v;
+    bool scratch = false;
+    dt_error_t err;
+    int status;
+    size_t i;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) || !body_object (req, &body))
+        return;
+    if (dt_json_check_object (body, "", keys, &err) < 0
+        || dt_json_get_arr (body, "", "exclude", false, &exclude, &err) < 0
+        || dt_json_get_bool (body, "", "from_scratch", false, &scratch, &err) < 0) {
+        reply_err (req, 400, &err);
+        goto done;
+    }
+    json_array_foreach (exclude, i, v) {
+        if (!json_is_string (v) || json_string_length (v) == 0 || json_string_length (v) > 63) {
+            dt_http_reply_error (req, 400, "exclude", "exclude[%zu]: expected a node name", i);
+            goto done;
+        }
+    }
+    if (jobs_resubmit (ctx->jobs, id, uid, exclude, scratch, &status, &err) < 0) {
+        dt_http_reply_error (req, status, NULL, "%s", err.text);
+        goto done;
+    }
+    if ((j = job_view (ctx, req, id, true)))
+        dt_http_reply_json (req, 200, j);
+done:
+    json_decref (body);
+}
+
+static void checkpoint_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    static const char *const keys[] = { NULL };
+    uid_t uid;
+    gid_t gid;
+    int64_t id, step;
+    json_t *body;
+    dt_error_t err;
+    int status;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) || !body_object (req, &body))
+        return;
+    if (dt_json_check_object (body, "", keys, &err) < 0) {
+        reply_err (req, 400, &err);
+        goto done;
+    }
+    if (jobs_checkpoint (ctx->jobs, id, uid, &step, &status, &err) < 0) {
+        dt_http_reply_error (req, status, NULL, "%s", err.text);
+        goto done;
+    }
+    dt_http_reply_json (req, 200, json_pack ("{s:I}", "step", (json_int_t)step));
+done:
+    json_decref (body);
+}
+
+static void nodes_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    dt_error_t err;
+    json_t *n;
+
+    if (!user_auth (ctx, req, &uid, &gid))
+        return;
+    if (!(n = store_nodes_json (ctx->store, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, n);
+}
+
+static void prometheus_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    dt_error_t err;
+    char *text = metrics_render (ctx->metrics, &err);
+
+    if (!text) {
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+        return;
+    }
+    dt_http_reply_text (req, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+                        strlen (text));
+    free (text);
+}
+
+static void healthz_cb (dt_http_req_t *req, void *arg)
+{
+    dt_http_reply_json (req, 200, json_pack ("{s:s s:s}", "status", "ok", "version",
+                                             dt_version_string ()));
+}
+
+int api_register_routes (struct ctld *ctx, dt_error_t *err)
+{
+    static const struct {
+        const char *method, *pattern;
+        dt_http_handler_f cb;
+    } routes[] = {
+        { "POST", "/v1/jobs", submit_cb },
+        { "GET", "/v1/jobs", list_cb },
+        { "GET", "/v1/jobs/{id}", show_cb },
+        { "GET", "/v1/jobs/{id}/events", events_cb },
+        { "GET", "/v1/jobs/{id}/checkpoints", checkpoints_cb },
+        { "GET", "/v1/jobs/{id}/metrics", metrics_job_cb },
+        { "GET", "/v1/jobs/{id}/ranks", ranks_cb },
+        { "POST", "/v1/jobs/{id}/cancel", cancel_cb },
+        { "POST", "/v1/jobs/{id}/resubmit", resubmit_cb },
+        { "POST", "/v1/jobs/{id}/checkpoint", checkpoint_cb },
+        { "GET", "/v1/nodes", nodes_cb },
+        { "GET", "/metrics", prometheus_cb },
+        { "GET", "/healthz", healthz_cb },
+    };
+    for (size_t i = 0; i < sizeof (routes) / sizeof (routes[0]); i++) {
+        if (dt_httpd_route (ctx->httpd, routes[i].method, routes[i].pattern, routes[i].cb,
+                            ctx) < 0)
+            return errnoprintf (err, errno, "route %s %s: %s", routes[i].method,
+                                routes[i].pattern, strerror (errno));
+    }
+    return 0;
+}

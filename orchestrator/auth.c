@@ -1,0 +1,84 @@
+/* auth.c: MUNGE credentials of users; random attempt tokens. */
+#include <config.h>
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <munge.h>
+
+#include "orchestrator/auth.h"
+
+int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err)
+{
+    unsigned char raw[AUTH_TOKEN_LEN / 2];
+    size_t got = 0;
+
+    while (got < sizeof (raw)) {
+        ssize_t n = getrandom (raw + got, sizeof (raw) - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errnoprintf (err, errno, "getrandom: %s", strerror (errno));
+        }
+        got += n;
+    }
+    for (size_t i = 0; i < sizeof (raw); i++)
+        sprintf (out + 2 * i, "%02x", raw[i]);
+    out[AUTH_TOKEN_LEN] = '\0';
+    return 0;
+}
+
+int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
+               dt_error_t *err)
+{
+    if (cfg->auth == AUTH_NONE) {
+        const char *h = dt_http_req_header (req, "X-Dtctl-Uid");
+        *uid = getuid ();
+        *gid = getgid ();
+        if (h) {
+            char *end;
+            long v = strtol (h, &end, 10);
+            if (*h == '\0' || *end != '\0' || v < 0 || v > 0x7fffffff)
+                return errnoprintf (err, EACCES, "X-Dtctl-Uid: not a uid");
+            *uid = (uid_t)v;
+            struct passwd *pw = getpwuid (*uid);
+            *gid = pw ? pw->pw_gid : (gid_t)v;
+        }
+        return 0;
+    }
+    const char *cred = dt_http_req_header (req, "X-Munge-Credential");
+    if (!cred)
+        return errnoprintf (err, EACCES, "authentication required: no X-Munge-Credential header");
+    void *payload = NULL;
+    int len = 0;
+    munge_err_t e = munge_decode (cred, NULL, &payload, &len, uid, gid);
+    free (payload);
+    if (e != EMUNGE_SUCCESS)
+        return errnoprintf (err, EACCES, "MUNGE credential refused: %s", munge_strerror (e));
+    return 0;
+}
+
+const char *auth_bearer (dt_http_req_t *req)
+{
+    const char *h = dt_http_req_header (req, "Authorization");
+    if (!h || strncasecmp (h, "Bearer ", 7))
+        return NULL;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return *h ? h : NULL;
+}
+
+char *auth_user_name (uid_t uid, char *buf, size_t len)
+{
+    struct passwd *pw = getpwuid (uid);
+    if (pw)
+        snprintf (buf, len, "%s", pw->pw_name);
+    else
+        snprintf (buf, len, "uid%ld", (long)uid);
+    return buf;
+}

@@ -1,0 +1,30 @@
+/* auth.h: who is asking: users (MUNGE or AuthType=none) and agents
+ * (per-attempt bearer tokens). */
+#ifndef DT_AUTH_H
+#define DT_AUTH_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "common/errprintf.h"
+#include "common/httpd.h"
+#include "orchestrator/ctldconf.h"
+
+#define AUTH_TOKEN_LEN 64   /* hex chars of a 256-bit token */
+
+/* A new random token (256 bits from getrandom) as 64 hex chars + NUL. */
+int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err);
+
+/* The user behind a request.  AuthType=munge: header X-Munge-Credential
+ * decoded with munge_decode.  AuthType=none: header X-Dtctl-Uid if present,
+ * else the daemon's own uid.  -1 with errno EACCES and err when the request
+ * carries no valid credential. */
+int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
+               dt_error_t *err);
+
+/* The bearer token of a request (borrowed), or NULL. */
+const char *auth_bearer (dt_http_req_t *req);
+
+/* The name of 'uid' into buf ("uid<N>" when unknown).  Returns buf. */
+char *auth_user_name (uid_t uid, char *buf, size_t len);
+
+#endif

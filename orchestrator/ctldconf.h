@@ -1,0 +1,57 @@
+/* ctldconf.h: dtctld.conf (Key=Value) and the command-line flags over it.
+ *
+ * Parse once into a struct ctld_config; SIGHUP parses again with the same
+ * code and swaps only when the new config is valid.
+ */
+#ifndef DT_CTLDCONF_H
+#define DT_CTLDCONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "common/conf.h"
+#include "common/errprintf.h"
+
+enum auth_type { AUTH_MUNGE = 0, AUTH_NONE = 1 };
+
+/* Flag overrides: applied over the file on every (re)load. */
+struct config_overrides {
+    int n;
+    struct { const char *key; const char *value; } kv[32];
+};
+
+struct ctld_config {
+    char *path;                  /* the file read, or NULL */
+    dt_conf_t *conf;             /* the raw table (launchers read their keys) */
+    char *listen_address;        /* ListenAddress, default 127.0.0.1 */
+    int listen_port;             /* ListenPort, default 6830 */
+    char *controller_url;        /* ControllerURL: what agents dial ("" = derived) */
+    char *database_path;         /* DatabasePath, default StateDir/dtctld.db */
+    char *state_dir;             /* StateDir */
+    char *pid_file;              /* PidFile, default StateDir/dtctld.pid */
+    char *launcher;              /* Launcher: local | slurm */
+    enum auth_type auth;         /* AuthType */
+    uid_t admin_uids[64];        /* AdminUsers (names or uids), plus root always */
+    int nadmins;
+    char *checkpoint_root;       /* CheckpointRoot */
+    int64_t heartbeat_interval_ms, node_timeout_ms, hang_timeout_ms, rendezvous_timeout_ms;
+    int log_level;               /* LogLevel */
+    char *dtagent_path;          /* DtagentPath */
+    int64_t max_body;            /* MaxBodySize (bytes) */
+};
+
+/* Keys accepted in dtctld.conf (NULL-terminated). */
+extern const char *const config_keys[];
+
+/* Load 'path' (NULL: built-in defaults only), apply overrides, validate.
+ * Returns a new config or NULL with err ("file:line: Key: problem"). */
+struct ctld_config *config_load (const char *path, const struct config_overrides *ov,
+                                 dt_error_t *err);
+void config_destroy (struct ctld_config *cfg);
+
+/* Add a flag override; -1 if full. */
+int config_override (struct config_overrides *ov, const char *key, const char *value);
+
+bool config_is_admin (const struct ctld_config *cfg, uid_t uid);
+
+#endif

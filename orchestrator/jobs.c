@@ -1,0 +1,1932 @@
+/* jobs.c: the job manager: state machines, attempts, restarts, checkpoints. */
+#include <config.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/dtime.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "orchestrator/auth.h"
+#include "orchestrator/ctld.h"
+#include "orchestrator/fsm.h"
+#include "orchestrator/jobs.h"
+#include "orchestrator/sha256.h"
+#include "orchestrator/spec.h"
+
+/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
+ * silently different file. */
+static int pathf (char *buf, size_t len, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+static int pathf (char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start (ap, fmt);
+    n = vsnprintf (buf, len, fmt, ap);
+    va_end (ap);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* Live state is written to SQLite at most this often (batched). */
+static const int64_t flush_interval_ms = 1000;
+/* Launchers are polled this often per live attempt. */
+static const int64_t poll_interval_ms = 1000;
+/* An ending attempt whose processes do not go away: cancel again after
+ * this, and give up waiting (recording it) after ending_giveup_ms. */
+static const int64_t ending_cancel_ms = 10000;
+static const int64_t ending_giveup_ms = 120000;
+/* Restart backoff: first restart after restart_backoff_ms, doubling, capped. */
+static const int64_t restart_backoff_ms = 500;
+static const int64_t restart_backoff_max_ms = 30000;
+/* Step metrics kept per job (the stride doubles beyond it). */
+static const int64_t metrics_cap = 1000;
+/* hang_timeout_ms = 0 (auto): what the agents get until the controller
+ * learns step times (issue 7 refines this). */
+static const int64_t hang_auto_floor_ms = 60000;
+
+struct jobs {
+    struct ctld *ctx;
+    struct job *list;
+    int64_t next_flush_ms;
+    uint64_t restarts;
+    uint64_t ckpts;
+};
+
+static void attempt_destroy (struct attempt *att);
+static int attempt_launch (struct jobs *jobs, struct attempt *att);
+
+/* --- small helpers -------------------------------------------------------- */
+
+static json_int_t spec_int (const struct job *job, const char *sec, const char *key)
+{
+    json_t *o = sec ? json_object_get (job->row.spec, sec) : job->row.spec;
+    return json_integer_value (json_object_get (o, key));
+}
+
+static const char *spec_str (const struct job *job, const char *sec, const char *key)
+{
+    json_t *o = sec ? json_object_get (job->row.spec, sec) : job->row.spec;
+    return json_string_value (json_object_get (o, key));
+}
+
+static double spec_real (const struct job *job, const char *sec, const char *key)
+{
+    json_t *o = sec ? json_object_get (job->row.spec, sec) : job->row.spec;
+    return json_number_value (json_object_get (o, key));
+}
+
+static void job_ckpt_dir (const struct job *job, char *buf, size_t len)
+{
+    snprintf (buf, len, "%s/%lld", spec_str (job, "checkpoint", "dir"),
+              (long long)job->row.id);
+}
+
+static int workers (const struct attempt *att)
+{
+    return att->row.num_nodes;
+}
+
+static inline struct agent *agent_find (struct attempt *att, const char *node)
+{
+    for (int i = 0; i < att->nagents; i++)
+        if (!strcmp (att->agents[i].node, node))
+            return &att->agents[i];
+    return NULL;
+}
+
+/* --- transactions ----------------------------------------------------------- */
+
+/* Scalar state saved before a transition, restored if the transaction fails,
+ * so memory never runs ahead of the database. */
+struct snap {
+    struct store_job_row j;
+    struct store_attempt_row a;
+    enum attempt_state end_state;
+};
+
+static void snap_take (struct snap *s, struct job *job, struct attempt *att)
+{
+    s->j = job->row;
+    if (att) {
+        s->a = att->row;
+        s->end_state = att->end_state;
+    }
+}
+
+/* Restore the scalars; the json_t pointers of the live rows are kept. */
+static void snap_restore (struct snap *s, struct job *job, struct attempt *att)
+{
+    json_t *spec = job->row.spec, *exc = job->row.exclude, *fail = job->row.failure,
+           *res = job->row.result;
+    job->row = s->j;
+    job->row.spec = spec;
+    job->row.exclude = exc;
+    job->row.failure = fail;
+    job->row.result = res;
+    if (att) {
+        json_t *ae = att->row.exclude, *ev = att->row.evidence, *pv = att->row.provenance;
+        att->row = s->a;
+        att->row.exclude = ae;
+        att->row.evidence = ev;
+        att->row.provenance = pv;
+        att->end_state = s->end_state;
+    }
+}
+
+static int job_set_state (struct jobs *jobs, struct job *job, enum job_state to,
+                          const char *reason, dt_error_t *err)
+{
+    enum job_state from = job->row.state;
+    int64_t now = dt_real_ms ();
+
+    if (!fsm_job_ok (from, to))
+        return errnoprintf (err, EBUSY, "job %lld is %s: cannot become %s",
+                            (long long)job->row.id, fsm_job_state_name (from),
+                            fsm_job_state_name (to));
+    job->row.state = to;
+    snprintf (job->row.reason, sizeof (job->row.reason), "%s", reason ? reason : "");
+    if (to == JOB_RUNNING && job->row.start_time == 0)
+        job->row.start_time = now;
+    if (fsm_job_terminal (to))
+        job->row.end_time = now;
+    if (to == JOB_PENDING)
+        job->row.end_time = 0;
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0)
+        return -1;
+    json_t *data = json_pack ("{s:s s:s}", "from", fsm_job_state_name (from), "to",
+                              fsm_job_state_name (to));
+    char detail[128];
+    snprintf (detail, sizeof (detail), "job %s -> %s%s%s", fsm_job_state_name (from),
+              fsm_job_state_name (to), reason ? ": " : "", reason ? reason : "");
+    int rc = store_event (jobs->ctx->store, now, job->row.id, job->row.attempts, "job_state",
+                          NULL, -1, detail, data, err);
+    json_decref (data);
+    return rc;
+}
+
+static int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to,
+                          dt_error_t *err)
+{
+    enum attempt_state from = att->row.state;
+    int64_t now = dt_real_ms ();
+
+    if (!fsm_attempt_ok (from, to))
+        return errnoprintf (err, EBUSY, "attempt %lld.%d is %s: cannot become %s",
+                            (long long)att->row.job_id, att->row.attempt,
+                            fsm_attempt_state_name (from), fsm_attempt_state_name (to));
+    att->row.state = to;
+    if (to == ATT_RUNNING)
+        att->row.start_time = now;
+    if (to == ATT_STARTING)
+        att->deadline_ms = now + jobs->ctx->cfg->rendezvous_timeout_ms;
+    if (to == ATT_ENDING)
+        att->ending_since_ms = now;
+    if (fsm_attempt_terminal (to))
+        att->row.end_time = now;
+    if (store_attempt_update (jobs->ctx->store, &att->row, err) < 0)
+        return -1;
+    json_t *data = json_pack ("{s:s s:s s:s?}", "from", fsm_attempt_state_name (from), "to",
+                              fsm_attempt_state_name (to), "cause",
+                              att->row.cause[0] ? att->row.cause : NULL);
+    char detail[128];
+    snprintf (detail, sizeof (detail), "attempt %d %s -> %s", att->row.attempt,
+              fsm_attempt_state_name (from), fsm_attempt_state_name (to));
+    int rc = store_event (jobs->ctx->store, now, att->row.job_id, att->row.attempt,
+                          "attempt_state", NULL, -1, detail, data, err);
+    json_decref (data);
+    return rc;
+}
+
+/* Begin; run; commit or roll back (restoring memory).  'fn' does the work. */
+typedef int (*tx_f) (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                     dt_error_t *err);
+
+static int transact (struct jobs *jobs, struct job *job, struct attempt *att, tx_f fn,
+                     void *arg, dt_error_t *err)
+{
+    struct snap s;
+    int saved;
+
+    snap_take (&s, job, att);
+    if (store_begin (jobs->ctx->store, err) < 0)
+        return -1;
+    if (fn (jobs, job, att, arg, err) < 0 || store_commit (jobs->ctx->store, err) < 0) {
+        saved = errno;
+        store_rollback (jobs->ctx->store);
+        snap_restore (&s, job, att);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+/* --- construction ---------------------------------------------------------- */
+
+static void job_destroy (struct job *job)
+{
+    if (job) {
+        attempt_destroy (job->att);
+        store_job_row_clear (&job->row);
+        free (job);
+    }
+}
+
+static void attempt_destroy (struct attempt *att)
+{
+    if (att) {
+        for (int i = 0; i < att->nagents; i++)
+            json_decref (att->agents[i].hostinfo);
+        free (att->agents);
+        free (att->ranks);
+        while (att->kv) {
+            struct kv *n = att->kv->next;
+            free (att->kv->key);
+            free (att->kv->value);
+            free (att->kv);
+            att->kv = n;
+        }
+        store_attempt_row_clear (&att->row);
+        free (att);
+    }
+}
+
+/* A new attempt object for 'job' (not yet stored). */
+static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
+                                      bool from_scratch, dt_error_t *err)
+{
+    struct attempt *att;
+
+    if (!(att = calloc (1, sizeof (*att)))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    store_attempt_row_init (&att->row);
+    att->job = job;
+    att->row.job_id = job->row.id;
+    att->row.attempt = number;
+    att->row.state = ATT_SUBMITTED;
+    snprintf (att->row.launcher, sizeof (att->row.launcher), "%s", jobs->ctx->lops->name);
+    att->row.num_nodes = spec_int (job, NULL, "nodes");
+    att->row.spare_nodes = spec_int (job, NULL, "spare_nodes");
+    att->row.ranks_per_node = spec_int (job, NULL, "ranks_per_node");
+    att->row.world_size = att->row.num_nodes * att->row.ranks_per_node;
+    att->row.exclude = json_deep_copy (job->row.exclude);
+    att->row.submit_time = dt_real_ms ();
+    if (auth_token_new (att->row.token, err) < 0)
+        goto error;
+    if (!(att->ranks = calloc (att->row.world_size, sizeof (*att->ranks)))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        goto error;
+    }
+    for (int r = 0; r < att->row.world_size; r++) {
+        att->ranks[r].step = -1;
+        att->ranks[r].loss = NAN;
+        att->ranks[r].samples = -1;
+        att->ranks[r].compute_ms = att->ranks[r].comm_ms = att->ranks[r].score = NAN;
+        att->ranks[r].exit_code = att->ranks[r].signal = -1;
+    }
+    if (!from_scratch && job->row.id > 0) {
+        int64_t step;
+        char dir[1024], sha[65];
+        int rc = store_ckpt_latest (jobs->ctx->store, job->row.id, &step, dir, sizeof (dir),
+                                    sha, sizeof (sha), err);
+        if (rc < 0)
+            goto error;
+        if (rc == 1) {
+            att->row.resume_step = step;
+            snprintf (att->row.resume_dir, sizeof (att->row.resume_dir), "%s", dir);
+            snprintf (att->row.resume_sha256, sizeof (att->row.resume_sha256), "%s", sha);
+        }
+    }
+    att->row.provenance = json_pack ("{s:s s:s s:O s:O}", "dtctl_version", PACKAGE_VERSION,
+                                     "source_revision", DT_GIT_REV, "command",
+                                     json_object_get (job->row.spec, "command"), "env",
+                                     json_object_get (job->row.spec, "env"));
+    return att;
+error:
+    attempt_destroy (att);
+    return NULL;
+}
+
+static int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt *att,
+                              dt_error_t *err)
+{
+    char detail[160];
+
+    if (store_attempt_insert (jobs->ctx->store, &att->row, err) < 0)
+        return -1;
+    if (att->row.resume_step >= 0)
+        snprintf (detail, sizeof (detail), "attempt %d submitted, resuming from step %lld",
+                  att->row.attempt, (long long)att->row.resume_step);
+    else
+        snprintf (detail, sizeof (detail), "attempt %d submitted, from scratch",
+                  att->row.attempt);
+    json_t *data = json_pack ("{s:I s:I}", "resume_step", (json_int_t)att->row.resume_step,
+                              "world_size", (json_int_t)att->row.world_size);
+    int rc = store_event (jobs->ctx->store, att->row.submit_time, job->row.id,
+                          att->row.attempt, "attempt_submitted", NULL, -1, detail, data, err);
+    json_decref (data);
+    return rc;
+}
+
+/* --- failure, success, end --------------------------------------------------- */
+
+static int64_t backoff_ms (const struct job *job)
+{
+    int64_t b = restart_backoff_ms;
+    for (int i = 1; i < job->row.restarts && b < restart_backoff_max_ms; i++)
+        b *= 2;
+    return b < restart_backoff_max_ms ? b : restart_backoff_max_ms;
+}
+
+/* The job's side of an attempt failure (inside the transaction). */
+static int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
+                              dt_error_t *err)
+{
+    const char *cause = att->row.cause;
+    int64_t maxr = spec_int (job, "restart", "max_restarts");
+
+    if (fsm_job_terminal (job->row.state))
+        return 0;                           /* cancelled meanwhile */
+    json_decref (job->row.failure);
+    char tbuf[40];
+    job->row.failure = json_pack ("{s:s s:s? s:o? s:s s:s s:i s:O?}", "cause", cause, "node",
+                                  att->row.cause_node[0] ? att->row.cause_node : NULL,
+                                  "rank", att->row.cause_rank >= 0
+                                      ? json_integer (att->row.cause_rank) : NULL,
+                                  "time", dt_format_time (att->row.fail_time, tbuf,
+                                                          sizeof (tbuf)),
+                                  "detail", att->row.detail, "attempt", att->row.attempt,
+                                  "evidence", att->row.evidence);
+    if (json_is_true (json_object_get (json_object_get (job->row.spec, "restart"),
+                                       "exclude_failed_nodes"))
+        && att->row.cause_node[0] && strcmp (att->row.launcher, "local")) {
+        bool have = false;
+        size_t i;
+        json_t *v;
+        json_array_foreach (job->row.exclude, i, v)
+            if (!strcmp (json_string_value (v), att->row.cause_node))
+                have = true;
+        if (!have)
+            json_array_append_new (job->row.exclude, json_string (att->row.cause_node));
+    }
+    if (job->row.restarts < maxr) {
+        /* A new attempt that failed before running: still restarting. */
+        if (job->row.state == JOB_RESTARTING) {
+            snprintf (job->row.reason, sizeof (job->row.reason), "%s", cause);
+            return store_job_update (jobs->ctx->store, &job->row, err);
+        }
+        return job_set_state (jobs, job, JOB_RESTARTING, cause, err);
+    }
+    char why[32];
+    snprintf (why, sizeof (why), "%s", cause);
+    return job_set_state (jobs, job, JOB_FAILED, why, err);
+}
+
+struct fail_arg {
+    const char *cause, *node, *detail;
+    int rank;
+    json_t *evidence;
+};
+
+static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                    dt_error_t *err)
+{
+    struct fail_arg *f = arg;
+    int64_t now = dt_real_ms ();
+
+    snprintf (att->row.cause, sizeof (att->row.cause), "%s", f->cause);
+    snprintf (att->row.cause_node, sizeof (att->row.cause_node), "%s", f->node ? f->node : "");
+    snprintf (att->row.detail, sizeof (att->row.detail), "%s", f->detail ? f->detail : "");
+    att->row.cause_rank = f->rank;
+    att->row.fail_time = now;
+    json_decref (att->row.evidence);
+    att->row.evidence = json_incref (f->evidence);
+    att->end_state = ATT_FAILED;
+    /* Nothing started yet: nothing to end. */
+    if (att->row.handle[0] == '\0' && att->row.state == ATT_SUBMITTED) {
+        if (att_set_state (jobs, att, ATT_FAILED, err) < 0)
+            return -1;
+    } else if (att_set_state (jobs, att, ATT_ENDING, err) < 0)
+        return -1;
+    if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, f->cause, f->node,
+                     f->rank, f->detail, f->evidence, err) < 0)
+        return -1;
+    if (f->node && *f->node
+        && store_node_failure (jobs->ctx->store, f->node, now, job->row.id, att->row.attempt,
+                               f->cause, f->detail, err) < 0)
+        return -1;
+    return job_after_failure (jobs, job, att, err);
+}
+
+void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
+                        const char *node, int rank, const char *detail, json_t *evidence)
+{
+    struct fail_arg f = { cause, node, detail, rank, evidence };
+    dt_error_t err;
+
+    if (att->row.state == ATT_ENDING || fsm_attempt_terminal (att->row.state)) {
+        dt_log (LOG_DEBUG, "job %lld attempt %d: %s ignored (already %s)",
+                (long long)att->row.job_id, att->row.attempt, cause,
+                fsm_attempt_state_name (att->row.state));
+        json_decref (evidence);
+        return;
+    }
+    dt_log (LOG_NOTICE, "job %lld attempt %d failed: %s%s%s rank %d: %s",
+            (long long)att->row.job_id, att->row.attempt, cause, node ? " node " : "",
+            node ? node : "", rank, detail ? detail : "");
+    if (transact (jobs, att->job, att, tx_fail, &f, &err) < 0) {
+        dt_log (LOG_ERR, "job %lld: recording failure %s: %s", (long long)att->row.job_id,
+                cause, err.text);
+        json_decref (evidence);
+        return;
+    }
+    json_decref (evidence);
+    if (att->row.state == ATT_ENDING && att->row.handle[0]) {
+        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, att->row.handle, 0, &err) < 0)
+            dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)att->row.job_id,
+                    att->row.handle, err.text);
+        att->cancel_sent = true;
+    }
+    if (fsm_attempt_terminal (att->row.state))
+        att->job->restart_at_ms = dt_real_ms () + backoff_ms (att->job);
+}
+
+static int tx_succeed (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                       dt_error_t *err)
+{
+    att->end_state = ATT_SUCCEEDED;
+    att->row.exit_code = 0;
+    if (att_set_state (jobs, att, ATT_ENDING, err) < 0)
+        return -1;
+    return job_set_state (jobs, job, JOB_COMPLETED, "completed", err);
+}
+
+/* The attempt's processes are gone: its final state. */
+static int tx_finish (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                      dt_error_t *err)
+{
+    const struct launcher_status *st = arg;
+    if (st) {
+        if (att->row.exit_code < 0)
+            att->row.exit_code = st->exit_code;
+        if (st->nodelist[0])
+            snprintf (att->row.nodelist, sizeof (att->row.nodelist), "%s", st->nodelist);
+    }
+    return att_set_state (jobs, att, att->end_state, err);
+}
+
+static void attempt_finish (struct jobs *jobs, struct attempt *att,
+                            const struct launcher_status *st)
+{
+    dt_error_t err;
+    if (transact (jobs, att->job, att, tx_finish, (void *)st, &err) < 0) {
+        dt_log (LOG_ERR, "job %lld attempt %d: finishing: %s", (long long)att->row.job_id,
+                att->row.attempt, err.text);
+        return;
+    }
+    dt_log (LOG_INFO, "job %lld attempt %d %s", (long long)att->row.job_id, att->row.attempt,
+            fsm_attempt_state_name (att->row.state));
+    if (att->job->row.state == JOB_RESTARTING)
+        att->job->restart_at_ms = dt_real_ms () + backoff_ms (att->job);
+}
+
+static bool all_workers_done (const struct attempt *att)
+{
+    int done = 0;
+    for (int i = 0; i < att->nagents; i++)
+        if (!att->agents[i].spare && att->agents[i].done)
+            done++;
+    return done >= workers (att);
+}
+
+static void attempt_succeed (struct jobs *jobs, struct attempt *att)
+{
+    dt_error_t err;
+    if (att->row.state != ATT_RUNNING)
+        return;
+    if (transact (jobs, att->job, att, tx_succeed, NULL, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: completing: %s", (long long)att->row.job_id, err.text);
+    else
+        dt_log (LOG_NOTICE, "job %lld completed (attempt %d)", (long long)att->row.job_id,
+                att->row.attempt);
+}
+
+/* --- launching ------------------------------------------------------------- */
+
+static int tx_launched (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                        dt_error_t *err)
+{
+    char detail[160];
+    if (store_attempt_update (jobs->ctx->store, &att->row, err) < 0)
+        return -1;
+    snprintf (detail, sizeof (detail), "launched by %s as %s", att->row.launcher,
+              att->row.handle);
+    return store_event (jobs->ctx->store, dt_real_ms (), job->row.id, att->row.attempt,
+                        "attempt_launched", NULL, -1, detail, NULL, err);
+}
+
+static int attempt_launch (struct jobs *jobs, struct attempt *att)
+{
+    struct job *job = att->job;
+    struct ctld *ctx = jobs->ctx;
+    struct launcher_req req = { 0 };
+    char handle[LAUNCHER_HANDLE_MAX] = "";
+    char output[PATH_MAX], logdir[PATH_MAX];
+    const char **env = NULL, **exclude = NULL;
+    dt_error_t err;
+    size_t i, n;
+    const char *k;
+    json_t *v;
+    int rc = -1;
+
+    pathf (logdir, sizeof (logdir), "%s/logs", ctx->cfg->state_dir);
+    if (mkdir (logdir, 0755) < 0 && errno != EEXIST)
+        dt_log_errno (LOG_WARNING, "mkdir %s", logdir);
+    pathf (output, sizeof (output), "%s/job-%lld.%d.%%n.log", logdir,
+              (long long)job->row.id, att->row.attempt);
+
+    json_t *jenv = json_object_get (job->row.spec, "env");
+    n = json_object_size (jenv);
+    if (!(env = calloc (n + 1, sizeof (*env))))
+        goto fail;
+    i = 0;
+    json_object_foreach (jenv, k, v) {
+        char *kv;
+        if (asprintf (&kv, "%s=%s", k, json_string_value (v)) < 0)
+            goto fail;
+        env[i++] = kv;
+    }
+    n = json_array_size (att->row.exclude);
+    if (!(exclude = calloc (n + 1, sizeof (*exclude))))
+        goto fail;
+    json_array_foreach (att->row.exclude, i, v)
+        exclude[i] = json_string_value (v);
+
+    req.job_id = job->row.id;
+    req.attempt = att->row.attempt;
+    req.job_name = job->row.name;
+    req.token = att->row.token;
+    req.uid = job->row.uid;
+    req.gid = job->row.gid;
+    req.nodes = att->row.num_nodes;
+    req.spare_nodes = att->row.spare_nodes;
+    req.ranks_per_node = att->row.ranks_per_node;
+    req.partition = spec_str (job, NULL, "partition");
+    req.time_limit_s = spec_int (job, NULL, "time_limit");
+    req.exclude = exclude;
+    req.workdir = spec_str (job, NULL, "workdir");
+    req.output = output;
+    req.env = env;
+    req.reuse = NULL;
+
+    if (ctx->lops->submit (ctx->launcher, &req, handle, &err) < 0) {
+        dt_log (LOG_ERR, "job %lld attempt %d: launch failed: %s", (long long)job->row.id,
+                att->row.attempt, err.text);
+        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1, err.text, NULL);
+        goto done;
+    }
+    snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
+    if (transact (jobs, job, att, tx_launched, NULL, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: recording launch: %s", (long long)job->row.id, err.text);
+    dt_log (LOG_INFO, "job %lld attempt %d launched (%s)", (long long)job->row.id,
+            att->row.attempt, handle);
+    att->next_poll_ms = dt_real_ms () + 200;
+    rc = 0;
+    goto done;
+fail:
+    dt_log (LOG_ERR, "job %lld: launch: out of memory", (long long)job->row.id);
+done:
+    if (env)
+        for (i = 0; env[i]; i++)
+            free ((char *)env[i]);
+    free (env);
+    free (exclude);
+    return rc;
+}
+
+/* --- submit, cancel, resubmit, checkpoint -------------------------------------- */
+
+struct submit_arg {
+    struct attempt *att;
+};
+
+static int tx_submit (struct jobs *jobs, struct job *job, struct attempt *unused, void *arg,
+                      dt_error_t *err)
+{
+    struct submit_arg *a = arg;
+    char detail[160];
+
+    if (store_job_insert (jobs->ctx->store, &job->row, err) < 0)
+        return -1;
+    snprintf (detail, sizeof (detail), "job '%.64s' submitted by %.63s", job->row.name,
+              job->row.user);
+    if (store_event (jobs->ctx->store, job->row.submit_time, job->row.id, 0, "job_submitted",
+                     NULL, -1, detail, job->row.spec, err) < 0)
+        return -1;
+    if (!(a->att = attempt_alloc (jobs, job, 1, true, err)))
+        return -1;
+    job->row.attempts = 1;
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0
+        || tx_insert_attempt (jobs, job, a->att, err) < 0) {
+        attempt_destroy (a->att);
+        a->att = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int jobs_submit (struct jobs *jobs, const json_t *spec_in, uid_t uid, gid_t gid, int64_t *id,
+                 int *status, dt_error_t *err)
+{
+    struct ctld_config *cfg = jobs->ctx->cfg;
+    struct spec_defaults d = {
+        .checkpoint_root = cfg->checkpoint_root,
+        .heartbeat_interval_ms = cfg->heartbeat_interval_ms,
+        .node_timeout_ms = cfg->node_timeout_ms,
+        .hang_timeout_ms = cfg->hang_timeout_ms,
+    };
+    struct job *job;
+    struct submit_arg a = { NULL };
+    json_t *spec;
+
+    if (!(spec = spec_validate (spec_in, &d, err))) {
+        *status = errno == ENOMEM ? 500 : 400;
+        return -1;
+    }
+    if (!(job = calloc (1, sizeof (*job)))) {
+        json_decref (spec);
+        *status = 500;
+        return errnoprintf (err, ENOMEM, "out of memory");
+    }
+    store_job_row_init (&job->row);
+    job->row.spec = spec;
+    job->row.exclude = json_array ();
+    snprintf (job->row.name, sizeof (job->row.name), "%s",
+              json_string_value (json_object_get (spec, "name")));
+    job->row.uid = uid;
+    job->row.gid = gid;
+    auth_user_name (uid, job->row.user, sizeof (job->row.user));
+    job->row.state = JOB_PENDING;
+    job->row.submit_time = dt_real_ms ();
+    job->last_metric_step = -1;
+
+    if (transact (jobs, job, NULL, tx_submit, &a, err) < 0) {
+        job_destroy (job);
+        *status = 500;
+        return -1;
+    }
+    job->att = a.att;
+    job->next = jobs->list;
+    jobs->list = job;
+    *id = job->row.id;
+    dt_log (LOG_NOTICE, "job %lld '%s' submitted by %s (%d x %d ranks)", (long long)*id,
+            job->row.name, job->row.user, job->att->row.num_nodes,
+            job->att->row.ranks_per_node);
+    /* Committed: the launch may fail, but the job exists (and says why). */
+    attempt_launch (jobs, job->att);
+    return 0;
+}
+
+struct job *jobs_find (struct jobs *jobs, int64_t id)
+{
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->row.id == id)
+            return j;
+    return NULL;
+}
+
+/* Owner or admin; otherwise 403.  Unknown job: 404. */
+static struct job *job_for_change (struct jobs *jobs, int64_t id, uid_t uid, int *status,
+                                   dt_error_t *err)
+{
+    struct job *job = jobs_find (jobs, id);
+    struct store_job_row row;
+
+    if (!job) {
+        if (store_job_load (jobs->ctx->store, id, &row, err) < 0) {
+            *status = errno == ENOENT ? 404 : 500;
+            return NULL;
+        }
+        uid_t owner = row.uid;
+        store_job_row_clear (&row);
+        if (owner != uid && !config_is_admin (jobs->ctx->cfg, uid)) {
+            *status = 403;
+            errnoprintf (err, EPERM, "job %lld belongs to another user", (long long)id);
+            return NULL;
+        }
+        return NULL;                        /* exists, not live: caller decides */
+    }
+    if (job->row.uid != uid && !config_is_admin (jobs->ctx->cfg, uid)) {
+        *status = 403;
+        errnoprintf (err, EPERM, "job %lld belongs to another user", (long long)id);
+        return NULL;
+    }
+    return job;
+}
+
+static int tx_cancel (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                      dt_error_t *err)
+{
+    const char *reason = arg;
+    if (job_set_state (jobs, job, JOB_CANCELLED, "cancelled", err) < 0)
+        return -1;
+    if (att && !fsm_attempt_terminal (att->row.state) && att->row.state != ATT_ENDING) {
+        snprintf (att->row.cause, sizeof (att->row.cause), "cancelled");
+        snprintf (att->row.detail, sizeof (att->row.detail), "%s", reason ? reason : "");
+        att->row.fail_time = dt_real_ms ();
+        att->end_state = ATT_CANCELLED;
+        if (att->row.handle[0] == '\0' && att->row.state == ATT_SUBMITTED)
+            return att_set_state (jobs, att, ATT_CANCELLED, err);
+        return att_set_state (jobs, att, ATT_ENDING, err);
+    }
+    return 0;
+}
+
+int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason, int *status,
+                 dt_error_t *err)
+{
+    struct job *job;
+
+    *status = 409;
+    if (!(job = job_for_change (jobs, id, uid, status, err))) {
+        if (*status == 409)
+            errnoprintf (err, EBUSY, "job %lld has ended: cannot be cancelled", (long long)id);
+        return -1;
+    }
+    if (!fsm_job_ok (job->row.state, JOB_CANCELLED)) {
+        *status = 409;
+        return errnoprintf (err, EBUSY, "job %lld is %s: cannot be cancelled", (long long)id,
+                            fsm_job_state_name (job->row.state));
+    }
+    if (transact (jobs, job, job->att, tx_cancel, (void *)reason, err) < 0) {
+        *status = errno == EBUSY ? 409 : 500;
+        return -1;
+    }
+    dt_log (LOG_NOTICE, "job %lld cancelled by uid %ld", (long long)id, (long)uid);
+    if (job->att && job->att->row.state == ATT_ENDING && job->att->row.handle[0]) {
+        dt_error_t e2;
+        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, job->att->row.handle, 0, &e2) < 0)
+            dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)id, job->att->row.handle,
+                    e2.text);
+        job->att->cancel_sent = true;
+    }
+    return 0;
+}
+
+struct resubmit_arg {
+    const json_t *exclude;
+    bool from_scratch;
+    struct attempt *att;
+};
+
+static int tx_resubmit (struct jobs *jobs, struct job *job, struct attempt *old, void *arg,
+                        dt_error_t *err)
+{
+    struct resubmit_arg *a = arg;
+    size_t i;
+    json_t *v;
+
+    json_array_foreach (a->exclude, i, v) {
+        bool have = false;
+        size_t j;
+        json_t *w;
+        json_array_foreach (job->row.exclude, j, w)
+            if (json_equal (v, w))
+                have = true;
+        if (!have)
+            json_array_append (job->row.exclude, v);
+    }
+    job->row.restarts = 0;
+    if (job_set_state (jobs, job, JOB_PENDING, "resubmitted", err) < 0)
+        return -1;
+    if (!(a->att = attempt_alloc (jobs, job, job->row.attempts + 1, a->from_scratch, err)))
+        return -1;
+    job->row.attempts++;
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0
+        || tx_insert_attempt (jobs, job, a->att, err) < 0) {
+        attempt_destroy (a->att);
+        a->att = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int jobs_resubmit (struct jobs *jobs, int64_t id, uid_t uid, const json_t *exclude,
+                   bool from_scratch, int *status, dt_error_t *err)
+{
+    struct job *job;
+    struct resubmit_arg a = { exclude, from_scratch, NULL };
+    json_t *saved_exclude;
+
+    *status = 500;
+    if (!(job = job_for_change (jobs, id, uid, status, err))) {
+        struct store_job_row row;
+        if (*status != 500 || errno == ENOMEM)
+            return -1;
+        /* An ended job that is no longer in memory: bring it back. */
+        if (store_job_load (jobs->ctx->store, id, &row, err) < 0) {
+            *status = errno == ENOENT ? 404 : 500;
+            return -1;
+        }
+        if (!(job = calloc (1, sizeof (*job)))) {
+            store_job_row_clear (&row);
+            return errnoprintf (err, ENOMEM, "out of memory");
+        }
+        job->row = row;
+        job->last_metric_step = -1;
+        job->next = jobs->list;
+        jobs->list = job;
+    }
+    if (!fsm_job_ok (job->row.state, JOB_PENDING)) {
+        *status = 409;
+        return errnoprintf (err, EBUSY, "job %lld is %s: only a failed or cancelled job can "
+                            "be resubmitted", (long long)id, fsm_job_state_name (job->row.state));
+    }
+    if (job->att && !fsm_attempt_terminal (job->att->row.state)) {
+        *status = 409;
+        return errnoprintf (err, EBUSY, "job %lld: attempt %d is still %s; try again shortly",
+                            (long long)id, job->att->row.attempt,
+                            fsm_attempt_state_name (job->att->row.state));
+    }
+    saved_exclude = json_deep_copy (job->row.exclude);
+    if (transact (jobs, job, NULL, tx_resubmit, &a, err) < 0) {
+        json_decref (job->row.exclude);
+        job->row.exclude = saved_exclude;
+        *status = errno == EBUSY ? 409 : 500;
+        return -1;
+    }
+    json_decref (saved_exclude);
+    attempt_destroy (job->att);
+    job->att = a.att;
+    dt_log (LOG_NOTICE, "job %lld resubmitted by uid %ld (attempt %d)", (long long)id,
+            (long)uid, job->att->row.attempt);
+    attempt_launch (jobs, job->att);
+    return 0;
+}
+
+/* Steps the fastest rank makes in two heartbeat intervals, at least 2:
+ * far enough ahead that every rank gets the command before reaching it. */
+static int64_t ckpt_lookahead (struct attempt *att)
+{
+    struct job *job = att->job;
+    int64_t hb = spec_int (job, "heartbeat", "interval_ms");
+    double steps_per_ms = 0;
+    if (att->row.start_time > 0 && att->max_step > 0) {
+        int64_t dt = dt_real_ms () - att->row.start_time;
+        int64_t ds = att->max_step - (att->row.resume_step > 0 ? att->row.resume_step : 0);
+        if (dt > 0 && ds > 0)
+            steps_per_ms = (double)ds / dt;
+    }
+    int64_t la = (int64_t)ceil (steps_per_ms * 2 * hb) + 1;
+    return la < 2 ? 2 : la;
+}
+
+int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, int *status,
+                     dt_error_t *err)
+{
+    struct job *job;
+    struct attempt *att;
+    dt_error_t e2;
+
+    *status = 409;
+    if (!(job = job_for_change (jobs, id, uid, status, err))) {
+        if (*status == 409)
+            errnoprintf (err, EBUSY, "job %lld is not running", (long long)id);
+        return -1;
+    }
+    att = job->att;
+    if (!att || att->row.state != ATT_RUNNING || job->row.state != JOB_RUNNING) {
+        *status = 409;
+        return errnoprintf (err, EBUSY, "job %lld is %s: a checkpoint needs a running attempt",
+                            (long long)id, fsm_job_state_name (job->row.state));
+    }
+    int64_t s = (att->max_step > 0 ? att->max_step : 0) + ckpt_lookahead (att);
+    if (att->ckpt_cmd_step == 0 || s < att->ckpt_cmd_step)
+        att->ckpt_cmd_step = s;
+    *step = att->ckpt_cmd_step;
+    char detail[96];
+    snprintf (detail, sizeof (detail), "checkpoint requested at step %lld", (long long)*step);
+    if (jobs_note (jobs, att, "checkpoint_requested", NULL, -1, detail, NULL, &e2) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)id, e2.text);
+    return 0;
+}
+
+/* --- agent-driven transitions -------------------------------------------------- */
+
+static int agent_cmp (const void *a, const void *b)
+{
+    const struct agent *x = a, *y = b;
+    if (x->order != y->order)
+        return x->order < y->order ? -1 : 1;
+    return strcmp (x->node, y->node);
+}
+
+struct reg_arg {
+    struct agent *ag;
+    bool first;
+};
+
+static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                          dt_error_t *err)
+{
+    struct reg_arg *r = arg;
+    store_t *st = jobs->ctx->store;
+    int64_t now = dt_real_ms ();
+    int expected = att->row.num_nodes + att->row.spare_nodes;
+
+    if (att->row.state == ATT_SUBMITTED && att_set_state (jobs, att, ATT_STARTING, err) < 0)
+        return -1;
+    if (r->first) {
+        char detail[128];
+        struct agent *ag = r->ag;
+        snprintf (detail, sizeof (detail), "agent on %s registered (%d of %d)", ag->node,
+                  att->nagents, expected);
+        if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node, ag->order, -1,
+                                    false, ag->addr, ag->port, ag->pid, "registered",
+                                    ag->register_time, 0, ag->hostinfo, err) < 0
+            || store_node_seen (st, ag->node, ag->addr, ag->hostinfo, now, job->row.id,
+                                att->row.attempt, err) < 0
+            || store_event (st, now, job->row.id, att->row.attempt, "agent_registered",
+                            ag->node, -1, detail, NULL, err) < 0)
+            return -1;
+    }
+    if (att->nagents < expected || att->row.state != ATT_STARTING)
+        return 0;
+
+    /* Everyone is here: node ranks in Slurm node order. */
+    qsort (att->agents, att->nagents, sizeof (*att->agents), agent_cmp);
+    int rpn = att->row.ranks_per_node;
+    for (int i = 0; i < att->nagents; i++) {
+        struct agent *ag = &att->agents[i];
+        ag->spare = i >= att->row.num_nodes;
+        ag->node_rank = ag->spare ? -1 : i;
+        ag->last_hb_ms = now;
+        if (!ag->spare) {
+            for (int l = 0; l < rpn; l++) {
+                struct rank *rk = &att->ranks[i * rpn + l];
+                snprintf (rk->node, sizeof (rk->node), "%s", ag->node);
+                rk->local_rank = l;
+                snprintf (rk->state, sizeof (rk->state), "starting");
+                rk->updated = now;
+                rk->dirty = true;
+            }
+        }
+        if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node, ag->order,
+                                    ag->node_rank, ag->spare, ag->addr, ag->port, ag->pid,
+                                    "registered", ag->register_time, now, ag->hostinfo,
+                                    err) < 0)
+            return -1;
+    }
+    snprintf (att->row.master_addr, sizeof (att->row.master_addr), "%s", att->agents[0].addr);
+    att->row.master_port = att->agents[0].port;
+    {
+        char list[256] = "";
+        size_t off = 0;
+        for (int i = 0; i < att->nagents && off < sizeof (list); i++)
+            off += snprintf (list + off, sizeof (list) - off, "%s%s", i ? "," : "",
+                             att->agents[i].node);
+        if (!att->row.nodelist[0])
+            snprintf (att->row.nodelist, sizeof (att->row.nodelist), "%s", list);
+    }
+    if (att_set_state (jobs, att, ATT_RUNNING, err) < 0)
+        return -1;
+    if (job->row.state != JOB_RUNNING && job_set_state (jobs, job, JOB_RUNNING, NULL, err) < 0)
+        return -1;
+    return 0;
+}
+
+int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent *ag,
+                           bool first, dt_error_t *err)
+{
+    struct reg_arg r = { ag, first };
+    char node[64];
+    snprintf (node, sizeof (node), "%s", ag->node);   /* qsort may move ag */
+    if (transact (jobs, att->job, att, tx_registered, &r, err) < 0)
+        return -1;
+    if (att->row.state == ATT_RUNNING && first && att->nagents
+        == att->row.num_nodes + att->row.spare_nodes)
+        dt_log (LOG_INFO, "job %lld attempt %d running on %s (master %s:%d)",
+                (long long)att->row.job_id, att->row.attempt, att->row.nodelist,
+                att->row.master_addr, att->row.master_port);
+    (void)node;
+    return 0;
+}
+
+struct done_arg {
+    struct agent *ag;
+    int exit_code;
+};
+
+static int tx_done (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                    dt_error_t *err)
+{
+    struct done_arg *d = arg;
+    struct agent *ag = d->ag;
+    char detail[96];
+    int64_t now = dt_real_ms ();
+
+    snprintf (detail, sizeof (detail), "agent on %s done (exit %d)", ag->node, d->exit_code);
+    if (store_attempt_node_put (jobs->ctx->store, job->row.id, att->row.attempt, ag->node,
+                                ag->order, ag->node_rank, ag->spare, ag->addr, ag->port,
+                                ag->pid, "done", ag->register_time, ag->last_hb_ms,
+                                ag->hostinfo, err) < 0)
+        return -1;
+    return store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, "agent_done",
+                        ag->node, -1, detail, NULL, err);
+}
+
+int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag, int exit_code,
+                     dt_error_t *err)
+{
+    struct done_arg d = { ag, exit_code };
+    if (ag->done)
+        return 0;
+    ag->done = true;
+    if (transact (jobs, att->job, att, tx_done, &d, err) < 0) {
+        ag->done = false;
+        return -1;
+    }
+    if (exit_code != 0) {
+        char detail[96];
+        snprintf (detail, sizeof (detail), "agent on %s done with exit code %d", ag->node,
+                  exit_code);
+        jobs_attempt_fail (jobs, att, "trainer_exit", ag->node, -1, detail,
+                           json_pack ("{s:i}", "exit_code", exit_code));
+        return 0;
+    }
+    if (all_workers_done (att))
+        attempt_succeed (jobs, att);
+    return 0;
+}
+
+struct note_arg {
+    const char *kind, *node, *detail;
+    int rank;
+    const json_t *data;
+};
+
+static int tx_note (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                    dt_error_t *err)
+{
+    struct note_arg *n = arg;
+    return store_event (jobs->ctx->store, dt_real_ms (), job->row.id,
+                        att ? att->row.attempt : 0, n->kind, n->node, n->rank, n->detail,
+                        n->data, err);
+}
+
+int jobs_note (struct jobs *jobs, struct attempt *att, const char *kind, const char *node,
+               int rank, const char *detail, const json_t *data, dt_error_t *err)
+{
+    struct note_arg n = { kind, node, detail, rank, data };
+    return transact (jobs, att->job, att, tx_note, &n, err);
+}
+
+static int tx_result (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                      dt_error_t *err)
+{
+    struct note_arg *n = arg;
+    json_decref (job->row.result);
+    job->row.result = json_deep_copy (n->data);
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0)
+        return -1;
+    return tx_note (jobs, job, att, arg, err);
+}
+
+int jobs_result (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                 const json_t *result, dt_error_t *err)
+{
+    struct note_arg n = { "result", node, "trainer reported its result", rank, result };
+    json_t *old = json_incref (att->job->row.result);
+    if (transact (jobs, att->job, att, tx_result, &n, err) < 0) {
+        json_decref (att->job->row.result);
+        att->job->row.result = old;
+        return -1;
+    }
+    json_decref (old);
+    return 0;
+}
+
+/* --- checkpoints ------------------------------------------------------------- */
+
+/* Write 'text' to dir/name atomically: temp file, fsync, rename, fsync dir. */
+static int write_atomic (const char *dir, const char *name, const char *text,
+                         dt_error_t *err)
+{
+    char tmp[PATH_MAX], path[PATH_MAX];
+    int fd, dfd;
+    size_t len = strlen (text), off = 0;
+
+    pathf (tmp, sizeof (tmp), "%s/.%s.tmp", dir, name);
+    pathf (path, sizeof (path), "%s/%s", dir, name);
+    if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return errnoprintf (err, errno, "%s: %s", tmp, strerror (errno));
+    while (off < len) {
+        ssize_t n = write (fd, text + off, len - off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            goto error;
+        }
+        off += n;
+    }
+    if (fsync (fd) < 0 || close (fd) < 0) {
+        fd = -1;
+        goto error;
+    }
+    fd = -1;
+    if (rename (tmp, path) < 0)
+        goto error;
+    if ((dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+        fsync (dfd);
+        close (dfd);
+    }
+    return 0;
+error: {
+        int e = errno;
+        if (fd >= 0)
+            close (fd);
+        unlink (tmp);
+        return errnoprintf (err, e, "%s: %s", path, strerror (e));
+    }
+}
+
+/* Remove a deleted checkpoint's files (only the ones we know of). */
+static void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    dt_error_t err;
+    json_t *shards = store_ckpt_shards_json (jobs->ctx->store, job->row.id, step, &err);
+    size_t i;
+    json_t *s;
+
+    json_array_foreach (shards, i, s) {
+        const char *p = json_string_value (json_object_get (s, "path"));
+        if (p && unlink (p) < 0 && errno != ENOENT)
+            dt_log_errno (LOG_WARNING, "unlink %s", p);
+    }
+    json_decref (shards);
+    job_ckpt_dir (job, dir, sizeof (dir));
+    pathf (path, sizeof (path), "%s/step-%lld/manifest.json", dir, (long long)step);
+    unlink (path);
+    pathf (path, sizeof (path), "%s/step-%lld", dir, (long long)step);
+    rmdir (path);
+}
+
+struct shard_arg {
+    const char *node, *path, *crc32c;
+    int rank;
+    int64_t step, bytes;
+    bool committed;
+    int64_t *deleted;
+    int ndeleted;
+};
+
+static int tx_shard (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                     dt_error_t *err)
+{
+    struct shard_arg *a = arg;
+    store_t *st = jobs->ctx->store;
+    int64_t now = dt_real_ms ();
+    char state[32] = "", cdir[PATH_MAX], sdir[PATH_MAX], detail[160];
+    int nshards;
+    int64_t bytes;
+
+    job_ckpt_dir (job, cdir, sizeof (cdir));
+    pathf (sdir, sizeof (sdir), "%s/step-%lld", cdir, (long long)a->step);
+    if (store_ckpt_state (st, job->row.id, a->step, state, sizeof (state), err) < 0
+        && errno != ENOENT)
+        return -1;
+    if (!strcmp (state, "committed"))
+        return 0;                           /* a late duplicate */
+    if (store_ckpt_put_pending (st, job->row.id, a->step, att->row.attempt, sdir,
+                                att->row.world_size, now, err) < 0
+        || store_shard_put (st, job->row.id, a->step, a->rank, att->row.attempt, a->node,
+                            a->path, a->bytes, a->crc32c, now, err) < 0)
+        return -1;
+    snprintf (detail, sizeof (detail), "rank %d wrote its shard of step %lld (%lld bytes)",
+              a->rank, (long long)a->step, (long long)a->bytes);
+    json_t *data = json_pack ("{s:I s:s s:I s:s}", "step", (json_int_t)a->step, "path",
+                              a->path, "bytes", (json_int_t)a->bytes, "crc32c", a->crc32c);
+    int rc = store_event (st, now, job->row.id, att->row.attempt, "shard", a->node, a->rank,
+                          detail, data, err);
+    json_decref (data);
+    if (rc < 0 || store_ckpt_shards (st, job->row.id, a->step, &nshards, &bytes, err) < 0)
+        return -1;
+    if (nshards < att->row.world_size)
+        return 0;
+
+    /* Every shard of step S is durable: phase two.  The manifest first
+     * (atomically), then the commit in SQLite; a crash in between leaves
+     * a manifest of an uncommitted checkpoint, which is never resumed. */
+    json_t *shards = store_ckpt_shards_json (st, job->row.id, a->step, err);
+    if (!shards)
+        return -1;
+    json_t *m = json_pack ("{s:i s:I s:I s:i s:i s:I s:s s:o s:s}", "format", 1, "job",
+                           (json_int_t)job->row.id, "step", (json_int_t)a->step, "attempt",
+                           att->row.attempt, "world_size", att->row.world_size, "bytes",
+                           (json_int_t)bytes, "time", "", "shards", shards, "dtctl",
+                           PACKAGE_VERSION);
+    char tbuf[40];
+    json_object_set_new (m, "time", json_string (dt_format_time (now, tbuf, sizeof (tbuf))));
+    char *text = json_dumps (m, JSON_INDENT (1) | JSON_SORT_KEYS);
+    json_decref (m);
+    if (!text)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    char sha[65];
+    sha256_hex (text, strlen (text), sha);
+    mkdir (sdir, 0755);
+    rc = write_atomic (sdir, "manifest.json", text, err);
+    free (text);
+    if (rc < 0)
+        return -1;
+    if (store_ckpt_set_state (st, job->row.id, a->step, "committed", sha, now, err) < 0)
+        return -1;
+    snprintf (detail, sizeof (detail), "checkpoint of step %lld committed (%d shards, %lld "
+              "bytes)", (long long)a->step, nshards, (long long)bytes);
+    data = json_pack ("{s:I s:s s:s}", "step", (json_int_t)a->step, "dir", sdir,
+                      "manifest_sha256", sha);
+    rc = store_event (st, now, job->row.id, att->row.attempt, "checkpoint_committed", NULL,
+                      -1, detail, data, err);
+    json_decref (data);
+    if (rc < 0)
+        return -1;
+    a->committed = true;
+
+    /* Retention: keep the newest 'keep' committed checkpoints. */
+    if (store_ckpt_beyond_keep (st, job->row.id, spec_int (job, "checkpoint", "keep"),
+                                &a->deleted, &a->ndeleted, err) < 0)
+        return -1;
+    for (int i = 0; i < a->ndeleted; i++)
+        if (store_ckpt_set_state (st, job->row.id, a->deleted[i], "deleted", NULL, 0, err) < 0)
+            return -1;
+    return 0;
+}
+
+int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                int64_t step, const char *path, int64_t bytes, const char *crc32c,
+                dt_error_t *err)
+{
+    struct shard_arg a = { node, path, crc32c, rank, step, bytes, false, NULL, 0 };
+
+    if (rank < 0 || rank >= att->row.world_size)
+        return errnoprintf (err, EINVAL, "rank: %d is outside the world (size %d)", rank,
+                            att->row.world_size);
+    if (transact (jobs, att->job, att, tx_shard, &a, err) < 0) {
+        free (a.deleted);
+        return -1;
+    }
+    if (a.committed) {
+        jobs->ckpts++;
+        dt_log (LOG_INFO, "job %lld: checkpoint of step %lld committed",
+                (long long)att->row.job_id, (long long)step);
+        if (att->ckpt_cmd_step == step)
+            att->ckpt_cmd_step = 0;
+        for (int i = 0; i < a.ndeleted; i++)
+            ckpt_remove_files (jobs, att->job, a.deleted[i]);
+    }
+    free (a.deleted);
+    return 0;
+}
+
+/* --- progress, stragglers, commands ------------------------------------------ */
+
+static int dbl_cmp (const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double rank_median (const struct rank *rk)
+{
+    double tmp[STRAGGLER_RING];
+    if (rk->nring == 0)
+        return NAN;
+    memcpy (tmp, rk->ring, rk->nring * sizeof (double));
+    qsort (tmp, rk->nring, sizeof (double), dbl_cmp);
+    return tmp[rk->nring / 2];
+}
+
+void jobs_progress (struct jobs *jobs, struct attempt *att)
+{
+    struct job *job = att->job;
+    int64_t now = dt_real_ms ();
+    int window = spec_int (job, "straggler", "window_steps");
+    double threshold = spec_real (job, "straggler", "threshold");
+    int64_t sum_samples = 0, min_step = -1;
+    double comp = 0, comm = 0;
+    int ncomp = 0;
+
+    if (window > STRAGGLER_RING)
+        window = STRAGGLER_RING;
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        if (!rk->seen)
+            continue;
+        if (rk->step > att->max_step)
+            att->max_step = rk->step;
+        if (min_step < 0 || rk->step < min_step)
+            min_step = rk->step;
+        if (rk->samples > 0)
+            sum_samples += rk->samples;
+        if (!isnan (rk->compute_ms)) {
+            comp += rk->compute_ms;
+            ncomp++;
+            if (!isnan (rk->comm_ms))
+                comm += rk->comm_ms;
+            if (rk->step > rk->ring_step) {
+                rk->ring[rk->ring_pos] = rk->compute_ms;
+                rk->ring_pos = (rk->ring_pos + 1) % window;
+                if (rk->nring < window)
+                    rk->nring++;
+                rk->ring_step = rk->step;
+            }
+        }
+    }
+    /* Straggler score: fastest median / own median, over a full window. */
+    double fastest = NAN;
+    for (int r = 0; r < att->row.world_size; r++) {
+        double m = rank_median (&att->ranks[r]);
+        if (!isnan (m) && m > 0 && (isnan (fastest) || m < fastest))
+            fastest = m;
+    }
+    for (int r = 0; r < att->row.world_size && !isnan (fastest); r++) {
+        struct rank *rk = &att->ranks[r];
+        double m = rank_median (rk);
+        if (isnan (m) || m <= 0)
+            continue;
+        rk->score = fastest / m;
+        if (rk->nring >= window && rk->score < threshold && !rk->flagged) {
+            char detail[128];
+            dt_error_t err;
+            rk->flagged = true;
+            snprintf (detail, sizeof (detail), "rank %d is a straggler: score %.2f < %.2f", r,
+                      rk->score, threshold);
+            json_t *data = json_pack ("{s:f s:f}", "score", rk->score, "median_compute_ms", m);
+            if (jobs_note (jobs, att, "straggler", rk->node, r, detail, data, &err) < 0)
+                dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
+            json_decref (data);
+        }
+    }
+
+    /* Job-level progress: rank 0's view, throughput over >= 1 s. */
+    if (att->ranks[0].seen && att->ranks[0].step >= 0) {
+        job->row.last_step = att->ranks[0].step;
+        job->row.last_loss = att->ranks[0].loss;
+        job->dirty = true;
+    }
+    if (att->tp_time_ms == 0) {
+        att->tp_time_ms = now;
+        att->tp_samples = sum_samples;
+    } else if (now - att->tp_time_ms >= 1000) {
+        if (sum_samples >= att->tp_samples)
+            job->row.throughput = (sum_samples - att->tp_samples) * 1000.0
+                                  / (now - att->tp_time_ms);
+        att->tp_time_ms = now;
+        att->tp_samples = sum_samples;
+        job->dirty = true;
+    }
+
+    /* Step metric: the first step seen in each stride bucket. */
+    if (min_step >= 0 && job->row.metrics_stride > 0
+        && (job->last_metric_step < 0
+            || min_step / job->row.metrics_stride
+                   > job->last_metric_step / job->row.metrics_stride)) {
+        dt_error_t err;
+        if (store_metric_put (jobs->ctx->store, job->row.id, min_step, att->row.attempt, now,
+                              att->ranks[0].loss, job->row.throughput,
+                              ncomp ? comp / ncomp : NAN, ncomp ? comm / ncomp : NAN,
+                              &err) < 0)
+            dt_log (LOG_ERR, "job %lld: metrics: %s", (long long)job->row.id, err.text);
+        else {
+            job->last_metric_step = min_step;
+            if (++job->metrics_rows > metrics_cap) {
+                job->row.metrics_stride *= 2;
+                job->dirty = true;
+                if (store_metrics_thin (jobs->ctx->store, job->row.id, job->row.metrics_stride,
+                                        &err) < 0
+                    || store_metrics_count (jobs->ctx->store, job->row.id,
+                                            &job->metrics_rows, &err) < 0)
+                    dt_log (LOG_ERR, "job %lld: metrics: %s", (long long)job->row.id,
+                            err.text);
+            }
+        }
+    }
+
+    /* Periodic checkpoints: the next multiple of every_steps ahead of the
+     * fastest rank; abandoned if every rank passed it without a commit. */
+    int64_t every = spec_int (job, "checkpoint", "every_steps");
+    if (att->ckpt_cmd_step > 0 && min_step > att->ckpt_cmd_step) {
+        char detail[96];
+        dt_error_t err;
+        snprintf (detail, sizeof (detail), "checkpoint of step %lld abandoned: all ranks "
+                  "passed it", (long long)att->ckpt_cmd_step);
+        jobs_note (jobs, att, "checkpoint_abandoned", NULL, -1, detail, NULL, &err);
+        att->ckpt_cmd_step = 0;
+    }
+    if (every > 0 && att->ckpt_cmd_step == 0 && att->max_step >= 0) {
+        int64_t target = att->max_step + ckpt_lookahead (att);
+        att->ckpt_cmd_step = (target + every - 1) / every * every;
+    }
+}
+
+json_t *jobs_commands (struct jobs *jobs, struct attempt *att)
+{
+    json_t *cmds = json_array ();
+    if (att->ckpt_cmd_step > 0)
+        json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "checkpoint", "step",
+                                                (json_int_t)att->ckpt_cmd_step));
+    return cmds;
+}
+
+/* --- restarts ------------------------------------------------------------------ */
+
+struct restart_arg {
+    struct attempt *att;
+};
+
+static int tx_restart (struct jobs *jobs, struct job *job, struct attempt *old, void *arg,
+                       dt_error_t *err)
+{
+    struct restart_arg *a = arg;
+    if (!(a->att = attempt_alloc (jobs, job, job->row.attempts + 1, false, err)))
+        return -1;
+    job->row.attempts++;
+    job->row.restarts++;
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0
+        || tx_insert_attempt (jobs, job, a->att, err) < 0) {
+        attempt_destroy (a->att);
+        a->att = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void job_restart (struct jobs *jobs, struct job *job)
+{
+    struct restart_arg a = { NULL };
+    dt_error_t err;
+
+    if (transact (jobs, job, NULL, tx_restart, &a, &err) < 0) {
+        dt_log (LOG_ERR, "job %lld: restart: %s", (long long)job->row.id, err.text);
+        job->restart_at_ms = dt_real_ms () + restart_backoff_max_ms;
+        return;
+    }
+    attempt_destroy (job->att);
+    job->att = a.att;
+    jobs->restarts++;
+    dt_log (LOG_NOTICE, "job %lld restart %d: attempt %d%s", (long long)job->row.id,
+            job->row.restarts, job->att->row.attempt,
+            job->att->row.resume_step >= 0 ? " from a checkpoint" : " from scratch");
+    attempt_launch (jobs, job->att);
+}
+
+/* --- the tick ------------------------------------------------------------------ */
+
+static const char *cause_of_launcher_end (const struct launcher_status *st)
+{
+    if (!strcmp (st->cause, "completed") || !strcmp (st->cause, "failed"))
+        return "agent_exit";
+    if (!strcmp (st->cause, "lost"))
+        return "agent_lost";
+    return st->cause[0] ? st->cause : "agent_exit";
+}
+
+static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
+{
+    struct ctld *ctx = jobs->ctx;
+    dt_error_t err;
+
+    if (att->row.state == ATT_SUBMITTED && att->row.handle[0] == '\0') {
+        attempt_launch (jobs, att);         /* e.g. not launched before a crash */
+        return;
+    }
+    if (now >= att->next_poll_ms && att->row.handle[0]) {
+        struct launcher_status st;
+        att->next_poll_ms = now + poll_interval_ms;
+        memset (&st, 0, sizeof (st));
+        if (ctx->lops->poll (ctx->launcher, att->row.handle, &st, &err) < 0)
+            dt_log (LOG_WARNING, "job %lld: poll %s: %s", (long long)att->row.job_id,
+                    att->row.handle, err.text);
+        else {
+            if (st.slurm_job_id)
+                att->row.slurm_job_id = st.slurm_job_id;
+            if (st.batch_host[0])
+                snprintf (att->row.batch_host, sizeof (att->row.batch_host), "%s",
+                          st.batch_host);
+            if (st.state == LAUNCHER_RUNNING && att->row.state == ATT_SUBMITTED) {
+                struct reg_arg r = { NULL, false };
+                if (transact (jobs, att->job, att, tx_registered, &r, &err) < 0)
+                    dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+            } else if (st.state == LAUNCHER_ENDED) {
+                if (att->row.state == ATT_RUNNING && all_workers_done (att))
+                    attempt_succeed (jobs, att);
+                else if (att->row.state != ATT_ENDING) {
+                    char detail[256];
+                    snprintf (detail, sizeof (detail), "agents ended before the attempt did: "
+                              "%s", st.detail[0] ? st.detail : st.cause);
+                    jobs_attempt_fail (jobs, att, cause_of_launcher_end (&st), NULL, -1,
+                                       detail, json_pack ("{s:s s:i}", "launcher_cause",
+                                                          st.cause, "exit_code",
+                                                          st.exit_code));
+                }
+                if (att->row.state == ATT_ENDING)
+                    attempt_finish (jobs, att, &st);
+                return;
+            }
+        }
+    }
+    switch (att->row.state) {
+    case ATT_STARTING:
+        if (now > att->deadline_ms) {
+            char detail[128];
+            snprintf (detail, sizeof (detail), "%d of %d agents registered within %lld ms",
+                      att->nagents, att->row.num_nodes + att->row.spare_nodes,
+                      (long long)ctx->cfg->rendezvous_timeout_ms);
+            jobs_attempt_fail (jobs, att, "rendezvous_timeout", NULL, -1, detail, NULL);
+        }
+        break;
+    case ATT_RUNNING: {
+        int64_t timeout = spec_int (att->job, "heartbeat", "node_timeout_ms");
+        for (int i = 0; i < att->nagents; i++) {
+            struct agent *ag = &att->agents[i];
+            if (ag->done || now - ag->last_hb_ms <= timeout)
+                continue;
+            char detail[192];
+            snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (timeout "
+                      "%lld ms)", ag->node, (long long)(now - ag->last_hb_ms),
+                      (long long)timeout);
+            jobs_attempt_fail (jobs, att, "node_lost", ag->node, -1, detail,
+                               json_pack ("{s:I s:I}", "heartbeat_gap_ms",
+                                          (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
+                                          (json_int_t)timeout));
+            break;
+        }
+        break;
+    }
+    case ATT_ENDING:
+        if (!att->cancel_sent && now - att->ending_since_ms > ending_cancel_ms) {
+            if (ctx->lops->cancel (ctx->launcher, att->row.handle, 0, &err) < 0)
+                dt_log (LOG_ERR, "job %lld: cancel: %s", (long long)att->row.job_id, err.text);
+            att->cancel_sent = true;
+        }
+        if (now - att->ending_since_ms > ending_giveup_ms) {
+            dt_log (LOG_WARNING, "job %lld attempt %d: launcher still reports processes "
+                    "after %lld ms; recording the end anyway", (long long)att->row.job_id,
+                    att->row.attempt, (long long)ending_giveup_ms);
+            attempt_finish (jobs, att, NULL);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, void *arg,
+                     dt_error_t *err)
+{
+    store_t *st = jobs->ctx->store;
+    for (struct job *job = jobs->list; job; job = job->next) {
+        struct attempt *att = job->att;
+        if (job->dirty && store_job_update (st, &job->row, err) < 0)
+            return -1;
+        if (!att)
+            continue;
+        for (int r = 0; r < att->row.world_size; r++) {
+            struct rank *rk = &att->ranks[r];
+            if (!rk->dirty)
+                continue;
+            struct store_rank_row row = {
+                .rank = r, .node = rk->node, .local_rank = rk->local_rank, .pid = rk->pid,
+                .state = rk->state[0] ? rk->state : "unknown", .client = rk->client,
+                .step = rk->step, .loss = rk->loss, .compute_ms = rk->compute_ms,
+                .comm_ms = rk->comm_ms, .straggler_score = rk->score,
+                .samples = rk->samples, .exit_code = rk->exit_code, .signal = rk->signal,
+                .updated = rk->updated,
+            };
+            if (store_rank_put (st, job->row.id, att->row.attempt, &row, err) < 0)
+                return -1;
+        }
+        for (int i = 0; i < att->nagents; i++) {
+            struct agent *ag = &att->agents[i];
+            if (ag->dirty
+                && store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
+                                           ag->order, ag->node_rank, ag->spare, ag->addr,
+                                           ag->port, ag->pid, ag->done ? "done" : "registered",
+                                           ag->register_time, ag->last_hb_ms, ag->hostinfo,
+                                           err) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+void jobs_flush (struct jobs *jobs)
+{
+    dt_error_t err;
+    store_t *st = jobs->ctx->store;
+
+    if (store_begin (st, &err) < 0 || tx_flush (jobs, NULL, NULL, NULL, &err) < 0
+        || store_commit (st, &err) < 0) {
+        store_rollback (st);
+        dt_log (LOG_ERR, "flush: %s", err.text);
+        return;
+    }
+    for (struct job *job = jobs->list; job; job = job->next) {
+        job->dirty = false;
+        if (job->att) {
+            for (int r = 0; r < job->att->row.world_size; r++)
+                job->att->ranks[r].dirty = false;
+            for (int i = 0; i < job->att->nagents; i++)
+                job->att->agents[i].dirty = false;
+        }
+    }
+}
+
+void jobs_tick (struct jobs *jobs)
+{
+    int64_t now = dt_real_ms ();
+    struct job **pp = &jobs->list;
+
+    while (*pp) {
+        struct job *job = *pp;
+        struct attempt *att = job->att;
+        if (att && !fsm_attempt_terminal (att->row.state))
+            attempt_tick (jobs, att, now);
+        if (job->row.state == JOB_RESTARTING && (!job->att
+                                                 || fsm_attempt_terminal (job->att->row.state))
+            && now >= job->restart_at_ms)
+            job_restart (jobs, job);
+        /* Ended and nothing left running: forget it (the store has it). */
+        if (fsm_job_terminal (job->row.state)
+            && (!job->att || fsm_attempt_terminal (job->att->row.state)) && !job->dirty) {
+            *pp = job->next;
+            job_destroy (job);
+            continue;
+        }
+        pp = &job->next;
+    }
+    if (now >= jobs->next_flush_ms) {
+        jobs->next_flush_ms = now + flush_interval_ms;
+        jobs_flush (jobs);
+    }
+}
+
+/* --- lookups and views -------------------------------------------------------- */
+
+struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token)
+{
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att && !strcmp (j->att->row.token, token))
+            return j->att;
+    return NULL;
+}
+
+void jobs_overlay (struct jobs *jobs, json_t *o)
+{
+    int64_t id = json_integer_value (json_object_get (o, "id"));
+    struct job *job = jobs_find (jobs, id);
+    json_t *strag = json_array ();
+
+    if (job) {
+        if (job->row.last_step >= 0)
+            json_object_set_new (o, "step", json_integer (job->row.last_step));
+        if (!isnan (job->row.last_loss))
+            json_object_set_new (o, "loss", json_real (job->row.last_loss));
+        if (!isnan (job->row.throughput))
+            json_object_set_new (o, "throughput", json_real (job->row.throughput));
+        if (job->att) {
+            for (int r = 0; r < job->att->row.world_size; r++) {
+                struct rank *rk = &job->att->ranks[r];
+                if (rk->flagged)
+                    json_array_append_new (strag, json_pack ("{s:i s:s s:f}", "rank", r, "node",
+                                                             rk->node, "score", rk->score));
+            }
+        }
+    }
+    json_object_set_new (o, "stragglers", strag);
+}
+
+json_t *jobs_ranks_json (struct jobs *jobs, int64_t id)
+{
+    struct job *job = jobs_find (jobs, id);
+    struct attempt *att;
+    json_t *a;
+
+    if (!job || !(att = job->att) || att->row.state != ATT_RUNNING)
+        return NULL;
+    a = json_array ();
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        char tbuf[40];
+        json_t *o = json_pack ("{s:i s:s s:i s:i s:s s:b}", "rank", r, "node", rk->node,
+                               "local_rank", rk->local_rank, "pid", rk->pid, "state",
+                               rk->state[0] ? rk->state : "starting", "client", rk->client);
+        json_object_set_new (o, "step", rk->step >= 0 ? json_integer (rk->step) : json_null ());
+        json_object_set_new (o, "loss", isnan (rk->loss) ? json_null () : json_real (rk->loss));
+        json_object_set_new (o, "samples",
+                             rk->samples >= 0 ? json_integer (rk->samples) : json_null ());
+        json_object_set_new (o, "compute_ms", isnan (rk->compute_ms)
+                                 ? json_null () : json_real (rk->compute_ms));
+        json_object_set_new (o, "comm_ms", isnan (rk->comm_ms)
+                                 ? json_null () : json_real (rk->comm_ms));
+        json_object_set_new (o, "straggler_score", isnan (rk->score)
+                                 ? json_null () : json_real (rk->score));
+        json_object_set_new (o, "exit_code", rk->exit_code >= 0
+                                 ? json_integer (rk->exit_code) : json_null ());
+        json_object_set_new (o, "last_seen", rk->updated
+                                 ? json_string (dt_format_time (rk->updated, tbuf, sizeof (tbuf)))
+                                 : json_null ());
+        json_array_append_new (a, o);
+    }
+    return a;
+}
+
+void jobs_stats (struct jobs *jobs, struct jobs_stats *st)
+{
+    memset (st, 0, sizeof (*st));
+    st->restarts = jobs->restarts;
+    st->checkpoints_committed = jobs->ckpts;
+    for (struct job *j = jobs->list; j; j = j->next) {
+        st->live_jobs++;
+        if (j->att && !fsm_attempt_terminal (j->att->row.state))
+            st->live_attempts++;
+    }
+}
+
+/* --- create / reload -------------------------------------------------------------- */
+
+/* Rebuild a live attempt's agents and ranks from the store after a restart
+ * of the controller.  The agents get a fresh heartbeat grace period. */
+static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *att,
+                           dt_error_t *err)
+{
+    int64_t now = dt_real_ms ();
+    json_t *j = store_job_json (jobs->ctx->store, job->row.id, true, err);
+    json_t *atts, *a, *n;
+    size_t i, k;
+
+    if (!j)
+        return -1;
+    atts = json_object_get (j, "attempts");
+    json_array_foreach (atts, i, a) {
+        if (json_integer_value (json_object_get (a, "attempt")) != att->row.attempt)
+            continue;
+        json_t *nodes = json_object_get (a, "nodes");
+        json_array_foreach (nodes, k, n) {
+            if (att->nagents == att->cap) {
+                int cap = att->cap ? att->cap * 2 : 8;
+                struct agent *p = realloc (att->agents, cap * sizeof (*p));
+                if (!p) {
+                    json_decref (j);
+                    return errnoprintf (err, ENOMEM, "out of memory");
+                }
+                att->agents = p;
+                att->cap = cap;
+            }
+            struct agent *ag = &att->agents[att->nagents++];
+            memset (ag, 0, sizeof (*ag));
+            snprintf (ag->node, sizeof (ag->node), "%s",
+                      json_string_value (json_object_get (n, "node")));
+            ag->order = json_integer_value (json_object_get (n, "node_order"));
+            json_t *nr = json_object_get (n, "node_rank");
+            ag->node_rank = json_is_integer (nr) ? json_integer_value (nr) : -1;
+            ag->spare = json_is_true (json_object_get (n, "spare"));
+            snprintf (ag->addr, sizeof (ag->addr), "%s",
+                      json_string_value (json_object_get (n, "addr")) ?: "");
+            ag->port = json_integer_value (json_object_get (n, "port"));
+            ag->pid = json_integer_value (json_object_get (n, "pid"));
+            const char *state = json_string_value (json_object_get (n, "state"));
+            ag->done = state && !strcmp (state, "done");
+            ag->register_time = now;
+            ag->last_hb_ms = now;
+            int rpn = att->row.ranks_per_node;
+            for (int l = 0; ag->node_rank >= 0 && l < rpn; l++) {
+                int r = ag->node_rank * rpn + l;
+                if (r < att->row.world_size) {
+                    snprintf (att->ranks[r].node, sizeof (att->ranks[r].node), "%s", ag->node);
+                    att->ranks[r].local_rank = l;
+                }
+            }
+        }
+    }
+    json_decref (j);
+    if (att->row.state == ATT_STARTING)
+        att->deadline_ms = now + jobs->ctx->cfg->rendezvous_timeout_ms;
+    if (att->row.state == ATT_ENDING) {
+        att->ending_since_ms = now;
+        if (!strcmp (att->row.cause, "cancelled"))
+            att->end_state = ATT_CANCELLED;
+        else if (job->row.state == JOB_COMPLETED)
+            att->end_state = ATT_SUCCEEDED;
+        else
+            att->end_state = ATT_FAILED;
+    }
+    return 0;
+}
+
+static int jobs_reload (struct jobs *jobs, dt_error_t *err)
+{
+    int64_t *ids;
+    int n;
+
+    if (store_live_jobs (jobs->ctx->store, &ids, &n, err) < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct job *job = calloc (1, sizeof (*job));
+        if (!job) {
+            free (ids);
+            return errnoprintf (err, ENOMEM, "out of memory");
+        }
+        if (store_job_load (jobs->ctx->store, ids[i], &job->row, err) < 0) {
+            free (job);
+            free (ids);
+            return -1;
+        }
+        job->last_metric_step = job->row.last_step;
+        store_metrics_count (jobs->ctx->store, job->row.id, &job->metrics_rows, err);
+        if (job->row.attempts > 0) {
+            struct attempt *att = calloc (1, sizeof (*att));
+            if (!att || store_attempt_load (jobs->ctx->store, job->row.id, job->row.attempts,
+                                            &att->row, err) < 0) {
+                free (att);
+                job_destroy (job);
+                free (ids);
+                return -1;
+            }
+            att->job = job;
+            att->ranks = calloc (att->row.world_size ? att->row.world_size : 1,
+                                 sizeof (*att->ranks));
+            for (int r = 0; att->ranks && r < att->row.world_size; r++) {
+                att->ranks[r].step = -1;
+                att->ranks[r].loss = att->ranks[r].compute_ms = att->ranks[r].comm_ms = NAN;
+                att->ranks[r].score = NAN;
+                att->ranks[r].samples = -1;
+                att->ranks[r].exit_code = att->ranks[r].signal = -1;
+            }
+            job->att = att;
+            if (!att->ranks || attempt_reload (jobs, job, att, err) < 0) {
+                job_destroy (job);
+                free (ids);
+                return -1;
+            }
+        }
+        job->restart_at_ms = dt_real_ms ();
+        job->next = jobs->list;
+        jobs->list = job;
+        dt_log (LOG_INFO, "job %lld reloaded: %s, attempt %d %s", (long long)job->row.id,
+                fsm_job_state_name (job->row.state), job->row.attempts,
+                job->att ? fsm_attempt_state_name (job->att->row.state) : "-");
+    }
+    free (ids);
+    return 0;
+}
+
+struct jobs *jobs_create (struct ctld *ctx, dt_error_t *err)
+{
+    struct jobs *jobs;
+
+    if (!(jobs = calloc (1, sizeof (*jobs)))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    jobs->ctx = ctx;
+    if (jobs_reload (jobs, err) < 0) {
+        jobs_destroy (jobs);
+        return NULL;
+    }
+    return jobs;
+}
+
+void jobs_destroy (struct jobs *jobs)
+{
+    if (jobs) {
+        int saved = errno;
+        while (jobs->list) {
+            struct job *n = jobs->list->next;
+            job_destroy (jobs->list);
+            jobs->list = n;
+        }
+        free (jobs);
+        errno = saved;
+    }
+}
+
+int64_t jobs_hang_timeout_ms (const struct job *job)
+{
+    int64_t h = spec_int (job, "heartbeat", "hang_timeout_ms");
+    return h > 0 ? h : hang_auto_floor_ms;
+}

@@ -1,0 +1,173 @@
+/* jobs.h: the job manager: jobs and attempts in memory, their state
+ * machines, restarts, checkpoints commits, and the supervision tick.
+ *
+ * Live state (heartbeats, rank progress) is kept here in memory and
+ * flushed to the store in one batched transaction about once per second;
+ * every state transition is written at once, in one transaction with its
+ * event, before anyone is answered.
+ *
+ * The structs are visible to agentapi.c and api.c (parts of the same
+ * daemon); only jobs.c changes states.
+ */
+#ifndef DT_JOBS_H
+#define DT_JOBS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+#include "common/errprintf.h"
+#include "orchestrator/store.h"
+#include "orchestrator/launcher.h"
+
+struct ctld;
+
+/* One registered agent (= node) of an attempt. */
+struct agent {
+    char node[64];
+    int order;                  /* node_order (Slurm node id) */
+    char addr[64];
+    int port;
+    int pid;
+    int node_rank;              /* -1: spare or not assigned yet */
+    bool spare;
+    bool done;                  /* reported "done" */
+    bool dirty;                 /* heartbeat time not flushed */
+    int64_t register_time;      /* epoch ms */
+    int64_t last_hb_ms;         /* epoch ms of the last heartbeat/registration */
+    json_t *hostinfo;
+};
+
+#define STRAGGLER_RING 64
+
+/* Latest state of one rank. */
+struct rank {
+    bool seen;
+    char node[64];
+    int local_rank;
+    int pid;
+    char state[16];
+    bool client;
+    int64_t step;
+    double loss;
+    int64_t samples;
+    double compute_ms, comm_ms;
+    double score;               /* straggler score, NAN unknown */
+    bool flagged;
+    int exit_code, signal;
+    int64_t updated;
+    bool dirty;
+    /* compute times of recent steps, for the straggler score */
+    double ring[STRAGGLER_RING];
+    int nring, ring_pos;
+    int64_t ring_step;
+};
+
+struct kv {
+    struct kv *next;
+    char *key;
+    char *value;                /* base64 text as received */
+};
+
+struct job;
+
+struct attempt {
+    struct job *job;
+    struct store_attempt_row row;
+    struct agent *agents;
+    int nagents, cap;
+    struct rank *ranks;         /* [world_size] */
+    struct kv *kv;
+    size_t kv_bytes;
+    int64_t deadline_ms;        /* rendezvous deadline (starting) */
+    int64_t ending_since_ms;
+    bool cancel_sent;
+    enum attempt_state end_state; /* where ending leads */
+    int64_t next_poll_ms;
+    int64_t ckpt_cmd_step;      /* the outstanding checkpoint command, 0 none */
+    int64_t max_step;
+    int64_t tp_samples, tp_time_ms; /* throughput bookkeeping */
+};
+
+struct job {
+    struct job *next;
+    struct store_job_row row;
+    struct attempt *att;        /* latest attempt, or NULL */
+    int64_t restart_at_ms;      /* restarting: when to start the next attempt */
+    int64_t metrics_rows;
+    int64_t last_metric_step;
+    bool dirty;                 /* row's live fields not flushed */
+};
+
+struct jobs;
+
+/* Create the manager and reload every live job from the store. */
+struct jobs *jobs_create (struct ctld *ctx, dt_error_t *err);
+void jobs_destroy (struct jobs *jobs);
+
+/* Periodic work: launcher polling, timeouts, restarts, the batched flush.
+ * Call at least every 200 ms. */
+void jobs_tick (struct jobs *jobs);
+/* Flush live state now (shutdown). */
+void jobs_flush (struct jobs *jobs);
+
+/* The user operations answer like HTTP: 0 on success, else -1 with
+ * *status (400, 403, 404, 409, 500) and err. */
+int jobs_submit (struct jobs *jobs, const json_t *spec, uid_t uid, gid_t gid, int64_t *id,
+                 int *status, dt_error_t *err);
+int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason, int *status,
+                 dt_error_t *err);
+int jobs_resubmit (struct jobs *jobs, int64_t id, uid_t uid, const json_t *exclude,
+                   bool from_scratch, int *status, dt_error_t *err);
+int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, int *status,
+                     dt_error_t *err);
+
+/* The live job (borrowed), or NULL when it is not live. */
+struct job *jobs_find (struct jobs *jobs, int64_t id);
+/* The live attempt holding 'token' (borrowed), or NULL. */
+struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token);
+
+/* Add live fields (step, loss, throughput, stragglers) to a job's JSON. */
+void jobs_overlay (struct jobs *jobs, json_t *job);
+/* Live ranks of the job's latest attempt as JSON (new), or NULL if not live. */
+json_t *jobs_ranks_json (struct jobs *jobs, int64_t id);
+
+/* --- used by agentapi.c ---------------------------------------------- */
+
+/* Transitions driven by agents.  Each is one transaction with its event. */
+int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent *ag,
+                           bool first, dt_error_t *err);
+/* A failure of the attempt (recorded once; later ones are ignored). */
+void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
+                        const char *node, int rank, const char *detail, json_t *evidence);
+/* An agent reported done; may complete the attempt and the job. */
+int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag, int exit_code,
+                     dt_error_t *err);
+/* A rank reported a shard; may commit the checkpoint. */
+int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                int64_t step, const char *path, int64_t bytes, const char *crc32c,
+                dt_error_t *err);
+/* Record an event with no state change (signal, shard_failed, result, ...). */
+int jobs_note (struct jobs *jobs, struct attempt *att, const char *kind, const char *node,
+               int rank, const char *detail, const json_t *data, dt_error_t *err);
+/* The trainer's final result (kept with the job). */
+int jobs_result (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                 const json_t *result, dt_error_t *err);
+/* After a heartbeat updated ranks: step bookkeeping, commands. */
+void jobs_progress (struct jobs *jobs, struct attempt *att);
+/* Commands for the agents of 'att' (new array). */
+json_t *jobs_commands (struct jobs *jobs, struct attempt *att);
+
+/* The hang timeout the agents get (auto -> a floor). */
+int64_t jobs_hang_timeout_ms (const struct job *job);
+
+/* Counters for /metrics. */
+struct jobs_stats {
+    uint64_t restarts;
+    uint64_t checkpoints_committed;
+    int live_jobs;
+    int live_attempts;
+};
+void jobs_stats (struct jobs *jobs, struct jobs_stats *st);
+
+#endif

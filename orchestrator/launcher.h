@@ -1,0 +1,152 @@
+/* launcher.h: how dtctld starts, watches and ends the agents of an attempt.
+ *
+ * A launcher turns one attempt into running dtagent processes, one per node
+ * (plus one per spare node), and reports on them.  Two implementations sit
+ * behind this one ops table:
+ *   - "local"  (launcher_local.c): forks the agents on this machine, with
+ *              node names local1..localN; for development and tests.
+ *   - "slurm"  (launcher_slurm.c): one Slurm batch job per allocation whose
+ *              script runs `srun --ntasks-per-node=1 dtagent ...`.
+ *
+ * Every agent is started the same way by every launcher:
+ *     dtagent --controller URL --node NAME --node-order K [--state-dir DIR]
+ * with the environment
+ *     DT_TOKEN=<attempt token> DT_CONTROLLER=URL DT_JOB=<job id> DT_ATTEMPT=<n>
+ * plus the job's own 'env'.  Under Slurm, NAME is $SLURMD_NODENAME and K is
+ * $SLURM_NODEID.  The agent learns everything else (its rank, the world, the
+ * command to run) from POST /v1/agent/register, so a launcher never needs to
+ * know the trainer's command line.
+ *
+ * The controller is single-threaded: no call here may block for long (a
+ * fork, an sbatch RPC, a non-blocking waitpid are fine; waiting for a job
+ * to start is not — that is what poll is for).
+ *
+ * A launcher identifies what it started with a "handle": a short string it
+ * chooses (Slurm: the job id, e.g. "1234"; local: "pgid:<n>"), which the
+ * controller stores with the attempt in SQLite.  After a controller restart,
+ * poll and cancel are called with handles from a previous run of the
+ * daemon, so a handle must be meaningful on its own.
+ *
+ * Error convention: 0 / -1 with errno set and err->text saying why.
+ */
+#ifndef DT_LAUNCHER_H
+#define DT_LAUNCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include "common/errprintf.h"
+#include "common/conf.h"
+
+/* Size of buffers holding a launcher handle (with its NUL). */
+#define LAUNCHER_HANDLE_MAX 64
+
+/* What a launcher is created with (all strings borrowed for the duration of
+ * the create call; a launcher copies what it keeps). */
+struct launcher_conf {
+    const char *controller_url; /* "http://10.0.0.1:6830": what agents dial */
+    const char *dtagent_path;   /* absolute path of the dtagent binary */
+    const char *state_dir;      /* dtctld's StateDir: launchers may keep files
+                                 * (batch scripts, local agents' dirs) under it */
+    const dt_conf_t *conf;      /* the whole dtctld.conf, for launcher-specific
+                                 * keys (e.g. SlurmAccount); never NULL */
+};
+
+/* One attempt to start.  All pointers are borrowed for the duration of the
+ * submit call. */
+struct launcher_req {
+    int64_t job_id;
+    int attempt;                /* 1, 2, ... */
+    const char *job_name;       /* the spec's name (Slurm job name "dt-<name>") */
+    const char *token;          /* 64 hex chars; passed as DT_TOKEN only */
+    uid_t uid;                  /* owner of the job: agents run as this user */
+    gid_t gid;
+    int nodes;                  /* nodes that run ranks */
+    int spare_nodes;            /* extra idle nodes in the allocation */
+    int ranks_per_node;
+    const char *partition;      /* NULL: the cluster's default */
+    int64_t time_limit_s;       /* 0: no limit (the partition's) */
+    const char *const *exclude; /* NULL-terminated node names never to use; may be NULL */
+    const char *workdir;        /* cwd of the agents (and trainers) */
+    const char *output;         /* file for the agents' stdout+stderr; the
+                                 * launcher may expand "%n" to the node name */
+    const char *const *env;     /* NULL-terminated "K=V" from the job spec; may be NULL */
+    /* In-allocation restart (issue 7): the handle of the previous attempt
+     * whose allocation should run this attempt as a new step, or NULL for a
+     * new allocation.  A launcher that cannot reuse it (allocation gone, too
+     * few healthy nodes, feature not supported) starts a new allocation;
+     * the handle it returns tells which happened (compare with reuse). */
+    const char *reuse;
+};
+
+enum launcher_state {
+    LAUNCHER_PENDING = 0,       /* queued, no process started yet */
+    LAUNCHER_RUNNING = 1,       /* agents started (some may have exited) */
+    LAUNCHER_ENDED = 2,         /* nothing of the attempt is running any more */
+};
+
+/* What poll reports.  Strings are copied in (fixed size, NUL-terminated). */
+struct launcher_status {
+    enum launcher_state state;
+    /* Only when ENDED: why, in the controller's cause words:
+     *   "completed"       every agent exited 0
+     *   "failed"          an agent exited non-zero / the batch job failed
+     *   "slurm_node_fail" Slurm NODE_FAIL
+     *   "time_limit"      Slurm TIMEOUT
+     *   "preempted"       Slurm PREEMPTED
+     *   "cancelled"       cancelled (by us or by an admin with scancel)
+     *   "launch_failed"   could not start at all (e.g. sbatch rejected it)
+     *   "lost"            the launcher no longer knows the handle */
+    char cause[32];
+    int exit_code;              /* when ENDED; -1 if unknown */
+    char detail[160];           /* human text, e.g. "batch job 17 state NODE_FAIL" */
+    int64_t slurm_job_id;       /* 0 under the local launcher */
+    char nodelist[256];         /* "node[1-3]" or "local1,local2"; "" if unknown */
+    char batch_host[64];        /* the node running the batch script; "" if none */
+};
+
+/* Flags of cancel. */
+enum launcher_cancel_flags {
+    /* Stop the attempt's processes (the current srun step) but keep the
+     * allocation for an in-allocation restart (issue 7).  A launcher that
+     * cannot keep it ends everything. */
+    LAUNCHER_CANCEL_KEEP_ALLOC = 1,
+};
+
+struct launcher_ops {
+    const char *name;           /* "local", "slurm" */
+
+    /* New launcher context, or NULL with err. */
+    void *(*create) (const struct launcher_conf *conf, dt_error_t *err);
+    /* Free the context; does NOT cancel what it started (the controller
+     * keeps supervising running attempts across restarts). */
+    void (*destroy) (void *ctx);
+
+    /* Start the attempt.  On success writes the handle into
+     * handle[LAUNCHER_HANDLE_MAX] and returns 0.  -1 with err when the
+     * attempt could not even be queued (the controller then fails the
+     * attempt with cause "launch_failed"). */
+    int (*submit) (void *ctx, const struct launcher_req *req,
+                   char handle[LAUNCHER_HANDLE_MAX], dt_error_t *err);
+
+    /* Report the state of what 'handle' started.  Cheap; called about once
+     * per second per live attempt.  -1 only on a transient error (try again
+     * later); a handle the launcher cannot find is ENDED with cause "lost". */
+    int (*poll) (void *ctx, const char *handle, struct launcher_status *st,
+                 dt_error_t *err);
+
+    /* End what 'handle' started: SIGTERM, then SIGKILL after a grace period
+     * handled by the launcher (Slurm: scancel / slurm_kill_job).  Returns
+     * without waiting; poll reports ENDED once it is gone.  Idempotent;
+     * cancelling an ended or unknown handle is 0. */
+    int (*cancel) (void *ctx, const char *handle, int flags, dt_error_t *err);
+};
+
+extern const struct launcher_ops launcher_local_ops;
+extern const struct launcher_ops launcher_slurm_ops;
+
+/* The ops of launcher 'name' ("local", "slurm"), or NULL with errno ENOENT. */
+const struct launcher_ops *launcher_lookup (const char *name);
+
+#endif

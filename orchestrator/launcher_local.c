@@ -1,0 +1,353 @@
+/* launcher_local.c: the "local" launcher: one dtagent process per node,
+ * forked on this machine, with node names local1..localN.
+ *
+ * Each attempt's agents share one process group (the first agent's pid);
+ * the handle is "pgid:<pgid>".  While dtctld is their parent it reaps them
+ * and knows their exit codes; after a controller restart it only knows
+ * whether the group still exists.
+ */
+#include <config.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/dtime.h"
+#include "common/log.h"
+#include "orchestrator/launcher.h"
+
+/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
+ * silently different file. */
+static int pathf (char *buf, size_t len, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+static int pathf (char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start (ap, fmt);
+    n = vsnprintf (buf, len, fmt, ap);
+    va_end (ap);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+/* After SIGTERM, the agents get this long before SIGKILL. */
+static const int64_t kill_grace_ms = 5000;
+
+struct lgroup {
+    struct lgroup *next;
+    pid_t pgid;
+    pid_t *pids;
+    int n, alive;
+    int exit_code;              /* first non-zero exit, else 0 */
+    bool any_signal;
+    int64_t term_ms;            /* when SIGTERM was sent, 0 none */
+    bool cancelled;
+};
+
+struct local {
+    char *url;
+    char *agent;
+    char *state_dir;
+    struct lgroup *groups;
+};
+
+static void *local_create (const struct launcher_conf *conf, dt_error_t *err)
+{
+    struct local *l = calloc (1, sizeof (*l));
+    if (!l || !(l->url = strdup (conf->controller_url))
+        || !(l->agent = strdup (conf->dtagent_path))
+        || !(l->state_dir = strdup (conf->state_dir))) {
+        if (l) {
+            free (l->url);
+            free (l->agent);
+        }
+        free (l);
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    return l;
+}
+
+static void local_destroy (void *ctx)
+{
+    struct local *l = ctx;
+    if (l) {
+        while (l->groups) {
+            struct lgroup *g = l->groups->next;
+            free (l->groups->pids);
+            free (l->groups);
+            l->groups = g;
+        }
+        free (l->url);
+        free (l->agent);
+        free (l->state_dir);
+        free (l);
+    }
+}
+
+/* "%n" in 'pattern' -> node name. */
+static void expand_output (const char *pattern, const char *node, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'n') {
+            o += snprintf (out + o, len - o, "%s", node);
+            if (o >= len)
+                o = len - 1;
+            p++;
+        } else
+            out[o++] = *p;
+    }
+    out[o] = '\0';
+}
+
+/* In the child: become the agent.  Never returns. */
+static void exec_agent (struct local *l, const struct launcher_req *req, int k, pid_t pgid)
+{
+    char node[32], order[16], job[32], att[16], out[4096], sdir[4096];
+
+    setpgid (0, pgid);
+    /* Default signal dispositions and mask for the agent. */
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    signal (SIGPIPE, SIG_DFL);
+
+    snprintf (node, sizeof (node), "local%d", k + 1);
+    snprintf (order, sizeof (order), "%d", k);
+    snprintf (job, sizeof (job), "%lld", (long long)req->job_id);
+    snprintf (att, sizeof (att), "%d", req->attempt);
+    pathf (sdir, sizeof (sdir), "%s/agents/job-%lld.%d/%s", l->state_dir,
+              (long long)req->job_id, req->attempt, node);
+
+    if (req->output) {
+        expand_output (req->output, node, out, sizeof (out));
+        int fd = open (out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2 (fd, STDOUT_FILENO);
+            dup2 (fd, STDERR_FILENO);
+        }
+    }
+    int nfd = open ("/dev/null", O_RDONLY);
+    if (nfd >= 0)
+        dup2 (nfd, STDIN_FILENO);
+    if (req->workdir && chdir (req->workdir) < 0)
+        fprintf (stderr, "dtagent (local launcher): chdir %s: %s\n", req->workdir,
+                 strerror (errno));
+    if (geteuid () == 0 && req->uid != 0) {
+        if (setgroups (0, NULL) < 0 || setgid (req->gid) < 0 || setuid (req->uid) < 0) {
+            fprintf (stderr, "dtagent (local launcher): cannot become uid %ld: %s\n",
+                     (long)req->uid, strerror (errno));
+            _exit (126);
+        }
+    }
+    /* The same variables the Slurm batch script exports, plus the job's. */
+    for (int i = 0; req->env && req->env[i]; i++)
+        putenv ((char *)req->env[i]);
+    setenv ("DT_TOKEN", req->token, 1);
+    setenv ("DT_CONTROLLER", l->url, 1);
+    setenv ("DT_JOB", job, 1);
+    setenv ("DT_ATTEMPT", att, 1);
+    execl (l->agent, l->agent, "--controller", l->url, "--node", node, "--node-order", order,
+           "--state-dir", sdir, (char *)NULL);
+    fprintf (stderr, "dtagent (local launcher): exec %s: %s\n", l->agent, strerror (errno));
+    _exit (127);
+}
+
+static int mkdirs (const char *path)
+{
+    char buf[4096];
+    snprintf (buf, sizeof (buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir (buf, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int local_submit (void *ctx, const struct launcher_req *req,
+                         char handle[LAUNCHER_HANDLE_MAX], dt_error_t *err)
+{
+    struct local *l = ctx;
+    int n = req->nodes + req->spare_nodes;
+    struct lgroup *g;
+    char dir[4096];
+
+    if (access (l->agent, X_OK) < 0)
+        return errnoprintf (err, errno, "dtagent '%s' is not executable: %s", l->agent,
+                            strerror (errno));
+    for (int k = 0; k < n; k++) {
+        pathf (dir, sizeof (dir), "%s/agents/job-%lld.%d/local%d", l->state_dir,
+                  (long long)req->job_id, req->attempt, k + 1);
+        if (mkdirs (dir) < 0)
+            return errnoprintf (err, errno, "mkdir %s: %s", dir, strerror (errno));
+        if (geteuid () == 0 && req->uid != 0 && chown (dir, req->uid, req->gid) < 0)
+            dt_log_errno (LOG_WARNING, "chown %s", dir);
+    }
+    if (!(g = calloc (1, sizeof (*g))) || !(g->pids = calloc (n, sizeof (pid_t)))) {
+        free (g);
+        return errnoprintf (err, ENOMEM, "out of memory");
+    }
+    for (int k = 0; k < n; k++) {
+        pid_t pid = fork ();
+        if (pid < 0) {
+            int e = errno;
+            if (g->pgid > 0)
+                kill (-g->pgid, SIGKILL);
+            /* keep the group so the started ones are reaped */
+            g->n = k;
+            g->alive = k;
+            g->cancelled = true;
+            g->next = l->groups;
+            l->groups = g;
+            return errnoprintf (err, e, "fork: %s", strerror (e));
+        }
+        if (pid == 0)
+            exec_agent (l, req, k, g->pgid);
+        if (k == 0)
+            g->pgid = pid;
+        setpgid (pid, g->pgid);        /* also in the parent: no race */
+        g->pids[k] = pid;
+    }
+    g->n = n;
+    g->alive = n;
+    g->next = l->groups;
+    l->groups = g;
+    snprintf (handle, LAUNCHER_HANDLE_MAX, "pgid:%ld", (long)g->pgid);
+    return 0;
+}
+
+static struct lgroup *find (struct local *l, pid_t pgid)
+{
+    for (struct lgroup *g = l->groups; g; g = g->next)
+        if (g->pgid == pgid)
+            return g;
+    return NULL;
+}
+
+static int parse_handle (const char *handle, pid_t *pgid)
+{
+    long v;
+    char *end;
+    if (!handle || strncmp (handle, "pgid:", 5))
+        return -1;
+    v = strtol (handle + 5, &end, 10);
+    if (*end || v <= 1)
+        return -1;
+    *pgid = (pid_t)v;
+    return 0;
+}
+
+static void reap (struct lgroup *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        int status;
+        if (g->pids[i] <= 0)
+            continue;
+        pid_t r = waitpid (g->pids[i], &status, WNOHANG);
+        if (r == g->pids[i] || (r < 0 && errno == ECHILD)) {
+            g->pids[i] = 0;
+            g->alive--;
+            if (r > 0 && WIFEXITED (status) && WEXITSTATUS (status) && !g->exit_code)
+                g->exit_code = WEXITSTATUS (status);
+            if (r > 0 && WIFSIGNALED (status))
+                g->any_signal = true;
+        }
+    }
+}
+
+static int local_poll (void *ctx, const char *handle, struct launcher_status *st,
+                       dt_error_t *err)
+{
+    struct local *l = ctx;
+    struct lgroup *g;
+    pid_t pgid;
+
+    memset (st, 0, sizeof (*st));
+    st->exit_code = -1;
+    if (parse_handle (handle, &pgid) < 0) {
+        st->state = LAUNCHER_ENDED;
+        snprintf (st->cause, sizeof (st->cause), "lost");
+        snprintf (st->detail, sizeof (st->detail), "not a local launcher handle: %.60s",
+                  handle ? handle : "");
+        return 0;
+    }
+    if (!(g = find (l, pgid))) {
+        /* Not our children (dtctld restarted): does the group still exist? */
+        if (kill (-pgid, 0) == 0 || errno == EPERM) {
+            st->state = LAUNCHER_RUNNING;
+            return 0;
+        }
+        st->state = LAUNCHER_ENDED;
+        snprintf (st->cause, sizeof (st->cause), "lost");
+        snprintf (st->detail, sizeof (st->detail), "process group %ld is gone", (long)pgid);
+        return 0;
+    }
+    reap (g);
+    if (g->alive > 0) {
+        if (g->term_ms && dt_mono_ms () - g->term_ms > kill_grace_ms)
+            kill (-g->pgid, SIGKILL);
+        st->state = LAUNCHER_RUNNING;
+        snprintf (st->nodelist, sizeof (st->nodelist), "local[1-%d]", g->n);
+        return 0;
+    }
+    /* Make sure nothing the agents left in their group survives. */
+    kill (-g->pgid, SIGKILL);
+    st->state = LAUNCHER_ENDED;
+    st->exit_code = g->exit_code;
+    snprintf (st->nodelist, sizeof (st->nodelist), "local[1-%d]", g->n);
+    if (g->cancelled)
+        snprintf (st->cause, sizeof (st->cause), "cancelled");
+    else if (g->exit_code || g->any_signal)
+        snprintf (st->cause, sizeof (st->cause), "failed");
+    else
+        snprintf (st->cause, sizeof (st->cause), "completed");
+    snprintf (st->detail, sizeof (st->detail), "%d local agents ended (first non-zero exit "
+              "%d%s)", g->n, g->exit_code, g->any_signal ? ", some killed by a signal" : "");
+    return 0;
+}
+
+static int local_cancel (void *ctx, const char *handle, int flags, dt_error_t *err)
+{
+    struct local *l = ctx;
+    struct lgroup *g;
+    pid_t pgid;
+
+    if (parse_handle (handle, &pgid) < 0)
+        return 0;
+    if ((g = find (l, pgid))) {
+        g->cancelled = true;
+        if (!g->term_ms)
+            g->term_ms = dt_mono_ms ();
+    }
+    if (kill (-pgid, SIGTERM) < 0 && errno != ESRCH)
+        return errnoprintf (err, errno, "kill -TERM -%ld: %s", (long)pgid, strerror (errno));
+    return 0;
+}
+
+const struct launcher_ops launcher_local_ops = {
+    .name = "local",
+    .create = local_create,
+    .destroy = local_destroy,
+    .submit = local_submit,
+    .poll = local_poll,
+    .cancel = local_cancel,
+};

@@ -1,0 +1,338 @@
+/* main.c: dtctld, the dtctl controller daemon: startup, event loop, shutdown. */
+#include <config.h>
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/dtime.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "orchestrator/agentapi.h"
+#include "orchestrator/api.h"
+#include "orchestrator/ctldconf.h"
+#include "orchestrator/ctld.h"
+#include "orchestrator/daemon.h"
+#include "orchestrator/jobs.h"
+#include "orchestrator/metrics.h"
+
+#ifndef SYSCONFDIR
+#define SYSCONFDIR "/etc"
+#endif
+
+/* The supervision tick: timeouts, launcher polls, the batched flush. */
+static const int tick_ms = 100;
+
+static const char *usage_text =
+    "Usage: dtctld [OPTIONS]\n"
+    "  -c, --config=FILE        dtctld.conf (default " SYSCONFDIR "/dtctld/dtctld.conf if it exists)\n"
+    "  -f, --foreground         stay in the foreground, log to stderr\n"
+    "  -l, --listen=ADDR        ListenAddress\n"
+    "  -p, --port=PORT          ListenPort (0: any free port)\n"
+    "  -d, --database=FILE      DatabasePath\n"
+    "  -s, --state-dir=DIR      StateDir\n"
+    "  -L, --launcher=NAME      Launcher (local | slurm)\n"
+    "  -a, --auth=TYPE          AuthType (munge | none)\n"
+    "  -v, --log-level=LEVEL    LogLevel (debug, info, notice, warning, error)\n"
+    "  -P, --pid-file=FILE      PidFile\n"
+    "      --dtagent=PATH       DtagentPath\n"
+    "      --port-file=FILE     write the port actually bound to FILE (tests)\n"
+    "  -V, --version            print the version and exit\n"
+    "  -h, --help               this text\n";
+
+static const struct option longopts[] = {
+    { "config", required_argument, NULL, 'c' },
+    { "foreground", no_argument, NULL, 'f' },
+    { "listen", required_argument, NULL, 'l' },
+    { "port", required_argument, NULL, 'p' },
+    { "database", required_argument, NULL, 'd' },
+    { "state-dir", required_argument, NULL, 's' },
+    { "launcher", required_argument, NULL, 'L' },
+    { "auth", required_argument, NULL, 'a' },
+    { "log-level", required_argument, NULL, 'v' },
+    { "pid-file", required_argument, NULL, 'P' },
+    { "dtagent", required_argument, NULL, 'A' },
+    { "port-file", required_argument, NULL, 'F' },
+    { "version", no_argument, NULL, 'V' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Startup failure: to the terminal that started us, then exit 1. */
+static void die (const char *fmt, ...) __attribute__ ((format (printf, 1, 2), noreturn));
+static void die (const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (buf, sizeof (buf), fmt, ap);
+    va_end (ap);
+    dt_log (LOG_ERR, "%s", buf);
+    char line[600];
+    snprintf (line, sizeof (line), "dtctld: %s", buf);
+    daemon_fail (line);
+    exit (1);
+}
+
+/* DtagentPath, else dtagent next to this binary, in ../agent (build tree),
+ * or in PATH. */
+static char *find_dtagent (const char *configured)
+{
+    char exe[PATH_MAX], cand[PATH_MAX + 32];
+    ssize_t n;
+
+    if (configured)
+        return strdup (configured);
+    if ((n = readlink ("/proc/self/exe", exe, sizeof (exe) - 1)) > 0) {
+        exe[n] = '\0';
+        char *dir = dirname (exe);
+        snprintf (cand, sizeof (cand), "%s/dtagent", dir);
+        if (access (cand, X_OK) == 0)
+            return strdup (cand);
+        snprintf (cand, sizeof (cand), "%s/../agent/dtagent", dir);
+        if (access (cand, X_OK) == 0)
+            return realpath (cand, NULL);
+    }
+    const char *path = getenv ("PATH");
+    if (path) {
+        char *copy = strdup (path), *save = NULL;
+        for (char *d = copy ? strtok_r (copy, ":", &save) : NULL; d;
+             d = strtok_r (NULL, ":", &save)) {
+            snprintf (cand, sizeof (cand), "%s/dtagent", d);
+            if (access (cand, X_OK) == 0) {
+                free (copy);
+                return strdup (cand);
+            }
+        }
+        free (copy);
+    }
+    return strdup ("dtagent");
+}
+
+static void controller_url (struct ctld *ctx)
+{
+    const char *host = ctx->cfg->listen_address;
+    char hn[256];
+
+    if (ctx->cfg->controller_url[0]) {
+        snprintf (ctx->url, sizeof (ctx->url), "%s", ctx->cfg->controller_url);
+        return;
+    }
+    if (!strcmp (host, "0.0.0.0") || !strcmp (host, "::") || !*host) {
+        if (gethostname (hn, sizeof (hn)) == 0)
+            host = hn;
+        else
+            host = "127.0.0.1";
+    }
+    snprintf (ctx->url, sizeof (ctx->url), strchr (host, ':') ? "http://[%s]:%d"
+                                                              : "http://%s:%d",
+              host, dt_httpd_port (ctx->httpd));
+}
+
+/* SIGHUP: parse again; keep the old config if the new one is bad. */
+static void reload (struct ctld *ctx, const char *path, const struct config_overrides *ov)
+{
+    dt_error_t err;
+    struct ctld_config *cfg = config_load (path, ov, &err);
+
+    if (!cfg) {
+        dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
+        return;
+    }
+    if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
+        || cfg->listen_port != ctx->cfg->listen_port
+        || strcmp (cfg->database_path, ctx->cfg->database_path)
+        || strcmp (cfg->launcher, ctx->cfg->launcher))
+        dt_log (LOG_WARNING, "reload: ListenAddress, ListenPort, DatabasePath and Launcher "
+                "take effect only at restart");
+    /* Keep what the running daemon is bound to. */
+    free (cfg->listen_address);
+    cfg->listen_address = strdup (ctx->cfg->listen_address);
+    cfg->listen_port = ctx->cfg->listen_port;
+    free (cfg->database_path);
+    cfg->database_path = strdup (ctx->cfg->database_path);
+    free (cfg->launcher);
+    cfg->launcher = strdup (ctx->cfg->launcher);
+    free (cfg->pid_file);
+    cfg->pid_file = strdup (ctx->cfg->pid_file);
+    config_destroy (ctx->cfg);
+    ctx->cfg = cfg;
+    dt_log_set_level (cfg->log_level);
+    dt_log (LOG_NOTICE, "configuration reloaded from %s", path ? path : "(defaults)");
+}
+
+int main (int argc, char **argv)
+{
+    struct ctld ctx = { 0 };
+    struct config_overrides ov = { 0 };
+    const char *conf_path = NULL, *port_file = NULL;
+    bool foreground = false;
+    char *dtagent = NULL;
+    dt_error_t err;
+    int opt, sfd = -1, rc = 1;
+    sigset_t sigs;
+
+    /* Options: the config file, then flags that override its keys. */
+    while ((opt = getopt_long (argc, argv, "c:fl:p:d:s:L:a:v:P:Vh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c': conf_path = optarg; break;
+        case 'f': foreground = true; break;
+        case 'l': config_override (&ov, "ListenAddress", optarg); break;
+        case 'p': config_override (&ov, "ListenPort", optarg); break;
+        case 'd': config_override (&ov, "DatabasePath", optarg); break;
+        case 's': config_override (&ov, "StateDir", optarg); break;
+        case 'L': config_override (&ov, "Launcher", optarg); break;
+        case 'a': config_override (&ov, "AuthType", optarg); break;
+        case 'v': config_override (&ov, "LogLevel", optarg); break;
+        case 'P': config_override (&ov, "PidFile", optarg); break;
+        case 'A': config_override (&ov, "DtagentPath", optarg); break;
+        case 'F': port_file = optarg; break;
+        case 'V': printf ("%s\n", dt_version_string ()); return 0;
+        case 'h': fputs (usage_text, stdout); return 0;
+        default: fputs (usage_text, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "dtctld: unexpected argument '%s'\n%s", argv[optind], usage_text);
+        return 2;
+    }
+    if (!conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
+        conf_path = SYSCONFDIR "/dtctld/dtctld.conf";
+
+    /* Configuration (errors go to the terminal: not daemonized yet). */
+    dt_log_init ("dtctld", DT_LOG_STDERR, LOG_INFO);
+    if (!(ctx.cfg = config_load (conf_path, &ov, &err))) {
+        fprintf (stderr, "dtctld: %s\n", err.text);
+        return 1;
+    }
+    dt_log_set_level (ctx.cfg->log_level);
+
+    /* Daemonize; from here on, startup errors travel through the pipe. */
+    if (!foreground) {
+        if (daemon_start (&err) < 0) {
+            fprintf (stderr, "dtctld: %s\n", err.text);
+            goto cleanup;
+        }
+        dt_log_init ("dtctld", DT_LOG_SYSLOG, ctx.cfg->log_level);
+    }
+
+    /* Signals, through a signalfd polled with everything else. */
+    sigemptyset (&sigs);
+    sigaddset (&sigs, SIGTERM);
+    sigaddset (&sigs, SIGINT);
+    sigaddset (&sigs, SIGHUP);
+    sigprocmask (SIG_BLOCK, &sigs, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    if ((sfd = signalfd (-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
+        die ("signalfd: %s", strerror (errno));
+
+    /* State directory and PID file. */
+    if (mkdir (ctx.cfg->state_dir, 0755) < 0 && errno != EEXIST)
+        die ("StateDir %s: %s", ctx.cfg->state_dir, strerror (errno));
+    if (daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
+        die ("%s", err.text);
+
+    /* Store: open, migrate. */
+    if (!(ctx.store = store_open (ctx.cfg->database_path, &err)))
+        die ("database %s: %s", ctx.cfg->database_path, err.text);
+
+    /* HTTP server. */
+    if (!(ctx.httpd = dt_httpd_create (ctx.cfg->listen_address, ctx.cfg->listen_port,
+                                       ctx.cfg->max_body, &err)))
+        die ("listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->listen_port, err.text);
+    if (ctx.cfg->auth == AUTH_NONE)
+        dt_log (LOG_WARNING, "AuthType=none: every local user is trusted (loopback only)");
+    controller_url (&ctx);
+
+    /* Launcher. */
+    if (!(ctx.lops = launcher_lookup (ctx.cfg->launcher)))
+        die ("Launcher=%s is not available in this build", ctx.cfg->launcher);
+    if (!(dtagent = find_dtagent (ctx.cfg->dtagent_path)))
+        die ("out of memory");
+    struct launcher_conf lconf = {
+        .controller_url = ctx.url,
+        .dtagent_path = dtagent,
+        .state_dir = ctx.cfg->state_dir,
+        .conf = ctx.cfg->conf,
+    };
+    if (!(ctx.launcher = ctx.lops->create (&lconf, &err)))
+        die ("launcher %s: %s", ctx.lops->name, err.text);
+
+    /* Metrics, jobs (reloads live jobs from the store), routes. */
+    if (!(ctx.metrics = metrics_create (&ctx, &err))
+        || !(ctx.jobs = jobs_create (&ctx, &err))
+        || api_register_routes (&ctx, &err) < 0
+        || agentapi_register_routes (&ctx, &err) < 0)
+        die ("%s", err.text);
+
+    if (port_file) {
+        FILE *f = fopen (port_file, "w");
+        if (!f || fprintf (f, "%d\n", dt_httpd_port (ctx.httpd)) < 0 || fclose (f) != 0)
+            die ("%s: %s", port_file, strerror (errno));
+    }
+    dt_log (LOG_NOTICE, "%s listening on %s (launcher %s, agent %s)", dt_version_string (),
+            ctx.url, ctx.lops->name, dtagent);
+    daemon_ready ();
+
+    /* The event loop: HTTP, signals, the tick. */
+    int64_t next_tick = dt_mono_ms ();
+    while (!ctx.stop) {
+        struct pollfd pfd[2] = {
+            { .fd = dt_httpd_fd (ctx.httpd), .events = POLLIN },
+            { .fd = sfd, .events = POLLIN },
+        };
+        int64_t now = dt_mono_ms ();
+        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
+        int ht = dt_httpd_timeout_ms (ctx.httpd);
+        if (ht >= 0 && ht < timeout)
+            timeout = ht;
+        if (poll (pfd, 2, timeout) < 0 && errno != EINTR) {
+            dt_log_errno (LOG_ERR, "poll");
+            break;
+        }
+        if (dt_httpd_run (ctx.httpd) < 0)
+            dt_log (LOG_ERR, "httpd: run failed");
+        if (pfd[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
+                if (si.ssi_signo == SIGHUP)
+                    reload (&ctx, conf_path, &ov);
+                else {
+                    dt_log (LOG_NOTICE, "signal %d: shutting down", (int)si.ssi_signo);
+                    ctx.stop = true;
+                }
+            }
+        }
+        if (dt_mono_ms () >= next_tick) {
+            jobs_tick (ctx.jobs);
+            next_tick = dt_mono_ms () + tick_ms;
+        }
+    }
+    jobs_flush (ctx.jobs);
+    rc = 0;
+
+cleanup:
+    /* Reverse order.  Running attempts are left running: a restarted
+     * dtctld picks them up again. */
+    jobs_destroy (ctx.jobs);
+    metrics_destroy (ctx.metrics);
+    if (ctx.lops && ctx.launcher)
+        ctx.lops->destroy (ctx.launcher);
+    dt_httpd_destroy (ctx.httpd);
+    store_close (ctx.store);
+    if (ctx.cfg && rc == 0)
+        daemon_pidfile_remove (ctx.cfg->pid_file);
+    config_destroy (ctx.cfg);
+    free (dtagent);
+    if (sfd >= 0)
+        close (sfd);
+    return rc;
+}

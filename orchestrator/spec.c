@@ -1,0 +1,331 @@
+/* spec.c: strict validation and normalization of job specs. */
+#include <config.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <string.h>
+#include "common/jsonx.h"
+#include "common/dtime.h"
+#include "orchestrator/spec.h"
+
+/* Schema defaults (the conf-dependent ones are in struct spec_defaults). */
+static const char *const default_name = "job";
+static const char *const default_workdir = "/tmp";
+static const json_int_t default_every_steps = 100;
+static const json_int_t default_keep = 2;
+static const json_int_t default_max_restarts = 3;
+static const double default_threshold = 0.75;
+static const json_int_t default_window_steps = 20;
+
+static const char *const top_keys[] = {
+    "name", "nodes", "spare_nodes", "ranks_per_node", "command", "env", "workdir",
+    "partition", "time_limit", "checkpoint", "restart", "heartbeat", "straggler", NULL,
+};
+static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
+static const char *const restart_keys[] = {
+    "max_restarts", "exclude_failed_nodes", "min_nodes", NULL,
+};
+static const char *const heartbeat_keys[] = {
+    "interval_ms", "node_timeout_ms", "hang_timeout_ms", NULL,
+};
+static const char *const straggler_keys[] = { "threshold", "window_steps", "action", NULL };
+
+static int fail (dt_error_t *err, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static int fail (dt_error_t *err, const char *fmt, ...)
+{
+    va_list ap;
+    char buf[sizeof (err->text)];
+
+    va_start (ap, fmt);
+    vsnprintf (buf, sizeof (buf), fmt, ap);
+    va_end (ap);
+    errno = EINVAL;
+    return errprintf (err, "%s", buf);
+}
+
+static bool name_ok (const char *s)
+{
+    for (; *s; s++)
+        if (!isalnum ((unsigned char)*s) && !strchr ("_.-", *s))
+            return false;
+    return true;
+}
+
+static bool env_key_ok (const char *s)
+{
+    if (!*s || (!isalpha ((unsigned char)*s) && *s != '_'))
+        return false;
+    for (; *s; s++)
+        if (!isalnum ((unsigned char)*s) && *s != '_')
+            return false;
+    return true;
+}
+
+/* An absolute, NUL-free path without "/../" tricks is enough here: the
+ * agents create and use it as the job's user. */
+static int check_path (const char *field, const char *p, dt_error_t *err)
+{
+    if (p[0] != '/')
+        return fail (err, "%s: must be an absolute path", field);
+    if (strstr (p, "/../") || (strlen (p) >= 3 && !strcmp (p + strlen (p) - 3, "/..")))
+        return fail (err, "%s: must not contain '..'", field);
+    return 0;
+}
+
+/* Get sub-object 'key' of 'in' (checked against 'allowed'), or an empty
+ * object when absent.  Returns a borrowed reference or NULL on error. */
+static json_t *get_section (const json_t *in, const char *key, const char *const allowed[],
+                            json_t *empty, dt_error_t *err)
+{
+    json_t *o = NULL;
+    if (dt_json_get_obj (in, "", key, false, &o, err) < 0)
+        return NULL;
+    if (!o)
+        return empty;
+    if (dt_json_check_object (o, key, allowed, err) < 0)
+        return NULL;
+    return o;
+}
+
+static int do_validate (const json_t *in, const struct spec_defaults *d, json_t *out,
+                        dt_error_t *err)
+{
+    const char *s;
+    json_int_t nodes = 1, spares = 0, rpn = 1, tl = 0;
+    json_t *a, *v, *empty = NULL;
+    char path[256];
+    int rc = -1;
+
+    if (!json_is_object (in))
+        return fail (err, "spec: expected a JSON object");
+    if (dt_json_check_object (in, "", top_keys, err) < 0)
+        return -1;
+
+    /* name */
+    s = default_name;
+    if (dt_json_get_str (in, "", "name", false, SPEC_NAME_MAX, false, &s, err) < 0)
+        return -1;
+    if (!name_ok (s))
+        return fail (err, "name: only letters, digits, '_', '.' and '-' are allowed");
+    json_object_set_new (out, "name", json_string (s));
+
+    /* sizes */
+    if (dt_json_get_int (in, "", "nodes", false, 1, SPEC_MAX_NODES, &nodes, err) < 0
+        || dt_json_get_int (in, "", "spare_nodes", false, 0, SPEC_MAX_NODES, &spares, err) < 0
+        || dt_json_get_int (in, "", "ranks_per_node", false, 1, SPEC_MAX_RANKS_PER_NODE,
+                            &rpn, err) < 0)
+        return -1;
+    if (nodes * rpn > SPEC_MAX_WORLD)
+        return fail (err, "ranks_per_node: nodes * ranks_per_node exceeds %d", SPEC_MAX_WORLD);
+    if (nodes + spares > SPEC_MAX_NODES)
+        return fail (err, "spare_nodes: nodes + spare_nodes exceeds %d", SPEC_MAX_NODES);
+    json_object_set_new (out, "nodes", json_integer (nodes));
+    json_object_set_new (out, "spare_nodes", json_integer (spares));
+    json_object_set_new (out, "ranks_per_node", json_integer (rpn));
+
+    /* command */
+    if (dt_json_get_arr (in, "", "command", true, &a, err) < 0)
+        return -1;
+    if (json_array_size (a) == 0)
+        return fail (err, "command: must not be empty");
+    if (json_array_size (a) > SPEC_MAX_ARGS)
+        return fail (err, "command: more than %d arguments", SPEC_MAX_ARGS);
+    json_t *cmd = json_array ();
+    json_object_set_new (out, "command", cmd);
+    size_t i;
+    json_array_foreach (a, i, v) {
+        dt_json_path_index (path, sizeof (path), "command", i);
+        if (!json_is_string (v))
+            return fail (err, "%s: expected string", path);
+        if (json_string_length (v) > SPEC_MAX_STR)
+            return fail (err, "%s: longer than %d characters", path, SPEC_MAX_STR);
+        if (strlen (json_string_value (v)) != json_string_length (v))
+            return fail (err, "%s: contains a NUL character", path);
+        if (i == 0 && json_string_length (v) == 0)
+            return fail (err, "%s: the program must not be empty", path);
+        json_array_append (cmd, v);
+    }
+
+    /* env */
+    json_t *envin = NULL, *env = json_object ();
+    json_object_set_new (out, "env", env);
+    if (dt_json_get_obj (in, "", "env", false, &envin, err) < 0)
+        return -1;
+    if (envin) {
+        const char *k;
+        if (json_object_size (envin) > SPEC_MAX_ENV)
+            return fail (err, "env: more than %d variables", SPEC_MAX_ENV);
+        json_object_foreach (envin, k, v) {
+            dt_json_path (path, sizeof (path), "env", k);
+            if (!env_key_ok (k))
+                return fail (err, "%s: not a valid environment variable name", path);
+            if (!strncmp (k, "DT_", 3))
+                return fail (err, "%s: DT_* variables are reserved for dtctl", path);
+            if (!json_is_string (v))
+                return fail (err, "%s: expected string", path);
+            if (json_string_length (v) > SPEC_MAX_STR
+                || strlen (json_string_value (v)) != json_string_length (v))
+                return fail (err, "%s: too long or contains a NUL character", path);
+            json_object_set (env, k, v);
+        }
+    }
+
+    /* workdir, partition */
+    s = default_workdir;
+    if (dt_json_get_str (in, "", "workdir", false, SPEC_MAX_STR, false, &s, err) < 0
+        || check_path ("workdir", s, err) < 0)
+        return -1;
+    json_object_set_new (out, "workdir", json_string (s));
+
+    v = json_object_get (in, "partition");
+    if (!v || json_is_null (v))
+        json_object_set_new (out, "partition", json_null ());
+    else {
+        if (dt_json_get_str (in, "", "partition", false, 64, false, &s, err) < 0)
+            return -1;
+        if (!name_ok (s))
+            return fail (err, "partition: not a valid partition name");
+        json_object_set_new (out, "partition", json_string (s));
+    }
+
+    /* time_limit: seconds, or a duration in Slurm's forms */
+    v = json_object_get (in, "time_limit");
+    if (v && json_is_string (v)) {
+        int64_t ms;
+        dt_error_t e2;
+        if (dt_parse_duration_ms (json_string_value (v), &ms, &e2) < 0)
+            return fail (err, "time_limit: %s", e2.text);
+        tl = (ms + 999) / 1000;
+    } else if (v && json_is_integer (v)) {
+        tl = json_integer_value (v);
+        if (tl < 0)
+            return fail (err, "time_limit: must be >= 0 seconds");
+    } else if (v && !json_is_null (v))
+        return fail (err, "time_limit: expected integer seconds or a duration string");
+    if (tl > 365LL * 86400)
+        return fail (err, "time_limit: longer than a year");
+    json_object_set_new (out, "time_limit", json_integer (tl));
+
+    if (!(empty = json_object ()))
+        return fail (err, "out of memory");
+
+    /* checkpoint */
+    json_t *sec;
+    json_int_t every = default_every_steps, keep = default_keep;
+    s = d->checkpoint_root;
+    if (!(sec = get_section (in, "checkpoint", checkpoint_keys, empty, err))
+        || dt_json_get_str (sec, "checkpoint", "dir", false, SPEC_MAX_STR, false, &s, err) < 0
+        || check_path ("checkpoint.dir", s, err) < 0
+        || dt_json_get_int (sec, "checkpoint", "every_steps", false, 0, 1000000000, &every,
+                            err) < 0
+        || dt_json_get_int (sec, "checkpoint", "keep", false, 1, 1000, &keep, err) < 0)
+        goto done;
+    json_object_set_new (out, "checkpoint",
+                         json_pack ("{s:s s:I s:I}", "dir", s, "every_steps", every,
+                                    "keep", keep));
+
+    /* restart */
+    json_int_t maxr = default_max_restarts, minn = nodes;
+    int excl = 1;
+    bool b = true;
+    if (!(sec = get_section (in, "restart", restart_keys, empty, err))
+        || dt_json_get_int (sec, "restart", "max_restarts", false, 0, 1000, &maxr, err) < 0
+        || dt_json_get_bool (sec, "restart", "exclude_failed_nodes", false, &b, err) < 0
+        || dt_json_get_int (sec, "restart", "min_nodes", false, 1, SPEC_MAX_NODES, &minn,
+                            err) < 0)
+        goto done;
+    excl = b;
+    if (minn > nodes) {
+        fail (err, "restart.min_nodes: must not exceed nodes (%lld)", (long long)nodes);
+        goto done;
+    }
+    json_object_set_new (out, "restart",
+                         json_pack ("{s:I s:b s:I}", "max_restarts", maxr,
+                                    "exclude_failed_nodes", excl, "min_nodes", minn));
+
+    /* heartbeat */
+    json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms, ht = d->hang_timeout_ms;
+    if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err))
+        || dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) < 0
+        || dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
+                            err) < 0
+        || dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
+                            err) < 0)
+        goto done;
+    if (!json_object_get (sec, "node_timeout_ms") && nt < 2 * hb)
+        nt = 3 * hb;        /* a faster heartbeat than the conf's default timeout */
+    if (nt < 2 * hb) {
+        fail (err, "heartbeat.node_timeout_ms: must be at least 2 * interval_ms (%lld)",
+              (long long)(2 * hb));
+        goto done;
+    }
+    if (ht != 0 && ht < 1000) {
+        fail (err, "heartbeat.hang_timeout_ms: must be 0 (auto) or at least 1000");
+        goto done;
+    }
+    json_object_set_new (out, "heartbeat",
+                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms", nt,
+                                    "hang_timeout_ms", ht));
+
+    /* straggler */
+    double thr = default_threshold;
+    json_int_t win = default_window_steps;
+    const char *action = "report";
+    if (!(sec = get_section (in, "straggler", straggler_keys, empty, err))
+        || dt_json_get_real (sec, "straggler", "threshold", false, 0.0, 1.0, &thr, err) < 0
+        || dt_json_get_int (sec, "straggler", "window_steps", false, 2, 100000, &win, err) < 0
+        || dt_json_get_str (sec, "straggler", "action", false, 16, false, &action, err) < 0)
+        goto done;
+    if (thr <= 0.0) {
+        fail (err, "straggler.threshold: must be in (0, 1]");
+        goto done;
+    }
+    if (strcmp (action, "report") && strcmp (action, "exclude")) {
+        fail (err, "straggler.action: must be \"report\" or \"exclude\"");
+        goto done;
+    }
+    json_object_set_new (out, "straggler",
+                         json_pack ("{s:f s:I s:s}", "threshold", thr, "window_steps", win,
+                                    "action", action));
+    rc = 0;
+done:
+    json_decref (empty);
+    return rc;
+}
+
+json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error_t *err)
+{
+    json_t *out;
+
+    if (!(out = json_object ())) {
+        errno = ENOMEM;
+        errprintf (err, "out of memory");
+        return NULL;
+    }
+    if (do_validate (in, d, out, err) < 0) {
+        int e = errno ? errno : EINVAL;
+        json_decref (out);
+        errno = (e == ENOMEM) ? ENOMEM : EINVAL;
+        return NULL;
+    }
+    return out;
+}
+
+char *spec_error_field (const dt_error_t *err, char *buf, size_t len)
+{
+    const char *sep = strstr (err->text, ": ");
+    size_t n = sep ? (size_t)(sep - err->text) : 0;
+
+    /* a field path has no spaces; anything else is a sentence */
+    if (n >= len || memchr (err->text, ' ', n))
+        n = 0;
+    memcpy (buf, err->text, n);
+    buf[n] = '\0';
+    if (!strcmp (buf, "spec"))
+        buf[0] = '\0';
+    return buf;
+}

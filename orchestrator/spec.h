@@ -1,0 +1,44 @@
+/* spec.h: validation of job specs (schemas/job.schema.json).
+ *
+ * A spec is decoded strictly: unknown fields, wrong types and out-of-range
+ * values are refused with the dotted path of the field at fault
+ * ("checkpoint.every_steps: expected integer").  The result is a new,
+ * normalized spec with every default filled in; it is what is stored and
+ * what every later attempt is built from.
+ */
+#ifndef DT_SPEC_H
+#define DT_SPEC_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <jansson.h>
+#include "common/errprintf.h"
+
+/* Defaults that come from dtctld.conf rather than from the schema. */
+struct spec_defaults {
+    const char *checkpoint_root;    /* CheckpointRoot */
+    int64_t heartbeat_interval_ms;  /* HeartbeatInterval */
+    int64_t node_timeout_ms;        /* NodeTimeout */
+    int64_t hang_timeout_ms;        /* HangTimeout (0: auto) */
+};
+
+/* Limits (also in job.schema.json). */
+enum {
+    SPEC_NAME_MAX = 64,
+    SPEC_MAX_NODES = 10000,
+    SPEC_MAX_RANKS_PER_NODE = 1024,
+    SPEC_MAX_WORLD = 65536,
+    SPEC_MAX_ARGS = 4096,
+    SPEC_MAX_STR = 4096,
+    SPEC_MAX_ENV = 1024,
+};
+
+/* Validate 'in' (borrowed).  Returns a new normalized spec, or NULL with
+ * errno EINVAL and err "<field path>: <problem>". */
+json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error_t *err);
+
+/* The field path of an error text made by spec_validate (the part before
+ * the first ": "), copied into buf; "" when there is none.  Returns buf. */
+char *spec_error_field (const dt_error_t *err, char *buf, size_t len);
+
+#endif

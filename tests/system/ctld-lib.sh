@@ -1,0 +1,75 @@
+# ctld-lib.sh: shared helpers of the dtctld system tests (t01xx): TAP
+# output, a private temp dir, starting dtctld on a free port with the local
+# launcher, curl wrappers, and cleanup of every process started.
+TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+: "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"
+DTCTLD=$TOP_BUILDDIR/orchestrator/dtctld
+DTAGENT=$TOP_BUILDDIR/agent/dtagent
+
+n=0; failed=0
+ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
+fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
+check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+skip_all () { echo "1..0 # SKIP $*"; exit 77; }
+bail () { echo "Bail out! $*"; exit 1; }
+done_testing () { echo "1..$n"; exit $failed; }
+# Wait up to $1 seconds for a command to succeed.
+wait_for () { local t=$(( $1 * 10 )); shift; while [ $t -gt 0 ]; do "$@" && return 0; sleep 0.1; t=$((t - 1)); done; return 1; }
+
+for b in "$DTCTLD" "$DTAGENT"; do [ -x "$b" ] || skip_all "$b not built"; done
+for c in curl jq sqlite3; do command -v $c >/dev/null || skip_all "$c not installed"; done
+
+TMP=$(mktemp -d /tmp/t01xx.XXXXXX)
+chmod 755 "$TMP"
+CTLD_PIDS=
+ctld_cleanup () {
+    for p in $CTLD_PIDS; do kill -9 "$p" 2>/dev/null; done
+    [ -f "$TMP/state/dtctld.pid" ] && kill -9 "$(cat "$TMP/state/dtctld.pid")" 2>/dev/null
+    # Agents and trainers of the local launcher: their process groups.
+    for p in $(pgrep -f -- "--state-dir $TMP/" 2>/dev/null); do
+        kill -9 -- -"$(ps -o pgid= -p "$p" | tr -d ' ')" 2>/dev/null; kill -9 "$p" 2>/dev/null
+    done
+    rm -rf "$TMP"
+}
+trap ctld_cleanup EXIT
+
+# write_conf [extra lines...]: $TMP/dtctld.conf for the local launcher.
+write_conf () {
+    {
+        echo "# written by $(basename "$0")"
+        echo "ListenAddress=127.0.0.1"
+        echo "ListenPort=0"
+        echo "StateDir=$TMP/state"
+        echo "Launcher=local"
+        echo "AuthType=none"
+        echo "CheckpointRoot=$TMP/ckpt"
+        echo "HeartbeatInterval=200ms"
+        echo "NodeTimeout=3s"
+        echo "DtagentPath=$DTAGENT"
+        for l in "$@"; do echo "$l"; done
+    } > "$TMP/dtctld.conf"
+}
+
+# start_fg: dtctld in the foreground (background job), log in $TMP/ctld.log.
+start_fg () {
+    rm -f "$TMP/port"
+    "$DTCTLD" -c "$TMP/dtctld.conf" --foreground --port-file "$TMP/port" "$@" \
+        >> "$TMP/ctld.log" 2>&1 &
+    CTLD_PID=$!
+    CTLD_PIDS="$CTLD_PIDS $CTLD_PID"
+    wait_for 20 test -s "$TMP/port" || return 1
+    PORT=$(cat "$TMP/port")
+    URL=http://127.0.0.1:$PORT
+}
+
+# api METHOD PATH [curl args...]: prints the body; $TMP/status has the code.
+api () {
+    local m=$1 p=$2; shift 2
+    curl -s -o "$TMP/body" -w '%{http_code}' -X "$m" "$URL$p" "$@" > "$TMP/status"
+    cat "$TMP/body"
+}
+status () { cat "$TMP/status"; }
+# jqt FILTER [FILE]: jq -e without the output (a test).
+jqt () { jq -e "$@" >/dev/null; }
+job_state () { api GET "/v1/jobs/$1" | jq -r .data.state; }
+att_state () { api GET "/v1/jobs/$1" | jq -r ".data.attempts[-1].state"; }

@@ -1,0 +1,90 @@
+# dttrain-lib.sh: helpers for the dttrain system tests (t06xx): start W ranks
+# of dttrain standalone (env RANK/WORLD_SIZE, gloo over loopback, bootstrap
+# through a private --rendezvous-dir), collect exit codes, compare params.
+TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+: "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"
+DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+
+n=0; failed=0
+ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
+fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
+check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+finish () { echo "1..$n"; exit $failed; }
+
+[ -x "$DTTRAIN" ] || { echo "Bail out! $DTTRAIN not built"; exit 1; }
+
+TMP=$(mktemp -d /tmp/dttrain-test.XXXXXX)
+PIDS=""
+cleanup () {
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# A real text corpus from the repository: man pages, the agent API, sources.
+corpus () {
+    cat "$TOP_SRCDIR"/man/*.in "$TOP_SRCDIR"/schemas/agent-api.md \
+        "$TOP_SRCDIR"/trainer/*.c "$TOP_SRCDIR"/kernels/*.c > "$TMP/corpus.txt"
+    echo "$TMP/corpus.txt"
+}
+
+# launch W NAME args... : start W ranks in the background; outputs in
+# $TMP/NAME.R.{out,err}; exit codes in $TMP/NAME.R.rc once waited.
+launch () {
+    local W=$1 name=$2 r rdv rdvarg
+    shift 2
+    rdv=$(mktemp -d "$TMP/rdv.XXXXXX")
+    LAUNCHED=""
+    for r in $(seq 0 $((W - 1))); do
+        # LAUNCH_KV=1: bootstrap through libdtclient's kv (the no-op
+        # client's DT_RENDEZVOUS_DIR fallback) instead of gloo's FileStore.
+        if [ "${LAUNCH_KV:-0}" = 1 ]; then rdvarg=""; export DT_RENDEZVOUS_DIR=$rdv
+        else rdvarg="--rendezvous-dir $rdv"; fi
+        ( RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 OPENBLAS_NUM_THREADS=1 \
+            exec "$DTTRAIN" $rdvarg --quiet "$@" \
+            >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" ) &
+        LAUNCHED="$LAUNCHED $!"
+        PIDS="$PIDS $!"
+    done
+}
+
+# reap NAME : wait for the ranks of the last launch; write their rc files;
+# return 0 if all exited 0.
+reap () {
+    local name=$1 r=0 p rc all=0
+    for p in $LAUNCHED; do
+        wait "$p"; rc=$?
+        echo $rc > "$TMP/$name.$r.rc"
+        [ $rc -eq 0 ] || { all=1; sed 's/^/# rank '$r': /' "$TMP/$name.$r.err" | tail -5; }
+        r=$((r + 1))
+    done
+    return $all
+}
+
+# run W NAME args... : launch and reap.
+run () { local W=$1 name=$2; launch "$@"; reap "$name"; }
+
+# summary NAME KEY : a field of rank 0's JSON summary line.
+summary () {
+    $PY -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(d[sys.argv[2]])' \
+        "$TMP/$1.0.out" "$2"
+}
+
+# params_close A B TOL : relative L2 distance of two --dump-params files <= TOL.
+params_close () {
+    $PY - "$1" "$2" "$3" <<'PYEOF'
+import array, math, sys
+a = array.array('f'); b = array.array('f')
+a.frombytes(open(sys.argv[1], 'rb').read()); b.frombytes(open(sys.argv[2], 'rb').read())
+if len(a) != len(b) or not a:
+    print("# sizes differ: %d vs %d" % (len(a), len(b))); sys.exit(1)
+d = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)))
+nrm = math.sqrt(sum(x * x for x in a))
+mx = max(abs(x - y) for x, y in zip(a, b)) / max(abs(x) for x in a)
+print("# relative L2 %.3g, max abs diff / max abs %.3g (tolerance %s)" % (d / nrm, mx, sys.argv[3]))
+sys.exit(0 if d / nrm <= float(sys.argv[3]) and mx <= float(sys.argv[3]) else 1)
+PYEOF
+}

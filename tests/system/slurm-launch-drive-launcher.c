@@ -1,0 +1,3 @@
+/* slurm-launch-drive-launcher.c: the Slurm launcher compiled into the test
+ * driver (slurm-launch-drive), so it is tested without dtctld. */
+#include "orchestrator/launcher_slurm.c"

@@ -1,0 +1,40 @@
+#!/bin/bash
+# t0603-dttrain-peer-loss: a dead peer gives an error, not a hang (exit 5,
+# naming the peer); a hung peer gives an error within the collective
+# timeout; --inject-slow slows a rank without changing the result.
+. "$(dirname "$0")/dttrain-lib.sh"
+data=$(corpus)
+args="--data $data --steps 40 --global-batch 16 --hidden 32 --context 8 --embed 4"
+
+# Dead peer: rank 2 of 3 exits at step 5.
+run 3 dead $args --inject-crash 2:5
+check "crashed rank exits 17" test "$(cat $TMP/dead.2.rc)" = 17
+check "rank 0 exits 5" test "$(cat $TMP/dead.0.rc)" = 5
+check "rank 1 exits 5" test "$(cat $TMP/dead.1.rc)" = 5
+check "rank 0 says which collective failed, with gloo's peer address" \
+    grep -q "collective failed at step .*gloo.*127.0.0.1" "$TMP/dead.0.err"
+run 2 dead2 $args --inject-crash 1:3
+check "2 ranks: survivor names the lost peer rank" grep -q "peer rank 1 lost" "$TMP/dead2.0.err"
+
+# Hung peer: rank 1 stops at step 5; rank 0 must give up after --comm-timeout.
+launch 2 hang $args --inject-hang 1:5 --comm-timeout 3
+set -- $LAUNCHED
+p0=$1 p1=$2
+deadline=$((SECONDS + 60))    # generous: 3 s timeout on a shared 2-core box
+while kill -0 "$p0" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+if kill -0 "$p0" 2>/dev/null; then
+    fail "rank 0 gave up on the hung peer"
+    kill -9 "$p0"
+else
+    wait "$p0"; rc=$?
+    check "rank 0 gave up on the hung peer with exit 5 (rc $rc)" test $rc -eq 5
+    check "rank 0 says it timed out" grep -qi "timed out" "$TMP/hang.0.err"
+fi
+check "hung rank is still there (it is the hung one)" kill -0 "$p1"
+kill -9 "$p1" 2>/dev/null; wait "$p1" 2>/dev/null
+
+# A slow rank changes timing, not results.
+run 2 fast $args; check "2 ranks: exit 0" test $? -eq 0
+run 2 slow $args --inject-slow 1:3; check "2 ranks, rank 1 3x slower: exit 0" test $? -eq 0
+check "slow rank: same params_crc32c" test "$(summary fast params_crc32c)" = "$(summary slow params_crc32c)"
+finish

@@ -1,0 +1,235 @@
+#!/bin/bash
+# t0800-cli: every dtctl command against a real dtctld (local launcher,
+# MUNGE auth, real agents), output checked with jq; and the error paths:
+# unknown job, bad spec (field path shown), permission denied for another
+# uid, MUNGE unreachable, controller unreachable, bad config file.
+TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+: "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"
+DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
+DTCTLD=$TOP_BUILDDIR/orchestrator/dtctld
+DTAGENT=$TOP_BUILDDIR/agent/dtagent
+DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
+USER2=dtctltest
+
+n=0; failed=0
+ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
+fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
+check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+skip_all () { echo "1..0 # SKIP $*"; exit 77; }
+bail () { echo "Bail out! $*"; exit 1; }
+# Wait up to $1 seconds for a command to succeed.
+wait_for () { local t=$(( $1 * 10 )); shift; while [ $t -gt 0 ]; do "$@" && return 0; sleep 0.1; t=$((t - 1)); done; return 1; }
+
+for b in "$DTCTL" "$DTCTLD" "$DTAGENT"; do [ -x "$b" ] || skip_all "$b not built"; done
+command -v jq >/dev/null || skip_all "jq not installed"
+[ "$(id -u)" -eq 0 ] || skip_all "needs root (a second user, munged)"
+
+TMP=$(mktemp -d /tmp/t0800.XXXXXX)
+chmod 755 "$TMP"
+started_munged=
+cleanup () {
+    [ -n "$ctld_pid" ] && kill "$ctld_pid" 2>/dev/null && wait "$ctld_pid" 2>/dev/null
+    # Agents and trainers of the local launcher: anything still in our dir.
+    for p in $(pgrep -f "$TMP" 2>/dev/null); do [ "$p" != $$ ] && kill -9 "$p" 2>/dev/null; done
+    [ -n "$started_munged" ] && kill "$started_munged" 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# ---- munged: needed for AuthType=munge; start it the testbed's way -------
+if ! munge -n </dev/null >/dev/null 2>&1; then
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    runuser -u munge -- /usr/sbin/munged || skip_all "cannot start munged"
+    started_munged=$(cat /run/munge/munged.pid 2>/dev/null)
+    wait_for 5 sh -c 'munge -n </dev/null >/dev/null 2>&1' || bail "munged did not come up"
+fi
+
+# ---- a second, unprivileged user -----------------------------------------
+id -u "$USER2" >/dev/null 2>&1 \
+    || useradd --system --no-create-home --shell /usr/sbin/nologin "$USER2" \
+    || skip_all "cannot create user $USER2"
+as_user2 () { runuser -u "$USER2" -- "$@"; }
+
+free_port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# ---- before the controller: unreachable, bad config -----------------------
+dead_port=$(free_port)
+out=$("$DTCTL" --controller "http://127.0.0.1:$dead_port" list 2>"$TMP/err"); rc=$?
+check "unreachable controller: exit 2" test $rc -eq 2
+check "unreachable controller: one line naming the URL" \
+    eval '[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "cannot reach controller at http://127.0.0.1:$dead_port" "$TMP/err"'
+check "--version prints the version" eval '"$DTCTL" --version | grep -q "^dtctl [0-9]"'
+"$DTCTL" frobnicate 2>/dev/null; check "unknown command: exit 1" test $? -eq 1
+"$DTCTL" show notanumber 2>"$TMP/err"; rc=$?
+check "bad job id: exit 1 with a clear message" eval '[ $rc -eq 1 ] && grep -q "JOB must be a job id" "$TMP/err"'
+echo "Bogus=1" >"$TMP/bad.conf"
+DTCTL_CONF=$TMP/bad.conf "$DTCTL" list 2>"$TMP/err"; rc=$?
+check "bad config file: exit 1 naming file:line" eval '[ $rc -eq 1 ] && grep -q "bad.conf:1" "$TMP/err"'
+
+# ---- start dtctld (local launcher, MUNGE) --------------------------------
+port=$(free_port)
+URL=http://127.0.0.1:$port
+mkdir -p "$TMP/state" "$TMP/ckpt" "$TMP/work"
+chmod 1777 "$TMP/ckpt" "$TMP/work"
+cat >"$TMP/dtctld.conf" <<EOT
+ListenAddress=127.0.0.1
+ListenPort=$port
+StateDir=$TMP/state
+Launcher=local
+AuthType=munge
+DtagentPath=$DTAGENT
+CheckpointRoot=$TMP/ckpt
+HeartbeatInterval=200ms
+NodeTimeout=3s
+LogLevel=debug
+EOT
+"$DTCTLD" -c "$TMP/dtctld.conf" --foreground >"$TMP/dtctld.log" 2>&1 &
+ctld_pid=$!
+wait_for 20 curl -sf "$URL/healthz" -o /dev/null || { sed 's/^/# /' "$TMP/dtctld.log"; bail "dtctld did not come up"; }
+export DTCTL_CONTROLLER=$URL
+
+# The config file route to the controller works too.
+echo "ControllerURL=$URL" >"$TMP/dtctl.conf"
+check "ControllerURL from DTCTL_CONF" eval 'DTCTL_CONTROLLER= DTCTL_CONF=$TMP/dtctl.conf "$DTCTL" list >/dev/null'
+
+# ---- submit ---------------------------------------------------------------
+head -c 200000 /dev/urandom | base64 >"$TMP/work/data.txt"
+if [ -x "$DTTRAIN" ]; then
+    long_cmd=("$DTTRAIN" --data "$TMP/work/data.txt" --steps 1000000 --quiet)
+    short_cmd=("$DTTRAIN" --data "$TMP/work/data.txt" --steps 10 --quiet)
+else
+    long_cmd=(sleep 600)
+    short_cmd=(true)
+fi
+cd "$TMP/work"
+long=$("$DTCTL" submit --name long -N 2 -n 1 --checkpoint-every 0 -- "${long_cmd[@]}" 2>"$TMP/err")
+check "submit with flags prints a job id" eval '[[ "$long" =~ ^[0-9]+$ ]]' || cat "$TMP/err" | sed 's/^/# /'
+jq -n --arg c "${short_cmd[*]}" '{name: "short", nodes: 1, command: ($c | split(" "))}' >"$TMP/short.json"
+short=$("$DTCTL" submit "$TMP/short.json" 2>"$TMP/err")
+check "submit JOB.json prints a job id" eval '[[ "$short" =~ ^[0-9]+$ ]]' || sed 's/^/# /' "$TMP/err"
+check "submit --json: data.spec holds the flags" \
+    eval '"$DTCTL" submit --json -J j3 -N 1 -e K=V -- true | jq -e ".spec.env.K == \"V\" and .spec.name == \"j3\" and .spec.workdir == \"$TMP/work\"" >/dev/null'
+
+# Bad specs: the controller's field path reaches the user.
+echo '{"command": ["true"], "checkpoint": {"every_steps": -5}}' >"$TMP/bad1.json"
+"$DTCTL" submit "$TMP/bad1.json" 2>"$TMP/err" >/dev/null; rc=$?
+check "bad spec: exit 1" test $rc -eq 1
+check "bad spec: the field path checkpoint.every_steps is shown" grep -q "checkpoint.every_steps" "$TMP/err"
+check "bad spec: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
+echo '{"command": ["true"], "nodez": 2}' >"$TMP/bad2.json"
+"$DTCTL" submit "$TMP/bad2.json" 2>"$TMP/err" >/dev/null; rc=$?
+check "unknown spec field: exit 1 naming it" eval '[ $rc -eq 1 ] && grep -q "nodez" "$TMP/err"'
+echo '{"command": [' >"$TMP/bad3.json"
+"$DTCTL" submit "$TMP/bad3.json" 2>"$TMP/err" >/dev/null; rc=$?
+check "malformed JSON file: exit 1 with file:line:col" eval '[ $rc -eq 1 ] && grep -q "bad3.json:1:" "$TMP/err"'
+
+# ---- list -----------------------------------------------------------------
+"$DTCTL" list >"$TMP/out"
+check "list: squeue-like header" grep -Eq '^ID +NAME +USER +STATE +NODES +STEP +LOSS +RESTARTS +AGE$' "$TMP/out"
+check "list: both jobs, owned by root" \
+    eval 'grep -Eq "^$long +long +root " "$TMP/out" && grep -Eq "^$short +short +root " "$TMP/out"'
+check "list --json parses, newest first" \
+    eval '"$DTCTL" list --json | jq -e "length >= 3 and (.[0].id > .[-1].id)" >/dev/null'
+check "list --name filters" eval '"$DTCTL" list --json --name long | jq -e "length == 1 and .[0].id == $long" >/dev/null'
+check "list --user filters" eval '"$DTCTL" list --json --user root | jq -e "all(.user == \"root\")" >/dev/null'
+check "list --state completed holds only completed jobs" \
+    eval '"$DTCTL" list --json --state completed | jq -e "all(.state == \"completed\")" >/dev/null'
+"$DTCTL" list --state bogus 2>"$TMP/err" >/dev/null; rc=$?
+check "list --state bogus: exit 1" test $rc -eq 1
+
+# ---- show, unknown job -------------------------------------------------------
+check "long job turns running" \
+    wait_for 30 sh -c '"$0" show --json "$1" | jq -e ".state == \"running\"" >/dev/null' "$DTCTL" "$long"
+"$DTCTL" show "$long" >"$TMP/out"
+check "show: header with id, name, owner, state" grep -Eq "^Job $long long +user=root +state=running" "$TMP/out"
+check "show: attempts table with local nodes" eval 'grep -q "^Attempts:" "$TMP/out" && grep -q "local1,local2" "$TMP/out"'
+check "show --json: the job with its attempts" \
+    eval '"$DTCTL" show --json "$long" | jq -e ".id == $long and .spec.nodes == 2 and (.attempts | length) == 1" >/dev/null'
+"$DTCTL" show 999999 2>"$TMP/err" >/dev/null; rc=$?
+check "unknown job: exit 3" test $rc -eq 3
+check "unknown job: one line on stderr" eval '[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "999999" "$TMP/err"'
+
+# ---- watch ------------------------------------------------------------------
+"$DTCTL" watch "$long" --count 2 --interval 300ms >"$TMP/out" 2>&1
+check "watch: per-rank table" grep -Eq '^RANK +NODE +STATE +STEP +LOSS +STEP_MS +COMPUTE_MS +COMM_MS +STRAGGLER' "$TMP/out"
+check "watch: two refreshes" test "$(grep -c "^Job $long " "$TMP/out")" -eq 2
+check "watch --json: one object per refresh with 2 ranks" \
+    wait_for 20 sh -c '"$0" watch --json -c 1 "$1" | jq -e ".job.id == $1 and (.ranks | length) == 2" >/dev/null' "$DTCTL" "$long"
+
+# ---- checkpoint -------------------------------------------------------------
+if [ -x "$DTTRAIN" ]; then
+    out=$("$DTCTL" checkpoint "$long" 2>"$TMP/err"); rc=$?
+    check "checkpoint: prints the step" eval '[ $rc -eq 0 ] && [[ "$out" =~ "checkpoint requested at step "[0-9]+ ]]' \
+        || sed 's/^/# /' "$TMP/err"
+fi
+
+# ---- permission denied for another uid -------------------------------------
+for c in cancel checkpoint resubmit; do
+    as_user2 "$DTCTL" "$c" "$long" 2>"$TMP/err" >/dev/null; rc=$?
+    check "$USER2 may not $c root's job: exit 4" test $rc -eq 4
+    check "$USER2 $c: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
+done
+check "the job is untouched" eval '"$DTCTL" show --json "$long" | jq -e ".state == \"running\"" >/dev/null'
+as_user2 "$DTCTL" nodes clear local1 2>/dev/null >/dev/null; rc=$?
+check "$USER2 may not clear a node: exit 4" test $rc -eq 4
+check "$USER2 may read: list works" eval 'as_user2 "$DTCTL" list --json | jq -e "length >= 3" >/dev/null'
+
+# MUNGE unreachable: hide munged's socket from dtctl only.
+if unshare -m true 2>/dev/null; then
+    unshare -m sh -c 'mount -t tmpfs none /run/munge && exec "$0" list' "$DTCTL" 2>"$TMP/err" >/dev/null; rc=$?
+    check "munged unreachable: exit 4" test $rc -eq 4
+    check "munged unreachable: says so" grep -q "munged" "$TMP/err"
+fi
+
+# ---- nodes -------------------------------------------------------------------
+"$DTCTL" nodes >"$TMP/out"
+check "nodes: table with local1" eval 'grep -Eq "^NAME +STATE +FAILURES" "$TMP/out" && grep -q "^local1 " "$TMP/out"'
+check "nodes --json" eval '"$DTCTL" nodes --json | jq -e "any(.name == \"local1\")" >/dev/null'
+check "nodes clear NODE (root)" eval '"$DTCTL" nodes clear local1 | grep -q "local1"'
+"$DTCTL" nodes clear 2>/dev/null; check "nodes clear without NODE: exit 1" test $? -eq 1
+
+# ---- cancel, illegal transitions, resubmit ---------------------------------
+out=$("$DTCTL" cancel "$long" 2>"$TMP/err"); rc=$?
+check "cancel: exit 0" test $rc -eq 0
+check "cancelled job reaches state cancelled" \
+    wait_for 20 sh -c '"$0" show --json "$1" | jq -e ".state == \"cancelled\"" >/dev/null' "$DTCTL" "$long"
+"$DTCTL" cancel "$long" 2>"$TMP/err" >/dev/null; rc=$?
+check "cancel a cancelled job: exit 5 (conflict)" test $rc -eq 5
+check "conflict: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
+out=$("$DTCTL" resubmit "$long" --exclude local2 2>"$TMP/err"); rc=$?
+check "resubmit --exclude: exit 0" eval '[ $rc -eq 0 ] && [[ "$out" =~ "Job $long resubmitted" ]]' || sed 's/^/# /' "$TMP/err"
+check "resubmit: a second attempt excluding local2" \
+    eval '"$DTCTL" show --json "$long" | jq -e "(.attempts | length) == 2 and (.attempts[-1].exclude | index(\"local2\"))" >/dev/null'
+"$DTCTL" resubmit "$long" 2>/dev/null >/dev/null; rc=$?
+check "resubmit a live job: exit 5" test $rc -eq 5
+"$DTCTL" cancel "$long" >/dev/null 2>&1
+
+# ---- the short job: completion, watch until the end, report, history -------
+check "short job completes" \
+    wait_for 60 sh -c '"$0" show --json "$1" | jq -e ".state == \"completed\"" >/dev/null' "$DTCTL" "$short"
+"$DTCTL" watch "$short" >"$TMP/out" 2>&1; rc=$?
+check "watch of an ended job prints once and exits 0" \
+    eval '[ $rc -eq 0 ] && grep -q "^Job $short ended: completed" "$TMP/out"'
+"$DTCTL" report "$short" >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "report: exit 0 with ETTR" eval '[ $rc -eq 0 ] && grep -q "ETTR" "$TMP/out"' || sed 's/^/# /' "$TMP/err"
+check "report --json parses" eval '"$DTCTL" report --json "$short" | jq -e "type == \"object\"" >/dev/null'
+"$DTCTL" report 999999 2>/dev/null; check "report of an unknown job: exit 3" test $? -eq 3
+
+"$DTCTL" history >"$TMP/out"
+check "history: header" grep -Eq '^JOB +ATTEMPT +NAME +USER +STATE +CAUSE' "$TMP/out"
+check "history: the long job's two attempts, newest first" \
+    eval '[ "$(awk -v j=$long "\$1 == j {print \$2}" "$TMP/out" | tr "\n" " ")" = "2 1 " ]'
+check "history --json: every attempt of every job" \
+    eval '"$DTCTL" history --json | jq -e "length >= 4 and any(.job == $short)" >/dev/null'
+
+# ---- events ------------------------------------------------------------------
+check "events: the submission is recorded" eval '"$DTCTL" events "$long" | grep -q "job_submitted"'
+check "events --json" eval '"$DTCTL" events --json "$long" | jq -e "length >= 2" >/dev/null'
+
+# ---- the controller goes away ---------------------------------------------
+kill "$ctld_pid"; wait "$ctld_pid" 2>/dev/null; ctld_pid=
+"$DTCTL" list 2>"$TMP/err" >/dev/null; rc=$?
+check "controller stopped: exit 2" test $rc -eq 2
+
+echo "1..$n"
+exit $failed

@@ -1,0 +1,182 @@
+/* test_cuda.c: CUDA-versus-CPU parity of every kernel (skips, exit 77, without a GPU). */
+#include <config.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tests/unit/unit.h"
+
+static struct dt_kern_ops *cpu, *gpu;
+static uint64_t rng = 0x2545F4914F6CDD1DULL;
+
+static float urand (void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static float *rnd (size_t n, float a)
+{
+    float *x = malloc (n * 4);
+    for (size_t i = 0; i < n; i++)
+        x[i] = a * urand ();
+    return x;
+}
+
+/* Device copy of a host array. */
+static void *dev (const void *h, size_t bytes)
+{
+    void *d = gpu->alloc (bytes);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (d);
+    CU_ASSERT_EQUAL_FATAL (gpu->upload (d, h, bytes), 0);
+    return d;
+}
+
+static int parity (const char *what, const float *c, void *d, size_t n, double rtol, double atol)
+{
+    float *g = malloc (n * 4);
+    int ok = 1;
+    size_t wi = 0;
+    double worst = 0;
+    CU_ASSERT_EQUAL_FATAL (gpu->download (g, d, n * 4), 0);
+    for (size_t i = 0; i < n; i++) {
+        double diff = fabs ((double)g[i] - c[i]), lim = atol + rtol * fabs (c[i]);
+        if (diff / lim > worst)
+            worst = diff / lim, wi = i;
+        if (!(diff <= lim))
+            ok = 0;
+    }
+    if (!ok)
+        fprintf (stderr, "%s: element %zu cuda %.9g cpu %.9g\n", what, wi, g[wi], c[wi]);
+    free (g);
+    return ok;
+}
+
+static void test_sgemm (void)
+{
+    int shapes[][5] = { { 0, 0, 64, 96, 80 }, { 0, 1, 33, 17, 65 }, { 1, 0, 48, 256, 31 } };
+    for (int s = 0; s < 3; s++) {
+        int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        float *A = rnd ((size_t)M * K, 1), *B = rnd ((size_t)K * N, 1), *C = rnd ((size_t)M * N, 1);
+        void *dA = dev (A, (size_t)M * K * 4), *dB = dev (B, (size_t)K * N * 4), *dC = dev (C, (size_t)M * N * 4);
+        CU_ASSERT_EQUAL (cpu->sgemm (ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, N), 0);
+        CU_ASSERT_EQUAL (gpu->sgemm (ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 1.0f, dC, N), 0);
+        CU_ASSERT (parity ("sgemm", C, dC, (size_t)M * N, 1e-4, 1e-4));
+        gpu->free (dA), gpu->free (dB), gpu->free (dC);
+        free (A), free (B), free (C);
+    }
+}
+
+static void test_bias_gelu (void)
+{
+    enum { M = 37, N = 300 };
+    float *u = rnd (M * N, 3), *b = rnd (N, 1), *y = rnd (M * N, 1), *dy = rnd (M * N, 1);
+    float *db = rnd (N, 1);
+    float *du = malloc (M * N * 4);
+    void *du_ = dev (u, M * N * 4), *db_ = dev (b, N * 4), *dy_ = dev (y, M * N * 4);
+    void *ddy = dev (dy, M * N * 4), *ddb = dev (db, N * 4), *ddu = dev (u, M * N * 4);
+    CU_ASSERT_EQUAL (cpu->bias_gelu_fwd (M, N, u, b, y), 0);
+    CU_ASSERT_EQUAL (gpu->bias_gelu_fwd (M, N, du_, db_, dy_), 0);
+    CU_ASSERT (parity ("bias_gelu_fwd u", u, du_, M * N, 1e-6, 1e-6));
+    CU_ASSERT (parity ("bias_gelu_fwd y", y, dy_, M * N, 1e-5, 1e-6));
+    CU_ASSERT_EQUAL (cpu->bias_gelu_bwd (M, N, u, dy, du, db), 0);
+    CU_ASSERT_EQUAL (gpu->bias_gelu_bwd (M, N, du_, ddy, ddu, ddb), 0);
+    CU_ASSERT (parity ("bias_gelu_bwd du", du, ddu, M * N, 1e-5, 1e-6));
+    CU_ASSERT (parity ("bias_gelu_bwd db", db, ddb, N, 1e-4, 1e-5));
+    CU_ASSERT_EQUAL (cpu->bias_fwd (M, N, u, b), 0);
+    CU_ASSERT_EQUAL (gpu->bias_fwd (M, N, du_, db_), 0);
+    CU_ASSERT (parity ("bias_fwd", u, du_, M * N, 1e-6, 1e-6));
+    CU_ASSERT_EQUAL (cpu->bias_bwd (M, N, dy, db), 0);
+    CU_ASSERT_EQUAL (gpu->bias_bwd (M, N, ddy, ddb), 0);
+    CU_ASSERT (parity ("bias_bwd", db, ddb, N, 1e-4, 1e-5));
+    gpu->free (du_), gpu->free (db_), gpu->free (dy_), gpu->free (ddy), gpu->free (ddb), gpu->free (ddu);
+    free (u), free (b), free (y), free (dy), free (db), free (du);
+}
+
+static void test_embed (void)
+{
+    enum { B = 9, C = 16, E = 24 };
+    uint8_t tok[B * C];
+    for (int i = 0; i < B * C; i++)
+        tok[i] = (uint8_t)((i * 131 + 7) % 40); /* many repeats */
+    float *emb = rnd (256 * E, 1), *x = rnd (B * C * E, 1), *dx = rnd (B * C * E, 1);
+    float *demb = rnd (256 * E, 1);
+    void *dtok = dev (tok, sizeof (tok)), *demb_ = dev (emb, 256 * E * 4);
+    void *dx_ = dev (x, B * C * E * 4), *ddx = dev (dx, B * C * E * 4), *ddemb = dev (demb, 256 * E * 4);
+    CU_ASSERT_EQUAL (cpu->embed_fwd (B, C, E, tok, emb, x), 0);
+    CU_ASSERT_EQUAL (gpu->embed_fwd (B, C, E, dtok, demb_, dx_), 0);
+    CU_ASSERT (parity ("embed_fwd", x, dx_, B * C * E, 0, 1e-30));
+    CU_ASSERT_EQUAL (cpu->embed_bwd (B, C, E, tok, dx, demb), 0);
+    CU_ASSERT_EQUAL (gpu->embed_bwd (B, C, E, dtok, ddx, ddemb), 0);
+    CU_ASSERT (parity ("embed_bwd", demb, ddemb, 256 * E, 1e-5, 1e-6));
+    gpu->free (dtok), gpu->free (demb_), gpu->free (dx_), gpu->free (ddx), gpu->free (ddemb);
+    free (emb), free (x), free (dx), free (demb);
+}
+
+static void test_softmax_ce (void)
+{
+    enum { M = 50, V = 256 };
+    uint8_t tgt[M];
+    for (int i = 0; i < M; i++)
+        tgt[i] = (uint8_t)(i * 53);
+    float *lg = rnd (M * V, 6), *loss = malloc (M * 4), *dl = malloc (M * V * 4);
+    void *dlg = dev (lg, M * V * 4), *dtgt = dev (tgt, M), *dloss = gpu->alloc (M * 4);
+    CU_ASSERT_EQUAL (cpu->softmax_ce (M, V, lg, tgt, 1.0f / 64, loss, dl), 0);
+    CU_ASSERT_EQUAL (gpu->softmax_ce (M, V, dlg, dtgt, 1.0f / 64, dloss, dlg), 0);
+    CU_ASSERT (parity ("softmax_ce loss", loss, dloss, M, 1e-5, 1e-5));
+    CU_ASSERT (parity ("softmax_ce dlogits", dl, dlg, M * V, 1e-4, 1e-8));
+    gpu->free (dlg), gpu->free (dtgt), gpu->free (dloss);
+    free (lg), free (loss), free (dl);
+}
+
+static void test_adamw_sumsq (void)
+{
+    enum { N = 100003 };
+    float *p = rnd (N, 1), *g = rnd (N, 1), *m = rnd (N, 0.1f), *v = rnd (N, 0.01f);
+    for (int i = 0; i < N; i++)
+        v[i] = fabsf (v[i]);
+    void *dp = dev (p, N * 4), *dg = dev (g, N * 4), *dm = dev (m, N * 4), *dv = dev (v, N * 4);
+    double sc, sg, sg2;
+    CU_ASSERT_EQUAL (cpu->sumsq (N, g, &sc), 0);
+    CU_ASSERT_EQUAL (gpu->sumsq (N, dg, &sg), 0);
+    CU_ASSERT_EQUAL (gpu->sumsq (N, dg, &sg2), 0);
+    CU_ASSERT (fabs (sc - sg) <= 1e-12 * sc);
+    CU_ASSERT (sg == sg2); /* deterministic */
+    CU_ASSERT_EQUAL (cpu->adamw (N, p, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.19f, 0.002f, 0.7f), 0);
+    CU_ASSERT_EQUAL (gpu->adamw (N, dp, dg, dm, dv, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.19f, 0.002f, 0.7f), 0);
+    CU_ASSERT (parity ("adamw p", p, dp, N, 1e-5, 1e-6));
+    CU_ASSERT (parity ("adamw m", m, dm, N, 1e-5, 1e-7));
+    CU_ASSERT (parity ("adamw v", v, dv, N, 1e-5, 1e-9));
+    CU_ASSERT_EQUAL (cpu->scale (N, p, 0.5f), 0);
+    CU_ASSERT_EQUAL (gpu->scale (N, dp, 0.5f), 0);
+    CU_ASSERT (parity ("scale", p, dp, N, 1e-5, 1e-6));
+    gpu->free (dp), gpu->free (dg), gpu->free (dm), gpu->free (dv);
+    free (p), free (g), free (m), free (v);
+}
+
+static const struct dt_unit_test tests[] = {
+    { "sgemm NN, NT, TN", test_sgemm },
+    { "bias+gelu and bias forward/backward", test_bias_gelu },
+    { "embedding gather and scatter-add", test_embed },
+    { "fused softmax cross-entropy", test_softmax_ce },
+    { "adamw, sumsq, scale", test_adamw_sumsq },
+    { NULL, NULL },
+};
+
+int main (void)
+{
+    char why[256] = "";
+    cpu = dt_kern_cpu ();
+    if (!dt_kern_cuda_available (why, sizeof (why))) {
+        fprintf (stderr, "SKIP: no CUDA device: %s\n", why);
+        return 77;
+    }
+    gpu = dt_kern_cuda ();
+    return dt_unit_run ("kernels-cuda-parity", tests);
+}

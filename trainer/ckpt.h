@@ -1,0 +1,83 @@
+/* ckpt.h: checkpoint shards - asynchronous writer and loader.
+ *
+ * Layout (DESIGN.md "Checkpoints"): <dir>/step-<S>/rank-<R>.ckpt, where dir
+ * already names the job.  A shard holds this rank's slice [lo, hi) of the
+ * flat parameter vector and of both AdamW moments (the same balanced
+ * partition as ZeRO-1), so dp and zero1 write the same files and a resume
+ * on any world size regathers the full state from all shards.
+ *
+ * File: a fixed header (magic, version, job, step, rank, world size,
+ * parallel layout, slice, seed, data cursor, header CRC32C), a tensor table
+ * (name, offset, count, CRC32C each), the config text, the tensor data.
+ * Written to a temporary name, fsync'd, renamed, directory fsync'd.
+ */
+#ifndef DT_TRAINER_CKPT_H
+#define DT_TRAINER_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/client/dtclient.h"
+#include "common/errprintf.h"
+#include "kernels/kernels.h"
+
+struct ckpt_meta {
+    const char *root;           /* checkpoint dir (job included) */
+    const char *job;
+    int64_t step;
+    int rank, world, parallel;
+    uint64_t nparams, lo, hi;
+    uint64_t seed, data_cursor;
+    const char *config;         /* borrowed; copied by the writer */
+};
+
+struct ckpt_done {
+    int64_t step;               /* 0: none yet */
+    uint64_t bytes;
+    uint32_t crc;               /* CRC32C of the whole file */
+    double write_s;
+    int failed;
+    char path[1024];
+    char error[160];
+};
+
+struct ckpt_writer;
+
+/* New writer; client may be the no-op client (borrowed). */
+struct ckpt_writer *ckpt_writer_create (dtclient_t *client);
+/* Waits for a write in progress, then frees. */
+void ckpt_writer_destroy (struct ckpt_writer *w);
+
+/* Snapshot params/m/v slices (backend memory, hi - lo floats each) into the
+ * writer's host buffers and start the background write.  A write still in
+ * progress is waited for first (never two writers).  *stall_s: time this
+ * call blocked the step loop (wait + copy).  0 or -1. */
+int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct ckpt_meta *meta,
+                     const float *params, const float *m, const float *v,
+                     double *stall_s, dt_error_t *err);
+
+/* Wait for the write in progress, if any. */
+void ckpt_wait (struct ckpt_writer *w);
+
+/* The last finished write (thread-safe snapshot). */
+void ckpt_last_done (struct ckpt_writer *w, struct ckpt_done *out);
+
+/* Write <root>/step-<S>/manifest.json atomically (standalone commit). */
+int ckpt_write_manifest (const char *root, const char *job, int64_t step, int world,
+                         int parallel, const uint64_t *bytes, const uint32_t *crc,
+                         dt_error_t *err);
+
+/* Resolve the step directory to resume from: dir itself when it holds
+ * rank-0.ckpt, else the highest step-<S> under it that has manifest.json.
+ * 0, 1 when nothing to resume from, -1 on error. */
+int ckpt_find (const char *dir, char *stepdir, size_t len, dt_error_t *err);
+
+/* Load every shard of stepdir into full host arrays (nparams floats each).
+ * Verifies magic, header and tensor CRC32Cs (errno EBADMSG, err names the
+ * shard) and the config (errno EINVAL, err names the field).  Fills step,
+ * the saved world size and parallel layout. */
+int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
+               float *params, float *m, float *v, int64_t *step, int *world,
+               int *parallel, dt_error_t *err);
+
+#endif

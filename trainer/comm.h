@@ -1,0 +1,121 @@
+/* comm.h: collectives of dttrain behind one C interface (gloo on CPUs, NCCL on GPUs).
+ *
+ * Every call returns 0, or -1 with a one-line message in err (the peer
+ * involved when the backend says).  A dead peer gives an error within the
+ * collective timeout, never a hang.  After an error the communicator is
+ * unusable: destroy it (the trainer exits).
+ *
+ * Buffers are host memory for gloo and device memory for NCCL (the
+ * trainer's kernel backend decides; see comm_create).  All ranks must call
+ * the same collectives in the same order with the same sizes.
+ *
+ * Determinism: for a fixed world size and message size, every collective
+ * gives the same bits on every rank and on every run.
+ */
+#ifndef DT_TRAINER_COMM_H
+#define DT_TRAINER_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/errprintf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_comm dt_comm_t;
+
+enum dt_comm_dtype { DT_F32 = 0, DT_F64 = 1, DT_I64 = 2 };
+enum dt_comm_op { DT_SUM = 0, DT_MAX = 1 };
+
+/* A key-value store for the bootstrap (the agent's kv through libdtclient).
+ * set: 0 or -1.  wait: blocks until key exists or timeout; *val is
+ * malloc'ed (caller frees); 0 or -1. */
+typedef struct {
+    void *ctx;
+    int (*set) (void *ctx, const char *key, const void *val, size_t len);
+    int (*wait) (void *ctx, const char *key, long timeout_ms, void **val, size_t *len);
+} dt_comm_store_t;
+
+struct dt_comm_params {
+    int rank, size;
+    const char *rendezvous_dir;     /* directory store (gloo FileStore), or NULL */
+    const dt_comm_store_t *store;   /* used when rendezvous_dir is NULL */
+    const char *prefix;             /* key prefix: unique per attempt */
+    const char *host;               /* address this rank listens on (gloo) */
+    long timeout_ms;                /* collective and bootstrap timeout */
+};
+
+/* gloo over TCP.  New; NULL on error. */
+dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_error_t *err);
+/* One rank, no peers.  New; NULL on error. */
+dt_comm_t *dt_comm_self_create (dt_error_t *err);
+/* NCCL on the current CUDA device; NULL with ENOTSUP when not built. */
+dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err);
+
+struct dt_comm_ops {
+    const char *name;
+    int (*allreduce) (dt_comm_t *c, void *buf, size_t n, enum dt_comm_dtype t,
+                      enum dt_comm_op op, dt_error_t *err);
+    /* out[counts[rank]] = this rank's slice (offset = sum of counts[<rank])
+     * of the elementwise sum of in[sum counts] over ranks.  float32.  The
+     * contents of in are undefined afterwards (used as scratch); out may be
+     * in + offset. */
+    int (*reduce_scatter) (dt_comm_t *c, float *in, float *out,
+                           const size_t *counts, dt_error_t *err);
+    /* out[sum counts] = concat over ranks of in[counts[r]].  float32.
+     * in may be out + offset. */
+    int (*allgather) (dt_comm_t *c, const float *in, float *out,
+                      const size_t *counts, dt_error_t *err);
+    int (*broadcast) (dt_comm_t *c, void *buf, size_t bytes, int root, dt_error_t *err);
+    int (*barrier) (dt_comm_t *c, dt_error_t *err);
+    void (*destroy) (dt_comm_t *c);
+};
+
+/* Every communicator starts with a pointer to its ops. */
+struct dt_comm {
+    const struct dt_comm_ops *ops;
+    int rank, size;
+};
+
+static inline int dt_comm_allreduce (dt_comm_t *c, void *buf, size_t n,
+                                     enum dt_comm_dtype t, enum dt_comm_op op,
+                                     dt_error_t *err)
+{
+    return c->ops->allreduce (c, buf, n, t, op, err);
+}
+
+static inline int dt_comm_reduce_scatter (dt_comm_t *c, float *in, float *out,
+                                          const size_t *counts, dt_error_t *err)
+{
+    return c->ops->reduce_scatter (c, in, out, counts, err);
+}
+
+static inline int dt_comm_allgather (dt_comm_t *c, const float *in, float *out,
+                                     const size_t *counts, dt_error_t *err)
+{
+    return c->ops->allgather (c, in, out, counts, err);
+}
+
+static inline int dt_comm_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root,
+                                     dt_error_t *err)
+{
+    return c->ops->broadcast (c, buf, bytes, root, err);
+}
+
+static inline int dt_comm_barrier (dt_comm_t *c, dt_error_t *err)
+{
+    return c->ops->barrier (c, err);
+}
+
+static inline void dt_comm_destroy (dt_comm_t *c)
+{
+    if (c)
+        c->ops->destroy (c);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

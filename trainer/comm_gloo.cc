@@ -1,0 +1,264 @@
+// comm_gloo.cc: the gloo backend of comm.h - the one C++ file of dttrain.
+//
+// gloo reports errors as C++ exceptions; every entry point catches them all
+// and turns them into -1 + dt_error_t text, so nothing C++ leaks into C.
+// Bootstrap is a gloo FileStore over --rendezvous-dir, or a Store that
+// forwards to the C callbacks of dt_comm_store_t (the agent's kv).
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+// common/errprintf.h has no extern "C" guard of its own.
+extern "C" {
+#include "common/errprintf.h"
+}
+#include "trainer/comm.h"
+
+namespace {
+
+// Forwards gloo's store calls to the C callbacks (agent kv via libdtclient).
+class CallbackStore : public gloo::rendezvous::Store {
+  public:
+    CallbackStore (const dt_comm_store_t *cb, long timeout_ms)
+        : cb_ (*cb), timeout_ms_ (timeout_ms) {}
+
+    void set (const std::string &key, const std::vector<char> &data) override
+    {
+        if (cb_.set (cb_.ctx, key.c_str (), data.data (), data.size ()) < 0)
+            throw std::runtime_error ("rendezvous store: set " + key + " failed");
+    }
+
+    std::vector<char> get (const std::string &key) override
+    {
+        void *val = nullptr;
+        size_t len = 0;
+        if (cb_.wait (cb_.ctx, key.c_str (), timeout_ms_, &val, &len) < 0)
+            throw std::runtime_error ("rendezvous store: timed out waiting for key " + key);
+        std::vector<char> v ((char *)val, (char *)val + len);
+        free (val);
+        return v;
+    }
+
+    void wait (const std::vector<std::string> &keys) override
+    {
+        wait (keys, std::chrono::milliseconds (timeout_ms_));
+    }
+
+    void wait (const std::vector<std::string> &keys,
+               const std::chrono::milliseconds &timeout) override
+    {
+        for (const auto &k : keys) {
+            void *val = nullptr;
+            size_t len = 0;
+            if (cb_.wait (cb_.ctx, k.c_str (), (long)timeout.count (), &val, &len) < 0)
+                throw std::runtime_error ("rendezvous store: timed out waiting for key " + k);
+            free (val);
+        }
+    }
+
+  private:
+    dt_comm_store_t cb_;
+    long timeout_ms_;
+};
+
+struct gloo_comm {
+    struct dt_comm base;                 // must be first
+    std::shared_ptr<gloo::transport::Device> dev;
+    std::shared_ptr<gloo::rendezvous::Context> ctx;
+    std::chrono::milliseconds timeout;
+    uint32_t tag;
+    std::vector<float> scratch;
+};
+
+int fail (dt_error_t *err, const char *what, const std::exception &e)
+{
+    // gloo's messages name the peer address ("Connection closed by peer
+    // [127.0.0.1]:43210", "Timed out waiting ... for recv").
+    errprintf (err, "gloo %s: %s", what, e.what ());
+    errno = EIO;
+    return -1;
+}
+
+template <typename T>
+void set_reduce (gloo::AllreduceOptions &o, enum dt_comm_op op)
+{
+    if (op == DT_MAX)
+        o.setReduceFunction (static_cast<void (*) (void *, const void *, const void *, size_t)> (
+            &gloo::max<T>));
+    else
+        o.setReduceFunction (static_cast<void (*) (void *, const void *, const void *, size_t)> (
+            &gloo::sum<T>));
+}
+
+int g_allreduce (dt_comm_t *c, void *buf, size_t n, enum dt_comm_dtype t,
+                 enum dt_comm_op op, dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    if (n == 0)
+        return 0;
+    try {
+        gloo::AllreduceOptions o (g->ctx);
+        o.setTag (g->tag++);
+        o.setTimeout (g->timeout);
+        switch (t) {
+        case DT_F32:
+            o.setOutput ((float *)buf, n);
+            set_reduce<float> (o, op);
+            break;
+        case DT_F64:
+            o.setOutput ((double *)buf, n);
+            set_reduce<double> (o, op);
+            break;
+        case DT_I64:
+            o.setOutput ((int64_t *)buf, n);
+            set_reduce<int64_t> (o, op);
+            break;
+        }
+        o.setAlgorithm (gloo::AllreduceOptions::Algorithm::RING);
+        gloo::allreduce (o);
+    } catch (const std::exception &e) {
+        return fail (err, "allreduce", e);
+    }
+    return 0;
+}
+
+// gloo 2022 has no reduce-scatter in its options API (only the legacy
+// ReduceScatterHalvingDoubling class), so: allreduce in place, keep our
+// slice.  Costs one allgather's worth of extra traffic, and makes zero1's
+// reduced gradients bit-identical to dp's.
+int g_reduce_scatter (dt_comm_t *c, float *in, float *out, const size_t *counts,
+                      dt_error_t *err)
+{
+    size_t total = 0, off = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank)
+            off = total;
+        total += counts[r];
+    }
+    if (g_allreduce (c, in, total, DT_F32, DT_SUM, err) < 0)
+        return -1;
+    if (out != in + off)
+        memmove (out, in + off, counts[c->rank] * sizeof (float));
+    return 0;
+}
+
+int g_allgather (dt_comm_t *c, const float *in, float *out, const size_t *counts,
+                 dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    try {
+        // The input may lie inside the output (our shard of the full
+        // parameter buffer): gloo does not promise that works, so copy.
+        size_t mine = counts[c->rank];
+        g->scratch.assign (in, in + mine);
+        std::vector<size_t> cv (counts, counts + c->size);
+        gloo::AllgathervOptions o (g->ctx);
+        o.setTag (g->tag++);
+        o.setTimeout (g->timeout);
+        o.setInput (g->scratch.data (), mine);
+        o.setOutput (out, cv);
+        gloo::allgatherv (o);
+    } catch (const std::exception &e) {
+        return fail (err, "allgather", e);
+    }
+    return 0;
+}
+
+int g_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root, dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    try {
+        gloo::BroadcastOptions o (g->ctx);
+        o.setTag (g->tag++);
+        o.setTimeout (g->timeout);
+        o.setOutput ((uint8_t *)buf, bytes);
+        o.setRoot (root);
+        gloo::broadcast (o);
+    } catch (const std::exception &e) {
+        return fail (err, "broadcast", e);
+    }
+    return 0;
+}
+
+int g_barrier (dt_comm_t *c, dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    try {
+        gloo::BarrierOptions o (g->ctx);
+        o.setTag (g->tag++);
+        o.setTimeout (g->timeout);
+        gloo::barrier (o);
+    } catch (const std::exception &e) {
+        return fail (err, "barrier", e);
+    }
+    return 0;
+}
+
+void g_destroy (dt_comm_t *c)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    try {
+        delete g;
+    } catch (...) {
+    }
+}
+
+const struct dt_comm_ops gloo_ops = {
+    "gloo", g_allreduce, g_reduce_scatter, g_allgather, g_broadcast, g_barrier, g_destroy,
+};
+
+} // namespace
+
+extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_error_t *err)
+{
+    gloo_comm *g = nullptr;
+    try {
+        g = new gloo_comm ();
+        g->base.ops = &gloo_ops;
+        g->base.rank = p->rank;
+        g->base.size = p->size;
+        g->timeout = std::chrono::milliseconds (p->timeout_ms);
+        g->tag = 1;
+
+        gloo::transport::tcp::attr attr;
+        attr.hostname = p->host && *p->host ? p->host : "127.0.0.1";
+        g->dev = gloo::transport::tcp::CreateDevice (attr);
+
+        std::shared_ptr<gloo::rendezvous::Store> base;
+        if (p->rendezvous_dir)
+            base = std::make_shared<gloo::rendezvous::FileStore> (p->rendezvous_dir);
+        else if (p->store)
+            base = std::make_shared<CallbackStore> (p->store, p->timeout_ms);
+        else
+            throw std::runtime_error ("no rendezvous store (need --rendezvous-dir or an agent)");
+        gloo::rendezvous::PrefixStore store (p->prefix ? p->prefix : "dttrain", *base);
+
+        g->ctx = std::make_shared<gloo::rendezvous::Context> (p->rank, p->size);
+        g->ctx->setTimeout (g->timeout);
+        g->ctx->connectFullMesh (store, g->dev);
+    } catch (const std::exception &e) {
+        errprintf (err, "gloo init (rank %d of %d): %s", p->rank, p->size, e.what ());
+        delete g;
+        errno = EIO;
+        return nullptr;
+    }
+    return &g->base;
+}

@@ -1,0 +1,12 @@
+/* comm_nccl_none.c: stands in for comm_nccl.c in a build without CUDA. */
+#include "config.h"
+
+#include <errno.h>
+
+#include "trainer/comm.h"
+
+dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err)
+{
+    errnoprintf (err, ENOTSUP, "NCCL not built (configure --with-cuda)");
+    return NULL;
+}

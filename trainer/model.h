@@ -1,0 +1,53 @@
+/* model.h: the byte-level language model - layout of the flat parameter vector, forward, backward.
+ *
+ * Parameters live in one flat float vector in a fixed order (embedding,
+ * then W_l, b_l per hidden layer, then W_out, b_out), so that buckets,
+ * ZeRO-1 shards, checkpoints and params_crc32c are all slices of it. */
+#ifndef DT_TRAINER_MODEL_H
+#define DT_TRAINER_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#define MODEL_VOCAB 256
+#define MODEL_MAX_TENSORS (2 * 256 + 3)
+
+struct model_tensor {
+    char name[24];
+    size_t off, count;
+    int decay;                  /* weight decay applies (matrices) */
+};
+
+struct model {
+    struct dt_kern_ops *k;
+    int C, E, H, L, mb;         /* mb: largest micro-batch */
+    size_t nparams;
+    int ntensors;
+    struct model_tensor t[MODEL_MAX_TENSORS];
+    float *params, *grads;      /* backend memory, nparams each */
+    /* activations for one micro-batch (backend memory) */
+    uint8_t *tok, *tgt;
+    float *x0, **u, **y, *logits, *d1, *d2, *loss;
+    float *loss_host;
+    double flops_per_sample;    /* forward + backward GEMM flops */
+};
+
+/* Lay out and allocate; parameters initialised from seed (pure function of
+ * seed and index: every rank gets the same bits).  0 or -1. */
+int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, int L,
+                  int mb, uint64_t seed);
+void model_destroy (struct model *m);
+
+/* Forward + backward on n <= mb windows (host ctx[n*C], tgt[n]); gradients
+ * accumulate into m->grads with scale (1 / global batch).  *loss_sum gets
+ * the sum of the n losses (nats), summed in order in double. */
+int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
+                float scale, double *loss_sum);
+
+/* Forward only (validation). */
+int model_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
+                double *loss_sum);
+
+#endif

@@ -1,0 +1,376 @@
+/* opts.c: dttrain's command line and environment. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/version.h"
+#include "trainer/opts.h"
+
+/* Defaults that train sensibly on any text file in seconds on one core. */
+static const struct train_opts defaults = {
+    .steps = 200,
+    .global_batch = 64,
+    .context = 32,
+    .embed = 16,
+    .hidden = 256,
+    .layers = 2,
+    .lr = 3e-3,
+    .lr_ref_batch = 64,
+    .warmup_steps = 20,
+    .min_lr_frac = 0.1,
+    .weight_decay = 0.01,
+    .clip = 1.0,
+    .beta1 = 0.9,
+    .beta2 = 0.999,
+    .eps = 1e-8,
+    .seed = 1234,
+    .val_frac = 0.1,
+    .val_samples = 512,
+    .parallel = PAR_DP,
+    .val_every = 0,
+    .backend = "auto",
+    .threads = 1,
+    .bucket_mb = 4.0,
+    .comm_timeout_ms = 60000,
+    .job = "dttrain",
+    .crash_rank = -1,
+    .hang_rank = -1,
+    .slow_rank = -1,
+    .slow_factor = 1.0,
+    .resume_step = -1,
+};
+
+static const char usage_text[] =
+"Usage: dttrain --data FILE [OPTIONS]\n"
+"Train a byte-level language model (context bytes -> embeddings -> GEMM+bias+GELU\n"
+"layers -> 256-way softmax), data-parallel over RANK/WORLD_SIZE from the environment.\n"
+"\n"
+"Model and data (must match when resuming):\n"
+"  --data FILE            training text (memory-mapped; the tail is held out)\n"
+"  --steps N              optimizer steps (200)\n"
+"  --global-batch B       samples per step, independent of world size (64)\n"
+"  --context C            context bytes (32)\n"
+"  --embed E              embedding width per byte (16)\n"
+"  --hidden H             hidden width (256)\n"
+"  --layers L             hidden layers (2)\n"
+"  --lr LR                peak learning rate at --lr-ref-batch samples (3e-3)\n"
+"  --lr-ref-batch N       linear scaling rule: peak = LR * B / N (64)\n"
+"  --warmup-steps N       linear warmup steps, then cosine decay (20)\n"
+"  --min-lr-frac F        cosine floor as a fraction of the peak (0.1)\n"
+"  --weight-decay WD      AdamW decoupled weight decay on matrices (0.01)\n"
+"  --clip X               global gradient-norm clip, 0 = off (1.0)\n"
+"  --seed S               initialisation and sampling seed (1234)\n"
+"  --val-frac F           held-out tail of the file (0.1)\n"
+"  --val-samples N        validation windows (512)\n"
+"Execution:\n"
+"  --micro-batch M        samples per forward/backward pass (default: a rank's share)\n"
+"  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
+"  --checkpoint-dir DIR   shards go to DIR/step-S/rank-R.ckpt (env DT_CHECKPOINT_DIR)\n"
+"  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command)\n"
+"  --resume DIR           a step-S directory, or a checkpoint root (latest committed)\n"
+"  --rendezvous-dir DIR   bootstrap directory for multi-rank runs without an agent\n"
+"                         (else the agent's kv through libdtclient, which falls back\n"
+"                         to the directory in DT_RENDEZVOUS_DIR)\n"
+"  --val-every N          validate every N steps (0 = only at the end)\n"
+"  --backend auto|cpu|cuda  kernel backend (auto)\n"
+"  --threads N            OpenBLAS threads (1)\n"
+"  --bucket-mb X          gradient allreduce bucket size in MiB (4)\n"
+"  --comm-timeout SEC     collective timeout; a dead peer errors within it (60)\n"
+"  --comm-host ADDR       address this rank listens on (127.0.0.1 or hostname)\n"
+"  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
+"  --quiet                no per-step lines\n"
+"  --dump-params FILE     rank 0 writes the final parameters (raw float32) to FILE\n"
+"Fault injection (tests):\n"
+"  --inject-crash R:S     rank R exits with status 17 at step S\n"
+"  --inject-hang R:S      rank R stops making progress at step S\n"
+"  --inject-slow R:F      rank R computes F times slower\n"
+"  --help, --version\n"
+"\n"
+"Exit status: 0 done, 1 error, 2 usage, 3 corrupt checkpoint shard,\n"
+"4 checkpoint config mismatch, 5 collective failure (peer lost), 17 injected crash.\n";
+
+enum {
+    O_DATA = 256, O_STEPS, O_GB, O_CTX, O_EMB, O_HID, O_LAY, O_LR, O_LRREF, O_WARM,
+    O_MINLR, O_WD, O_CLIP, O_SEED, O_VALFRAC, O_VALN, O_MB, O_PAR, O_CKDIR, O_CKEV,
+    O_RESUME, O_RDV, O_VALEV, O_BACKEND, O_THREADS, O_BUCKET, O_TIMEOUT, O_HOST,
+    O_JOB, O_QUIET, O_DUMP, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
+};
+
+static const struct option longopts[] = {
+    { "data", required_argument, NULL, O_DATA },
+    { "steps", required_argument, NULL, O_STEPS },
+    { "global-batch", required_argument, NULL, O_GB },
+    { "context", required_argument, NULL, O_CTX },
+    { "embed", required_argument, NULL, O_EMB },
+    { "hidden", required_argument, NULL, O_HID },
+    { "layers", required_argument, NULL, O_LAY },
+    { "lr", required_argument, NULL, O_LR },
+    { "lr-ref-batch", required_argument, NULL, O_LRREF },
+    { "warmup-steps", required_argument, NULL, O_WARM },
+    { "min-lr-frac", required_argument, NULL, O_MINLR },
+    { "weight-decay", required_argument, NULL, O_WD },
+    { "clip", required_argument, NULL, O_CLIP },
+    { "seed", required_argument, NULL, O_SEED },
+    { "val-frac", required_argument, NULL, O_VALFRAC },
+    { "val-samples", required_argument, NULL, O_VALN },
+    { "micro-batch", required_argument, NULL, O_MB },
+    { "parallel", required_argument, NULL, O_PAR },
+    { "checkpoint-dir", required_argument, NULL, O_CKDIR },
+    { "checkpoint-every", required_argument, NULL, O_CKEV },
+    { "resume", required_argument, NULL, O_RESUME },
+    { "rendezvous-dir", required_argument, NULL, O_RDV },
+    { "val-every", required_argument, NULL, O_VALEV },
+    { "backend", required_argument, NULL, O_BACKEND },
+    { "threads", required_argument, NULL, O_THREADS },
+    { "bucket-mb", required_argument, NULL, O_BUCKET },
+    { "comm-timeout", required_argument, NULL, O_TIMEOUT },
+    { "comm-host", required_argument, NULL, O_HOST },
+    { "job", required_argument, NULL, O_JOB },
+    { "quiet", no_argument, NULL, O_QUIET },
+    { "dump-params", required_argument, NULL, O_DUMP },
+    { "inject-crash", required_argument, NULL, O_CRASH },
+    { "inject-hang", required_argument, NULL, O_HANG },
+    { "inject-slow", required_argument, NULL, O_SLOW },
+    { "help", no_argument, NULL, O_HELP },
+    { "version", no_argument, NULL, O_VERSION },
+    { NULL, 0, NULL, 0 },
+};
+
+static int parse_i64 (const char *name, const char *s, int64_t lo, int64_t hi,
+                      int64_t *out, dt_error_t *err)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll (s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return errprintf (err, "%s: '%s' is not an integer in [%" PRId64 ", %" PRId64 "]",
+                          name, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int parse_int (const char *name, const char *s, int lo, int hi, int *out,
+                      dt_error_t *err)
+{
+    int64_t v;
+    if (parse_i64 (name, s, lo, hi, &v, err) < 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_dbl (const char *name, const char *s, double lo, double hi, double *out,
+                      dt_error_t *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod (s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return errprintf (err, "%s: '%s' is not a number in [%g, %g]", name, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+/* "R:S" */
+static int parse_pair (const char *name, const char *s, int *rank, int64_t *step,
+                       dt_error_t *err)
+{
+    const char *c = strchr (s, ':');
+    char buf[32];
+    if (!c || (size_t)(c - s) >= sizeof (buf))
+        return errprintf (err, "%s: '%s' is not RANK:STEP", name, s);
+    memcpy (buf, s, c - s);
+    buf[c - s] = '\0';
+    if (parse_int (name, buf, 0, 1 << 20, rank, err) < 0
+        || parse_i64 (name, c + 1, 0, INT64_MAX, step, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int env_int (const char *name, int lo, int hi, int *out, dt_error_t *err)
+{
+    const char *s = getenv (name);
+    if (!s || !*s)
+        return 0;
+    return parse_int (name, s, lo, hi, out, err);
+}
+
+int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
+{
+    int c;
+    int64_t v;
+    double d;
+
+    *o = defaults;
+    o->world = 1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        const char *n = c >= O_DATA && c <= O_VERSION ? longopts[c - O_DATA].name : "?";
+        switch (c) {
+        case O_DATA: o->data = a; break;
+        case O_STEPS: if (parse_i64 ("--steps", a, 0, INT64_MAX / 2, &o->steps, err)) return -1; break;
+        case O_GB: if (parse_int ("--global-batch", a, 1, 1 << 24, &o->global_batch, err)) return -1; break;
+        case O_CTX: if (parse_int ("--context", a, 1, 1 << 16, &o->context, err)) return -1; break;
+        case O_EMB: if (parse_int ("--embed", a, 1, 1 << 14, &o->embed, err)) return -1; break;
+        case O_HID: if (parse_int ("--hidden", a, 1, 1 << 16, &o->hidden, err)) return -1; break;
+        case O_LAY: if (parse_int ("--layers", a, 1, 256, &o->layers, err)) return -1; break;
+        case O_LR: if (parse_dbl ("--lr", a, 0, 100, &o->lr, err)) return -1; break;
+        case O_LRREF: if (parse_int ("--lr-ref-batch", a, 1, 1 << 24, &o->lr_ref_batch, err)) return -1; break;
+        case O_WARM: if (parse_i64 ("--warmup-steps", a, 0, INT64_MAX / 2, &o->warmup_steps, err)) return -1; break;
+        case O_MINLR: if (parse_dbl ("--min-lr-frac", a, 0, 1, &o->min_lr_frac, err)) return -1; break;
+        case O_WD: if (parse_dbl ("--weight-decay", a, 0, 10, &o->weight_decay, err)) return -1; break;
+        case O_CLIP: if (parse_dbl ("--clip", a, 0, 1e9, &o->clip, err)) return -1; break;
+        case O_SEED: if (parse_i64 ("--seed", a, 0, INT64_MAX, &v, err)) return -1; o->seed = (uint64_t)v; break;
+        case O_VALFRAC: if (parse_dbl ("--val-frac", a, 0, 0.9, &o->val_frac, err)) return -1; break;
+        case O_VALN: if (parse_int ("--val-samples", a, 0, 1 << 24, &o->val_samples, err)) return -1; break;
+        case O_MB: if (parse_int ("--micro-batch", a, 1, 1 << 24, &o->micro_batch, err)) return -1; break;
+        case O_PAR:
+            if (!strcmp (a, "dp")) o->parallel = PAR_DP;
+            else if (!strcmp (a, "zero1")) o->parallel = PAR_ZERO1;
+            else return errprintf (err, "--parallel: '%s' is not dp or zero1", a);
+            break;
+        case O_CKDIR: o->checkpoint_dir = a; break;
+        case O_CKEV: if (parse_i64 ("--checkpoint-every", a, 0, INT64_MAX / 2, &o->checkpoint_every, err)) return -1; break;
+        case O_RESUME: o->resume = a; break;
+        case O_RDV: o->rendezvous_dir = a; break;
+        case O_VALEV: if (parse_i64 ("--val-every", a, 0, INT64_MAX / 2, &o->val_every, err)) return -1; break;
+        case O_BACKEND: o->backend = a; break;
+        case O_THREADS: if (parse_int ("--threads", a, 1, 256, &o->threads, err)) return -1; break;
+        case O_BUCKET: if (parse_dbl ("--bucket-mb", a, 0.001, 4096, &o->bucket_mb, err)) return -1; break;
+        case O_TIMEOUT:
+            if (parse_dbl ("--comm-timeout", a, 0.1, 86400, &d, err)) return -1;
+            o->comm_timeout_ms = (long)(d * 1000);
+            break;
+        case O_HOST: o->comm_host = a; break;
+        case O_JOB: o->job = a; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_DUMP: o->dump_params = a; break;
+        case O_CRASH: if (parse_pair ("--inject-crash", a, &o->crash_rank, &o->crash_step, err)) return -1; break;
+        case O_HANG: if (parse_pair ("--inject-hang", a, &o->hang_rank, &o->hang_step, err)) return -1; break;
+        case O_SLOW: {
+            const char *col = strchr (a, ':');
+            char buf[32];
+            if (!col || (size_t)(col - a) >= sizeof (buf))
+                return errprintf (err, "--inject-slow: '%s' is not RANK:FACTOR", a);
+            memcpy (buf, a, col - a);
+            buf[col - a] = '\0';
+            if (parse_int ("--inject-slow", buf, 0, 1 << 20, &o->slow_rank, err)
+                || parse_dbl ("--inject-slow", col + 1, 1, 1000, &o->slow_factor, err))
+                return -1;
+            break;
+        }
+        case O_HELP: fputs (usage_text, stdout); return 1;
+        case O_VERSION: printf ("dttrain: %s\n", dt_version_string ()); return 1;
+        case ':':
+            return errprintf (err, "%s needs an argument", argv[optind - 1]);
+        default:
+            (void)n;
+            return errprintf (err, "unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return errprintf (err, "unexpected argument '%s' (see --help)", argv[optind]);
+
+    /* The world, torchrun style, from the agent (or 1 rank standalone). */
+    if (env_int ("WORLD_SIZE", 1, 1 << 20, &o->world, err) < 0
+        || env_int ("RANK", 0, 1 << 20, &o->rank, err) < 0
+        || env_int ("LOCAL_RANK", 0, 1 << 20, &o->local_rank, err) < 0)
+        return -1;
+    if (o->rank >= o->world)
+        return errprintf (err, "RANK=%d is not below WORLD_SIZE=%d", o->rank, o->world);
+    const char *s;
+    if ((s = getenv ("DT_CHECKPOINT_DIR")) && *s)
+        o->checkpoint_dir = s;
+    if ((s = getenv ("DT_JOB")) && *s)
+        o->job = s;
+    if ((s = getenv ("DT_RESUME_STEP")) && *s
+        && parse_i64 ("DT_RESUME_STEP", s, 0, INT64_MAX, &o->resume_step, err) < 0)
+        return -1;
+    if ((s = getenv ("DT_RESUME_DIR")) && *s)
+        o->resume = s;
+
+    if (!o->data)
+        return errprintf (err, "--data FILE is required (see --help)");
+    if (o->min_lr_frac > 1)
+        return errprintf (err, "--min-lr-frac must be at most 1");
+    return 0;
+}
+
+char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t data_crc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&buf, &len);
+    if (!f)
+        return NULL;
+    /* %.17g round-trips doubles exactly. */
+    fprintf (f, "model=byte-mlp-v1\n");
+    fprintf (f, "data_bytes=%" PRIu64 "\n", data_bytes);
+    fprintf (f, "data_crc32c=%08x\n", data_crc);
+    fprintf (f, "steps=%" PRId64 "\n", o->steps);
+    fprintf (f, "global_batch=%d\n", o->global_batch);
+    fprintf (f, "context=%d\n", o->context);
+    fprintf (f, "embed=%d\n", o->embed);
+    fprintf (f, "hidden=%d\n", o->hidden);
+    fprintf (f, "layers=%d\n", o->layers);
+    fprintf (f, "lr=%.17g\n", o->lr);
+    fprintf (f, "lr_ref_batch=%d\n", o->lr_ref_batch);
+    fprintf (f, "warmup_steps=%" PRId64 "\n", o->warmup_steps);
+    fprintf (f, "min_lr_frac=%.17g\n", o->min_lr_frac);
+    fprintf (f, "weight_decay=%.17g\n", o->weight_decay);
+    fprintf (f, "clip=%.17g\n", o->clip);
+    fprintf (f, "beta1=%.17g\n", o->beta1);
+    fprintf (f, "beta2=%.17g\n", o->beta2);
+    fprintf (f, "eps=%.17g\n", o->eps);
+    fprintf (f, "seed=%" PRIu64 "\n", o->seed);
+    fprintf (f, "val_frac=%.17g\n", o->val_frac);
+    if (fclose (f) != 0) {
+        free (buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Find "key=" at a line start in text; copy the value into val. */
+static int lookup (const char *text, const char *key, char *val, size_t len)
+{
+    size_t kl = strlen (key);
+    for (const char *p = text; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+        if (!strncmp (p, key, kl) && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t n = strcspn (v, "\n");
+            if (n >= len)
+                n = len - 1;
+            memcpy (val, v, n);
+            val[n] = '\0';
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int opts_compare (const char *saved, const char *ours, dt_error_t *err)
+{
+    for (const char *p = ours; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+        char key[64], a[128], b[128];
+        size_t kl = strcspn (p, "=");
+        if (kl == 0 || kl >= sizeof (key))
+            continue;
+        memcpy (key, p, kl);
+        key[kl] = '\0';
+        lookup (ours, key, b, sizeof (b));
+        if (lookup (saved, key, a, sizeof (a)) < 0)
+            return errprintf (err, "config field '%s' missing from the checkpoint", key);
+        if (strcmp (a, b) != 0)
+            return errprintf (err, "config field '%s' differs: checkpoint has %s, this run %s",
+                              key, a, b);
+    }
+    return 0;
+}

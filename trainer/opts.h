@@ -1,0 +1,82 @@
+/* opts.h: dttrain's configuration - command line, environment, and its text form in checkpoints. */
+#ifndef DT_TRAINER_OPTS_H
+#define DT_TRAINER_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/errprintf.h"
+
+enum parallel_mode { PAR_DP = 0, PAR_ZERO1 = 1 };
+
+/* Exit codes (documented in --help). */
+enum {
+    EXIT_TRAIN_ERR = 1,     /* any other error */
+    EXIT_USAGE = 2,         /* bad command line */
+    EXIT_CKPT_CORRUPT = 3,  /* a checkpoint shard failed its checksum */
+    EXIT_CKPT_MISMATCH = 4, /* checkpoint config differs from this run */
+    EXIT_COMM = 5,          /* a collective failed (dead or hung peer) */
+    EXIT_INJECTED = 17,     /* --inject-crash fired */
+};
+
+struct train_opts {
+    /* model and data (must match on resume) */
+    const char *data;
+    int64_t steps;
+    int global_batch;
+    int context;
+    int embed;
+    int hidden;
+    int layers;
+    double lr;              /* peak LR at lr_ref_batch samples */
+    int lr_ref_batch;       /* linear scaling rule: peak = lr * B / ref */
+    int64_t warmup_steps;
+    double min_lr_frac;     /* cosine decays to min_lr_frac * peak */
+    double weight_decay;
+    double clip;
+    double beta1, beta2, eps;
+    uint64_t seed;
+    double val_frac;
+    int val_samples;
+    /* execution (may differ on resume) */
+    int micro_batch;        /* 0: a rank's whole share in one pass */
+    enum parallel_mode parallel;
+    const char *checkpoint_dir;
+    int64_t checkpoint_every;
+    const char *resume;
+    const char *rendezvous_dir;
+    int64_t val_every;
+    const char *backend;    /* auto, cpu, cuda */
+    int threads;            /* OpenBLAS threads */
+    double bucket_mb;
+    long comm_timeout_ms;
+    const char *job;
+    const char *comm_host;
+    int quiet;
+    const char *dump_params; /* rank 0 writes final params (raw float32) */
+    /* fault injection */
+    int crash_rank;
+    int64_t crash_step;
+    int hang_rank;
+    int64_t hang_step;
+    int slow_rank;
+    double slow_factor;
+    /* world, from the environment */
+    int rank, world, local_rank;
+    int64_t resume_step;    /* DT_RESUME_STEP, or -1 */
+};
+
+/* Fill defaults, then parse argv and the environment (RANK, WORLD_SIZE,
+ * LOCAL_RANK, DT_CHECKPOINT_DIR, DT_RESUME_DIR, DT_RESUME_STEP, DT_JOB).
+ * Returns 0, 1 when --help/--version was printed, or -1 with err. */
+int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err);
+
+/* The fields that must match on resume, as "key=value\n" lines.
+ * New string, caller frees. */
+char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t data_crc);
+
+/* Compare a saved config text with ours.  0 if equal, else -1 with err
+ * naming the first differing field and both values. */
+int opts_compare (const char *saved, const char *ours, dt_error_t *err);
+
+#endif

@@ -1,0 +1,738 @@
+/* train.c: dttrain's training loop - data parallelism (dp / zero1), AdamW, checkpoints, reports.
+ *
+ * Reproducibility contract: the global batch of step s is samples
+ * i = 0..B-1 drawn by data_train_pos (seed, s, i); rank r processes the
+ * contiguous slice [B r / W, B (r+1) / W) in micro-batches.  Gradients are
+ * scaled by 1/B and summed (allreduce in fixed buckets), so the update is
+ * the same function of the global batch for any world size (up to float
+ * summation order), and bit-identical from run to run at one world size.
+ *
+ * Per step, one small float64 allreduce carries: the loss sum, the squared
+ * gradient norm of each rank's shard (summed in rank order by everyone, so
+ * dp and zero1 clip identically), each rank's pending command (checkpoint
+ * at S / stop at S: the max wins, so all ranks act at the same step), and
+ * each rank's last finished checkpoint write (for the standalone commit).
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/dtime.h"
+#include "common/log.h"
+#include "kernels/kernels.h"
+#include "trainer/ckpt.h"
+#include "trainer/comm.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/train.h"
+
+struct trainer {
+    struct train_opts o;
+    dtclient_t *client;
+    struct dt_kern_ops *k;
+    dt_comm_t *comm;
+    struct data data;
+    struct model model;
+    int rank, world;
+    size_t *counts;             /* balanced partition of the parameters */
+    size_t lo, hi;              /* this rank's slice */
+    float *m, *v;               /* AdamW moments: full (dp) or slice (zero1) */
+    size_t opt_elems;
+    struct ckpt_writer *writer;
+    char *config;
+    int64_t step;               /* completed steps */
+    int64_t start_step;
+    int mb;                     /* micro-batch */
+    uint8_t *ctx_host, *tgt_host;
+    double *ctrl;
+    size_t nctrl;
+    /* commands */
+    int64_t my_ckpt_req, my_stop_req, ckpt_req_done, last_saved;
+    int64_t pending_commit;
+    /* stats */
+    double compute_s, comm_s, ckpt_stall_s, ckpt_write_s, ar_bytes_s, ar_bytes;
+    int nckpt;
+    double last_loss, val_loss;
+    int have_val;
+};
+
+static void sleep_s (double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+    while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* --- bootstrap store over libdtclient's kv --------------------------------- */
+
+static int kv_set_cb (void *ctx, const char *key, const void *val, size_t len)
+{
+    return dtclient_kv_set (ctx, key, val, len) == DTCLIENT_OK ? 0 : -1;
+}
+
+static int kv_wait_cb (void *ctx, const char *key, long timeout_ms, void **val, size_t *len)
+{
+    return dtclient_kv_wait (ctx, key, (int)timeout_ms, val, len) == DTCLIENT_OK ? 0 : -1;
+}
+
+static dt_comm_t *comm_open (struct trainer *t, dt_error_t *err)
+{
+    const struct train_opts *o = &t->o;
+    static dt_comm_store_t store;
+    char prefix[256], host[256];
+    const char *attempt = getenv ("TORCHELASTIC_RESTART_COUNT");
+    const char *master = getenv ("MASTER_ADDR");
+
+    if (t->world == 1)
+        return dt_comm_self_create (err);
+    /* Keys are unique per job, attempt and start step, so a restart never
+     * meets the keys of the generation it replaces. */
+    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64, o->job,
+              attempt ? attempt : "0", t->start_step);
+    for (char *c = prefix; *c; c++)     /* kv keys: [A-Za-z0-9_.:/-] */
+        if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
+            *c = '_';
+    if (o->comm_host)
+        snprintf (host, sizeof (host), "%s", o->comm_host);
+    else if (!master || !strcmp (master, "127.0.0.1") || !strcmp (master, "localhost"))
+        snprintf (host, sizeof (host), "127.0.0.1");
+    else if (gethostname (host, sizeof (host)) < 0)
+        snprintf (host, sizeof (host), "127.0.0.1");
+    store.ctx = t->client;
+    store.set = kv_set_cb;
+    store.wait = kv_wait_cb;
+    struct dt_comm_params p = {
+        .rank = t->rank,
+        .size = t->world,
+        .rendezvous_dir = o->rendezvous_dir,
+        .store = &store,
+        .prefix = prefix,
+        .host = host,
+        .timeout_ms = o->comm_timeout_ms,
+    };
+    if (!o->rendezvous_dir && !dtclient_connected (t->client) && !getenv ("DT_RENDEZVOUS_DIR")) {
+        errprintf (err, "WORLD_SIZE=%d needs a rendezvous: --rendezvous-dir DIR, an agent, "
+                   "or DT_RENDEZVOUS_DIR", t->world);
+        return NULL;
+    }
+    if (t->k->is_device)
+        return dt_comm_nccl_create (&p, err);
+    return dt_comm_gloo_create (&p, err);
+}
+
+/* --- learning rate ------------------------------------------------------------ */
+
+/* Linear scaling rule (Goyal et al. 2017): peak = lr * B / ref; linear
+ * warmup from peak/warmup to peak, then cosine decay to min_lr_frac * peak. */
+static double lr_at (const struct train_opts *o, int64_t s)
+{
+    double peak = o->lr * o->global_batch / o->lr_ref_batch;
+    double floor = peak * o->min_lr_frac;
+    if (s < o->warmup_steps)
+        return peak * (double)(s + 1) / (double)o->warmup_steps;
+    int64_t rest = o->steps - o->warmup_steps;
+    if (rest <= 0)
+        return peak;
+    double p = (double)(s - o->warmup_steps) / (double)rest;
+    if (p > 1)
+        p = 1;
+    return floor + 0.5 * (peak - floor) * (1.0 + cos (M_PI * p));
+}
+
+/* --- setup ---------------------------------------------------------------------- */
+
+static int resume (struct trainer *t, int *exit_code, dt_error_t *err)
+{
+    const struct train_opts *o = &t->o;
+    char stepdir[1024], from[1024];
+    int64_t step;
+    int world, parallel;
+    size_t n = t->model.nparams;
+
+    if (o->resume)
+        snprintf (from, sizeof (from), "%s", o->resume);
+    else if (o->resume_step >= 0 && o->checkpoint_dir)
+        snprintf (from, sizeof (from), "%s/step-%" PRId64, o->checkpoint_dir, o->resume_step);
+    else
+        return 0;
+    int rc = ckpt_find (from, stepdir, sizeof (stepdir), err);
+    if (rc < 0)
+        return -1;
+    if (rc == 1) {
+        /* An explicit request names something that must exist. */
+        return errprintf (err, "resume: no checkpoint in %s (no rank-0.ckpt, no committed step-*)",
+                          from);
+    }
+    float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
+    if (!p || !m || !v) {
+        free (p), free (m), free (v);
+        return errprintf (err, "resume: out of memory");
+    }
+    dtclient_set_busy (t->client, 1);
+    int64_t t0 = dt_mono_ns ();
+    if (ckpt_load (stepdir, t->config, n, p, m, v, &step, &world, &parallel, err) < 0) {
+        *exit_code = errno == EBADMSG ? EXIT_CKPT_CORRUPT
+                   : errno == EINVAL ? EXIT_CKPT_MISMATCH : EXIT_TRAIN_ERR;
+        free (p), free (m), free (v);
+        dtclient_set_busy (t->client, 0);
+        return -1;
+    }
+    size_t off = o->parallel == PAR_ZERO1 ? t->lo : 0;
+    if (t->k->upload (t->model.params, p, n * 4) < 0
+        || t->k->upload (t->m, m + off, t->opt_elems * 4) < 0
+        || t->k->upload (t->v, v + off, t->opt_elems * 4) < 0) {
+        free (p), free (m), free (v);
+        dtclient_set_busy (t->client, 0);
+        return errprintf (err, "resume: %s", t->k->last_error);
+    }
+    free (p), free (m), free (v);
+    dtclient_set_busy (t->client, 0);
+    t->step = t->start_step = step;
+    t->last_saved = step;
+    if (t->rank == 0)
+        dt_log (LOG_NOTICE, "resumed from %s: step %" PRId64 ", saved by %d rank%s (%s), now %d (%s), load %.3f s",
+                stepdir, step, world, world == 1 ? "" : "s", parallel ? "zero1" : "dp", t->world,
+                o->parallel ? "zero1" : "dp", (dt_mono_ns () - t0) / 1e9);
+    return 0;
+}
+
+struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
+                                int *exit_code, dt_error_t *err)
+{
+    struct trainer *t = calloc (1, sizeof (*t));
+    char why[256];
+
+    *exit_code = EXIT_TRAIN_ERR;
+    if (!t) {
+        errprintf (err, "out of memory");
+        return NULL;
+    }
+    t->o = *o;
+    t->client = client;
+    t->rank = o->rank;
+    t->world = o->world;
+
+    /* Data: mmap, hold out the tail. */
+    if (data_open (&t->data, o->data, o->context, o->val_frac, err) < 0)
+        goto error;
+
+    /* Kernel backend: CUDA only if built and a device is present. */
+    if (!(t->k = dt_kern_select (o->backend, why, sizeof (why)))) {
+        errprintf (err, "--backend: %s", why);
+        goto error;
+    }
+    if (!t->k->is_device)
+        dt_kern_cpu_set_threads (o->threads);
+
+    /* Model: the micro-batch is a rank's share unless given. */
+    int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world
+                  - ((int64_t)o->global_batch * t->rank) / t->world;
+    int64_t maxshare = (o->global_batch + t->world - 1) / t->world;
+    t->mb = o->micro_batch ? o->micro_batch : (int)maxshare;
+    if (t->mb > maxshare)
+        t->mb = (int)maxshare;
+    if (t->mb < 1)
+        t->mb = 1;
+    (void)share;
+    if (model_create (&t->model, t->k, o->context, o->embed, o->hidden, o->layers, t->mb,
+                      o->seed) < 0) {
+        errprintf (err, "model: out of %s memory (%s)", t->k->name, t->k->last_error);
+        goto error;
+    }
+
+    /* Partition (ZeRO-1 shards and checkpoint slices). */
+    size_t n = t->model.nparams;
+    if (!(t->counts = calloc (t->world, sizeof (size_t)))) {
+        errprintf (err, "out of memory");
+        goto error;
+    }
+    for (int r = 0; r < t->world; r++) {
+        size_t a = n * r / t->world, b = n * (r + 1) / t->world;
+        t->counts[r] = b - a;
+        if (r == t->rank)
+            t->lo = a, t->hi = b;
+    }
+    t->opt_elems = o->parallel == PAR_ZERO1 ? t->hi - t->lo : n;
+    if (!(t->m = t->k->alloc (t->opt_elems * 4)) || !(t->v = t->k->alloc (t->opt_elems * 4))) {
+        errprintf (err, "optimizer state: out of memory (%s)", t->k->last_error);
+        goto error;
+    }
+    t->nctrl = 1 + 6 * (size_t)t->world;
+    if (!(t->ctrl = calloc (t->nctrl, sizeof (double)))
+        || !(t->ctx_host = malloc ((size_t)t->mb * o->context))
+        || !(t->tgt_host = malloc (t->mb))
+        || !(t->config = opts_to_text (o, t->data.len, t->data.crc))
+        || !(t->writer = ckpt_writer_create (client))) {
+        errprintf (err, "out of memory");
+        goto error;
+    }
+
+    /* Resume (before the communicator: the start step names its keys). */
+    if (resume (t, exit_code, err) < 0)
+        goto error;
+
+    if (!(t->comm = comm_open (t, err))) {
+        *exit_code = EXIT_COMM;
+        goto error;
+    }
+    if (t->rank == 0)
+        dt_log (LOG_INFO, "%d rank%s, %s, backend %s, comm %s; %zu parameters; global batch %d "
+                "(micro-batch %d); optimizer state %.2f MiB per rank",
+                t->world, t->world > 1 ? "s" : "", o->parallel ? "zero1" : "dp", t->k->name,
+                t->comm->ops->name, n, o->global_batch, t->mb, t->opt_elems * 8.0 / 1048576.0);
+    return t;
+error:
+    trainer_destroy (t);
+    return NULL;
+}
+
+void trainer_destroy (struct trainer *t)
+{
+    if (!t)
+        return;
+    ckpt_writer_destroy (t->writer);
+    dt_comm_destroy (t->comm);
+    if (t->k) {
+        t->k->free (t->m);
+        t->k->free (t->v);
+    }
+    model_destroy (&t->model);
+    data_close (&t->data);
+    free (t->counts);
+    free (t->ctrl);
+    free (t->ctx_host);
+    free (t->tgt_host);
+    free (t->config);
+    free (t);
+}
+
+/* --- one step ---------------------------------------------------------------------- */
+
+static int comm_fail (struct trainer *t, dt_error_t *err)
+{
+    /* gloo names the peer's address; with two ranks we know its rank. */
+    char peer[48] = "";
+    if (t->world == 2)
+        snprintf (peer, sizeof (peer), " (peer rank %d lost or hung)", 1 - t->rank);
+    dt_log (LOG_ERR, "rank %d: collective failed at step %" PRId64 "%s: %s", t->rank, t->step + 1,
+            peer, err->text);
+    return -1;
+}
+
+/* Gradients: allreduce in fixed buckets (same boundaries in dp and zero1). */
+static int reduce_grads (struct trainer *t, dt_error_t *err)
+{
+    size_t n = t->model.nparams;
+    size_t bucket = (size_t)(t->o.bucket_mb * 1048576.0 / 4);
+    if (bucket < 1024)
+        bucket = 1024;
+    if (t->world == 1)
+        return 0;
+    int64_t t0 = dt_mono_ns ();
+    for (size_t off = 0; off < n; off += bucket) {
+        size_t len = n - off < bucket ? n - off : bucket;
+        if (dt_comm_allreduce (t->comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
+            return -1;
+    }
+    t->ar_bytes += n * 4.0;
+    t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
+    return 0;
+}
+
+static int optimizer_step (struct trainer *t, double gscale, double *comm_s, dt_error_t *err)
+{
+    const struct train_opts *o = &t->o;
+    struct model *m = &t->model;
+    double lr = lr_at (o, t->step);
+    double bc1 = 1.0 - pow (o->beta1, (double)(t->step + 1));
+    double bc2 = 1.0 - pow (o->beta2, (double)(t->step + 1));
+    size_t lo = o->parallel == PAR_ZERO1 ? t->lo : 0;
+    size_t hi = o->parallel == PAR_ZERO1 ? t->hi : m->nparams;
+
+    for (int i = 0; i < m->ntensors; i++) {
+        size_t a = m->t[i].off, b = a + m->t[i].count;
+        if (a < lo)
+            a = lo;
+        if (b > hi)
+            b = hi;
+        if (a >= b)
+            continue;
+        if (t->k->adamw (b - a, m->params + a, m->grads + a, t->m + (a - lo), t->v + (a - lo),
+                         (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
+                         m->t[i].decay ? (float)o->weight_decay : 0.0f, (float)bc1, (float)bc2,
+                         (float)gscale) < 0)
+            return errprintf (err, "adamw: %s", t->k->last_error);
+    }
+    if (o->parallel == PAR_ZERO1 && t->world > 1) {
+        if (t->k->sync () < 0)
+            return errprintf (err, "%s", t->k->last_error);
+        int64_t t0 = dt_mono_ns ();
+        if (dt_comm_allgather (t->comm, m->params + t->lo, m->params, t->counts, err) < 0)
+            return -1;
+        *comm_s += (dt_mono_ns () - t0) / 1e9;
+    }
+    return 0;
+}
+
+static int validate (struct trainer *t, double *loss, dt_error_t *err)
+{
+    const struct train_opts *o = &t->o;
+    int64_t n = o->val_samples;
+    double s[2] = { 0, 0 };
+
+    if (data_val_pos (&t->data, 0, n) == (size_t)-1 || n == 0)
+        return 1;
+    int64_t a = n * t->rank / t->world, b = n * (t->rank + 1) / t->world;
+    for (int64_t i = a; i < b; i += t->mb) {
+        int cnt = (int)(b - i < t->mb ? b - i : t->mb);
+        for (int j = 0; j < cnt; j++)
+            data_window (&t->data, data_val_pos (&t->data, i + j, n),
+                         t->ctx_host + (size_t)j * o->context, t->tgt_host + j);
+        double ls;
+        if (model_eval (&t->model, cnt, t->ctx_host, t->tgt_host, &ls) < 0)
+            return errprintf (err, "validation: %s", t->k->last_error);
+        s[0] += ls;
+    }
+    if (dt_comm_allreduce (t->comm, s, 1, DT_F64, DT_SUM, err) < 0)
+        return -1;
+    *loss = s[0] / n;
+    return 0;
+}
+
+static int checkpoint (struct trainer *t, dt_error_t *err)
+{
+    double stall;
+    struct ckpt_meta meta = {
+        .root = t->o.checkpoint_dir,
+        .job = t->o.job,
+        .step = t->step,
+        .rank = t->rank,
+        .world = t->world,
+        .parallel = t->o.parallel,
+        .nparams = t->model.nparams,
+        .lo = t->lo,
+        .hi = t->hi,
+        .seed = t->o.seed,
+        .data_cursor = (uint64_t)t->step * t->o.global_batch,
+        .config = t->config,
+    };
+    size_t off = t->o.parallel == PAR_ZERO1 ? 0 : t->lo;
+    dtclient_set_busy (t->client, 1);
+    int rc = ckpt_save_async (t->writer, t->k, &meta, t->model.params + t->lo, t->m + off,
+                              t->v + off, &stall, err);
+    dtclient_set_busy (t->client, 0);
+    if (rc < 0)
+        return -1;
+    t->ckpt_stall_s += stall;
+    t->nckpt++;
+    t->last_saved = t->step;
+    t->pending_commit = t->step;
+    if (t->rank == 0)
+        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": snapshot stall %.1f ms, writing in background",
+                t->step, stall * 1e3);
+    return 0;
+}
+
+/* Fill this rank's slots of the control vector. */
+static void ctrl_fill (struct trainer *t, double loss_sum, double sumsq)
+{
+    int W = t->world, r = t->rank;
+    struct ckpt_done d;
+    memset (t->ctrl, 0, t->nctrl * sizeof (double));
+    ckpt_last_done (t->writer, &d);
+    t->ctrl[0] = loss_sum;
+    t->ctrl[1 + r] = sumsq;
+    t->ctrl[1 + W + r] = (double)t->my_ckpt_req;
+    t->ctrl[1 + 2 * W + r] = (double)t->my_stop_req;
+    t->ctrl[1 + 3 * W + r] = d.failed ? -1.0 : (double)d.step;
+    t->ctrl[1 + 4 * W + r] = (double)d.crc;
+    t->ctrl[1 + 5 * W + r] = (double)d.bytes;
+    if (d.failed && d.step > 0 && d.step == t->pending_commit)
+        dt_log (LOG_ERR, "rank %d: checkpoint step %" PRId64 " failed: %s", r, d.step, d.error);
+}
+
+static double ctrl_max (struct trainer *t, int field)
+{
+    double mx = 0;
+    for (int r = 0; r < t->world; r++)
+        if (t->ctrl[1 + field * t->world + r] > mx)
+            mx = t->ctrl[1 + field * t->world + r];
+    return mx;
+}
+
+/* Standalone commit: every rank's write of pending_commit is done. */
+static void maybe_commit (struct trainer *t)
+{
+    int W = t->world;
+    if (!t->pending_commit)
+        return;
+    for (int r = 0; r < W; r++)
+        if ((int64_t)t->ctrl[1 + 3 * W + r] != t->pending_commit)
+            return;
+    if (t->rank == 0 && !dtclient_connected (t->client)) {
+        uint64_t bytes[W];
+        uint32_t crc[W];
+        dt_error_t err;
+        for (int r = 0; r < W; r++) {
+            crc[r] = (uint32_t)t->ctrl[1 + 4 * W + r];
+            bytes[r] = (uint64_t)t->ctrl[1 + 5 * W + r];
+        }
+        if (ckpt_write_manifest (t->o.checkpoint_dir, t->o.job, t->pending_commit, W,
+                                 t->o.parallel, bytes, crc, &err) < 0)
+            dt_log (LOG_ERR, "commit of checkpoint step %" PRId64 ": %s", t->pending_commit,
+                    err.text);
+        else
+            dt_log (LOG_INFO, "checkpoint step %" PRId64 " committed (%d shard%s)",
+                    t->pending_commit, W, W > 1 ? "s" : "");
+    }
+    struct ckpt_done d;
+    ckpt_last_done (t->writer, &d);
+    t->ckpt_write_s += d.write_s;
+    t->pending_commit = 0;
+}
+
+static void poll_commands (struct trainer *t)
+{
+    dtclient_cmd_t cmd;
+    while (dtclient_poll (t->client, &cmd)) {
+        switch (cmd.kind) {
+        case DTCLIENT_CMD_CHECKPOINT:
+            if (cmd.step > t->my_ckpt_req)
+                t->my_ckpt_req = cmd.step;
+            break;
+        case DTCLIENT_CMD_STOP:
+            t->my_stop_req = cmd.step > 0 ? cmd.step : t->step + 1;
+            break;
+        case DTCLIENT_CMD_ABORT:
+            dt_log (LOG_NOTICE, "rank %d: abort requested by the controller at step %" PRId64,
+                    t->rank, t->step);
+            exit (EXIT_TRAIN_ERR);
+        default:
+            break;
+        }
+    }
+}
+
+static void inject (struct trainer *t)
+{
+    const struct train_opts *o = &t->o;
+    if (o->crash_rank == t->rank && o->crash_step == t->step) {
+        fprintf (stderr, "dttrain: rank %d: injected crash at step %" PRId64 "\n", t->rank, t->step);
+        fflush (stderr);
+        _exit (EXIT_INJECTED);
+    }
+    if (o->hang_rank == t->rank && o->hang_step == t->step) {
+        fprintf (stderr, "dttrain: rank %d: injected hang at step %" PRId64 "\n", t->rank, t->step);
+        fflush (stderr);
+        for (;;)
+            pause ();
+    }
+}
+
+static int train_step (struct trainer *t, double *loss, dt_error_t *err)
+{
+    const struct train_opts *o = &t->o;
+    struct model *m = &t->model;
+    int B = o->global_batch, C = o->context;
+    int64_t a = (int64_t)B * t->rank / t->world, b = (int64_t)B * (t->rank + 1) / t->world;
+    double loss_sum = 0, sumsq = 0;
+
+    /* compute */
+    int64_t t0 = dt_mono_ns ();
+    if (t->k->zero (m->grads, m->nparams * 4) < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    for (int64_t i = a; i < b; i += t->mb) {
+        int cnt = (int)(b - i < t->mb ? b - i : t->mb);
+        for (int j = 0; j < cnt; j++)
+            data_window (&t->data, data_train_pos (&t->data, o->seed, t->step, i + j),
+                         t->ctx_host + (size_t)j * C, t->tgt_host + j);
+        double ls;
+        if (model_step (m, cnt, t->ctx_host, t->tgt_host, 1.0f / B, &ls) < 0)
+            return errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
+        loss_sum += ls;
+    }
+    if (t->k->sync () < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    double compute = (dt_mono_ns () - t0) / 1e9;
+    if (o->slow_rank == t->rank && o->slow_factor > 1) {
+        sleep_s (compute * (o->slow_factor - 1));
+        compute = (dt_mono_ns () - t0) / 1e9;
+    }
+
+    /* communicate: gradients, then the control vector */
+    int64_t t1 = dt_mono_ns ();
+    double comm = 0;
+    if (reduce_grads (t, err) < 0)
+        return comm_fail (t, err);
+    if (t->k->sumsq (t->hi - t->lo, m->grads + t->lo, &sumsq) < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    ctrl_fill (t, loss_sum, sumsq);
+    if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, err) < 0)
+        return comm_fail (t, err);
+    double norm2 = 0;
+    for (int r = 0; r < t->world; r++)
+        norm2 += t->ctrl[1 + r];
+    double norm = sqrt (norm2);
+    double gscale = (o->clip > 0 && norm > o->clip) ? o->clip / norm : 1.0;
+    comm += (dt_mono_ns () - t1) / 1e9;
+
+    /* update (zero1: own shard, then allgather) */
+    int64_t t2 = dt_mono_ns ();
+    double comm_before = comm;
+    if (optimizer_step (t, gscale, &comm, err) < 0)
+        return o->parallel == PAR_ZERO1 ? comm_fail (t, err) : -1;
+    if (t->k->sync () < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    compute += (dt_mono_ns () - t2) / 1e9 - (comm - comm_before);
+    t->compute_s += compute;
+    t->comm_s += comm;
+    t->step++;
+    *loss = t->ctrl[0] / B;
+    dtclient_step (t->client, t->step, *loss, B, compute, comm);
+    if (!o->quiet && t->rank == 0) {
+        int64_t every = o->steps >= 20 ? o->steps / 20 : 1;
+        if (t->step % every == 0 || t->step == t->start_step + 1)
+            dt_log (LOG_INFO, "step %" PRId64 "/%" PRId64 " loss %.4f (%.3f bits/byte) lr %.3g "
+                    "|g| %.3f compute %.1f ms comm %.1f ms", t->step, o->steps, *loss,
+                    *loss / M_LN2, lr_at (o, t->step - 1), norm, compute * 1e3, comm * 1e3);
+    }
+    return 0;
+}
+
+static uint32_t params_crc (struct trainer *t)
+{
+    size_t n = t->model.nparams;
+    float *h = malloc (n * 4);
+    uint32_t crc = 0;
+    if (h && t->k->download (h, t->model.params, n * 4) == 0) {
+        crc = dt_crc32c (0, h, n * 4);
+        if (t->o.dump_params && t->rank == 0) {
+            FILE *f = fopen (t->o.dump_params, "wb");
+            if (!f || fwrite (h, 4, n, f) != n || fclose (f) != 0)
+                dt_log (LOG_ERR, "--dump-params %s: %s", t->o.dump_params, strerror (errno));
+        }
+    }
+    free (h);
+    return crc;
+}
+
+int trainer_run (struct trainer *t)
+{
+    const struct train_opts *o = &t->o;
+    dt_error_t err;
+    double loss = NAN;
+    int stopped = 0;
+    int64_t t0 = dt_mono_ns ();
+
+    while (t->step < o->steps) {
+        inject (t);
+        poll_commands (t);
+        if (train_step (t, &loss, &err) < 0) {
+            if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
+                return EXIT_COMM;
+            dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
+            return EXIT_TRAIN_ERR;
+        }
+        t->last_loss = loss;
+        maybe_commit (t);
+
+        /* Checkpoint: every N, on command (all ranks saw the same max),
+         * on stop, and at the end. */
+        int64_t creq = (int64_t)ctrl_max (t, 1), sreq = (int64_t)ctrl_max (t, 2);
+        int want = 0;
+        if (o->checkpoint_every && t->step % o->checkpoint_every == 0)
+            want = 1;
+        if (creq > t->ckpt_req_done && t->step >= creq) {
+            want = 1;
+            t->ckpt_req_done = creq;
+        }
+        if (sreq > 0 && t->step >= sreq)
+            stopped = want = 1;
+        if (t->step == o->steps)
+            want = 1;
+        if (want && o->checkpoint_dir && t->last_saved != t->step
+            && checkpoint (t, &err) < 0) {
+            dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
+            return EXIT_TRAIN_ERR;
+        }
+        if (o->val_every && t->step % o->val_every == 0 && t->step < o->steps) {
+            double vl;
+            int rc = validate (t, &vl, &err);
+            if (rc < 0)
+                return comm_fail (t, &err), EXIT_COMM;
+            if (rc == 0 && t->rank == 0)
+                dt_log (LOG_INFO, "step %" PRId64 " val loss %.4f (%.3f bits/byte)", t->step, vl,
+                        vl / M_LN2);
+        }
+        if (stopped)
+            break;
+    }
+    double wall = (dt_mono_ns () - t0) / 1e9;
+
+    /* Finish the last write and commit it (one more control exchange). */
+    ckpt_wait (t->writer);
+    if (t->world > 1 || t->pending_commit) {
+        ctrl_fill (t, 0, 0);
+        if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, &err) < 0)
+            return comm_fail (t, &err), EXIT_COMM;
+        maybe_commit (t);
+    }
+    int vrc = validate (t, &t->val_loss, &err);
+    if (vrc < 0)
+        return comm_fail (t, &err), EXIT_COMM;
+    t->have_val = vrc == 0;
+
+    /* Every replica must hold the same parameters: compare CRCs. */
+    uint32_t crc = params_crc (t);
+    int64_t mm[2] = { crc, -(int64_t)crc };
+    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
+        return comm_fail (t, &err), EXIT_COMM;
+    if (mm[0] != -mm[1]) {
+        dt_log (LOG_ERR, "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
+                "%08x..%08x", t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
+        return EXIT_TRAIN_ERR;
+    }
+
+    /* Summary */
+    int64_t steps_run = t->step - t->start_step;
+    double tps = wall > 0 ? (double)steps_run * o->global_batch / wall : 0;
+    double flops = t->model.flops_per_sample * o->global_batch * steps_run;
+    char json[1536], val[96];
+    if (t->have_val)
+        snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
+                  t->val_loss / M_LN2);
+    else
+        snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
+    snprintf (json, sizeof (json),
+              "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
+              "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
+              "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
+              "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
+              "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
+              "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
+              "\"checkpoints\": %d, \"ckpt_stall_s\": %.4f, \"ckpt_write_s\": %.4f, "
+              "\"stopped\": %s}",
+              t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
+              o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0, t->last_loss,
+              t->last_loss / M_LN2, val, t->model.nparams, crc, wall, t->compute_s,
+              t->comm_s, t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0,
+              t->opt_elems * 8, t->nckpt, t->ckpt_stall_s, t->ckpt_write_s,
+              stopped ? "true" : "false");
+    if (t->rank == 0) {
+        printf ("%s\n", json);
+        fflush (stdout);
+    }
+    dtclient_result (t->client, json);
+    return 0;
+}

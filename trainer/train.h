@@ -1,0 +1,22 @@
+/* train.h: dttrain's training loop - data parallelism (dp / zero1), AdamW, checkpoints, reports. */
+#ifndef DT_TRAINER_TRAIN_H
+#define DT_TRAINER_TRAIN_H
+
+#include "agent/client/dtclient.h"
+#include "common/errprintf.h"
+#include "trainer/opts.h"
+
+struct trainer;
+
+/* Set up everything (data, backend, model, communicator, resume).  New;
+ * NULL with err and *exit_code set (opts.h exit codes). */
+struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
+                                int *exit_code, dt_error_t *err);
+
+/* Train to --steps (or a stop command), then print and report the JSON
+ * summary.  Returns the process exit code. */
+int trainer_run (struct trainer *t);
+
+void trainer_destroy (struct trainer *t);
+
+#endif
