@@ -48,6 +48,10 @@ int main (int argc, char **argv)
         return EXIT_TRAIN_ERR;
     }
 
+    /* A stop signal ends the run cleanly with a checkpoint; block it before
+     * any thread (gloo, checkpoint writer) starts. */
+    trainer_catch_stop_signals ();
+
     /* Data, kernels, model, communicator, resume. */
     if (!(t = trainer_create (&o, client, &rc, &err))) {
         fprintf (stderr, "dttrain: rank %d: %s\n", o.rank, err.text);

@@ -158,6 +158,24 @@ int model_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
     return forward (m, n, ctx, tgt, 0.0f, loss_sum);
 }
 
+void model_set_ready_cb (struct model *m, model_ready_f cb, void *arg)
+{
+    m->ready_cb = cb;
+    m->ready_arg = arg;
+}
+
+/* Gradients from tensor i on are final: tell the trainer (after the queued
+ * kernels are done, for a device backend). */
+static int ready (struct model *m, int i)
+{
+    if (!m->ready_cb)
+        return 0;
+    if (m->k->sync () < 0)
+        return -1;
+    m->ready_cb (m->ready_arg, m->t[i].off);
+    return 0;
+}
+
 int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
                 float scale, double *loss_sum)
 {
@@ -174,7 +192,8 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
                   G (o), MODEL_VOCAB) < 0
         || k->bias_bwd (n, MODEL_VOCAB, m->logits, G (o + 1)) < 0
         || k->sgemm (0, 1, n, H, MODEL_VOCAB, 1.0f, m->logits, MODEL_VOCAB, P (o),
-                     MODEL_VOCAB, 0.0f, m->d1, H) < 0)
+                     MODEL_VOCAB, 0.0f, m->d1, H) < 0
+        || ready (m, o) < 0)
         return -1;
     float *dy = m->d1, *dx = m->d2;
     for (int l = L - 1; l >= 0; l--) {
@@ -183,12 +202,15 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
         /* du overwrites dy in place */
         if (k->bias_gelu_bwd (n, H, m->u[l], dy, dy, G (2 + 2 * l)) < 0
             || k->sgemm (1, 0, xw, H, n, 1.0f, xin, xw, dy, H, 1.0f, G (1 + 2 * l), H) < 0
-            || k->sgemm (0, 1, n, xw, H, 1.0f, dy, H, P (1 + 2 * l), H, 0.0f, dx, xw) < 0)
+            || k->sgemm (0, 1, n, xw, H, 1.0f, dy, H, P (1 + 2 * l), H, 0.0f, dx, xw) < 0
+            || ready (m, 1 + 2 * l) < 0)
             return -1;
         float *t = dy;
         dy = dx;
         dx = t;
     }
     /* dy is d x0 */
-    return k->embed_bwd (n, C, E, m->tok, dy, G (0));
+    if (k->embed_bwd (n, C, E, m->tok, dy, G (0)) < 0)
+        return -1;
+    return ready (m, 0);
 }

@@ -14,6 +14,10 @@
 #define MODEL_VOCAB 256
 #define MODEL_MAX_TENSORS (2 * 256 + 3)
 
+/* Called during the backward pass when every gradient at flat offset >= off
+ * is final for this micro-batch (so the trainer can start reducing it). */
+typedef void (*model_ready_f) (void *arg, size_t off);
+
 struct model_tensor {
     char name[24];
     size_t off, count;
@@ -32,6 +36,8 @@ struct model {
     float *x0, **u, **y, *logits, *d1, *d2, *loss;
     float *loss_host;
     double flops_per_sample;    /* forward + backward GEMM flops */
+    model_ready_f ready_cb;
+    void *ready_arg;
 };
 
 /* Lay out and allocate; parameters initialised from seed (pure function of
@@ -45,6 +51,9 @@ void model_destroy (struct model *m);
  * the sum of the n losses (nats), summed in order in double. */
 int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
                 float scale, double *loss_sum);
+
+/* Set (or clear, cb NULL) the backward-progress callback. */
+void model_set_ready_cb (struct model *m, model_ready_f cb, void *arg);
 
 /* Forward only (validation). */
 int model_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,

@@ -42,6 +42,7 @@ static const struct train_opts defaults = {
     .hang_rank = -1,
     .slow_rank = -1,
     .slow_factor = 1.0,
+    .overlap = -1,
     .resume_step = -1,
 };
 
@@ -80,6 +81,9 @@ static const char usage_text[] =
 "  --backend auto|cpu|cuda  kernel backend (auto)\n"
 "  --threads N            OpenBLAS threads (1)\n"
 "  --bucket-mb X          gradient allreduce bucket size in MiB (4)\n"
+"  --overlap, --no-overlap  reduce gradient buckets during the backward pass (a comm\n"
+"                         thread) or after it; default: overlap when there is a core\n"
+"                         to spare (online CPUs > local ranks x threads)\n"
 "  --comm-timeout SEC     collective timeout; a dead peer errors within it (60)\n"
 "  --comm-host ADDR       address this rank listens on (127.0.0.1 or hostname)\n"
 "  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
@@ -98,7 +102,7 @@ enum {
     O_DATA = 256, O_STEPS, O_GB, O_CTX, O_EMB, O_HID, O_LAY, O_LR, O_LRREF, O_WARM,
     O_MINLR, O_WD, O_CLIP, O_SEED, O_VALFRAC, O_VALN, O_MB, O_PAR, O_CKDIR, O_CKEV,
     O_RESUME, O_RDV, O_VALEV, O_BACKEND, O_THREADS, O_BUCKET, O_TIMEOUT, O_HOST,
-    O_JOB, O_QUIET, O_DUMP, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
+    O_JOB, O_QUIET, O_DUMP, O_NOOV, O_OV, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -133,6 +137,8 @@ static const struct option longopts[] = {
     { "job", required_argument, NULL, O_JOB },
     { "quiet", no_argument, NULL, O_QUIET },
     { "dump-params", required_argument, NULL, O_DUMP },
+    { "no-overlap", no_argument, NULL, O_NOOV },
+    { "overlap", no_argument, NULL, O_OV },
     { "inject-crash", required_argument, NULL, O_CRASH },
     { "inject-hang", required_argument, NULL, O_HANG },
     { "inject-slow", required_argument, NULL, O_SLOW },
@@ -212,7 +218,6 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     opterr = 0;
     while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
         const char *a = optarg;
-        const char *n = c >= O_DATA && c <= O_VERSION ? longopts[c - O_DATA].name : "?";
         switch (c) {
         case O_DATA: o->data = a; break;
         case O_STEPS: if (parse_i64 ("--steps", a, 0, INT64_MAX / 2, &o->steps, err)) return -1; break;
@@ -252,6 +257,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_JOB: o->job = a; break;
         case O_QUIET: o->quiet = 1; break;
         case O_DUMP: o->dump_params = a; break;
+        case O_NOOV: o->overlap = 0; break;
+        case O_OV: o->overlap = 1; break;
         case O_CRASH: if (parse_pair ("--inject-crash", a, &o->crash_rank, &o->crash_step, err)) return -1; break;
         case O_HANG: if (parse_pair ("--inject-hang", a, &o->hang_rank, &o->hang_step, err)) return -1; break;
         case O_SLOW: {
@@ -271,7 +278,6 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case ':':
             return errprintf (err, "%s needs an argument", argv[optind - 1]);
         default:
-            (void)n;
             return errprintf (err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
     }

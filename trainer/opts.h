@@ -49,6 +49,7 @@ struct train_opts {
     const char *backend;    /* auto, cpu, cuda */
     int threads;            /* OpenBLAS threads */
     double bucket_mb;
+    int overlap;            /* reduce buckets during backward: -1 auto, 0, 1 */
     long comm_timeout_ms;
     const char *job;
     const char *comm_host;

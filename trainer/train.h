@@ -19,4 +19,8 @@ int trainer_run (struct trainer *t);
 
 void trainer_destroy (struct trainer *t);
 
+/* SIGTERM and SIGUSR1 make the run stop at the next step with a checkpoint
+ * (as a STOP command would) and exit 0. */
+void trainer_catch_stop_signals (void);
+
 #endif

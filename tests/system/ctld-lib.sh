@@ -29,7 +29,7 @@ ctld_cleanup () {
     for p in $(pgrep -f -- "--state-dir $TMP/" 2>/dev/null); do
         kill -9 -- -"$(ps -o pgid= -p "$p" | tr -d ' ')" 2>/dev/null; kill -9 "$p" 2>/dev/null
     done
-    rm -rf "$TMP"
+    [ -n "$KEEP_TMP" ] || rm -rf "$TMP"
 }
 trap ctld_cleanup EXIT
 

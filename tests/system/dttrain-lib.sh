@@ -44,7 +44,7 @@ launch () {
         if [ "${LAUNCH_KV:-0}" = 1 ]; then rdvarg=""; export DT_RENDEZVOUS_DIR=$rdv
         else rdvarg="--rendezvous-dir $rdv"; fi
         ( RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 OPENBLAS_NUM_THREADS=1 \
-            exec "$DTTRAIN" $rdvarg --quiet "$@" \
+            exec "$DTTRAIN" $rdvarg "$@" \
             >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" ) &
         LAUNCHED="$LAUNCHED $!"
         PIDS="$PIDS $!"

@@ -13,6 +13,17 @@ run 2 z2 $args --parallel zero1 --dump-params "$TMP/z2"; check "2 ranks zero1: e
 ( LAUNCH_KV=1; run 4 z4 $args --parallel zero1 --micro-batch 3 --dump-params "$TMP/z4" )
 check "4 ranks zero1, micro-batches of 3, bootstrap via libdtclient kv: exit 0" test $? -eq 0
 
+# Gradient buckets reduced during the backward pass (comm thread) or after
+# it: same bucket boundaries and order, so the same bits.
+run 2 ov $args --overlap --bucket-mb 0.02 --micro-batch 5 --dump-params "$TMP/ov"
+check "2 ranks, 7 buckets overlapped with backward: exit 0" test $? -eq 0
+check "overlap is on" grep -q "overlapped with backward" "$TMP/ov.0.err"
+run 2 nov $args --no-overlap --bucket-mb 0.02 --micro-batch 5
+check "2 ranks, 7 buckets after backward: exit 0" test $? -eq 0
+check "overlap and no overlap: same params_crc32c" \
+    test "$(summary ov params_crc32c)" = "$(summary nov params_crc32c)"
+check "1 rank vs 2 ranks overlapped: params within 1e-5" params_close "$TMP/p1" "$TMP/ov" 1e-5
+
 check "1 vs 2 ranks: params within 1e-5" params_close "$TMP/p1" "$TMP/p2" 1e-5
 check "1 vs 4 ranks: params within 1e-5" params_close "$TMP/p1" "$TMP/p4" 1e-5
 check "1 rank vs 4 ranks zero1 (accumulation): within 1e-5" params_close "$TMP/p1" "$TMP/z4" 1e-5

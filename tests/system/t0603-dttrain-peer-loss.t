@@ -1,7 +1,8 @@
 #!/bin/bash
 # t0603-dttrain-peer-loss: a dead peer gives an error, not a hang (exit 5,
 # naming the peer); a hung peer gives an error within the collective
-# timeout; --inject-slow slows a rank without changing the result.
+# timeout; SIGTERM stops cleanly with a checkpoint; --inject-slow slows a
+# rank without changing the result.
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
 args="--data $data --steps 40 --global-batch 16 --hidden 32 --context 8 --embed 4"
@@ -32,6 +33,19 @@ else
 fi
 check "hung rank is still there (it is the hung one)" kill -0 "$p1"
 kill -9 "$p1" 2>/dev/null; wait "$p1" 2>/dev/null
+
+# SIGTERM to one rank: both stop at the same step with a committed
+# checkpoint and exit 0 (the signal travels in the per-step control allreduce).
+launch 2 term $args --steps 1000000 --checkpoint-dir "$TMP/ck-term" --checkpoint-every 10
+set -- $LAUNCHED
+deadline=$((SECONDS + 60))
+while [ ! -f "$TMP/ck-term/step-10/manifest.json" ] && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+kill -TERM "$2"
+reap term; check "SIGTERM to rank 1: both ranks exit 0" test $? -eq 0
+check "SIGTERM: summary says stopped" test "$(summary term stopped)" = True
+s=$(summary term steps)
+check "SIGTERM: checkpoint of the stop step ($s) committed" test -f "$TMP/ck-term/step-$s/manifest.json"
+check "SIGTERM: rank 1 logged the stop" grep -q "stopping after step" "$TMP/term.1.err"
 
 # A slow rank changes timing, not results.
 run 2 fast $args; check "2 ranks: exit 0" test $? -eq 0

@@ -90,8 +90,12 @@ static void *raw_loop (void *arg)
     struct raw *r = arg;
     int conns[64];
     int n = 0;
-    const char *resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                       "Content-Length: 40\r\n\r\n{\"data\":1,\"errors\":[],\"warnings\":[]}   ";
+    const char *body = "{\"data\":1,\"errors\":[],\"warnings\":[]}";
+    char resp[256];
+    snprintf (resp, sizeof (resp),
+              "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+              "Content-Length: %zu\r\n\r\n%s",
+              strlen (body), body);
 
     while (!atomic_load (&r->stop)) {
         struct pollfd p[65];
