@@ -220,22 +220,28 @@ static CURLcode perform (dt_httpc_t *c, const char *method, const char *url,
     curl_easy_setopt (h, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt (h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt (h, CURLOPT_WRITEDATA, reply);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85 */
     curl_easy_setopt (h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt (h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     if (body) {
         curl_easy_setopt (h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt (h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
     }
-    if (strcmp (method, "GET") == 0 && !body)
+    if (!body && (!strcmp (method, "GET") || !strcmp (method, "DELETE"))) {
+        /* no body: a GET-style request, with the method name swapped in */
         curl_easy_setopt (h, CURLOPT_HTTPGET, 1L);
-    else if (strcmp (method, "HEAD") == 0)
+        if (strcmp (method, "GET") != 0)
+            curl_easy_setopt (h, CURLOPT_CUSTOMREQUEST, method);
+    }
+    else if (!strcmp (method, "HEAD"))
         curl_easy_setopt (h, CURLOPT_NOBODY, 1L);
     else {
         if (!body) {
-            /* POST/PUT without a body: send Content-Length: 0. */
+            /* POST/PUT/PATCH without a body: send Content-Length: 0 */
             curl_easy_setopt (h, CURLOPT_POSTFIELDS, "");
             curl_easy_setopt (h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
-            if (strcmp (method, "DELETE") == 0)
-                curl_easy_setopt (h, CURLOPT_POSTFIELDS, NULL);
         }
         if (strcmp (method, "POST") != 0)
             curl_easy_setopt (h, CURLOPT_CUSTOMREQUEST, method);

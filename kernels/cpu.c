@@ -287,6 +287,12 @@ void dt_kern_cpu_set_threads (int n)
     cpu_threads_set = 1;
 }
 
+const char *dt_kern_cpu_corename (void)
+{
+    const char *core = openblas_get_corename ();
+    return core ? core : "unknown";
+}
+
 const char *dt_kern_cpu_better_coretype (void)
 {
     const char *core = openblas_get_corename ();

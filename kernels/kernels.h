@@ -118,6 +118,10 @@ void dt_kern_cpu_set_threads (int n);
  * caller must re-exec itself to apply it. */
 const char *dt_kern_cpu_better_coretype (void);
 
+/* OpenBLAS's core name ("SkylakeX", "Haswell", ...): results are bit-
+ * reproducible only on the same core type.  Static storage. */
+const char *dt_kern_cpu_corename (void);
+
 /* The tanh-form GELU used by every backend (for reference code and tests). */
 float dt_gelu (float x);
 float dt_gelu_grad (float x);

@@ -88,6 +88,25 @@ static double spec_real (const struct job *job, const char *sec, const char *key
     return json_number_value (json_object_get (o, key));
 }
 
+/* mkdir -p */
+static int mkdir_p (const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    if (pathf (buf, sizeof (buf), "%s", path) < 0)
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir (buf, mode) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir (buf, mode) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
 static void job_ckpt_dir (const struct job *job, char *buf, size_t len)
 {
     snprintf (buf, len, "%s/%lld", spec_str (job, "checkpoint", "dir"),
@@ -558,6 +577,15 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
         dt_log_errno (LOG_WARNING, "mkdir %s", logdir);
     pathf (output, sizeof (output), "%s/job-%lld.%d.%%n.log", logdir,
               (long long)job->row.id, att->row.attempt);
+
+    /* The job's checkpoint directory: the controller writes the manifests
+     * there, so it must reach it anyway (shared file system under Slurm). */
+    char cdir[PATH_MAX];
+    job_ckpt_dir (job, cdir, sizeof (cdir));
+    if (mkdir_p (cdir, 0755) < 0)
+        dt_log_errno (LOG_WARNING, "job %lld: mkdir %s", (long long)job->row.id, cdir);
+    else if (geteuid () == 0 && job->row.uid != 0 && chown (cdir, job->row.uid, job->row.gid) < 0)
+        dt_log_errno (LOG_WARNING, "job %lld: chown %s", (long long)job->row.id, cdir);
 
     json_t *jenv = json_object_get (job->row.spec, "env");
     n = json_object_size (jenv);

@@ -71,6 +71,9 @@ struct dt_comm_ops {
     int (*broadcast) (dt_comm_t *c, void *buf, size_t bytes, int root, dt_error_t *err);
     int (*barrier) (dt_comm_t *c, dt_error_t *err);
     void (*destroy) (dt_comm_t *c);
+    /* The rank whose address appears in an error text of this
+     * communicator, or -1 (NULL: the backend cannot tell). */
+    int (*peer_of) (dt_comm_t *c, const char *errtext);
 };
 
 /* Every communicator starts with a pointer to its ops. */
@@ -107,6 +110,11 @@ static inline int dt_comm_broadcast (dt_comm_t *c, void *buf, size_t bytes, int 
 static inline int dt_comm_barrier (dt_comm_t *c, dt_error_t *err)
 {
     return c->ops->barrier (c, err);
+}
+
+static inline int dt_comm_peer_of (dt_comm_t *c, const char *errtext)
+{
+    return c && c->ops->peer_of ? c->ops->peer_of (c, errtext) : -1;
 }
 
 static inline void dt_comm_destroy (dt_comm_t *c)

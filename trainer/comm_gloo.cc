@@ -86,6 +86,9 @@ struct gloo_comm {
     std::chrono::milliseconds timeout;
     uint32_t tag;
     std::vector<float> scratch;
+    // peer_addr[j]: the address rank j's pair to us listens on, as gloo
+    // prints it in errors ("[127.0.0.1]:43210"), to name a lost peer.
+    std::vector<std::string> peer_addr;
 };
 
 int fail (dt_error_t *err, const char *what, const std::exception &e)
@@ -221,8 +224,43 @@ void g_destroy (dt_comm_t *c)
     }
 }
 
+int g_peer_of (dt_comm_t *c, const char *errtext)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    for (int j = 0; j < (int)g->peer_addr.size (); j++)
+        if (j != c->rank && !g->peer_addr[j].empty () && strstr (errtext, g->peer_addr[j].c_str ()))
+            return j;
+    return -1;
+}
+
+// Every rank learns, for each peer j, the address j's pair to it listens
+// on: row r of a W x W table of fixed 64-byte strings, broadcast by r.
+void exchange_addresses (gloo_comm *g)
+{
+    const int W = g->base.size, me = g->base.rank, L = 64;
+    std::vector<char> table ((size_t)W * W * L, 0);
+    for (int j = 0; j < W; j++)
+        if (j != me) {
+            std::string a = g->ctx->getPair (j)->address ().str ();
+            snprintf (&table[((size_t)me * W + j) * L], L, "%s", a.c_str ());
+        }
+    for (int r = 0; r < W; r++) {
+        gloo::BroadcastOptions o (g->ctx);
+        o.setTag (g->tag++);
+        o.setTimeout (g->timeout);
+        o.setOutput ((uint8_t *)&table[(size_t)r * W * L], (size_t)W * L);
+        o.setRoot (r);
+        gloo::broadcast (o);
+    }
+    g->peer_addr.assign (W, std::string ());
+    for (int j = 0; j < W; j++)
+        if (j != me)
+            g->peer_addr[j] = std::string (&table[((size_t)j * W + me) * L]);
+}
+
 const struct dt_comm_ops gloo_ops = {
     "gloo", g_allreduce, g_reduce_scatter, g_allgather, g_broadcast, g_barrier, g_destroy,
+    g_peer_of,
 };
 
 } // namespace
@@ -254,6 +292,7 @@ extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_er
         g->ctx = std::make_shared<gloo::rendezvous::Context> (p->rank, p->size);
         g->ctx->setTimeout (g->timeout);
         g->ctx->connectFullMesh (store, g->dev);
+        exchange_addresses (g);
     } catch (const std::exception &e) {
         errprintf (err, "gloo init (rank %d of %d): %s", p->rank, p->size, e.what ());
         delete g;

@@ -229,7 +229,7 @@ static void n_destroy (dt_comm_t *c)
 }
 
 static const struct dt_comm_ops nccl_ops = {
-    "nccl", n_allreduce, n_reduce_scatter, n_allgather, n_broadcast, n_barrier, n_destroy,
+    "nccl", n_allreduce, n_reduce_scatter, n_allgather, n_broadcast, n_barrier, n_destroy, NULL,
 };
 
 /* Publish / fetch the unique id through the store or a file. */

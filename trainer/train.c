@@ -105,7 +105,9 @@ static dt_comm_t *comm_open (struct trainer *t, dt_error_t *err)
     const struct train_opts *o = &t->o;
     static dt_comm_store_t store;
     char prefix[256], host[256];
-    const char *attempt = getenv ("TORCHELASTIC_RESTART_COUNT");
+    const char *attempt = getenv ("DT_ATTEMPT");
+    if (!attempt)
+        attempt = getenv ("TORCHELASTIC_RESTART_COUNT");
     const char *master = getenv ("MASTER_ADDR");
 
     if (t->world == 1)
@@ -357,10 +359,14 @@ void trainer_destroy (struct trainer *t)
 
 static int comm_fail (struct trainer *t, dt_error_t *err)
 {
-    /* gloo names the peer's address; with two ranks we know its rank. */
+    /* gloo names the peer's address, which the communicator maps to a
+     * rank; with two ranks it can only be the other one. */
     char peer[48] = "";
-    if (t->world == 2)
-        snprintf (peer, sizeof (peer), " (peer rank %d lost or hung)", 1 - t->rank);
+    int who = dt_comm_peer_of (t->comm, err->text);
+    if (who < 0 && t->world == 2)
+        who = 1 - t->rank;
+    if (who >= 0)
+        snprintf (peer, sizeof (peer), " (peer rank %d lost or hung)", who);
     dt_log (LOG_ERR, "rank %d: collective failed at step %" PRId64 "%s: %s", t->rank, t->step + 1,
             peer, err->text);
     return -1;
@@ -916,7 +922,7 @@ int trainer_run (struct trainer *t)
     double tps = wall > 0 ? (double)steps_run * o->global_batch / wall : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
     char json[1536], val[96];
-    if (t->have_val)
+    if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
     else
@@ -929,13 +935,14 @@ int trainer_run (struct trainer *t)
               "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
               "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
               "\"checkpoints\": %d, \"ckpt_stall_s\": %.4f, \"ckpt_write_s\": %.4f, "
-              "\"stopped\": %s}",
+              "\"stopped\": %s, \"blas_core\": \"%s\"}",
               t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
-              o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0, t->last_loss,
-              t->last_loss / M_LN2, val, t->model.nparams, crc, wall, t->compute_s,
+              o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
+              isfinite (t->last_loss) ? t->last_loss : -1.0,
+              isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc, wall, t->compute_s,
               t->comm_s, t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0,
               t->opt_elems * 8, t->nckpt, t->ckpt_stall_s, t->ckpt_write_s,
-              stopped ? "true" : "false");
+              stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

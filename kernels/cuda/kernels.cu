@@ -169,34 +169,89 @@ __global__ static void k_bias_gelu_fwd (size_t n, int N, float *u, const float *
 static int cu_bias_gelu_fwd (int M, int N, float *u, const float *b, float *y)
 {
     size_t n = (size_t)M * N;
+    if (n == 0)
+        return 0;
     k_bias_gelu_fwd<<<grid_for (n, 256), 256>>> (n, N, u, b, y);
     CKLAUNCH (bias_gelu_fwd);
     return 0;
 }
 
-/* One thread per column: rows in order, so db is deterministic. */
-__global__ static void k_bias_gelu_bwd (int M, int N, const float *u, const float *dy,
-                                        float *du, float *db)
+/* Column sums db[N] += sum over rows of g[M,N], deterministic: row chunk c
+ * of every column j is summed in order by one thread into part[c, j], then
+ * one thread per column adds the chunks in order.  (One thread per column
+ * alone leaves an H200 nearly idle: N threads.) */
+#define COL_CHUNKS_MAX 64
+static float *col_part;
+static size_t col_part_n;
+
+__global__ static void k_colsum_part (int M, int N, int rows, const float *g, float *part)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.y;
+    if (j >= N)
+        return;
+    int r0 = c * rows, r1 = min (M, r0 + rows);
+    float s = 0.0f;
+    for (int i = r0; i < r1; i++)
+        s += g[(size_t)i * N + j];
+    part[(size_t)c * N + j] = s;
+}
+
+__global__ static void k_colsum_final (int N, int chunks, const float *part, float *db)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= N)
         return;
     float s = 0.0f;
-    for (int i = 0; i < M; i++) {
-        size_t k = (size_t)i * N + j;
-        float g = dy[k] * d_gelu_grad (u[k]);
-        du[k] = g;
-        s += g;
-    }
+    for (int c = 0; c < chunks; c++)
+        s += part[(size_t)c * N + j];
     db[j] += s;
+}
+
+static int colsum_add (int M, int N, const float *g, float *db)
+{
+    int rows = 64;
+    int chunks = (M + rows - 1) / rows;
+    if (chunks > COL_CHUNKS_MAX) {
+        chunks = COL_CHUNKS_MAX;
+        rows = (M + chunks - 1) / chunks;
+        chunks = (M + rows - 1) / rows;
+    }
+    if (chunks < 1)
+        return 0;
+    size_t need = (size_t)chunks * N;
+    if (need > col_part_n) {
+        if (col_part)
+            CK (cudaFree (col_part));
+        col_part = NULL;
+        col_part_n = 0;
+        CK (cudaMalloc ((void **)&col_part, need * sizeof (float)));
+        col_part_n = need;
+    }
+    dim3 grid ((N + 127) / 128, chunks);
+    k_colsum_part<<<grid, 128>>> (M, N, rows, g, col_part);
+    CKLAUNCH (colsum_part);
+    k_colsum_final<<<(N + 127) / 128, 128>>> (N, chunks, col_part, db);
+    CKLAUNCH (colsum_final);
+    return 0;
+}
+
+__global__ static void k_gelu_bwd (size_t n, const float *u, const float *dy, float *du)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        du[i] = dy[i] * d_gelu_grad (u[i]);
 }
 
 static int cu_bias_gelu_bwd (int M, int N, const float *u, const float *dy,
                              float *du, float *db)
 {
-    k_bias_gelu_bwd<<<(N + 127) / 128, 128>>> (M, N, u, dy, du, db);
-    CKLAUNCH (bias_gelu_bwd);
-    return 0;
+    size_t n = (size_t)M * N;
+    if (n == 0)
+        return 0;
+    k_gelu_bwd<<<grid_for (n, 256), 256>>> (n, u, dy, du);
+    CKLAUNCH (gelu_bwd);
+    return colsum_add (M, N, du, db);
 }
 
 __global__ static void k_bias_fwd (size_t n, int N, float *z, const float *b)
@@ -209,27 +264,16 @@ __global__ static void k_bias_fwd (size_t n, int N, float *z, const float *b)
 static int cu_bias_fwd (int M, int N, float *z, const float *b)
 {
     size_t n = (size_t)M * N;
+    if (n == 0)
+        return 0;
     k_bias_fwd<<<grid_for (n, 256), 256>>> (n, N, z, b);
     CKLAUNCH (bias_fwd);
     return 0;
 }
 
-__global__ static void k_bias_bwd (int M, int N, const float *dz, float *db)
-{
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= N)
-        return;
-    float s = 0.0f;
-    for (int i = 0; i < M; i++)
-        s += dz[(size_t)i * N + j];
-    db[j] += s;
-}
-
 static int cu_bias_bwd (int M, int N, const float *dz, float *db)
 {
-    k_bias_bwd<<<(N + 127) / 128, 128>>> (M, N, dz, db);
-    CKLAUNCH (bias_bwd);
-    return 0;
+    return colsum_add (M, N, dz, db);
 }
 
 __global__ static void k_embed_fwd (size_t n, int E, const uint8_t *tok,
@@ -247,6 +291,8 @@ static int cu_embed_fwd (int B, int C, int E, const uint8_t *tok,
                          const float *emb, float *x)
 {
     size_t n = (size_t)B * C * E;
+    if (n == 0)
+        return 0;
     k_embed_fwd<<<grid_for (n, 256), 256>>> (n, E, tok, emb, x);
     CKLAUNCH (embed_fwd);
     return 0;

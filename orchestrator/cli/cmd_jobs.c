@@ -341,6 +341,15 @@ static void print_kv_object (const json_t *obj, int indent)
             printf ("%*s%s:\n", indent, "", key);
             print_kv_object (v, indent + 2);
         }
+        else if (json_is_array (v) && strstr (key, "command")) {
+            /* A command line reads best as the shell would show it. */
+            size_t i;
+            json_t *a;
+            printf ("%*s%s:", indent, "", key);
+            json_array_foreach (v, i, a)
+                printf (" %s", jfmt (a, NULL, buf, sizeof (buf)));
+            printf ("\n");
+        }
         else if (json_is_array (v) && json_array_size (v) > 8) {
             /* Long series (e.g. losses) shortened to first and last. */
             size_t n = json_array_size (v);

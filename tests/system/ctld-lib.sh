@@ -50,6 +50,12 @@ write_conf () {
     } > "$TMP/dtctld.conf"
 }
 
+# free_port: a TCP port free right now (for tests that restart dtctld on
+# the same port, so that running agents find it again).
+free_port () {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # start_fg: dtctld in the foreground (background job), log in $TMP/ctld.log.
 start_fg () {
     rm -f "$TMP/port"

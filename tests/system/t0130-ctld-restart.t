@@ -1,0 +1,61 @@
+#!/bin/bash
+# t0130-ctld-restart: the straightforward failure path end to end with real
+# agents and a real libdtclient trainer (steptrainer): periodic checkpoints
+# committed in two phases (all shards, then the manifest, then SQLite), a
+# trainer exit -> attempt failed with cause/node/rank -> a new attempt
+# resuming from the latest committed checkpoint -> job completed with the
+# trainer's result; old checkpoints pruned beyond 'keep'.
+. "$(dirname "$0")/ctld-lib.sh"
+STEPTRAINER=$TOP_BUILDDIR/tests/system/steptrainer
+[ -x "$STEPTRAINER" ] || skip_all "steptrainer not built"
+command -v sha256sum >/dev/null || skip_all "sha256sum not installed"
+
+write_conf
+start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+
+SPEC=$(jq -n --arg t "$STEPTRAINER" --arg c "$TMP/ckpt" '{
+    name: "restartme", nodes: 2, ranks_per_node: 2,
+    command: [$t, "--steps", "60", "--step-ms", "40", "--fail-at", "33:7"],
+    checkpoint: {dir: $c, every_steps: 10, keep: 2},
+    restart: {max_restarts: 2},
+    heartbeat: {interval_ms: 200}}')
+api POST /v1/jobs -d "$SPEC" > "$TMP/s.json"
+check "submit: 201" test "$(status)" = 201
+ID=$(jq -r .data.id "$TMP/s.json")
+
+check "the job completes" wait_for 90 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r .data.state)\" = completed"
+check "its last attempt succeeds" wait_for 20 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[-1].state')\" = succeeded"
+api GET /v1/jobs/$ID > "$TMP/j.json"
+check "two attempts, one restart" jqt '.data.attempt == 2 and .data.restarts == 1' "$TMP/j.json"
+check "attempt 1 failed: trainer_exit, with node, rank and exit code 7" \
+    jqt '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "trainer_exit"
+         and (.data.attempts[0].cause_node | startswith("local"))
+         and (.data.attempts[0].cause_rank | type) == "number"
+         and .data.attempts[0].evidence.exit_code == 7' "$TMP/j.json"
+check "attempt 2 resumed from the checkpoint of step 30" \
+    jqt '.data.attempts[1].resume_step == 30' "$TMP/j.json"
+check "the job holds the trainer's result" jqt '.data.result.steps == 60' "$TMP/j.json"
+
+api GET /v1/jobs/$ID/checkpoints > "$TMP/c.json"
+check "checkpoints 60 and 50 committed, older ones deleted (keep 2)" \
+    jqt '([.data[] | select(.state == "committed") | .step] | sort) == [50, 60]
+         and ([.data[] | select(.state == "deleted") | .step] | index(10) != null)' "$TMP/c.json"
+check "each committed checkpoint has all 4 shards" \
+    jqt 'all(.data[] | select(.state == "committed"); .shards == 4)' "$TMP/c.json"
+M=$TMP/ckpt/$ID/step-60/manifest.json
+check "manifest.json written for step 60" jqt '.step == 60 and .world_size == 4 and (.shards | length) == 4' "$M"
+check "the manifest's sha256 is the one committed in SQLite" \
+    test "$(sha256sum < "$M" | cut -d' ' -f1)" = "$(jq -r '.data[] | select(.step == 60) | .manifest_sha256' "$TMP/c.json")"
+check "the deleted checkpoint's files are gone" test ! -e "$TMP/ckpt/$ID/step-10/manifest.json"
+check "the failure's event is recorded once" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'trainer_exit'")" = 1
+check "node health records the failure" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM node_health WHERE job_id = $ID")" -ge 1
+api GET /v1/jobs/$ID/metrics > "$TMP/m.json"
+check "step metrics were recorded" jqt '(.data.points | length) >= 3' "$TMP/m.json"
+curl -s "$URL/metrics" > "$TMP/metrics.txt"
+check "/metrics: restarts and committed checkpoints counted" \
+    sh -c "grep -q '^dtctld_restarts_total 1$' $TMP/metrics.txt && grep -q '^dtctld_checkpoints_committed 2$' $TMP/metrics.txt"
+kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
+check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok
+done_testing

@@ -1,0 +1,22 @@
+#!/bin/bash
+# t0604-dttrain-cuda: the CUDA backend trains the same model as the CPU
+# backend (20 steps: losses and parameters agree to float tolerance), and is
+# bit-reproducible run to run.  Skips (77) without a CUDA device.
+. "$(dirname "$0")/dttrain-lib.sh"
+data=$(corpus)
+"$DTTRAIN" --data "$data" --steps 0 --backend cuda >/dev/null 2>"$TMP/probe.err" || {
+    echo "1..0 # SKIP $(tail -1 "$TMP/probe.err")"; exit 77; }
+args="--data $data --steps 20 --global-batch 64 --hidden 256 --context 32 --embed 16"
+
+run 1 cpu $args --backend cpu --dump-params "$TMP/pc"; check "cpu run: exit 0" test $? -eq 0
+run 1 gpu $args --backend cuda --dump-params "$TMP/pg"; check "cuda run: exit 0" test $? -eq 0
+run 1 gpu2 $args --backend cuda; check "cuda run again: exit 0" test $? -eq 0
+check "cuda backend used" test "$(summary gpu backend)" = cuda
+lc=$(summary cpu train_loss); lg=$(summary gpu train_loss)
+echo "# train loss after 20 steps: cpu $lc, cuda $lg"
+check "cpu and cuda losses agree (1e-3 relative)" \
+    $PY -c "import sys; sys.exit(0 if abs($lc-$lg) <= 1e-3*abs($lc) else 1)"
+check "cpu and cuda params agree (1e-3 relative)" params_close "$TMP/pc" "$TMP/pg" 1e-3
+check "cuda: same params_crc32c run to run" \
+    test "$(summary gpu params_crc32c)" = "$(summary gpu2 params_crc32c)"
+finish
