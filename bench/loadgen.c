@@ -34,7 +34,9 @@
 
 struct agent {
     int fd;
-    int idx;
+    int idx;            /* index among all simulated agents */
+    int local;          /* index among the agents of its attempt */
+    const char *token;  /* its attempt's token */
     char *req;          /* the current request, fully formatted */
     size_t req_len;
     size_t req_off;
@@ -44,6 +46,7 @@ struct agent {
     int64_t next_ns;    /* when the next one is due */
     int busy;
     int registered;
+    int want_out;       /* EPOLLOUT armed: a request is partly written */
 };
 
 static int64_t now_ns (void)
@@ -61,6 +64,8 @@ static double opt_hz = 1.0;
 static double opt_duration = 10.0;
 static double opt_warmup = 2.0;
 static const char *opt_token = NULL;
+static char **tokens;   /* opt_token split at commas */
+static int ntokens;
 static const char *opt_prefix = "lg";
 
 static int connect_one (void)
@@ -91,15 +96,15 @@ static void build_request (struct agent *a, int64_t step)
                       "{\"node\":\"%s%d\",\"node_order\":%d,\"addr\":\"127.0.0.1\","
                       "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
                       "\"hostinfo\":{}}",
-                      opt_prefix, a->idx, a->idx, 20000 + a->idx % 20000, getpid ());
+                      opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid ());
     } else {
-        n = snprintf (body, sizeof (body), "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, a->idx);
+        n = snprintf (body, sizeof (body), "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, a->local);
         for (int r = 0; r < opt_ranks; r++)
             n += snprintf (body + n, sizeof (body) - n,
                            "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":\"running\","
                            "\"client\":true,\"step\":%" PRId64 ",\"loss\":%.4f,\"samples\":%" PRId64
                            ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
-                           r ? "," : "", a->idx * opt_ranks + r, r, 1000 + r, step,
+                           r ? "," : "", a->local * opt_ranks + r, r, 1000 + r, step,
                            3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
         n += snprintf (body + n, sizeof (body) - n, "]}");
     }
@@ -109,7 +114,7 @@ static void build_request (struct agent *a, int64_t step)
                            "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
                            "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
                            "Content-Length: %zu\r\n\r\n%s",
-                           a->registered ? "heartbeat" : "register", opt_host, opt_token, n, body);
+                           a->registered ? "heartbeat" : "register", opt_host, a->token, n, body);
     a->req_off = 0;
     a->resp_len = 0;
 }
@@ -128,6 +133,18 @@ static int response_complete (struct agent *a)
     return atoi (a->resp + 9);
 }
 
+/* Arm EPOLLOUT only while a write is pending: a writable socket would
+ * otherwise wake epoll at once, and the generator would spin a core that
+ * the controller under test needs. */
+static void want_write (int ep, struct agent *a, int out)
+{
+    if (a->want_out == out)
+        return;
+    struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = a };
+    epoll_ctl (ep, EPOLL_CTL_MOD, a->fd, &ev);
+    a->want_out = out;
+}
+
 static int cmp_i64 (const void *x, const void *y)
 {
     int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
@@ -137,10 +154,12 @@ static int cmp_i64 (const void *x, const void *y)
 static void usage (void)
 {
     fprintf (stderr,
-             "Usage: loadgen --token TOKEN [--host H] [--port P] [--agents N] [--ranks R]\n"
+             "Usage: loadgen --token TOKEN[,TOKEN...] [--host H] [--port P] [--agents N] [--ranks R]\n"
              "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
              "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
-             "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n");
+             "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
+             "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
+             "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n");
     exit (1);
 }
 
@@ -170,6 +189,14 @@ int main (int argc, char **argv)
     }
     if (!opt_token || opt_agents < 1 || opt_ranks < 1 || opt_ranks > 64 || opt_hz <= 0)
         usage ();
+    {
+        char *copy = strdup (opt_token), *save = NULL;
+        tokens = calloc (strlen (opt_token) + 1, sizeof (*tokens));
+        for (char *t = strtok_r (copy, ",", &save); t; t = strtok_r (NULL, ",", &save))
+            tokens[ntokens++] = t;
+        if (ntokens == 0)
+            usage ();
+    }
 
     struct rlimit rl;
     if (getrlimit (RLIMIT_NOFILE, &rl) == 0) {
@@ -188,6 +215,8 @@ int main (int argc, char **argv)
     for (int i = 0; i < opt_agents; i++) {
         struct agent *a = &agents[i];
         a->idx = i;
+        a->local = i / ntokens;
+        a->token = tokens[i % ntokens];
         a->fd = connect_one ();
         if (a->fd < 0) {
             fprintf (stderr, "loadgen: connect: %s\n", strerror (errno));
@@ -195,7 +224,7 @@ int main (int argc, char **argv)
         }
         /* Spread the agents' phases evenly over one period. */
         a->next_ns = t0 + (period * i) / opt_agents;
-        struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = a };
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
         epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
     }
 
@@ -205,13 +234,18 @@ int main (int argc, char **argv)
     int64_t step = 0;
 
     while (now_ns () < t_end) {
-        int64_t now = now_ns ();
+        int64_t now = now_ns (), next_due = t_end;
         /* Start the sends that are due.  (A linear scan keeps this simple;
          * 10k agents x 1 kHz of scans is far below the controller's cost.) */
         for (int i = 0; i < opt_agents; i++) {
             struct agent *a = &agents[i];
-            if (a->busy || a->next_ns > now)
+            if (a->busy)
                 continue;
+            if (a->next_ns > now) {
+                if (a->next_ns < next_due)
+                    next_due = a->next_ns;
+                continue;
+            }
             step = (now - t0) / period;
             build_request (a, step);
             a->sched_ns = a->next_ns;
@@ -220,15 +254,26 @@ int main (int argc, char **argv)
             ssize_t w = write (a->fd, a->req, a->req_len);
             if (w > 0)
                 a->req_off = w;
+            if (a->req_off < a->req_len)
+                want_write (ep, a, 1);
             sent++;
         }
-        int n = epoll_wait (ep, evs, 512, 1);
+        /* Sleep until the next send is due (ns resolution) or an answer comes. */
+        int64_t wait = next_due - now_ns ();
+        if (wait < 0)
+            wait = 0;
+        if (wait > 5000000)
+            wait = 5000000;
+        struct timespec ts = { .tv_sec = 0, .tv_nsec = wait };
+        int n = epoll_pwait2 (ep, evs, 512, &ts, NULL);
         for (int k = 0; k < n; k++) {
             struct agent *a = evs[k].data.ptr;
             if (a->busy && a->req_off < a->req_len && (evs[k].events & EPOLLOUT)) {
                 ssize_t w = write (a->fd, a->req + a->req_off, a->req_len - a->req_off);
                 if (w > 0)
                     a->req_off += w;
+                if (a->req_off >= a->req_len)
+                    want_write (ep, a, 0);
             }
             if (evs[k].events & EPOLLIN) {
                 ssize_t r = read (a->fd, a->resp + a->resp_len, sizeof (a->resp) - 1 - a->resp_len);
@@ -237,8 +282,9 @@ int main (int argc, char **argv)
                     epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
                     close (a->fd);
                     a->fd = connect_one ();
-                    struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = a };
+                    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
                     epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
+                    a->want_out = 0;
                     a->busy = 0;
                     continue;
                 }
@@ -266,17 +312,27 @@ int main (int argc, char **argv)
         }
     }
     int reg = 0;
-    for (int i = 0; i < opt_agents; i++)
-        reg += agents[i].registered;
+    long unanswered = 0;
+    int64_t t_stop = now_ns ();
+    for (int i = 0; i < opt_agents; i++) {
+        struct agent *a = &agents[i];
+        reg += a->registered;
+        /* A request still in flight counts with the latency it has so far
+         * (a lower bound): a stalled controller must not look fast. */
+        if (a->registered && a->busy && a->sched_ns >= t_measure && nlat < lat_cap) {
+            lat[nlat++] = t_stop - a->sched_ns;
+            unanswered++;
+        }
+    }
     qsort (lat, nlat, sizeof (*lat), cmp_i64);
 #define PCT(p) (nlat ? lat[(size_t)((p) * (nlat - 1))] / 1e6 : -1.0)
     printf ("{\"agents\":%d,\"ranks_per_agent\":%d,\"hz\":%g,\"duration_s\":%g,"
             "\"registered\":%d,\"offered_rank_hb_per_s\":%.0f,\"achieved_rank_hb_per_s\":%.0f,"
-            "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,"
+            "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"unanswered\":%ld,"
             "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
             opt_agents, opt_ranks, opt_hz, opt_duration, reg,
             opt_agents * opt_hz * opt_ranks, done_measured * opt_ranks / opt_duration,
-            sent, errors, non2xx, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
+            sent, errors, non2xx, unanswered, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
             nlat ? lat[nlat - 1] / 1e6 : -1.0);
     return 0;
 }

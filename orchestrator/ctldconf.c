@@ -180,8 +180,9 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         goto error;
     }
 
-    if (strcmp (cfg->launcher, "local") && strcmp (cfg->launcher, "slurm")) {
-        errnoprintf (err, EINVAL, "Launcher: must be 'local' or 'slurm', not '%.40s'",
+    if (strcmp (cfg->launcher, "local") && strcmp (cfg->launcher, "slurm")
+        && strcmp (cfg->launcher, "external")) {
+        errnoprintf (err, EINVAL, "Launcher: must be 'local', 'slurm' or 'external', not '%.40s'",
                      cfg->launcher);
         goto error;
     }

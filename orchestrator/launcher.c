@@ -10,6 +10,8 @@ const struct launcher_ops *launcher_lookup (const char *name)
         return &launcher_local_ops;
     if (name && !strcmp (name, "slurm"))
         return &launcher_slurm_ops;
+    if (name && !strcmp (name, "external"))
+        return &launcher_external_ops;
     errno = ENOENT;
     return NULL;
 }

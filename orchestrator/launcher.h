@@ -145,6 +145,9 @@ struct launcher_ops {
 
 extern const struct launcher_ops launcher_local_ops;
 extern const struct launcher_ops launcher_slurm_ops;
+/* "external" (launcher_external.c): starts nothing; the agents are started
+ * by someone else (bench/loadgen).  Submit records, poll says running. */
+extern const struct launcher_ops launcher_external_ops;
 
 /* The ops of launcher 'name' ("local", "slurm"), or NULL with errno ENOENT. */
 const struct launcher_ops *launcher_lookup (const char *name);
