@@ -1,0 +1,209 @@
+# bench_parts.sh: the parts of bench/run (sourced by it; uses its helpers
+# rec, note, jget, start_ctld, wait_for, calc and its variables B SRC TMP
+# REPS MODEL STEPS ...).  Each part records samples with 'rec KEY VALUE';
+# bench/summarize.py turns them into the table.
+
+# --- 6. libdtclient: cost of one step report ------------------------------------------
+part_dtclient () {
+    say "libdtclient: cost per dtclient_step (bench_dtclient, 7 runs of 1M calls) x $REPS"
+    for rep in $(seq "$REPS"); do
+        "$B/bench/bench_dtclient" 1000000 7 > "$TMP/dtclient.$rep" 2>&1
+        rec dtclient.step_ns "$(awk '/^dtclient_step\(agent\)/ {print $3}' "$TMP/dtclient.$rep")"
+        rec dtclient.noagent_ns "$(awk '/^dtclient_step\(no-agent\)/ {print $3}' "$TMP/dtclient.$rep")"
+    done
+}
+
+# --- 1. controller ingest ----------------------------------------------------------------
+# poll_status URL SECONDS RATE OUT: GET URL at RATE/s over one keep-alive
+# connection (curl --rate), one time_total (s) per line in OUT.
+poll_status () {
+    local url=$1 secs=$2 rate=$3 out=$4 i
+    for i in $(seq $((secs * rate))); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done > "$out.cfg"
+    curl -s --rate "$rate/s" -K "$out.cfg" -w '%{time_total} %{http_code} %{size_download}\n' > "$out" 2>/dev/null
+}
+# pct FILE P: the P-th percentile (0..100) of column 1 of FILE, times 1000 (ms).
+pct () { sort -g "$1" | awk -v p="$2" '{v[NR]=$1} END {if (NR == 0) exit; i = int(p / 100 * (NR - 1)) + 1; printf "%.3f\n", v[i] * 1000}'; }
+db_bytes () { du -cb "$1"/state/dtctld.db* 2>/dev/null | awk 'END {print $1}'; }
+
+part_ingest () {
+    local agents_list=${BENCH_INGEST_AGENTS:-"125 1250 5000 10000"}
+    local W=${BENCH_INGEST_WARMUP:-4} D=${BENCH_INGEST_SECONDS:-6} A d njobs per j id toks tok
+    [ -x "$LOADGEN" ] || { note ingest "loadgen not built: part skipped"; return; }
+    for A in $agents_list; do
+        local rate=$((A * 8))
+        say "ingest: $A simulated agents x 8 ranks at 1 Hz = $rate rank-heartbeats/s offered, ${D}s x $REPS (+${W}s warm-up each)"
+        d=$TMP/ingest-$A
+        start_ctld "$d" external HeartbeatInterval=1s NodeTimeout=60s RendezvousTimeout=600s || return
+        # One attempt holds at most 65536 ranks (SPEC_MAX_WORLD): more agents
+        # are split over several jobs, which the generator drives together.
+        njobs=$(( (rate + 65535) / 65536 )); per=$(( A / njobs )); toks=
+        for j in $(seq "$njobs"); do
+            id=$(curl -s -X POST "$URL/v1/jobs" -d "{\"name\":\"loadgen$j\",\"nodes\":$per,\"ranks_per_node\":8,
+                 \"command\":[\"true\"],\"heartbeat\":{\"interval_ms\":1000}}" | jq -r .data.id)
+            wait_for 10 sh -c "sqlite3 '$d/state/dtctld.db' 'select token from attempts where job_id=$id' 2>/dev/null | grep -q ." \
+                || { note ingest "job $id: no attempt token in the database"; stop_ctld; return; }
+            tok=$(sqlite3 "$d/state/dtctld.db" "select token from attempts where job_id=$id")
+            toks=${toks:+$toks,}$tok
+        done
+        local size0 size1 t_load=0
+        size0=$(db_bytes "$d")
+        for rep in $(seq "$REPS"); do
+            ( sleep "$W"; poll_status "$URL/v1/jobs" "$D" 10 "$d/st-list.$rep" ) &
+            local p1=$!
+            ( sleep "$W"; poll_status "$URL/v1/jobs/1" "$D" 10 "$d/st-show.$rep" ) &
+            local p2=$!
+            "$LOADGEN" --port "$(cat "$d/port")" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
+                --hz 1 --duration "$D" --warmup "$W" > "$d/lg.$rep" 2> "$d/lg.$rep.err"
+            wait $p1 $p2
+            t_load=$((t_load + W + D))
+            local f=$d/lg.$rep
+            rec "ingest.$rate.achieved" "$(jget "$f" .achieved_rank_hb_per_s)"
+            rec "ingest.$rate.p50" "$(jget "$f" .lat_ms.p50)"
+            rec "ingest.$rate.p99" "$(jget "$f" .lat_ms.p99)"
+            rec "ingest.$rate.p999" "$(jget "$f" .lat_ms.p999)"
+            rec "ingest.$rate.failed" "$(jget "$f" '.errors + .non2xx + .unanswered')"
+            rec "ingest.$rate.registered" "$(jget "$f" .registered)"
+            rec "ingest.$rate.list_p50" "$(pct "$d/st-list.$rep" 50)"
+            rec "ingest.$rate.list_p99" "$(pct "$d/st-list.$rep" 99)"
+            rec "ingest.$rate.show_p50" "$(pct "$d/st-show.$rep" 50)"
+            rec "ingest.$rate.show_p99" "$(pct "$d/st-show.$rep" 99)"
+            rec "ingest.$rate.show_bytes" "$(awk 'END {print $3 + 0}' "$d/st-show.$rep")"
+            printf '   rep %d: %s\n' "$rep" "$(jq -c '{achieved_rank_hb_per_s, registered, errors, non2xx, unanswered, lat_ms}' "$f" 2>/dev/null || cat "$d/lg.$rep.err")" >&2
+        done
+        size1=$(db_bytes "$d")
+        rec "ingest.$rate.db_bytes" "$size1"
+        rec "ingest.$rate.db_growth_per_h" "$(calc "($size1 - $size0) / $t_load * 3600")"
+        sqlite3 "$d/state/dtctld.db" "select 'step_metrics', count(*) from step_metrics; select 'events', count(*) from events;" \
+            > "$d/rows" 2>/dev/null
+        note "ingest.$rate" "after ${t_load}s of load at $rate rank-hb/s: database $(( size1 / 1024 )) KiB (start $(( size0 / 1024 )) KiB); rows: $(tr '|\n' '= ' < "$d/rows")"
+        grep -v '"POST /v1/agent' "$d/ctld.log" | grep -iE 'error|warn' | tail -n 3 > "$d/ctld.warn"
+        [ -s "$d/ctld.warn" ] && note "ingest.$rate" "controller log: $(tr '\n' ' ' < "$d/ctld.warn" | cut -c1-300)"
+        stop_ctld
+    done
+}
+
+# --- 3. checkpoints -------------------------------------------------------------------------
+# dd_rate ARGS...: bytes/s of a 256 MiB sequential write in $TMP (dd).
+dd_rate () {
+    dd if=/dev/zero of="$TMP/dd.bin" bs=4M count=64 "$@" 2>&1 | awk '/bytes/ {print $1 / $(NF-3)}' | head -n 1
+    rm -f "$TMP/dd.bin"
+}
+part_ckpt () {
+    local steps=30 every=10 rep d base ck n shard
+    say "checkpoints: dttrain (model above) $steps steps, checkpoint every $every, vs none; dd on the same file system; x $REPS"
+    for rep in $(seq "$REPS"); do
+        rec ckpt.disk_direct_Bps "$(dd_rate oflag=direct)"
+        rec ckpt.disk_fsync_Bps "$(dd_rate conv=fsync)"
+        d=$TMP/ckpt.$rep; mkdir -p "$d"
+        RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${MODEL[@]}" --steps $steps --quiet > "$d/base.json" 2> "$d/base.err"
+        RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${MODEL[@]}" --steps $steps --quiet --job bench \
+            --checkpoint-dir "$d/ck" --checkpoint-every $every > "$d/ck.json" 2> "$d/ck.err"
+        base=$d/base.json; ck=$d/ck.json
+        n=$(jget "$ck" .checkpoints)
+        shard=$(find "$d/ck" -name 'rank-0.ckpt' | head -n 1)
+        if [ -z "$n" ] || [ "$n" = 0 ] || [ -z "$shard" ]; then
+            note ckpt "rep $rep: no checkpoint written ($(tail -n 2 "$d/ck.err" | tr '\n' ' '))"; continue
+        fi
+        local step_s stall write bytes
+        step_s=$(calc "$(jget "$base" .wall_s) / $(jget "$base" .steps_run)")
+        stall=$(calc "$(jget "$ck" .ckpt_stall_s) / $n")
+        write=$(calc "$(jget "$ck" .ckpt_write_s) / $n")
+        bytes=$(stat -c %s "$shard")
+        rec ckpt.step_ms "$(calc "$step_s * 1000")"
+        rec ckpt.bytes "$bytes"
+        rec ckpt.async_stall_ms "$(calc "$stall * 1000")"
+        rec ckpt.async_stall_frac "$(calc "$stall / $step_s")"
+        # dttrain has one (asynchronous) writer: a synchronous checkpoint
+        # blocks for the snapshot copy plus the whole write, both measured here.
+        rec ckpt.sync_stall_ms "$(calc "($stall + $write) * 1000")"
+        rec ckpt.sync_stall_frac "$(calc "($stall + $write) / $step_s")"
+        # What the background write really costs the step loop on 2 shared
+        # cores: the wall-time difference per checkpoint.
+        rec ckpt.async_wall_frac "$(calc "($(jget "$ck" .wall_s) - $(jget "$base" .wall_s)) / $n / $step_s")"
+        rec ckpt.write_Bps "$(calc "$bytes / $write")"
+        rm -rf "$d/ck"
+    done
+}
+
+# --- 4. trainer throughput ----------------------------------------------------------------
+# run_ranks W OUTPREFIX CMD...: W ranks of CMD on this machine (RANK/WORLD_SIZE
+# + torch's variables + a private rendezvous dir), waits for all.
+run_ranks () {
+    local w=$1 out=$2 r port rdv pids=; shift 2
+    port=$(free_port); rdv=$(mktemp -d "$TMP/rdv.XXXXXX")
+    for r in $(seq 0 $((w - 1))); do
+        RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            DT_RENDEZVOUS_DIR=$rdv "$@" > "$out.$r" 2> "$out.$r.err" &
+        pids="$pids $!"
+    done
+    wait $pids   # not a bare wait: a controller may be our child too
+}
+part_train () {
+    local shapes l rep s1 s2 d
+    shapes="$BATCH $HID $((CTX * EMB))"
+    for l in $(seq 2 "$LAYERS"); do shapes="$shapes $BATCH $HID $HID"; done
+    shapes="$shapes $BATCH 256 $HID"
+    say "trainer: B=$BATCH C=$CTX E=$EMB H=$HID L=$LAYERS, $STEPS steps; dttrain vs PyTorch DDP (gloo, CPU) on 1 and 2 ranks; SGEMM on the model's shapes before and after; x $REPS"
+    for rep in $(seq "$REPS"); do
+        d=$TMP/train.$rep; mkdir -p "$d"
+        "$B/bench/bench_sgemm" --reps 3 $shapes > "$d/sgemm1" 2>&1
+        run_ranks 1 "$d/dt1" "$DTTRAIN" "${MODEL[@]}" --steps "$STEPS" --quiet
+        run_ranks 1 "$d/pt1" "$PY" "$SRC/bench/torch_ddp_ref.py" "${MODEL[@]}" --steps "$STEPS"
+        run_ranks 2 "$d/dt2" "$DTTRAIN" "${MODEL[@]}" --steps "$STEPS" --quiet
+        run_ranks 2 "$d/pt2" "$PY" "$SRC/bench/torch_ddp_ref.py" "${MODEL[@]}" --steps "$STEPS"
+        "$B/bench/bench_sgemm" --reps 3 $shapes > "$d/sgemm2" 2>&1
+        s1=$(jget "$d/sgemm1" .sgemm_gflops); s2=$(jget "$d/sgemm2" .sgemm_gflops)
+        rec train.sgemm_gflops "$(calc "($s1 + $s2) / 2")"
+        rec train.dt1_gflops "$(jget "$d/dt1.0" .model_gflops_per_s)"
+        rec train.frac_sgemm "$(calc "$(jget "$d/dt1.0" .model_gflops_per_s) / (($s1 + $s2) / 2)")"
+        for w in 1 2; do
+            local dt pt
+            dt=$(jget "$d/dt$w.0" .tokens_per_s); pt=$(jget "$d/pt$w.0" .tokens_per_s)
+            rec "train.dt$w" "$dt"; rec "train.pt$w" "$pt"
+            [ -n "$dt" ] && [ -n "$pt" ] && rec "train.ratio$w" "$(calc "$dt / $pt")"
+        done
+        TORCH_VERSION=$(jget "$d/pt1.0" .torch)
+        echo "$TORCH_VERSION" > "$TMP/torch_version"
+        printf '   rep %d: sgemm %s GFLOP/s; tokens/s dttrain %s/%s, torch %s/%s (1/2 ranks)\n' "$rep" \
+            "$(calc "($s1 + $s2) / 2")" "$(jget "$d/dt1.0" .tokens_per_s)" "$(jget "$d/dt2.0" .tokens_per_s)" \
+            "$(jget "$d/pt1.0" .tokens_per_s)" "$(jget "$d/pt2.0" .tokens_per_s)" >&2
+    done
+}
+
+# --- 5. orchestration overhead ------------------------------------------------------------
+part_overhead () {
+    local d=$TMP/overhead rep id t0 t1 log spec
+    say "orchestration: dttrain 2 ranks through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
+    start_ctld "$d" local HeartbeatInterval=1s NodeTimeout=10s || return
+    spec=$(jq -cn --arg dt "$DTTRAIN" --arg data "$CORPUS" --argjson steps "$STEPS" \
+        --arg b "$BATCH" --arg c "$CTX" --arg e "$EMB" --arg h "$HID" --arg l "$LAYERS" --arg w "$d" \
+        '{name:"overhead", nodes:1, ranks_per_node:2, workdir:$w,
+          command:[$dt,"--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
+                   "--embed",$e,"--hidden",$h,"--layers",$l,"--quiet"],
+          checkpoint:{every_steps:0}, heartbeat:{interval_ms:1000}}')
+    for rep in $(seq "$REPS"); do
+        t0=$(date +%s.%N)
+        run_ranks 2 "$d/bare.$rep" "$DTTRAIN" "${MODEL[@]}" --steps "$STEPS" --quiet
+        t1=$(date +%s.%N)
+        local bare_wall; bare_wall=$(calc "$t1 - $t0")
+        t0=$(date +%s.%N)
+        id=$(curl -s -X POST "$URL/v1/jobs" -d "$spec" | jq -r .data.id)
+        wait_for 180 sh -c "curl -s $URL/v1/jobs/$id | jq -e '.data.state | IN(\"completed\",\"failed\",\"cancelled\")' >/dev/null"
+        t1=$(date +%s.%N)
+        local state; state=$(curl -s "$URL/v1/jobs/$id" | jq -r .data.state)
+        log=$(find "$d/state" -path "*job-$id.1*" -name 'rank-0.log' | head -n 1)
+        if [ "$state" != completed ] || [ -z "$log" ]; then
+            note overhead "rep $rep: job $id ended $state; log ${log:-none}"; continue
+        fi
+        local via bare
+        via=$(jget "$log" .tokens_per_s); bare=$(jget "$d/bare.$rep.0" .tokens_per_s)
+        rec overhead.bare "$bare"; rec overhead.via "$via"
+        rec overhead.ratio "$(calc "$via / $bare")"
+        rec overhead.bare_wall_s "$bare_wall"; rec overhead.via_wall_s "$(calc "$t1 - $t0")"
+        printf '   rep %d: bare %s tokens/s (%.1fs start to exit), through dtctld %s tokens/s (%.1fs submit to completed)\n' \
+            "$rep" "$bare" "$bare_wall" "$via" "$(calc "$t1 - $t0")" >&2
+    done
+    stop_ctld
+}
+
+. "$SRC/bench/bench_recovery.sh"
