@@ -4,7 +4,10 @@
  * (plus one per spare node), and reports on them.  Two implementations sit
  * behind this one ops table:
  *   - "local"  (launcher_local.c): forks the agents on this machine, with
- *              node names local1..localN; for development and tests.
+ *              node names local1, local2, ... skipping the names in the
+ *              request's exclude list; dtctld.conf LocalNodes=N (default 0:
+ *              unlimited) sizes this pretend cluster to local1..localN, so
+ *              tests can run out of healthy nodes; for development and tests.
  *   - "slurm"  (launcher_slurm.c): one Slurm batch job per allocation whose
  *              script runs `srun --ntasks-per-node=1 dtagent ...`.
  *
@@ -76,7 +79,21 @@ struct launcher_req {
      * whose allocation should run this attempt as a new step, or NULL for a
      * new allocation.  A launcher that cannot reuse it (allocation gone, too
      * few healthy nodes, feature not supported) starts a new allocation;
-     * the handle it returns tells which happened (compare with reuse). */
+     * the handle it returns tells which happened (compare with reuse).
+     *
+     * The controller sets reuse only for a job with spare_nodes > 0, after
+     * it ended the previous attempt with LAUNCHER_CANCEL_KEEP_ALLOC, and
+     * only once poll reported that previous attempt ENDED.  Contract for
+     * the handles (the controller polls each attempt by its own handle):
+     *   - poll (reuse) must report ENDED once the previous attempt's
+     *     processes are gone even though the allocation lives on;
+     *   - a reusing submit returns a handle different from reuse (e.g. the
+     *     Slurm launcher "<jobid>+<attempt>" — its own format; the
+     *     controller never parses it) that the controller polls/cancels;
+     *   - the exclude list names the failed nodes: a reusing submit must
+     *     not place ranks on them (the spares take their places);
+     *   - a launcher that does not reuse must end the kept allocation
+     *     itself (cancel (reuse, 0)) so that nothing leaks. */
     const char *reuse;
 };
 
@@ -141,6 +158,15 @@ struct launcher_ops {
      * without waiting; poll reports ENDED once it is gone.  Idempotent;
      * cancelling an ended or unknown handle is 0. */
     int (*cancel) (void *ctx, const char *handle, int flags, dt_error_t *err);
+
+    /* Optional (NULL: unknown, assume enough).  How many healthy nodes a
+     * new attempt could get in 'partition' (NULL: default) when the nodes
+     * in 'exclude' (NULL-terminated, may be NULL) are not used: *nodes >= 0.
+     * The controller uses it to restart on fewer nodes, down to the job's
+     * restart.min_nodes, when the cluster lacks healthy nodes (issue 7).
+     * Cheap; -1 on a transient error (the controller then assumes enough). */
+    int (*capacity) (void *ctx, const char *partition, const char *const *exclude,
+                     int *nodes, dt_error_t *err);
 };
 
 extern const struct launcher_ops launcher_local_ops;

@@ -1,0 +1,217 @@
+#!/usr/bin/python3
+"""summarize.py: bench/run's samples -> one table (stdout), latest.json, latest.md.
+
+Each figure is the median over the run's repetitions with its spread
+[min..max]; a ratio against a reference is the median of the per-repetition
+ratios (both sides measured in the same repetition)."""
+import argparse, json, os, platform, re, statistics, subprocess, time
+
+ap = argparse.ArgumentParser()
+for a in ("samples", "notes", "tmp", "build", "src", "json", "md"):
+    ap.add_argument("--" + a, required=True)
+ap.add_argument("--reps", type=int, default=0)
+ap.add_argument("--elapsed", type=int, default=0)
+args = ap.parse_args()
+
+samples = {}
+for line in open(args.samples):
+    try:
+        s = json.loads(line)
+        samples.setdefault(s["key"], []).append(float(s["v"]))
+    except (ValueError, KeyError, TypeError):
+        pass
+notes = [json.loads(l) for l in open(args.notes) if l.strip()]
+
+
+def stat(key):
+    v = samples.get(key)
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v), "samples": v}
+
+
+def fmt(st, scale=1.0, digits=None):
+    if not st:
+        return "n/a"
+    def f(x):
+        x *= scale
+        if digits is not None:
+            return "%.*f" % (digits, x)
+        a = abs(x)
+        return "%.0f" % x if a >= 100 else "%.1f" % x if a >= 10 else "%.2f" % x if a >= 0.1 else "%.3g" % x
+    if st["n"] == 1 or st["min"] == st["max"]:
+        return f(st["median"])
+    return "%s [%s..%s]" % (f(st["median"]), f(st["min"]), f(st["max"]))
+
+
+rows = []      # (part, figure, dtctl, reference, ratio, goal, verdict)
+figures = {}   # key -> stat, for the JSON
+
+
+def row(part, figure, key, scale=1.0, ref=None, ref_key=None, ref_scale=1.0, ratio_key=None,
+        goal="", ok=None, digits=None):
+    st = stat(key)
+    figures[key] = st
+    rst = stat(ref_key) if ref_key else None
+    if ref_key:
+        figures[ref_key] = rst
+    rat = stat(ratio_key) if ratio_key else None
+    if ratio_key:
+        figures[ratio_key] = rat
+    verdict = ""
+    if ok is not None:
+        r = ok(st, rst, rat)
+        verdict = "n/a" if r is None else "met" if r else "NOT met"
+    rows.append((part, figure, fmt(st, scale, digits),
+                 ("%s: %s" % (ref, fmt(rst, ref_scale, digits))) if ref else "",
+                 fmt(rat, 1.0, 3) if rat else "", goal, verdict))
+
+
+med = lambda st: st["median"] if st else None
+
+# 1. controller ingest
+rates = sorted({int(m.group(1)) for k in samples for m in [re.match(r"ingest\.(\d+)\.", k)] if m})
+for r in rates:
+    k = "ingest.%d." % r
+    top = r == max(rates) and r >= 80000
+    row("1 ingest", "%d rank-hb/s offered: achieved rank-hb/s" % r, k + "achieved",
+        ratio_key=None, goal=">= 99% of offered" if top else "",
+        ok=(lambda st, a, b, r=r: None if not st else st["median"] >= 0.99 * r) if top else None)
+    row("1 ingest", "%d/s: heartbeat latency p50 ms" % r, k + "p50")
+    row("1 ingest", "%d/s: heartbeat latency p99 ms" % r, k + "p99", goal="< 20 ms" if top else "",
+        ok=(lambda st, a, b: None if not st else st["median"] < 20) if top else None)
+    row("1 ingest", "%d/s: heartbeat latency p99.9 ms" % r, k + "p999")
+    row("1 ingest", "%d/s: failed/unanswered requests per run" % r, k + "failed", digits=0)
+    row("1 ingest", "%d/s: GET /v1/jobs p99 ms (p50 as reference)" % r, k + "list_p99",
+        ref="p50", ref_key=k + "list_p50", goal="< 10 ms" if top else "",
+        ok=(lambda st, a, b: None if not st else st["median"] < 10) if top else None)
+    row("1 ingest", "%d/s: GET /v1/jobs/{id} p99 ms (answer bytes as reference)" % r, k + "show_p99",
+        ref="bytes", ref_key=k + "show_bytes", goal="< 10 ms" if top else "",
+        ok=(lambda st, a, b: None if not st else st["median"] < 10) if top else None)
+    row("1 ingest", "%d/s: database MiB after the run (growth MiB/h as reference)" % r, k + "db_bytes",
+        scale=1 / 1048576, ref="MiB/h", ref_key=k + "db_growth_per_h", ref_scale=1 / 1048576)
+
+# 2. recovery (dtctl vs Slurm requeue vs torchrun)
+for kind, label in (("rank", "rank kill"), ("node", "node kill")):
+    k = "recovery.%s." % kind
+    row("2 recovery", "%s: detection s (dtctl)" % label, k + "detect_s")
+    row("2 recovery", "%s: kill to first step of new attempt s (dtctl)" % label, k + "resume_s",
+        ref="torchrun" if kind == "rank" else "Slurm requeue to restart",
+        ref_key="recovery.torchrun.restart_s" if kind == "rank" else "recovery.slurm.restart_s")
+    row("2 recovery", "%s: steps lost (dtctl)" % label, k + "steps_lost",
+        ref="torchrun (no checkpoint in the script)" if kind == "rank" else None,
+        ref_key="recovery.torchrun.steps_lost" if kind == "rank" else None, digits=0)
+row("2 recovery", "Slurm node kill: time to requeue s", "recovery.slurm.requeue_s")
+
+# 3. checkpoints
+row("3 ckpt", "async stall per checkpoint, fraction of a step", "ckpt.async_stall_frac",
+    ref="sync (copy + write)", ref_key="ckpt.sync_stall_frac", goal="< 0.01",
+    ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("3 ckpt", "async stall per checkpoint ms (step ms as reference)", "ckpt.async_stall_ms",
+    ref="step", ref_key="ckpt.step_ms")
+row("3 ckpt", "async: wall-time cost per checkpoint, fraction of a step", "ckpt.async_wall_frac")
+row("3 ckpt", "checkpoint write MB/s (one shard, fsync'd)", "ckpt.write_Bps", scale=1e-6,
+    ref="dd oflag=direct", ref_key="ckpt.disk_direct_Bps", ref_scale=1e-6, goal="> 80% of disk",
+    ok=lambda st, a, b: None if not (st and a) else st["median"] > 0.8 * a["median"])
+row("3 ckpt", "disk: dd conv=fsync MB/s (buffered + fsync, the trainer's path)", "ckpt.disk_fsync_Bps",
+    scale=1e-6)
+row("3 ckpt", "shard MB", "ckpt.bytes", scale=1e-6)
+
+# 4. trainer throughput
+row("4 train", "dttrain 1 rank model GFLOP/s", "train.dt1_gflops", ref="OpenBLAS SGEMM same shapes",
+    ref_key="train.sgemm_gflops", ratio_key="train.frac_sgemm")
+row("4 train", "dttrain 1 rank tokens/s", "train.dt1", ref="PyTorch", ref_key="train.pt1",
+    ratio_key="train.ratio1")
+row("4 train", "dttrain 2 ranks tokens/s (gloo)", "train.dt2", ref="PyTorch DDP gloo", ref_key="train.pt2",
+    ratio_key="train.ratio2")
+
+# 5. orchestration overhead
+row("5 overhead", "dttrain 2 ranks via dtctld+dtagent tokens/s", "overhead.via", ref="bare",
+    ref_key="overhead.bare", ratio_key="overhead.ratio", goal="ratio >= 0.99",
+    ok=lambda st, a, b: None if not b else b["median"] >= 0.99)
+row("5 overhead", "submit to completed s (bare: start to exit)", "overhead.via_wall_s", ref="bare",
+    ref_key="overhead.bare_wall_s")
+
+# 6. libdtclient
+row("6 dtclient", "dtclient_step ns per call (agent attached)", "dtclient.step_ns", ref="no agent",
+    ref_key="dtclient.noagent_ns")
+
+# Drop rows of parts that did not run at all.
+rows = [r for r in rows if not (r[2] == "n/a" and (r[3] in ("",) or r[3].endswith("n/a")))]
+
+
+# --- machine description ------------------------------------------------------------------
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        return ""
+
+
+def dpkg(p):
+    return sh("dpkg-query -W -f='${Version}' %s 2>/dev/null" % p) or None
+
+
+meminfo = dict(re.findall(r"^(\w+):\s+(\d+)", open("/proc/meminfo").read(), re.M))
+tv = os.path.join(args.tmp, "torch_version")
+machine = {
+    "cpu_model": sh("lscpu | sed -n 's/^Model name: *//p'"),
+    "cores": os.cpu_count(),
+    "threads_per_core": sh("lscpu | sed -n 's/^Thread(s) per core: *//p'"),
+    "cpu_flags_avx2_fma_avx512f": [f for f in ("avx2", "fma", "avx512f") if re.search(r"\b%s\b" % f, open("/proc/cpuinfo").read())],
+    "mem_gib": round(int(meminfo.get("MemTotal", 0)) / 1048576, 1),
+    "kernel": platform.release(),
+    "os": sh(". /etc/os-release && echo $PRETTY_NAME"),
+    "filesystem_tmp": sh("df -hT /tmp | tail -n 1"),
+    "openblas": dpkg("libopenblas0-pthread") or dpkg("libopenblas-dev"),
+    "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "(auto-detected)"),
+    "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+    "gloo": dpkg("libgloo-dev"),
+    "slurm": sh("slurmctld -V 2>/dev/null") or dpkg("slurm-wlm") or dpkg("slurmctld"),
+    "torch": (open(tv).read().strip() if os.path.exists(tv) else None) or dpkg("python3-torch"),
+    "python3_torch_deb": dpkg("python3-torch"),
+    "sqlite3": dpkg("libsqlite3-0"),
+    "libmicrohttpd": dpkg("libmicrohttpd12"),
+    "gcc": sh("gcc -dumpfullversion"),
+    "dtctl_commit": sh("git -C '%s' rev-parse --short HEAD 2>/dev/null" % args.src)
+                    + (" (+uncommitted changes)" if sh("git -C '%s' status --porcelain 2>/dev/null | head -n 1" % args.src) else ""),
+    "build_dir": args.build,
+    "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+}
+
+result = {
+    "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "elapsed_s": args.elapsed,
+    "repetitions": args.reps,
+    "machine": machine,
+    "figures": {k: v for k, v in figures.items() if v},
+    "all_samples": samples,
+    "table": [dict(zip(("part", "figure", "dtctl", "reference", "ratio", "goal", "verdict"), r)) for r in rows],
+    "notes": notes,
+}
+with open(args.json, "w") as f:
+    json.dump(result, f, indent=1)
+
+hdr = ("part", "figure", "dtctl: median [min..max]", "reference: median [min..max]", "ratio", "goal", "")
+md = ["# dtctl benchmarks (bench/run)", "",
+      "%s, %d repetitions per figure, %d s. Machine: %s, %d cores, %s GiB, kernel %s; OpenBLAS %s "
+      "(OPENBLAS_CORETYPE=%s), gloo %s, Slurm %s, torch %s; dtctl %s." % (
+          result["date_utc"], args.reps, args.elapsed, machine["cpu_model"], machine["cores"],
+          machine["mem_gib"], machine["kernel"], machine["openblas"], machine["openblas_coretype"],
+          machine["gloo"], machine["slurm"], machine["torch"], machine["dtctl_commit"]), "",
+      "| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+for r in rows:
+    md.append("| " + " | ".join(x.replace("|", "/") for x in r) + " |")
+if notes:
+    md += ["", "Notes:", ""] + ["- %s: %s" % (n["key"], n["text"]) for n in notes]
+if os.path.exists(os.path.join(os.path.dirname(args.md), "recovery.png")) or os.path.exists(os.path.join(args.tmp, "recovery.png")):
+    md += ["", "![recovery](recovery.png)"]
+with open(args.md, "w") as f:
+    f.write("\n".join(md) + "\n")
+
+w = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))] if rows else [0] * len(hdr)
+print()
+for r in [hdr] + rows:
+    print("  ".join(str(x).ljust(w[i]) for i, x in enumerate(r)).rstrip())
+for n in notes:
+    print("note %s: %s" % (n["key"], n["text"]))

@@ -1,0 +1,143 @@
+/* ftpolicy.c: the pure decisions of fault tolerance (see ftpolicy.h). */
+#include <config.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orchestrator/ftpolicy.h"
+
+/* Defaults: a floor well under stock PyTorch's 10 minutes (anchors.md) but
+ * long enough for a slow first collective; 10 x p99 leaves room for the
+ * noise of shared machines; checkpoint I/O gets minutes of its own. */
+const struct ft_hang_params ft_hang_defaults = {
+    .floor_ms = 30000,
+    .multiple = 10.0,
+    .busy_floor_ms = 120000,
+    .busy_multiple = 4.0,
+    .min_samples = 5,
+};
+
+static int dbl_cmp (const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A sorted copy of v (caller frees), or NULL. */
+static double *sorted (const double *v, int n)
+{
+    double *s = malloc ((size_t)n * sizeof (*s));
+    if (!s)
+        return NULL;
+    memcpy (s, v, (size_t)n * sizeof (*s));
+    qsort (s, n, sizeof (*s), dbl_cmp);
+    return s;
+}
+
+double ft_median (const double *v, int n)
+{
+    double *s, m;
+    if (n <= 0 || !(s = sorted (v, n)))
+        return NAN;
+    m = s[n / 2];
+    free (s);
+    return m;
+}
+
+double ft_straggler_score (double fastest, double own)
+{
+    if (isnan (fastest) || isnan (own) || fastest <= 0 || own <= 0)
+        return NAN;
+    double s = fastest / own;
+    return s > 1.0 ? 1.0 : s;
+}
+
+bool ft_straggler_flag (double score, int nsamples, int window, double threshold)
+{
+    return !isnan (score) && nsamples >= window && score < threshold;
+}
+
+double ft_percentile (const double *v, int n, double p)
+{
+    double *s, x;
+    if (n <= 0 || p <= 0 || p > 100 || !(s = sorted (v, n)))
+        return NAN;
+    int k = (int)ceil (p / 100.0 * n) - 1;   /* nearest rank */
+    if (k < 0)
+        k = 0;
+    if (k >= n)
+        k = n - 1;
+    x = s[k];
+    free (s);
+    return x;
+}
+
+int64_t ft_hang_timeout_ms (const struct ft_hang_params *p, int64_t fixed_ms, double p99_ms,
+                            int nsamples, bool busy)
+{
+    int64_t t;
+    if (fixed_ms > 0)
+        t = fixed_ms;
+    else {
+        t = p->floor_ms;
+        if (nsamples >= p->min_samples && !isnan (p99_ms) && p99_ms > 0) {
+            double k = p->multiple * p99_ms;
+            if (k > (double)t)
+                t = k > 1e15 ? (int64_t)1e15 : (int64_t)ceil (k);
+        }
+    }
+    if (busy) {
+        double b = p->busy_multiple * (double)t;
+        int64_t bt = b > 1e15 ? (int64_t)1e15 : (int64_t)b;
+        return bt > p->busy_floor_ms ? bt : p->busy_floor_ms;
+    }
+    return t;
+}
+
+bool ft_attempt_progressed (int64_t resume_step, int64_t max_step, bool committed)
+{
+    if (committed)
+        return true;
+    return max_step > (resume_step > 0 ? resume_step : 0);
+}
+
+int ft_no_progress_streak (int streak, bool progressed)
+{
+    return progressed ? 0 : streak + 1;
+}
+
+enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes)
+{
+    *nodes = 0;
+    if (in->no_progress_limit > 0 && in->no_progress_streak >= in->no_progress_limit)
+        return FT_GIVE_UP_NO_PROGRESS;
+    if (in->restarts >= in->max_restarts)
+        return FT_GIVE_UP_RESTARTS;
+    int n = in->nodes;
+    if (in->available >= 0 && in->available < n)
+        n = in->available;
+    int minn = in->min_nodes > 0 ? in->min_nodes : in->nodes;
+    if (n < minn)
+        return FT_GIVE_UP_NO_NODES;
+    *nodes = n;
+    return FT_RESTART;
+}
+
+const char *ft_verdict_name (enum ft_verdict v)
+{
+    switch (v) {
+    case FT_RESTART: return "restart";
+    case FT_GIVE_UP_RESTARTS: return "max_restarts";
+    case FT_GIVE_UP_NO_PROGRESS: return "no_progress";
+    case FT_GIVE_UP_NO_NODES: return "no_nodes";
+    }
+    return "?";
+}
+
+int64_t ft_backoff_ms (int restarts, int64_t base_ms, int64_t max_ms)
+{
+    int64_t b = base_ms;
+    for (int i = 1; i < restarts && b < max_ms; i++)
+        b *= 2;
+    return b < max_ms ? b : max_ms;
+}

@@ -1,0 +1,97 @@
+/* ftpolicy.h: the pure decisions of fault tolerance (issue 7).
+ *
+ * No I/O, no clock, no global state: the job manager (jobs.c) feeds these
+ * functions what it observed and acts on the answer, and the unit tests
+ * (tests/unit/orchestrator/test_ftpolicy.c) check them on their own.
+ *
+ *   - the straggler score of DESIGN.md over a sliding window,
+ *   - the automatic hang timeout (a multiple of the observed p99 step time,
+ *     with a floor; a separate allowance while a rank is busy saving or
+ *     loading a checkpoint),
+ *   - the no-progress guard,
+ *   - the restart decision (max_restarts, no progress, fewer nodes down to
+ *     restart.min_nodes) and the exponential backoff between attempts.
+ */
+#ifndef DT_FTPOLICY_H
+#define DT_FTPOLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* --- stragglers ------------------------------------------------------------ */
+
+/* Median of v[0..n) (the upper median for even n); NAN when n == 0.
+ * v is not modified. */
+double ft_median (const double *v, int n);
+
+/* Score of a rank whose median compute time over the window is 'own', when
+ * the fastest rank's median is 'fastest': fastest / own, in (0, 1].  NAN
+ * when either is unknown or not positive. */
+double ft_straggler_score (double fastest, double own);
+
+/* A rank is flagged when its window is full (nsamples >= window) and its
+ * score is below the threshold. */
+bool ft_straggler_flag (double score, int nsamples, int window, double threshold);
+
+/* --- hangs ----------------------------------------------------------------- */
+
+/* p-th percentile (0 < p <= 100) of v[0..n), nearest-rank method; NAN when
+ * n == 0.  v is not modified. */
+double ft_percentile (const double *v, int n, double p);
+
+struct ft_hang_params {
+    int64_t floor_ms;           /* never below this */
+    double multiple;            /* k in k x p99 */
+    int64_t busy_floor_ms;      /* while busy (checkpoint save/load) */
+    double busy_multiple;       /* busy allowance = max(busy_floor, this x timeout) */
+    int min_samples;            /* below this many step times: floor only */
+};
+
+/* The defaults dtctld uses (floor 30 s, 10 x p99, busy: max(120 s, 4 x)). */
+extern const struct ft_hang_params ft_hang_defaults;
+
+/* The hang timeout: 'fixed_ms' when > 0 (the job set hang_timeout_ms);
+ * else max(floor, multiple x p99_ms) once min_samples step times are known,
+ * else the floor.  When 'busy', the busy allowance instead. */
+int64_t ft_hang_timeout_ms (const struct ft_hang_params *p, int64_t fixed_ms, double p99_ms,
+                            int nsamples, bool busy);
+
+/* --- restarts -------------------------------------------------------------- */
+
+/* An attempt made progress when some rank got past the step it resumed
+ * from (from scratch: past step 0), or when it committed a checkpoint. */
+bool ft_attempt_progressed (int64_t resume_step, int64_t max_step, bool committed);
+
+/* The no-progress streak after an attempt failed: 0 if it progressed, else
+ * streak + 1. */
+int ft_no_progress_streak (int streak, bool progressed);
+
+enum ft_verdict {
+    FT_RESTART = 0,             /* start a new attempt on *nodes nodes */
+    FT_GIVE_UP_RESTARTS,        /* max_restarts reached: failed with the attempt's cause */
+    FT_GIVE_UP_NO_PROGRESS,     /* failed with cause "no_progress" */
+    FT_GIVE_UP_NO_NODES,        /* fewer healthy nodes than restart.min_nodes */
+};
+
+struct ft_restart_in {
+    int restarts;               /* restarts so far (before this one) */
+    int max_restarts;
+    int no_progress_streak;     /* consecutive attempts without progress, this one included */
+    int no_progress_limit;      /* K: give up when the streak reaches it (0: never) */
+    int nodes;                  /* nodes the job asks for */
+    int min_nodes;              /* restart.min_nodes (<= nodes) */
+    int available;              /* healthy nodes the launcher can offer (< 0: unknown = enough) */
+};
+
+/* What to do after an attempt failed; *nodes gets the size of the next
+ * attempt (min(nodes, available), never below min_nodes) on FT_RESTART. */
+enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes);
+
+/* "restart", "max_restarts", "no_progress", "no_nodes" */
+const char *ft_verdict_name (enum ft_verdict v);
+
+/* Backoff before restart number 'restarts' (1, 2, ...): base, doubling,
+ * capped at max_ms. */
+int64_t ft_backoff_ms (int restarts, int64_t base_ms, int64_t max_ms);
+
+#endif
