@@ -31,6 +31,8 @@ const char *const config_keys[] = {
     "MaxBodySize",
     /* read by launcher_slurm.c */
     "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
+    /* read by jobs.c (issue 7: hang floor, node health) and launcher_local.c */
+    "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
     NULL,
 };
 
