@@ -64,7 +64,7 @@ struct train_opts {
     double slow_factor;
     /* world, from the environment */
     int rank, world, local_rank;
-    int64_t resume_step;    /* DT_RESUME_STEP, or -1 */
+    int64_t resume_step;    /* DT_RESUME_STEP; 0 or -1: a fresh start */
 };
 
 /* Fill defaults, then parse argv and the environment (RANK, WORLD_SIZE,

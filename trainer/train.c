@@ -181,7 +181,7 @@ static int resume (struct trainer *t, int *exit_code, dt_error_t *err)
 
     if (o->resume)
         snprintf (from, sizeof (from), "%s", o->resume);
-    else if (o->resume_step >= 0 && o->checkpoint_dir)
+    else if (o->resume_step > 0 && o->checkpoint_dir)
         snprintf (from, sizeof (from), "%s/step-%" PRId64, o->checkpoint_dir, o->resume_step);
     else
         return 0;
