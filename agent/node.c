@@ -8,6 +8,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,78 @@ static void cpu_model (char *buf, size_t len)
     fclose (f);
 }
 
+/* The first line of a command's output containing 'key' (or the first line
+ * when key is NULL), after 'key', trimmed; "" when the command is absent.
+ * Only at registration, and only for tools that answer quickly. */
+static void cmd_line (const char *cmd, const char *key, char *buf, size_t len)
+{
+    char line[512];
+    FILE *f = popen (cmd, "r");
+    buf[0] = '\0';
+    if (!f)
+        return;
+    while (fgets (line, sizeof (line), f)) {
+        char *p = key ? strstr (line, key) : line;
+        if (!p)
+            continue;
+        p += key ? strlen (key) : 0;
+        while (*p == ' ' || *p == ':')
+            p++;
+        p[strcspn (p, "\n|")] = '\0';
+        for (size_t n = strlen (p); n > 0 && p[n - 1] == ' '; n--)
+            p[n - 1] = '\0';
+        if (!buf[0])
+            snprintf (buf, len, "%s", p);
+    }
+    pclose (f);
+}
+
+/* NCCL's version from its library's file name (libnccl.so.2.18.3). */
+static void nccl_version (char *buf, size_t len)
+{
+    static const char *const dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                        "/usr/local/cuda/lib64", "/usr/lib64", "/usr/local/lib",
+                                        NULL };
+    buf[0] = '\0';
+    for (int i = 0; dirs[i] && !buf[0]; i++) {
+        DIR *d = opendir (dirs[i]);
+        struct dirent *e;
+        if (!d)
+            continue;
+        while ((e = readdir (d))) {
+            /* the longest name is the full version */
+            if (!strncmp (e->d_name, "libnccl.so.", 11) && strlen (e->d_name + 11) > strlen (buf))
+                snprintf (buf, len, "%s", e->d_name + 11);
+        }
+        closedir (d);
+    }
+}
+
+/* GPU model, driver and CUDA versions (nvidia-smi), NCCL, and the Slurm
+ * version (srun --version) for the run record (issue 10); empty strings
+ * where absent. */
+static void host_versions (json_t *hi, bool have_gpus)
+{
+    char b[256];
+    const char *sv = getenv ("SLURM_VERSION");
+    if ((!sv || !*sv) && getenv ("SLURM_JOB_ID")) {
+        cmd_line ("srun --version 2>/dev/null", "slurm", b, sizeof (b));
+        json_object_set_new (hi, "slurm_version", json_string (b));
+    }
+    if (have_gpus) {
+        cmd_line ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", NULL, b,
+                  sizeof (b));
+        json_object_set_new (hi, "gpu_model", json_string (b));
+        cmd_line ("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null",
+                  NULL, b, sizeof (b));
+        json_object_set_new (hi, "gpu_driver", json_string (b));
+        cmd_line ("nvidia-smi 2>/dev/null", "CUDA Version", b, sizeof (b));
+        json_object_set_new (hi, "cuda_version", json_string (b));
+    }
+    nccl_version (b, sizeof (b));
+    json_object_set_new (hi, "nccl_version", json_string (b));
+}
+
 json_t *node_hostinfo (void)
 {
     char model[256];
@@ -147,8 +220,12 @@ json_t *node_hostinfo (void)
     if (d)
         closedir (d);
     const char *sv = getenv ("SLURM_VERSION");
-    return json_pack ("{s:s, s:I, s:I, s:o, s:s}", "cpu_model", model,
-                      "cores", (json_int_t)sysconf (_SC_NPROCESSORS_ONLN),
-                      "mem_mb", mem_mb, "gpus", gpus ? gpus : json_array (),
-                      "slurm_version", sv ? sv : "");
+    bool have_gpus = json_array_size (gpus) > 0;
+    json_t *hi = json_pack ("{s:s, s:I, s:I, s:o, s:s}", "cpu_model", model,
+                            "cores", (json_int_t)sysconf (_SC_NPROCESSORS_ONLN),
+                            "mem_mb", mem_mb, "gpus", gpus ? gpus : json_array (),
+                            "slurm_version", sv ? sv : "");
+    if (hi)
+        host_versions (hi, have_gpus);
+    return hi;
 }

@@ -184,10 +184,12 @@ part_overhead () {
     local d=$TMP/overhead rep id t0 t1 log spec
     say "orchestration: dttrain 2 ranks through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
     start_ctld "$d" local HeartbeatInterval=1s NodeTimeout=10s || return
+    # env -u DT_RESUME_STEP: dttrain reads the agent's DT_RESUME_STEP=0 ("start
+    # fresh" in schemas/dtclient-protocol.md) as "resume from step-0" and exits.
     spec=$(jq -cn --arg dt "$DTTRAIN" --arg data "$CORPUS" --argjson steps "$STEPS" \
         --arg b "$BATCH" --arg c "$CTX" --arg e "$EMB" --arg h "$HID" --arg l "$LAYERS" --arg w "$d" \
         '{name:"overhead", nodes:1, ranks_per_node:2, workdir:$w,
-          command:[$dt,"--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
+          command:["env","-u","DT_RESUME_STEP",$dt,"--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
                    "--embed",$e,"--hidden",$h,"--layers",$l,"--quiet"],
           checkpoint:{every_steps:0}, heartbeat:{interval_ms:1000}}')
     for rep in $(seq "$REPS"); do

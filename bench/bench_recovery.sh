@@ -1,3 +1,309 @@
 # bench_recovery.sh: part 2 (failure detection and recovery on the Slurm
-# testbed) and part 7 (the recovery plot).  Sourced by bench/run.
-part_recovery () { note recovery "not written yet"; }
+# testbed: dtctl vs Slurm's requeue vs torchrun's restart) and part 7 (the
+# plot of one recovery).  Sourced by bench/run, which provides rec, note,
+# say, jget, calc, wait_for, free_port and B SRC TMP REPS PY DTCTLD DTAGENT
+# DTTRAIN CORPUS.
+#
+# The testbed is machine-wide (bridge, netns dtnode*, port 6817): this part
+# takes the same flock as the system tests (tests/system/testbed-lib.sh),
+# waits up to 10 minutes for it, and always tears the testbed down.
+
+TESTBED=$SRC/scripts/slurm-testbed
+DTCTL=$B/orchestrator/cli/dtctl
+REC_REPS=${BENCH_RECOVERY_REPS:-$REPS}
+# The recovery job's model: the part-4 model with a batch of 64 (~60 ms steps
+# on 2 ranks here), checkpoint every 50 steps.
+REC_MODEL=(--data "$CORPUS" --global-batch 64 --context 64 --embed 32 --hidden 1024 --layers 4)
+REC_EVERY=50
+
+now () { date +%s.%N; }
+# step_lines FILE: "time step loss compute_ms comm_ms" for each stamped
+# dttrain step line ("<epoch> dttrain[0]: step S/N loss L ... compute X ms comm Y ms").
+step_lines () {
+    sed -n 's/^\([0-9.]*\) dttrain\[[0-9]*\]: step \([0-9]*\)\/[0-9]* loss \([0-9.na-]*\) .* compute \([0-9.]*\) ms comm \([0-9.]*\) ms.*/\1 \2 \3 \4 \5/p' "$1" 2>/dev/null
+}
+has_step () { [ -n "$(first_step "$1")" ]; }
+last_step () { step_lines "$1" | awk 'END {print $2 + 0}'; }
+first_step () { step_lines "$1" | head -n 1; }
+# att_log ID A: rank 0's log of attempt A of job ID (the agents' run dir
+# is <workdir>/dt-<job>-a<attempt>).
+att_log () { echo "$RD/work/dt-$1-a$2/rank-0.log"; }
+show () { "$DTCTL" --json show "$1" 2>/dev/null; }
+cur_attempt () { show "$1" | jq -r '.attempts[-1].attempt // 0'; }
+# first_event ID T0: "time kind" of the first failure-related event after
+# epoch T0 (the controller's detection).
+first_event () {
+    "$DTCTL" --json events "$1" 2>/dev/null | $PY -c '
+import sys, json, datetime
+t0 = float(sys.argv[1])
+for e in json.load(sys.stdin):
+    if e["kind"] in ("agent_registered", "job_submitted", "attempt_submitted") or "checkpoint" in e["kind"] or "shard" in e["kind"]:
+        continue
+    t = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+    if t >= t0 - 0.002:
+        print("%.3f %s" % (t, e["kind"])); break' "$2"
+}
+# ns_pids NODE COMM: pids of command COMM in NODE's namespace.
+ns_pids () {
+    local p
+    for p in $(ip netns pids "dt$1" 2>/dev/null); do
+        [ "$(cat /proc/$p/comm 2>/dev/null)" = "$2" ] && echo "$p"
+    done
+}
+# victim ID: a node of the current attempt that is not the batch host.
+victim () {
+    show "$1" | jq -r '.attempts[-1] as $a | [$a.nodes[].node | select(. != $a.batch_host)][0] // empty'
+}
+
+part_recovery () {
+    if [ "${BENCH_RECOVERY:-1}" = 0 ]; then note recovery "skipped (BENCH_RECOVERY=0)"; return; fi
+    rec_torchrun
+    [ "$(id -u)" = 0 ] || { note recovery "dtctl and Slurm recovery skipped: the Slurm testbed needs root"; return; }
+    command -v slurmctld >/dev/null || { note recovery "dtctl and Slurm recovery skipped: Slurm not installed"; return; }
+    [ -x "$DTCTL" ] || { note recovery "skipped: $DTCTL not built"; return; }
+    local lock=/tmp/dtctl-slurm-testbed.lock
+    [ -d /run/lock ] && lock=/run/lock/dtctl-slurm-testbed.lock
+    say "recovery: waiting for the Slurm testbed lock ($lock)"
+    exec 8>"$lock"
+    flock -w 600 8 || { note recovery "skipped: the testbed lock was busy for 10 minutes"; exec 8>&-; return; }
+    RD=$TMP/recovery; mkdir -p "$RD/work" "$RD/ckpt" "$RD/state"
+    export DT_TESTBED_DIR=$RD/testbed SLURM_CONF=$RD/testbed/etc/slurm.conf
+    TESTBED_UP=1
+    say "recovery: Slurm testbed up (6 nodes)"
+    if "$TESTBED" up 6 > "$RD/testbed.log" 2>&1; then
+        rec_slurm
+        rec_dtctl
+    else
+        note recovery "testbed up failed: $(tail -n 2 "$RD/testbed.log" | tr '\n' ' ')"
+    fi
+    [ -n "${REC_CTLD:-}" ] && kill "$REC_CTLD" 2>/dev/null && wait "$REC_CTLD" 2>/dev/null
+    "$TESTBED" down > /dev/null 2>&1
+    TESTBED_UP=
+    exec 8>&-
+    rec_plot
+}
+
+# --- dtctl: rank kill and node kill ------------------------------------------------------
+rec_dtctl () {
+    local port id
+    port=$(free_port)
+    REC_URL=http://10.77.0.1:$port
+    cat > "$RD/dtctld.conf" <<EOF
+ListenAddress=10.77.0.1
+ListenPort=$port
+ControllerURL=$REC_URL
+StateDir=$RD/state
+Launcher=slurm
+AuthType=munge
+DtagentPath=$DTAGENT
+CheckpointRoot=$RD/ckpt
+HeartbeatInterval=500ms
+NodeTimeout=3s
+RendezvousTimeout=60s
+LogLevel=info
+EOF
+    "$DTCTLD" -c "$RD/dtctld.conf" --foreground > "$RD/dtctld.log" 2>&1 &
+    REC_CTLD=$!
+    PIDS="$PIDS $REC_CTLD"
+    wait_for 20 curl -sf "$REC_URL/healthz" -o /dev/null || { note recovery "dtctld did not start on the testbed"; return; }
+    export DTCTL_CONTROLLER=$REC_URL
+    note recovery "dtctld: HeartbeatInterval=500ms NodeTimeout=3s; job: 2 nodes x 1 rank, checkpoint every $REC_EVERY steps; testbed SlurmdTimeout=5"
+    for kind in rank node; do
+        id=$(rec_submit "$kind") || { note "recovery.$kind" "submit failed: $id"; continue; }
+        [ "$kind" = node ] && REC_PLOT_JOB=$id
+        for rep in $(seq "$REC_REPS"); do
+            rec_kill "$id" "$kind" "$rep" || break
+        done
+        "$DTCTL" cancel "$id" > /dev/null 2>&1
+        wait_for 20 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"cancelled\"' >/dev/null"
+    done
+}
+
+rec_submit () {
+    local kind=$1 excl=false
+    [ "$kind" = node ] && excl=true
+    printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 \
+        | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl \
+            --arg core "${OPENBLAS_CORETYPE:-}" \
+            '{name: "recovery", nodes: 2, ranks_per_node: 1, workdir: $w, command: .,
+              env: ({OPENBLAS_NUM_THREADS: "1"} + (if $core != "" then {OPENBLAS_CORETYPE: $core} else {} end)),
+              checkpoint: {every_steps: $every, keep: 2},
+              restart: {max_restarts: 20, exclude_failed_nodes: $excl},
+              heartbeat: {interval_ms: 500}}' > "$RD/spec.$kind.json"
+    "$DTCTL" submit "$RD/spec.$kind.json" 2>&1
+}
+
+# rec_kill ID KIND REP: wait until the current attempt has committed a
+# checkpoint of its own, kill a rank (or a node), measure the recovery.
+rec_kill () {
+    local id=$1 kind=$2 rep=$3 a log first node pid t_kill
+    if ! wait_for 90 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"running\"' >/dev/null"; then
+        note "recovery.$kind" "rep $rep: job $id not running: $(show "$id" | jq -c '{state, reason, failure}')"; return 1
+    fi
+    a=$(cur_attempt "$id"); log=$(att_log "$id" "$a")
+    wait_for 60 has_step "$log" || { note "recovery.$kind" "rep $rep: attempt $a never stepped ($log)"; return 1; }
+    first=$(first_step "$log" | awk '{print $2}')
+    # Past a checkpoint this attempt committed, and a little more.
+    local target=$(( (first / REC_EVERY + 1) * REC_EVERY + REC_EVERY / 2 ))
+    wait_for 120 sh -c "[ \$(sed -n 's/.*dttrain\[0\]: step \([0-9]*\)\/.*/\1/p' '$log' | tail -n 1) -ge $target ] 2>/dev/null" \
+        || { note "recovery.$kind" "rep $rep: attempt $a did not reach step $target"; return 1; }
+    node=$(victim "$id")
+    [ -n "$node" ] || { note "recovery.$kind" "rep $rep: no node to kill"; return 1; }
+    if [ "$kind" = rank ]; then
+        pid=$(ns_pids "$node" dttrain | head -n 1)
+        [ -n "$pid" ] || { note recovery.rank "rep $rep: no dttrain on $node"; return 1; }
+        t_kill=$(now); kill -9 "$pid"
+    else
+        t_kill=$(now); "$TESTBED" kill-node "$node" > /dev/null 2>&1
+    fi
+    # The new attempt's first step.
+    local nlog="" t_res="" ev na=0
+    if wait_for 120 sh -c "[ \$('$DTCTL' --json show $id | jq -r '.attempts[-1].attempt') -gt $a ]"; then
+        na=$(cur_attempt "$id"); nlog=$(att_log "$id" "$na")
+        wait_for 120 has_step "$nlog" && t_res=$(first_step "$nlog" | awk '{print $1}')
+    fi
+    ev=$(first_event "$id" "$t_kill")
+    local lost_last; lost_last=$(last_step "$log")
+    if [ -n "$ev" ]; then
+        rec "recovery.$kind.detect_s" "$(calc "${ev%% *} - $t_kill")"
+    fi
+    if [ -n "$t_res" ]; then
+        local nfirst; nfirst=$(first_step "$nlog" | awk '{print $2}')
+        rec "recovery.$kind.resume_s" "$(calc "$t_res - $t_kill")"
+        rec "recovery.$kind.steps_lost" "$(( lost_last - (nfirst - 1) ))"
+        printf '   %s kill %d (%s, attempt %d): detected %s s (%s), first step of attempt %d at %s s, steps lost %d (last %d, resumed at %d)\n' \
+            "$kind" "$rep" "$node" "$a" "$(calc "${ev%% *} - $t_kill")" "${ev#* }" "$na" "$(calc "$t_res - $t_kill")" \
+            "$(( lost_last - (nfirst - 1) ))" "$lost_last" "$((nfirst - 1))" >&2
+        if [ "$kind" = node ] && [ -z "${REC_PLOT_DONE:-}" ]; then
+            REC_PLOT_DONE=1
+            echo "$t_kill ${ev%% *} $t_res $id $a $na" > "$TMP/recovery.marks"
+            cp "$log" "$TMP/recovery.old.log"; cp "$nlog" "$TMP/recovery.new.log"
+        fi
+        return 0
+    fi
+    note "recovery.$kind" "rep $rep: killed $node at attempt $a; detection: ${ev:-none}; no step of a new attempt within 240 s: $(show "$id" | jq -c '{state, reason, failure, attempts: [.attempts[] | {attempt, state, cause}]}' | cut -c1-400)"
+    if [ "$kind" = node ] && [ -z "${REC_PLOT_DONE:-}" ]; then
+        REC_PLOT_DONE=1
+        echo "$t_kill ${ev%% *} - $id $a -" > "$TMP/recovery.marks"
+        cp "$log" "$TMP/recovery.old.log"
+    fi
+    return 1
+}
+
+# --- Slurm's own handling of the same node kill ----------------------------------------------
+# A plain batch job (--requeue, the testbed's settings) whose tasks print a
+# stamped line every 0.1 s; kill a node that is not the batch host.
+rec_slurm () {
+    local rep sj node out t_kill t_rq t_rs i
+    for rep in $(seq "$REC_REPS"); do
+        out=$RD/slurm.$rep.out
+        sj=$(sbatch --parsable -N2 --requeue --open-mode=append -o "$out" -J bench-requeue \
+             --wrap "srun -N2 --ntasks-per-node=1 bash -c 'while :; do echo \$(date +%s.%N) \$(hostname) \${SLURM_RESTART_COUNT:-0}; sleep 0.1; done'" 2>&1) \
+            || { note recovery.slurm "sbatch failed: $sj"; return; }
+        if ! wait_for 60 sh -c "[ \$(awk '\$1 ~ /^[0-9.]+\$/ {print \$2}' '$out' 2>/dev/null | sort -u | wc -l) -ge 2 ]"; then
+            note recovery.slurm "rep $rep: Slurm job $sj never ran on 2 nodes"; scancel "$sj"; return
+        fi
+        local bh; bh=$(scontrol -o show job "$sj" | sed -n 's/.*BatchHost=\([^ ]*\).*/\1/p')
+        node=$(awk -v bh="$bh" '$1 ~ /^[0-9.]+$/ && $2 != bh {print $2; exit}' "$out")
+        t_kill=$(now); "$TESTBED" kill-node "$node" > /dev/null 2>&1
+        t_rq=; t_rs=
+        for i in $(seq 1200); do
+            if [ -z "$t_rq" ] && scontrol -o show job "$sj" 2>/dev/null | grep -q 'Restarts=[1-9]'; then t_rq=$(now); fi
+            t_rs=$(awk '$1 ~ /^[0-9.]+$/ && $3 + 0 >= 1 {print $1; exit}' "$out")
+            [ -n "$t_rs" ] && break
+            sleep 0.1
+        done
+        [ -n "$t_rq" ] && rec recovery.slurm.requeue_s "$(calc "$t_rq - $t_kill")"
+        [ -n "$t_rs" ] && rec recovery.slurm.restart_s "$(calc "$t_rs - $t_kill")"
+        printf '   Slurm node kill %d (%s): requeued after %s s, restarted after %s s (from the beginning: no checkpoint)\n' \
+            "$rep" "$node" "${t_rq:+$(calc "$t_rq - $t_kill")}" "${t_rs:+$(calc "$t_rs - $t_kill")}" >&2
+        [ -z "$t_rs" ] && note recovery.slurm "rep $rep: no restart within 120 s ($(scontrol -o show job "$sj" | grep -o 'JobState=[^ ]*\|Reason=[^ ]*' | tr '\n' ' '))"
+        scancel "$sj" 2>/dev/null
+        "$TESTBED" start-node "$node" > /dev/null 2>&1
+    done
+    # The nodes come back (ReturnToService=2) while dtctl's part starts.
+    wait_for 30 sh -c "[ -z \"\$(sinfo -h -t down,no_respond -o %N)\" ]"
+}
+
+# --- torchrun's restart of the same worker kill ---------------------------------------------
+rec_torchrun () {
+    local rep d=$TMP/torchrun port pid t_kill t_rs last w
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null \
+        || { note recovery.torchrun "skipped: /usr/bin/python3 has no torch"; return; }
+    mkdir -p "$d"
+    for rep in $(seq "$REC_REPS"); do
+        port=$(free_port)
+        # --redirects 1 --tee 1: torch 1.13 on Python 3.11 fails with the
+        # defaults (shared/notes/toolchain.md section 4).  Step lines go to stderr.
+        BENCH_STEP_LOG=1 setsid /usr/bin/python3 -m torch.distributed.run --nnodes 1 --nproc_per_node 2 \
+            --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --max_restarts 3 --redirects 1 --tee 1 \
+            --log_dir "$d/logs.$rep" "$SRC/bench/torch_ddp_ref.py" "${REC_MODEL[@]}" --steps 100000000 \
+            > "$d/run.$rep" 2>&1 &
+        pid=$!
+        PIDS="$PIDS $pid"
+        if ! wait_for 60 sh -c "[ \$(grep -c ' restart 0\$' '$d/run.$rep' 2>/dev/null) -ge 30 ] 2>/dev/null"; then
+            note recovery.torchrun "rep $rep: no steps ($(tail -n 2 "$d/run.$rep" | tr '\n' ' ' | cut -c1-200))"
+            kill -9 -- -"$pid" 2>/dev/null; return
+        fi
+        w=
+        for p in $(pgrep -s "$pid" -f torch_ddp_ref.py); do
+            tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'LOCAL_RANK=1' && w=$p
+        done
+        [ -n "$w" ] || { note recovery.torchrun "rep $rep: worker of local rank 1 not found"; kill -9 -- -"$pid"; return; }
+        t_kill=$(now); kill -9 "$w"
+        t_rs=
+        wait_for 120 sh -c "grep -q ' restart 1\$' '$d/run.$rep'" && t_rs=$(awk '$NF == "1" && $2 == "step" {print $1; exit}' "$d/run.$rep")
+        last=$(awk -v t="$t_kill" '$NF == "0" && $2 == "step" && $1 <= t {s = $3} END {print s + 0}' "$d/run.$rep")
+        if [ -n "$t_rs" ]; then
+            rec recovery.torchrun.restart_s "$(calc "$t_rs - $t_kill")"
+            rec recovery.torchrun.steps_lost "$last"
+            printf '   torchrun worker kill %d: first step of the restarted workers after %s s; steps lost %d (the script does not checkpoint)\n' \
+                "$rep" "$(calc "$t_rs - $t_kill")" "$last" >&2
+        else
+            note recovery.torchrun "rep $rep: no restart within 120 s ($(tail -n 3 "$d/run.$rep" | tr '\n' ' ' | cut -c1-300))"
+        fi
+        kill -TERM -- -"$pid" 2>/dev/null; sleep 1; kill -9 -- -"$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
+    note recovery.torchrun "torchrun: 1 node x 2 workers on the host, --max_restarts 3, default monitor interval; same model as the dtctl job, no checkpointing in the script (torchrun restarts from the script's start)"
+}
+
+# --- 7. the plot ----------------------------------------------------------------------------------
+rec_plot () {
+    [ -f "$TMP/recovery.marks" ] || { note plot "no node-kill recovery recorded: no plot"; return; }
+    command -v gnuplot >/dev/null || { note plot "gnuplot not installed: no plot"; return; }
+    local t_kill t_det t_res
+    read -r t_kill t_det t_res _ < "$TMP/recovery.marks"
+    # time since the kill (s), step, loss, step time (ms, from the stamps).
+    { step_lines "$TMP/recovery.old.log"; echo; echo; step_lines "$TMP/recovery.new.log" 2>/dev/null; } \
+        | awk -v t0="$t_kill" 'NF == 0 {print; p = ""; next}
+                               {dt = (p == "" ? "NaN" : ($1 - p) * 1000); p = $1;
+                                if ($1 - t0 > -40 && $1 - t0 < 40) printf "%.3f %d %s %s\n", $1 - t0, $2, $3, dt}' \
+        > "$TMP/recovery.dat"
+    local det=NaN res=NaN after=0
+    [ -s "$TMP/recovery.new.log" ] && after=1
+    [ -n "$t_det" ] && [ "$t_det" != - ] && det=$(calc "$t_det - $t_kill")
+    [ -n "$t_res" ] && [ "$t_res" != - ] && res=$(calc "$t_res - $t_kill")
+    gnuplot > "$TMP/gnuplot.log" 2>&1 <<EOF
+set terminal pngcairo size 1000,700 noenhanced font ",10"
+set output "$TMP/recovery.png"
+set multiplot layout 2,1 title "dttrain on 2 Slurm testbed nodes: node killed at t = 0 (dtctl; detection at $det s, first step of the new attempt at $res s)"
+set grid
+set xrange [*:*]
+set style line 1 lc rgb "red" lw 2
+set style line 2 lc rgb "orange" lw 2 dt 2
+set style line 3 lc rgb "forest-green" lw 2 dt 3
+set arrow 1 from 0, graph 0 to 0, graph 1 nohead ls 1
+set label 1 "node killed" at 0, graph 0.95 offset 0.5,0 tc rgb "red"
+if ("$det" ne "NaN") { set arrow 2 from $det, graph 0 to $det, graph 1 nohead ls 2; set label 2 "detected" at $det, graph 0.85 offset 0.5,0 tc rgb "orange" }
+if ("$res" ne "NaN") { set arrow 3 from $res, graph 0 to $res, graph 1 nohead ls 3; set label 3 "resumed" at $res, graph 0.75 offset 0.5,0 tc rgb "forest-green" }
+set ylabel "training loss (rank 0)"
+if ($after) { plot "$TMP/recovery.dat" index 0 using 1:3 with lines lw 1.5 title "attempt before", "" index 1 using 1:3 with lines lw 1.5 title "attempt after" } else { plot "$TMP/recovery.dat" index 0 using 1:3 with lines lw 1.5 title "attempt before (no new attempt)" }
+set ylabel "step time (ms)"
+set xlabel "wall-clock time since the node kill (s)"
+set logscale y
+if ($after) { plot "$TMP/recovery.dat" index 0 using 1:4 with points pt 7 ps 0.4 title "attempt before", "" index 1 using 1:4 with points pt 7 ps 0.4 title "attempt after" } else { plot "$TMP/recovery.dat" index 0 using 1:4 with points pt 7 ps 0.4 title "attempt before" }
+unset multiplot
+EOF
+    [ -s "$TMP/recovery.png" ] || note plot "gnuplot failed: $(tail -n 3 "$TMP/gnuplot.log" | tr '\n' ' ')"
+}

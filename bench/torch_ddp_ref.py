@@ -83,6 +83,7 @@ def main():
     lo, hi = B * rank // world, B * (rank + 1) // world
     offs = torch.arange(C + 1)
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    step_log = os.environ.get("BENCH_STEP_LOG") == "1" and rank == 0
     t0 = time.time()
     loss_val = float("nan")
     for s in range(a.steps):
@@ -104,6 +105,10 @@ def main():
             t = torch.tensor([loss_val])
             dist.all_reduce(t)
             loss_val = t.item()
+        if step_log:
+            # bench/run's torchrun restart benchmark: wall-clock time of each step.
+            print("%.3f step %d loss %.4f restart %s" % (time.time(), s + 1, loss_val,
+                  os.environ.get("TORCHELASTIC_RESTART_COUNT", "-")), file=sys.stderr, flush=True)
     wall = time.time() - t0
     if rank == 0:
         print(json.dumps({"impl": "torch-ddp", "torch": torch.__version__, "world_size": world,

@@ -13,10 +13,12 @@
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "orchestrator/agentapi.h"
+#include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
+#include "orchestrator/report.h"
 
 /* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
  * silently different file. */
@@ -346,9 +348,17 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
             rk->compute_ms = json_number_value (v);
         if ((v = json_object_get (r, "comm_ms")))
             rk->comm_ms = json_number_value (v);
+        if ((v = json_object_get (r, "busy"))) {
+            /* Entering or leaving a checkpoint save/load restarts the hang
+             * clock (the watchdog gives busy ranks their own allowance). */
+            if (json_is_true (v) != rk->busy && rk->progress_ms)
+                rk->progress_ms = now;
+            rk->busy = json_is_true (v);
+        }
     }
     if (att->row.state == ATT_RUNNING)
         jobs_progress (ctx->jobs, att);
+    report_heartbeat (ctx->report, att, ranks);     /* goodput accounting */
     dt_http_reply_json (req, 200, json_pack ("{s:o}", "commands",
                                              jobs_commands (ctx->jobs, att)));
     metrics_heartbeat (ctx->metrics, (dt_mono_ns () - t0) / 1e9);
@@ -482,6 +492,8 @@ static void events_cb (dt_http_req_t *req, void *arg)
                               node, code);
                 json_t *ev = json_pack ("{s:i s:i s:O?}", "exit_code", code, "signal", sig,
                                         "stderr_tail", json_object_get (e, "stderr_tail"));
+                jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
+                                      json_string_value (json_object_get (e, "stderr_tail")));
                 jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
             } else {
                 snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
@@ -511,7 +523,7 @@ static void events_cb (dt_http_req_t *req, void *arg)
             jobs_attempt_fail (ctx->jobs, att, "node_failure", node, -1,
                                detail ? detail : "agent reported a node failure", NULL);
         } else if (!strcmp (kind, "signal")) {
-            rc = jobs_note (ctx->jobs, att, "signal", node, -1, detail, NULL, &err);
+            jobs_signal (ctx->jobs, att, node, detail);
         } else if (!strcmp (kind, "done")) {
             json_t *c = json_object_get (e, "exit_code");
             rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, &err);
@@ -680,5 +692,6 @@ int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
             || dt_httpd_route (ctx->httpd, "GET", deeper[i], kv_get_cb, ctx) < 0)
             return errnoprintf (err, errno, "route %s: %s", deeper[i], strerror (errno));
     }
-    return 0;
+    /* The batch scripts' route (in-allocation restart): allocapi.c. */
+    return allocapi_register_routes (ctx, err);
 }

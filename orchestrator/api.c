@@ -395,6 +395,34 @@ static void nodes_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_json (req, 200, n);
 }
 
+/* POST /v1/nodes/{name}/clear (issue 7): an admin puts a suspect node back
+ * into service; answers the node list. */
+static void node_clear_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    dt_error_t err;
+    const char *name = dt_http_req_param (req, "name");
+    int status;
+    json_t *n;
+
+    if (!user_auth (ctx, req, &uid, &gid))
+        return;
+    if (!name || !*name || strlen (name) > 63) {
+        dt_http_reply_error (req, 400, "name", "name: expected a node name (1 to 63 characters)");
+        return;
+    }
+    if (jobs_node_clear (ctx->jobs, name, uid, &status, &err) < 0) {
+        dt_http_reply_error (req, status, status == 404 ? "name" : NULL, "%s", err.text);
+        return;
+    }
+    if (!(n = store_nodes_json (ctx->store, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, n);
+}
+
 static void prometheus_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -433,6 +461,7 @@ int api_register_routes (struct ctld *ctx, dt_error_t *err)
         { "POST", "/v1/jobs/{id}/resubmit", resubmit_cb },
         { "POST", "/v1/jobs/{id}/checkpoint", checkpoint_cb },
         { "GET", "/v1/nodes", nodes_cb },
+        { "POST", "/v1/nodes/{name}/clear", node_clear_cb },
         { "GET", "/metrics", prometheus_cb },
         { "GET", "/healthz", healthz_cb },
     };

@@ -15,6 +15,7 @@
 
 struct jobs;
 struct metrics;
+struct report;
 
 struct ctld {
     struct ctld_config *cfg;            /* current config (replaced on reload) */
@@ -24,6 +25,7 @@ struct ctld {
     void *launcher;                     /* lops' context */
     struct jobs *jobs;
     struct metrics *metrics;
+    struct report *report;              /* goodput accounting (report.c) */
     char url[256];                      /* the URL agents are given */
     bool stop;                          /* leave the event loop */
 };

@@ -23,6 +23,12 @@ static const int64_t default_node_timeout_ms = 10000;
 static const int64_t default_hang_timeout_ms = 0;
 static const int64_t default_rendezvous_timeout_ms = 120000;
 static const int64_t default_max_body = 1 << 20;
+/* Issue 7: the floor of the automatic hang timeout (jobs with
+ * hang_timeout_ms 0), and node health: a node blamed for failures of
+ * SuspectJobs different jobs within SuspectWindow becomes suspect. */
+static const int64_t default_hang_floor_ms = 30000;
+static const int64_t default_suspect_jobs = 3;
+static const int64_t default_suspect_window_ms = 24 * 3600 * 1000LL;
 
 const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
@@ -165,6 +171,21 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         || dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
                                     &cfg->rendezvous_timeout_ms, err) < 0)
         goto error;
+    if (dt_conf_get_duration_ms (c, "HangTimeoutFloor", default_hang_floor_ms,
+                                 &cfg->hang_floor_ms, err) < 0
+        || dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
+                            &cfg->suspect_jobs, err) < 0
+        || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
+                                    &cfg->suspect_window_ms, err) < 0)
+        goto error;
+    if (cfg->hang_floor_ms < 1000) {
+        errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
+        goto error;
+    }
+    if (cfg->suspect_window_ms < 1000) {
+        errnoprintf (err, EINVAL, "SuspectWindow: must be at least 1s");
+        goto error;
+    }
     if (cfg->heartbeat_interval_ms < 100 || cfg->heartbeat_interval_ms > 60000) {
         errnoprintf (err, EINVAL, "HeartbeatInterval: must be between 100ms and 60s");
         goto error;

@@ -18,7 +18,9 @@
 #include "orchestrator/auth.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/fsm.h"
+#include "orchestrator/ftpolicy.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/provenance.h"
 #include "orchestrator/sha256.h"
 #include "orchestrator/spec.h"
 
@@ -53,9 +55,14 @@ static const int64_t restart_backoff_ms = 500;
 static const int64_t restart_backoff_max_ms = 30000;
 /* Step metrics kept per job (the stride doubles beyond it). */
 static const int64_t metrics_cap = 1000;
-/* hang_timeout_ms = 0 (auto): what the agents get until the controller
- * learns step times (issue 7 refines this). */
-static const int64_t hang_auto_floor_ms = 60000;
+/* hang_timeout_ms = 0 (auto): the controller's watchdog is the detector
+ * (ftpolicy: max(HangTimeoutFloor, 10 x p99 step time)); the agents get
+ * this multiple of the floor as a backstop for when the controller is
+ * unreachable, since they cannot learn the step times. */
+static const int64_t hang_agent_backstop = 4;
+/* The no-progress guard: this many consecutive attempts failing before
+ * passing their resume step fail the job with cause "no_progress". */
+static const int no_progress_limit = 3;
 
 struct jobs {
     struct ctld *ctx;
@@ -298,11 +305,30 @@ static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int nu
     att->row.attempt = number;
     att->row.state = ATT_SUBMITTED;
     snprintf (att->row.launcher, sizeof (att->row.launcher), "%s", jobs->ctx->lops->name);
-    att->row.num_nodes = spec_int (job, NULL, "nodes");
+    att->row.num_nodes = job->next_nodes > 0 ? job->next_nodes : spec_int (job, NULL, "nodes");
     att->row.spare_nodes = spec_int (job, NULL, "spare_nodes");
     att->row.ranks_per_node = spec_int (job, NULL, "ranks_per_node");
     att->row.world_size = att->row.num_nodes * att->row.ranks_per_node;
     att->row.exclude = json_deep_copy (job->row.exclude);
+    att->stop_rank = -1;
+    /* Suspect nodes (node health, issue 7) are kept out of every new
+     * attempt until an admin clears them. */
+    {
+        json_t *sus = store_nodes_suspect (jobs->ctx->store, err);
+        size_t i, j;
+        json_t *v, *w;
+        if (!sus)
+            goto error;
+        json_array_foreach (sus, i, v) {
+            bool have = false;
+            json_array_foreach (att->row.exclude, j, w)
+                if (json_equal (v, w))
+                    have = true;
+            if (!have)
+                json_array_append (att->row.exclude, v);
+        }
+        json_decref (sus);
+    }
     att->row.submit_time = dt_real_ms ();
     if (auth_token_new (att->row.token, err) < 0)
         goto error;
@@ -330,10 +356,8 @@ static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int nu
             snprintf (att->row.resume_sha256, sizeof (att->row.resume_sha256), "%s", sha);
         }
     }
-    att->row.provenance = json_pack ("{s:s s:s s:O s:O}", "dtctl_version", PACKAGE_VERSION,
-                                     "source_revision", DT_GIT_REV, "command",
-                                     json_object_get (job->row.spec, "command"), "env",
-                                     json_object_get (job->row.spec, "env"));
+    /* What reproduces this attempt (issue 10; provenance.c). */
+    att->row.provenance = provenance_attempt_new (job, att, jobs->ctx->lops->name);
     return att;
 error:
     attempt_destroy (att);
@@ -353,8 +377,14 @@ static int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt
     else
         snprintf (detail, sizeof (detail), "attempt %d submitted, from scratch",
                   att->row.attempt);
-    json_t *data = json_pack ("{s:I s:I}", "resume_step", (json_int_t)att->row.resume_step,
-                              "world_size", (json_int_t)att->row.world_size);
+    /* resume_source: the just-in-time checkpoint of issue 7 is not
+     * implemented (see jobs_attempt_fail); resumes are from the last
+     * committed checkpoint. */
+    json_t *data = json_pack ("{s:I s:I s:s s:O}", "resume_step",
+                              (json_int_t)att->row.resume_step, "world_size",
+                              (json_int_t)att->row.world_size, "resume_source",
+                              att->row.resume_step >= 0 ? "committed" : "none", "exclude",
+                              att->row.exclude);
     int rc = store_event (jobs->ctx->store, att->row.submit_time, job->row.id,
                           att->row.attempt, "attempt_submitted", NULL, -1, detail, data, err);
     json_decref (data);
@@ -365,10 +395,57 @@ static int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt
 
 static int64_t backoff_ms (const struct job *job)
 {
-    int64_t b = restart_backoff_ms;
-    for (int i = 1; i < job->row.restarts && b < restart_backoff_max_ms; i++)
-        b *= 2;
-    return b < restart_backoff_max_ms ? b : restart_backoff_max_ms;
+    return ft_backoff_ms (job->row.restarts, restart_backoff_ms, restart_backoff_max_ms);
+}
+
+/* Ends that were asked for (a final checkpoint was taken): they restart
+ * without counting against the no-progress guard. */
+static bool cause_planned (const char *cause)
+{
+    return !strcmp (cause, "time_limit") || !strcmp (cause, "preempted")
+           || !strcmp (cause, "straggler_excluded");
+}
+
+static void json_set_add (json_t *arr, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (arr, i, v)
+        if (!strcmp (json_string_value (v), name))
+            return;
+    json_array_append_new (arr, json_string (name));
+}
+
+/* Healthy nodes the launcher could give the next attempt (-1 unknown). */
+static int nodes_available (struct jobs *jobs, struct job *job)
+{
+    struct ctld *ctx = jobs->ctx;
+    dt_error_t err;
+    const char **exclude = NULL;
+    json_t *sus, *v;
+    size_t i, n;
+    int avail = -1;
+
+    if (!ctx->lops->capacity)
+        return -1;
+    if (!(sus = store_nodes_suspect (ctx->store, &err)))
+        return -1;
+    json_array_foreach (job->row.exclude, i, v)
+        json_set_add (sus, json_string_value (v));
+    n = json_array_size (sus);
+    if ((exclude = calloc (n + 1, sizeof (*exclude)))) {
+        json_array_foreach (sus, i, v)
+            exclude[i] = json_string_value (v);
+        if (ctx->lops->capacity (ctx->launcher, spec_str (job, NULL, "partition"), exclude,
+                                 &avail, &err) < 0) {
+            dt_log (LOG_WARNING, "job %lld: launcher capacity: %s", (long long)job->row.id,
+                    err.text);
+            avail = -1;
+        }
+    }
+    free (exclude);
+    json_decref (sus);
+    return avail;
 }
 
 /* The job's side of an attempt failure (inside the transaction). */
@@ -380,29 +457,62 @@ static int job_after_failure (struct jobs *jobs, struct job *job, struct attempt
 
     if (fsm_job_terminal (job->row.state))
         return 0;                           /* cancelled meanwhile */
+
+    /* Exclusions: the failed node (restart.exclude_failed_nodes; every
+     * launcher honours them, the local one by picking other names), and
+     * always an excluded straggler's node. */
+    if (att->row.cause_node[0]
+        && (!strcmp (cause, "straggler_excluded")
+            || (json_is_true (json_object_get (json_object_get (job->row.spec, "restart"),
+                                               "exclude_failed_nodes"))
+                && !cause_planned (cause))))
+        json_set_add (job->row.exclude, att->row.cause_node);
+
+    /* The restart decision (ftpolicy.c). */
+    bool progressed = ft_attempt_progressed (att->row.resume_step, att->max_step,
+                                             att->committed_any);
+    job->no_progress_streak = cause_planned (cause)
+                                  ? 0 : ft_no_progress_streak (job->no_progress_streak,
+                                                               progressed);
+    struct ft_restart_in in = {
+        .restarts = job->row.restarts,
+        .max_restarts = maxr,
+        .no_progress_streak = job->no_progress_streak,
+        .no_progress_limit = no_progress_limit,
+        .nodes = spec_int (job, NULL, "nodes"),
+        .min_nodes = spec_int (job, "restart", "min_nodes"),
+        .available = nodes_available (jobs, job),
+    };
+    int next_nodes = 0;
+    enum ft_verdict v = ft_restart_decide (&in, &next_nodes);
+
     json_decref (job->row.failure);
     char tbuf[40];
-    job->row.failure = json_pack ("{s:s s:s? s:o? s:s s:s s:i s:O?}", "cause", cause, "node",
+    job->row.failure = json_pack ("{s:s s:s? s:o? s:s s:s s:i s:O? s:s s:b s:i s:i s:i}",
+                                  "cause", cause, "node",
                                   att->row.cause_node[0] ? att->row.cause_node : NULL,
                                   "rank", att->row.cause_rank >= 0
                                       ? json_integer (att->row.cause_rank) : NULL,
                                   "time", dt_format_time (att->row.fail_time, tbuf,
                                                           sizeof (tbuf)),
                                   "detail", att->row.detail, "attempt", att->row.attempt,
-                                  "evidence", att->row.evidence);
-    if (json_is_true (json_object_get (json_object_get (job->row.spec, "restart"),
-                                       "exclude_failed_nodes"))
-        && att->row.cause_node[0] && strcmp (att->row.launcher, "local")) {
-        bool have = false;
-        size_t i;
-        json_t *v;
-        json_array_foreach (job->row.exclude, i, v)
-            if (!strcmp (json_string_value (v), att->row.cause_node))
-                have = true;
-        if (!have)
-            json_array_append_new (job->row.exclude, json_string (att->row.cause_node));
-    }
-    if (job->row.restarts < maxr) {
+                                  "evidence", att->row.evidence,
+                                  "verdict", ft_verdict_name (v),
+                                  "progressed", progressed,
+                                  "no_progress_streak", job->no_progress_streak,
+                                  "next_nodes", next_nodes,
+                                  "available_nodes", in.available);
+    if (v == FT_RESTART) {
+        job->next_nodes = next_nodes;
+        if (next_nodes < in.nodes) {
+            char d[160];
+            snprintf (d, sizeof (d), "only %d healthy nodes: the next attempt runs on %d of %d "
+                      "nodes (min_nodes %d), same global batch", in.available, next_nodes,
+                      in.nodes, in.min_nodes);
+            if (store_event (jobs->ctx->store, dt_real_ms (), job->row.id, att->row.attempt,
+                             "shrink", NULL, -1, d, NULL, err) < 0)
+                return -1;
+        }
         /* A new attempt that failed before running: still restarting. */
         if (job->row.state == JOB_RESTARTING) {
             snprintf (job->row.reason, sizeof (job->row.reason), "%s", cause);
@@ -411,7 +521,9 @@ static int job_after_failure (struct jobs *jobs, struct job *job, struct attempt
         return job_set_state (jobs, job, JOB_RESTARTING, cause, err);
     }
     char why[32];
-    snprintf (why, sizeof (why), "%s", cause);
+    snprintf (why, sizeof (why), "%s", v == FT_GIVE_UP_RESTARTS ? cause : ft_verdict_name (v));
+    json_object_set_new (job->row.failure, "cause", json_string (why));
+    json_object_set_new (job->row.failure, "attempt_cause", json_string (cause));
     return job_set_state (jobs, job, JOB_FAILED, why, err);
 }
 
@@ -444,10 +556,25 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
     if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, f->cause, f->node,
                      f->rank, f->detail, f->evidence, err) < 0)
         return -1;
-    if (f->node && *f->node
-        && store_node_failure (jobs->ctx->store, f->node, now, job->row.id, att->row.attempt,
-                               f->cause, f->detail, err) < 0)
-        return -1;
+    if (f->node && *f->node) {
+        struct ctld_config *cfg = jobs->ctx->cfg;
+        bool suspect = false;
+        if (store_node_failure (jobs->ctx->store, f->node, now, job->row.id, att->row.attempt,
+                                f->cause, f->detail, err) < 0
+            || store_node_health_check (jobs->ctx->store, f->node, now, cfg->suspect_window_ms,
+                                        cfg->suspect_jobs, &suspect, err) < 0)
+            return -1;
+        if (suspect) {
+            char d[160];
+            snprintf (d, sizeof (d), "node %s is suspect: failures in %lld jobs within %lld s; "
+                      "excluded from new attempts until cleared", f->node,
+                      (long long)cfg->suspect_jobs, (long long)(cfg->suspect_window_ms / 1000));
+            if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
+                             "node_suspect", f->node, -1, d, NULL, err) < 0)
+                return -1;
+            dt_log (LOG_WARNING, "%s", d);
+        }
+    }
     return job_after_failure (jobs, job, att, err);
 }
 
@@ -475,7 +602,16 @@ void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *caus
     }
     json_decref (evidence);
     if (att->row.state == ATT_ENDING && att->row.handle[0]) {
-        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, att->row.handle, 0, &err) < 0)
+        /* A job with spares that will restart keeps its allocation: the
+         * next attempt runs in it as a new step (launcher.h, "reuse"). */
+        int flags = 0;
+        if (spec_int (att->job, NULL, "spare_nodes") > 0
+            && att->job->row.state == JOB_RESTARTING) {
+            flags = LAUNCHER_CANCEL_KEEP_ALLOC;
+            snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
+                      att->row.handle);
+        }
+        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, att->row.handle, flags, &err) < 0)
             dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)att->row.job_id,
                     att->row.handle, err.text);
         att->cancel_sent = true;
@@ -537,6 +673,23 @@ static void attempt_succeed (struct jobs *jobs, struct attempt *att)
     dt_error_t err;
     if (att->row.state != ATT_RUNNING)
         return;
+    /* Every worker exited 0 after a planned stop (time-limit warning,
+     * preemption, straggler exclusion): unless the trainer says it simply
+     * finished, this is the end of the attempt, not of the job. */
+    if (att->stopping) {
+        json_t *stopped = json_object_get (att->job->row.result, "stopped");
+        if (!att->job->row.result || json_is_true (stopped)) {
+            char detail[256];
+            snprintf (detail, sizeof (detail), "%s (the ranks took a final checkpoint%s)",
+                      att->stop_detail[0] ? att->stop_detail : att->stop_cause,
+                      att->committed_any ? "" : "; none was committed");
+            jobs_attempt_fail (jobs, att, att->stop_cause, att->stop_node[0] ? att->stop_node
+                               : NULL, att->stop_rank, detail,
+                               json_pack ("{s:I s:b}", "stop_step", (json_int_t)att->stop_step,
+                                          "final_checkpoint_committed", att->committed_any));
+            return;
+        }
+    }
     if (transact (jobs, att->job, att, tx_succeed, NULL, &err) < 0)
         dt_log (LOG_ERR, "job %lld: completing: %s", (long long)att->row.job_id, err.text);
     else
@@ -619,7 +772,7 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
     req.workdir = spec_str (job, NULL, "workdir");
     req.output = output;
     req.env = env;
-    req.reuse = NULL;
+    req.reuse = job->reuse_handle[0] ? job->reuse_handle : NULL;
 
     if (ctx->lops->submit (ctx->launcher, &req, handle, &err) < 0) {
         dt_log (LOG_ERR, "job %lld attempt %d: launch failed: %s", (long long)job->row.id,
@@ -628,6 +781,11 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
         goto done;
     }
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
+    if (job->reuse_handle[0])
+        dt_log (LOG_INFO, "job %lld attempt %d: %s allocation %s", (long long)job->row.id,
+                att->row.attempt, strcmp (handle, job->reuse_handle) ? "reuse asked of" : "kept",
+                job->reuse_handle);
+    job->reuse_handle[0] = '\0';          /* the launcher owns it now */
     if (transact (jobs, job, att, tx_launched, NULL, &err) < 0)
         dt_log (LOG_ERR, "job %lld: recording launch: %s", (long long)job->row.id, err.text);
     dt_log (LOG_INFO, "job %lld attempt %d launched (%s)", (long long)job->row.id,
@@ -805,6 +963,14 @@ int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason, i
         return -1;
     }
     dt_log (LOG_NOTICE, "job %lld cancelled by uid %ld", (long long)id, (long)uid);
+    if (job->reuse_handle[0]) {
+        /* An allocation kept for an in-allocation restart that will not come. */
+        dt_error_t e3;
+        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, job->reuse_handle, 0, &e3) < 0)
+            dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)id, job->reuse_handle,
+                    e3.text);
+        job->reuse_handle[0] = '\0';
+    }
     if (job->att && job->att->row.state == ATT_ENDING && job->att->row.handle[0]) {
         dt_error_t e2;
         if (jobs->ctx->lops->cancel (jobs->ctx->launcher, job->att->row.handle, 0, &e2) < 0)
@@ -1030,6 +1196,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
         if (!att->row.nodelist[0])
             snprintf (att->row.nodelist, sizeof (att->row.nodelist), "%s", list);
     }
+    provenance_set_machine (att);       /* stored by att_set_state */
     if (att_set_state (jobs, att, ATT_RUNNING, err) < 0)
         return -1;
     if (job->row.state != JOB_RUNNING && job_set_state (jobs, job, JOB_RUNNING, NULL, err) < 0)
@@ -1268,6 +1435,9 @@ static int tx_shard (struct jobs *jobs, struct job *job, struct attempt *att, vo
                            att->row.attempt, "world_size", att->row.world_size, "bytes",
                            (json_int_t)bytes, "time", "", "shards", shards, "dtctl",
                            PACKAGE_VERSION);
+    /* Who wrote it, how to reproduce it (issue 10). */
+    if (m && att->row.provenance)
+        json_object_set (m, "provenance", att->row.provenance);
     char tbuf[40];
     json_object_set_new (m, "time", json_string (dt_format_time (now, tbuf, sizeof (tbuf))));
     char *text = json_dumps (m, JSON_INDENT (1) | JSON_SORT_KEYS);
@@ -1318,6 +1488,7 @@ int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int ra
         return -1;
     }
     if (a.committed) {
+        att->committed_any = true;
         jobs->ckpts++;
         dt_log (LOG_INFO, "job %lld: checkpoint of step %lld committed",
                 (long long)att->row.job_id, (long long)step);
@@ -1332,20 +1503,44 @@ int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int ra
 
 /* --- progress, stragglers, commands ------------------------------------------ */
 
-static int dbl_cmp (const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double rank_median (const struct rank *rk)
 {
-    double tmp[STRAGGLER_RING];
-    if (rk->nring == 0)
-        return NAN;
-    memcpy (tmp, rk->ring, rk->nring * sizeof (double));
-    qsort (tmp, rk->nring, sizeof (double), dbl_cmp);
-    return tmp[rk->nring / 2];
+    return ft_median (rk->ring, rk->nring);
+}
+
+/* Ask every rank to checkpoint at a step a little ahead of the fastest one
+ * and stop there; the attempt then ends with 'cause' (attempt_succeed). */
+static void attempt_stop (struct jobs *jobs, struct attempt *att, const char *cause,
+                          const char *node, int rank, const char *detail)
+{
+    dt_error_t err;
+    if (att->stopping || att->row.state != ATT_RUNNING)
+        return;
+    att->stopping = true;
+    snprintf (att->stop_cause, sizeof (att->stop_cause), "%s", cause);
+    snprintf (att->stop_node, sizeof (att->stop_node), "%s", node ? node : "");
+    att->stop_rank = rank;
+    snprintf (att->stop_detail, sizeof (att->stop_detail), "%s", detail);
+    att->stop_step = att->max_step >= 0 ? att->max_step + ckpt_lookahead (att) : 0;
+    char d[320];
+    snprintf (d, sizeof (d), "%s: stopping with a checkpoint at step %lld", detail,
+              (long long)att->stop_step);
+    json_t *data = json_pack ("{s:s s:I}", "cause", cause, "stop_step",
+                              (json_int_t)att->stop_step);
+    if (jobs_note (jobs, att, "stop_requested", node, rank, d, data, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    json_decref (data);
+    dt_log (LOG_NOTICE, "job %lld attempt %d: %s", (long long)att->row.job_id, att->row.attempt, d);
+}
+
+static int64_t attempt_hang_timeout (struct jobs *jobs, struct attempt *att, bool busy,
+                                     double *p99)
+{
+    struct ft_hang_params hp = ft_hang_defaults;
+    hp.floor_ms = jobs->ctx->cfg->hang_floor_ms;
+    *p99 = ft_percentile (att->steptime, att->nsteptime, 99.0);
+    return ft_hang_timeout_ms (&hp, spec_int (att->job, "heartbeat", "hang_timeout_ms"), *p99,
+                               att->nsteptime, busy);
 }
 
 void jobs_progress (struct jobs *jobs, struct attempt *att)
@@ -1364,6 +1559,19 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
         struct rank *rk = &att->ranks[r];
         if (!rk->seen)
             continue;
+        /* Hang watchdog bookkeeping: when the step (or busy) last changed,
+         * and a step-time sample for the automatic timeout. */
+        if (rk->progress_ms == 0 || rk->step != rk->progress_step) {
+            if (rk->progress_ms && rk->step > rk->progress_step && !isnan (rk->compute_ms)) {
+                att->steptime[att->steptime_pos] = rk->compute_ms
+                                                   + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
+                att->steptime_pos = (att->steptime_pos + 1) % STEPTIME_RING;
+                if (att->nsteptime < STEPTIME_RING)
+                    att->nsteptime++;
+            }
+            rk->progress_ms = now;
+            rk->progress_step = rk->step;
+        }
         if (rk->step > att->max_step)
             att->max_step = rk->step;
         if (min_step < 0 || rk->step < min_step)
@@ -1391,23 +1599,41 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
         if (!isnan (m) && m > 0 && (isnan (fastest) || m < fastest))
             fastest = m;
     }
+    int flagged_rank = -1;
     for (int r = 0; r < att->row.world_size && !isnan (fastest); r++) {
         struct rank *rk = &att->ranks[r];
         double m = rank_median (rk);
-        if (isnan (m) || m <= 0)
+        double score = ft_straggler_score (fastest, m);
+        if (isnan (score))
             continue;
-        rk->score = fastest / m;
-        if (rk->nring >= window && rk->score < threshold && !rk->flagged) {
+        rk->score = score;
+        if (ft_straggler_flag (rk->score, rk->nring, window, threshold) && !rk->flagged) {
             char detail[128];
             dt_error_t err;
             rk->flagged = true;
             snprintf (detail, sizeof (detail), "rank %d is a straggler: score %.2f < %.2f", r,
                       rk->score, threshold);
-            json_t *data = json_pack ("{s:f s:f}", "score", rk->score, "median_compute_ms", m);
+            json_t *data = json_pack ("{s:f s:f s:f s:i s:s}", "score", rk->score,
+                                      "median_compute_ms", m, "fastest_median_compute_ms",
+                                      fastest, "window_steps", window, "action",
+                                      spec_str (job, "straggler", "action"));
             if (jobs_note (jobs, att, "straggler", rk->node, r, detail, data, &err) < 0)
                 dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
             json_decref (data);
+            if (flagged_rank < 0)
+                flagged_rank = r;
         }
+    }
+    /* straggler.action exclude: checkpoint now, restart without its node
+     * (only when another node is left to run on). */
+    const char *action = spec_str (job, "straggler", "action");
+    if (flagged_rank >= 0 && action && !strcmp (action, "exclude") && !att->stopping
+        && att->row.num_nodes > 1) {
+        char detail[160];
+        snprintf (detail, sizeof (detail), "straggler rank %d on %s excluded (score %.2f)",
+                  flagged_rank, att->ranks[flagged_rank].node, att->ranks[flagged_rank].score);
+        attempt_stop (jobs, att, "straggler_excluded", att->ranks[flagged_rank].node,
+                      flagged_rank, detail);
     }
 
     /* Job-level progress: rank 0's view, throughput over >= 1 s. */
@@ -1474,6 +1700,9 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
 json_t *jobs_commands (struct jobs *jobs, struct attempt *att)
 {
     json_t *cmds = json_array ();
+    if (att->stopping)
+        json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "stop", "step",
+                                                (json_int_t)att->stop_step));
     if (att->ckpt_cmd_step > 0)
         json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "checkpoint", "step",
                                                 (json_int_t)att->ckpt_cmd_step));
@@ -1503,11 +1732,45 @@ static int tx_restart (struct jobs *jobs, struct job *job, struct attempt *old, 
     return 0;
 }
 
+/* Partial checkpoints (pending: not every shard arrived) of ended attempts
+ * are never resumed from; remove them.  Called between attempts, when no
+ * attempt of the job can add a shard any more. */
+static void ckpt_clean_partial (struct jobs *jobs, struct job *job)
+{
+    store_t *st = jobs->ctx->store;
+    dt_error_t err;
+    int64_t *steps = NULL;
+    int n = 0;
+
+    if (store_ckpt_list (st, job->row.id, "pending", &steps, &n, &err) < 0) {
+        dt_log (LOG_ERR, "job %lld: partial checkpoints: %s", (long long)job->row.id, err.text);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char detail[128];
+        snprintf (detail, sizeof (detail), "partial checkpoint of step %lld removed",
+                  (long long)steps[i]);
+        if (store_begin (st, &err) < 0)
+            break;
+        if (store_ckpt_set_state (st, job->row.id, steps[i], "deleted", NULL, 0, &err) < 0
+            || store_event (st, dt_real_ms (), job->row.id, job->row.attempts,
+                            "checkpoint_partial_removed", NULL, -1, detail, NULL, &err) < 0
+            || store_commit (st, &err) < 0) {
+            store_rollback (st);
+            dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
+            break;
+        }
+        ckpt_remove_files (jobs, job, steps[i]);
+    }
+    free (steps);
+}
+
 static void job_restart (struct jobs *jobs, struct job *job)
 {
     struct restart_arg a = { NULL };
     dt_error_t err;
 
+    ckpt_clean_partial (jobs, job);
     if (transact (jobs, job, NULL, tx_restart, &a, &err) < 0) {
         dt_log (LOG_ERR, "job %lld: restart: %s", (long long)job->row.id, err.text);
         job->restart_at_ms = dt_real_ms () + restart_backoff_max_ms;
@@ -1531,6 +1794,76 @@ static const char *cause_of_launcher_end (const struct launcher_status *st)
     if (!strcmp (st->cause, "lost"))
         return "agent_lost";
     return st->cause[0] ? st->cause : "agent_exit";
+}
+
+/* The controller-side hang watchdog (issue 7): a rank whose step has not
+ * changed for longer than the hang timeout (automatic: ftpolicy; a longer
+ * allowance while it reports busy).  In synchronous data parallelism every
+ * rank stops when one does: the blame goes to a rank only when its step is
+ * strictly behind every other stalled rank's; otherwise the failure names
+ * no node (a wrong blame would exclude a healthy node) and the evidence
+ * lists the candidates.  The heartbeat carries no process state that
+ * would tell a frozen rank from its peers blocked in a collective. */
+static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t now)
+{
+    struct rank *worst = NULL;
+    int wr = -1, ties = 0, over = 0;
+    int64_t timeout = 0;
+    double p99 = NAN;
+
+    if (att->stopping)
+        return;                 /* a planned stop has its own grace (the agents') */
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        if (!rk->seen || !rk->client || rk->progress_ms == 0 || strcmp (rk->state, "running"))
+            continue;
+        int64_t t = attempt_hang_timeout (jobs, att, rk->busy, &p99);
+        if (now - rk->progress_ms <= t)
+            continue;
+        over++;
+        if (!worst || rk->step < worst->step
+            || (rk->step == worst->step && rk->progress_ms < worst->progress_ms)) {
+            if (worst && rk->step == worst->step)
+                ties++;
+            else
+                ties = 0;
+            worst = rk;
+            wr = r;
+            timeout = t;
+        } else if (rk->step == worst->step)
+            ties++;
+    }
+    if (!worst)
+        return;
+    char detail[256], tbuf[40];
+    snprintf (detail, sizeof (detail), "rank %d on %s made no step progress for %lld ms "
+              "(last step %lld; %s hang timeout %lld ms%s)", wr, worst->node,
+              (long long)(now - worst->progress_ms), (long long)worst->step,
+              spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
+              (long long)timeout, worst->busy ? ", busy allowance" : "");
+    json_t *ev = json_pack ("{s:I s:I s:I s:b s:i s:i s:s s:s}", "idle_ms",
+                            (json_int_t)(now - worst->progress_ms), "timeout_ms",
+                            (json_int_t)timeout, "last_step", (json_int_t)worst->step, "busy",
+                            worst->busy, "ranks_over_timeout", over, "tied_ranks", ties,
+                            "last_progress", dt_format_time (worst->progress_ms, tbuf,
+                                                             sizeof (tbuf)),
+                            "detected_by", "controller");
+    json_object_set_new (ev, "p99_step_ms", isnan (p99) ? json_null () : json_real (p99));
+    json_object_set_new (ev, "step_samples", json_integer (att->nsteptime));
+    if (ties) {
+        json_t *cand = json_array ();
+        for (int r = 0; r < att->row.world_size; r++)
+            if (att->ranks[r].seen && att->ranks[r].step == worst->step)
+                json_array_append_new (cand, json_pack ("{s:i s:s}", "rank", r, "node",
+                                                        att->ranks[r].node));
+        json_object_set_new (ev, "candidates", cand);
+        snprintf (detail, sizeof (detail), "%d ranks made no step progress for %lld ms, all at "
+                  "step %lld (%s hang timeout %lld ms): which one hangs is not known", ties + 1,
+                  (long long)(now - worst->progress_ms), (long long)worst->step,
+                  spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
+                  (long long)timeout);
+    }
+    jobs_attempt_fail (jobs, att, "hang", ties ? NULL : worst->node, ties ? -1 : wr, detail, ev);
 }
 
 static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
@@ -1564,12 +1897,29 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                     attempt_succeed (jobs, att);
                 else if (att->row.state != ATT_ENDING) {
                     char detail[256];
+                    const char *cause = cause_of_launcher_end (&st);
+                    struct agent *silent = NULL;
                     snprintf (detail, sizeof (detail), "agents ended before the attempt did: "
                               "%s", st.detail[0] ? st.detail : st.cause);
-                    jobs_attempt_fail (jobs, att, cause_of_launcher_end (&st), NULL, -1,
-                                       detail, json_pack ("{s:s s:i}", "launcher_cause",
-                                                          st.cause, "exit_code",
-                                                          st.exit_code));
+                    /* Slurm NODE_FAIL names no node: blame the agent that
+                     * has been silent longest (over two intervals), the
+                     * one heartbeats would declare lost a little later. */
+                    if (!strcmp (cause, "slurm_node_fail")) {
+                        int64_t hb = spec_int (att->job, "heartbeat", "interval_ms");
+                        for (int i = 0; i < att->nagents; i++) {
+                            struct agent *ag = &att->agents[i];
+                            if (!ag->done && now - ag->last_hb_ms > 2 * hb
+                                && (!silent || ag->last_hb_ms < silent->last_hb_ms))
+                                silent = ag;
+                        }
+                    }
+                    json_t *ev = json_pack ("{s:s s:i}", "launcher_cause", st.cause,
+                                            "exit_code", st.exit_code);
+                    if (silent)
+                        json_object_set_new (ev, "heartbeat_gap_ms",
+                                             json_integer (now - silent->last_hb_ms));
+                    jobs_attempt_fail (jobs, att, cause, silent ? silent->node : NULL, -1,
+                                       detail, ev);
                 }
                 if (att->row.state == ATT_ENDING)
                     attempt_finish (jobs, att, &st);
@@ -1597,12 +1947,16 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
             snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (timeout "
                       "%lld ms)", ag->node, (long long)(now - ag->last_hb_ms),
                       (long long)timeout);
+            char tbuf[40];
             jobs_attempt_fail (jobs, att, "node_lost", ag->node, -1, detail,
-                               json_pack ("{s:I s:I}", "heartbeat_gap_ms",
+                               json_pack ("{s:I s:I s:s}", "heartbeat_gap_ms",
                                           (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
-                                          (json_int_t)timeout));
-            break;
+                                          (json_int_t)timeout, "last_heartbeat",
+                                          dt_format_time (ag->last_hb_ms, tbuf,
+                                                          sizeof (tbuf))));
+            return;
         }
+        attempt_watchdog (jobs, att, now);
         break;
     }
     case ATT_ENDING:
@@ -1885,6 +2239,12 @@ static int jobs_reload (struct jobs *jobs, dt_error_t *err)
             return -1;
         }
         job->last_metric_step = job->row.last_step;
+        /* Restart-policy state kept in the failure record (issue 7). */
+        job->no_progress_streak = json_integer_value (json_object_get (job->row.failure,
+                                                                       "no_progress_streak"));
+        if (job->row.state == JOB_RESTARTING)
+            job->next_nodes = json_integer_value (json_object_get (job->row.failure,
+                                                                   "next_nodes"));
         store_metrics_count (jobs->ctx->store, job->row.id, &job->metrics_rows, err);
         if (job->row.attempts > 0) {
             struct attempt *att = calloc (1, sizeof (*att));
@@ -1956,5 +2316,111 @@ void jobs_destroy (struct jobs *jobs)
 int64_t jobs_hang_timeout_ms (const struct job *job)
 {
     int64_t h = spec_int (job, "heartbeat", "hang_timeout_ms");
-    return h > 0 ? h : hang_auto_floor_ms;
+    /* Auto: the agents' own detector is only a backstop (see above). */
+    return h > 0 ? h : hang_agent_backstop * ft_hang_defaults.floor_ms;
+}
+
+/* --- issue 7: signals, corrupt shards, node health ------------------------------ */
+
+void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node, const char *detail)
+{
+    dt_error_t err;
+    const char *cause = detail && strstr (detail, "SIGUSR1") ? "time_limit" : "preempted";
+    if (jobs_note (jobs, att, "signal", node, -1, detail, NULL, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    /* The agent already asked its ranks to stop (the trainers agree on the
+     * step among themselves); the stop command reaches the other nodes'
+     * agents too, and the end becomes a restart, not a completion. */
+    char d[256];
+    snprintf (d, sizeof (d), "%s on %s", detail ? detail : "signal", node);
+    attempt_stop (jobs, att, cause, NULL, -1, d);
+    att->stop_step = 0;                     /* at each rank's next step */
+}
+
+/* The shard path in a dttrain error line "checkpoint shard PATH: ...". */
+static bool shard_named (const char *text, char *path, size_t len)
+{
+    const char *p = text ? strstr (text, "checkpoint shard ") : NULL;
+    if (!p)
+        return false;
+    p += strlen ("checkpoint shard ");
+    size_t n = strcspn (p, ": \n");
+    if (n == 0 || n >= len)
+        return false;
+    memcpy (path, p, n);
+    path[n] = '\0';
+    return true;
+}
+
+struct bad_arg {
+    int64_t step;
+    const char *node, *detail;
+    int rank;
+    json_t *data;
+};
+
+static int tx_ckpt_bad (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                        dt_error_t *err)
+{
+    struct bad_arg *b = arg;
+    if (store_ckpt_set_state (jobs->ctx->store, job->row.id, b->step, "bad", NULL, 0, err) < 0)
+        return -1;
+    return store_event (jobs->ctx->store, dt_real_ms (), job->row.id, att->row.attempt,
+                        "checkpoint_bad", b->node, b->rank, b->detail, b->data, err);
+}
+
+void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                           int exit_code, const char *stderr_tail)
+{
+    char path[1024], detail[256];
+    size_t dl = strlen (att->row.resume_dir);
+    dt_error_t err;
+
+    /* dttrain: exit 3 = a shard failed verification at load.  Only a named
+     * shard of the checkpoint this attempt resumed from condemns it. */
+    if (exit_code != 3 || att->row.resume_step < 0 || dl == 0
+        || !shard_named (stderr_tail, path, sizeof (path)) || strncmp (path, att->row.resume_dir, dl)
+        || path[dl] != '/')
+        return;
+    snprintf (detail, sizeof (detail), "checkpoint of step %lld is bad: shard %.160s failed "
+              "verification at load", (long long)att->row.resume_step, path);
+    struct bad_arg b = { att->row.resume_step, node, detail, rank,
+                         json_pack ("{s:I s:s s:i}", "step", (json_int_t)att->row.resume_step,
+                                    "shard", path, "exit_code", exit_code) };
+    if (transact (jobs, att->job, att, tx_ckpt_bad, &b, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    else
+        dt_log (LOG_WARNING, "job %lld: %s; the next attempt resumes from the previous one",
+                (long long)att->row.job_id, detail);
+    json_decref (b.data);
+}
+
+int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status,
+                     dt_error_t *err)
+{
+    store_t *st = jobs->ctx->store;
+    char note[96], detail[160];
+    int64_t now = dt_real_ms ();
+
+    if (!config_is_admin (jobs->ctx->cfg, uid)) {
+        *status = 403;
+        return errnoprintf (err, EPERM, "only an admin may clear a node");
+    }
+    snprintf (note, sizeof (note), "cleared by uid %ld", (long)uid);
+    snprintf (detail, sizeof (detail), "node %s cleared by uid %ld", node, (long)uid);
+    if (store_begin (st, err) < 0) {
+        *status = 500;
+        return -1;
+    }
+    if (store_node_clear (st, node, now, note, err) < 0
+        || store_event (st, now, 0, 0, "node_cleared", node, -1, detail, NULL, err) < 0
+        || store_commit (st, err) < 0) {
+        int e = errno;
+        store_rollback (st);
+        *status = e == ENOENT ? 404 : 500;
+        errno = e;
+        return -1;
+    }
+    dt_log (LOG_NOTICE, "%s", detail);
+    return 0;
 }

@@ -61,6 +61,10 @@ struct rank {
     double ring[STRAGGLER_RING];
     int nring, ring_pos;
     int64_t ring_step;
+    /* controller-side hang watchdog (issue 7) */
+    bool busy;                  /* saving/loading a checkpoint (libdtclient) */
+    int64_t progress_ms;        /* epoch ms of the last step change; 0 not yet seen */
+    int64_t progress_step;      /* the step seen then */
 };
 
 struct kv {
@@ -87,6 +91,20 @@ struct attempt {
     int64_t ckpt_cmd_step;      /* the outstanding checkpoint command, 0 none */
     int64_t max_step;
     int64_t tp_samples, tp_time_ms; /* throughput bookkeeping */
+    /* issue 7 */
+#define STEPTIME_RING 256
+    double steptime[STEPTIME_RING]; /* recent step times (compute + comm), ms */
+    int nsteptime, steptime_pos;
+    bool committed_any;         /* this attempt committed a checkpoint */
+    /* A planned end (time-limit warning, preemption, straggler exclusion):
+     * the ranks checkpoint at stop_step and exit; the attempt then ends
+     * with stop_cause instead of succeeding. */
+    char stop_cause[32];
+    char stop_node[64];
+    int stop_rank;
+    char stop_detail[192];
+    int64_t stop_step;          /* 0: at the ranks' next step */
+    bool stopping;
 };
 
 struct job {
@@ -97,6 +115,10 @@ struct job {
     int64_t metrics_rows;
     int64_t last_metric_step;
     bool dirty;                 /* row's live fields not flushed */
+    /* issue 7 */
+    int no_progress_streak;     /* consecutive failed attempts without progress */
+    int next_nodes;             /* size of the next attempt (0: the spec's nodes) */
+    char reuse_handle[64];      /* allocation kept for an in-allocation restart */
 };
 
 struct jobs;
@@ -158,8 +180,25 @@ void jobs_progress (struct jobs *jobs, struct attempt *att);
 /* Commands for the agents of 'att' (new array). */
 json_t *jobs_commands (struct jobs *jobs, struct attempt *att);
 
-/* The hang timeout the agents get (auto -> a floor). */
+/* The hang timeout the agents get (auto -> a backstop well above the
+ * controller's own automatic timeout, which is the primary detector). */
 int64_t jobs_hang_timeout_ms (const struct job *job);
+
+/* Issue 7. */
+/* An agent relayed a signal (SIGUSR1: Slurm's time-limit warning; SIGTERM:
+ * preemption): the ranks checkpoint and stop; the attempt then ends with
+ * cause time_limit / preempted and the next attempt resumes from that
+ * final checkpoint. */
+void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node, const char *detail);
+/* A rank exited: when it is a dttrain-style corrupt-shard exit (code 3,
+ * stderr naming a shard of the checkpoint this attempt resumed from), mark
+ * that checkpoint bad so the next attempt resumes from the previous one.
+ * Call before jobs_attempt_fail. */
+void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                           int exit_code, const char *stderr_tail);
+/* POST /v1/nodes/{name}/clear: admins only (403), unknown node 404. */
+int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status,
+                     dt_error_t *err);
 
 /* Counters for /metrics. */
 struct jobs_stats {

@@ -15,3 +15,4 @@ const struct launcher_ops *launcher_lookup (const char *name)
     errno = ENOENT;
     return NULL;
 }
+

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/types.h>
 #include "common/errprintf.h"
 #include "common/conf.h"
@@ -87,13 +88,20 @@ struct launcher_req {
      * the handles (the controller polls each attempt by its own handle):
      *   - poll (reuse) must report ENDED once the previous attempt's
      *     processes are gone even though the allocation lives on;
-     *   - a reusing submit returns a handle different from reuse (e.g. the
-     *     Slurm launcher "<jobid>+<attempt>" — its own format; the
-     *     controller never parses it) that the controller polls/cancels;
+     *   - a reusing submit returns a handle different from reuse
+     *     ("<alloc>:<attempt>", see launcher_same_alloc below) that the
+     *     controller polls and cancels;
      *   - the exclude list names the failed nodes: a reusing submit must
      *     not place ranks on them (the spares take their places);
      *   - a launcher that does not reuse must end the kept allocation
-     *     itself (cancel (reuse, 0)) so that nothing leaks. */
+     *     itself (cancel (reuse, 0)) so that nothing leaks.
+     * Slurm launcher (launcher_slurm.c, allocapi.c): the handle of a reusing
+     * attempt is "<jobid>:<attempt>" (launcher_same_alloc below); it reuses
+     * when the allocation still has 'nodes' live, non-excluded nodes and its
+     * batch host lives.  A reused allocation runs exactly 'nodes' agents --
+     * its remaining spares stay idle without one -- so allocapi.c sets the
+     * attempt's spare_nodes to 0 when it hands the step to the batch script,
+     * before any agent of it can register. */
     const char *reuse;
 };
 
@@ -121,13 +129,26 @@ struct launcher_status {
     int64_t slurm_job_id;       /* 0 under the local launcher */
     char nodelist[256];         /* "node[1-3]" or "local1,local2"; "" if unknown */
     char batch_host[64];        /* the node running the batch script; "" if none */
+    /* When ENDED, the launcher's own time of the end where it knows one
+     * (Slurm: the job's EndTime, e.g. when slurmctld set a node DOWN for
+     * NODE_FAIL), epoch ms; 0 unknown.  The controller records a failure
+     * once, with the earliest of its own detection and this time. */
+    int64_t end_time_ms;
 };
 
 /* Flags of cancel. */
 enum launcher_cancel_flags {
     /* Stop the attempt's processes (the current srun step) but keep the
      * allocation for an in-allocation restart (issue 7).  A launcher that
-     * cannot keep it ends everything. */
+     * cannot keep it ends everything.  Slurm: poll reports the attempt
+     * ENDED at once (cause "cancelled"); the agents of its step stop their
+     * trainers on their own (410); the step itself is ended by the next
+     * submit with reuse = this handle, after the failed nodes have left the
+     * allocation (killing a step that spans a dead node first would wedge
+     * the allocation), and Slurm starts the next step only once the old
+     * one has released its nodes.  Without such a submit the allocation
+     * ends when its batch script learns that the job is over, or with
+     * cancel without this flag. */
     LAUNCHER_CANCEL_KEEP_ALLOC = 1,
 };
 
@@ -174,6 +195,21 @@ extern const struct launcher_ops launcher_slurm_ops;
 /* "external" (launcher_external.c): starts nothing; the agents are started
  * by someone else (bench/loadgen).  Submit records, poll says running. */
 extern const struct launcher_ops launcher_external_ops;
+
+/* Handles of attempts that share an allocation (in-allocation restart,
+ * issue 7) are "<alloc>" for the attempt that created it and
+ * "<alloc>:<attempt>" for later ones.  True when 'a' and 'b' name the
+ * same allocation (NULL or "": false). */
+static inline bool launcher_same_alloc (const char *a, const char *b)
+{
+    size_t la, lb;
+
+    if (!a || !b || !*a || !*b)
+        return false;
+    la = strcspn (a, ":");
+    lb = strcspn (b, ":");
+    return la == lb && !strncmp (a, b, la);
+}
 
 /* The ops of launcher 'name' ("local", "slurm"), or NULL with errno ENOENT. */
 const struct launcher_ops *launcher_lookup (const char *name);

@@ -54,14 +54,44 @@ struct lgroup {
     bool any_signal;
     int64_t term_ms;            /* when SIGTERM was sent, 0 none */
     bool cancelled;
+    char nodelist[256];         /* "local1,local3" */
 };
 
 struct local {
     char *url;
     char *agent;
     char *state_dir;
+    int64_t max_nodes;          /* LocalNodes: 0 unlimited */
     struct lgroup *groups;
 };
+
+/* Node numbers of the pretend cluster: local1, local2, ...  The k-th node
+ * of an attempt is the k-th name not in the exclude list (issue 7: a new
+ * attempt never runs on a node that failed); LocalNodes bounds the list. */
+static bool excluded (const char *const *exclude, int num)
+{
+    char name[32];
+    snprintf (name, sizeof (name), "local%d", num);
+    for (int i = 0; exclude && exclude[i]; i++)
+        if (!strcmp (exclude[i], name))
+            return true;
+    return false;
+}
+
+/* Fill num[0..n) with the node numbers to use; -1 if the cluster is too small. */
+static int pick_nodes (const struct local *l, const char *const *exclude, int n, int *num)
+{
+    int k = 0;
+    for (int c = 1; k < n; c++) {
+        if (l->max_nodes > 0 && c > l->max_nodes)
+            return -1;
+        if (!excluded (exclude, c))
+            num[k++] = c;
+    }
+    return 0;
+}
+
+static void local_destroy (void *ctx);
 
 static void *local_create (const struct launcher_conf *conf, dt_error_t *err)
 {
@@ -75,6 +105,10 @@ static void *local_create (const struct launcher_conf *conf, dt_error_t *err)
         }
         free (l);
         errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (dt_conf_get_int (conf->conf, "LocalNodes", 0, 0, 100000, &l->max_nodes, err) < 0) {
+        local_destroy (l);
         return NULL;
     }
     return l;
@@ -114,7 +148,8 @@ static void expand_output (const char *pattern, const char *node, char *out, siz
 }
 
 /* In the child: become the agent.  Never returns. */
-static void exec_agent (struct local *l, const struct launcher_req *req, int k, pid_t pgid)
+static void exec_agent (struct local *l, const struct launcher_req *req, int k, int num,
+                        pid_t pgid)
 {
     char node[32], order[16], job[32], att[16], out[4096], sdir[4096];
 
@@ -125,7 +160,7 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     sigprocmask (SIG_SETMASK, &none, NULL);
     signal (SIGPIPE, SIG_DFL);
 
-    snprintf (node, sizeof (node), "local%d", k + 1);
+    snprintf (node, sizeof (node), "local%d", num);
     snprintf (order, sizeof (order), "%d", k);
     snprintf (job, sizeof (job), "%lld", (long long)req->job_id);
     snprintf (att, sizeof (att), "%d", req->attempt);
@@ -190,20 +225,35 @@ static int local_submit (void *ctx, const struct launcher_req *req,
     int n = req->nodes + req->spare_nodes;
     struct lgroup *g;
     char dir[4096];
+    int *num;
 
     if (access (l->agent, X_OK) < 0)
         return errnoprintf (err, errno, "dtagent '%s' is not executable: %s", l->agent,
                             strerror (errno));
+    if (!(num = calloc (n > 0 ? n : 1, sizeof (*num))))
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (pick_nodes (l, req->exclude, n, num) < 0) {
+        free (num);
+        return errnoprintf (err, ENOSPC, "local launcher: %d nodes wanted, but LocalNodes=%lld "
+                            "less the excluded ones leaves fewer", n, (long long)l->max_nodes);
+    }
     for (int k = 0; k < n; k++) {
-        pathf (dir, sizeof (dir), "%s/agents/job-%lld.%d/local%d", l->state_dir,
-                  (long long)req->job_id, req->attempt, k + 1);
-        if (mkdirs (dir) < 0)
-            return errnoprintf (err, errno, "mkdir %s: %s", dir, strerror (errno));
+        if (pathf (dir, sizeof (dir), "%s/agents/job-%lld.%d/local%d", l->state_dir,
+                   (long long)req->job_id, req->attempt, num[k]) < 0) {
+            free (num);
+            return errnoprintf (err, ENAMETOOLONG, "state dir path too long");
+        }
+        if (mkdirs (dir) < 0) {
+            int e = errno;
+            free (num);
+            return errnoprintf (err, e, "mkdir %s: %s", dir, strerror (e));
+        }
         if (geteuid () == 0 && req->uid != 0 && chown (dir, req->uid, req->gid) < 0)
             dt_log_errno (LOG_WARNING, "chown %s", dir);
     }
     if (!(g = calloc (1, sizeof (*g))) || !(g->pids = calloc (n, sizeof (pid_t)))) {
         free (g);
+        free (num);
         return errnoprintf (err, ENOMEM, "out of memory");
     }
     for (int k = 0; k < n; k++) {
@@ -218,15 +268,20 @@ static int local_submit (void *ctx, const struct launcher_req *req,
             g->cancelled = true;
             g->next = l->groups;
             l->groups = g;
+            free (num);
             return errnoprintf (err, e, "fork: %s", strerror (e));
         }
         if (pid == 0)
-            exec_agent (l, req, k, g->pgid);
+            exec_agent (l, req, k, num[k], g->pgid);
         if (k == 0)
             g->pgid = pid;
         setpgid (pid, g->pgid);        /* also in the parent: no race */
         g->pids[k] = pid;
     }
+    for (int k = 0, off = 0; k < n && off < (int)sizeof (g->nodelist); k++)
+        off += snprintf (g->nodelist + off, sizeof (g->nodelist) - off, "%slocal%d",
+                         k ? "," : "", num[k]);
+    free (num);
     g->n = n;
     g->alive = n;
     g->next = l->groups;
@@ -306,14 +361,14 @@ static int local_poll (void *ctx, const char *handle, struct launcher_status *st
         if (g->term_ms && dt_mono_ms () - g->term_ms > kill_grace_ms)
             kill (-g->pgid, SIGKILL);
         st->state = LAUNCHER_RUNNING;
-        snprintf (st->nodelist, sizeof (st->nodelist), "local[1-%d]", g->n);
+        snprintf (st->nodelist, sizeof (st->nodelist), "%s", g->nodelist);
         return 0;
     }
     /* Make sure nothing the agents left in their group survives. */
     kill (-g->pgid, SIGKILL);
     st->state = LAUNCHER_ENDED;
     st->exit_code = g->exit_code;
-    snprintf (st->nodelist, sizeof (st->nodelist), "local[1-%d]", g->n);
+    snprintf (st->nodelist, sizeof (st->nodelist), "%s", g->nodelist);
     if (g->cancelled)
         snprintf (st->cause, sizeof (st->cause), "cancelled");
     else if (g->exit_code || g->any_signal)
@@ -343,6 +398,22 @@ static int local_cancel (void *ctx, const char *handle, int flags, dt_error_t *e
     return 0;
 }
 
+static int local_capacity (void *ctx, const char *partition, const char *const *exclude,
+                           int *nodes, dt_error_t *err)
+{
+    struct local *l = ctx;
+    int n = 0;
+    if (l->max_nodes <= 0) {
+        *nodes = 1 << 20;                /* unlimited */
+        return 0;
+    }
+    for (int c = 1; c <= l->max_nodes; c++)
+        if (!excluded (exclude, c))
+            n++;
+    *nodes = n;
+    return 0;
+}
+
 const struct launcher_ops launcher_local_ops = {
     .name = "local",
     .create = local_create,
@@ -350,4 +421,5 @@ const struct launcher_ops launcher_local_ops = {
     .submit = local_submit,
     .poll = local_poll,
     .cancel = local_cancel,
+    .capacity = local_capacity,
 };

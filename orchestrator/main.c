@@ -23,6 +23,7 @@
 #include "orchestrator/daemon.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
+#include "orchestrator/report.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"
@@ -269,7 +270,9 @@ int main (int argc, char **argv)
     /* Metrics, jobs (reloads live jobs from the store), routes. */
     if (!(ctx.metrics = metrics_create (&ctx, &err))
         || !(ctx.jobs = jobs_create (&ctx, &err))
+        || !(ctx.report = report_create (&ctx, &err))
         || api_register_routes (&ctx, &err) < 0
+        || report_register_routes (&ctx, &err) < 0
         || agentapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
@@ -313,15 +316,18 @@ int main (int argc, char **argv)
         }
         if (dt_mono_ms () >= next_tick) {
             jobs_tick (ctx.jobs);
+            report_tick (ctx.report);
             next_tick = dt_mono_ms () + tick_ms;
         }
     }
     jobs_flush (ctx.jobs);
+    report_flush (ctx.report);
     rc = 0;
 
 cleanup:
     /* Reverse order.  Running attempts are left running: a restarted
      * dtctld picks them up again. */
+    report_destroy (ctx.report);
     jobs_destroy (ctx.jobs);
     metrics_destroy (ctx.metrics);
     if (ctx.lops && ctx.launcher)

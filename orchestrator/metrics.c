@@ -12,6 +12,7 @@
 #include "orchestrator/fsm.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
+#include "orchestrator/report.h"
 
 /* Heartbeat handling is meant to take well under a millisecond. */
 static const double hb_buckets[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -152,6 +153,12 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     put (&b, "dtctld_heartbeat_handling_seconds_count %llu\n", (unsigned long long)m->hb_count);
     head (&b, "dtctld_start_time_seconds", "gauge", "When this dtctld started (Unix time).");
     put (&b, "dtctld_start_time_seconds %.3f\n", m->start_ms / 1000.0);
+    /* Goodput of the jobs not ended (report.c). */
+    char *goodput = m->ctx->report ? report_prometheus (m->ctx->report, err) : NULL;
+    if (goodput) {
+        put (&b, "%s", goodput);
+        free (goodput);
+    }
     json_decref (counts);
     if (b.oom) {
         free (b.s);

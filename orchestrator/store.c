@@ -13,11 +13,13 @@
 #include "common/log.h"
 #include "orchestrator/store.h"
 
-/* Generated at build time from schemas/001-initial.sql (schema_sql.c). */
+/* Generated at build time from schemas/NNN-*.sql (schema_sql.c). */
 extern const char store_sql_001[];
+extern const char store_sql_002[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
+    { 2, "002-run-record.sql", store_sql_002 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
@@ -62,6 +64,12 @@ enum stmt_id {
     S_ATT_COUNTS,
     S_FAIL_COUNTS,
     S_CKPT_COUNT,
+    S_NODE_FAIL_JOBS,
+    S_NODE_SUSPECT,
+    S_NODE_CLEAR,
+    S_NODE_CLEARED_EVENT,
+    S_NODES_SUSPECT,
+    S_CKPT_IN_STATE,
     S_COUNT,
 };
 
@@ -217,6 +225,22 @@ static const char *const sql[S_COUNT] = {
         "SELECT cause, count(*) FROM attempts WHERE cause IS NOT NULL"
         " AND state IN ('failed', 'ending') GROUP BY cause",
     [S_CKPT_COUNT] = "SELECT count(*) FROM checkpoints WHERE state = 'committed'",
+    /* Issue 7, node health: distinct jobs a node failed since its last
+     * clear, within the window. */
+    [S_NODE_FAIL_JOBS] =
+        "SELECT count(DISTINCT job_id) FROM node_health h WHERE h.node = ?1"
+        " AND h.kind != 'cleared' AND h.time >= ?2 AND h.time > coalesce ((SELECT max (c.time)"
+        "   FROM node_health c WHERE c.node = ?1 AND c.kind = 'cleared'), 0)",
+    [S_NODE_SUSPECT] =
+        "UPDATE nodes SET state = 'suspect', suspect_since = ?2, note = ?3"
+        " WHERE name = ?1 AND state != 'suspect'",
+    [S_NODE_CLEAR] =
+        "UPDATE nodes SET state = 'up', suspect_since = NULL, note = ?2 WHERE name = ?1",
+    [S_NODE_CLEARED_EVENT] =
+        "INSERT INTO node_health (node, time, kind, detail) VALUES (?1, ?2, 'cleared', ?3)",
+    [S_NODES_SUSPECT] = "SELECT name FROM nodes WHERE state = 'suspect' ORDER BY name",
+    [S_CKPT_IN_STATE] =
+        "SELECT step FROM checkpoints WHERE job_id = ?1 AND state = ?2 ORDER BY step",
 };
 
 /* The jobs list is built at run time from the filters (all values bound). */
@@ -827,6 +851,95 @@ json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error
     if (!(s = get_stmt (st, S_CKPT_SHARDS_LIST, err)) || bind (st, s, err, "II", job, step) < 0)
         return NULL;
     return rows_json (st, s, "list shards", err);
+}
+
+/* --- node health, checkpoint lists (issue 7) -------------------------------- */
+
+int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
+                             int jobs_threshold, bool *suspect, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    int64_t n = 0;
+    char note[128];
+
+    *suspect = false;
+    if (!(s = get_stmt (st, S_NODE_FAIL_JOBS, err))
+        || bind (st, s, err, "SI", name, now - window_ms) < 0
+        || query_int64 (st, s, 0, &n, "count node failures", err) < 0)
+        return -1;
+    if (n < jobs_threshold)
+        return 0;
+    snprintf (note, sizeof (note), "failures in %lld jobs within %lld s", (long long)n,
+              (long long)(window_ms / 1000));
+    if (!(s = get_stmt (st, S_NODE_SUSPECT, err)) || bind (st, s, err, "SIS", name, now, note) < 0
+        || run (st, s, "mark node suspect", err) < 0)
+        return -1;
+    *suspect = sqlite3_changes (dt_db_handle (st->db)) > 0;
+    return 0;
+}
+
+int store_node_clear (store_t *st, const char *name, int64_t now, const char *note,
+                      dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    if (!(s = get_stmt (st, S_NODE_CLEAR, err)) || bind (st, s, err, "Ss", name, note) < 0
+        || run (st, s, "clear node", err) < 0)
+        return -1;
+    if (sqlite3_changes (dt_db_handle (st->db)) == 0)
+        return errnoprintf (err, ENOENT, "node '%s' is not known", name);
+    if (!(s = get_stmt (st, S_NODE_CLEARED_EVENT, err))
+        || bind (st, s, err, "SIs", name, now, note) < 0)
+        return -1;
+    return run (st, s, "record node clear", err);
+}
+
+json_t *store_nodes_suspect (store_t *st, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    json_t *rows, *names, *r;
+    size_t i;
+    if (!(s = get_stmt (st, S_NODES_SUSPECT, err))
+        || !(rows = rows_json (st, s, "list suspect nodes", err)))
+        return NULL;
+    names = json_array ();
+    json_array_foreach (rows, i, r)
+        json_array_append (names, json_object_get (r, "name"));
+    json_decref (rows);
+    return names;
+}
+
+int store_ckpt_list (store_t *st, int64_t job, const char *state, int64_t **steps, int *n,
+                     dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    int rc, cap = 0;
+    *steps = NULL;
+    *n = 0;
+    if (!(s = get_stmt (st, S_CKPT_IN_STATE, err)) || bind (st, s, err, "IS", job, state) < 0)
+        return -1;
+    while ((rc = sqlite3_step (s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            int64_t *p = realloc (*steps, cap * sizeof (**steps));
+            if (!p) {
+                sqlite3_reset (s);
+                free (*steps);
+                *steps = NULL;
+                *n = 0;
+                return errnoprintf (err, ENOMEM, "out of memory");
+            }
+            *steps = p;
+        }
+        (*steps)[(*n)++] = sqlite3_column_int64 (s, 0);
+    }
+    sqlite3_reset (s);
+    if (rc != SQLITE_DONE) {
+        free (*steps);
+        *steps = NULL;
+        *n = 0;
+        return dt_db_error (st->db, rc, "list checkpoints", err);
+    }
+    return 0;
 }
 
 /* --- reads ----------------------------------------------------------------- */

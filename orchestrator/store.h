@@ -170,6 +170,25 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 /* Shards of a checkpoint as a JSON array [{rank,path,bytes,crc32c}] (new). */
 json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error_t *err);
 
+/* --- fault tolerance (issue 7) ---------------------------------------- */
+
+/* Node health: after a failure was blamed on 'name' (store_node_failure),
+ * mark it suspect when failures of at least 'jobs_threshold' different jobs
+ * happened within 'window_ms' before 'now' and since its last clear.
+ * *suspect: true if it became suspect now (it was not before). */
+int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
+                             int jobs_threshold, bool *suspect, dt_error_t *err);
+/* An admin cleared the node: state up, and its failure history before now
+ * no longer counts.  -1 ENOENT for an unknown node. */
+int store_node_clear (store_t *st, const char *name, int64_t now, const char *note,
+                      dt_error_t *err);
+/* Names of the suspect nodes (new JSON array of strings). */
+json_t *store_nodes_suspect (store_t *st, dt_error_t *err);
+/* Steps of the job's checkpoints in 'state' ("pending", ...), ascending
+ * (new array in *steps, caller frees). */
+int store_ckpt_list (store_t *st, int64_t job, const char *state, int64_t **steps, int *n,
+                     dt_error_t *err);
+
 /* --- reads ------------------------------------------------------------- */
 
 /* Which attempt holds 'token': 0 with outputs, -1 ENOENT if none. */

@@ -1,0 +1,119 @@
+# ft-lib.sh: helpers of the fault-tolerance system tests t070x-t074x (issue
+# 7) with the LOCAL launcher and real dttrain jobs: a corpus, the job spec,
+# an uninterrupted baseline run, waiting for steps, and the timeline of a
+# failure (injected, detected, attempt ended, new attempt running, first
+# new step, steps lost) printed as TAP comments.
+. "$(dirname "$0")/ctld-lib.sh"
+DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
+[ -x "$DTTRAIN" ] || skip_all "dttrain not built"
+command -v python3 >/dev/null || skip_all "python3 not installed"
+
+# The tiny model every test trains: deterministic for (seed, world size);
+# --inject-slow keeps each step long enough (tens of ms) to hit mid-run.
+CORPUS=$TMP/corpus.txt
+cat "$TOP_SRCDIR"/man/*.in "$TOP_SRCDIR"/schemas/agent-api.md "$TOP_SRCDIR"/trainer/*.c \
+    > "$CORPUS"
+: "${FT_STEPS:=120}"
+MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 --hidden 64 --layers 2 --val-samples 16 --quiet"
+
+now_ms () { python3 -c 'import time; print(int(time.time() * 1000))'; }
+
+# dttrain_spec NAME NODES 'extra dttrain args' [jq-merge-object]: a job spec
+# running dttrain through "sh -c" (so a test may wrap it), 1 rank per node,
+# checkpoints every 20 steps.
+dttrain_spec () {
+    local name=$1 nodes=$2 extra=$3 merge=${4:-'{}'}
+    jq -n --arg n "$name" --argjson nodes "$nodes" --arg t "$DTTRAIN" --arg a "$MODEL_ARGS $extra" \
+        --arg c "$TMP/ckpt" --argjson m "$merge" '{
+        name: $n, nodes: $nodes, ranks_per_node: 1,
+        command: ["sh", "-c", "exec \"$0\" \($a)", $t],
+        env: {OPENBLAS_NUM_THREADS: "1"},
+        checkpoint: {dir: $c, every_steps: 20, keep: 3},
+        restart: {max_restarts: 3},
+        heartbeat: {interval_ms: 200}} * $m'
+}
+
+# baseline W: params_crc32c of an uninterrupted standalone run (same model,
+# same world size, no agent, gloo bootstrap through a directory).
+baseline () {
+    local W=$1 r rdv pids=""
+    rdv=$(mktemp -d "$TMP/rdv.XXXXXX")
+    for r in $(seq 0 $((W - 1))); do
+        RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 OPENBLAS_NUM_THREADS=1 \
+            "$DTTRAIN" --rendezvous-dir "$rdv" $MODEL_ARGS > "$TMP/base.$r.out" 2> "$TMP/base.$r.err" &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || { sed 's/^/# baseline: /' "$TMP"/base.*.err | tail -5; return 1; }; done
+    python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["params_crc32c"])' \
+        "$TMP/base.0.out"
+}
+
+submit () {
+    api POST /v1/jobs -d "$1" > "$TMP/submit.json"
+    [ "$(status)" = 201 ] || { echo "# submit: $(status) $(cat "$TMP/submit.json")"; return 1; }
+    ID=$(jq -r .data.id "$TMP/submit.json")
+}
+
+job_step () { curl -s "$URL/v1/jobs/$1" | jq -r '.data.step // -1'; }
+# wait_step ID STEP SECONDS: until the job's live step reaches STEP.
+wait_step () { wait_for "$3" sh -c "test \"\$(curl -s $URL/v1/jobs/$1 | jq -r '.data.step // -1')\" -ge $2"; }
+wait_state () { wait_for "$3" sh -c "test \"\$(curl -s $URL/v1/jobs/$1 | jq -r .data.state)\" = $2"; }
+# pid of rank R of the live attempt.
+rank_pid () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r ".data[] | select(.rank == $2) | .pid"; }
+
+# timeline ID INJECT_MS [ATTEMPT]: the failure of attempt ATTEMPT (default 1)
+# and the recovery by the next one, from the API, as TAP comments; exports
+# T_DETECT_MS, T_FIRST_STEP_MS, STEPS_LOST.
+timeline () {
+    local id=$1 inj=$2 a=${3:-1}
+    curl -s "$URL/v1/jobs/$id" > "$TMP/tl.job.json"
+    curl -s "$URL/v1/jobs/$id/events" > "$TMP/tl.events.json"
+    curl -s "$URL/v1/jobs/$id/metrics" > "$TMP/tl.metrics.json"
+    python3 - "$TMP/tl.job.json" "$TMP/tl.events.json" "$TMP/tl.metrics.json" "$inj" "$a" \
+        > "$TMP/tl.txt" <<'PYEOF'
+import json, sys, datetime
+job = json.load(open(sys.argv[1]))["data"]
+ev = json.load(open(sys.argv[2]))["data"]
+mt = json.load(open(sys.argv[3]))["data"]["points"]
+inj = int(sys.argv[4]); a = int(sys.argv[5])
+def ms(t):
+    if not t: return None
+    return int(datetime.datetime.strptime(t.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000)
+atts = {x["attempt"]: x for x in job["attempts"]}
+fa, na = atts.get(a), atts.get(a + 1)
+det = ms(fa and fa.get("fail_time"))
+ended = ms(fa and fa.get("end_time"))
+running = ms(na and na.get("start_time"))
+# last step seen in the failed attempt (events/metrics), first of the next
+before = [p["step"] for p in mt if p["attempt"] == a]
+resume = na.get("resume_step") if na else None
+after = [p for p in mt if p["attempt"] == a + 1 and p["step"] > (resume or 0)]
+first = min(after, key=lambda p: p["step"]) if after else None
+last = max(before) if before else None
+lost = (last - (resume if resume is not None else 0)) if last is not None else None
+def rel(t): return "%+.3f s" % ((t - inj) / 1000.0) if t else "n/a"
+print("# timeline of attempt %d -> %d (times relative to the injection)" % (a, a + 1))
+print("#   failure injected       %s" % rel(inj))
+print("#   detected (first seen)  %s  cause=%s node=%s rank=%s" % (rel(det), fa and fa.get("cause"),
+      fa and fa.get("cause_node"), fa and fa.get("cause_rank")))
+print("#   attempt %d ended        %s" % (a, rel(ended)))
+print("#   attempt %d running      %s  (resume_step %s, %s nodes)" % (a + 1, rel(running), resume,
+      na and na.get("num_nodes")))
+print("#   first new step         %s  (step %s)" % (rel(ms(first["time"])) if first else "n/a",
+      first["step"] if first else None))
+print("#   steps lost             %s  (last step seen %s, resumed from %s)" % (lost, last, resume))
+print("T_DETECT_MS=%s" % ((det - inj) if det else -1))
+print("T_FIRST_STEP_MS=%s" % ((ms(first["time"]) - inj) if first else -1))
+print("STEPS_LOST=%s" % (lost if lost is not None else -1))
+PYEOF
+    grep '^#' "$TMP/tl.txt"
+    eval "$(grep '^[A-Z_]*=' "$TMP/tl.txt")"
+}
+
+# Trainers of the local launcher run in their own process groups: also
+# kill whatever dttrain of this test is left (cleanup after ctld_cleanup).
+ft_cleanup () {
+    for p in $(pgrep -f -- "--data $CORPUS" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    ctld_cleanup
+}
+trap ft_cleanup EXIT

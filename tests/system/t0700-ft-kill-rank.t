@@ -1,0 +1,39 @@
+#!/bin/bash
+# t0700-ft-kill-rank (issue 7, local launcher): kill -9 of one dttrain rank
+# mid-run -> the failure is recorded once (cause trainer_exit, the rank's
+# node and rank, exit code), the job restarts from the latest committed
+# checkpoint on other nodes and completes, and its final params_crc32c
+# equals that of an uninterrupted run of the same world size.
+. "$(dirname "$0")/ft-lib.sh"
+
+write_conf
+start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+BASE=$(baseline 2) || bail "the baseline run failed"
+echo "# uninterrupted run (world 2): params_crc32c $BASE"
+
+submit "$(dttrain_spec killrank 2 "--inject-slow 0:25")" || bail "submit failed"
+check "the job runs past step 45" wait_step "$ID" 45 90
+PID=$(rank_pid "$ID" 1)
+T0=$(now_ms)
+check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
+check "the job completes" wait_state "$ID" completed 120
+api GET "/v1/jobs/$ID" > "$TMP/j.json"
+timeline "$ID" "$T0"
+check "attempt 1 failed with cause trainer_exit, node local2, rank 1, signal 9" \
+    jqt '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "trainer_exit"
+         and .data.attempts[0].cause_node == "local2" and .data.attempts[0].cause_rank == 1
+         and .data.attempts[0].evidence.signal == 9' "$TMP/j.json"
+check "the failure is recorded once" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'trainer_exit'")" = 1
+check "attempt 2 resumed from a committed checkpoint (step >= 20), not on local2" \
+    jqt '.data.attempts[1].resume_step >= 20 and (.data.attempts[1].nodelist | test("local2") | not)' "$TMP/j.json"
+check "the resume source is recorded (committed)" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = committed
+check "detected within 1 s of the kill (goal; slack 5 s)" test "$T_DETECT_MS" -ge 0 -a "$T_DETECT_MS" -le 5000
+check "lost work is under the checkpoint interval (20 steps + one heartbeat)" test "$STEPS_LOST" -le 30
+check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
+check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok
+done_testing
