@@ -19,7 +19,10 @@ part_dtclient () {
 poll_status () {
     local url=$1 secs=$2 rate=$3 out=$4 i
     for i in $(seq $((secs * rate))); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done > "$out.cfg"
-    curl -s --rate "$rate/s" -K "$out.cfg" -w '%{time_total} %{http_code} %{size_download}\n' > "$out" 2>/dev/null
+    # -m 2: a request that takes longer counts as 2 s (a lower bound); timeout:
+    # a stalled controller must not stretch the run.
+    timeout $((secs + 3)) curl -s -m 2 --rate "$rate/s" -K "$out.cfg" \
+        -w '%{time_total} %{http_code} %{size_download}\n' > "$out" 2>/dev/null
 }
 # pct FILE P: the P-th percentile (0..100) of column 1 of FILE, times 1000 (ms).
 pct () { sort -g "$1" | awk -v p="$2" '{v[NR]=$1} END {if (NR == 0) exit; i = int(p / 100 * (NR - 1)) + 1; printf "%.3f\n", v[i] * 1000}'; }
@@ -30,10 +33,10 @@ db_pages () { sqlite3 "$1/state/dtctld.db" 'pragma page_count' 'pragma page_size
 
 part_ingest () {
     local agents_list=${BENCH_INGEST_AGENTS:-"125 1250 5000 10000"}
-    local W=${BENCH_INGEST_WARMUP:-4} D=${BENCH_INGEST_SECONDS:-6} A d njobs per j id toks tok
+    local W=${BENCH_INGEST_WARMUP:-2} D=${BENCH_INGEST_SECONDS:-6} A d njobs per j id toks tok
     [ -x "$LOADGEN" ] || { note ingest "loadgen not built: part skipped"; return; }
     for A in $agents_list; do
-        local rate=$((A * 8))
+        local rate=$((A * 8)) rep
         say "ingest: $A simulated agents x 8 ranks at 1 Hz = $rate rank-heartbeats/s offered, ${D}s x $REPS (+${W}s warm-up each)"
         d=$TMP/ingest-$A
         start_ctld "$d" external HeartbeatInterval=1s NodeTimeout=60s RendezvousTimeout=600s || return
@@ -56,12 +59,17 @@ part_ingest () {
             # an hour of the same load adds.
             [ "$rep" = 2 ] && size0=$(db_pages "$d")
             [ "$rep" -ge 2 ] && t_grow=$((t_grow + W + D))
-            ( sleep "$W"; poll_status "$URL/v1/jobs" "$D" 10 "$d/st-list.$rep" ) &
+            # The status pollers start with the measurement (after registration
+            # and warm-up): loadgen creates the mark file then.
+            local mark=$d/measuring.$rep
+            ( wait_for 130 test -e "$mark" && poll_status "$URL/v1/jobs" "$D" 10 "$d/st-list.$rep" ) &
             local p1=$!
-            ( sleep "$W"; poll_status "$URL/v1/jobs/1" "$D" 10 "$d/st-show.$rep" ) &
+            ( wait_for 130 test -e "$mark" && poll_status "$URL/v1/jobs/1" "$D" 10 "$d/st-show.$rep" ) &
             local p2=$!
             "$LOADGEN" --port "$(cat "$d/port")" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
-                --hz 1 --duration "$D" --warmup "$W" > "$d/lg.$rep" 2> "$d/lg.$rep.err"
+                --hz 1 --duration "$D" --warmup "$W" --register-timeout 30 --mark "$mark" \
+                > "$d/lg.$rep" 2> "$d/lg.$rep.err"
+            touch "$mark"
             wait $p1 $p2
             t_load=$((t_load + W + D))
             local f=$d/lg.$rep
@@ -71,12 +79,17 @@ part_ingest () {
             rec "ingest.$rate.p999" "$(jget "$f" .lat_ms.p999)"
             rec "ingest.$rate.failed" "$(jget "$f" '.errors + .non2xx + .unanswered')"
             rec "ingest.$rate.registered" "$(jget "$f" .registered)"
+            rec "ingest.$rate.register_s" "$(jget "$f" .register_s)"
             rec "ingest.$rate.list_p50" "$(pct "$d/st-list.$rep" 50)"
             rec "ingest.$rate.list_p99" "$(pct "$d/st-list.$rep" 99)"
             rec "ingest.$rate.show_p50" "$(pct "$d/st-show.$rep" 50)"
             rec "ingest.$rate.show_p99" "$(pct "$d/st-show.$rep" 99)"
             rec "ingest.$rate.show_bytes" "$(awk 'END {print $3 + 0}' "$d/st-show.$rep")"
-            printf '   rep %d: %s\n' "$rep" "$(jq -c '{achieved_rank_hb_per_s, registered, errors, non2xx, unanswered, lat_ms}' "$f" 2>/dev/null || cat "$d/lg.$rep.err")" >&2
+            printf '   rep %d: %s\n' "$rep" "$(jq -c '{achieved_rank_hb_per_s, registered, register_s, errors, non2xx, gone_410, unanswered, lat_ms}' "$f" 2>/dev/null || cat "$d/lg.$rep.err")" >&2
+            if [ "$(jget "$f" .gone_410)" -gt 0 ] 2>/dev/null; then
+                note "ingest.$rate" "rep $rep: the controller ended the attempt(s) (410 to $(jget "$f" .gone_410) agents): $(sqlite3 "$d/state/dtctld.db" "select 'job ' || job_id || ' attempt ' || attempt || ': ' || state || ' ' || ifnull(cause, '') || ' ' || substr(ifnull(detail, ''), 1, 120) from attempts" | tr '\n' ';')"
+                break
+            fi
         done
         size1=$(db_pages "$d")
         rec "ingest.$rate.db_bytes" "$(db_bytes "$d")"
@@ -184,13 +197,15 @@ part_overhead () {
     local d=$TMP/overhead rep id t0 t1 log spec
     say "orchestration: dttrain 2 ranks through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
     start_ctld "$d" local HeartbeatInterval=1s NodeTimeout=10s || return
-    # env -u DT_RESUME_STEP: dttrain reads the agent's DT_RESUME_STEP=0 ("start
-    # fresh" in schemas/dtclient-protocol.md) as "resume from step-0" and exits.
+    mkdir -p "$d/rdv"
+    # --rendezvous-dir as for the bare run: through the agent, dttrain's kv keys
+    # have 5 segments and dtctld routes at most 4 (404).
     spec=$(jq -cn --arg dt "$DTTRAIN" --arg data "$CORPUS" --argjson steps "$STEPS" \
-        --arg b "$BATCH" --arg c "$CTX" --arg e "$EMB" --arg h "$HID" --arg l "$LAYERS" --arg w "$d" \
+        --arg b "$BATCH" --arg c "$CTX" --arg e "$EMB" --arg h "$HID" --arg l "$LAYERS" --arg w "$d" --arg core "${OPENBLAS_CORETYPE:-}" \
         '{name:"overhead", nodes:1, ranks_per_node:2, workdir:$w,
-          command:["env","-u","DT_RESUME_STEP",$dt,"--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
-                   "--embed",$e,"--hidden",$h,"--layers",$l,"--quiet"],
+          command:[$dt,"--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
+                   "--embed",$e,"--hidden",$h,"--layers",$l,"--quiet","--rendezvous-dir",($w + "/rdv")],
+          env:({OPENBLAS_NUM_THREADS:"1", OMP_NUM_THREADS:"1"} + (if $core != "" then {OPENBLAS_CORETYPE:$core} else {} end)),
           checkpoint:{every_steps:0}, heartbeat:{interval_ms:1000}}')
     for rep in $(seq "$REPS"); do
         t0=$(date +%s.%N)

@@ -11,6 +11,10 @@
 TESTBED=$SRC/scripts/slurm-testbed
 DTCTL=$B/orchestrator/cli/dtctl
 REC_REPS=${BENCH_RECOVERY_REPS:-$REPS}
+# Workarounds (reported to the lead; remove when fixed):
+#  - the job passes --rendezvous-dir (a shared directory; keys are prefixed by
+#    job, attempt and step): dttrain's kv keys "dttrain/<job>/a<n>/s<step>/rank_<r>"
+#    have 5 segments and dtctld routes /v1/agent/kv/ keys of at most 4 (404).
 # The recovery job's model: the part-4 model with a batch of 64 (~60 ms steps
 # on 2 ranks here), checkpoint every 50 steps.
 REC_MODEL=(--data "$CORPUS" --global-batch 64 --context 64 --embed 32 --hidden 1024 --layers 4)
@@ -65,8 +69,9 @@ part_recovery () {
     [ -d /run/lock ] && lock=/run/lock/dtctl-slurm-testbed.lock
     say "recovery: waiting for the Slurm testbed lock ($lock)"
     exec 8>"$lock"
-    flock -w 600 8 || { note recovery "skipped: the testbed lock was busy for 10 minutes"; exec 8>&-; return; }
-    RD=$TMP/recovery; mkdir -p "$RD/work" "$RD/ckpt" "$RD/state"
+    flock -w "${BENCH_LOCK_WAIT:-300}" 8 \
+        || { note recovery "skipped: the testbed lock was busy for ${BENCH_LOCK_WAIT:-300} s (another test run)"; exec 8>&-; return; }
+    RD=$TMP/recovery; mkdir -p "$RD/work" "$RD/ckpt" "$RD/state" "$RD/rdv"
     export DT_TESTBED_DIR=$RD/testbed SLURM_CONF=$RD/testbed/etc/slurm.conf
     TESTBED_UP=1
     say "recovery: Slurm testbed up (6 nodes)"
@@ -108,7 +113,11 @@ EOF
     wait_for 20 curl -sf "$REC_URL/healthz" -o /dev/null || { note recovery "dtctld did not start on the testbed"; return; }
     export DTCTL_CONTROLLER=$REC_URL
     note recovery "dtctld: HeartbeatInterval=500ms NodeTimeout=3s; job: 2 nodes x 1 rank, checkpoint every $REC_EVERY steps; testbed SlurmdTimeout=5"
+    REC_BROKEN=
     for kind in rank node; do
+        if [ -n "$REC_BROKEN" ]; then
+            note "recovery.$kind" "not measured: the first job never trained (see the rank-kill note)"; continue
+        fi
         id=$(rec_submit "$kind") || { note "recovery.$kind" "submit failed: $id"; continue; }
         [ "$kind" = node ] && REC_PLOT_JOB=$id
         for rep in $(seq "$REC_REPS"); do
@@ -122,7 +131,7 @@ EOF
 rec_submit () {
     local kind=$1 excl=false
     [ "$kind" = node ] && excl=true
-    printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 \
+    printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 --rendezvous-dir "$RD/rdv" \
         | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl \
             --arg core "${OPENBLAS_CORETYPE:-}" \
             '{name: "recovery", nodes: 2, ranks_per_node: 1, workdir: $w, command: .,
@@ -138,10 +147,14 @@ rec_submit () {
 rec_kill () {
     local id=$1 kind=$2 rep=$3 a log first node pid t_kill
     if ! wait_for 90 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"running\"' >/dev/null"; then
-        note "recovery.$kind" "rep $rep: job $id not running: $(show "$id" | jq -c '{state, reason, failure}')"; return 1
+        note "recovery.$kind" "rep $rep: job $id not running: $(show "$id" | jq -c '{state, reason, failure}' | cut -c1-300)"
+        [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     a=$(cur_attempt "$id"); log=$(att_log "$id" "$a")
-    wait_for 60 has_step "$log" || { note "recovery.$kind" "rep $rep: attempt $a never stepped ($log)"; return 1; }
+    if ! wait_for 60 has_step "$log"; then
+        note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/state/logs/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
+        [ "$rep" = 1 ] && REC_BROKEN=1; return 1
+    fi
     first=$(first_step "$log" | awk '{print $2}')
     # Past a checkpoint this attempt committed, and a little more.
     local target=$(( (first / REC_EVERY + 1) * REC_EVERY + REC_EVERY / 2 ))

@@ -5,8 +5,11 @@
  * as real agents do.  Open loop: every agent's sends are scheduled at fixed
  * times, and latency is measured from the scheduled time to the complete
  * answer, so a slow controller cannot hide its queueing (no coordinated
- * omission).  Agents register first (POST /v1/agent/register) so the
- * controller treats them as the attempt's nodes.
+ * omission).  Agents register first (POST /v1/agent/register, retried
+ * while the answer is "waiting", backing off from 100 ms to 1 s as dtagent
+ * does) so the controller treats them as the attempt's nodes; the clock of
+ * the heartbeat schedule, the warm-up and the measurement start once every
+ * agent is registered (or --register-timeout passed).
  *
  * Output: one JSON object on stdout with the offered and achieved rates and
  * the latency percentiles.
@@ -47,6 +50,8 @@ struct agent {
     int busy;
     int registered;
     int want_out;       /* EPOLLOUT armed: a request is partly written */
+    int64_t reg_delay;  /* register retry delay (ns), backing off */
+    int gone;           /* 410: its attempt has ended; it stops, as dtagent does */
 };
 
 static int64_t now_ns (void)
@@ -63,6 +68,8 @@ static int opt_ranks = 8;
 static double opt_hz = 1.0;
 static double opt_duration = 10.0;
 static double opt_warmup = 2.0;
+static double opt_register_timeout = 120.0;
+static const char *opt_mark = NULL;    /* created when the measurement starts */
 static const char *opt_token = NULL;
 static char **tokens;   /* opt_token split at commas */
 static int ntokens;
@@ -156,6 +163,7 @@ static void usage (void)
     fprintf (stderr,
              "Usage: loadgen --token TOKEN[,TOKEN...] [--host H] [--port P] [--agents N] [--ranks R]\n"
              "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
+             "               [--register-timeout S] [--mark FILE]\n"
              "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
              "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
              "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
@@ -170,7 +178,9 @@ int main (int argc, char **argv)
         { "agents", required_argument, 0, 'a' }, { "ranks", required_argument, 0, 'r' },
         { "hz", required_argument, 0, 'z' }, { "duration", required_argument, 0, 'd' },
         { "warmup", required_argument, 0, 'w' }, { "token", required_argument, 0, 't' },
-        { "prefix", required_argument, 0, 'x' }, { "help", no_argument, 0, 'h' }, { 0 } };
+        { "prefix", required_argument, 0, 'x' }, { "help", no_argument, 0, 'h' },
+        { "register-timeout", required_argument, 0, 'R' },
+        { "mark", required_argument, 0, 'm' }, { 0 } };
     int c;
 
     while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
@@ -184,6 +194,8 @@ int main (int argc, char **argv)
         case 'w': opt_warmup = atof (optarg); break;
         case 't': opt_token = optarg; break;
         case 'x': opt_prefix = optarg; break;
+        case 'R': opt_register_timeout = atof (optarg); break;
+        case 'm': opt_mark = optarg; break;
         default: usage ();
         }
     }
@@ -222,24 +234,50 @@ int main (int argc, char **argv)
             fprintf (stderr, "loadgen: connect: %s\n", strerror (errno));
             return 1;
         }
-        /* Spread the agents' phases evenly over one period. */
-        a->next_ns = t0 + (period * i) / opt_agents;
+        /* Registration first, all at once (as a real allocation starts). */
+        a->next_ns = t0;
+        a->reg_delay = 100000000;
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
         epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
     }
 
-    int64_t t_measure = t0 + (int64_t)(opt_warmup * 1e9);
-    int64_t t_end = t_measure + (int64_t)(opt_duration * 1e9);
+    /* Phase 1 (registration) ends when all are registered or at the
+     * timeout; then phase 2 sets the real schedule. */
+    int phase2 = 0, nreg = 0, ngone = 0, marked = 0;
+    double register_s = -1;
+    int64_t t_measure = INT64_MAX;
+    int64_t t_end = t0 + (int64_t)(opt_register_timeout * 1e9);
     struct epoll_event evs[512];
     int64_t step = 0;
 
     while (now_ns () < t_end) {
         int64_t now = now_ns (), next_due = t_end;
+        if (opt_mark && !marked && now >= t_measure) {
+            /* Tell the caller (bench/run's status poller) the measurement began. */
+            int fd = open (opt_mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (fd >= 0)
+                close (fd);
+            marked = 1;
+        }
+        if (ngone == opt_agents)
+            break;
+        if (!phase2 && (nreg + ngone == opt_agents || now >= t_end)) {
+            phase2 = 1;
+            register_s = (now - t0) / 1e9;
+            t0 = now;
+            t_measure = t0 + (int64_t)(opt_warmup * 1e9);
+            t_end = t_measure + (int64_t)(opt_duration * 1e9);
+            next_due = t_end;
+            /* Spread the agents' heartbeats evenly over one period. */
+            for (int i = 0; i < opt_agents; i++)
+                if (agents[i].registered)
+                    agents[i].next_ns = t0 + (period * i) / opt_agents;
+        }
         /* Start the sends that are due.  (A linear scan keeps this simple;
          * 10k agents x 1 kHz of scans is far below the controller's cost.) */
         for (int i = 0; i < opt_agents; i++) {
             struct agent *a = &agents[i];
-            if (a->busy)
+            if (a->busy || a->gone)
                 continue;
             if (a->next_ns > now) {
                 if (a->next_ns < next_due)
@@ -249,7 +287,9 @@ int main (int argc, char **argv)
             step = (now - t0) / period;
             build_request (a, step);
             a->sched_ns = a->next_ns;
-            a->next_ns += a->registered ? period : period / 10;
+            /* A heartbeat's successor is due one period later; a register's
+             * retry is scheduled when its answer comes. */
+            a->next_ns = a->registered ? a->next_ns + period : INT64_MAX;
             a->busy = 1;
             ssize_t w = write (a->fd, a->req, a->req_len);
             if (w > 0)
@@ -286,18 +326,39 @@ int main (int argc, char **argv)
                     epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
                     a->want_out = 0;
                     a->busy = 0;
+                    if (!a->registered)
+                        a->next_ns = now_ns () + a->reg_delay;
                     continue;
                 }
                 a->resp_len += r;
                 int status = response_complete (a);
                 if (status) {
                     int64_t t = now_ns ();
+                    if (status == 410) {
+                        /* The attempt ended (e.g. the controller declared
+                         * nodes lost): a real agent exits. */
+                        non2xx++;
+                        a->gone = 1;
+                        ngone++;
+                        if (a->registered)
+                            nreg--;
+                        a->registered = 0;
+                        a->busy = 0;
+                        continue;
+                    }
                     if (!a->registered) {
                         /* "waiting" until every simulated agent registered. */
-                        if (status == 200 && strstr (a->resp, "\"ready\""))
+                        if (status == 200 && strstr (a->resp, "\"ready\"")) {
                             a->registered = 1;
-                        else if (status != 200)
-                            non2xx++;
+                            nreg++;
+                            a->next_ns = phase2 ? t : INT64_MAX;
+                        } else {
+                            if (status != 200)
+                                non2xx++;
+                            a->next_ns = t + a->reg_delay;
+                            if (a->reg_delay < 1000000000)
+                                a->reg_delay = a->reg_delay * 3 / 2;
+                        }
                     } else {
                         if (status < 200 || status > 299)
                             non2xx++;
@@ -323,16 +384,23 @@ int main (int argc, char **argv)
             lat[nlat++] = t_stop - a->sched_ns;
             unanswered++;
         }
+        /* Heartbeats due in the window but never sent (the connection was
+         * still waiting for an earlier answer): the same lower bound. */
+        for (int64_t due = a->next_ns; a->registered && phase2 && due < t_end; due += period)
+            if (due >= t_measure && nlat < lat_cap) {
+                lat[nlat++] = t_stop - due;
+                unanswered++;
+            }
     }
     qsort (lat, nlat, sizeof (*lat), cmp_i64);
 #define PCT(p) (nlat ? lat[(size_t)((p) * (nlat - 1))] / 1e6 : -1.0)
     printf ("{\"agents\":%d,\"ranks_per_agent\":%d,\"hz\":%g,\"duration_s\":%g,"
-            "\"registered\":%d,\"offered_rank_hb_per_s\":%.0f,\"achieved_rank_hb_per_s\":%.0f,"
-            "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"unanswered\":%ld,"
+            "\"registered\":%d,\"register_s\":%.3f,\"offered_rank_hb_per_s\":%.0f,\"achieved_rank_hb_per_s\":%.0f,"
+            "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"gone_410\":%d,\"unanswered\":%ld,"
             "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
-            opt_agents, opt_ranks, opt_hz, opt_duration, reg,
+            opt_agents, opt_ranks, opt_hz, opt_duration, reg, register_s,
             opt_agents * opt_hz * opt_ranks, done_measured * opt_ranks / opt_duration,
-            sent, errors, non2xx, unanswered, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
+            sent, errors, non2xx, ngone, unanswered, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
             nlat ? lat[nlat - 1] / 1e6 : -1.0);
     return 0;
 }

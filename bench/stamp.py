@@ -6,13 +6,7 @@ dttrain in it so that the trainer's own step lines carry times.  Signals
 sent to the wrapper (the agent's SIGTERM) are passed on to CMD."""
 import os, signal, subprocess, sys, time
 
-# Workaround: schemas/dtclient-protocol.md says DT_RESUME_STEP=0 with
-# DT_RESUME_DIR unset means "start fresh", but dttrain (trainer/train.c,
-# resume_step >= 0) then looks for <checkpoint dir>/step-0 and exits 1.
-env = dict(os.environ)
-if env.get("DT_RESUME_STEP") == "0" and not env.get("DT_RESUME_DIR"):
-    del env["DT_RESUME_STEP"]
-p = subprocess.Popen(sys.argv[1:], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
     signal.signal(s, lambda n, f: p.send_signal(n))
 out = sys.stdout.buffer

@@ -77,11 +77,13 @@ for r in rates:
     row("1 ingest", "%d rank-hb/s offered: achieved rank-hb/s" % r, k + "achieved",
         ratio_key=None, goal=">= 99% of offered" if top else "",
         ok=(lambda st, a, b, r=r: None if not st else st["median"] >= 0.99 * r) if top else None)
+    row("1 ingest", "%d/s: registration of all agents s (agents registered as reference)" % r,
+        k + "register_s", ref="registered", ref_key=k + "registered", digits=None)
     row("1 ingest", "%d/s: heartbeat latency p50 ms" % r, k + "p50")
     row("1 ingest", "%d/s: heartbeat latency p99 ms" % r, k + "p99", goal="< 20 ms" if top else "",
         ok=(lambda st, a, b: None if not st else st["median"] < 20) if top else None)
     row("1 ingest", "%d/s: heartbeat latency p99.9 ms" % r, k + "p999")
-    row("1 ingest", "%d/s: failed/unanswered requests per run" % r, k + "failed", digits=0)
+    row("1 ingest", "%d/s: failed, unanswered or unsent heartbeats per run" % r, k + "failed", digits=0)
     row("1 ingest", "%d/s: GET /v1/jobs p99 ms (p50 as reference)" % r, k + "list_p99",
         ref="p50", ref_key=k + "list_p50", goal="< 10 ms" if top else "",
         ok=(lambda st, a, b: None if not st else st["median"] < 10) if top else None)

@@ -32,7 +32,8 @@ void dt_httpd_destroy (dt_httpd_t *h);
 
 int dt_httpd_port (const dt_httpd_t *h);
 
-/* Register a route, e.g. ("GET", "/v1/jobs/{id}/events").  Up to 4 params. */
+/* Register a route, e.g. ("GET", "/v1/jobs/{id}/events").  Up to 12 params
+ * (dtctld's kv routes take keys of many segments, e.g. dttrain/J/aN/sS/rank_R). */
 int dt_httpd_route (dt_httpd_t *h, const char *method, const char *pattern,
                     dt_http_handler_f cb, void *arg);
 

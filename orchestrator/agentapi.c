@@ -683,14 +683,16 @@ int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
             return errnoprintf (err, errno, "route %s %s: %s", routes[i].method,
                                 routes[i].pattern, strerror (errno));
     }
-    /* Keys may contain '/': the same handlers also serve keys of 2 to 4
-     * segments (kv_key takes the whole rest of the path). */
-    const char *deeper[] = { "/v1/agent/kv/{k1}/{k2}", "/v1/agent/kv/{k1}/{k2}/{k3}",
-                             "/v1/agent/kv/{k1}/{k2}/{k3}/{k4}" };
-    for (size_t i = 0; i < sizeof (deeper) / sizeof (deeper[0]); i++) {
-        if (dt_httpd_route (ctx->httpd, "PUT", deeper[i], kv_put_cb, ctx) < 0
-            || dt_httpd_route (ctx->httpd, "GET", deeper[i], kv_get_cb, ctx) < 0)
-            return errnoprintf (err, errno, "route %s: %s", deeper[i], strerror (errno));
+    /* Keys may contain '/': the same handlers also serve keys of 2 to 12
+     * segments (kv_key takes the whole rest of the path); dttrain's gloo
+     * bootstrap uses 5 (dttrain/<job>/a<n>/s<seq>/rank_<r>). */
+    char deeper[256] = "/v1/agent/kv/{k1}";
+    for (int d = 2; d <= 12; d++) {
+        size_t l = strlen (deeper);
+        snprintf (deeper + l, sizeof (deeper) - l, "/{k%d}", d);
+        if (dt_httpd_route (ctx->httpd, "PUT", deeper, kv_put_cb, ctx) < 0
+            || dt_httpd_route (ctx->httpd, "GET", deeper, kv_get_cb, ctx) < 0)
+            return errnoprintf (err, errno, "route %s: %s", deeper, strerror (errno));
     }
     /* The batch scripts' route (in-allocation restart): allocapi.c. */
     return allocapi_register_routes (ctx, err);

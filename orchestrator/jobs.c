@@ -531,6 +531,7 @@ struct fail_arg {
     const char *cause, *node, *detail;
     int rank;
     json_t *evidence;
+    int64_t first_seen;         /* 0: now */
 };
 
 static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
@@ -539,6 +540,8 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
     struct fail_arg *f = arg;
     int64_t now = dt_real_ms ();
 
+    if (f->first_seen > 0 && f->first_seen < now)
+        now = f->first_seen;
     snprintf (att->row.cause, sizeof (att->row.cause), "%s", f->cause);
     snprintf (att->row.cause_node, sizeof (att->row.cause_node), "%s", f->node ? f->node : "");
     snprintf (att->row.detail, sizeof (att->row.detail), "%s", f->detail ? f->detail : "");
@@ -578,10 +581,23 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
     return job_after_failure (jobs, job, att, err);
 }
 
+static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char *cause,
+                             const char *node, int rank, const char *detail, json_t *evidence,
+                             int64_t first_seen);
+
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
                         const char *node, int rank, const char *detail, json_t *evidence)
 {
-    struct fail_arg f = { cause, node, detail, rank, evidence };
+    attempt_fail_at (jobs, att, cause, node, rank, detail, evidence, 0);
+}
+
+/* The failure, first seen at 'first_seen' (epoch ms; 0: now), e.g. the end
+ * time Slurm gives for a NODE_FAIL that the controller learns later. */
+static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char *cause,
+                             const char *node, int rank, const char *detail, json_t *evidence,
+                             int64_t first_seen)
+{
+    struct fail_arg f = { cause, node, detail, rank, evidence, first_seen };
     dt_error_t err;
 
     if (att->row.state == ATT_ENDING || fsm_attempt_terminal (att->row.state)) {
@@ -606,7 +622,8 @@ void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *caus
          * next attempt runs in it as a new step (launcher.h, "reuse"). */
         int flags = 0;
         if (spec_int (att->job, NULL, "spare_nodes") > 0
-            && att->job->row.state == JOB_RESTARTING) {
+            && att->job->row.state == JOB_RESTARTING
+            && strcmp (cause, "time_limit") && strcmp (cause, "preempted")) {
             flags = LAUNCHER_CANCEL_KEEP_ALLOC;
             snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
                       att->row.handle);
@@ -636,6 +653,24 @@ static int tx_finish (struct jobs *jobs, struct job *job, struct attempt *att, v
 {
     const struct launcher_status *st = arg;
     if (st) {
+        /* One failure, recorded once: when the launcher saw the end of a
+         * failed attempt earlier than the controller first saw its failure
+         * (e.g. slurmctld's NODE_FAIL time before the heartbeat timeout),
+         * keep the earliest first-seen time and add the launcher's word. */
+        if (att->end_state == ATT_FAILED && st->end_time_ms > 0 && att->row.fail_time > 0
+            && st->end_time_ms < att->row.fail_time
+            && (!strcmp (st->cause, "slurm_node_fail") || !strcmp (st->cause, "time_limit")
+                || !strcmp (st->cause, "preempted"))) {
+            char tbuf[40];
+            if (!att->row.evidence)
+                att->row.evidence = json_object ();
+            json_object_set_new (att->row.evidence, "launcher_cause", json_string (st->cause));
+            json_object_set_new (att->row.evidence, "launcher_detail", json_string (st->detail));
+            json_object_set_new (att->row.evidence, "controller_first_seen",
+                                 json_string (dt_format_time (att->row.fail_time, tbuf,
+                                                              sizeof (tbuf))));
+            att->row.fail_time = st->end_time_ms;
+        }
         if (att->row.exit_code < 0)
             att->row.exit_code = st->exit_code;
         if (st->nodelist[0])
@@ -1636,6 +1671,22 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
                       flagged_rank, detail);
     }
 
+    /* The first step past the resume point: when the restart paid off
+     * (the timelines of issue 7 and the goodput report use it). */
+    if (!att->first_step_noted && att->max_step > (att->row.resume_step > 0
+                                                   ? att->row.resume_step : 0)) {
+        char detail[128];
+        dt_error_t err;
+        att->first_step_noted = true;
+        snprintf (detail, sizeof (detail), "first step past the resume point: %lld (resumed "
+                  "from %lld)", (long long)att->max_step, (long long)att->row.resume_step);
+        json_t *data = json_pack ("{s:I s:I}", "step", (json_int_t)att->max_step,
+                                  "resume_step", (json_int_t)att->row.resume_step);
+        if (jobs_note (jobs, att, "first_step", NULL, -1, detail, data, &err) < 0)
+            dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
+        json_decref (data);
+    }
+
     /* Job-level progress: rank 0's view, throughput over >= 1 s. */
     if (att->ranks[0].seen && att->ranks[0].step >= 0) {
         job->row.last_step = att->ranks[0].step;
@@ -1799,11 +1850,15 @@ static const char *cause_of_launcher_end (const struct launcher_status *st)
 /* The controller-side hang watchdog (issue 7): a rank whose step has not
  * changed for longer than the hang timeout (automatic: ftpolicy; a longer
  * allowance while it reports busy).  In synchronous data parallelism every
- * rank stops when one does: the blame goes to a rank only when its step is
- * strictly behind every other stalled rank's; otherwise the failure names
- * no node (a wrong blame would exclude a healthy node) and the evidence
- * lists the candidates.  The heartbeat carries no process state that
- * would tell a frozen rank from its peers blocked in a collective. */
+ * rank stops when one does, and the steps the heartbeats sampled do not
+ * tell the frozen rank from its peers blocked in a collective (a frozen
+ * rank may even be one step ahead: it finished a collective whose last
+ * message to a peer it never sent).  So the blame goes to a rank only when
+ * it alone stalled (every other rank progressed within half the timeout);
+ * otherwise the failure names no node (a wrong blame
+ * would exclude a healthy node) and the evidence lists the candidates.
+ * Telling them apart needs the process state from the agents (remaining
+ * work, see the issue 7 report). */
 static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t now)
 {
     struct rank *worst = NULL;
@@ -1835,6 +1890,15 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     }
     if (!worst)
         return;
+    /* Ranks stalled for over half the timeout stopped with the same event. */
+    int stalled = 0;
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        if (rk->seen && rk->client && rk->progress_ms && !strcmp (rk->state, "running")
+            && now - rk->progress_ms > timeout / 2)
+            stalled++;
+    }
+    ties = stalled > 1 ? stalled - 1 : 0;
     char detail[256], tbuf[40];
     snprintf (detail, sizeof (detail), "rank %d on %s made no step progress for %lld ms "
               "(last step %lld; %s hang timeout %lld ms%s)", wr, worst->node,
@@ -1853,13 +1917,14 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     if (ties) {
         json_t *cand = json_array ();
         for (int r = 0; r < att->row.world_size; r++)
-            if (att->ranks[r].seen && att->ranks[r].step == worst->step)
+            if (att->ranks[r].seen && att->ranks[r].progress_ms
+                && now - att->ranks[r].progress_ms > timeout / 2)
                 json_array_append_new (cand, json_pack ("{s:i s:s}", "rank", r, "node",
                                                         att->ranks[r].node));
         json_object_set_new (ev, "candidates", cand);
-        snprintf (detail, sizeof (detail), "%d ranks made no step progress for %lld ms, all at "
-                  "step %lld (%s hang timeout %lld ms): which one hangs is not known", ties + 1,
-                  (long long)(now - worst->progress_ms), (long long)worst->step,
+        snprintf (detail, sizeof (detail), "%d ranks made no step progress for %lld ms, the "
+                  "lowest at step %lld (%s hang timeout %lld ms): which one hangs is not known",
+                  ties + 1, (long long)(now - worst->progress_ms), (long long)worst->step,
                   spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
                   (long long)timeout);
     }
@@ -1918,8 +1983,8 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                     if (silent)
                         json_object_set_new (ev, "heartbeat_gap_ms",
                                              json_integer (now - silent->last_hb_ms));
-                    jobs_attempt_fail (jobs, att, cause, silent ? silent->node : NULL, -1,
-                                       detail, ev);
+                    attempt_fail_at (jobs, att, cause, silent ? silent->node : NULL, -1,
+                                     detail, ev, st.end_time_ms);
                 }
                 if (att->row.state == ATT_ENDING)
                     attempt_finish (jobs, att, &st);

@@ -96,6 +96,7 @@ struct attempt {
     double steptime[STEPTIME_RING]; /* recent step times (compute + comm), ms */
     int nsteptime, steptime_pos;
     bool committed_any;         /* this attempt committed a checkpoint */
+    bool first_step_noted;      /* event "first_step" written (past resume_step) */
     /* A planned end (time-limit warning, preemption, straggler exclusion):
      * the ranks checkpoint at stop_step and exit; the attempt then ends
      * with stop_cause instead of succeeding. */

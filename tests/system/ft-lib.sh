@@ -58,6 +58,8 @@ job_step () { curl -s "$URL/v1/jobs/$1" | jq -r '.data.step // -1'; }
 # wait_step ID STEP SECONDS: until the job's live step reaches STEP.
 wait_step () { wait_for "$3" sh -c "test \"\$(curl -s $URL/v1/jobs/$1 | jq -r '.data.step // -1')\" -ge $2"; }
 wait_state () { wait_for "$3" sh -c "test \"\$(curl -s $URL/v1/jobs/$1 | jq -r .data.state)\" = $2"; }
+# wait_att ID STATE SECONDS: until the latest attempt is in STATE.
+wait_att () { wait_for "$3" sh -c "test \"\$(curl -s $URL/v1/jobs/$1 | jq -r '.data.attempts[-1].state')\" = $2"; }
 # pid of rank R of the live attempt.
 rank_pid () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r ".data[] | select(.rank == $2) | .pid"; }
 
@@ -87,8 +89,10 @@ running = ms(na and na.get("start_time"))
 # last step seen in the failed attempt (events/metrics), first of the next
 before = [p["step"] for p in mt if p["attempt"] == a]
 resume = na.get("resume_step") if na else None
-after = [p for p in mt if p["attempt"] == a + 1 and p["step"] > (resume or 0)]
-first = min(after, key=lambda p: p["step"]) if after else None
+fs = [e for e in ev if e["kind"] == "first_step" and e["attempt"] == a + 1]
+first = {"time": fs[0]["time"], "step": fs[0]["data"]["step"]} if fs else None
+# the last step the failed attempt was seen at: metrics, and its ranks
+before += [e["data"]["step"] for e in ev if e["kind"] == "first_step" and e["attempt"] == a]
 last = max(before) if before else None
 lost = (last - (resume if resume is not None else 0)) if last is not None else None
 def rel(t): return "%+.3f s" % ((t - inj) / 1000.0) if t else "n/a"

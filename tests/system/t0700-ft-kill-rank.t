@@ -17,6 +17,7 @@ PID=$(rank_pid "$ID" 1)
 T0=$(now_ms)
 check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 120
+wait_att "$ID" succeeded 20
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0"
 check "attempt 1 failed with cause trainer_exit, node local2, rank 1, signal 9" \

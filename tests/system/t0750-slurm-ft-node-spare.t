@@ -12,7 +12,7 @@ BASE=$(baseline 3) || bail "the baseline run failed"
 echo "# uninterrupted run (world 3): params_crc32c $BASE"
 
 submit "$(dttrain_spec spare 3 "--inject-slow 0:25" \
-    '{"spare_nodes": 1, "heartbeat": {"interval_ms": 200, "node_timeout_ms": 1000}}')" \
+    '{"spare_nodes": 1, "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')

@@ -1,0 +1,37 @@
+#!/bin/bash
+# t0735-ft-node-health (issue 7, local launcher): a node blamed for failures
+# of SuspectJobs different jobs within SuspectWindow becomes suspect, shows
+# so in GET /v1/nodes, and is kept out of new attempts until an admin
+# clears it (POST /v1/nodes/{name}/clear, what `dtctl nodes clear` calls).
+. "$(dirname "$0")/ft-lib.sh"
+
+write_conf "SuspectJobs=2" "SuspectWindow=1h"
+start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+# One node, no restart: each job fails at once on the first free node.
+crash () { submit "$(dttrain_spec "crash$1" 1 "--inject-crash 0:0" '{"restart": {"max_restarts": 0}}')" && wait_state "$ID" failed 60 && wait_att "$ID" failed 20; }
+node_state () { curl -s "$URL/v1/nodes" | jq -r ".data[] | select(.name == \"$1\") | .state"; }
+
+check "job A fails on local1" crash A
+check "local1 is still up after failures in one job" test "$(node_state local1)" = up
+check "job B fails on local1" crash B
+check "local1 is suspect after failures in 2 jobs" test "$(node_state local1)" = suspect
+api GET /v1/nodes > "$TMP/n.json"
+jq -c '.data[] | {name, state, failures, suspect_since, note}' "$TMP/n.json" | sed 's/^/# /'
+check "a node_suspect event was recorded" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE kind = 'node_suspect' AND node = 'local1'")" = 1
+submit "$(dttrain_spec after 1 "--steps 5" '{"restart": {"max_restarts": 0}}')" || bail "submit failed"
+check "a new job does not run on suspect local1" wait_for 30 sh -c \
+    "curl -s $URL/v1/jobs/$ID | jq -e '.data.attempts[0].nodelist == \"local2\" and (.data.attempts[0].exclude | index(\"local1\") != null)' >/dev/null"
+wait_state "$ID" completed 60
+api POST /v1/nodes/nosuchnode/clear > /dev/null
+check "clearing an unknown node: 404" test "$(status)" = 404
+api POST /v1/nodes/local1/clear > "$TMP/c.json"
+check "POST /v1/nodes/local1/clear: 200, local1 up" \
+    sh -c "test \"\$(cat $TMP/status)\" = 200 && jq -e '.data[] | select(.name == \"local1\") | .state == \"up\"' $TMP/c.json >/dev/null"
+submit "$(dttrain_spec again 1 "--steps 5" '{"restart": {"max_restarts": 0}}')" || bail "submit failed"
+check "after the clear, new attempts use local1 again" wait_for 30 sh -c \
+    "curl -s $URL/v1/jobs/$ID | jq -e '.data.attempts[0].nodelist == \"local1\"' >/dev/null"
+wait_state "$ID" completed 60
+check "a failure after the clear does not make it suspect again at once" crash C
+check "local1 is up (history before the clear no longer counts)" test "$(node_state local1)" = up
+done_testing
