@@ -130,9 +130,14 @@ static void on_rank_exit (struct rank *rk, void *arg)
     if (rk->killed)
         return;
     ranks_stderr_tail (rk, tail, sizeof (tail));
-    event_add (a, json_pack ("{s:s, s:i, s:i, s:i, s:s}", "kind", "rank_exit", "rank", rk->rank,
-                             "exit_code", rk->signal ? 128 + rk->signal : rk->exit_code,
-                             "signal", rk->signal, "stderr_tail", tail));
+    json_t *ev = json_pack ("{s:s, s:i, s:i, s:i, s:s}", "kind", "rank_exit", "rank", rk->rank,
+                            "exit_code", rk->signal ? 128 + rk->signal : rk->exit_code,
+                            "signal", rk->signal, "stderr_tail", tail);
+    /* The last step it reported (read from its page at the exit, not at
+     * the last heartbeat), so the controller counts the lost work exactly. */
+    if (ev && rk->client && rk->last.step >= 0 && rk->last.nreports > 0)
+        json_object_set_new (ev, "step", json_integer (rk->last.step));
+    event_add (a, ev);
 }
 
 static void on_rank_hang (struct rank *rk, int64_t idle_ms, void *arg)
@@ -308,10 +313,18 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank, struct dtpr
             return;
         }
         snprintf (crc, sizeof (crc), "%08x", (unsigned)m->i[DTPROTO_T_CRC32C]);
-        event_add (a, json_pack ("{s:s, s:i, s:I, s:s, s:I, s:s}", "kind", "shard",
-                                 "rank", *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
-                                 "path", STR (DTPROTO_T_PATH, path),
-                                 "bytes", (json_int_t)m->i[DTPROTO_T_BYTES], "crc32c", crc));
+        json_t *ev = json_pack ("{s:s, s:i, s:I, s:s, s:I, s:s}", "kind", "shard",
+                                "rank", *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
+                                "path", STR (DTPROTO_T_PATH, path),
+                                "bytes", (json_int_t)m->i[DTPROTO_T_BYTES], "crc32c", crc);
+        /* A just-in-time shard: written by this rank for 'shard_rank'. */
+        if (ev && dtproto_has (m, DTPROTO_T_JIT) && m->i[DTPROTO_T_JIT]) {
+            json_object_set_new (ev, "jit", json_true ());
+            json_object_set_new (ev, "shard_rank",
+                                 json_integer (dtproto_has (m, DTPROTO_T_RANK)
+                                               ? m->i[DTPROTO_T_RANK] : *conn_rank));
+        }
+        event_add (a, ev);
         free (path);
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;

@@ -3,6 +3,8 @@
 #include "config.h"
 #endif
 #include <errno.h>
+#include <signal.h>
+#include <time.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,7 +160,7 @@ static int parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     } while (0)
     INT_FIELD ("job", true, 0, INT64_MAX, 0, l->job);
     INT_FIELD ("attempt", true, 0, INT32_MAX, 0, l->attempt);
-    INT_FIELD ("node_rank", false, 0, 1000000, 0, l->node_rank);
+    INT_FIELD ("node_rank", false, -1, 1000000, 0, l->node_rank);   /* -1: a spare */
     INT_FIELD ("num_nodes", false, 0, 1000000, 1, l->num_nodes);
     INT_FIELD ("ranks_per_node", false, 0, 4096, 1, l->ranks_per_node);
     INT_FIELD ("world_size", false, 0, INT32_MAX, 1, l->world_size);
@@ -251,6 +253,18 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
                               "hostinfo", node_hostinfo ());
     if (!body)
         return errnoprintf (err, ENOMEM, "out of memory");
+    /* node_hostinfo ran helper commands (popen: srun --version under
+     * Slurm); their SIGCHLDs are pending on stopfd (the agent's signalfd),
+     * which the wait below reads as "stop".  Consume only those: a TERM
+     * stays pending. */
+    {
+        sigset_t chld;
+        struct timespec zero = { 0, 0 };
+        sigemptyset (&chld);
+        sigaddset (&chld, SIGCHLD);
+        while (sigtimedwait (&chld, NULL, &zero) > 0)
+            ;
+    }
     for (int tries = 1;; tries++) {
         long status = 0;
         json_t *data = NULL;

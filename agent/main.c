@@ -162,18 +162,6 @@ int main (int argc, char **argv)
     dt_log (LOG_INFO, "%s: node %s (order %d), address %s, port %d", dt_version_string (),
             ni.name, ni.order, ni.addr, ni.port);
 
-    /* node_detect ran helper commands (popen): their SIGCHLDs are pending
-     * on the signalfd, and ctl_register treats a readable signalfd as
-     * "stop".  Consume only those (a TERM stays pending). */
-    {
-        sigset_t chld;
-        struct timespec zero = { 0, 0 };
-        sigemptyset (&chld);
-        sigaddset (&chld, SIGCHLD);
-        while (sigtimedwait (&chld, NULL, &zero) > 0)
-            ;
-    }
-
     /* ---- the controller: register until the attempt is ready ---- */
     if (!(ctl = ctl_create (controller, getenv ("DT_TOKEN"), &err))) {
         dt_log (LOG_ERR, "%s", err.text);

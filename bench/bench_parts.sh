@@ -20,8 +20,9 @@ poll_status () {
     local url=$1 secs=$2 rate=$3 out=$4 i
     for i in $(seq $((secs * rate))); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done > "$out.cfg"
     # -m 2: a request that takes longer counts as 2 s (a lower bound); timeout:
-    # a stalled controller must not stretch the run.
-    timeout $((secs + 3)) curl -s -m 2 --rate "$rate/s" -K "$out.cfg" \
+    # a stalled controller must not stretch the run (stdbuf: keep the lines
+    # curl printed before it was stopped).
+    timeout $((secs + 3)) stdbuf -oL curl -s -m 2 --rate "$rate/s" -K "$out.cfg" \
         -w '%{time_total} %{http_code} %{size_download}\n' > "$out" 2>/dev/null
 }
 # pct FILE P: the P-th percentile (0..100) of column 1 of FILE, times 1000 (ms).
@@ -198,8 +199,8 @@ part_overhead () {
     say "orchestration: dttrain 2 ranks through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
     start_ctld "$d" local HeartbeatInterval=1s NodeTimeout=10s || return
     mkdir -p "$d/rdv"
-    # --rendezvous-dir as for the bare run: through the agent, dttrain's kv keys
-    # have 5 segments and dtctld routes at most 4 (404).
+    # --rendezvous-dir as for the bare run (same bootstrap on both sides; see
+    # bench_recovery.sh about the kv store).
     spec=$(jq -cn --arg dt "$DTTRAIN" --arg data "$CORPUS" --argjson steps "$STEPS" \
         --arg b "$BATCH" --arg c "$CTX" --arg e "$EMB" --arg h "$HID" --arg l "$LAYERS" --arg w "$d" --arg core "${OPENBLAS_CORETYPE:-}" \
         '{name:"overhead", nodes:1, ranks_per_node:2, workdir:$w,

@@ -60,7 +60,10 @@ static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
         return NULL;
     }
     if ((att = jobs_attempt_by_token (ctx->jobs, tok))) {
-        if (att->row.state == ATT_ENDING || fsm_attempt_terminal (att->row.state)) {
+        /* An ending attempt is still heard while it waits for surviving
+         * ranks' just-in-time checkpoint (issue 7). */
+        if ((att->row.state == ATT_ENDING && !jobs_jit_window (att))
+            || fsm_attempt_terminal (att->row.state)) {
             dt_http_reply_error (req, 410, NULL, "attempt %d of job %lld has ended (%s)",
                                  att->row.attempt, (long long)att->row.job_id,
                                  fsm_attempt_state_name (att->row.state));
@@ -372,13 +375,14 @@ static const char *const ev_keys[] = { "node", "events", NULL };
 
 struct ev_spec {
     const char *kind;
-    const char *const keys[8];
+    const char *const keys[10];
 };
 
 static const struct ev_spec ev_specs[] = {
-    { "rank_exit", { "kind", "rank", "exit_code", "signal", "stderr_tail", NULL } },
+    { "rank_exit", { "kind", "rank", "exit_code", "signal", "stderr_tail", "step", NULL } },
     { "hang", { "kind", "rank", "detail", NULL } },
-    { "shard", { "kind", "rank", "step", "path", "bytes", "crc32c", NULL } },
+    { "shard", { "kind", "rank", "step", "path", "bytes", "crc32c", "jit", "shard_rank",
+                 NULL } },
     { "shard_failed", { "kind", "rank", "step", "detail", NULL } },
     { "result", { "kind", "rank", "result", NULL } },
     { "node_failure", { "kind", "detail", NULL } },
@@ -416,6 +420,22 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     if (!strcmp (kind, "shard") || !strcmp (kind, "shard_failed")) {
         if (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0)
             return -1;
+    }
+    /* rank_exit: the last step the rank reported (optional). */
+    if (!strcmp (kind, "rank_exit")
+        && dt_json_get_int (e, path, "step", false, 0, INT64_MAX, &i, err) < 0)
+        return -1;
+    /* shard: a just-in-time shard names the rank whose shard it is. */
+    if (!strcmp (kind, "shard")) {
+        json_t *j = json_object_get (e, "jit");
+        if (j && !json_is_boolean (j))
+            return errnoprintf (err, EINVAL, "%s.jit: expected true or false", path);
+        if (dt_json_get_int (e, path, "shard_rank", json_is_true (j), 0,
+                             att->row.world_size - 1, &i, err) < 0)
+            return -1;
+        if (!json_is_true (j) && json_object_get (e, "shard_rank"))
+            return errnoprintf (err, EINVAL, "%s.shard_rank: only for a just-in-time shard "
+                                "(\"jit\": true)", path);
     }
     if (!strcmp (kind, "shard")) {
         if (dt_json_get_str (e, path, "path", true, 4096, false, &s, err) < 0
@@ -479,19 +499,27 @@ static void events_cb (dt_http_req_t *req, void *arg)
             int code = json_integer_value (json_object_get (e, "exit_code"));
             int sig = json_integer_value (json_object_get (e, "signal"));
             struct rank *rk = &att->ranks[rank];
+            json_t *js = json_object_get (e, "step");
             rk->exit_code = code;
             rk->signal = sig;
             snprintf (rk->state, sizeof (rk->state), "exited");
             rk->dirty = true;
-            if (code != 0 || sig != 0) {
+            /* The exact last step (the agent read the rank's page). */
+            if (js)
+                jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
+            if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
+                /* It saved the state after losing a peer: a survivor. */
+                jobs_survivor_exit (ctx->jobs, att, node, rank, code);
+            } else if (code != 0 || sig != 0) {
                 if (sig)
                     snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
                               node, sig);
                 else
                     snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
                               node, code);
-                json_t *ev = json_pack ("{s:i s:i s:O?}", "exit_code", code, "signal", sig,
-                                        "stderr_tail", json_object_get (e, "stderr_tail"));
+                json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
+                                        "stderr_tail", json_object_get (e, "stderr_tail"),
+                                        "last_step", js);
                 jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
                                       json_string_value (json_object_get (e, "stderr_tail")));
                 jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
@@ -504,6 +532,13 @@ static void events_cb (dt_http_req_t *req, void *arg)
                       detail ? detail : "no progress");
             jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
                                json_pack ("{s:s?}", "detail", detail));
+        } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
+            rc = jobs_shard_jit (ctx->jobs, att, node, rank,
+                                 json_integer_value (json_object_get (e, "shard_rank")),
+                                 json_integer_value (json_object_get (e, "step")),
+                                 json_string_value (json_object_get (e, "path")),
+                                 json_integer_value (json_object_get (e, "bytes")),
+                                 json_string_value (json_object_get (e, "crc32c")), &err);
         } else if (!strcmp (kind, "shard")) {
             rc = jobs_shard (ctx->jobs, att, node, rank,
                              json_integer_value (json_object_get (e, "step")),

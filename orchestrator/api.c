@@ -20,6 +20,9 @@
 static const int list_limit_default = 1000;
 static const int list_limit_max = 10000;
 static const int events_limit = 10000;
+/* GET /v1/nodes/{name}: health history rows returned by default / at most. */
+static const int node_history_default = 100;
+static const int node_history_max = 10000;
 
 /* Who asks; answers 401 itself on failure. */
 static bool user_auth (struct ctld *ctx, dt_http_req_t *req, uid_t *uid, gid_t *gid)
@@ -395,6 +398,57 @@ static void nodes_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_json (req, 200, n);
 }
 
+/* {name} of the node routes; answers 400 itself on failure. */
+static const char *node_name (dt_http_req_t *req)
+{
+    const char *name = dt_http_req_param (req, "name");
+    if (!name || !*name || strlen (name) > 63) {
+        dt_http_reply_error (req, 400, "name", "name: expected a node name (1 to 63 characters)");
+        return NULL;
+    }
+    return name;
+}
+
+/* GET /v1/nodes/{name}: one node with its health history (failures blamed
+ * on it, admin clears), newest first; ?limit=N rows. */
+static void node_show_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    dt_error_t err;
+    const char *name, *lim = dt_http_req_query (req, "limit");
+    int limit = node_history_default;
+    json_t *n, *c;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !(name = node_name (req)))
+        return;
+    if (lim) {
+        char *end;
+        long v = strtol (lim, &end, 10);
+        if (!*lim || *end || v < 1 || v > node_history_max) {
+            dt_http_reply_error (req, 400, "limit", "limit: must be an integer in [1, %d]",
+                                 node_history_max);
+            return;
+        }
+        limit = v;
+    }
+    if (!(n = store_node_json (ctx->store, name, limit, &err))) {
+        int e = errno;
+        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL, "%s",
+                             err.text);
+        return;
+    }
+    /* Who cleared it, by name where the uid is known here. */
+    c = json_object_get (n, "cleared");
+    if (json_is_integer (json_object_get (c, "uid"))) {
+        struct passwd *pw = getpwuid ((uid_t)json_integer_value (json_object_get (c, "uid")));
+        json_object_set_new (c, "user", pw ? json_string (pw->pw_name) : json_null ());
+    } else if (json_is_object (c))
+        json_object_set_new (c, "user", json_null ());
+    dt_http_reply_json (req, 200, n);
+}
+
 /* POST /v1/nodes/{name}/clear (issue 7): an admin puts a suspect node back
  * into service; answers the node list. */
 static void node_clear_cb (dt_http_req_t *req, void *arg)
@@ -403,16 +457,12 @@ static void node_clear_cb (dt_http_req_t *req, void *arg)
     uid_t uid;
     gid_t gid;
     dt_error_t err;
-    const char *name = dt_http_req_param (req, "name");
+    const char *name;
     int status;
     json_t *n;
 
-    if (!user_auth (ctx, req, &uid, &gid))
+    if (!user_auth (ctx, req, &uid, &gid) || !(name = node_name (req)))
         return;
-    if (!name || !*name || strlen (name) > 63) {
-        dt_http_reply_error (req, 400, "name", "name: expected a node name (1 to 63 characters)");
-        return;
-    }
     if (jobs_node_clear (ctx->jobs, name, uid, &status, &err) < 0) {
         dt_http_reply_error (req, status, status == 404 ? "name" : NULL, "%s", err.text);
         return;
@@ -461,6 +511,7 @@ int api_register_routes (struct ctld *ctx, dt_error_t *err)
         { "POST", "/v1/jobs/{id}/resubmit", resubmit_cb },
         { "POST", "/v1/jobs/{id}/checkpoint", checkpoint_cb },
         { "GET", "/v1/nodes", nodes_cb },
+        { "GET", "/v1/nodes/{name}", node_show_cb },
         { "POST", "/v1/nodes/{name}/clear", node_clear_cb },
         { "GET", "/metrics", prometheus_cb },
         { "GET", "/healthz", healthz_cb },

@@ -21,6 +21,7 @@
 #include "orchestrator/ftpolicy.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/provenance.h"
+#include "orchestrator/report.h"
 #include "orchestrator/sha256.h"
 #include "orchestrator/spec.h"
 
@@ -63,6 +64,12 @@ static const int64_t hang_agent_backstop = 4;
 /* The no-progress guard: this many consecutive attempts failing before
  * passing their resume step fail the job with cause "no_progress". */
 static const int no_progress_limit = 3;
+/* How long an ending attempt waits for a survivor's just-in-time shard
+ * set before its processes are cancelled: writing the whole state once
+ * takes well under a second for the models dttrain trains here; the wait
+ * ends sooner when a set is committed or every surviving rank exited. */
+static const int64_t jit_wait_ms = 5000;
+
 
 struct jobs {
     struct ctld *ctx;
@@ -277,6 +284,10 @@ static void attempt_destroy (struct attempt *att)
             json_decref (att->agents[i].hostinfo);
         free (att->agents);
         free (att->ranks);
+        if (att->jit)
+            for (int r = 0; r < att->row.world_size; r++)
+                free (att->jit[r].shards);
+        free (att->jit);
         while (att->kv) {
             struct kv *n = att->kv->next;
             free (att->kv->key);
@@ -354,8 +365,19 @@ static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int nu
             att->row.resume_step = step;
             snprintf (att->row.resume_dir, sizeof (att->row.resume_dir), "%s", dir);
             snprintf (att->row.resume_sha256, sizeof (att->row.resume_sha256), "%s", sha);
+            /* Which kind of checkpoint (issue 7): its manifest says. */
+            char mpath[PATH_MAX];
+            json_t *man = NULL;
+            if (pathf (mpath, sizeof (mpath), "%s/manifest.json", dir) == 0)
+                man = json_load_file (mpath, 0, NULL);
+            const char *kind = json_string_value (json_object_get (man, "kind"));
+            snprintf (att->resume_source, sizeof (att->resume_source), "%s",
+                      kind && !strcmp (kind, "jit") ? "jit" : "committed");
+            json_decref (man);
         }
     }
+    if (!att->resume_source[0])
+        snprintf (att->resume_source, sizeof (att->resume_source), "none");
     /* What reproduces this attempt (issue 10; provenance.c). */
     att->row.provenance = provenance_attempt_new (job, att, jobs->ctx->lops->name);
     return att;
@@ -377,14 +399,16 @@ static int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt
     else
         snprintf (detail, sizeof (detail), "attempt %d submitted, from scratch",
                   att->row.attempt);
-    /* resume_source: the just-in-time checkpoint of issue 7 is not
-     * implemented (see jobs_attempt_fail); resumes are from the last
-     * committed checkpoint. */
+    /* resume_source (issue 7): "jit" when the checkpoint resumed from is a
+     * just-in-time one (its manifest's kind), "committed" for a regular
+     * committed checkpoint, "none" from scratch. */
     json_t *data = json_pack ("{s:I s:I s:s s:O}", "resume_step",
                               (json_int_t)att->row.resume_step, "world_size",
                               (json_int_t)att->row.world_size, "resume_source",
-                              att->row.resume_step >= 0 ? "committed" : "none", "exclude",
-                              att->row.exclude);
+                              att->row.resume_step >= 0 && att->resume_source[0]
+                                  ? att->resume_source
+                                  : att->row.resume_step >= 0 ? "committed" : "none",
+                              "exclude", att->row.exclude);
     int rc = store_event (jobs->ctx->store, att->row.submit_time, job->row.id,
                           att->row.attempt, "attempt_submitted", NULL, -1, detail, data, err);
     json_decref (data);
@@ -584,6 +608,9 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
 static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char *cause,
                              const char *node, int rank, const char *detail, json_t *evidence,
                              int64_t first_seen);
+static bool jit_may_help (struct attempt *att, const char *cause);
+static void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why);
+static void attempt_cancel (struct jobs *jobs, struct attempt *att);
 
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
                         const char *node, int rank, const char *detail, json_t *evidence)
@@ -618,23 +645,44 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
     }
     json_decref (evidence);
     if (att->row.state == ATT_ENDING && att->row.handle[0]) {
-        /* A job with spares that will restart keeps its allocation: the
-         * next attempt runs in it as a new step (launcher.h, "reuse"). */
-        int flags = 0;
-        if (spec_int (att->job, NULL, "spare_nodes") > 0
-            && att->job->row.state == JOB_RESTARTING
-            && strcmp (cause, "time_limit") && strcmp (cause, "preempted")) {
-            flags = LAUNCHER_CANCEL_KEEP_ALLOC;
-            snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
-                      att->row.handle);
+        /* Surviving data-parallel ranks may still save the whole state
+         * (just-in-time checkpoint, issue 7): let them, for a bounded
+         * time, before their processes are cancelled. */
+        if (att->jit_step > 0 || jit_may_help (att, cause)) {
+            att->jit_open = true;
+            att->jit_opened_ms = dt_real_ms ();
+            att->jit_until_ms = att->jit_opened_ms + jit_wait_ms;
+            if (att->jit_step == 0)
+                return;
+            jit_window_close (jobs, att, "committed before the failure was recorded");
         }
-        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, att->row.handle, flags, &err) < 0)
-            dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)att->row.job_id,
-                    att->row.handle, err.text);
-        att->cancel_sent = true;
+        attempt_cancel (jobs, att);
     }
     if (fsm_attempt_terminal (att->row.state))
         att->job->restart_at_ms = dt_real_ms () + backoff_ms (att->job);
+}
+
+/* End the processes of an ending attempt (the launcher's cancel). */
+static void attempt_cancel (struct jobs *jobs, struct attempt *att)
+{
+    const char *cause = att->row.cause;
+    dt_error_t err;
+    if (att->cancel_sent || !att->row.handle[0])
+        return;
+    /* A job with spares that will restart keeps its allocation: the
+     * next attempt runs in it as a new step (launcher.h, "reuse"). */
+    int flags = 0;
+    if (spec_int (att->job, NULL, "spare_nodes") > 0
+        && att->job->row.state == JOB_RESTARTING
+        && strcmp (cause, "time_limit") && strcmp (cause, "preempted")) {
+        flags = LAUNCHER_CANCEL_KEEP_ALLOC;
+        snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
+                  att->row.handle);
+    }
+    if (jobs->ctx->lops->cancel (jobs->ctx->launcher, att->row.handle, flags, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)att->row.job_id,
+                att->row.handle, err.text);
+    att->cancel_sent = true;
 }
 
 static int tx_succeed (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
@@ -1416,6 +1464,80 @@ static void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step)
     rmdir (path);
 }
 
+/* Phase two of a commit, inside the caller's transaction, once every shard
+ * of 'step' is in checkpoint_shards: the manifest first (atomically, into
+ * sdir), then the commit in SQLite; a crash in between leaves a manifest of
+ * an uncommitted checkpoint, which is never resumed.  'kind': "regular"
+ * (each rank wrote its shard) or "jit" (one survivor wrote them all after
+ * a failure, issue 7); 'extra' (borrowed, may be NULL) goes into the
+ * manifest and the event.  *deleted (new array, caller frees): the steps
+ * retention removed (their files are the caller's, after the commit). */
+static int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
+                           int64_t step, const char *sdir, const char *kind,
+                           const json_t *extra, int64_t **deleted, int *ndeleted,
+                           dt_error_t *err)
+{
+    store_t *st = jobs->ctx->store;
+    int64_t now = dt_real_ms ();
+    int nshards, rc;
+    int64_t bytes;
+    char detail[160];
+
+    if (store_ckpt_shards (st, job->row.id, step, &nshards, &bytes, err) < 0)
+        return -1;
+    json_t *shards = store_ckpt_shards_json (st, job->row.id, step, err);
+    if (!shards)
+        return -1;
+    json_t *m = json_pack ("{s:i s:I s:I s:i s:i s:I s:s s:o s:s s:s}", "format", 1, "job",
+                           (json_int_t)job->row.id, "step", (json_int_t)step, "attempt",
+                           att->row.attempt, "world_size", att->row.world_size, "bytes",
+                           (json_int_t)bytes, "time", "", "shards", shards, "dtctl",
+                           PACKAGE_VERSION, "kind", kind);
+    if (!m)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (extra)
+        json_object_set (m, "jit", (json_t *)extra);
+    /* Who wrote it, how to reproduce it (issue 10). */
+    if (att->row.provenance)
+        json_object_set (m, "provenance", att->row.provenance);
+    char tbuf[40];
+    json_object_set_new (m, "time", json_string (dt_format_time (now, tbuf, sizeof (tbuf))));
+    char *text = json_dumps (m, JSON_INDENT (1) | JSON_SORT_KEYS);
+    json_decref (m);
+    if (!text)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    char sha[65];
+    sha256_hex (text, strlen (text), sha);
+    mkdir (sdir, 0755);
+    rc = write_atomic (sdir, "manifest.json", text, err);
+    free (text);
+    if (rc < 0)
+        return -1;
+    if (store_ckpt_set_state (st, job->row.id, step, "committed", sha, now, err) < 0)
+        return -1;
+    snprintf (detail, sizeof (detail), "%scheckpoint of step %lld committed (%d shards, %lld "
+              "bytes)", strcmp (kind, "jit") ? "" : "just-in-time ", (long long)step, nshards,
+              (long long)bytes);
+    json_t *data = json_pack ("{s:I s:s s:s s:s}", "step", (json_int_t)step, "dir", sdir,
+                              "manifest_sha256", sha, "kind", kind);
+    if (data && extra)
+        json_object_set (data, "jit", (json_t *)extra);
+    rc = store_event (st, now, job->row.id, att->row.attempt, "checkpoint_committed", NULL,
+                      -1, detail, data, err);
+    json_decref (data);
+    if (rc < 0)
+        return -1;
+
+    /* Retention: keep the newest 'keep' committed checkpoints. */
+    if (store_ckpt_beyond_keep (st, job->row.id, spec_int (job, "checkpoint", "keep"),
+                                deleted, ndeleted, err) < 0)
+        return -1;
+    for (int i = 0; i < *ndeleted; i++)
+        if (store_ckpt_set_state (st, job->row.id, (*deleted)[i], "deleted", NULL, 0, err) < 0)
+            return -1;
+    return 0;
+}
+
 struct shard_arg {
     const char *node, *path, *crc32c;
     int rank;
@@ -1459,53 +1581,11 @@ static int tx_shard (struct jobs *jobs, struct job *job, struct attempt *att, vo
     if (nshards < att->row.world_size)
         return 0;
 
-    /* Every shard of step S is durable: phase two.  The manifest first
-     * (atomically), then the commit in SQLite; a crash in between leaves
-     * a manifest of an uncommitted checkpoint, which is never resumed. */
-    json_t *shards = store_ckpt_shards_json (st, job->row.id, a->step, err);
-    if (!shards)
-        return -1;
-    json_t *m = json_pack ("{s:i s:I s:I s:i s:i s:I s:s s:o s:s}", "format", 1, "job",
-                           (json_int_t)job->row.id, "step", (json_int_t)a->step, "attempt",
-                           att->row.attempt, "world_size", att->row.world_size, "bytes",
-                           (json_int_t)bytes, "time", "", "shards", shards, "dtctl",
-                           PACKAGE_VERSION);
-    /* Who wrote it, how to reproduce it (issue 10). */
-    if (m && att->row.provenance)
-        json_object_set (m, "provenance", att->row.provenance);
-    char tbuf[40];
-    json_object_set_new (m, "time", json_string (dt_format_time (now, tbuf, sizeof (tbuf))));
-    char *text = json_dumps (m, JSON_INDENT (1) | JSON_SORT_KEYS);
-    json_decref (m);
-    if (!text)
-        return errnoprintf (err, ENOMEM, "out of memory");
-    char sha[65];
-    sha256_hex (text, strlen (text), sha);
-    mkdir (sdir, 0755);
-    rc = write_atomic (sdir, "manifest.json", text, err);
-    free (text);
-    if (rc < 0)
-        return -1;
-    if (store_ckpt_set_state (st, job->row.id, a->step, "committed", sha, now, err) < 0)
-        return -1;
-    snprintf (detail, sizeof (detail), "checkpoint of step %lld committed (%d shards, %lld "
-              "bytes)", (long long)a->step, nshards, (long long)bytes);
-    data = json_pack ("{s:I s:s s:s}", "step", (json_int_t)a->step, "dir", sdir,
-                      "manifest_sha256", sha);
-    rc = store_event (st, now, job->row.id, att->row.attempt, "checkpoint_committed", NULL,
-                      -1, detail, data, err);
-    json_decref (data);
-    if (rc < 0)
+    /* Every shard of step S is durable: phase two. */
+    if (ckpt_commit_tx (jobs, job, att, a->step, sdir, "regular", NULL, &a->deleted,
+                        &a->ndeleted, err) < 0)
         return -1;
     a->committed = true;
-
-    /* Retention: keep the newest 'keep' committed checkpoints. */
-    if (store_ckpt_beyond_keep (st, job->row.id, spec_int (job, "checkpoint", "keep"),
-                                &a->deleted, &a->ndeleted, err) < 0)
-        return -1;
-    for (int i = 0; i < a->ndeleted; i++)
-        if (store_ckpt_set_state (st, job->row.id, a->deleted[i], "deleted", NULL, 0, err) < 0)
-            return -1;
     return 0;
 }
 
@@ -1534,6 +1614,267 @@ int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int ra
     }
     free (a.deleted);
     return 0;
+}
+
+/* --- just-in-time checkpoints (issue 7) ---------------------------------------- */
+
+/* Remove the plain files of 'dir' and the directory (one level: a
+ * checkpoint step directory holds only shards, temporaries and a manifest). */
+static void rm_dir_files (const char *dir)
+{
+    DIR *d = opendir (dir);
+    struct dirent *e;
+    char p[PATH_MAX];
+    if (!d)
+        return;
+    while ((e = readdir (d)))
+        if (strcmp (e->d_name, ".") && strcmp (e->d_name, "..")
+            && pathf (p, sizeof (p), "%s/%s", dir, e->d_name) == 0)
+            unlink (p);
+    closedir (d);
+    rmdir (dir);
+}
+
+bool jobs_jit_window (const struct attempt *att)
+{
+    return att->jit_open && att->row.state == ATT_ENDING;
+}
+
+bool jobs_jit_reporter (const struct attempt *att, int rank)
+{
+    return att->jit && rank >= 0 && rank < att->row.world_size && att->jit[rank].step > 0;
+}
+
+struct jit_arg {
+    int rank;                   /* the reporting rank */
+    int64_t step;
+    const char *node, *sdir;
+    int64_t *deleted;
+    int ndeleted;
+};
+
+static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                          dt_error_t *err)
+{
+    struct jit_arg *a = arg;
+    struct jit_set *js = &att->jit[a->rank];
+    store_t *st = jobs->ctx->store;
+    int64_t now = dt_real_ms ();
+    char path[PATH_MAX];
+
+    if (store_ckpt_put_pending (st, job->row.id, a->step, att->row.attempt, a->sdir,
+                                att->row.world_size, now, err) < 0)
+        return -1;
+    for (int k = 0; k < att->row.world_size; k++) {
+        if (pathf (path, sizeof (path), "%s/rank-%d.ckpt", a->sdir, k) < 0)
+            return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
+        if (store_shard_put (st, job->row.id, a->step, k, att->row.attempt, js->node, path,
+                             js->shards[k].bytes, js->shards[k].crc32c, now, err) < 0)
+            return -1;
+    }
+    json_t *extra = json_pack ("{s:i s:s s:I}", "written_by_rank", a->rank, "node", js->node,
+                               "attempt", (json_int_t)att->row.attempt);
+    int rc = ckpt_commit_tx (jobs, job, att, a->step, a->sdir, "jit", extra, &a->deleted,
+                             &a->ndeleted, err);
+    json_decref (extra);
+    return rc;
+}
+
+/* Every shard of the set of 'rank' is in: move its directory into place as
+ * step-<S> and commit it. */
+static int jit_commit (struct jobs *jobs, struct attempt *att, int rank, dt_error_t *err)
+{
+    struct job *job = att->job;
+    struct jit_set *js = &att->jit[rank];
+    char cdir[PATH_MAX], jdir[PATH_MAX], sdir[PATH_MAX], old[PATH_MAX], state[32] = "";
+    struct jit_arg a = { rank, js->step, js->node, sdir, NULL, 0 };
+
+    job_ckpt_dir (job, cdir, sizeof (cdir));
+    if (pathf (jdir, sizeof (jdir), "%s/jit-%lld-r%d", cdir, (long long)js->step, rank) < 0
+        || pathf (sdir, sizeof (sdir), "%s/step-%lld", cdir, (long long)js->step) < 0
+        || pathf (old, sizeof (old), "%s/.partial-step-%lld-a%d", cdir, (long long)js->step,
+                  att->row.attempt) < 0)
+        return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
+    if (store_ckpt_state (jobs->ctx->store, job->row.id, js->step, state, sizeof (state), err)
+        < 0 && errno != ENOENT)
+        return -1;
+    if (!strcmp (state, "committed"))
+        return 0;               /* the ranks committed that step themselves */
+    /* A partial regular checkpoint of the same step (its writers died or
+     * were waited for): its shards hold the same state; set it aside. */
+    if (access (sdir, F_OK) == 0) {
+        rm_dir_files (old);
+        if (rename (sdir, old) < 0)
+            return errnoprintf (err, errno, "rename %s: %s", sdir, strerror (errno));
+    }
+    if (rename (jdir, sdir) < 0)
+        return errnoprintf (err, errno, "rename %s to %s: %s", jdir, sdir, strerror (errno));
+    int dfd = open (cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync (dfd);
+        close (dfd);
+    }
+    rm_dir_files (old);
+    if (transact (jobs, job, att, tx_jit_commit, &a, err) < 0) {
+        free (a.deleted);
+        return -1;
+    }
+    att->jit_step = js->step;
+    att->committed_any = true;
+    jobs->ckpts++;
+    dt_log (LOG_NOTICE, "job %lld: just-in-time checkpoint of step %lld committed (written by "
+            "rank %d on %s)", (long long)att->row.job_id, (long long)js->step, rank, js->node);
+    for (int i = 0; i < a.ndeleted; i++)
+        ckpt_remove_files (jobs, job, a.deleted[i]);
+    free (a.deleted);
+    return 0;
+}
+
+int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                    int shard_rank, int64_t step, const char *path, int64_t bytes,
+                    const char *crc32c, dt_error_t *err)
+{
+    int W = att->row.world_size;
+    char cdir[PATH_MAX], want[PATH_MAX], dir[1024], sha[65];
+    int64_t latest = -1;
+
+    if (rank < 0 || rank >= W)
+        return errnoprintf (err, EINVAL, "rank: %d is outside the world (size %d)", rank, W);
+    if (shard_rank < 0 || shard_rank >= W)
+        return errnoprintf (err, EINVAL, "shard_rank: %d is outside the world (size %d)",
+                            shard_rank, W);
+    /* The controller moves this directory: it must be exactly where a
+     * just-in-time set of this rank goes, inside the job's checkpoint dir. */
+    job_ckpt_dir (att->job, cdir, sizeof (cdir));
+    if (pathf (want, sizeof (want), "%s/jit-%lld-r%d/rank-%d.ckpt", cdir, (long long)step,
+               rank, shard_rank) < 0 || strcmp (path, want))
+        return errnoprintf (err, EINVAL, "path: a just-in-time shard of rank %d must be %s",
+                            rank, want);
+    if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
+        return errnoprintf (err, ENOMEM, "out of memory");
+    struct jit_set *js = &att->jit[rank];
+    if (!js->shards && !(js->shards = calloc (W, sizeof (*js->shards))))
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (js->step != step) {
+        memset (js->shards, 0, W * sizeof (*js->shards));
+        js->step = step;
+        js->nhave = 0;
+    }
+    snprintf (js->node, sizeof (js->node), "%s", node);
+    if (!js->shards[shard_rank].got)
+        js->nhave++;
+    js->shards[shard_rank].got = true;
+    js->shards[shard_rank].bytes = bytes;
+    snprintf (js->shards[shard_rank].crc32c, sizeof (js->shards[shard_rank].crc32c), "%s",
+              crc32c);
+    if (js->nhave < W)
+        return 0;
+
+    /* A complete set: the first of a step newer than every committed
+     * checkpoint wins; the others are identical or older, and removed. */
+    int rc = store_ckpt_latest (jobs->ctx->store, att->row.job_id, &latest, dir, sizeof (dir),
+                                sha, sizeof (sha), err);
+    if (rc < 0)
+        return -1;
+    char jdir[PATH_MAX], detail[192];
+    pathf (jdir, sizeof (jdir), "%s/jit-%lld-r%d", cdir, (long long)step, rank);
+    if (att->jit_step > 0 || (rc == 1 && step <= latest)) {
+        snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld by rank %d "
+                  "not needed (%s %lld)", (long long)step, rank,
+                  att->jit_step > 0 ? "just-in-time checkpoint committed at step"
+                  : "a committed checkpoint has step", (long long)(att->jit_step > 0
+                                                                  ? att->jit_step : latest));
+        rm_dir_files (jdir);
+        return jobs_note (jobs, att, "jit_checkpoint_unused", node, rank, detail, NULL, err);
+    }
+    return jit_commit (jobs, att, rank, err);
+}
+
+/* The end of the window: record what it gave (the caller cancels). */
+static void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
+{
+    dt_error_t err;
+    char detail[256];
+    if (!att->jit_open)
+        return;
+    att->jit_open = false;
+    int64_t waited = dt_real_ms () - att->jit_opened_ms;
+    if (att->jit_step > 0)
+        snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld committed; "
+                  "the next attempt resumes from it (waited %lld ms)", (long long)att->jit_step,
+                  (long long)waited);
+    else
+        snprintf (detail, sizeof (detail), "no just-in-time checkpoint (%s, waited %lld ms): "
+                  "the next attempt resumes from the last committed checkpoint", why,
+                  (long long)waited);
+    json_t *data = json_pack ("{s:s s:I s:I s:s}", "resume_source",
+                              att->jit_step > 0 ? "jit" : "committed", "jit_step",
+                              (json_int_t)att->jit_step, "waited_ms", (json_int_t)waited,
+                              "why", why);
+    if (jobs_note (jobs, att, "jit_window", NULL, -1, detail, data, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    json_decref (data);
+    dt_log (LOG_INFO, "job %lld attempt %d: %s", (long long)att->row.job_id, att->row.attempt,
+            detail);
+}
+
+/* A surviving rank (one that may write a just-in-time checkpoint) is still
+ * running: it has libdtclient, is not on the failed node, and its agent
+ * is not silent. */
+static bool jit_survivors_running (struct attempt *att, int64_t now)
+{
+    int64_t hb = spec_int (att->job, "heartbeat", "interval_ms");
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        if (!rk->seen || !rk->client || strcmp (rk->state, "running")
+            || (att->row.cause_node[0] && !strcmp (rk->node, att->row.cause_node)))
+            continue;
+        struct agent *ag = agent_find (att, rk->node);
+        if (ag && !ag->done && now - ag->last_hb_ms <= 3 * hb + 1000)
+            return true;
+    }
+    return false;
+}
+
+/* After a failure: may survivors still save the state?  Only when the job
+ * checkpoints, will restart, and some libdtclient rank still runs. */
+static bool jit_may_help (struct attempt *att, const char *cause)
+{
+    return att->row.world_size > 1 && spec_str (att->job, "checkpoint", "dir")
+           && att->job->row.state == JOB_RESTARTING
+           && (!strcmp (cause, "trainer_exit") || !strcmp (cause, "node_lost")
+               || !strcmp (cause, "node_failure"))
+           && jit_survivors_running (att, dt_real_ms ());
+}
+
+void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                         int exit_code)
+{
+    dt_error_t err;
+    char detail[192];
+    snprintf (detail, sizeof (detail), "rank %d on %s exited with code %d after writing a "
+              "just-in-time checkpoint: it lost a peer", rank, node, exit_code);
+    json_t *data = json_pack ("{s:i s:b s:I}", "exit_code", exit_code, "survivor", 1,
+                              "last_step", (json_int_t)att->ranks[rank].step);
+    if (jobs_note (jobs, att, "rank_exit", node, rank, detail, data, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    json_decref (data);
+    if (att->row.state == ATT_RUNNING && att->survivor_exit_ms == 0)
+        att->survivor_exit_ms = dt_real_ms ();
+}
+
+void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int64_t step)
+{
+    if (rank < 0 || rank >= att->row.world_size || step < 0)
+        return;
+    struct rank *rk = &att->ranks[rank];
+    if (step > rk->step) {
+        rk->step = step;
+        rk->dirty = true;
+    }
+    if (step > att->max_step)
+        att->max_step = step;
+    report_rank_exit (jobs->ctx->report, att);
 }
 
 /* --- progress, stragglers, commands ------------------------------------------ */
@@ -1693,16 +2034,22 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
         job->row.last_loss = att->ranks[0].loss;
         job->dirty = true;
     }
-    if (att->tp_time_ms == 0) {
-        att->tp_time_ms = now;
-        att->tp_samples = sum_samples;
-    } else if (now - att->tp_time_ms >= 1000) {
-        if (sum_samples >= att->tp_samples)
-            job->row.throughput = (sum_samples - att->tp_samples) * 1000.0
-                                  / (now - att->tp_time_ms);
-        att->tp_time_ms = now;
-        att->tp_samples = sum_samples;
-        job->dirty = true;
+    /* Throughput in samples/s.  A rank's "samples" is what it processed in
+     * its last step (agent-api.md), so one step of the job is their sum
+     * over the ranks, and the rate is the steps every rank finished since
+     * the last measurement times that, over the time between them. */
+    if (min_step >= 0) {
+        if (att->tp_time_ms == 0 || min_step < att->tp_step) {
+            att->tp_time_ms = now;
+            att->tp_step = min_step;
+        } else if (now - att->tp_time_ms >= 1000) {
+            if (sum_samples > 0)
+                job->row.throughput = (double)(min_step - att->tp_step) * (double)sum_samples
+                                      * 1000.0 / (double)(now - att->tp_time_ms);
+            att->tp_time_ms = now;
+            att->tp_step = min_step;
+            job->dirty = true;
+        }
     }
 
     /* Step metric: the first step seen in each stride bucket. */
@@ -1751,6 +2098,8 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
 json_t *jobs_commands (struct jobs *jobs, struct attempt *att)
 {
     json_t *cmds = json_array ();
+    if (att->row.state == ATT_ENDING)
+        return cmds;            /* the just-in-time window: nothing new to do */
     if (att->stopping)
         json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "stop", "step",
                                                 (json_int_t)att->stop_step));
@@ -1814,6 +2163,20 @@ static void ckpt_clean_partial (struct jobs *jobs, struct job *job)
         ckpt_remove_files (jobs, job, steps[i]);
     }
     free (steps);
+
+    /* Just-in-time sets that were not committed (incomplete, or a second
+     * survivor's copy): jit-<S>-r<R> directories of the job. */
+    char cdir[PATH_MAX], p[PATH_MAX];
+    DIR *d;
+    struct dirent *e;
+    job_ckpt_dir (job, cdir, sizeof (cdir));
+    if ((d = opendir (cdir))) {
+        while ((e = readdir (d)))
+            if (!strncmp (e->d_name, "jit-", 4)
+                && pathf (p, sizeof (p), "%s/%s", cdir, e->d_name) == 0)
+                rm_dir_files (p);
+        closedir (d);
+    }
 }
 
 static void job_restart (struct jobs *jobs, struct job *job)
@@ -1977,6 +2340,31 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                                 && (!silent || ag->last_hb_ms < silent->last_hb_ms))
                                 silent = ag;
                         }
+                    } else {
+                        /* Agents that ended without a word about their
+                         * ranks (no exit reported, not done) vanished with
+                         * their node: when exactly one did, it is the
+                         * failure. */
+                        int nv = 0;
+                        struct agent *v = NULL;
+                        for (int i = 0; i < att->nagents; i++) {
+                            struct agent *ag = &att->agents[i];
+                            bool running = false;
+                            for (int r = 0; r < att->row.world_size && !ag->done && !ag->spare; r++)
+                                if (att->ranks[r].seen && !strcmp (att->ranks[r].node, ag->node)
+                                    && !strcmp (att->ranks[r].state, "running"))
+                                    running = true;
+                            if (running) {
+                                nv++;
+                                v = ag;
+                            }
+                        }
+                        if (nv == 1) {
+                            silent = v;
+                            snprintf (detail, sizeof (detail), "the agent on %.63s ended "
+                                      "without reporting its ranks (%.120s)", v->node,
+                                      st.detail[0] ? st.detail : st.cause);
+                        }
                     }
                     json_t *ev = json_pack ("{s:s s:i}", "launcher_cause", st.cause,
                                             "exit_code", st.exit_code);
@@ -1986,8 +2374,10 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                     attempt_fail_at (jobs, att, cause, silent ? silent->node : NULL, -1,
                                      detail, ev, st.end_time_ms);
                 }
-                if (att->row.state == ATT_ENDING)
+                if (att->row.state == ATT_ENDING) {
+                    jit_window_close (jobs, att, "every process of the attempt ended");
                     attempt_finish (jobs, att, &st);
+                }
                 return;
             }
         }
@@ -2021,10 +2411,40 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                                                           sizeof (tbuf))));
             return;
         }
+        /* A rank exited after a just-in-time checkpoint: it lost a peer.
+         * The peer's own failure (its exit, its node's silence) names the
+         * cause; if none shows up within the node timeout, fail anyway,
+         * blaming no node. */
+        if (att->survivor_exit_ms && now - att->survivor_exit_ms > timeout + 1000) {
+            char detail[192];
+            snprintf (detail, sizeof (detail), "ranks exited after losing a peer (just-in-time "
+                      "checkpoint of step %lld), and no failure of the peer was seen within "
+                      "%lld ms", (long long)att->jit_step, (long long)(timeout + 1000));
+            jobs_attempt_fail (jobs, att, "trainer_exit", NULL, -1, detail,
+                               json_pack ("{s:I s:b}", "jit_step", (json_int_t)att->jit_step,
+                                          "peer_lost", 1));
+            return;
+        }
         attempt_watchdog (jobs, att, now);
         break;
     }
     case ATT_ENDING:
+        /* The just-in-time window: done when a set is committed, when no
+         * surviving rank runs any more, or at its deadline. */
+        if (att->jit_open) {
+            const char *why = NULL;
+            if (att->jit_step > 0)
+                why = "committed";
+            else if (!jit_survivors_running (att, now))
+                why = "the surviving ranks exited without one (zero1, --no-jit, or nothing "
+                      "newer than the last checkpoint)";
+            else if (now >= att->jit_until_ms)
+                why = "none arrived in time";
+            if (!why)
+                break;
+            jit_window_close (jobs, att, why);
+            attempt_cancel (jobs, att);
+        }
         if (!att->cancel_sent && now - att->ending_since_ms > ending_cancel_ms) {
             if (ctx->lops->cancel (ctx->launcher, att->row.handle, 0, &err) < 0)
                 dt_log (LOG_ERR, "job %lld: cancel: %s", (long long)att->row.job_id, err.text);

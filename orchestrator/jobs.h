@@ -75,6 +75,19 @@ struct kv {
 
 struct job;
 
+/* Just-in-time checkpoint shards reported by one surviving rank (issue 7):
+ * it writes every rank's shard of one step into a directory of its own. */
+struct jit_set {
+    int64_t step;               /* 0: none yet */
+    int nhave;
+    char node[64];
+    struct jit_shard {
+        bool got;
+        int64_t bytes;
+        char crc32c[16];
+    } *shards;                  /* [world_size] */
+};
+
 struct attempt {
     struct job *job;
     struct store_attempt_row row;
@@ -90,7 +103,7 @@ struct attempt {
     int64_t next_poll_ms;
     int64_t ckpt_cmd_step;      /* the outstanding checkpoint command, 0 none */
     int64_t max_step;
-    int64_t tp_samples, tp_time_ms; /* throughput bookkeeping */
+    int64_t tp_step, tp_time_ms; /* throughput: the slowest rank's step, then */
     /* issue 7 */
 #define STEPTIME_RING 256
     double steptime[STEPTIME_RING]; /* recent step times (compute + comm), ms */
@@ -106,6 +119,17 @@ struct attempt {
     char stop_detail[192];
     int64_t stop_step;          /* 0: at the ranks' next step */
     bool stopping;
+    /* Just-in-time checkpoint (issue 7).  After a failure the launcher's
+     * cancel waits (the JIT window) while surviving ranks may still
+     * report a just-in-time shard set; the first complete set of a step
+     * newer than the last committed checkpoint is committed (kind jit). */
+    bool jit_open;              /* the window is open: ending, cancel deferred */
+    int64_t jit_until_ms;       /* the window closes at the latest then */
+    int64_t jit_opened_ms;
+    int64_t jit_step;           /* the JIT checkpoint committed, 0 none */
+    struct jit_set *jit;        /* [world_size], per reporting rank; lazily */
+    int64_t survivor_exit_ms;   /* a rank exited after writing a JIT set (a victim) */
+    char resume_source[16];     /* "jit", "committed" or "none" */
 };
 
 struct job {
@@ -170,6 +194,26 @@ int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag, i
 int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int rank,
                 int64_t step, const char *path, int64_t bytes, const char *crc32c,
                 dt_error_t *err);
+/* A surviving rank reported shard 'shard_rank' of its just-in-time
+ * checkpoint of 'step' (written under <checkpoint dir>/jit-<step>-r<rank>/);
+ * may commit the set as a checkpoint of kind jit. */
+int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                    int shard_rank, int64_t step, const char *path, int64_t bytes,
+                    const char *crc32c, dt_error_t *err);
+/* True while an ending attempt waits for just-in-time shards: its agents
+ * are still heard (heartbeats, events) instead of being told 410. */
+bool jobs_jit_window (const struct attempt *att);
+/* Did 'rank' report a just-in-time shard in this attempt? */
+bool jobs_jit_reporter (const struct attempt *att, int rank);
+/* A rank that wrote a just-in-time checkpoint exited: it is a survivor of
+ * a peer's failure, not its cause; the attempt waits for the cause (a
+ * peer's exit, a node timeout) a little before failing without blame. */
+void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                         int exit_code);
+/* A rank exited after reporting 'step' last (the agent read its page):
+ * the step bookkeeping (max step, goodput) gets the exact figure. */
+void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int64_t step);
+
 /* Record an event with no state change (signal, shard_failed, result, ...). */
 int jobs_note (struct jobs *jobs, struct attempt *att, const char *kind, const char *node,
                int rank, const char *detail, const json_t *data, dt_error_t *err);

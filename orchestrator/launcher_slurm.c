@@ -1081,7 +1081,10 @@ static int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long 
             free (adead);
         }
         if (can_kill) {
-            if (slurm_kill_job_step (j->job_id, s->step_id.step_id, SIGKILL) != SLURM_SUCCESS) {
+            /* What scancel does for a step with SIGKILL: terminate, which
+             * also completes the step record (a plain signal did not
+             * after a resize). */
+            if (slurm_terminate_job_step (j->job_id, s->step_id.step_id) != SLURM_SUCCESS) {
                 int e = slurm_get_errno ();
                 ctld_result (sl, e);
                 if (e != ESLURM_ALREADY_DONE && e != ESLURM_INVALID_JOB_ID)

@@ -291,6 +291,29 @@ void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ran
     g->dirty = true;
 }
 
+void report_rank_exit (struct report *rp, struct attempt *att)
+{
+    int64_t min_step = -1;
+
+    if (!rp || (att->row.state != ATT_RUNNING && att->row.state != ATT_ENDING))
+        return;
+    struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
+    if (!g || g->first_step < 0)
+        return;                 /* training was never seen: heartbeats decide */
+    for (int k = 0; k < att->row.world_size; k++) {
+        const struct rank *rk = &att->ranks[k];
+        if (!rk->seen || rk->step < 0)
+            return;
+        if (min_step < 0 || rk->step < min_step)
+            min_step = rk->step;
+    }
+    if (min_step > g->last_step) {
+        g->last_step = min_step;
+        g->last_step_time = dt_real_ms ();
+        g->dirty = true;
+    }
+}
+
 void report_flush (struct report *rp)
 {
     dt_error_t err;

@@ -53,6 +53,11 @@ int report_register_routes (struct ctld *ctx, dt_error_t *err);
  * heartbeat's array, borrowed, for the busy flags). */
 void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ranks);
 
+/* A rank of a running or ending attempt exited and its agent said the
+ * last step it reported (att->ranks updated): the steps reached become
+ * exact instead of one heartbeat old (issue 7). */
+void report_rank_exit (struct report *rp, struct attempt *att);
+
 /* Write what heartbeats taught to the store (at most about once a second)
  * and forget attempts that have ended.  Call from the main loop. */
 void report_tick (struct report *rp);

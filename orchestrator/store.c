@@ -70,8 +70,23 @@ enum stmt_id {
     S_NODE_CLEARED_EVENT,
     S_NODES_SUSPECT,
     S_CKPT_IN_STATE,
+    S_NODE_VIEW,
+    S_NODE_HISTORY,
+    S_NODE_LAST_CLEAR,
     S_COUNT,
 };
+
+/* The API's view of a node (GET /v1/nodes, GET /v1/nodes/{name}): its
+ * health, "ok" unless suspect, and the newest failure blamed on it
+ * (node_health rows other than admin clears). */
+#define SQL_NODE_SELECT \
+    "SELECT name, state, CASE WHEN state = 'suspect' THEN 'suspect' ELSE 'ok' END AS health," \
+    " addr, first_seen, last_seen, job_id AS job, attempt, failures, suspect_since, note," \
+    " (SELECT max (h.time) FROM node_health h WHERE h.node = nodes.name" \
+    "   AND h.kind != 'cleared') AS last_failure_time," \
+    " (SELECT h.kind FROM node_health h WHERE h.node = nodes.name AND h.kind != 'cleared'" \
+    "   ORDER BY h.time DESC, h.id DESC LIMIT 1) AS last_cause," \
+    " hostinfo"
 
 static const char *const sql[S_COUNT] = {
     [S_EVENT] =
@@ -216,9 +231,7 @@ static const char *const sql[S_COUNT] = {
         "SELECT rank, node, local_rank, pid, state, client, step, loss, samples, compute_ms,"
         " comm_ms, straggler_score, exit_code, signal, updated AS last_seen FROM ranks"
         " WHERE job_id = ?1 AND attempt = ?2 ORDER BY rank",
-    [S_NODES_VIEW] =
-        "SELECT name, state, addr, first_seen, last_seen, job_id AS job, attempt, failures,"
-        " suspect_since, note, hostinfo FROM nodes ORDER BY name",
+    [S_NODES_VIEW] = SQL_NODE_SELECT " FROM nodes ORDER BY name",
     [S_JOB_COUNTS] = "SELECT state, count(*) FROM jobs GROUP BY state",
     [S_ATT_COUNTS] = "SELECT state, count(*) FROM attempts GROUP BY state",
     [S_FAIL_COUNTS] =
@@ -241,6 +254,23 @@ static const char *const sql[S_COUNT] = {
     [S_NODES_SUSPECT] = "SELECT name FROM nodes WHERE state = 'suspect' ORDER BY name",
     [S_CKPT_IN_STATE] =
         "SELECT step FROM checkpoints WHERE job_id = ?1 AND state = ?2 ORDER BY step",
+    /* GET /v1/nodes/{name}: the node as in S_NODES_VIEW ... */
+    [S_NODE_VIEW] = SQL_NODE_SELECT " FROM nodes WHERE name = ?1",
+    /* ... its health history, newest first: failures blamed on it (kind
+     * "failure", the cause as recorded) and admin clears (kind "cleared",
+     * detail says who).  since_clear: the failure happened after the last
+     * clear, so it still counts towards making the node suspect (see
+     * S_NODE_FAIL_JOBS, which uses the same comparison). */
+    [S_NODE_HISTORY] =
+        "SELECT id, time, CASE WHEN kind = 'cleared' THEN 'cleared' ELSE 'failure' END AS kind,"
+        " job_id AS job, attempt, CASE WHEN kind = 'cleared' THEN NULL ELSE kind END AS cause,"
+        " detail, (kind != 'cleared' AND time > coalesce ((SELECT max (c.time)"
+        "   FROM node_health c WHERE c.node = ?1 AND c.kind = 'cleared'), 0)) AS since_clear"
+        " FROM node_health WHERE node = ?1 ORDER BY time DESC, id DESC LIMIT ?2",
+    /* ... and its latest clear, if any. */
+    [S_NODE_LAST_CLEAR] =
+        "SELECT time, detail FROM node_health WHERE node = ?1 AND kind = 'cleared'"
+        " ORDER BY time DESC, id DESC LIMIT 1",
 };
 
 /* The jobs list is built at run time from the filters (all values bound). */
@@ -252,7 +282,7 @@ static const char *const json_columns[] = {
     "spec", "exclude", "failure", "result", "evidence", "provenance", "data", "hostinfo", NULL,
 };
 /* Integer columns that are booleans. */
-static const char *const bool_columns[] = { "spare", "client", NULL };
+static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };
 
 struct store {
     dt_db_t *db;
@@ -891,6 +921,78 @@ int store_node_clear (store_t *st, const char *name, int64_t now, const char *no
         || bind (st, s, err, "SIs", name, now, note) < 0)
         return -1;
     return run (st, s, "record node clear", err);
+}
+
+/* The uid in a clear's detail as jobs_node_clear() writes it ("cleared by
+ * uid N"); -1 if the text does not say. */
+static long clear_uid (const char *detail)
+{
+    const char *p = detail ? strstr (detail, "by uid ") : NULL;
+    char *end;
+    long v;
+
+    if (!p)
+        return -1;
+    errno = 0;
+    v = strtol (p + 7, &end, 10);
+    return (end == p + 7 || errno || v < 0) ? -1 : v;
+}
+
+json_t *store_node_json (store_t *st, const char *name, int limit, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    json_t *node = NULL, *hist, *cleared = json_null ();
+    int rc;
+
+    if (!(s = get_stmt (st, S_NODE_VIEW, err)) || bind (st, s, err, "S", name) < 0)
+        return NULL;
+    rc = sqlite3_step (s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset (s);
+        if (rc == SQLITE_DONE)
+            errnoprintf (err, ENOENT, "node '%s' is not known", name);
+        else
+            dt_db_error (st->db, rc, "node view", err);
+        return NULL;
+    }
+    node = row_json (s);
+    sqlite3_reset (s);
+
+    if (!(s = get_stmt (st, S_NODE_LAST_CLEAR, err)) || bind (st, s, err, "S", name) < 0)
+        goto error;
+    rc = sqlite3_step (s);
+    if (rc == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text (s, 1);
+        long uid = clear_uid (detail);
+        char buf[40];
+        json_decref (cleared);
+        cleared = json_pack ("{s:s s:s? s:o}", "time",
+                             dt_format_time (sqlite3_column_int64 (s, 0), buf, sizeof (buf)),
+                             "detail", detail, "uid",
+                             uid < 0 ? json_null () : json_integer (uid));
+    }
+    sqlite3_reset (s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        dt_db_error (st->db, rc, "node last clear", err);
+        goto error;
+    }
+    if (!cleared) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        goto error;
+    }
+    json_object_set_new (node, "cleared", cleared);
+    cleared = NULL;
+
+    if (!(s = get_stmt (st, S_NODE_HISTORY, err))
+        || bind (st, s, err, "SI", name, (int64_t)limit) < 0
+        || !(hist = rows_json (st, s, "node history", err)))
+        goto error;
+    json_object_set_new (node, "history", hist);
+    return node;
+error:
+    json_decref (cleared);
+    json_decref (node);
+    return NULL;
 }
 
 json_t *store_nodes_suspect (store_t *st, dt_error_t *err)

@@ -182,6 +182,12 @@ int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t
  * no longer counts.  -1 ENOENT for an unknown node. */
 int store_node_clear (store_t *st, const char *name, int64_t now, const char *note,
                       dt_error_t *err);
+/* One node as in store_nodes_json, plus "cleared" (the latest admin clear:
+ * {time, detail, uid}, or null) and "history": its node_health rows,
+ * newest first, at most 'limit' ({id, time, kind: "failure"|"cleared",
+ * job, attempt, cause, detail, since_clear}).  New reference; NULL with
+ * errno ENOENT for an unknown node. */
+json_t *store_node_json (store_t *st, const char *name, int limit, dt_error_t *err);
 /* Names of the suspect nodes (new JSON array of strings). */
 json_t *store_nodes_suspect (store_t *st, dt_error_t *err);
 /* Steps of the job's checkpoints in 'state' ("pending", ...), ascending

@@ -149,21 +149,22 @@ static size_t align64 (size_t x)
     return (x + 63) & ~(size_t)63;
 }
 
-/* Write one shard; fills done.  Runs on the writer thread. */
-static int write_shard (struct ckpt_writer *w, struct ckpt_done *d)
+/* Write one shard (slice [m->lo, m->hi) of the three tensors in buf) to
+ * dir/rank-<m->rank>.ckpt; fills d.  Runs on the writer thread, or on the
+ * main thread for a just-in-time checkpoint. */
+static int write_shard_in (const struct ckpt_meta *m, const char *dir, float *const buf[CKPT_NT],
+                           struct ckpt_done *d)
 {
-    const struct ckpt_meta *m = &w->meta;
-    char dir[900], tmp[1100];
+    char tmp[1100];
     struct ckpt_hdr h;
     struct ckpt_tent t[CKPT_NT];
     size_t count = m->hi - m->lo;
-    size_t cfg = strlen (w->config);
+    size_t cfg = strlen (m->config);
     uint32_t crc = 0;
     int fd = -1;
     int64_t t0 = dt_mono_ns ();
     static const char zeros[64];
 
-    snprintf (dir, sizeof (dir), "%s/step-%" PRId64, w->root, m->step);
     snprintf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, m->rank);
     snprintf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ());
     if (mkdir_p (dir) < 0) {
@@ -185,7 +186,7 @@ static int write_shard (struct ckpt_writer *w, struct ckpt_done *d)
     h.seed = m->seed;
     h.data_cursor = m->data_cursor;
     h.config_bytes = cfg;
-    snprintf (h.job, sizeof (h.job), "%s", w->job);
+    snprintf (h.job, sizeof (h.job), "%s", m->job);
     h.hdr_crc = dt_crc32c (0, &h, offsetof (struct ckpt_hdr, hdr_crc));
 
     size_t off = align64 (sizeof (h) + sizeof (t) + cfg);
@@ -195,18 +196,18 @@ static int write_shard (struct ckpt_writer *w, struct ckpt_done *d)
         t[i].offset = off;
         t[i].count = count;
         t[i].dtype = 0; /* float32 */
-        t[i].crc = dt_crc32c (0, w->buf[i], count * 4);
+        t[i].crc = dt_crc32c (0, buf[i], count * 4);
         off = align64 (off + count * 4);
     }
     if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         goto io_error;
     size_t pos = sizeof (h) + sizeof (t) + cfg;
     if (write_all (fd, &h, sizeof (h), &crc) < 0 || write_all (fd, t, sizeof (t), &crc) < 0
-        || write_all (fd, w->config, cfg, &crc) < 0)
+        || write_all (fd, m->config, cfg, &crc) < 0)
         goto io_error;
     for (int i = 0; i < CKPT_NT; i++) {
         if (write_all (fd, zeros, t[i].offset - pos, &crc) < 0
-            || write_all (fd, w->buf[i], count * 4, &crc) < 0)
+            || write_all (fd, buf[i], count * 4, &crc) < 0)
             goto io_error;
         pos = t[i].offset + count * 4;
     }
@@ -227,6 +228,13 @@ io_error:
         close (fd);
     unlink (tmp);
     return -1;
+}
+
+static int write_shard (struct ckpt_writer *w, struct ckpt_done *d)
+{
+    char dir[900];
+    snprintf (dir, sizeof (dir), "%s/step-%" PRId64, w->root, w->meta.step);
+    return write_shard_in (&w->meta, dir, w->buf, d);
 }
 
 static void *writer_thread (void *arg)
@@ -286,6 +294,73 @@ int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct 
         return errprintf (err, "checkpoint writer thread: %s", strerror (errno));
     w->running = 1;
     *stall_s = (dt_mono_ns () - t0) / 1e9;
+    return 0;
+}
+
+/* CRC32C of the whole file at path into *crc, *bytes its size. */
+static int file_crc (const char *path, uint32_t *crc, uint64_t *bytes)
+{
+    char buf[1 << 16];
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+    if (fd < 0)
+        return -1;
+    *crc = 0;
+    *bytes = 0;
+    while ((n = read (fd, buf, sizeof (buf))) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close (fd);
+            errno = e;
+            return -1;
+        }
+        *crc = dt_crc32c (*crc, buf, (size_t)n);
+        *bytes += (uint64_t)n;
+    }
+    close (fd);
+    return 0;
+}
+
+int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *params,
+                   const float *m, const float *v, ckpt_jit_f cb, void *arg, dt_error_t *err)
+{
+    const float *full[CKPT_NT] = { params, m, v };
+    uint64_t n = meta->nparams;
+
+    if (mkdir_p (dir) < 0)
+        return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir, strerror (errno));
+    for (int k = 0; k < meta->world; k++) {
+        struct ckpt_meta sm = *meta;
+        struct ckpt_done d;
+        float *buf[CKPT_NT];
+        uint32_t crc;
+        uint64_t bytes;
+
+        sm.rank = k;
+        sm.lo = n * (uint64_t)k / (uint64_t)meta->world;
+        sm.hi = n * (uint64_t)(k + 1) / (uint64_t)meta->world;
+        for (int i = 0; i < CKPT_NT; i++)
+            buf[i] = (float *)full[i] + sm.lo;   /* only read */
+        memset (&d, 0, sizeof (d));
+        d.step = meta->step;
+        if (write_shard_in (&sm, dir, buf, &d) < 0)
+            return errprintf (err, "just-in-time checkpoint: %s", d.error);
+        /* Verified as written: what is on disk is what will be loaded. */
+        if (file_crc (d.path, &crc, &bytes) < 0)
+            return errprintf (err, "just-in-time checkpoint: reading back %s: %s", d.path,
+                              strerror (errno));
+        if (crc != d.crc || bytes != d.bytes)
+            return errprintf (err, "just-in-time checkpoint: %s reads back as %" PRIu64
+                              " bytes CRC32C %08x, wrote %" PRIu64 " bytes %08x", d.path,
+                              bytes, crc, d.bytes, d.crc);
+        /* write_shard_in fsync'd the directory: the shard is durable.
+         * The controller may move the directory once the last one is
+         * reported, so nothing here touches it after that. */
+        if (cb)
+            cb (arg, k, &d);
+    }
     return 0;
 }
 

@@ -62,6 +62,18 @@ void ckpt_wait (struct ckpt_writer *w);
 /* The last finished write (thread-safe snapshot). */
 void ckpt_last_done (struct ckpt_writer *w, struct ckpt_done *out);
 
+/* Just-in-time checkpoint (issue 7): write every shard 0..world-1 of the
+ * full state (params, m, v: host arrays of nparams floats each) into
+ * 'dir' (created), shard K holding the balanced slice
+ * [n K / world, n (K+1) / world) exactly as rank K would have written it,
+ * synchronously; each shard is read back and its CRC32C checked before it
+ * counts.  meta->rank, lo and hi are ignored.  Calls cb (arg, K, done)
+ * after each verified shard.  0 or -1 with err (the shards already
+ * reported stay). */
+typedef void (*ckpt_jit_f) (void *arg, int shard_rank, const struct ckpt_done *d);
+int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *params,
+                   const float *m, const float *v, ckpt_jit_f cb, void *arg, dt_error_t *err);
+
 /* Write <root>/step-<S>/manifest.json atomically (standalone commit). */
 int ckpt_write_manifest (const char *root, const char *job, int64_t step, int world,
                          int parallel, const uint64_t *bytes, const uint32_t *crc,

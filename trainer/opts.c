@@ -43,6 +43,7 @@ static const struct train_opts defaults = {
     .slow_rank = -1,
     .slow_factor = 1.0,
     .overlap = -1,
+    .jit = 1,
     .resume_step = -1,
 };
 
@@ -73,6 +74,8 @@ static const char usage_text[] =
 "  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
 "  --checkpoint-dir DIR   shards go to DIR/step-S/rank-R.ckpt (env DT_CHECKPOINT_DIR)\n"
 "  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command)\n"
+"  --no-jit               no just-in-time checkpoint when a peer is lost (dp: by\n"
+"                         default the survivors save the last completed step, exit 6)\n"
 "  --resume DIR           a step-S directory, or a checkpoint root (latest committed)\n"
 "  --rendezvous-dir DIR   bootstrap directory for multi-rank runs without an agent\n"
 "                         (else the agent's kv through libdtclient, which falls back\n"
@@ -96,13 +99,14 @@ static const char usage_text[] =
 "  --help, --version\n"
 "\n"
 "Exit status: 0 done, 1 error, 2 usage, 3 corrupt checkpoint shard,\n"
-"4 checkpoint config mismatch, 5 collective failure (peer lost), 17 injected crash.\n";
+"4 checkpoint config mismatch, 5 collective failure (peer lost), 6 collective\n"
+"failure after a just-in-time checkpoint was written, 17 injected crash.\n";
 
 enum {
     O_DATA = 256, O_STEPS, O_GB, O_CTX, O_EMB, O_HID, O_LAY, O_LR, O_LRREF, O_WARM,
     O_MINLR, O_WD, O_CLIP, O_SEED, O_VALFRAC, O_VALN, O_MB, O_PAR, O_CKDIR, O_CKEV,
     O_RESUME, O_RDV, O_VALEV, O_BACKEND, O_THREADS, O_BUCKET, O_TIMEOUT, O_HOST,
-    O_JOB, O_QUIET, O_DUMP, O_NOOV, O_OV, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
+    O_JOB, O_QUIET, O_DUMP, O_NOOV, O_OV, O_NOJIT, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -138,6 +142,7 @@ static const struct option longopts[] = {
     { "quiet", no_argument, NULL, O_QUIET },
     { "dump-params", required_argument, NULL, O_DUMP },
     { "no-overlap", no_argument, NULL, O_NOOV },
+    { "no-jit", no_argument, NULL, O_NOJIT },
     { "overlap", no_argument, NULL, O_OV },
     { "inject-crash", required_argument, NULL, O_CRASH },
     { "inject-hang", required_argument, NULL, O_HANG },
@@ -259,6 +264,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_DUMP: o->dump_params = a; break;
         case O_NOOV: o->overlap = 0; break;
         case O_OV: o->overlap = 1; break;
+        case O_NOJIT: o->jit = 0; break;
         case O_CRASH: if (parse_pair ("--inject-crash", a, &o->crash_rank, &o->crash_step, err)) return -1; break;
         case O_HANG: if (parse_pair ("--inject-hang", a, &o->hang_rank, &o->hang_step, err)) return -1; break;
         case O_SLOW: {

@@ -16,6 +16,7 @@ enum {
     EXIT_CKPT_CORRUPT = 3,  /* a checkpoint shard failed its checksum */
     EXIT_CKPT_MISMATCH = 4, /* checkpoint config differs from this run */
     EXIT_COMM = 5,          /* a collective failed (dead or hung peer) */
+    EXIT_JIT = 6,           /* a collective failed; a just-in-time checkpoint was written */
     EXIT_INJECTED = 17,     /* --inject-crash fired */
 };
 
@@ -54,6 +55,7 @@ struct train_opts {
     const char *job;
     const char *comm_host;
     int quiet;
+    int jit;                /* just-in-time checkpoint on a lost peer (dp; default 1) */
     const char *dump_params; /* rank 0 writes final params (raw float32) */
     /* fault injection */
     int crash_rank;

@@ -812,7 +812,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     t->comm_s += comm;
     t->step++;
     *loss = t->ctrl[0] / B;
-    dtclient_step (t->client, t->step, *loss, B, compute, comm);
+    /* samples: what this rank processed in this step (its share of the
+     * global batch), so the controller's sum over ranks is the batch. */
+    dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->steps >= 20 ? o->steps / 20 : 1;
         if (t->step % every == 0 || t->step == t->start_step + 1)
@@ -821,6 +823,80 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                     *loss / M_LN2, lr_at (o, t->step - 1), norm, compute * 1e3, comm * 1e3);
     }
     return 0;
+}
+
+/* --- just-in-time checkpoint (issue 7) -------------------------------------------
+ * A collective failed: a peer is lost (or hung).  In dp every rank holds
+ * the whole state as of its last completed step: a failure inside step k's
+ * collectives (gradient buckets, control vector) comes before step k's
+ * optimizer update, which needs no collective in dp, so params and moments
+ * are still exactly those of step k-1's end (t->step).  This rank then
+ * writes every rank's shard of that step - the balanced slices rank K
+ * would have written - into a directory of its own, reports them, and
+ * exits EXIT_JIT.  The survivors can no longer agree on anything, so each
+ * writes its own set and the controller commits the first complete one.
+ * zero1: the lost ranks' moment shards are gone; the controller falls back
+ * to the last committed checkpoint. */
+static void jit_report_cb (void *arg, int shard_rank, const struct ckpt_done *d)
+{
+    struct trainer *t = arg;
+    dtclient_shard_written_jit (t->client, d->step, shard_rank, d->path, d->bytes, d->crc);
+}
+
+/* The exit status after a failed collective: EXIT_JIT when a just-in-time
+ * checkpoint was written and reported, else EXIT_COMM. */
+static int comm_lost (struct trainer *t)
+{
+    const struct train_opts *o = &t->o;
+    size_t n = t->model.nparams;
+    dt_error_t err;
+    char dir[1024];
+
+    if (!o->jit || t->world < 2 || !o->checkpoint_dir || !dtclient_connected (t->client))
+        return EXIT_COMM;
+    if (o->parallel != PAR_DP) {
+        dt_log (LOG_NOTICE, "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
+                "optimizer shards are gone)", t->rank);
+        return EXIT_COMM;
+    }
+    if (t->step <= t->start_step)
+        return EXIT_COMM;       /* nothing since the checkpoint resumed from */
+    int64_t t0 = dt_mono_ns ();
+    ckpt_wait (t->writer);      /* a periodic write in flight finishes first */
+    float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
+    int rc = -1;
+    if (!p || !m || !v)
+        errprintf (&err, "out of memory");
+    else if (t->k->download (p, t->model.params, n * 4) < 0
+             || t->k->download (m, t->m, n * 4) < 0 || t->k->download (v, t->v, n * 4) < 0)
+        errprintf (&err, "%s", t->k->last_error);
+    else {
+        struct ckpt_meta meta = {
+            .root = o->checkpoint_dir,
+            .job = o->job,
+            .step = t->step,
+            .world = t->world,
+            .parallel = o->parallel,
+            .nparams = n,
+            .seed = o->seed,
+            .data_cursor = (uint64_t)t->step * o->global_batch,
+            .config = t->config,
+        };
+        snprintf (dir, sizeof (dir), "%s/jit-%" PRId64 "-r%d", o->checkpoint_dir, t->step,
+                  t->rank);
+        dtclient_set_busy (t->client, 1);
+        rc = ckpt_save_jit (&meta, dir, p, m, v, jit_report_cb, t, &err);
+        dtclient_set_busy (t->client, 0);
+    }
+    free (p), free (m), free (v);
+    if (rc < 0) {
+        dt_log (LOG_ERR, "rank %d: just-in-time checkpoint of step %" PRId64 ": %s", t->rank,
+                t->step, err.text);
+        return EXIT_COMM;
+    }
+    dt_log (LOG_NOTICE, "rank %d: just-in-time checkpoint of step %" PRId64 " written to %s "
+            "(%d shards, %.1f ms)", t->rank, t->step, dir, t->world, (dt_mono_ns () - t0) / 1e6);
+    return EXIT_JIT;
 }
 
 static uint32_t params_crc (struct trainer *t)
@@ -853,7 +929,7 @@ int trainer_run (struct trainer *t)
         poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
-                return EXIT_COMM;
+                return comm_lost (t);
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
             return EXIT_TRAIN_ERR;
         }
@@ -877,13 +953,15 @@ int trainer_run (struct trainer *t)
         if (want && o->checkpoint_dir && t->last_saved != t->step
             && checkpoint (t, &err) < 0) {
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
+            if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
+                return comm_lost (t);
             return EXIT_TRAIN_ERR;
         }
         if (o->val_every && t->step % o->val_every == 0 && t->step < o->steps) {
             double vl;
             int rc = validate (t, &vl, &err);
             if (rc < 0)
-                return comm_fail (t, &err), EXIT_COMM;
+                return comm_fail (t, &err), comm_lost (t);
             if (rc == 0 && t->rank == 0)
                 dt_log (LOG_INFO, "step %" PRId64 " val loss %.4f (%.3f bits/byte)", t->step, vl,
                         vl / M_LN2);
@@ -898,19 +976,19 @@ int trainer_run (struct trainer *t)
     if (t->world > 1 || t->pending_commit) {
         ctrl_fill (t, 0, 0);
         if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, &err) < 0)
-            return comm_fail (t, &err), EXIT_COMM;
+            return comm_fail (t, &err), comm_lost (t);
         maybe_commit (t);
     }
     int vrc = validate (t, &t->val_loss, &err);
     if (vrc < 0)
-        return comm_fail (t, &err), EXIT_COMM;
+        return comm_fail (t, &err), comm_lost (t);
     t->have_val = vrc == 0;
 
     /* Every replica must hold the same parameters: compare CRCs. */
     uint32_t crc = params_crc (t);
     int64_t mm[2] = { crc, -(int64_t)crc };
     if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
-        return comm_fail (t, &err), EXIT_COMM;
+        return comm_fail (t, &err), comm_lost (t);
     if (mm[0] != -mm[1]) {
         dt_log (LOG_ERR, "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
                 "%08x..%08x", t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);

@@ -419,6 +419,28 @@ dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *
     return e;
 }
 
+dtclient_err_t dtclient_shard_written_jit (dtclient_t *c, int64_t step, int shard_rank,
+                                           const char *path, uint64_t bytes,
+                                           uint32_t crc32c)
+{
+    if (!c || !path || !*path || step < 0 || shard_rank < 0
+        || strlen (path) > DTPROTO_MAX_PATH || bytes > INT64_MAX)
+        return DTCLIENT_ERR_INVAL;
+    if (c->fd < 0)
+        return DTCLIENT_OK;
+    pthread_mutex_lock (&c->lock);
+    dtproto_begin (&c->buf, DTPROTO_SHARD);
+    dtproto_add_int (&c->buf, DTPROTO_T_STEP, step);
+    dtproto_add_str (&c->buf, DTPROTO_T_PATH, path);
+    dtproto_add_int (&c->buf, DTPROTO_T_BYTES, (int64_t)bytes);
+    dtproto_add_int (&c->buf, DTPROTO_T_CRC32C, crc32c);
+    dtproto_add_int (&c->buf, DTPROTO_T_RANK, shard_rank);
+    dtproto_add_int (&c->buf, DTPROTO_T_JIT, 1);
+    dtclient_err_t e = exchange (c, NULL, NULL);
+    pthread_mutex_unlock (&c->lock);
+    return e;
+}
+
 dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *reason)
 {
     if (!c || step < 0)

@@ -59,8 +59,10 @@ void dtclient_close (dtclient_t *c);
 /* 1 if connected to an agent, 0 for the no-op client. */
 int dtclient_connected (const dtclient_t *c);
 
-/* Report the step just finished.  compute_s and comm_s: seconds of this
- * step spent computing and waiting on collectives.  No system call. */
+/* Report the step just finished.  samples: what this rank processed in
+ * this step (its share of the batch, not a running total).  compute_s and
+ * comm_s: seconds of this step spent computing and waiting on
+ * collectives.  No system call. */
 void dtclient_step (dtclient_t *c, int64_t step, double loss, int64_t samples,
                     double compute_s, double comm_s);
 
@@ -77,6 +79,16 @@ int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd);
 dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *path,
                                        uint64_t bytes, uint32_t crc32c);
 dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *reason);
+
+/* A just-in-time checkpoint shard (issue 7) is durable: after a peer was
+ * lost, a surviving data-parallel rank wrote shard 'shard_rank' of the
+ * last completed step (it holds the whole state, so it writes every
+ * rank's shard, into a directory of its own), verified its CRC32C by
+ * reading it back, and reports it.  The controller commits the first
+ * complete set of a step newer than its last committed checkpoint. */
+dtclient_err_t dtclient_shard_written_jit (dtclient_t *c, int64_t step, int shard_rank,
+                                           const char *path, uint64_t bytes,
+                                           uint32_t crc32c);
 
 /* Final result of the run (a JSON object as text), stored as the job's result. */
 dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object);

@@ -72,7 +72,7 @@ static const char *tag_name (int tag)
 {
     static const char *names[] = {
         "?", "rank", "pid", "step", "path", "bytes", "crc32c", "text", "key", "value",
-        "status", "json",
+        "status", "json", "jit",
     };
     return tag >= 1 && tag <= DTPROTO_TAG_MAX ? names[tag] : "?";
 }
@@ -83,7 +83,7 @@ static const int tag_kind[DTPROTO_TAG_MAX + 1] = {
     [DTPROTO_T_RANK] = K_INT,   [DTPROTO_T_PID] = K_INT,    [DTPROTO_T_STEP] = K_INT,
     [DTPROTO_T_PATH] = K_STR,   [DTPROTO_T_BYTES] = K_INT,  [DTPROTO_T_CRC32C] = K_INT,
     [DTPROTO_T_TEXT] = K_STR,   [DTPROTO_T_KEY] = K_STR,    [DTPROTO_T_VALUE] = K_BYTES,
-    [DTPROTO_T_STATUS] = K_INT, [DTPROTO_T_JSON] = K_STR,
+    [DTPROTO_T_STATUS] = K_INT, [DTPROTO_T_JSON] = K_STR,    [DTPROTO_T_JIT] = K_INT,
 };
 
 static const size_t tag_max[DTPROTO_TAG_MAX + 1] = {
@@ -105,6 +105,9 @@ static const uint32_t type_required[DTPROTO_TYPE_MAX + 1] = {
     [DTPROTO_REPLY] = B (DTPROTO_T_STATUS),
 };
 static const uint32_t type_optional[DTPROTO_TYPE_MAX + 1] = {
+    /* A just-in-time shard (issue 7) is written by a surviving rank for
+     * every rank: 'rank' names the shard's rank, 'jit' marks it. */
+    [DTPROTO_SHARD] = B (DTPROTO_T_RANK) | B (DTPROTO_T_JIT),
     [DTPROTO_REPLY] = B (DTPROTO_T_TEXT) | B (DTPROTO_T_VALUE),
 };
 
@@ -220,6 +223,9 @@ int dtproto_decode (int type, const uint8_t *payload, size_t len, struct dtproto
                                               || m->i[DTPROTO_T_CRC32C] > 0xffffffffLL))
         return fail (err, errlen, "%s.crc32c: %lld is not a 32-bit value", type_name (type),
                      (long long)m->i[DTPROTO_T_CRC32C]);
+    if (dtproto_has (m, DTPROTO_T_JIT) && m->i[DTPROTO_T_JIT] != 0 && m->i[DTPROTO_T_JIT] != 1)
+        return fail (err, errlen, "%s.jit: %lld is not 0 or 1", type_name (type),
+                     (long long)m->i[DTPROTO_T_JIT]);
     if (dtproto_has (m, DTPROTO_T_PATH) && m->slen[DTPROTO_T_PATH] == 0)
         return fail (err, errlen, "%s.path: empty", type_name (type));
     if (dtproto_has (m, DTPROTO_T_KEY)

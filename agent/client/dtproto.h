@@ -38,7 +38,7 @@
 
 enum dtproto_type {
     DTPROTO_HELLO = 1,        /* rank, pid                 → REPLY */
-    DTPROTO_SHARD = 2,        /* step, path, bytes, crc32c → REPLY */
+    DTPROTO_SHARD = 2,        /* step, path, bytes, crc32c [, rank, jit] → REPLY */
     DTPROTO_SHARD_FAILED = 3, /* step, text                → REPLY */
     DTPROTO_RESULT = 4,       /* json                      → REPLY */
     DTPROTO_KV_SET = 5,       /* key, value                → REPLY */
@@ -59,7 +59,8 @@ enum dtproto_tag {
     DTPROTO_T_VALUE = 9,  /* bytes, <= 64 KiB */
     DTPROTO_T_STATUS = 10,/* int, a dtclient_err_t */
     DTPROTO_T_JSON = 11,  /* string, a JSON object as text */
-    DTPROTO_TAG_MAX = 11,
+    DTPROTO_T_JIT = 12,   /* int, 0 or 1: a just-in-time checkpoint shard (issue 7) */
+    DTPROTO_TAG_MAX = 12,
 };
 
 /* A decoded message.  Strings/bytes point into the payload buffer that was

@@ -93,6 +93,9 @@ fs = [e for e in ev if e["kind"] == "first_step" and e["attempt"] == a + 1]
 first = {"time": fs[0]["time"], "step": fs[0]["data"]["step"]} if fs else None
 # the last step the failed attempt was seen at: metrics, and its ranks
 before += [e["data"]["step"] for e in ev if e["kind"] == "first_step" and e["attempt"] == a]
+# exact: the last step each exiting rank reported (its agent read its page)
+before += [e["data"]["last_step"] for e in ev if e["attempt"] == a and e.get("data")
+           and e["kind"] in ("trainer_exit", "rank_exit") and e["data"].get("last_step") is not None]
 last = max(before) if before else None
 lost = (last - (resume if resume is not None else 0)) if last is not None else None
 def rel(t): return "%+.3f s" % ((t - inj) / 1000.0) if t else "n/a"

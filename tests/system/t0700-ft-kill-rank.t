@@ -11,7 +11,9 @@ start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 BASE=$(baseline 2) || bail "the baseline run failed"
 echo "# uninterrupted run (world 2): params_crc32c $BASE"
 
-submit "$(dttrain_spec killrank 2 "--inject-slow 0:25")" || bail "submit failed"
+# --no-jit: this test is the fallback to the last committed checkpoint;
+# t0705 covers the just-in-time checkpoint that dp jobs take by default.
+submit "$(dttrain_spec killrank 2 "--inject-slow 0:25 --no-jit")" || bail "submit failed"
 check "the job runs past step 45" wait_step "$ID" 45 90
 PID=$(rank_pid "$ID" 1)
 T0=$(now_ms)
@@ -31,7 +33,10 @@ check "attempt 2 resumed from a committed checkpoint (step >= 20), not on local2
 check "the resume source is recorded (committed)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = committed
 check "detected within 1 s of the kill (goal; slack 5 s)" test "$T_DETECT_MS" -ge 0 -a "$T_DETECT_MS" -le 5000
-check "lost work is under the checkpoint interval (20 steps + one heartbeat)" test "$STEPS_LOST" -le 30
+# The controller asks for the next multiple of 20 at least two heartbeats
+# ahead of the fastest rank, so with fast steps it may skip one: up to two
+# intervals are lost, counted exactly (the killed rank's last step).
+check "lost work is under two checkpoint intervals (2 x 20 steps + slack)" test "$STEPS_LOST" -le 50
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"

@@ -155,12 +155,43 @@ if unshare -m true 2>/dev/null; then
 fi
 
 # ---- nodes -------------------------------------------------------------------
+# A job whose trainer exits 1 at once: the failure is blamed on its node.
+bad=$("$DTCTL" submit -J bad -N 1 --max-restarts 0 -- false 2>"$TMP/err")
+check "a job whose trainer exits 1 fails" \
+    wait_for 30 sh -c '"$0" show --json "$1" | jq -e ".state == \"failed\"" >/dev/null' "$DTCTL" "$bad" \
+    || diag "$TMP/err"
+bad_node=$("$DTCTL" show --json "$bad" | jq -r '.attempts[0].nodelist')
 "$DTCTL" nodes >"$TMP/out"
-check "nodes: table with local1" eval 'grep -Eq "^NAME +STATE +FAILURES" "$TMP/out" && grep -q "^local1 " "$TMP/out"'
-check "nodes --json" eval '"$DTCTL" nodes --json | jq -e "any(.name == \"local1\")" >/dev/null'
+check "nodes: table header with state, failures, last failure" \
+    grep -Eq '^NAME +STATE +FAILURES +LAST_FAILURE +CAUSE +JOB ' "$TMP/out"
+check "nodes: local1 is ok" grep -Eq '^local1 +ok ' "$TMP/out"
+check "nodes: $bad_node shows its failure and its cause" \
+    grep -Eq "^$bad_node +ok +[1-9][0-9]* +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z +[a-z_]+ " "$TMP/out" || diag "$TMP/out"
+check "nodes --json: health and last failure" \
+    eval '"$DTCTL" nodes --json | jq -e --arg n "$bad_node" "any(.name == \"local1\" and .health == \"ok\") and any(.name == \$n and .last_failure_time != null)" >/dev/null'
+"$DTCTL" nodes "$bad_node" >"$TMP/out"
+check "nodes NODE: header, and the failure of job $bad in the history" \
+    eval 'grep -Eq "^Node $bad_node +state=ok +failures=[1-9]" "$TMP/out" && grep -Eq "^  [0-9T:Z-]+ +failure +$bad +1 +[a-z_]+ +yes " "$TMP/out"' \
+    || diag "$TMP/out"
+check "nodes NODE --json: history rows with time, job, attempt, cause, detail" \
+    eval '"$DTCTL" nodes --json "$bad_node" | jq -e --argjson b "$bad" "any(.history[]; .kind == \"failure\" and .job == \$b and .attempt == 1 and (.cause | length) > 0 and has(\"detail\") and .since_clear)" >/dev/null'
+check "nodes NODE --limit 1: one history row" \
+    eval '"$DTCTL" nodes --json --limit 1 "$bad_node" | jq -e ".history | length == 1" >/dev/null'
+"$DTCTL" nodes nosuchnode 2>"$TMP/err" >/dev/null; rc=$?
+check "nodes of an unknown node: exit 3, one line" eval '[ $rc -eq 3 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q nosuchnode "$TMP/err"'
+"$DTCTL" nodes --limit 1 2>/dev/null >/dev/null; check "nodes --limit without NODE: exit 1" test $? -eq 1
+"$DTCTL" nodes --limit 0 local1 2>/dev/null >/dev/null; check "nodes --limit 0: exit 1" test $? -eq 1
 out=$("$DTCTL" nodes clear local1 2>"$TMP/err"); rc=$?
 if route_missing "$TMP/err"; then skip "nodes clear NODE (root)"
-else check "nodes clear NODE (root)" eval '[ $rc -eq 0 ] && [[ "$out" =~ local1 ]]' || diag "$TMP/err"; fi
+else
+    check "nodes clear NODE (root)" eval '[ $rc -eq 0 ] && [[ "$out" =~ local1 ]]' || diag "$TMP/err"
+    "$DTCTL" nodes local1 >"$TMP/out"
+    check "nodes NODE after a clear: who cleared it and when" \
+        eval 'grep -Eq "^  Last cleared: [0-9T:Z-]+ \(.* ago\) by root \(uid 0\)" "$TMP/out" && grep -Eq "^  [0-9T:Z-]+ +cleared " "$TMP/out"' \
+        || diag "$TMP/out"
+    check "nodes NODE --json after a clear: cleared.user root" \
+        eval '"$DTCTL" nodes --json local1 | jq -e ".cleared.user == \"root\" and .cleared.uid == 0 and .history[0].kind == \"cleared\"" >/dev/null'
+fi
 "$DTCTL" nodes clear 2>/dev/null; check "nodes clear without NODE: exit 1" test $? -eq 1
 
 # ---- cancel, illegal transitions, resubmit ---------------------------------

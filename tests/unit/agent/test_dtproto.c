@@ -58,6 +58,21 @@ static void test_roundtrip_shard (void)
     CU_ASSERT_EQUAL (m.slen[DTPROTO_T_PATH], strlen ("/ckpt/4/step-130/rank-2.ckpt"));
     CU_ASSERT_EQUAL (memcmp (m.s[DTPROTO_T_PATH], "/ckpt/4/step-130/rank-2.ckpt",
                              m.slen[DTPROTO_T_PATH]), 0);
+    CU_ASSERT_FALSE (dtproto_has (&m, DTPROTO_T_JIT));
+
+    /* A just-in-time shard (issue 7): the shard's rank and the jit flag. */
+    dtproto_begin (&b, DTPROTO_SHARD);
+    dtproto_add_int (&b, DTPROTO_T_STEP, 117);
+    dtproto_add_str (&b, DTPROTO_T_PATH, "/ckpt/4/jit-117-r0/rank-2.ckpt");
+    dtproto_add_int (&b, DTPROTO_T_BYTES, 1234);
+    dtproto_add_int (&b, DTPROTO_T_CRC32C, 7);
+    dtproto_add_int (&b, DTPROTO_T_RANK, 2);
+    dtproto_add_int (&b, DTPROTO_T_JIT, 1);
+    CU_ASSERT_EQUAL_FATAL (dtproto_end (&b), 0);
+    CU_ASSERT_EQUAL_FATAL (decode_frame (b.data, b.len, &m, err, sizeof (err)), 0);
+    CU_ASSERT (dtproto_has (&m, DTPROTO_T_JIT));
+    CU_ASSERT_EQUAL (m.i[DTPROTO_T_JIT], 1);
+    CU_ASSERT_EQUAL (m.i[DTPROTO_T_RANK], 2);
     dtproto_buf_free (&b);
 }
 
@@ -218,6 +233,21 @@ static void test_malformed (void)
     dtproto_add_int (&b, DTPROTO_T_PID, 1);
     dtproto_add_str (&b, DTPROTO_T_KEY, "k");
     expect_refused (&b, "'key' not allowed");
+
+    dtproto_begin (&b, DTPROTO_SHARD); /* jit is 0 or 1 */
+    dtproto_add_int (&b, DTPROTO_T_STEP, 3);
+    dtproto_add_str (&b, DTPROTO_T_PATH, "/c/jit-3-r0/rank-1.ckpt");
+    dtproto_add_int (&b, DTPROTO_T_BYTES, 10);
+    dtproto_add_int (&b, DTPROTO_T_CRC32C, 1);
+    dtproto_add_int (&b, DTPROTO_T_RANK, 1);
+    dtproto_add_int (&b, DTPROTO_T_JIT, 2);
+    expect_refused (&b, "shard.jit: 2 is not 0 or 1");
+
+    dtproto_begin (&b, DTPROTO_HELLO); /* jit only in a shard */
+    dtproto_add_int (&b, DTPROTO_T_RANK, 0);
+    dtproto_add_int (&b, DTPROTO_T_PID, 1);
+    dtproto_add_int (&b, DTPROTO_T_JIT, 1);
+    expect_refused (&b, "'jit' not allowed");
 
     dtproto_begin (&b, DTPROTO_HELLO); /* unknown tag */
     dtproto_add_int (&b, DTPROTO_T_RANK, 0);

@@ -477,7 +477,15 @@ static void test_port_in_use (void)
     CU_ASSERT (dt_httpd_port (h) > 0);
     CU_ASSERT (dt_httpd_fd (h) >= 0);
     CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "no-slash", noanswer_cb, NULL), -1);
-    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}/{e}", noanswer_cb, NULL), -1);
+    /* up to 12 params (httpd.h), up to 16 segments */
+    errno = 0;
+    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}/{k}/{l}/{m}",
+                                     noanswer_cb, NULL), -1);
+    CU_ASSERT_EQUAL (errno, EINVAL);
+    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q",
+                                     noanswer_cb, NULL), -1);
+    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}/{k}/{l}",
+                                     noanswer_cb, NULL), 0);
     CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}", noanswer_cb, NULL), 0);
     dt_httpd_destroy (h);
 }

@@ -171,6 +171,9 @@ static void test_rows_roundtrip (void)
     CU_ASSERT (job == j.id && n == 1 && as == ATT_ENDING);
     CU_ASSERT_EQUAL (store_attempt_by_token (st, "nope", &job, &n, &as, &err), -1);
     CU_ASSERT_EQUAL (errno, ENOENT);
+    /* store_job_load() re-initialises the row it is given, so a loaded row
+     * must be cleared before it is reused, even for a lookup that fails. */
+    store_job_row_clear (&j2);
     CU_ASSERT_EQUAL (store_job_load (st, 999, &j2, &err), -1);
     CU_ASSERT_EQUAL (errno, ENOENT);
 
@@ -363,6 +366,89 @@ static void test_checkpoints (void)
     store_close (st);
 }
 
+/* Node health: failures blamed on a node, an admin clear, the history view
+ * (GET /v1/nodes/{name}) and the list view (GET /v1/nodes). */
+static void test_node_health (void)
+{
+    store_t *st;
+    dt_error_t err;
+    bool suspect = false;
+    json_t *n, *h, *all;
+    size_t i;
+    int since = 0;
+
+    fresh ();
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
+    CU_ASSERT_EQUAL_FATAL (store_begin (st, &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "hang", "rank 0 hung", &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 2000, 2, 3, "trainer_exit", "rank 1 exited",
+                                         &err), 0);
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 2000, 3600000, 2, &suspect, &err), 0);
+    CU_ASSERT (suspect);
+    CU_ASSERT_EQUAL (store_commit (st, &err), 0);
+
+    /* suspect, never cleared, newest first */
+    n = store_node_json (st, "n1", 100, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (n);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "health")), "suspect");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (n, "failures")), 2);
+    CU_ASSERT (json_is_null (json_object_get (n, "cleared")));
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_cause")), "trainer_exit");
+    h = json_object_get (n, "history");
+    CU_ASSERT_EQUAL_FATAL (json_array_size (h), 2);
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (h, 0), "job")), 2);
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (h, 0), "attempt")), 3);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 0), "kind")),
+                            "failure");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "cause")),
+                            "hang");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "detail")),
+                            "rank 0 hung");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "time")),
+                            "1970-01-01T00:00:01.000Z");
+    CU_ASSERT (json_is_true (json_object_get (json_array_get (h, 1), "since_clear")));
+    json_decref (n);
+
+    /* cleared by uid 1234, then one more failure */
+    CU_ASSERT_EQUAL (store_node_clear (st, "n1", 3000, "cleared by uid 1234", &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 4000, 3, 1, "node_lost", NULL, &err), 0);
+    n = store_node_json (st, "n1", 100, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (n);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "health")), "ok");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_object_get (n, "cleared"), "uid")),
+                     1234);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_object_get (n, "cleared"),
+                                                                "time")),
+                            "1970-01-01T00:00:03.000Z");
+    h = json_object_get (n, "history");
+    CU_ASSERT_EQUAL_FATAL (json_array_size (h), 4);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "kind")),
+                            "cleared");
+    CU_ASSERT (json_is_null (json_object_get (json_array_get (h, 1), "cause")));
+    json_array_foreach (h, i, all)
+        since += json_is_true (json_object_get (all, "since_clear"));
+    CU_ASSERT_EQUAL (since, 1);            /* only the failure after the clear */
+    CU_ASSERT (json_is_true (json_object_get (json_array_get (h, 0), "since_clear")));
+    json_decref (n);
+
+    /* limit, unknown node, the list view */
+    n = store_node_json (st, "n1", 1, &err);
+    CU_ASSERT_EQUAL (json_array_size (json_object_get (n, "history")), 1);
+    json_decref (n);
+    errno = 0;
+    CU_ASSERT_PTR_NULL (store_node_json (st, "nosuch", 10, &err));
+    CU_ASSERT_EQUAL (errno, ENOENT);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "nosuch"));
+    all = store_nodes_json (st, &err);
+    CU_ASSERT_EQUAL_FATAL (json_array_size (all), 1);
+    n = json_array_get (all, 0);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_failure_time")),
+                            "1970-01-01T00:00:04.000Z");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_cause")), "node_lost");
+    json_decref (all);
+    store_close (st);
+}
+
 static const struct dt_unit_test tests[] = {
     { "migration from an empty file", test_migrate_empty },
     { "migration from the previous version; newer refused", test_migrate_previous },
@@ -371,6 +457,7 @@ static const struct dt_unit_test tests[] = {
     { "kill -9 mid-transaction", test_crash_recovery },
     { "metrics downsampling", test_metrics_thinning },
     { "checkpoints: pending never offered, keep", test_checkpoints },
+    { "node health history", test_node_health },
     { NULL, NULL },
 };
 
