@@ -1087,7 +1087,7 @@ static int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long 
             if (slurm_terminate_job_step (j->job_id, s->step_id.step_id) != SLURM_SUCCESS) {
                 int e = slurm_get_errno ();
                 ctld_result (sl, e);
-                if (e != ESLURM_ALREADY_DONE && e != ESLURM_INVALID_JOB_ID)
+                if (e != 0 && e != ESLURM_ALREADY_DONE && e != ESLURM_INVALID_JOB_ID)
                     dt_log (LOG_WARNING, "slurm: killing step %u.%u: %s", j->job_id,
                             s->step_id.step_id, slurm_strerror (e));
             }
