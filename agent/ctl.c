@@ -170,6 +170,7 @@ static int parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     INT_FIELD ("heartbeat_interval_ms", false, 10, 3600000, 1000, l->heartbeat_interval_ms);
     INT_FIELD ("hang_timeout_ms", false, 0, INT64_MAX, 30000, l->hang_timeout_ms);
     INT_FIELD ("node_timeout_ms", false, 0, INT64_MAX, 10000, l->node_timeout_ms);
+    INT_FIELD ("checkpoint_every_steps", false, 0, INT64_MAX, 0, l->checkpoint_every_steps);
 #undef INT_FIELD
     if (dt_json_get_bool (d, "data", "spare", false, &l->spare, err) < 0)
         goto error;

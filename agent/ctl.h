@@ -29,6 +29,7 @@ struct layout {
     int64_t resume_step;      /* -1: no checkpoint to resume from */
     char *resume_dir;         /* may be NULL */
     int64_t heartbeat_interval_ms, hang_timeout_ms, node_timeout_ms;
+    int64_t checkpoint_every_steps; /* 0: only on command; DT_CHECKPOINT_EVERY */
 };
 
 void layout_clear (struct layout *l);

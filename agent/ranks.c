@@ -240,6 +240,7 @@ static void child_exec (ranks_t *r, struct rank *rk)
     if (l->checkpoint_dir)
         setenv ("DT_CHECKPOINT_DIR", l->checkpoint_dir, 1);
     setenv_int ("DT_RESUME_STEP", l->resume_step >= 0 ? l->resume_step : 0);
+    setenv_int ("DT_CHECKPOINT_EVERY", l->checkpoint_every_steps);
     if (l->resume_dir)
         setenv ("DT_RESUME_DIR", l->resume_dir, 1);
     else

@@ -143,7 +143,7 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
         resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                             att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
     return json_pack ("{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
-                      " s:O s:O s:O s:s s:o s:I s:I s:I}",
+                      " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
                       "state", "ready",
                       "job", (json_int_t)job->row.id,
                       "attempt", att->row.attempt,
@@ -165,7 +165,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
                       "resume", resume,
                       "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
                       "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job),
-                      "node_timeout_ms", json_integer_value (json_object_get (hb, "node_timeout_ms")));
+                      "node_timeout_ms", json_integer_value (json_object_get (hb, "node_timeout_ms")),
+                      /* Trainers that know it checkpoint at every multiple by
+                       * themselves, so no periodic checkpoint depends on a
+                       * command arriving ahead of the fastest rank. */
+                      "checkpoint_every_steps", (json_int_t)json_integer_value (
+                          json_object_get (json_object_get (spec, "checkpoint"), "every_steps")));
 }
 
 static void register_cb (dt_http_req_t *req, void *arg)

@@ -307,6 +307,10 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         return -1;
     if ((s = getenv ("DT_RESUME_DIR")) && *s)
         o->resume = s;
+    /* The job's checkpoint.every_steps, from the agent; --checkpoint-every wins. */
+    if (o->checkpoint_every == 0 && (s = getenv ("DT_CHECKPOINT_EVERY")) && *s
+        && parse_i64 ("DT_CHECKPOINT_EVERY", s, 0, INT64_MAX / 2, &o->checkpoint_every, err) < 0)
+        return -1;
 
     if (!o->data)
         return errprintf (err, "--data FILE is required (see --help)");
