@@ -28,7 +28,12 @@ step_lines () {
     sed -n 's/^\([0-9.]*\) dttrain\[[0-9]*\]: step \([0-9]*\)\/[0-9]* loss \([0-9.na-]*\) .* compute \([0-9.]*\) ms comm \([0-9.]*\) ms.*/\1 \2 \3 \4 \5/p' "$1" 2>/dev/null
 }
 has_step () { [ -n "$(first_step "$1")" ]; }
-last_step () { step_lines "$1" | awk 'END {print $2 + 0}'; }
+# log_step FILE: the highest step rank 0's log shows (dttrain prints a step
+# line for the first step of an attempt and then every steps/20 steps, and a
+# line per checkpoint: "checkpoint step S: ...").
+log_step () { sed -n 's/.*dttrain\[0\]: \(checkpoint \)\{0,1\}step \([0-9]*\)[/:].*/\2/p' "$1" 2>/dev/null | sort -n | tail -n 1; }
+log_step_ge () { [ "$(log_step "$1")" -ge "$2" ] 2>/dev/null; }
+last_step () { log_step "$1"; }
 first_step () { step_lines "$1" | head -n 1; }
 # att_log ID A: rank 0's log of attempt A of job ID (the agents' run dir
 # is <workdir>/dt-<job>-a<attempt>).
@@ -124,6 +129,9 @@ EOF
         for rep in $(seq "$REC_REPS"); do
             rec_kill "$id" "$kind" "$rep" || break
         done
+        # The controller's step metrics (one point per heartbeat) for the plot.
+        [ "$kind" = node ] && curl -s -H "X-Munge-Credential: $(munge -n 2>/dev/null)" \
+            "$REC_URL/v1/jobs/$id/metrics" > "$TMP/recovery.metrics.json"
         "$DTCTL" cancel "$id" > /dev/null 2>&1
         wait_for 20 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"cancelled\"' >/dev/null"
     done
@@ -159,7 +167,7 @@ rec_kill () {
     first=$(first_step "$log" | awk '{print $2}')
     # Past a checkpoint this attempt committed, and a little more.
     local target=$(( (first / REC_EVERY + 1) * REC_EVERY + REC_EVERY / 2 ))
-    wait_for 120 sh -c "[ \$(sed -n 's/.*dttrain\[0\]: step \([0-9]*\)\/.*/\1/p' '$log' | tail -n 1) -ge $target ] 2>/dev/null" \
+    wait_for 120 log_step_ge "$log" "$target" \
         || { note "recovery.$kind" "rep $rep: attempt $a did not reach step $target"; return 1; }
     node=$(victim "$id")
     [ -n "$node" ] || { note "recovery.$kind" "rep $rep: no node to kill"; return 1; }
@@ -172,18 +180,26 @@ rec_kill () {
     fi
     # The new attempt's first step.
     local nlog="" t_res="" ev na=0
+    local shown=""
     if wait_for 120 sh -c "[ \$('$DTCTL' --json show $id | jq -r '.attempts[-1].attempt') -gt $a ]"; then
+        # The controller's last step of the old attempt (rank 0's, from the
+        # heartbeats: at most one heartbeat interval old); the new attempt
+        # has not stepped yet.
+        shown=$(show "$id" | jq -r '.last_step // empty')
         na=$(cur_attempt "$id"); nlog=$(att_log "$id" "$na")
         wait_for 120 has_step "$nlog" && t_res=$(first_step "$nlog" | awk '{print $1}')
     fi
     ev=$(first_event "$id" "$t_kill")
     local lost_last; lost_last=$(last_step "$log")
+    [ -n "$shown" ] && [ "$shown" -gt "${lost_last:-0}" ] 2>/dev/null && lost_last=$shown
     if [ -n "$ev" ]; then
         rec "recovery.$kind.detect_s" "$(calc "${ev%% *} - $t_kill")"
     fi
     if [ -n "$t_res" ]; then
         local nfirst; nfirst=$(first_step "$nlog" | awk '{print $2}')
         rec "recovery.$kind.resume_s" "$(calc "$t_res - $t_kill")"
+        # (clamped at 0 by summarize.py: a just-in-time checkpoint resumes
+        # past the last step the log showed)
         rec "recovery.$kind.steps_lost" "$(( lost_last - (nfirst - 1) ))"
         printf '   %s kill %d (%s, attempt %d): detected %s s (%s), first step of attempt %d at %s s, steps lost %d (last %d, resumed at %d)\n' \
             "$kind" "$rep" "$node" "$a" "$(calc "${ev%% *} - $t_kill")" "${ev#* }" "$na" "$(calc "$t_res - $t_kill")" \
@@ -288,12 +304,26 @@ rec_plot () {
     command -v gnuplot >/dev/null || { note plot "gnuplot not installed: no plot"; return; }
     local t_kill t_det t_res
     read -r t_kill t_det t_res _ < "$TMP/recovery.marks"
-    # time since the kill (s), step, loss, step time (ms, from the stamps).
-    { step_lines "$TMP/recovery.old.log"; echo; echo; step_lines "$TMP/recovery.new.log" 2>/dev/null; } \
-        | awk -v t0="$t_kill" 'NF == 0 {print; p = ""; next}
-                               {dt = (p == "" ? "NaN" : ($1 - p) * 1000); p = $1;
-                                if ($1 - t0 > -40 && $1 - t0 < 40) printf "%.3f %d %s %s\n", $1 - t0, $2, $3, dt}' \
-        > "$TMP/recovery.dat"
+    # From the controller's metrics API: time since the kill (s), step, loss,
+    # step time (compute + comm, ms), one block per attempt (old, then new).
+    read -r _ _ _ _ a_old a_new < "$TMP/recovery.marks"
+    $PY - "$TMP/recovery.metrics.json" "$t_kill" "$a_old" "$a_new" > "$TMP/recovery.dat" <<'PYEOF' || true
+import datetime, json, sys
+pts = json.load(open(sys.argv[1])).get("data") or {}
+pts = pts.get("points", pts) if isinstance(pts, dict) else pts
+t0 = float(sys.argv[2])
+def ts(v):
+    if isinstance(v, (int, float)):
+        return v / 1000.0
+    return datetime.datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+for a in (sys.argv[3], sys.argv[4]):
+    for p in sorted((p for p in pts if str(p.get("attempt")) == a), key=lambda p: ts(p["time"])):
+        t = ts(p["time"]) - t0
+        if -60 < t < 60:
+            st = (p.get("compute_ms") or 0) + (p.get("comm_ms") or 0)
+            print("%.3f %d %s %.2f" % (t, p["step"], p.get("loss"), st))
+    print("\n")
+PYEOF
     local det=NaN res=NaN after=0
     [ -s "$TMP/recovery.new.log" ] && after=1
     [ -n "$t_det" ] && [ "$t_det" != - ] && det=$(calc "$t_det - $t_kill")

@@ -21,6 +21,11 @@ for line in open(args.samples):
         # run still counts through its 'failed' and 'achieved' samples.
         if s["key"].startswith("ingest.") and float(s["v"]) < 0:
             continue
+        # Steps lost = last step rank 0's log showed - resume step; the log
+        # shows a step only every few (checkpoint lines), and a just-in-time
+        # checkpoint resumes at the last completed step: below 0 means none lost.
+        if s["key"].endswith(".steps_lost") and float(s["v"]) < 0:
+            s["v"] = 0
         samples.setdefault(s["key"], []).append(float(s["v"]))
     except (ValueError, KeyError, TypeError):
         pass
