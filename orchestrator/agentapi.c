@@ -271,10 +271,7 @@ static const char *const hb_rank_keys[] = {
 
 static struct agent *agent_of (struct attempt *att, const char *node)
 {
-    for (int i = 0; i < att->nagents; i++)
-        if (!strcmp (att->agents[i].node, node))
-            return &att->agents[i];
-    return NULL;
+    return jobs_agent_find (att, node);        /* hashed (issue 9) */
 }
 
 static void heartbeat_cb (dt_http_req_t *req, void *arg)
@@ -363,10 +360,14 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
                 rk->progress_ms = now;
             rk->busy = json_is_true (v);
         }
+        if (att->row.state == ATT_RUNNING)
+            jobs_rank_heartbeat (ctx->jobs, att, rk - att->ranks, now);
     }
-    if (att->row.state == ATT_RUNNING)
-        jobs_progress (ctx->jobs, att);
+    /* Only this node's ranks were touched: the attempt-wide pass runs here
+     * for a small attempt, from the tick for a large one (issue 9). */
     report_heartbeat (ctx->report, att, ranks);     /* goodput accounting */
+    if (att->row.state == ATT_RUNNING)
+        jobs_heartbeat_done (ctx->jobs, att);
     dt_http_reply_json (req, 200, json_pack ("{s:o}", "commands",
                                              jobs_commands (ctx->jobs, att)));
     metrics_heartbeat (ctx->metrics, (dt_mono_ns () - t0) / 1e9);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,12 +133,70 @@ static int workers (const struct attempt *att)
     return att->row.num_nodes;
 }
 
+static uint32_t node_hash (const char *s)
+{
+    uint32_t h = 2166136261u;           /* FNV-1a */
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h;
+}
+
+/* (Re)build the node -> agent index of 'att' for its current agents[]. */
+static int agent_hash_build (struct attempt *att)
+{
+    int cap = 16;
+    while (cap < 2 * att->nagents)
+        cap *= 2;
+    if (cap != att->agent_hash_cap) {
+        int *h = realloc (att->agent_hash, cap * sizeof (*h));
+        if (!h)
+            return -1;
+        att->agent_hash = h;
+        att->agent_hash_cap = cap;
+    }
+    memset (att->agent_hash, 0, cap * sizeof (*att->agent_hash));
+    for (int i = 0; i < att->nagents; i++) {
+        uint32_t k = node_hash (att->agents[i].node) & (cap - 1);
+        while (att->agent_hash[k])
+            k = (k + 1) & (cap - 1);
+        att->agent_hash[k] = i + 1;
+    }
+    att->agent_hash_n = att->nagents;
+    return 0;
+}
+
+static struct agent *agent_hash_get (struct attempt *att, const char *node)
+{
+    int cap = att->agent_hash_cap;
+    for (uint32_t k = node_hash (node) & (cap - 1); att->agent_hash[k]; k = (k + 1) & (cap - 1)) {
+        struct agent *ag = &att->agents[att->agent_hash[k] - 1];
+        if (!strcmp (ag->node, node))
+            return ag;
+    }
+    return NULL;
+}
+
+/* agents[] grows by appending (registration, reload) and is sorted once
+ * (all registered): the index is rebuilt when the count changed, and on
+ * a miss (the order may have changed), so a hit is always right. */
+struct agent *jobs_agent_find (struct attempt *att, const char *node)
+{
+    struct agent *ag;
+    if (att->agent_hash && att->agent_hash_n == att->nagents
+        && (ag = agent_hash_get (att, node)))
+        return ag;
+    if (agent_hash_build (att) < 0) {
+        for (int i = 0; i < att->nagents; i++)  /* out of memory: scan */
+            if (!strcmp (att->agents[i].node, node))
+                return &att->agents[i];
+        return NULL;
+    }
+    return agent_hash_get (att, node);
+}
+
 static inline struct agent *agent_find (struct attempt *att, const char *node)
 {
-    for (int i = 0; i < att->nagents; i++)
-        if (!strcmp (att->agents[i].node, node))
-            return &att->agents[i];
-    return NULL;
+    return jobs_agent_find (att, node);
 }
 
 /* --- transactions ----------------------------------------------------------- */
@@ -283,6 +342,7 @@ static void attempt_destroy (struct attempt *att)
         for (int i = 0; i < att->nagents; i++)
             json_decref (att->agents[i].hostinfo);
         free (att->agents);
+        free (att->agent_hash);
         free (att->ranks);
         if (att->jit)
             for (int r = 0; r < att->row.world_size; r++)
@@ -352,6 +412,7 @@ static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int nu
         att->ranks[r].loss = NAN;
         att->ranks[r].samples = -1;
         att->ranks[r].compute_ms = att->ranks[r].comm_ms = att->ranks[r].score = NAN;
+        att->ranks[r].median = NAN;
         att->ranks[r].exit_code = att->ranks[r].signal = -1;
     }
     if (!from_scratch && job->row.id > 0) {
@@ -1879,9 +1940,39 @@ void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int6
 
 /* --- progress, stragglers, commands ------------------------------------------ */
 
-static double rank_median (const struct rank *rk)
+/* The median of a rank's window (the upper one, as ft_median), cached
+ * until the window changes: a selection, not a sort. */
+static double rank_median (struct rank *rk)
 {
-    return ft_median (rk->ring, rk->nring);
+    if (rk->median_stale) {
+        double v[STRAGGLER_RING];
+        int n = rk->nring, k = n / 2, lo = 0, hi = n - 1;
+        memcpy (v, rk->ring, n * sizeof (*v));
+        while (lo < hi) {                       /* Hoare's selection */
+            double piv = v[(lo + hi) / 2];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (v[i] < piv)
+                    i++;
+                while (v[j] > piv)
+                    j--;
+                if (i <= j) {
+                    double t = v[i];
+                    v[i++] = v[j];
+                    v[j--] = t;
+                }
+            }
+            if (k <= j)
+                hi = j;
+            else if (k >= i)
+                lo = i;
+            else
+                break;
+        }
+        rk->median = n > 0 ? v[k] : NAN;
+        rk->median_stale = false;
+    }
+    return rk->median;
 }
 
 /* Ask every rank to checkpoint at a step a little ahead of the fastest one
@@ -1919,35 +2010,86 @@ static int64_t attempt_hang_timeout (struct jobs *jobs, struct attempt *att, boo
                                att->nsteptime, busy);
 }
 
+static int straggler_window (struct job *job)
+{
+    int window = spec_int (job, "straggler", "window_steps");
+    return window > STRAGGLER_RING ? STRAGGLER_RING : window < 1 ? 1 : window;
+}
+
+void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int64_t now)
+{
+    struct rank *rk = &att->ranks[rank];
+    (void)jobs;
+    if (!rk->seen)
+        return;
+    /* Hang watchdog bookkeeping: when the step (or busy) last changed,
+     * and a step-time sample for the automatic timeout. */
+    if (rk->progress_ms == 0 || rk->step != rk->progress_step) {
+        if (rk->progress_ms && rk->step > rk->progress_step && !isnan (rk->compute_ms)) {
+            att->steptime[att->steptime_pos] = rk->compute_ms
+                                               + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
+            att->steptime_pos = (att->steptime_pos + 1) % STEPTIME_RING;
+            if (att->nsteptime < STEPTIME_RING)
+                att->nsteptime++;
+        }
+        rk->progress_ms = now;
+        rk->progress_step = rk->step;
+    }
+    if (rk->step > att->max_step)
+        att->max_step = rk->step;
+    /* A straggler sample: this step's compute time. */
+    if (!isnan (rk->compute_ms) && rk->step > rk->ring_step) {
+        int window = straggler_window (att->job);
+        if (rk->ring_pos >= window)
+            rk->ring_pos = 0;
+        rk->ring[rk->ring_pos] = rk->compute_ms;
+        rk->ring_pos = (rk->ring_pos + 1) % window;
+        if (rk->nring < window)
+            rk->nring++;
+        rk->ring_step = rk->step;
+        rk->median_stale = true;
+    }
+}
+
+/* How often the attempt-wide pass may run: small attempts after every
+ * heartbeat (as before issue 9), large ones about world_size / 500 ms
+ * apart (at most a few hundred thousand rank visits a second), never
+ * rarer than once a heartbeat interval. */
+static int64_t progress_gap_ms (struct attempt *att)
+{
+    int64_t gap = att->row.world_size / 500;
+    int64_t hb = spec_int (att->job, "heartbeat", "interval_ms");
+    if (gap < 0)
+        gap = 0;
+    if (hb > 0 && gap > hb / 2)
+        gap = hb / 2;
+    return gap;
+}
+
+void jobs_heartbeat_done (struct jobs *jobs, struct attempt *att)
+{
+    att->progress_dirty = true;
+    if (att->row.state == ATT_RUNNING
+        && dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att))
+        jobs_progress (jobs, att);
+}
+
 void jobs_progress (struct jobs *jobs, struct attempt *att)
 {
     struct job *job = att->job;
     int64_t now = dt_real_ms ();
-    int window = spec_int (job, "straggler", "window_steps");
+    int window = straggler_window (job);
     double threshold = spec_real (job, "straggler", "threshold");
     int64_t sum_samples = 0, min_step = -1;
     double comp = 0, comm = 0;
     int ncomp = 0;
 
-    if (window > STRAGGLER_RING)
-        window = STRAGGLER_RING;
+    att->progress_dirty = false;
+    att->progress_last_ms = dt_mono_ms ();
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
         if (!rk->seen)
             continue;
-        /* Hang watchdog bookkeeping: when the step (or busy) last changed,
-         * and a step-time sample for the automatic timeout. */
-        if (rk->progress_ms == 0 || rk->step != rk->progress_step) {
-            if (rk->progress_ms && rk->step > rk->progress_step && !isnan (rk->compute_ms)) {
-                att->steptime[att->steptime_pos] = rk->compute_ms
-                                                   + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
-                att->steptime_pos = (att->steptime_pos + 1) % STEPTIME_RING;
-                if (att->nsteptime < STEPTIME_RING)
-                    att->nsteptime++;
-            }
-            rk->progress_ms = now;
-            rk->progress_step = rk->step;
-        }
         if (rk->step > att->max_step)
             att->max_step = rk->step;
         if (min_step < 0 || rk->step < min_step)
@@ -1959,15 +2101,9 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
             ncomp++;
             if (!isnan (rk->comm_ms))
                 comm += rk->comm_ms;
-            if (rk->step > rk->ring_step) {
-                rk->ring[rk->ring_pos] = rk->compute_ms;
-                rk->ring_pos = (rk->ring_pos + 1) % window;
-                if (rk->nring < window)
-                    rk->nring++;
-                rk->ring_step = rk->step;
-            }
         }
     }
+    report_progress (jobs->ctx->report, att);       /* goodput accounting */
     /* Straggler score: fastest median / own median, over a full window. */
     double fastest = NAN;
     for (int r = 0; r < att->row.world_size; r++) {
@@ -2231,11 +2367,14 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
 
     if (att->stopping)
         return;                 /* a planned stop has its own grace (the agents') */
+    /* The two timeouts (busy or not) once, not per rank (a sort each). */
+    int64_t t_idle = attempt_hang_timeout (jobs, att, false, &p99);
+    int64_t t_busy = attempt_hang_timeout (jobs, att, true, &p99);
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
         if (!rk->seen || !rk->client || rk->progress_ms == 0 || strcmp (rk->state, "running"))
             continue;
-        int64_t t = attempt_hang_timeout (jobs, att, rk->busy, &p99);
+        int64_t t = rk->busy ? t_busy : t_idle;
         if (now - rk->progress_ms <= t)
             continue;
         over++;
@@ -2394,6 +2533,12 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
         break;
     case ATT_RUNNING: {
         int64_t timeout = spec_int (att->job, "heartbeat", "node_timeout_ms");
+        /* Heartbeats deferred the attempt-wide pass (a large attempt). */
+        if (att->progress_dirty && dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
+            jobs_progress (jobs, att);
+            if (att->row.state != ATT_RUNNING)
+                break;
+        }
         for (int i = 0; i < att->nagents; i++) {
             struct agent *ag = &att->agents[i];
             if (ag->done || now - ag->last_hb_ms <= timeout)

@@ -61,6 +61,8 @@ struct rank {
     double ring[STRAGGLER_RING];
     int nring, ring_pos;
     int64_t ring_step;
+    double median;              /* of ring[0..nring), cached; NAN none */
+    bool median_stale;          /* ring changed since 'median' */
     /* controller-side hang watchdog (issue 7) */
     bool busy;                  /* saving/loading a checkpoint (libdtclient) */
     int64_t progress_ms;        /* epoch ms of the last step change; 0 not yet seen */
@@ -130,6 +132,15 @@ struct attempt {
     struct jit_set *jit;        /* [world_size], per reporting rank; lazily */
     int64_t survivor_exit_ms;   /* a rank exited after writing a JIT set (a victim) */
     char resume_source[16];     /* "jit", "committed" or "none" */
+    /* Heartbeat ingest (issue 9): a heartbeat updates only its node's
+     * ranks and marks the attempt; the attempt-wide pass (jobs_progress)
+     * runs at most every progress_gap_ms, from the heartbeat or the tick. */
+    bool progress_dirty;
+    int64_t progress_last_ms;   /* monotonic ms of the last attempt-wide pass */
+    /* node name -> index into agents[] (open addressing, index + 1; 0
+     * empty), rebuilt when agents[] changed (count or order). */
+    int *agent_hash;
+    int agent_hash_cap, agent_hash_n;
 };
 
 struct job {
@@ -220,7 +231,17 @@ int jobs_note (struct jobs *jobs, struct attempt *att, const char *kind, const c
 /* The trainer's final result (kept with the job). */
 int jobs_result (struct jobs *jobs, struct attempt *att, const char *node, int rank,
                  const json_t *result, dt_error_t *err);
-/* After a heartbeat updated ranks: step bookkeeping, commands. */
+/* The registered agent of 'node' (hash lookup), NULL if none. */
+struct agent *jobs_agent_find (struct attempt *att, const char *node);
+/* A heartbeat updated rank 'rank' (att->ranks[rank]): its own step
+ * bookkeeping (hang clock, step-time and straggler samples), O(1). */
+void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int64_t now);
+/* After a heartbeat of a running attempt: mark it for the attempt-wide
+ * pass (progress, stragglers, throughput, metrics, checkpoint commands),
+ * run here when the last one is older than the attempt's gap (always for
+ * small attempts), else from the tick. */
+void jobs_heartbeat_done (struct jobs *jobs, struct attempt *att);
+/* The attempt-wide pass itself: O(world_size). */
 void jobs_progress (struct jobs *jobs, struct attempt *att);
 /* Commands for the agents of 'att' (new array). */
 json_t *jobs_commands (struct jobs *jobs, struct attempt *att);

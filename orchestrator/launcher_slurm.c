@@ -1,13 +1,24 @@
 /* launcher_slurm.c: the Slurm launcher -- the one file of dtctld that knows Slurm.
  *
- * Each attempt is one Slurm batch job submitted through libslurm
+ * An allocation is one Slurm batch job submitted through libslurm
  * (slurm_submit_batch_job).  Its batch script is a loop that runs one
  * `srun --ntasks-per-node=1 dtagent ...` step per attempt, so Slurm places
  * one agent per node; the controller, not Slurm, owns restarts (requeue=0).
- * Attempts are watched with slurm_load_job and ended with slurm_kill_job.
- * Tested facts behind the choices here: shared/notes/slurm-testbed.md.
+ * A job with spare nodes gets nodes + spares with no-kill semantics, and
+ * after a failure its next attempt runs as a new step of the same
+ * allocation (in-allocation restart, issue 7): cancel with KEEP_ALLOC ends
+ * the step without wedging the allocation (a dead node is first removed
+ * from it: shrink_alloc, end_steps), submit with reuse checks that the
+ * allocation still has enough live nodes and its batch host, and the batch
+ * script learns what to run from POST /v1/alloc/next (allocapi.c).
+ * Otherwise -- or when that check fails -- the allocation ends and the
+ * attempt gets a new Slurm job, excluding the nodes found dead.
+ * Attempts are watched with slurm_load_job / slurm_get_job_steps (a step is
+ * named dt-<job>-a<attempt>) and ended with slurm_kill_job.  Tested facts
+ * behind the choices here: shared/notes/slurm-testbed.md.
  *
- * The handle of an attempt is the Slurm job id in decimal ("1234").
+ * The handle of an attempt is the Slurm job id in decimal ("1234") for the
+ * attempt that created the allocation, "1234:<attempt>" for later steps.
  *
  * What the controller can rely on:
  *   submit  -1 errno EINVAL: Slurm refused the job for good (bad partition,
@@ -1408,6 +1419,32 @@ static const char *state_name (uint32_t base)
     }
 }
 
+/* A job that ended while one of its nodes was dead stays COMPLETING
+ * until Slurm sets that node DOWN (~9 s on the testbed), although nothing
+ * of it runs any more.  While COMPLETING, Slurm lists only the nodes that
+ * have not finished yet: when every one of them is dead (nodes_dead), the
+ * live nodes have killed their processes and the next attempt need not
+ * wait for Slurm's node timeout. */
+static bool completing_only_dead (struct slurm_launcher *sl, slurm_job_info_t *j)
+{
+    char **names;
+    bool *dead, all = false;
+    int n = 0;
+
+    if (!(names = expand_hostlist (j->nodes, &n)) || n == 0) {
+        free_names (names);
+        return false;
+    }
+    if ((dead = calloc (n + 1, 1)) && nodes_dead (sl, names, n, dead) == 0) {
+        all = true;
+        for (int i = 0; i < n; i++)
+            all &= dead[i];
+    }
+    free (dead);
+    free_names (names);
+    return all;
+}
+
 /* Poll of one attempt's step while its allocation runs: 1 when that
  * step is over (st filled: ENDED), 0 when the attempt still counts as
  * running (its step runs, or has not been started yet). */
@@ -1508,6 +1545,17 @@ static int slurm_launcher_poll (void *ctx, const char *handle, struct launcher_s
     else if ((base == JOB_RUNNING || base == JOB_SUSPENDED) && !completing
              && step_poll (sl, j, jobid, attempt, st) == 1) {
         ;   /* the attempt's step ended; the allocation lives on */
+    }
+    else if (completing && base != JOB_RUNNING && base != JOB_SUSPENDED
+             && completing_only_dead (sl, j)) {
+        st->state = LAUNCHER_ENDED;
+        st->end_time_ms = j->end_time > 0 ? (int64_t) j->end_time * 1000 : 0;
+        track_drop_job (sl, jobid);
+        st->exit_code = exit_code_of (j->exit_code);
+        snprintf (st->cause, sizeof (st->cause), "%s", cause_of (base, st->exit_code));
+        snprintf (st->detail, sizeof (st->detail), "Slurm job %u %s; only dead nodes (%.64s) "
+                  "still hold it in COMPLETING", jobid, state_name (base), st->nodelist);
+        st->nodelist[0] = '\0';    /* those are not the attempt's nodes */
     }
     else if (base == JOB_RUNNING || base == JOB_SUSPENDED || completing) {
         /* A job is over only when COMPLETING has cleared: until then some

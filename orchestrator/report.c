@@ -32,6 +32,7 @@ struct gstat {
     int64_t start_step;         /* resume step, or 0 */
     int64_t train_start, first_step, first_step_time, last_step, last_step_time;
     int64_t hb_samples, busy_samples, step_samples, batch_samples;
+    bool last_busy;             /* the last heartbeat had a busy rank */
     double step_ms_sum;
     uint32_t hist[REPORT_HIST_BUCKETS];
     bool dirty;
@@ -222,10 +223,7 @@ static struct gstat *gstat_get (struct report *rp, int64_t job, int attempt, boo
 
 void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ranks)
 {
-    int64_t now = dt_real_ms ();
-    int64_t min_step = -1, batch = 0;
-    double step_ms = NAN;
-    bool busy = false, all = true;
+    bool busy = false;
     size_t i;
     json_t *r;
 
@@ -234,10 +232,31 @@ void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ran
     struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
     if (!g)
         return;
-    g->start_step = att->row.resume_step > 0 ? att->row.resume_step : 0;
     json_array_foreach (ranks, i, r)
         if (json_is_true (json_object_get (r, "busy")))
             busy = true;
+    g->last_busy = busy;
+    if (g->first_step >= 0) {
+        g->hb_samples++;
+        if (busy)
+            g->busy_samples++;
+        g->dirty = true;
+    }
+}
+
+void report_progress (struct report *rp, struct attempt *att)
+{
+    int64_t now = dt_real_ms ();
+    int64_t min_step = -1, batch = 0;
+    double step_ms = NAN;
+    bool all = true;
+
+    if (!rp || att->row.state != ATT_RUNNING)
+        return;
+    struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
+    if (!g)
+        return;
+    g->start_step = att->row.resume_step > 0 ? att->row.resume_step : 0;
     /* A step is reached when every rank has finished it; in synchronous
      * training a step takes its slowest rank's compute + communication. */
     for (int k = 0; k < att->row.world_size; k++) {
@@ -255,12 +274,6 @@ void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ran
         if (!isnan (rk->compute_ms) && (isnan (step_ms) || t > step_ms))
             step_ms = t;
     }
-    if (g->first_step >= 0) {
-        g->hb_samples++;
-        if (busy)
-            g->busy_samples++;
-        g->dirty = true;
-    }
     int64_t prev = g->last_step >= 0 ? g->last_step : g->start_step;
     if (!all || min_step <= prev)
         return;
@@ -277,7 +290,7 @@ void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ran
         g->first_step = min_step;
         g->first_step_time = now;
         g->hb_samples = 1;
-        g->busy_samples = busy;
+        g->busy_samples = g->last_busy;
     }
     g->last_step = min_step;
     g->last_step_time = now;

@@ -50,8 +50,12 @@ void report_destroy (struct report *rp);
 int report_register_routes (struct ctld *ctx, dt_error_t *err);
 
 /* After a heartbeat of a running attempt updated its ranks ('ranks' is the
- * heartbeat's array, borrowed, for the busy flags). */
+ * heartbeat's array, borrowed, for the busy flags): O(its ranks). */
 void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ranks);
+
+/* The attempt-wide pass (jobs_progress, after heartbeats): the steps every
+ * rank reached, step times.  O(world_size). */
+void report_progress (struct report *rp, struct attempt *att);
 
 /* A rank of a running or ending attempt exited and its agent said the
  * last step it reported (att->ranks updated): the steps reached become

@@ -1,6 +1,7 @@
 /* main.c: dttrain, the reference trainer of dtctl - startup and shutdown only. */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,6 +21,11 @@ int main (int argc, char **argv)
     struct trainer *t = NULL;
     int rc;
     char ident[32];
+
+    /* A peer that dies mid-collective must give gloo an error (EPIPE,
+     * exit 5 with the just-in-time checkpoint), not kill this rank with
+     * SIGPIPE. */
+    signal (SIGPIPE, SIG_IGN);
 
     /* Options and environment. */
     dt_log_init ("dttrain", DT_LOG_STDERR, LOG_INFO);

@@ -1,0 +1,40 @@
+#!/bin/bash
+# t0753-slurm-ft-hang (issue 7, Slurm testbed): one rank of a 2-node job
+# (no spares) frozen with SIGSTOP -> detected as a hang (cause hang, that
+# rank when the controller can tell it), the attempt's Slurm job ends, the
+# next attempt is a new Slurm job, the job completes, and params_crc32c
+# equals an uninterrupted run's (world 2).  hang_timeout_ms 4000 keeps the
+# test short (the automatic timeout has a 30 s floor).
+: "${FT_STEPS:=300}"
+. "$(dirname "$0")/ft-slurm-lib.sh"
+ft_slurm_up 3
+BASE=$(baseline 2) || bail "the baseline run failed"
+echo "# uninterrupted run (world 2): params_crc32c $BASE"
+
+submit "$(dttrain_spec hang 2 "--inject-slow 0:25" \
+    '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500, "hang_timeout_ms": 4000}}')" \
+    || bail "submit failed"
+check "the job runs past step 50" wait_step "$ID" 50 90
+SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+PID=$(rank_pid "$ID" 1)
+NODE=$(rank_node "$ID" 1)
+echo "# Slurm job $SJ; SIGSTOP of rank 1 (pid $PID on $NODE)"
+T0=$(now_ms)
+check "SIGSTOP rank 1" kill -STOP "$PID"
+check "the job completes" wait_state "$ID" completed 150
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
+ft_slurm_ids "$ID" | sed 's/^/# attempt /'
+timeline "$ID" "$T0"
+check "attempt 1 failed with cause hang" \
+    jqt '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "hang"' "$TMP/j.json"
+echo "# blamed: node $(jq -r .data.attempts[0].cause_node "$TMP/j.json") rank $(jq -r .data.attempts[0].cause_rank "$TMP/j.json") ($(jq -r .data.attempts[0].detail "$TMP/j.json"))"
+check "the failure is recorded once" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind IN ('node_lost', 'trainer_exit', 'slurm_node_fail', 'agent_exit', 'hang')")" = 1
+check "the frozen process is gone" wait_for 20 eval '! kill -0 "$PID" 2>/dev/null'
+check "the first Slurm job $SJ is over" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
+check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
+check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+done_testing
