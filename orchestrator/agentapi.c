@@ -196,10 +196,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
         reply_field_error (req, 400, &err);
         goto done;
     }
-    struct agent *ag = NULL;
-    for (int i = 0; i < att->nagents; i++)
-        if (!strcmp (att->agents[i].node, node))
-            ag = &att->agents[i];
+    struct agent *ag = jobs_agent_find (att, node);
     int expected = att->row.num_nodes + att->row.spare_nodes;
     bool first = false;
     if (!ag) {
@@ -240,17 +237,16 @@ static void register_cb (dt_http_req_t *req, void *arg)
         att->row.slurm_job_id = sjob;
     if (first || att->row.state == ATT_SUBMITTED) {
         if (jobs_agent_registered (ctx->jobs, att, ag, first, &err) < 0) {
-            if (first)
+            if (first) {
                 att->nagents--;
+                att->agent_hash_n = -1;     /* rebuild the node index */
+            }
             dt_http_reply_error (req, errno == EBUSY ? 409 : 500, NULL, "%s", err.text);
             goto done;
         }
     }
     /* qsort in the rendezvous may have moved the agent */
-    ag = NULL;
-    for (int i = 0; i < att->nagents; i++)
-        if (!strcmp (att->agents[i].node, node))
-            ag = &att->agents[i];
+    ag = jobs_agent_find (att, node);
     if (att->row.state == ATT_RUNNING && ag)
         dt_http_reply_json (req, 200, ready_answer (att, ag));
     else
@@ -268,6 +264,34 @@ static const char *const hb_rank_keys[] = {
     "rank", "local_rank", "pid", "state", "client", "step", "loss", "samples", "compute_ms",
     "comm_ms", "busy", NULL,
 };
+
+/* "ranks[i]" without printf: it is built for every rank of every
+ * heartbeat, and only read in an error message. */
+static const char *ranks_path (char *buf, size_t len, size_t i)
+{
+    char d[24];
+    int n = 0;
+    if (len < sizeof (d) + 8)
+        return dt_json_path_index (buf, len, "ranks", i);
+    do {
+        d[n++] = '0' + i % 10;
+        i /= 10;
+    } while (i);
+    memcpy (buf, "ranks[", 6);
+    for (int k = 0; k < n; k++)
+        buf[6 + k] = d[n - 1 - k];
+    buf[6 + n] = ']';
+    buf[7 + n] = '\0';
+    return buf;
+}
+
+/* Copy a string into a fixed field (truncating), without printf. */
+static void field_copy (char *dst, size_t len, const char *src)
+{
+    size_t n = strnlen (src, len - 1);
+    memcpy (dst, src, n);
+    dst[n] = '\0';
+}
 
 static struct agent *agent_of (struct attempt *att, const char *node)
 {
@@ -306,7 +330,7 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         double d;
         bool b;
         const char *st;
-        dt_json_path_index (path, sizeof (path), "ranks", i);
+        ranks_path (path, sizeof (path), i);
         if (dt_json_check_object (r, path, hb_rank_keys, &err) < 0
             || dt_json_get_int (r, path, "rank", true, 0, att->row.world_size - 1, &rank,
                                 &err) < 0
@@ -334,13 +358,13 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         rk->updated = now;
         rk->dirty = true;
         if (!rk->node[0])
-            snprintf (rk->node, sizeof (rk->node), "%s", node);
+            field_copy (rk->node, sizeof (rk->node), node);
         if ((v = json_object_get (r, "local_rank")))
             rk->local_rank = json_integer_value (v);
         if ((v = json_object_get (r, "pid")))
             rk->pid = json_integer_value (v);
         if ((v = json_object_get (r, "state")))
-            snprintf (rk->state, sizeof (rk->state), "%s", json_string_value (v));
+            field_copy (rk->state, sizeof (rk->state), json_string_value (v));
         if ((v = json_object_get (r, "client")))
             rk->client = json_is_true (v);
         if ((v = json_object_get (r, "step")))

@@ -89,7 +89,7 @@ static void reply_err (dt_http_req_t *req, int status, const dt_error_t *err)
 static json_t *job_view (struct ctld *ctx, dt_http_req_t *req, int64_t id, bool attempts)
 {
     dt_error_t err;
-    json_t *j = store_job_json (ctx->store, id, attempts, &err);
+    json_t *j = store_job_view (ctx->store, id, attempts, STORE_VIEW_NODES_MAX, &err);
     if (!j) {
         dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
         return NULL;

@@ -176,20 +176,25 @@ static struct agent *agent_hash_get (struct attempt *att, const char *node)
     return NULL;
 }
 
-/* agents[] grows by appending (registration, reload) and is sorted once
- * (all registered): the index is rebuilt when the count changed, and on
- * a miss (the order may have changed), so a hit is always right. */
+/* agents[] grows by appending (registration, reload: the new ones are
+ * added to the index) and is sorted once, when all registered (which sets
+ * agent_hash_n to -1: rebuild); a shrink rebuilds too. */
 struct agent *jobs_agent_find (struct attempt *att, const char *node)
 {
-    struct agent *ag;
-    if (att->agent_hash && att->agent_hash_n == att->nagents
-        && (ag = agent_hash_get (att, node)))
-        return ag;
-    if (agent_hash_build (att) < 0) {
-        for (int i = 0; i < att->nagents; i++)  /* out of memory: scan */
-            if (!strcmp (att->agents[i].node, node))
-                return &att->agents[i];
-        return NULL;
+    if (!att->agent_hash || att->agent_hash_n < 0 || att->agent_hash_n > att->nagents
+        || 2 * att->nagents > att->agent_hash_cap) {
+        if (agent_hash_build (att) < 0) {
+            for (int i = 0; i < att->nagents; i++)  /* out of memory: scan */
+                if (!strcmp (att->agents[i].node, node))
+                    return &att->agents[i];
+            return NULL;
+        }
+    }
+    for (int cap = att->agent_hash_cap; att->agent_hash_n < att->nagents; att->agent_hash_n++) {
+        uint32_t k = node_hash (att->agents[att->agent_hash_n].node) & (cap - 1);
+        while (att->agent_hash[k])
+            k = (k + 1) & (cap - 1);
+        att->agent_hash[k] = att->agent_hash_n + 1;
     }
     return agent_hash_get (att, node);
 }
@@ -997,6 +1002,23 @@ int jobs_submit (struct jobs *jobs, const json_t *spec_in, uid_t uid, gid_t gid,
         *status = errno == ENOMEM ? 500 : 400;
         return -1;
     }
+    /* A job the launcher can never run is refused here, before anything is
+     * stored; a launcher that cannot tell right now accepts it. */
+    if (jobs->ctx->lops->check) {
+        dt_error_t cerr;
+        json_t *sp = json_object_get (spec, "partition");
+        int want = (int)(json_integer_value (json_object_get (spec, "nodes"))
+                         + json_integer_value (json_object_get (spec, "spare_nodes")));
+        if (jobs->ctx->lops->check (jobs->ctx->launcher, json_is_string (sp)
+                                    ? json_string_value (sp) : NULL, want, &cerr) < 0) {
+            if (errno == EINVAL) {
+                json_decref (spec);
+                *status = 400;
+                return errprintf (err, "%s", cerr.text);
+            }
+            dt_log (LOG_WARNING, "submit: launcher check: %s (accepting the job)", cerr.text);
+        }
+    }
     if (!(job = calloc (1, sizeof (*job)))) {
         json_decref (spec);
         *status = 500;
@@ -1307,6 +1329,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
 
     /* Everyone is here: node ranks in Slurm node order. */
     qsort (att->agents, att->nagents, sizeof (*att->agents), agent_cmp);
+    att->agent_hash_n = -1;             /* the node index is stale */
     int rpn = att->row.ranks_per_node;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
@@ -2052,12 +2075,12 @@ void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int6
 }
 
 /* How often the attempt-wide pass may run: small attempts after every
- * heartbeat (as before issue 9), large ones about world_size / 500 ms
- * apart (at most a few hundred thousand rank visits a second), never
- * rarer than once a heartbeat interval. */
+ * heartbeat (as before issue 9), large ones about world_size / 200 ms
+ * apart (at most about 200,000 rank visits a second), and at least twice
+ * a heartbeat interval. */
 static int64_t progress_gap_ms (struct attempt *att)
 {
-    int64_t gap = att->row.world_size / 500;
+    int64_t gap = att->row.world_size / 200;
     int64_t hb = spec_int (att->job, "heartbeat", "interval_ms");
     if (gap < 0)
         gap = 0;
@@ -2534,7 +2557,8 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
     case ATT_RUNNING: {
         int64_t timeout = spec_int (att->job, "heartbeat", "node_timeout_ms");
         /* Heartbeats deferred the attempt-wide pass (a large attempt). */
-        if (att->progress_dirty && dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
+        if (att->progress_dirty
+            && dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
             jobs_progress (jobs, att);
             if (att->row.state != ATT_RUNNING)
                 break;
@@ -2570,7 +2594,12 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                                           "peer_lost", 1));
             return;
         }
-        attempt_watchdog (jobs, att, now);
+        /* The watchdog visits every rank: a large attempt's as often as its
+         * attempt-wide pass may run (hang timeouts are seconds). */
+        if (dt_mono_ms () - att->watchdog_last_ms >= progress_gap_ms (att)) {
+            att->watchdog_last_ms = dt_mono_ms ();
+            attempt_watchdog (jobs, att, now);
+        }
         break;
     }
     case ATT_ENDING:
@@ -2607,9 +2636,23 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
     }
 }
 
+/* Rows written by one flush: a huge attempt's ranks and nodes change
+ * every heartbeat (80,000 rows a second for 10,000 nodes of 8 ranks);
+ * writing them all at once would stall the main loop for a fraction of a
+ * second.  A flush writes this many at most, resuming at a cursor per
+ * attempt, and the rest follow at the next ticks (issue 9).  Small
+ * attempts are written completely by every flush, as before. */
+static const int flush_rows_max = 1000;
+
+struct flush_arg {
+    int budget;                 /* rows left; < 0 unlimited */
+    bool more;                  /* dirty rows left for a later flush */
+};
+
 static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, void *arg,
                      dt_error_t *err)
 {
+    struct flush_arg *fa = arg;
     store_t *st = jobs->ctx->store;
     for (struct job *job = jobs->list; job; job = job->next) {
         struct attempt *att = job->att;
@@ -2617,7 +2660,11 @@ static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, 
             return -1;
         if (!att)
             continue;
-        for (int r = 0; r < att->row.world_size; r++) {
+        /* Scan from the cursors; the scanned ranges are marked clean after
+         * the commit (jobs_flush_some). */
+        int n = att->row.world_size, k;
+        for (k = 0; k < n && fa->budget != 0; k++) {
+            int r = (att->flush_rank_pos + k) % n;
             struct rank *rk = &att->ranks[r];
             if (!rk->dirty)
                 continue;
@@ -2631,41 +2678,70 @@ static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, 
             };
             if (store_rank_put (st, job->row.id, att->row.attempt, &row, err) < 0)
                 return -1;
+            if (fa->budget > 0)
+                fa->budget--;
         }
-        for (int i = 0; i < att->nagents; i++) {
-            struct agent *ag = &att->agents[i];
-            if (ag->dirty
-                && store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
-                                           ag->order, ag->node_rank, ag->spare, ag->addr,
-                                           ag->port, ag->pid, ag->done ? "done" : "registered",
-                                           ag->register_time, ag->last_hb_ms, ag->hostinfo,
-                                           err) < 0)
+        att->flush_rank_scan = k;
+        if (k < n)
+            fa->more = true;
+        n = att->nagents;
+        for (k = 0; k < n && fa->budget != 0; k++) {
+            struct agent *ag = &att->agents[(att->flush_agent_pos + k) % n];
+            if (!ag->dirty)
+                continue;
+            if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
+                                        ag->order, ag->node_rank, ag->spare, ag->addr,
+                                        ag->port, ag->pid, ag->done ? "done" : "registered",
+                                        ag->register_time, ag->last_hb_ms, ag->hostinfo,
+                                        err) < 0)
                 return -1;
+            if (fa->budget > 0)
+                fa->budget--;
         }
+        att->flush_agent_scan = k;
+        if (k < n)
+            fa->more = true;
     }
     return 0;
 }
 
-void jobs_flush (struct jobs *jobs)
+/* One flush of at most 'budget' rank and node rows (< 0: all); true when
+ * dirty rows are left. */
+static bool jobs_flush_some (struct jobs *jobs, int budget)
 {
     dt_error_t err;
     store_t *st = jobs->ctx->store;
+    struct flush_arg fa = { budget, false };
 
-    if (store_begin (st, &err) < 0 || tx_flush (jobs, NULL, NULL, NULL, &err) < 0
+    if (store_begin (st, &err) < 0 || tx_flush (jobs, NULL, NULL, &fa, &err) < 0
         || store_commit (st, &err) < 0) {
         store_rollback (st);
         dt_log (LOG_ERR, "flush: %s", err.text);
-        return;
+        return false;
     }
     for (struct job *job = jobs->list; job; job = job->next) {
+        struct attempt *att = job->att;
         job->dirty = false;
-        if (job->att) {
-            for (int r = 0; r < job->att->row.world_size; r++)
-                job->att->ranks[r].dirty = false;
-            for (int i = 0; i < job->att->nagents; i++)
-                job->att->agents[i].dirty = false;
-        }
+        if (!att)
+            continue;
+        int n = att->row.world_size;
+        for (int k = 0; k < att->flush_rank_scan; k++)
+            att->ranks[(att->flush_rank_pos + k) % n].dirty = false;
+        if (n > 0)
+            att->flush_rank_pos = (att->flush_rank_pos + att->flush_rank_scan) % n;
+        n = att->nagents;
+        for (int k = 0; k < att->flush_agent_scan; k++)
+            att->agents[(att->flush_agent_pos + k) % n].dirty = false;
+        if (n > 0)
+            att->flush_agent_pos = (att->flush_agent_pos + att->flush_agent_scan) % n;
+        att->flush_rank_scan = att->flush_agent_scan = 0;
     }
+    return fa.more;
+}
+
+void jobs_flush (struct jobs *jobs)
+{
+    jobs_flush_some (jobs, -1);
 }
 
 void jobs_tick (struct jobs *jobs)
@@ -2692,8 +2768,9 @@ void jobs_tick (struct jobs *jobs)
         pp = &job->next;
     }
     if (now >= jobs->next_flush_ms) {
-        jobs->next_flush_ms = now + flush_interval_ms;
-        jobs_flush (jobs);
+        bool more = jobs_flush_some (jobs, flush_rows_max);
+        /* Rows left over: go on at the next tick. */
+        jobs->next_flush_ms = now + (more ? 0 : flush_interval_ms);
     }
 }
 

@@ -137,10 +137,14 @@ struct attempt {
      * runs at most every progress_gap_ms, from the heartbeat or the tick. */
     bool progress_dirty;
     int64_t progress_last_ms;   /* monotonic ms of the last attempt-wide pass */
+    int64_t watchdog_last_ms;   /* monotonic ms of the last hang watchdog run */
     /* node name -> index into agents[] (open addressing, index + 1; 0
      * empty), rebuilt when agents[] changed (count or order). */
     int *agent_hash;
     int agent_hash_cap, agent_hash_n;
+    /* jobs_flush writes a bounded number of rows at a time, from here */
+    int flush_rank_pos, flush_agent_pos;
+    int flush_rank_scan, flush_agent_scan; /* scanned by the open flush */
 };
 
 struct job {

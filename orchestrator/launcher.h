@@ -188,6 +188,13 @@ struct launcher_ops {
      * Cheap; -1 on a transient error (the controller then assumes enough). */
     int (*capacity) (void *ctx, const char *partition, const char *const *exclude,
                      int *nodes, dt_error_t *err);
+
+    /* Optional (NULL: accept).  Called at submission, before the job is
+     * stored: -1 with errno EINVAL and the launcher's reason when the job
+     * can never run (e.g. more nodes than the partition has), so that it is
+     * refused with 400 and nothing changes.  Any other failure (the
+     * scheduler unreachable) is not a refusal: the job is accepted. */
+    int (*check) (void *ctx, const char *partition, int nodes, dt_error_t *err);
 };
 
 extern const struct launcher_ops launcher_local_ops;

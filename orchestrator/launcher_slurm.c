@@ -1653,6 +1653,44 @@ static int slurm_launcher_cancel (void *ctx, const char *handle, int flags, dt_e
     return 0;
 }
 
+/* Submission-time refusal: a job asking for more nodes than its partition
+ * has (or for a partition that does not exist) could only pend forever,
+ * since Slurm's default EnforcePartLimits=NO accepts it. */
+static int slurm_launcher_check (void *ctx, const char *partition, int nodes, dt_error_t *err)
+{
+    struct slurm_launcher *sl = ctx;
+    partition_info_msg_t *pm = NULL;
+    int rc = 0, found = 0;
+
+    if (ctld_gate (sl, err) < 0)
+        return -1;
+    if (!partition || !*partition)
+        partition = sl->partition;
+    if (slurm_load_partitions ((time_t) 0, &pm, SHOW_ALL) != SLURM_SUCCESS) {
+        int e = slurm_get_errno ();
+        ctld_result (sl, e);
+        return errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO, "loading partitions: %s",
+                            slurm_strerror (e));
+    }
+    ctld_result (sl, 0);
+    for (uint32_t i = 0; i < pm->record_count && !found; i++) {
+        partition_info_t *p = &pm->partition_array[i];
+        if (partition ? !(p->name && !strcmp (p->name, partition))
+                      : !(p->flags & PART_FLAG_DEFAULT))
+            continue;
+        found = 1;
+        if (nodes > 0 && (uint32_t)nodes > p->total_nodes)
+            rc = errnoprintf (err, EINVAL, "Slurm cannot run this job: PartitionConfig "
+                              "(%d nodes requested, partition %s has %u)", nodes,
+                              p->name ? p->name : "?", p->total_nodes);
+    }
+    if (!found)
+        rc = errnoprintf (err, EINVAL, "Slurm cannot run this job: InvalidPartition "
+                          "(no partition %s)", partition ? partition : "marked Default");
+    slurm_free_partition_info_msg (pm);
+    return rc;
+}
+
 /* How many nodes of the partition a new attempt could get: those Slurm
  * does not report DOWN, DRAIN, FAIL or NOT_RESPONDING, less 'exclude'. */
 static int slurm_launcher_capacity (void *ctx, const char *partition,
@@ -1725,4 +1763,5 @@ const struct launcher_ops launcher_slurm_ops = {
     .poll = slurm_launcher_poll,
     .cancel = slurm_launcher_cancel,
     .capacity = slurm_launcher_capacity,
+    .check = slurm_launcher_check,
 };

@@ -216,7 +216,8 @@ static const char *const sql[S_COUNT] = {
     [S_ATTNODES_VIEW] =
         "SELECT node, node_order, node_rank, spare, addr, port, pid, state,"
         " register_time, last_heartbeat AS last_heartbeat_time"
-        " FROM attempt_nodes WHERE job_id = ?1 AND attempt = ?2 ORDER BY node_order, node",
+        " FROM attempt_nodes WHERE job_id = ?1 AND attempt = ?2 ORDER BY node_order, node"
+        " LIMIT ?3",
     [S_EVENTS_VIEW] =
         "SELECT id, time, job_id AS job, attempt, kind, node, rank, detail, data FROM events"
         " WHERE job_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
@@ -1212,6 +1213,12 @@ int store_live_jobs (store_t *st, int64_t **ids, int *n, dt_error_t *err)
 
 json_t *store_job_json (store_t *st, int64_t id, bool with_attempts, dt_error_t *err)
 {
+    return store_job_view (st, id, with_attempts, -1, err);
+}
+
+json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_max,
+                        dt_error_t *err)
+{
     sqlite3_stmt *s;
     json_t *job, *atts;
     int rc;
@@ -1240,16 +1247,30 @@ json_t *store_job_json (store_t *st, int64_t id, bool with_attempts, dt_error_t 
     size_t i;
     json_t *a;
     json_array_foreach (atts, i, a) {
-        json_t *nodes;
+        json_t *nodes, *prov, *pn;
         int n = json_integer_value (json_object_get (a, "attempt"));
         if (!(s = get_stmt (st, S_ATTNODES_VIEW, err))
-            || bind (st, s, err, "II", id, (int64_t)n) < 0
+            || bind (st, s, err, "III", id, (int64_t)n,
+                     nodes_max < 0 ? (int64_t)-1 : (int64_t)nodes_max + 1) < 0
             || !(nodes = rows_json (st, s, "attempt nodes view", err))) {
             json_decref (atts);
             json_decref (job);
             return NULL;
         }
+        /* A huge attempt: its first nodes only (issue 9: the answer stays
+         * small; every rank and its node is at /v1/jobs/{id}/ranks). */
+        if (nodes_max >= 0 && json_array_size (nodes) > (size_t)nodes_max) {
+            json_array_remove (nodes, nodes_max);
+            json_object_set_new (a, "nodes_truncated", json_true ());
+        }
         json_object_set_new (a, "nodes", nodes);
+        prov = json_object_get (json_object_get (a, "provenance"), "machine");
+        if (nodes_max >= 0 && (pn = json_object_get (prov, "nodes"))
+            && json_array_size (pn) > (size_t)nodes_max) {
+            while (json_array_size (pn) > (size_t)nodes_max)
+                json_array_remove (pn, json_array_size (pn) - 1);
+            json_object_set_new (prov, "nodes_truncated", json_true ());
+        }
     }
     json_object_set_new (job, "attempts", atts);
     return job;

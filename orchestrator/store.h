@@ -212,6 +212,12 @@ int store_live_jobs (store_t *st, int64_t **ids, int *n, dt_error_t *err);
 
 /* JSON views for the API (new references). */
 json_t *store_job_json (store_t *st, int64_t id, bool with_attempts, dt_error_t *err);
+/* The same with at most 'nodes_max' nodes per attempt (< 0: all); a longer
+ * list is cut, with "nodes_truncated": true (also in provenance.machine):
+ * GET /v1/jobs/{id} of a huge attempt stays small (issue 9). */
+#define STORE_VIEW_NODES_MAX 256
+json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_max,
+                        dt_error_t *err);
 /* Filters may be NULL; uid < 0 means any. */
 json_t *store_jobs_json (store_t *st, const char *state, long uid, const char *name,
                          int limit, dt_error_t *err);
