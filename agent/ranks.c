@@ -198,8 +198,11 @@ static void child_exec (ranks_t *r, struct rank *rk)
     prctl (PR_SET_PDEATHSIG, SIGKILL);
 
     int in = open ("/dev/null", O_RDONLY);
-    int out = open (rk->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    int er = open (rk->err_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    /* Truncated: a failure's evidence (the stderr tail) must be this
+     * rank's own, even when a directory of an earlier run with the same
+     * job and attempt numbers is reused. */
+    int out = open (rk->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    int er = open (rk->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
     if (in < 0 || out < 0 || er < 0)
         _exit (126);
     dup2 (in, 0);

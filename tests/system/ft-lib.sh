@@ -20,17 +20,17 @@ now_ms () { python3 -c 'import time; print(int(time.time() * 1000))'; }
 
 # dttrain_spec NAME NODES 'extra dttrain args' [jq-merge-object]: a job spec
 # running dttrain through "sh -c" (so a test may wrap it), 1 rank per node,
-# checkpoints every 20 steps.
+# checkpoints every 20 steps; workdir $FT_WORKDIR where set.
 dttrain_spec () {
     local name=$1 nodes=$2 extra=$3 merge=${4:-'{}'}
     jq -n --arg n "$name" --argjson nodes "$nodes" --arg t "$DTTRAIN" --arg a "$MODEL_ARGS $extra" \
-        --arg c "$TMP/ckpt" --argjson m "$merge" '{
+        --arg c "$TMP/ckpt" --arg w "${FT_WORKDIR:-}" --argjson m "$merge" '({
         name: $n, nodes: $nodes, ranks_per_node: 1,
         command: ["sh", "-c", "exec \"$0\" \($a)", $t],
         env: {OPENBLAS_NUM_THREADS: "1"},
         checkpoint: {dir: $c, every_steps: 20, keep: 3},
         restart: {max_restarts: 3},
-        heartbeat: {interval_ms: 200}} * $m'
+        heartbeat: {interval_ms: 200}} + (if $w != "" then {workdir: $w} else {} end)) * $m'
 }
 
 # baseline W: params_crc32c of an uninterrupted standalone run (same model,

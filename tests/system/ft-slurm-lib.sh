@@ -8,6 +8,12 @@
 tb_require
 . "$(dirname "$0")/ft-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
+# The agents of the Slurm launcher keep the rank logs (appended to) and
+# pages in <workdir>/dt-JOB-aN, workdir /tmp by default: every run's job 1
+# would share /tmp/dt-1-a1..., and an earlier run's stderr would end up in
+# this run's evidence (stderr_tail).  A private workdir for the jobs.
+FT_WORKDIR=$TMP/work
+mkdir -p "$FT_WORKDIR"
 
 # ft_slurm_up NODES: lock, testbed of NODES nodes, dtctld on the Slurm
 # launcher listening on the bridge (agents in the node namespaces dial it).
