@@ -6,7 +6,7 @@
 # stop, and restarts without local2 - on 1 node (restart.min_nodes 1), the
 # same global batch.  The world size changes (2 -> 1), so the parameters
 # may legitimately differ from a 2-rank run; the test prints both.
-FT_STEPS=200
+FT_STEPS=400   # long enough that the stop for the exclusion lands before the end, also under load
 . "$(dirname "$0")/ft-lib.sh"
 MODEL_ARGS="$MODEL_ARGS --hidden 768"   # steps of ~10 ms: a window fills mid-run
 
