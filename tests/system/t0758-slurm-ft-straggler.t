@@ -7,7 +7,7 @@
 # cluster), the same global batch.  The world size changes (2 -> 1), so
 # the parameters may legitimately differ from a 2-rank run: the test
 # prints both and does not compare them.
-: "${FT_STEPS:=200}"
+: "${FT_STEPS:=600}"   # long enough for a full straggler window and the stop, also under load
 . "$(dirname "$0")/ft-slurm-lib.sh"
 MODEL_ARGS="$MODEL_ARGS --hidden 768"   # steps of ~10 ms: a window fills mid-run
 ft_slurm_up 2
