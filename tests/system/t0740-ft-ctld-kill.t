@@ -4,6 +4,8 @@
 # running and reconnect, the same attempt continues (no restart), nothing
 # committed is lost, the job completes with the parameters of an
 # uninterrupted run, and PRAGMA integrity_check is ok.
+# Long enough that the job cannot finish while the controller is down.
+FT_STEPS=400
 . "$(dirname "$0")/ft-lib.sh"
 
 P=$(free_port)
