@@ -215,7 +215,10 @@ static void apply_commands (agent_t *a, const json_t *cmds)
         const char *kind = json_is_string (k) ? json_string_value (k) : "";
         int64_t step = json_is_integer (s) ? json_integer_value (s) : 0;
         if (strcmp (kind, "checkpoint") == 0) {
-            if (step != a->last_ckpt_step) {
+            /* The page holds one command, the latest: a checkpoint must
+             * never overwrite a stop (or abort) the trainer has not read
+             * yet - the stop already includes its checkpoint. */
+            if (step != a->last_ckpt_step && !a->stopping && !a->abort) {
                 dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
                 a->last_ckpt_step = step;
                 ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);

@@ -78,7 +78,17 @@ struct jobs {
     int64_t next_flush_ms;
     uint64_t restarts;
     uint64_t ckpts;
+    /* Deafness: the controller cannot hear heartbeats while its own loop is
+     * held up (an fsync under checkpoint traffic, a slow libslurm call).
+     * After such a stall every agent looks silent; node loss counts
+     * silence from heard_since_ms at the earliest, so the controller's own
+     * stall never blames a healthy node. */
+    int64_t tick_end_ms;
+    int64_t heard_since_ms;
 };
+
+/* A pause of the event loop longer than this is a stall (see above). */
+static const int64_t stall_ms = 1000;
 
 static void attempt_destroy (struct attempt *att);
 static int attempt_launch (struct jobs *jobs, struct attempt *att);
@@ -2259,10 +2269,11 @@ json_t *jobs_commands (struct jobs *jobs, struct attempt *att)
     json_t *cmds = json_array ();
     if (att->row.state == ATT_ENDING)
         return cmds;            /* the just-in-time window: nothing new to do */
+    /* A stop includes its checkpoint: nothing else is asked alongside. */
     if (att->stopping)
         json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "stop", "step",
                                                 (json_int_t)att->stop_step));
-    if (att->ckpt_cmd_step > 0)
+    else if (att->ckpt_cmd_step > 0)
         json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "checkpoint", "step",
                                                 (json_int_t)att->ckpt_cmd_step));
     return cmds;
@@ -2563,10 +2574,19 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
             if (att->row.state != ATT_RUNNING)
                 break;
         }
+        /* Node loss: the agent silent longest, counting silence from the
+         * end of the controller's own last stall at the earliest. */
+        struct agent *lost = NULL;
         for (int i = 0; i < att->nagents; i++) {
             struct agent *ag = &att->agents[i];
-            if (ag->done || now - ag->last_hb_ms <= timeout)
-                continue;
+            int64_t since = ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms
+                            : jobs->heard_since_ms;
+            if (!ag->done && now - since > timeout
+                && (!lost || ag->last_hb_ms < lost->last_hb_ms))
+                lost = ag;
+        }
+        if (lost) {
+            struct agent *ag = lost;
             char detail[192];
             snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (timeout "
                       "%lld ms)", ag->node, (long long)(now - ag->last_hb_ms),
@@ -2749,6 +2769,12 @@ void jobs_tick (struct jobs *jobs)
     int64_t now = dt_real_ms ();
     struct job **pp = &jobs->list;
 
+    /* The loop was held up since the last tick (see struct jobs). */
+    if (jobs->tick_end_ms && now - jobs->tick_end_ms > stall_ms) {
+        dt_log (LOG_WARNING, "the controller was unresponsive for %lld ms: node timeouts "
+                "count from now", (long long)(now - jobs->tick_end_ms));
+        jobs->heard_since_ms = now;
+    }
     while (*pp) {
         struct job *job = *pp;
         struct attempt *att = job->att;
@@ -2771,6 +2797,13 @@ void jobs_tick (struct jobs *jobs)
         bool more = jobs_flush_some (jobs, flush_rows_max);
         /* Rows left over: go on at the next tick. */
         jobs->next_flush_ms = now + (more ? 0 : flush_interval_ms);
+    }
+    /* ... or held up by this tick itself (a slow poll, an fsync). */
+    jobs->tick_end_ms = dt_real_ms ();
+    if (jobs->tick_end_ms - now > stall_ms) {
+        dt_log (LOG_WARNING, "the controller was unresponsive for %lld ms: node timeouts "
+                "count from now", (long long)(jobs->tick_end_ms - now));
+        jobs->heard_since_ms = jobs->tick_end_ms;
     }
 }
 
