@@ -115,9 +115,10 @@ part_ckpt () {
     local steps=30 every=10 rep d base ck n shard
     say "checkpoints: dttrain (model above) $steps steps, checkpoint every $every, vs none; dd on the same file system; x $REPS"
     for rep in $(seq "$REPS"); do
-        rec ckpt.disk_direct_Bps "$(dd_rate oflag=direct)"
-        rec ckpt.disk_fsync_Bps "$(dd_rate conv=fsync)"
         d=$TMP/ckpt.$rep; mkdir -p "$d"
+        dd_rate oflag=direct > "$d/dd"
+        rec ckpt.disk_direct_Bps "$(cat "$d/dd")"
+        rec ckpt.disk_fsync_Bps "$(dd_rate conv=fsync)"
         RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${MODEL[@]}" --steps $steps --quiet > "$d/base.json" 2> "$d/base.err"
         RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${MODEL[@]}" --steps $steps --quiet --job bench \
             --checkpoint-dir "$d/ck" --checkpoint-every $every > "$d/ck.json" 2> "$d/ck.err"
@@ -127,23 +128,32 @@ part_ckpt () {
         if [ -z "$n" ] || [ "$n" = 0 ] || [ -z "$shard" ]; then
             note ckpt "rep $rep: no checkpoint written ($(tail -n 2 "$d/ck.err" | tr '\n' ' '))"; continue
         fi
-        local step_s stall write bytes
+        local step_s stall snap write bytes
         step_s=$(calc "$(jget "$base" .wall_s) / $(jget "$base" .steps_run)")
         stall=$(calc "$(jget "$ck" .ckpt_stall_s) / $n")
+        snap=$(calc "$(jget "$ck" '.ckpt_snapshot_s // 0') / $n")
         write=$(calc "$(jget "$ck" .ckpt_write_s) / $n")
         bytes=$(stat -c %s "$shard")
         rec ckpt.step_ms "$(calc "$step_s * 1000")"
         rec ckpt.bytes "$bytes"
         rec ckpt.async_stall_ms "$(calc "$stall * 1000")"
         rec ckpt.async_stall_frac "$(calc "$stall / $step_s")"
+        # The stall is what the step loop waited: starting the writer, and
+        # at the next optimizer update whatever is left of the snapshot copy
+        # (the writer thread copies during that step's forward, backward and
+        # allreduce).  The copy + CRC32C itself, in the background:
+        rec ckpt.snapshot_ms "$(calc "$snap * 1000")"
         # dttrain has one (asynchronous) writer: a synchronous checkpoint
         # blocks for the snapshot copy plus the whole write, both measured here.
-        rec ckpt.sync_stall_ms "$(calc "($stall + $write) * 1000")"
-        rec ckpt.sync_stall_frac "$(calc "($stall + $write) / $step_s")"
+        rec ckpt.sync_stall_ms "$(calc "($stall + $snap + $write) * 1000")"
+        rec ckpt.sync_stall_frac "$(calc "($stall + $snap + $write) / $step_s")"
         # What the background write really costs the step loop on 2 shared
         # cores: the wall-time difference per checkpoint.
         rec ckpt.async_wall_frac "$(calc "($(jget "$ck" .wall_s) - $(jget "$base" .wall_s)) / $n / $step_s")"
+        # write_s: open to directory fsync'd (O_DIRECT writes, ftruncate,
+        # fsync, rename, directory fsync), against dd in the same repetition.
         rec ckpt.write_Bps "$(calc "$bytes / $write")"
+        rec ckpt.write_frac_disk "$(calc "$bytes / $write / $(tail -n 1 "$d/dd")")"
         rm -rf "$d/ck"
     done
 }

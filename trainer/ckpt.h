@@ -10,6 +10,13 @@
  * parallel layout, slice, seed, data cursor, header CRC32C), a tensor table
  * (name, offset, count, CRC32C each), the config text, the tensor data.
  * Written to a temporary name, fsync'd, renamed, directory fsync'd.
+ *
+ * Writing: the snapshot is the file's image in one block-aligned buffer,
+ * written with O_DIRECT in large pieces (buffered where the file system
+ * refuses O_DIRECT), the CRC32Cs taken while copying.  Periodic
+ * checkpoints copy on the writer thread, while the step loop runs the next
+ * forward and backward pass: the state only changes in the optimizer
+ * update, which waits for the snapshot first (ckpt_snapshot_wait).
  */
 #ifndef DT_TRAINER_CKPT_H
 #define DT_TRAINER_CKPT_H
@@ -35,7 +42,8 @@ struct ckpt_done {
     int64_t step;               /* 0: none yet */
     uint64_t bytes;
     uint32_t crc;               /* CRC32C of the whole file */
-    double write_s;
+    double snapshot_s;          /* copy + CRC32C into the image */
+    double write_s;             /* open to directory fsync'd */
     int failed;
     char path[1024];
     char error[160];
@@ -48,15 +56,24 @@ struct ckpt_writer *ckpt_writer_create (dtclient_t *client);
 /* Waits for a write in progress, then frees. */
 void ckpt_writer_destroy (struct ckpt_writer *w);
 
-/* Snapshot params/m/v slices (backend memory, hi - lo floats each) into the
- * writer's host buffers and start the background write.  A write still in
- * progress is waited for first (never two writers).  *stall_s: time this
- * call blocked the step loop (wait + copy).  0 or -1. */
+/* Start a checkpoint of the params/m/v slices (backend memory, hi - lo
+ * floats each; borrowed until the snapshot is taken): the writer thread
+ * copies them into its host image and writes the shard.  The caller must
+ * not change them before ckpt_snapshot_wait (or ckpt_wait) returns.  A
+ * device backend's copy runs here, on the calling thread (the thread that
+ * owns the device).  A write still in progress is waited for first (never
+ * two writers).  *stall_s: time this call blocked the step loop.  0 or -1;
+ * a copy that fails on the thread fails the shard (ckpt_last_done). */
 int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct ckpt_meta *meta,
                      const float *params, const float *m, const float *v,
                      double *stall_s, dt_error_t *err);
 
-/* Wait for the write in progress, if any. */
+/* Block until the snapshot of the last ckpt_save_async is taken, so its
+ * sources may change.  *stall_s: the time blocked.  1 the first time after
+ * a ckpt_save_async, else 0 (nothing to wait for). */
+int ckpt_snapshot_wait (struct ckpt_writer *w, double *stall_s);
+
+/* Wait for the write in progress, if any (the snapshot included). */
 void ckpt_wait (struct ckpt_writer *w);
 
 /* The last finished write (thread-safe snapshot). */

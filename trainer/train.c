@@ -61,7 +61,7 @@ struct trainer {
     int64_t my_ckpt_req, my_stop_req, ckpt_req_done, last_saved;
     int64_t pending_commit;
     /* stats */
-    double compute_s, comm_s, ckpt_stall_s, ckpt_write_s, ar_bytes_s, ar_bytes;
+    double compute_s, comm_s, ckpt_stall_s, ckpt_snapshot_s, ckpt_write_s, ar_bytes_s, ar_bytes;
     int nckpt;
     double last_loss, val_loss;
     int have_val;
@@ -551,6 +551,22 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
 static void ctrl_fill (struct trainer *t, double loss_sum, double sumsq);
 static void maybe_commit (struct trainer *t);
 
+/* The optimizer update is the first thing since checkpoint () that
+ * changes params and moments: a snapshot the writer thread is still
+ * copying (during this step's forward, backward and allreduce) must be
+ * complete before it.  The time blocked here is the checkpoint's stall. */
+static void snapshot_barrier (struct trainer *t)
+{
+    double stall;
+
+    if (ckpt_snapshot_wait (t->writer, &stall) == 0)
+        return;
+    t->ckpt_stall_s += stall;
+    if (t->rank == 0)
+        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": snapshot taken in the background, "
+                "waited %.3f ms for it", t->last_saved, stall * 1e3);
+}
+
 static int checkpoint (struct trainer *t, dt_error_t *err)
 {
     double stall;
@@ -592,8 +608,8 @@ static int checkpoint (struct trainer *t, dt_error_t *err)
     t->last_saved = t->step;
     t->pending_commit = t->step;
     if (t->rank == 0)
-        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": snapshot stall %.1f ms, writing in background",
-                t->step, stall * 1e3);
+        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": %.3f ms to start, copying and writing "
+                "in the background", t->step, stall * 1e3);
     return 0;
 }
 
@@ -651,6 +667,7 @@ static void maybe_commit (struct trainer *t)
     }
     struct ckpt_done d;
     ckpt_last_done (t->writer, &d);
+    t->ckpt_snapshot_s += d.snapshot_s;
     t->ckpt_write_s += d.write_s;
     t->pending_commit = 0;
 }
@@ -801,6 +818,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     comm += (dt_mono_ns () - t1) / 1e9;
 
     /* update (zero1: own shard, then allgather) */
+    snapshot_barrier (t);
     int64_t t2 = dt_mono_ns ();
     double comm_before = comm;
     if (optimizer_step (t, gscale, &comm, err) < 0)
@@ -1012,14 +1030,15 @@ int trainer_run (struct trainer *t)
               "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
               "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
               "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
-              "\"checkpoints\": %d, \"ckpt_stall_s\": %.4f, \"ckpt_write_s\": %.4f, "
+              "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
+              "\"ckpt_write_s\": %.4f, "
               "\"stopped\": %s, \"blas_core\": \"%s\"}",
               t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
               o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
               isfinite (t->last_loss) ? t->last_loss : -1.0,
               isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc, wall, t->compute_s,
               t->comm_s, t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0,
-              t->opt_elems * 8, t->nckpt, t->ckpt_stall_s, t->ckpt_write_s,
+              t->opt_elems * 8, t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
               stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
     if (t->rank == 0) {
         printf ("%s\n", json);

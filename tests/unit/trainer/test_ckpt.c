@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/client/dtclient.h"
+#include "common/crc32c.h"
 #include "kernels/kernels.h"
 #include "tests/unit/unit.h"
 #include "trainer/ckpt.h"
@@ -17,6 +18,19 @@ enum { N = 1001, W = 3 };
 static char root[] = "/tmp/test_ckpt.XXXXXX";
 static const char *cfg = "model=byte-mlp-v1\ncontext=8\nhidden=16\nlr=0.001\n";
 static float P[N], M[N], V[N];
+
+static char *slurp (const char *path, size_t *len);
+
+/* The reported size and CRC32C are the file's. */
+static void check_file (const struct ckpt_done *d)
+{
+    size_t len = 0;
+    char *x = slurp (d->path, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (x);
+    CU_ASSERT_EQUAL (len, d->bytes);
+    CU_ASSERT_EQUAL (dt_crc32c (0, x, len), d->crc);
+    free (x);
+}
 
 static void save_all (int64_t step)
 {
@@ -39,6 +53,7 @@ static void save_all (int64_t step)
         CU_ASSERT_EQUAL (d.step, step);
         CU_ASSERT_FALSE (d.failed);
         CU_ASSERT (d.bytes > (hi - lo) * 12);
+        check_file (&d);
         ckpt_writer_destroy (w);
     }
     dtclient_close (c);
@@ -134,6 +149,99 @@ static void test_jit_all_shards (void)
     CU_ASSERT (memcmp (v, V, sizeof (v)) == 0);
 }
 
+/* The writer thread takes the snapshot after ckpt_save_async returns;
+ * once ckpt_snapshot_wait returns, the sources may change and the shard
+ * still holds the state of the call.  A shard of several copy and write
+ * pieces (2 x 16 MiB of image) whose size is not a multiple of the block
+ * size. */
+static void test_snapshot_then_change (void)
+{
+    enum { BN = 2500001 };      /* 30 MB of tensors, an odd count */
+    float *p = malloc (BN * 4), *m = malloc (BN * 4), *v = malloc (BN * 4);
+    float *lp = malloc (BN * 4), *lm = malloc (BN * 4), *lv = malloc (BN * 4);
+    float *ep = malloc (BN * 4);
+    dtclient_t *c = dtclient_open ();
+    struct ckpt_writer *w = ckpt_writer_create (c);
+    struct ckpt_done d;
+    dt_error_t err;
+    double stall = -1;
+    int64_t step;
+    int world, par;
+    char dir[512];
+
+    CU_ASSERT_FATAL (p && m && v && lp && lm && lv && ep && w);
+    for (int i = 0; i < BN; i++)
+        p[i] = i * 0.5f, m[i] = -i * 0.25f, v[i] = i * 1e-3f;
+    memcpy (ep, p, BN * 4);
+    struct ckpt_meta meta = {
+        .root = root, .job = "unit", .step = 21, .rank = 0, .world = 1, .parallel = 0,
+        .nparams = BN, .lo = 0, .hi = BN, .seed = 5, .data_cursor = 21 * 64, .config = cfg,
+    };
+    CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, dt_kern_cpu (), &meta, p, m, v, &stall, &err), 0);
+    CU_ASSERT (stall >= 0);
+    CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 1);
+    CU_ASSERT (stall >= 0);
+    CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 0);   /* once */
+    for (int i = 0; i < BN; i++)
+        p[i] = -1.0f, m[i] = -2.0f, v[i] = -3.0f;           /* the next update */
+    ckpt_wait (w);
+    ckpt_last_done (w, &d);
+    CU_ASSERT_FALSE (d.failed);
+    CU_ASSERT_EQUAL (d.step, 21);
+    CU_ASSERT (d.bytes > (uint64_t)BN * 12 && d.bytes % 4096 != 0);
+    check_file (&d);
+    ckpt_writer_destroy (w);
+    dtclient_close (c);
+    snprintf (dir, sizeof (dir), "%s/step-21", root);
+    CU_ASSERT_EQUAL (ckpt_load (dir, cfg, BN, lp, lm, lv, &step, &world, &par, &err), 0);
+    CU_ASSERT_EQUAL (step, 21);
+    CU_ASSERT (memcmp (lp, ep, BN * 4) == 0);
+    for (int i = 0; i < BN; i++)
+        if (lm[i] != -i * 0.25f || lv[i] != i * 1e-3f) {
+            CU_FAIL ("moments of the snapshot");
+            break;
+        }
+    free (p), free (m), free (v), free (lp), free (lm), free (lv), free (ep);
+}
+
+/* tmpfs (where a checkpoint dir may live, and where older kernels refuse
+ * O_DIRECT): the shard is written and loads back. */
+static void test_tmpfs (void)
+{
+    char shm[] = "/dev/shm/test_ckpt.XXXXXX", dir[512], cmd[600];
+    dtclient_t *c;
+    struct ckpt_writer *w;
+    struct ckpt_done d;
+    dt_error_t err;
+    double stall;
+    float p[N], m[N], v[N];
+    int64_t step;
+    int world, par;
+
+    if (access ("/dev/shm", W_OK) != 0 || !mkdtemp (shm))
+        return;
+    c = dtclient_open ();
+    w = ckpt_writer_create (c);
+    for (int i = 0; i < N; i++)
+        P[i] = i * 3.0f, M[i] = i * 5.0f, V[i] = i * 7.0f;
+    struct ckpt_meta meta = {
+        .root = shm, .job = "unit", .step = 3, .rank = 0, .world = 1, .parallel = 0,
+        .nparams = N, .lo = 0, .hi = N, .seed = 5, .data_cursor = 3 * 64, .config = cfg,
+    };
+    CU_ASSERT_EQUAL (ckpt_save_async (w, dt_kern_cpu (), &meta, P, M, V, &stall, &err), 0);
+    ckpt_wait (w);
+    ckpt_last_done (w, &d);
+    CU_ASSERT_FALSE (d.failed);
+    check_file (&d);
+    ckpt_writer_destroy (w);
+    dtclient_close (c);
+    snprintf (dir, sizeof (dir), "%s/step-3", shm);
+    CU_ASSERT_EQUAL (ckpt_load (dir, cfg, N, p, m, v, &step, &world, &par, &err), 0);
+    CU_ASSERT (memcmp (p, P, sizeof (p)) == 0 && memcmp (v, V, sizeof (v)) == 0);
+    snprintf (cmd, sizeof (cmd), "rm -rf '%s'", shm);
+    CU_ASSERT_EQUAL (system (cmd), 0);
+}
+
 static void test_find_latest_committed (void)
 {
     char dir[512];
@@ -197,6 +305,8 @@ static void test_corrupt_shard (void)
 static const struct dt_unit_test tests[] = {
     { "3 shards round trip", test_roundtrip },
     { "just-in-time: one rank writes every shard, identical", test_jit_all_shards },
+    { "snapshot taken, then the state changes: the shard holds the old", test_snapshot_then_change },
+    { "tmpfs checkpoint dir", test_tmpfs },
     { "latest committed checkpoint is found", test_find_latest_committed },
     { "config mismatch names the field", test_config_mismatch },
     { "corrupt shard names the shard and tensor", test_corrupt_shard },
