@@ -48,6 +48,7 @@ static int pathf (char *buf, size_t len, const char *fmt, ...)
 static const int64_t flush_interval_ms = 1000;
 /* Launchers are polled this often per live attempt. */
 static const int64_t poll_interval_ms = 1000;
+static const int64_t ending_poll_ms = 250;
 /* An ending attempt whose processes do not go away: cancel again after
  * this, and give up waiting (recording it) after ending_giveup_ms. */
 static const int64_t ending_cancel_ms = 10000;
@@ -2478,7 +2479,9 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
     }
     if (now >= att->next_poll_ms && att->row.handle[0]) {
         struct launcher_status st;
-        att->next_poll_ms = now + poll_interval_ms;
+        /* An ending attempt is polled faster: the next one waits on it. */
+        att->next_poll_ms = now + (att->row.state == ATT_ENDING ? ending_poll_ms
+                                   : poll_interval_ms);
         memset (&st, 0, sizeof (st));
         if (ctx->lops->poll (ctx->launcher, att->row.handle, &st, &err) < 0)
             dt_log (LOG_WARNING, "job %lld: poll %s: %s", (long long)att->row.job_id,
@@ -2575,29 +2578,43 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
                 break;
         }
         /* Node loss: the agent silent longest, counting silence from the
-         * end of the controller's own last stall at the earliest. */
+         * end of the controller's own last stall at the earliest.  Once a
+         * surviving rank reported that it lost a peer, three missed
+         * heartbeats suffice (issue 7's bound): the silence is corroborated,
+         * and a peer whose agent still speaks reports its rank's exit
+         * instead. */
+        int64_t hb = spec_int (att->job, "heartbeat", "interval_ms");
+        int64_t limit = timeout;
+        if (att->survivor_exit_ms && hb > 0 && 3 * hb < timeout)
+            limit = 3 * hb;
         struct agent *lost = NULL;
         for (int i = 0; i < att->nagents; i++) {
             struct agent *ag = &att->agents[i];
             int64_t since = ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms
                             : jobs->heard_since_ms;
-            if (!ag->done && now - since > timeout
+            if (!ag->done && now - since > limit
                 && (!lost || ag->last_hb_ms < lost->last_hb_ms))
                 lost = ag;
         }
         if (lost) {
             struct agent *ag = lost;
-            char detail[192];
-            snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (timeout "
-                      "%lld ms)", ag->node, (long long)(now - ag->last_hb_ms),
-                      (long long)timeout);
+            char detail[256];
+            if (limit < timeout)
+                snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (3 "
+                          "intervals) after a surviving rank reported losing a peer",
+                          ag->node, (long long)(now - ag->last_hb_ms));
+            else
+                snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (timeout "
+                          "%lld ms)", ag->node, (long long)(now - ag->last_hb_ms),
+                          (long long)timeout);
             char tbuf[40];
             jobs_attempt_fail (jobs, att, "node_lost", ag->node, -1, detail,
-                               json_pack ("{s:I s:I s:s}", "heartbeat_gap_ms",
+                               json_pack ("{s:I s:I s:s s:b}", "heartbeat_gap_ms",
                                           (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
-                                          (json_int_t)timeout, "last_heartbeat",
+                                          (json_int_t)limit, "last_heartbeat",
                                           dt_format_time (ag->last_hb_ms, tbuf,
-                                                          sizeof (tbuf))));
+                                                          sizeof (tbuf)),
+                                          "peer_loss_reported", att->survivor_exit_ms != 0));
             return;
         }
         /* A rank exited after a just-in-time checkpoint: it lost a peer.

@@ -1641,9 +1641,18 @@ static int slurm_launcher_cancel (void *ctx, const char *handle, int flags, dt_e
         return -1;
     if (flags & LAUNCHER_CANCEL_KEEP_ALLOC)
         return cancel_keep (sl, jobid, attempt, err);
-    /* SIGKILL through slurmctld: each slurmd sends SIGTERM, then SIGKILL
-     * after KillWait, and proctrack/cgroup catches every process. */
+    /* First SIGKILL to the batch shell and its children (KILL_JOB_BATCH):
+     * otherwise its srun, told the job is ending, waits KillWait + 2 s for
+     * a step on a dead node before it exits, and the batch host holds the
+     * job in COMPLETING meanwhile (measured on the testbed: the live nodes
+     * are free 2.7 s after the cancel instead of 4.8 s).  The attempt
+     * failed already, so no grace is owed to anything in it.  Then SIGKILL
+     * through slurmctld: each slurmd sends SIGTERM, then SIGKILL after
+     * KillWait, and proctrack/cgroup catches every process. */
     uint16_t kflags = 0;
+    if (slurm_kill_job (jobid, SIGKILL, KILL_JOB_BATCH) != SLURM_SUCCESS)
+        dt_log (LOG_DEBUG, "slurm: SIGKILL to the batch shell of job %u: %s", jobid,
+                slurm_strerror (slurm_get_errno ()));
     if (slurm_kill_job (jobid, SIGKILL, kflags) != SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
