@@ -358,6 +358,39 @@ void dt_http_reply_json (dt_http_req_t *req, int status, json_t *data)
     reply_envelope (req, status, data, NULL, NULL);
 }
 
+void dt_http_reply_json_text (dt_http_req_t *req, int status, const char *data, size_t len)
+{
+    static const char pre[] = "{\"data\":", mid[] = ",\"errors\":[],\"warnings\":";
+    char *w = NULL, *s;
+    size_t wl = 2, n;
+
+    if (req->warnings && !(w = json_dumps (req->warnings, JSON_COMPACT))) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        return;
+    }
+    if (w)
+        wl = strlen (w);
+    n = sizeof (pre) - 1 + len + sizeof (mid) - 1 + wl + 1;
+    if (!(s = malloc (n + 1))) {
+        free (w);
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        return;
+    }
+    char *p = s;
+    memcpy (p, pre, sizeof (pre) - 1);
+    p += sizeof (pre) - 1;
+    memcpy (p, data, len);
+    p += len;
+    memcpy (p, mid, sizeof (mid) - 1);
+    p += sizeof (mid) - 1;
+    memcpy (p, w ? w : "[]", wl);
+    p += wl;
+    *p++ = '}';
+    *p = '\0';
+    free (w);
+    queue (req, status, "application/json", s, n, NULL);
+}
+
 static void reply_error_v (dt_http_req_t *req, int status, const char *field,
                            const char *allow, const char *fmt, va_list ap)
 {

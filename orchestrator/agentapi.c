@@ -15,6 +15,7 @@
 #include "orchestrator/agentapi.h"
 #include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
+#include "orchestrator/hbparse.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
@@ -259,31 +260,9 @@ done:
 
 /* --- heartbeat ------------------------------------------------------------------- */
 
-static const char *const hb_keys[] = { "node", "ranks", NULL };
-static const char *const hb_rank_keys[] = {
-    "rank", "local_rank", "pid", "state", "client", "step", "loss", "samples", "compute_ms",
-    "comm_ms", "busy", NULL,
-};
-
-/* "ranks[i]" without printf: it is built for every rank of every
- * heartbeat, and only read in an error message. */
-static const char *ranks_path (char *buf, size_t len, size_t i)
-{
-    char d[24];
-    int n = 0;
-    if (len < sizeof (d) + 8)
-        return dt_json_path_index (buf, len, "ranks", i);
-    do {
-        d[n++] = '0' + i % 10;
-        i /= 10;
-    } while (i);
-    memcpy (buf, "ranks[", 6);
-    for (int k = 0; k < n; k++)
-        buf[6 + k] = d[n - 1 - k];
-    buf[6 + n] = ']';
-    buf[7 + n] = '\0';
-    return buf;
-}
+/* The decoded heartbeat: one buffer for all of them (the daemon is
+ * single-threaded, and the rank buffer then grows once, not per request). */
+static struct hb_msg hb_scratch;
 
 /* Copy a string into a fixed field (truncating), without printf. */
 static void field_copy (char *dst, size_t len, const char *src)
@@ -302,101 +281,99 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
     int64_t t0 = dt_mono_ns ();
+    struct hb_msg *m = &hb_scratch;
     struct attempt *att;
     struct agent *ag;
-    json_t *body, *ranks;
-    const char *node;
+    const char *body;
+    size_t len;
     dt_error_t err;
-    size_t i;
-    json_t *r;
-    char path[64];
+    enum hb_result rc;
+    bool busy = false;
 
-    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+    if (!(att = agent_auth (ctx, req)))
         return;
-    if (dt_json_check_object (body, "", hb_keys, &err) < 0
-        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
-        || dt_json_get_arr (body, "", "ranks", true, &ranks, &err) < 0) {
-        reply_field_error (req, 400, &err);
-        goto done;
+    /* Decoded and validated in full before any state is touched. */
+    body = dt_http_req_body (req, &len);
+    rc = hb_parse (body, len, att->row.world_size, m, &err);
+    if (rc == HB_ERR_BODY) {
+        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
+        return;
     }
-    if (!(ag = agent_of (att, node))) {
-        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d", node,
+    if (rc == HB_ERR_NOMEM) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        return;
+    }
+    if (rc != HB_OK && !m->node[0]) {
+        reply_field_error (req, 400, &err);     /* the top level is at fault */
+        return;
+    }
+    /* An unknown node answers 409 before its rank entries are judged. */
+    if (!(ag = agent_of (att, m->node))) {
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d", m->node,
                              att->row.attempt);
-        goto done;
+        return;
     }
-    /* Validate every entry before touching any state. */
-    json_array_foreach (ranks, i, r) {
-        json_int_t rank, lr, pid, step, samples;
-        double d;
-        bool b;
-        const char *st;
-        ranks_path (path, sizeof (path), i);
-        if (dt_json_check_object (r, path, hb_rank_keys, &err) < 0
-            || dt_json_get_int (r, path, "rank", true, 0, att->row.world_size - 1, &rank,
-                                &err) < 0
-            || dt_json_get_int (r, path, "local_rank", false, 0, 1 << 20, &lr, &err) < 0
-            || dt_json_get_int (r, path, "pid", false, 0, 0x7fffffff, &pid, &err) < 0
-            || dt_json_get_str (r, path, "state", false, 15, false, &st, &err) < 0
-            || dt_json_get_bool (r, path, "client", false, &b, &err) < 0
-            || dt_json_get_bool (r, path, "busy", false, &b, &err) < 0
-            || dt_json_get_int (r, path, "step", false, -1, INT64_MAX, &step, &err) < 0
-            || dt_json_get_int (r, path, "samples", false, -1, INT64_MAX, &samples, &err) < 0
-            || dt_json_get_real (r, path, "loss", false, -INFINITY, INFINITY, &d, &err) < 0
-            || dt_json_get_real (r, path, "compute_ms", false, 0, 1e12, &d, &err) < 0
-            || dt_json_get_real (r, path, "comm_ms", false, 0, 1e12, &d, &err) < 0) {
-            reply_field_error (req, 400, &err);
-            goto done;
-        }
+    if (rc != HB_OK) {
+        reply_field_error (req, 400, &err);
+        return;
     }
     int64_t now = dt_real_ms ();
     ag->last_hb_ms = now;
     ag->dirty = true;
-    json_array_foreach (ranks, i, r) {
-        struct rank *rk = &att->ranks[json_integer_value (json_object_get (r, "rank"))];
-        json_t *v;
+    for (size_t i = 0; i < m->nranks; i++) {
+        const struct hb_rank *h = &m->ranks[i];
+        struct rank *rk = &att->ranks[h->rank];
         rk->seen = true;
         rk->updated = now;
         rk->dirty = true;
         if (!rk->node[0])
-            field_copy (rk->node, sizeof (rk->node), node);
-        if ((v = json_object_get (r, "local_rank")))
-            rk->local_rank = json_integer_value (v);
-        if ((v = json_object_get (r, "pid")))
-            rk->pid = json_integer_value (v);
-        if ((v = json_object_get (r, "state")))
-            field_copy (rk->state, sizeof (rk->state), json_string_value (v));
-        if ((v = json_object_get (r, "client")))
-            rk->client = json_is_true (v);
-        if ((v = json_object_get (r, "step")))
-            rk->step = json_integer_value (v);
-        if ((v = json_object_get (r, "samples")))
-            rk->samples = json_integer_value (v);
-        if ((v = json_object_get (r, "loss")))
-            rk->loss = json_number_value (v);
-        if ((v = json_object_get (r, "compute_ms")))
-            rk->compute_ms = json_number_value (v);
-        if ((v = json_object_get (r, "comm_ms")))
-            rk->comm_ms = json_number_value (v);
-        if ((v = json_object_get (r, "busy"))) {
+            field_copy (rk->node, sizeof (rk->node), m->node);
+        if (h->has & HB_LOCAL_RANK)
+            rk->local_rank = h->local_rank;
+        if (h->has & HB_PID)
+            rk->pid = h->pid;
+        if (h->has & HB_STATE)
+            field_copy (rk->state, sizeof (rk->state), h->state);
+        if (h->has & HB_CLIENT)
+            rk->client = h->client;
+        if (h->has & HB_STEP)
+            rk->step = h->step;
+        if (h->has & HB_SAMPLES)
+            rk->samples = h->samples;
+        if (h->has & HB_LOSS)
+            rk->loss = h->loss;
+        if (h->has & HB_COMPUTE_MS)
+            rk->compute_ms = h->compute_ms;
+        if (h->has & HB_COMM_MS)
+            rk->comm_ms = h->comm_ms;
+        if (h->has & HB_BUSY) {
             /* Entering or leaving a checkpoint save/load restarts the hang
              * clock (the watchdog gives busy ranks their own allowance). */
-            if (json_is_true (v) != rk->busy && rk->progress_ms)
+            if (h->busy != rk->busy && rk->progress_ms)
                 rk->progress_ms = now;
-            rk->busy = json_is_true (v);
+            rk->busy = h->busy;
+            busy = busy || h->busy;
         }
         if (att->row.state == ATT_RUNNING)
-            jobs_rank_heartbeat (ctx->jobs, att, rk - att->ranks, now);
+            jobs_rank_heartbeat (ctx->jobs, att, h->rank, now);
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
      * for a small attempt, from the tick for a large one (issue 9). */
-    report_heartbeat (ctx->report, att, ranks);     /* goodput accounting */
+    report_heartbeat (ctx->report, att, busy);      /* goodput accounting */
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
-    dt_http_reply_json (req, 200, json_pack ("{s:o}", "commands",
-                                             jobs_commands (ctx->jobs, att)));
+    /* The answer without a JSON tree: {"commands":[...]}. */
+    char ans[128];
+    size_t n = 12;
+    memcpy (ans, "{\"commands\":", n);
+    n += jobs_commands_text (ctx->jobs, att, ans + n, sizeof (ans) - n - 1);
+    if (n >= sizeof (ans) - 1) {
+        dt_http_reply_error (req, 500, NULL, "internal error: commands too long");
+        return;
+    }
+    ans[n++] = '}';
+    dt_http_reply_json_text (req, 200, ans, n);
     metrics_heartbeat (ctx->metrics, (dt_mono_ns () - t0) / 1e9);
-done:
-    json_decref (body);
 }
 
 /* --- events --------------------------------------------------------------------- */

@@ -2265,19 +2265,22 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
     }
 }
 
-json_t *jobs_commands (struct jobs *jobs, struct attempt *att)
+size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, size_t len)
 {
-    json_t *cmds = json_array ();
+    int n;
+    (void)jobs;
     if (att->row.state == ATT_ENDING)
-        return cmds;            /* the just-in-time window: nothing new to do */
+        n = snprintf (buf, len, "[]");  /* the just-in-time window: nothing new to do */
     /* A stop includes its checkpoint: nothing else is asked alongside. */
-    if (att->stopping)
-        json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "stop", "step",
-                                                (json_int_t)att->stop_step));
+    else if (att->stopping)
+        n = snprintf (buf, len, "[{\"kind\":\"stop\",\"step\":%lld}]",
+                      (long long)att->stop_step);
     else if (att->ckpt_cmd_step > 0)
-        json_array_append_new (cmds, json_pack ("{s:s s:I}", "kind", "checkpoint", "step",
-                                                (json_int_t)att->ckpt_cmd_step));
-    return cmds;
+        n = snprintf (buf, len, "[{\"kind\":\"checkpoint\",\"step\":%lld}]",
+                      (long long)att->ckpt_cmd_step);
+    else
+        n = snprintf (buf, len, "[]");
+    return n < 0 ? 0 : (size_t)n;
 }
 
 /* --- restarts ------------------------------------------------------------------ */

@@ -247,8 +247,10 @@ void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int6
 void jobs_heartbeat_done (struct jobs *jobs, struct attempt *att);
 /* The attempt-wide pass itself: O(world_size). */
 void jobs_progress (struct jobs *jobs, struct attempt *att);
-/* Commands for the agents of 'att' (new array). */
-json_t *jobs_commands (struct jobs *jobs, struct attempt *att);
+/* Commands for the agents of 'att': the JSON array, as text, into buf (a
+ * heartbeat answer is built without a JSON tree, issue 9; 64 bytes hold
+ * any).  Returns its length (as snprintf: >= len means truncated). */
+size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, size_t len);
 
 /* The hang timeout the agents get (auto -> a backstop well above the
  * controller's own automatic timeout, which is the primary detector). */

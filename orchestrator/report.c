@@ -221,20 +221,13 @@ static struct gstat *gstat_get (struct report *rp, int64_t job, int attempt, boo
     return g;
 }
 
-void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ranks)
+void report_heartbeat (struct report *rp, struct attempt *att, bool busy)
 {
-    bool busy = false;
-    size_t i;
-    json_t *r;
-
     if (!rp || att->row.state != ATT_RUNNING)
         return;
     struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
     if (!g)
         return;
-    json_array_foreach (ranks, i, r)
-        if (json_is_true (json_object_get (r, "busy")))
-            busy = true;
     g->last_busy = busy;
     if (g->first_step >= 0) {
         g->hb_samples++;

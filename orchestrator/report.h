@@ -49,9 +49,9 @@ void report_destroy (struct report *rp);
 /* GET /v1/jobs/{id}/report. */
 int report_register_routes (struct ctld *ctx, dt_error_t *err);
 
-/* After a heartbeat of a running attempt updated its ranks ('ranks' is the
- * heartbeat's array, borrowed, for the busy flags): O(its ranks). */
-void report_heartbeat (struct report *rp, struct attempt *att, const json_t *ranks);
+/* After a heartbeat of a running attempt updated its ranks ('busy': some
+ * rank of the heartbeat said it was saving or loading a checkpoint). */
+void report_heartbeat (struct report *rp, struct attempt *att, bool busy);
 
 /* The attempt-wide pass (jobs_progress, after heartbeats): the steps every
  * rank reached, step times.  O(world_size). */
