@@ -106,18 +106,20 @@ part_ingest () {
 }
 
 # --- 3. checkpoints -------------------------------------------------------------------------
-# dd_rate ARGS...: bytes/s of a 256 MiB sequential write in $TMP (dd).
+# dd_rate ARGS...: bytes/s of a 256 MiB sequential write in $TMP (dd), the
+# file system the checkpoints go to.
 dd_rate () {
     dd if=/dev/zero of="$TMP/dd.bin" bs=4M count=64 "$@" 2>&1 | awk '/bytes/ {print $1 / $(NF-3)}' | head -n 1
     rm -f "$TMP/dd.bin"
 }
 part_ckpt () {
     local steps=30 every=10 rep d base ck n shard
-    say "checkpoints: dttrain (model above) $steps steps, checkpoint every $every, vs none; dd on the same file system; x $REPS"
+    say "checkpoints: dttrain (model above) $steps steps, checkpoint every $every, vs none; dd on the same file system before and after; x $REPS"
     for rep in $(seq "$REPS"); do
         d=$TMP/ckpt.$rep; mkdir -p "$d"
+        # dd oflag=direct before and after the trainer's runs: the disk is
+        # shared, its bandwidth drifts; the mean of the two is the reference.
         dd_rate oflag=direct > "$d/dd"
-        rec ckpt.disk_direct_Bps "$(cat "$d/dd")"
         rec ckpt.disk_fsync_Bps "$(dd_rate conv=fsync)"
         RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${MODEL[@]}" --steps $steps --quiet > "$d/base.json" 2> "$d/base.err"
         RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${MODEL[@]}" --steps $steps --quiet --job bench \
@@ -125,6 +127,8 @@ part_ckpt () {
         base=$d/base.json; ck=$d/ck.json
         n=$(jget "$ck" .checkpoints)
         shard=$(find "$d/ck" -name 'rank-0.ckpt' | head -n 1)
+        dd_rate oflag=direct >> "$d/dd"
+        rec ckpt.disk_direct_Bps "$(awk '{s += $1} END {if (NR) print s / NR}' "$d/dd")"
         if [ -z "$n" ] || [ "$n" = 0 ] || [ -z "$shard" ]; then
             note ckpt "rep $rep: no checkpoint written ($(tail -n 2 "$d/ck.err" | tr '\n' ' '))"; continue
         fi
@@ -153,7 +157,7 @@ part_ckpt () {
         # write_s: open to directory fsync'd (O_DIRECT writes, ftruncate,
         # fsync, rename, directory fsync), against dd in the same repetition.
         rec ckpt.write_Bps "$(calc "$bytes / $write")"
-        rec ckpt.write_frac_disk "$(calc "$bytes / $write / $(tail -n 1 "$d/dd")")"
+        rec ckpt.write_frac_disk "$(calc "$bytes / $write / $(awk '{s += $1} END {print s / NR}' "$d/dd")")"
         rm -rf "$d/ck"
     done
 }
@@ -204,6 +208,32 @@ part_train () {
 }
 
 # --- 5. orchestration overhead ------------------------------------------------------------
+# job_ended ID: job ID of the controller at $URL is in a final state.
+job_ended () {
+    curl -s "$URL/v1/jobs/$1" | jq -e '.data.state | IN("completed","failed","cancelled")' >/dev/null
+}
+# wait_job_quietly DIR ID SECONDS: wait for job ID to end without taking CPU
+# from its ranks, which the bare run does not share with anything either.
+# One 'curl | jq' costs ~30 ms of CPU: polled at 10 Hz during the run, that
+# was a quarter of one of the 2 cores, and the whole measured "overhead"
+# (ratio 0.80).  So while the ranks train, only shell builtins look for rank
+# 0's summary line (read -t on a FIFO sleeps without a fork) and the
+# controller is asked every 5 s, in case the job ends without a summary;
+# once the ranks are done, the end is polled at 10 Hz as before.
+wait_job_quietly () {
+    local d=$1 id=$2 n=$(( $3 * 10 )) f fd
+    rm -f "$d/tick"; mkfifo "$d/tick" && exec {fd}<> "$d/tick" || { wait_for "$3" job_ended "$id"; return; }
+    while [ $n -gt 0 ]; do
+        for f in "$d"/state/agents/job-"$id".1/*/*/rank-0.log; do
+            [ -s "$f" ] && break 2
+        done
+        [ $((n % 50)) -eq 0 ] && job_ended "$id" && break
+        read -r -t 0.1 -u "$fd"
+        n=$((n - 1))
+    done
+    exec {fd}<&-
+    wait_for "$3" job_ended "$id"
+}
 part_overhead () {
     local d=$TMP/overhead rep id t0 t1 log spec
     say "orchestration: dttrain 2 ranks through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
@@ -225,7 +255,7 @@ part_overhead () {
         local bare_wall; bare_wall=$(calc "$t1 - $t0")
         t0=$(date +%s.%N)
         id=$(curl -s -X POST "$URL/v1/jobs" -d "$spec" | jq -r .data.id)
-        wait_for 180 sh -c "curl -s $URL/v1/jobs/$id | jq -e '.data.state | IN(\"completed\",\"failed\",\"cancelled\")' >/dev/null"
+        wait_job_quietly "$d" "$id" 180
         t1=$(date +%s.%N)
         local state; state=$(curl -s "$URL/v1/jobs/$id" | jq -r .data.state)
         log=$(find "$d/state" -path "*job-$id.1*" -name 'rank-0.log' | head -n 1)

@@ -63,9 +63,6 @@ struct ckpt_image {
  * other and of dd bs=4M (1.3-1.5 GB/s); more writers in parallel gained
  * nothing.  16 MiB: few calls, and the buffer of a small shard is one. */
 #define CKPT_IO_CHUNK ((size_t)16 << 20)
-/* The snapshot copies in pieces of this size and takes each piece's
- * CRC32C while it is still in cache: one pass over memory, not two. */
-#define CKPT_COPY_CHUNK ((size_t)1 << 20)
 
 struct ckpt_writer {
     dtclient_t *client;
@@ -77,10 +74,8 @@ struct ckpt_writer {
     char *config, *root, *job;
     struct dt_kern_ops *k;
     const float *src[CKPT_NT];  /* borrowed until the snapshot is taken */
-    int copied;                 /* the image was filled before the thread started: */
-    size_t bytes;               /* its file size, */
-    uint32_t crc;               /* CRC32C */
-    double snapshot_s;          /* and copy time */
+    int copied;                 /* the image was filled before the thread started */
+    double copy_s;              /* the copy's time then */
     struct ckpt_image img;
     /* results */
     pthread_mutex_t lock;
@@ -252,12 +247,28 @@ static int host_copy (void *dst, const void *src, size_t bytes)
     return 0;
 }
 
-/* Build the file image of shard m (its slices in src, copied with copy)
- * in img, which image_reserve sized; *bytes: the file size, *crc: its
- * CRC32C.  0, or -1 with error (the copy failed). */
-static int image_fill (struct ckpt_image *img, const struct ckpt_meta *m,
+/* Copy shard m's slices (src, copied with copy) to their places in img,
+ * which image_reserve sized.  This is all the step loop waits for.  0, or
+ * -1 with error (the copy failed). */
+static int image_copy (struct ckpt_image *img, const struct ckpt_meta *m,
                        const float *const src[CKPT_NT], copy_f copy, const char *copy_error,
-                       size_t *bytes, uint32_t *crc, char *error, size_t errlen)
+                       char *error, size_t errlen)
+{
+    size_t count = m->hi - m->lo, off[CKPT_NT];
+
+    shard_layout (count, strlen (m->config), off);
+    for (int i = 0; i < CKPT_NT; i++)
+        if (count && copy (img->buf + off[i], src[i], count * 4) < 0) {
+            snprintf (error, errlen, "checkpoint snapshot: %s", copy_error);
+            return -1;
+        }
+    return 0;
+}
+
+/* Complete the image that image_copy filled: tensor CRC32Cs, header,
+ * table, config, zero gaps.  *bytes: the file size, *crc: its CRC32C. */
+static void image_seal (struct ckpt_image *img, const struct ckpt_meta *m, size_t *bytes,
+                        uint32_t *crc)
 {
     size_t count = m->hi - m->lo, cfg = strlen (m->config), off[CKPT_NT];
     size_t total = shard_layout (count, cfg, off);
@@ -267,21 +278,11 @@ static int image_fill (struct ckpt_image *img, const struct ckpt_meta *m,
 
     memset (t, 0, sizeof (t));
     for (int i = 0; i < CKPT_NT; i++) {
-        const char *s = (const char *)src[i];
-        uint32_t c = 0;
-        for (size_t done = 0; done < count * 4; done += CKPT_COPY_CHUNK) {
-            size_t n = count * 4 - done < CKPT_COPY_CHUNK ? count * 4 - done : CKPT_COPY_CHUNK;
-            if (copy (b + off[i] + done, s + done, n) < 0) {
-                snprintf (error, errlen, "checkpoint snapshot: %s", copy_error);
-                return -1;
-            }
-            c = dt_crc32c (c, b + off[i] + done, n);
-        }
         snprintf (t[i].name, sizeof (t[i].name), "%s", tensor_names[i]);
         t[i].offset = off[i];
         t[i].count = count;
         t[i].dtype = 0; /* float32 */
-        t[i].crc = c;
+        t[i].crc = dt_crc32c (0, b + off[i], count * 4);
     }
     memset (&h, 0, sizeof (h));
     memcpy (h.magic, CKPT_MAGIC, 8);
@@ -321,7 +322,6 @@ static int image_fill (struct ckpt_image *img, const struct ckpt_meta *m,
     }
     *bytes = total;
     *crc = c;
-    return 0;
 }
 
 /* Write the first 'bytes' of buf (CKPT_ALIGN-aligned, zero-padded to the
@@ -419,20 +419,20 @@ static void *writer_thread (void *arg)
     memset (&d, 0, sizeof (d));
     d.step = w->meta.step;
     /* The snapshot: until it is taken the step loop must not change the
-     * state (ckpt_snapshot_wait before the optimizer update).  Filled by
-     * ckpt_save_async already for a device backend. */
+     * state (ckpt_snapshot_wait before the optimizer update), so only the
+     * copy comes before the signal; the CRC32Cs after it.  A device
+     * backend's copy was made by ckpt_save_async. */
     int64_t t0 = dt_mono_ns ();
-    if (w->copied) {
-        bytes = w->bytes;
-        crc = w->crc;
-    } else
-        rc = image_fill (&w->img, &w->meta, w->src, w->k->download, w->k->last_error, &bytes,
-                         &crc, d.error, sizeof (d.error));
+    if (!w->copied)
+        rc = image_copy (&w->img, &w->meta, w->src, w->k->download, w->k->last_error, d.error,
+                         sizeof (d.error));
     pthread_mutex_lock (&w->lock);
     w->snapped = 1;
     pthread_cond_broadcast (&w->cond);
     pthread_mutex_unlock (&w->lock);
-    d.snapshot_s = w->copied ? w->snapshot_s : (dt_mono_ns () - t0) / 1e9;
+    if (rc == 0)
+        image_seal (&w->img, &w->meta, &bytes, &crc);
+    d.snapshot_s = (dt_mono_ns () - t0) / 1e9 + (w->copied ? w->copy_s : 0);
 
     snprintf (dir, sizeof (dir), "%s/step-%" PRId64, w->root, w->meta.step);
     if (rc < 0 || image_write (&w->img, bytes, crc, w->meta.rank, dir, &d) < 0) {
@@ -479,14 +479,13 @@ int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct 
     /* A device backend's download runs on the main thread: its context and
      * current device belong to this thread (cudaSetDevice (LOCAL_RANK)),
      * and another thread would use device 0.  The copy is the stall there,
-     * as before; the CRC and the write still run in the background. */
+     * as before; the CRC32Cs and the write still run in the background. */
     if (k->is_device) {
         char e[160];
         int64_t t1 = dt_mono_ns ();
-        if (image_fill (&w->img, &w->meta, w->src, k->download, k->last_error, &w->bytes,
-                        &w->crc, e, sizeof (e)) < 0)
+        if (image_copy (&w->img, &w->meta, w->src, k->download, k->last_error, e, sizeof (e)) < 0)
             return errprintf (err, "%s", e);
-        w->snapshot_s = (dt_mono_ns () - t1) / 1e9;
+        w->copy_s = (dt_mono_ns () - t1) / 1e9;
         w->copied = 1;
     }
     if (pthread_create (&w->thread, NULL, writer_thread, w) != 0)
@@ -554,8 +553,9 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
             src[i] = full[i] + sm.lo;
         memset (&d, 0, sizeof (d));
         d.step = meta->step;
-        if (image_fill (&img, &sm, src, host_copy, "", &len, &crc, d.error, sizeof (d.error)) < 0
-            || image_write (&img, len, crc, k, dir, &d) < 0) {
+        image_copy (&img, &sm, src, host_copy, "", d.error, sizeof (d.error));
+        image_seal (&img, &sm, &len, &crc);
+        if (image_write (&img, len, crc, k, dir, &d) < 0) {
             errprintf (err, "just-in-time checkpoint: %s", d.error);
             goto out;
         }

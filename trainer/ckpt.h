@@ -13,10 +13,10 @@
  *
  * Writing: the snapshot is the file's image in one block-aligned buffer,
  * written with O_DIRECT in large pieces (buffered where the file system
- * refuses O_DIRECT), the CRC32Cs taken while copying.  Periodic
- * checkpoints copy on the writer thread, while the step loop runs the next
- * forward and backward pass: the state only changes in the optimizer
- * update, which waits for the snapshot first (ckpt_snapshot_wait).
+ * refuses O_DIRECT).  Periodic checkpoints copy on the writer thread,
+ * while the step loop runs the next forward and backward pass: the state
+ * only changes in the optimizer update, which waits for the copy first
+ * (ckpt_snapshot_wait); the CRC32Cs and the write come after the copy.
  */
 #ifndef DT_TRAINER_CKPT_H
 #define DT_TRAINER_CKPT_H
@@ -42,7 +42,7 @@ struct ckpt_done {
     int64_t step;               /* 0: none yet */
     uint64_t bytes;
     uint32_t crc;               /* CRC32C of the whole file */
-    double snapshot_s;          /* copy + CRC32C into the image */
+    double snapshot_s;          /* copy into the image + CRC32Cs */
     double write_s;             /* open to directory fsync'd */
     int failed;
     char path[1024];
