@@ -213,13 +213,15 @@ job_ended () {
     curl -s "$URL/v1/jobs/$1" | jq -e '.data.state | IN("completed","failed","cancelled")' >/dev/null
 }
 # wait_job_quietly DIR ID SECONDS: wait for job ID to end without taking CPU
-# from its ranks, which the bare run does not share with anything either.
-# One 'curl | jq' costs ~30 ms of CPU: polled at 10 Hz during the run, that
-# was a quarter of one of the 2 cores, and the whole measured "overhead"
-# (ratio 0.80).  So while the ranks train, only shell builtins look for rank
-# 0's summary line (read -t on a FIFO sleeps without a fork) and the
-# controller is asked every 5 s, in case the job ends without a summary;
-# once the ranks are done, the end is polled at 10 Hz as before.
+# from its ranks (the bare run's ranks share the machine with nothing but a
+# 'wait').  One 'sh -c "curl | jq"' costs ~30 ms of CPU: polled at 10 Hz
+# during the run, that took a quarter of one of the 2 cores from the job and
+# was the whole measured "overhead" (0.80; the same poller beside a bare run
+# costs it as much, and dtagent + dtctld use ~30 ms of CPU per run).  So
+# while the ranks train, only shell builtins look for rank 0's summary line
+# (read -t on a FIFO sleeps without a fork), and the controller is asked
+# every 5 s in case the job ends without one; once the ranks are done, the
+# end is polled at 10 Hz as before, for the submit-to-completed time.
 wait_job_quietly () {
     local d=$1 id=$2 n=$(( $3 * 10 )) f fd
     rm -f "$d/tick"; mkfifo "$d/tick" && exec {fd}<> "$d/tick" || { wait_for "$3" job_ended "$id"; return; }
