@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -178,6 +179,20 @@ static void setenv_int (const char *k, long long v)
     setenv (k, b, 1);
 }
 
+/* Close every descriptor from lowfd up. */
+static void close_from (int lowfd)
+{
+#ifdef SYS_close_range
+    if (syscall (SYS_close_range, (unsigned)lowfd, ~0U, 0U) == 0)
+        return;
+#endif
+    long max = sysconf (_SC_OPEN_MAX);
+    if (max < 0 || max > 65536)
+        max = 65536;
+    for (int fd = lowfd; fd < max; fd++)
+        close (fd);
+}
+
 /* In the child, between fork and exec.  The agent is single-threaded, so
  * setenv (which may malloc) is safe here. */
 static void child_exec (ranks_t *r, struct rank *rk) __attribute__ ((noreturn));
@@ -208,6 +223,11 @@ static void child_exec (ranks_t *r, struct rank *rk)
     dup2 (in, 0);
     dup2 (out, 1);
     dup2 (er, 2);
+    /* Nothing else of the agent's goes to the trainer: not these three,
+     * not libcurl's connection to the controller (which a trainer outliving
+     * a killed agent would otherwise hold open), not whatever the agent
+     * inherited from its own launcher. */
+    close_from (3);
 
     if (l->workdir && chdir (l->workdir) < 0) {
         fprintf (stderr, "dtagent: chdir %s: %s\n", l->workdir, strerror (errno));

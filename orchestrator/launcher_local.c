@@ -175,7 +175,8 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
             dup2 (fd, STDERR_FILENO);
         }
     }
-    int nfd = open ("/dev/null", O_RDONLY);
+    /* O_CLOEXEC: only the dup2'd copy goes on to the agent. */
+    int nfd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nfd >= 0)
         dup2 (nfd, STDIN_FILENO);
     if (req->workdir && chdir (req->workdir) < 0)
