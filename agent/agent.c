@@ -28,9 +28,11 @@
 
 /* Granularity of hang detection and SIGKILL deadlines. */
 static const int agent_tick_ms = 100;
-/* How long an agent whose ranks are all gone keeps trying to deliver its
- * last events before it exits anyway. */
-static const int64_t agent_final_flush_ms = 5000;
+/* How long an agent whose ranks are over keeps trying to deliver their
+ * last events (exits, done): a controller restarting meanwhile must still
+ * learn that the ranks finished, or it would count the node lost and run
+ * the attempt again.  As long as the batch script waits for a controller. */
+static const int64_t agent_final_flush_ms = 600000;
 
 struct agent {
     ctl_t *ctl;
@@ -478,11 +480,21 @@ void agent_destroy (agent_t *a)
 static void final_flush (agent_t *a)
 {
     int64_t until = dt_mono_ms () + agent_final_flush_ms;
+    bool said = false;
     while (json_array_size (a->events) > 0 && !a->gone && dt_mono_ms () < until) {
         events_flush (a);
-        if (json_array_size (a->events) > 0)
+        if (json_array_size (a->events) > 0) {
+            if (!said)
+                dt_log (LOG_NOTICE, "the ranks are over; delivering their last %zu events "
+                        "(for up to %lld s)", json_array_size (a->events),
+                        (long long)agent_final_flush_ms / 1000);
+            said = true;
             usleep (200 * 1000);
+        }
     }
+    if (json_array_size (a->events) > 0 && !a->gone)
+        dt_log (LOG_ERR, "controller unreachable for %lld s: %zu events not delivered",
+                (long long)agent_final_flush_ms / 1000, json_array_size (a->events));
 }
 
 int agent_run (agent_t *a)
