@@ -15,6 +15,8 @@ check "job submitted" test -n "$JOB"
 ended () { case $(job_state "$JOB") in completed|failed|cancelled) return 0;; esac; return 1; }
 check "the job ended" wait_for 60 ended
 check "the job completed" test "$(job_state "$JOB")" = completed
+[ "$(job_state "$JOB")" = completed ] \
+    || api GET "/v1/jobs/$JOB/events" | jq -c '.data[] | [.kind, .node, .rank, .detail]' | diag
 for r in 0 1; do
     f=$(find "$T/state" -name "rank-$r.err" | head -1)
     check "rank $r: connected and rendezvoused with both ranks" \

@@ -136,6 +136,7 @@ class Client:
         self._last_cmd = 0
         self._nreports = 0
         self._wake = None
+        self._watcher = None
         self.rank = int(os.environ.get("RANK", "0") or 0)
         self._rdv = os.environ.get("DT_RENDEZVOUS_DIR") or None
         path = os.environ.get("DT_AGENT_SOCKET")
@@ -158,7 +159,8 @@ class Client:
             self._sock = None
             return
         self._wake = os.pipe()
-        threading.Thread(target=self._watch, name="dtclient-watcher", daemon=True).start()
+        self._watcher = threading.Thread(target=self._watch, name="dtclient-watcher", daemon=True)
+        self._watcher.start()
 
     @staticmethod
     def _map(path):
@@ -186,10 +188,15 @@ class Client:
         p = select.poll()
         p.register(self._sock.fileno(), getattr(select, "POLLRDHUP", 0x2000))
         p.register(self._wake[0], select.POLLIN)
+        gone = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0x2000)
         while True:
-            for fd, ev in p.poll():
-                if fd == self._wake[0]:
-                    return
+            events = p.poll()
+            # close() wakes us before it closes the socket.  A socket closed
+            # in this process (POLLNVAL: by close(), or by the garbage
+            # collector at interpreter exit) is never the agent's doing.
+            if any(fd == self._wake[0] or ev & select.POLLNVAL for fd, ev in events):
+                return
+            if any(ev & gone for _, ev in events):
                 os.write(2, b"dtclient: the agent's socket closed: exiting\n")
                 if os.getpgrp() == os.getpid():
                     os.kill(0, signal.SIGKILL)
@@ -203,6 +210,11 @@ class Client:
     def close(self):
         if self._wake:
             os.write(self._wake[1], b"x")
+            # As the C library does: the watcher is gone before the socket
+            # is closed, so it never mistakes our own close for the agent's.
+            if self._watcher is not None and self._watcher is not threading.current_thread():
+                self._watcher.join(timeout=5)
+            self._watcher = None
         if self._sock:
             self._sock.close()
             self._sock = None
