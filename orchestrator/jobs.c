@@ -2784,17 +2784,25 @@ void jobs_flush (struct jobs *jobs)
     jobs_flush_some (jobs, -1);
 }
 
+/* The controller could not listen from 'from' to 'to': when that is a
+ * stall, node silence counts from 'to' (see struct jobs). */
+static void note_stall (struct jobs *jobs, int64_t from, int64_t to)
+{
+    if (to - from <= stall_ms)
+        return;
+    dt_log (LOG_WARNING, "the controller was unresponsive for %lld ms: node timeouts count "
+            "from now", (long long)(to - from));
+    jobs->heard_since_ms = to;
+}
+
 void jobs_tick (struct jobs *jobs)
 {
     int64_t now = dt_real_ms ();
     struct job **pp = &jobs->list;
 
     /* The loop was held up since the last tick (see struct jobs). */
-    if (jobs->tick_end_ms && now - jobs->tick_end_ms > stall_ms) {
-        dt_log (LOG_WARNING, "the controller was unresponsive for %lld ms: node timeouts "
-                "count from now", (long long)(now - jobs->tick_end_ms));
-        jobs->heard_since_ms = now;
-    }
+    if (jobs->tick_end_ms)
+        note_stall (jobs, jobs->tick_end_ms, now);
     while (*pp) {
         struct job *job = *pp;
         struct attempt *att = job->att;
@@ -2820,11 +2828,7 @@ void jobs_tick (struct jobs *jobs)
     }
     /* ... or held up by this tick itself (a slow poll, an fsync). */
     jobs->tick_end_ms = dt_real_ms ();
-    if (jobs->tick_end_ms - now > stall_ms) {
-        dt_log (LOG_WARNING, "the controller was unresponsive for %lld ms: node timeouts "
-                "count from now", (long long)(jobs->tick_end_ms - now));
-        jobs->heard_since_ms = jobs->tick_end_ms;
-    }
+    note_stall (jobs, now, jobs->tick_end_ms);
 }
 
 /* --- lookups and views -------------------------------------------------------- */
