@@ -142,12 +142,15 @@ static void on_rank_exit (struct rank *rk, void *arg)
     event_add (a, ev);
 }
 
-static void on_rank_hang (struct rank *rk, int64_t idle_ms, void *arg)
+static void on_rank_hang (struct rank *rk, int64_t idle_ms, bool stopped, void *arg)
 {
     agent_t *a = arg;
     char detail[200];
-    snprintf (detail, sizeof (detail), "no step progress for %lld ms (last step %lld)",
-              (long long)idle_ms, (long long)rk->last.step);
+    snprintf (detail, sizeof (detail), "no step progress for %lld ms (last step %lld)%s",
+              (long long)idle_ms, (long long)rk->last.step,
+              stopped ? "; the process is stopped (SIGSTOP or a debugger)"
+              : rk->last.waiting ? "; blocked in a collective all that time: the collective "
+                                   "itself hangs" : "");
     dt_log (LOG_WARNING, "rank %d hangs: %s", rk->rank, detail);
     event_add (a, json_pack ("{s:s, s:i, s:s}", "kind", "hang", "rank", rk->rank,
                              "detail", detail));

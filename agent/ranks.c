@@ -347,19 +347,46 @@ void ranks_tick (ranks_t *r, int64_t now, int64_t hang_timeout_ms, ranks_hang_f 
         struct dtshm_report rep;
         if (rk->page && dtshm_read_report (rk->page, &rep) == 0) {
             if (rep.nreports != rk->last.nreports || rep.step != rk->last.step
-                || rep.busy != rk->last.busy)
+                || rep.busy != rk->last.busy || rep.waiting != rk->last.waiting)
                 rk->progress_ms = now;
             rk->last = rep;
         }
         if (!rk->client || rk->killed || rk->last.busy || hang_timeout_ms <= 0)
             continue;
         int64_t idle = now - rk->progress_ms;
-        if (idle > hang_timeout_ms) {
-            rk->killed = true;
-            if (hang_cb)
-                hang_cb (rk, idle, arg);
-        }
+        if (idle <= hang_timeout_ms)
+            continue;
+        /* In a synchronous job every rank stalls when one does; those
+         * blocked in a collective are not the cause.  Only a process that
+         * was stopped while in one is. */
+        bool stopped = ranks_stopped (rk);
+        if (rk->last.waiting && !stopped && idle <= ranks_waiting_multiple * hang_timeout_ms)
+            continue;
+        rk->killed = true;
+        if (hang_cb)
+            hang_cb (rk, idle, stopped, arg);
     }
+}
+
+bool ranks_stopped (const struct rank *rk)
+{
+    char path[64], buf[512];
+    pid_t pid = rk->client_pid ? rk->client_pid : rk->pid;
+    if (pid <= 0 || rk->state != RANK_RUNNING)
+        return false;
+    snprintf (path, sizeof (path), "/proc/%d/stat", (int)pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read (fd, buf, sizeof (buf) - 1);
+    close (fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold spaces and parentheses, the state
+     * follows the last ')'. */
+    const char *p = strrchr (buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
 }
 
 int ranks_hello (ranks_t *r, int rank, pid_t pid, dt_error_t *err)
@@ -419,6 +446,12 @@ json_t *ranks_heartbeat_json (ranks_t *r)
                                "loss", rk->last.loss, "samples", (json_int_t)rk->last.samples,
                                "compute_ms", rk->last.compute_ms, "comm_ms", rk->last.comm_ms,
                                "busy", rk->last.busy != 0);
+        /* What tells a hung rank from one blocked on it (the controller's
+         * watchdog uses them too). */
+        if (o && rk->client && rk->state == RANK_RUNNING) {
+            json_object_set_new (o, "waiting", json_boolean (rk->last.waiting != 0));
+            json_object_set_new (o, "stopped", json_boolean (ranks_stopped (rk)));
+        }
         if (o)
             json_array_append_new (a, o);
     }

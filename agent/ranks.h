@@ -62,10 +62,19 @@ void ranks_reap (ranks_t *r, ranks_exit_f cb, void *arg);
 
 /* Read every page; a rank connected through libdtclient, not busy, whose
  * report has not changed for hang_timeout_ms is passed to hang_cb once
- * (idle time in ms).  Also sends SIGKILL to ranks past their kill deadline. */
-typedef void (*ranks_hang_f) (struct rank *rk, int64_t idle_ms, void *arg);
+ * (idle time in ms, whether its process is stopped).  A rank waiting in a
+ * collective is blocked on a peer, most likely the one that hangs, so it
+ * is given ranks_waiting_multiple x hang_timeout_ms - unless its own
+ * process is stopped.  Also sends SIGKILL to ranks past their kill
+ * deadline. */
+enum { ranks_waiting_multiple = 2 };
+typedef void (*ranks_hang_f) (struct rank *rk, int64_t idle_ms, bool stopped, void *arg);
 void ranks_tick (ranks_t *r, int64_t now_ms, int64_t hang_timeout_ms, ranks_hang_f hang_cb,
                  void *arg);
+
+/* Whether the rank's trainer process (the one that said hello, else the
+ * one started) is stopped: state T or t in /proc (SIGSTOP, a debugger). */
+bool ranks_stopped (const struct rank *rk);
 
 /* A trainer said hello (rank, pid).  -1 with err when 'rank' is not one
  * of this node's. */

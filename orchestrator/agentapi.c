@@ -354,6 +354,9 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
             rk->busy = h->busy;
             busy = busy || h->busy;
         }
+        /* Sent for running libdtclient ranks only: absent means no. */
+        rk->waiting = (h->has & HB_WAITING) && h->waiting;
+        rk->stopped = (h->has & HB_STOPPED) && h->stopped;
         if (att->row.state == ATT_RUNNING)
             jobs_rank_heartbeat (ctx->jobs, att, h->rank, now);
     }
@@ -538,7 +541,8 @@ static void events_cb (dt_http_req_t *req, void *arg)
             snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
                       detail ? detail : "no progress");
             jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
-                               json_pack ("{s:s?}", "detail", detail));
+                               json_pack ("{s:s?, s:s}", "detail", detail,
+                                          "detected_by", "agent"));
         } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
             rc = jobs_shard_jit (ctx->jobs, att, node, rank,
                                  json_integer_value (json_object_get (e, "shard_rank")),

@@ -236,7 +236,7 @@ static bool real_in (struct cur *c, double min, double max, double *out)
     return number (c, &is_int, &i, out) && isfinite (*out) && *out >= min && *out <= max;
 }
 
-enum { K_RANK = 1 << 10 };      /* next to the enum hb_field bits */
+enum { K_RANK = 1 << 12 };      /* next to the enum hb_field bits */
 
 /* One rank entry: the keys of hb_rank_keys (agentapi.c's contract) once
  * each, "rank" required, null = not given for the others. */
@@ -278,6 +278,10 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
             bit = HB_COMM_MS;
         else if (KEY ("busy"))
             bit = HB_BUSY;
+        else if (KEY ("waiting"))
+            bit = HB_WAITING;
+        else if (KEY ("stopped"))
+            bit = HB_STOPPED;
         else
             return false;       /* unknown field */
 #undef KEY
@@ -317,6 +321,14 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
             break;
         case HB_BUSY:
             if (!boolean (c, &r->busy))
+                return false;
+            break;
+        case HB_WAITING:
+            if (!boolean (c, &r->waiting))
+                return false;
+            break;
+        case HB_STOPPED:
+            if (!boolean (c, &r->stopped))
                 return false;
             break;
         case HB_STEP:
@@ -396,7 +408,7 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 static const char *const hb_keys[] = { "node", "ranks", NULL };
 static const char *const hb_rank_keys[] = {
     "rank", "local_rank", "pid", "state", "client", "step", "loss", "samples", "compute_ms",
-    "comm_ms", "busy", NULL,
+    "comm_ms", "busy", "waiting", "stopped", NULL,
 };
 
 /* Is 'key' of 'o' given (present and not null)? */
@@ -436,7 +448,7 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
     json_array_foreach (ranks, i, r) {
         json_int_t rank, lr = 0, pid = 0, step = 0, samples = 0;
         double loss = 0, comp = 0, comm = 0;
-        bool client = false, busy = false;
+        bool client = false, busy = false, waiting = false, stopped = false;
         const char *st = NULL;
         dt_json_path_index (path, sizeof (path), "ranks", i);
         if (dt_json_check_object (r, path, hb_rank_keys, err) < 0
@@ -448,6 +460,8 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
             || dt_json_get_str (r, path, "state", false, hb_state_max, false, &st, err) < 0
             || dt_json_get_bool (r, path, "client", false, &client, err) < 0
             || dt_json_get_bool (r, path, "busy", false, &busy, err) < 0
+            || dt_json_get_bool (r, path, "waiting", false, &waiting, err) < 0
+            || dt_json_get_bool (r, path, "stopped", false, &stopped, err) < 0
             || dt_json_get_int (r, path, "step", false, -1, INT64_MAX, &step, err) < 0
             || dt_json_get_int (r, path, "samples", false, -1, INT64_MAX, &samples, err) < 0
             || dt_json_get_real (r, path, "loss", false, -INFINITY, INFINITY, &loss, err) < 0
@@ -470,6 +484,8 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
         e->comm_ms = comm;
         e->client = client;
         e->busy = busy;
+        e->waiting = waiting;
+        e->stopped = stopped;
         if (st)
             snprintf (e->state, sizeof (e->state), "%s", st);
         static const struct {
@@ -479,7 +495,8 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
             { "local_rank", HB_LOCAL_RANK }, { "pid", HB_PID }, { "state", HB_STATE },
             { "client", HB_CLIENT }, { "step", HB_STEP }, { "loss", HB_LOSS },
             { "samples", HB_SAMPLES }, { "compute_ms", HB_COMPUTE_MS },
-            { "comm_ms", HB_COMM_MS }, { "busy", HB_BUSY },
+            { "comm_ms", HB_COMM_MS }, { "busy", HB_BUSY }, { "waiting", HB_WAITING },
+            { "stopped", HB_STOPPED },
         };
         for (size_t k = 0; k < sizeof (opt) / sizeof (opt[0]); k++)
             if (given (r, opt[k].key))

@@ -32,6 +32,8 @@ enum hb_field {
     HB_COMPUTE_MS = 1 << 7,
     HB_COMM_MS = 1 << 8,
     HB_BUSY = 1 << 9,
+    HB_WAITING = 1 << 10,
+    HB_STOPPED = 1 << 11,
 };
 
 struct hb_rank {
@@ -41,7 +43,7 @@ struct hb_rank {
     int pid;
     int64_t step, samples;
     double loss, compute_ms, comm_ms;
-    bool client, busy;
+    bool client, busy, waiting, stopped;
     char state[16];
 };
 

@@ -2387,19 +2387,30 @@ static const char *cause_of_launcher_end (const struct launcher_status *st)
 /* The controller-side hang watchdog (issue 7): a rank whose step has not
  * changed for longer than the hang timeout (automatic: ftpolicy; a longer
  * allowance while it reports busy).  In synchronous data parallelism every
- * rank stops when one does, and the steps the heartbeats sampled do not
- * tell the frozen rank from its peers blocked in a collective (a frozen
- * rank may even be one step ahead: it finished a collective whose last
- * message to a peer it never sent).  So the blame goes to a rank only when
- * it alone stalled (every other rank progressed within half the timeout);
- * otherwise the failure names no node (a wrong blame
- * would exclude a healthy node) and the evidence lists the candidates.
- * Telling them apart needs the process state from the agents (remaining
- * work, see the issue 7 report). */
+ * rank stops when one does, and the steps alone do not tell the frozen rank
+ * from its peers blocked in a collective (a frozen rank may even be one
+ * step ahead: it finished a collective whose last message to a peer it
+ * never sent).  The agents say more: whether a rank is blocked in a
+ * collective ("waiting", from libdtclient) and whether its process is
+ * stopped.  So the blame goes, in this order, to a stopped rank, to a rank
+ * not waiting on its peers, and only then to a waiting one (after twice
+ * the timeout: the collective itself hangs).  When more than one rank of
+ * the chosen kind stalled, the failure names no node (a wrong blame would
+ * exclude a healthy node) and the evidence lists the candidates. */
+enum { waiting_multiple = 2 };  /* the agents' ranks_waiting_multiple */
+
+static int hang_class (const struct rank *rk)
+{
+    return rk->stopped ? 0 : !rk->waiting ? 1 : 2;
+}
+
+static const char *const hang_class_name[] = { "stopped", "not waiting on its peers",
+                                               "blocked in a collective" };
+
 static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t now)
 {
     struct rank *worst = NULL;
-    int wr = -1, ties = 0, over = 0;
+    int wr = -1, over = 0;
     int64_t timeout = 0;
     double p99 = NAN;
 
@@ -2413,42 +2424,44 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
         if (!rk->seen || !rk->client || rk->progress_ms == 0 || strcmp (rk->state, "running"))
             continue;
         int64_t t = rk->busy ? t_busy : t_idle;
+        if (hang_class (rk) == 2)
+            t *= waiting_multiple;
         if (now - rk->progress_ms <= t)
             continue;
         over++;
-        if (!worst || rk->step < worst->step
-            || (rk->step == worst->step && rk->progress_ms < worst->progress_ms)) {
-            if (worst && rk->step == worst->step)
-                ties++;
-            else
-                ties = 0;
+        if (!worst || hang_class (rk) < hang_class (worst)
+            || (hang_class (rk) == hang_class (worst)
+                && (rk->step < worst->step
+                    || (rk->step == worst->step && rk->progress_ms < worst->progress_ms)))) {
             worst = rk;
             wr = r;
             timeout = t;
-        } else if (rk->step == worst->step)
-            ties++;
+        }
     }
     if (!worst)
         return;
-    /* Ranks stalled for over half the timeout stopped with the same event. */
+    /* Ranks of the same kind stalled for over half the timeout stopped with
+     * the same event: which of them hangs is not known. */
     int stalled = 0;
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
         if (rk->seen && rk->client && rk->progress_ms && !strcmp (rk->state, "running")
-            && now - rk->progress_ms > timeout / 2)
+            && hang_class (rk) == hang_class (worst) && now - rk->progress_ms > timeout / 2)
             stalled++;
     }
-    ties = stalled > 1 ? stalled - 1 : 0;
-    char detail[256], tbuf[40];
+    int ties = stalled > 1 ? stalled - 1 : 0;
+    char detail[320], tbuf[40];
     snprintf (detail, sizeof (detail), "rank %d on %s made no step progress for %lld ms "
-              "(last step %lld; %s hang timeout %lld ms%s)", wr, worst->node,
+              "(last step %lld; %s hang timeout %lld ms%s); it is %s", wr, worst->node,
               (long long)(now - worst->progress_ms), (long long)worst->step,
               spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
-              (long long)timeout, worst->busy ? ", busy allowance" : "");
-    json_t *ev = json_pack ("{s:I s:I s:I s:b s:i s:i s:s s:s}", "idle_ms",
+              (long long)timeout, worst->busy ? ", busy allowance" : "",
+              hang_class_name[hang_class (worst)]);
+    json_t *ev = json_pack ("{s:I s:I s:I s:b s:b s:b s:i s:i s:s s:s}", "idle_ms",
                             (json_int_t)(now - worst->progress_ms), "timeout_ms",
                             (json_int_t)timeout, "last_step", (json_int_t)worst->step, "busy",
-                            worst->busy, "ranks_over_timeout", over, "tied_ranks", ties,
+                            worst->busy, "waiting", worst->waiting, "stopped", worst->stopped,
+                            "ranks_over_timeout", over, "tied_ranks", ties,
                             "last_progress", dt_format_time (worst->progress_ms, tbuf,
                                                              sizeof (tbuf)),
                             "detected_by", "controller");
@@ -2458,15 +2471,17 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
         json_t *cand = json_array ();
         for (int r = 0; r < att->row.world_size; r++)
             if (att->ranks[r].seen && att->ranks[r].progress_ms
+                && hang_class (&att->ranks[r]) == hang_class (worst)
                 && now - att->ranks[r].progress_ms > timeout / 2)
                 json_array_append_new (cand, json_pack ("{s:i s:s}", "rank", r, "node",
                                                         att->ranks[r].node));
         json_object_set_new (ev, "candidates", cand);
         snprintf (detail, sizeof (detail), "%d ranks made no step progress for %lld ms, the "
-                  "lowest at step %lld (%s hang timeout %lld ms): which one hangs is not known",
-                  ties + 1, (long long)(now - worst->progress_ms), (long long)worst->step,
+                  "lowest at step %lld (%s hang timeout %lld ms), all %s: which one hangs "
+                  "is not known", ties + 1, (long long)(now - worst->progress_ms),
+                  (long long)worst->step,
                   spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
-                  (long long)timeout);
+                  (long long)timeout, hang_class_name[hang_class (worst)]);
     }
     jobs_attempt_fail (jobs, att, "hang", ties ? NULL : worst->node, ties ? -1 : wr, detail, ev);
 }

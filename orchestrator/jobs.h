@@ -65,6 +65,8 @@ struct rank {
     bool median_stale;          /* ring changed since 'median' */
     /* controller-side hang watchdog (issue 7) */
     bool busy;                  /* saving/loading a checkpoint (libdtclient) */
+    bool waiting;               /* in a collective: blocked on its peers */
+    bool stopped;               /* its process is stopped (SIGSTOP, a debugger) */
     int64_t progress_ms;        /* epoch ms of the last step change; 0 not yet seen */
     int64_t progress_step;      /* the step seen then */
 };

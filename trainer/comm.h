@@ -76,40 +76,72 @@ struct dt_comm_ops {
     int (*peer_of) (dt_comm_t *c, const char *errtext);
 };
 
-/* Every communicator starts with a pointer to its ops. */
+/* Every communicator starts with a pointer to its ops.  The backends
+ * zero on_wait when they create it. */
 struct dt_comm {
     const struct dt_comm_ops *ops;
     int rank, size;
+    /* Called with 1 before and 0 after every collective (dttrain tells
+     * its agent it is blocked on peers: libdtclient's set_waiting). */
+    void (*on_wait) (void *arg, int waiting);
+    void *wait_arg;
 };
+
+static inline void dt_comm_set_wait_hook (dt_comm_t *c, void (*fn) (void *, int), void *arg)
+{
+    c->on_wait = fn;
+    c->wait_arg = arg;
+}
+
+static inline void dt_comm_waiting (dt_comm_t *c, int waiting)
+{
+    if (c->on_wait)
+        c->on_wait (c->wait_arg, waiting);
+}
 
 static inline int dt_comm_allreduce (dt_comm_t *c, void *buf, size_t n,
                                      enum dt_comm_dtype t, enum dt_comm_op op,
                                      dt_error_t *err)
 {
-    return c->ops->allreduce (c, buf, n, t, op, err);
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->allreduce (c, buf, n, t, op, err);
+    dt_comm_waiting (c, 0);
+    return rc;
 }
 
 static inline int dt_comm_reduce_scatter (dt_comm_t *c, float *in, float *out,
                                           const size_t *counts, dt_error_t *err)
 {
-    return c->ops->reduce_scatter (c, in, out, counts, err);
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->reduce_scatter (c, in, out, counts, err);
+    dt_comm_waiting (c, 0);
+    return rc;
 }
 
 static inline int dt_comm_allgather (dt_comm_t *c, const float *in, float *out,
                                      const size_t *counts, dt_error_t *err)
 {
-    return c->ops->allgather (c, in, out, counts, err);
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->allgather (c, in, out, counts, err);
+    dt_comm_waiting (c, 0);
+    return rc;
 }
 
 static inline int dt_comm_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root,
                                      dt_error_t *err)
 {
-    return c->ops->broadcast (c, buf, bytes, root, err);
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->broadcast (c, buf, bytes, root, err);
+    dt_comm_waiting (c, 0);
+    return rc;
 }
 
 static inline int dt_comm_barrier (dt_comm_t *c, dt_error_t *err)
 {
-    return c->ops->barrier (c, err);
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->barrier (c, err);
+    dt_comm_waiting (c, 0);
+    return rc;
 }
 
 static inline int dt_comm_peer_of (dt_comm_t *c, const char *errtext)

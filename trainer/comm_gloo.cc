@@ -273,6 +273,7 @@ extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_er
         g->base.ops = &gloo_ops;
         g->base.rank = p->rank;
         g->base.size = p->size;
+        g->base.on_wait = nullptr;        // dt_comm_set_wait_hook sets it
         g->timeout = std::chrono::milliseconds (p->timeout_ms);
         g->tag = 1;
 

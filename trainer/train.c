@@ -100,6 +100,11 @@ static int kv_wait_cb (void *ctx, const char *key, long timeout_ms, void **val, 
     return dtclient_kv_wait (ctx, key, (int)timeout_ms, val, len) == DTCLIENT_OK ? 0 : -1;
 }
 
+static void client_waiting (void *client, int waiting)
+{
+    dtclient_collective (client, waiting);
+}
+
 static dt_comm_t *comm_open (struct trainer *t, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -305,6 +310,10 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         *exit_code = EXIT_COMM;
         goto error;
     }
+    /* The agent learns when this rank is blocked on its peers, so a stall
+     * is blamed on the rank that froze, not on those waiting for it. */
+    if (dtclient_connected (t->client))
+        dt_comm_set_wait_hook (t->comm, client_waiting, t->client);
     t->bucket = (size_t)(o->bucket_mb * 1048576.0 / 4);
     if (t->bucket < 1024)
         t->bucket = 1024;

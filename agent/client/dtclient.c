@@ -382,6 +382,15 @@ void dtclient_set_busy (dtclient_t *c, int busy)
     report_end (p, s);
 }
 
+void dtclient_collective (dtclient_t *c, int enter)
+{
+    if (!c)
+        return;
+    /* One atomic add, not the seqlock: the seqlock has one writer, and a
+     * comm thread enters collectives while the main thread reports. */
+    __atomic_add_fetch (&c->page->report.waiting, enter ? 1 : -1, __ATOMIC_RELAXED);
+}
+
 int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd)
 {
     struct dtshm_cmd k;

@@ -70,6 +70,13 @@ void dtclient_step (dtclient_t *c, int64_t step, double loss, int64_t samples,
  * then uses its checkpoint allowance).  No system call. */
 void dtclient_set_busy (dtclient_t *c, int busy);
 
+/* Tell the agent a thread of this rank enters (enter = 1) or leaves
+ * (enter = 0) a collective: it is then blocked on its peers.  When a step
+ * stalls, the hang detector blames the rank that is not waiting - the one
+ * that froze - rather than the peers blocked on it.  Calls may come from
+ * several threads at once (the page keeps a count).  No system call. */
+void dtclient_collective (dtclient_t *c, int enter);
+
 /* Latest command from the controller, without blocking.  Returns 1 and
  * fills *cmd when a command newer than the last one returned is pending,
  * else 0.  No system call. */

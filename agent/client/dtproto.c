@@ -363,6 +363,8 @@ int dtshm_read_report (const volatile struct dtshm_page *p, struct dtshm_report 
         __atomic_thread_fence (__ATOMIC_ACQUIRE);
         if (__atomic_load_n (&p->report.seq, __ATOMIC_RELAXED) == s1) {
             out->seq = s1;
+            /* A counter of its own, outside the seqlock (see dtproto.h). */
+            out->waiting = __atomic_load_n (&p->report.waiting, __ATOMIC_RELAXED);
             return 0;
         }
     }

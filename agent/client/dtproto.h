@@ -131,7 +131,11 @@ struct dtshm_report {
     double comm_ms;
     int64_t nreports;     /* count of dtclient_step calls */
     int32_t busy;
-    int32_t pad;
+    /* Threads of the rank now inside a collective (blocked on its peers,
+     * not hung themselves).  Not under the seqlock: several threads of a
+     * trainer change it (a comm thread overlaps the backward pass), each
+     * with one atomic add, and the reader loads it atomically. */
+    int32_t waiting;
 };
 
 struct dtshm_cmd {
@@ -156,6 +160,7 @@ struct dtshm_page {
 _Static_assert (offsetof (struct dtshm_page, report) == 64, "report at 64");
 _Static_assert (offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
 _Static_assert (offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");
+_Static_assert (offsetof (struct dtshm_report, waiting) == 60, "report.waiting at 64+60");
 _Static_assert (offsetof (struct dtshm_cmd, step) == 24, "cmd.step at 128+24");
 _Static_assert (sizeof (struct dtshm_page) <= DTSHM_SIZE, "page fits");
 

@@ -5,9 +5,9 @@
 # the collective timeout, the attempt is ended (the frozen process is
 # killed too), and the job completes from the latest committed checkpoint
 # with the parameters of an uninterrupted run.  Every rank of a synchronous
-# job stalls with the frozen one, and the heartbeats' steps do not tell
-# which is frozen: the failure names no node (none is wrongly excluded) and
-# lists the candidates.
+# job stalls with the frozen one; the heartbeats say which one is stopped
+# (and which are blocked in a collective), so the failure names the frozen
+# rank and its node, which alone is excluded.
 . "$(dirname "$0")/ft-lib.sh"
 
 write_conf "HangTimeoutFloor=3s"
@@ -20,6 +20,7 @@ submit "$(dttrain_spec hang 2 "--inject-slow 0:25" '{"heartbeat": {"hang_timeout
     || bail "submit failed"
 check "the job runs past step 45" wait_step "$ID" 45 90
 PID=$(rank_pid "$ID" 1)
+NODE=$(api GET "/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 1) | .node')
 T0=$(now_ms)
 check "SIGSTOP rank 1 (pid $PID)" kill -STOP "$PID"
 check "the job completes" wait_state "$ID" completed 120
@@ -29,9 +30,9 @@ timeline "$ID" "$T0"
 check "attempt 1 failed with cause hang, detected by the controller" \
     jqt '.data.attempts[0].cause == "hang" and .data.attempts[0].evidence.detected_by == "controller"' "$TMP/j.json"
 jq -c '.data.attempts[0] | {cause_node, cause_rank, detail, timeout: .evidence.timeout_ms, p99: .evidence.p99_step_ms, candidates: .evidence.candidates}' "$TMP/j.json" | sed 's/^/# /'
-check "no healthy node is blamed or excluded: with every rank stalled the culprit is not named" \
-    jqt '.data.attempts[0].cause_node == null and (.data.exclude | length) == 0
-         and (.data.attempts[0].evidence.candidates | length) == 2' "$TMP/j.json"
+check "the frozen rank 1 on $NODE is blamed, as stopped, and only its node is excluded" \
+    jqt ".data.attempts[0].cause_node == \"$NODE\" and .data.attempts[0].cause_rank == 1
+         and .data.attempts[0].evidence.stopped == true and .data.exclude == [\"$NODE\"]" "$TMP/j.json"
 check "the automatic timeout was the 3 s floor (steps are fast)" \
     jqt '.data.attempts[0].evidence.timeout_ms == 3000' "$TMP/j.json"
 check "detected after the timeout, well before the 60 s collective timeout" \

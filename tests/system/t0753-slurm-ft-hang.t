@@ -1,7 +1,8 @@
 #!/bin/bash
 # t0753-slurm-ft-hang (issue 7, Slurm testbed): one rank of a 2-node job
-# (no spares) frozen with SIGSTOP -> detected as a hang (cause hang, that
-# rank when the controller can tell it), the attempt's Slurm job ends, the
+# (no spares) frozen with SIGSTOP -> detected as a hang (cause hang, blamed
+# on that rank and its node, not on rank 0 blocked on it in the allreduce;
+# only that node is excluded), the attempt's Slurm job ends, the
 # next attempt is a new Slurm job, the job completes, and params_crc32c
 # equals an uninterrupted run's (world 2).  hang_timeout_ms 4000 keeps the
 # test short (the automatic timeout has a 30 s floor).
@@ -28,6 +29,11 @@ timeline "$ID" "$T0"
 check "attempt 1 failed with cause hang" \
     jqt '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "hang"' "$TMP/j.json"
 echo "# blamed: node $(jq -r .data.attempts[0].cause_node "$TMP/j.json") rank $(jq -r .data.attempts[0].cause_rank "$TMP/j.json") ($(jq -r .data.attempts[0].detail "$TMP/j.json"))"
+check "the frozen rank 1 on $NODE is blamed, and only $NODE is excluded" \
+    jqt ".data.attempts[0].cause_node == \"$NODE\" and .data.attempts[0].cause_rank == 1
+         and .data.exclude == [\"$NODE\"]" "$TMP/j.json"
+check "attempt 2 does not run on $NODE" \
+    jqt "[.data.attempts[1].nodes[].node] | index(\"$NODE\") == null" "$TMP/j.json"
 check "the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind IN ('node_lost', 'trainer_exit', 'slurm_node_fail', 'agent_exit', 'hang')")" = 1
 check "the frozen process is gone" wait_for 20 eval '! kill -0 "$PID" 2>/dev/null'

@@ -74,6 +74,8 @@ _SHM_SIZE = 4096
 _SHM_MAGIC = 0x4D485344
 _REPORT_OFF = 64                      # struct dtshm_report, seqlock first
 _REPORT = struct.Struct("<qdqddqi")   # step loss samples compute_ms comm_ms nreports busy
+_WAITING_OFF = 124                    # report.waiting: a counter outside the seqlock
+_I32 = struct.Struct("<i")
 _CMD_OFF = 128                        # struct dtshm_cmd, seqlock first
 _CMD = struct.Struct("<QQiiq")        # seq cmd_seq kind pad step
 _U64 = struct.Struct("<Q")
@@ -133,6 +135,7 @@ class Client:
         self._sock = None
         self._page = None
         self._lock = threading.Lock()
+        self._waiting_lock = threading.Lock()
         self._last_cmd = 0
         self._nreports = 0
         self._wake = None
@@ -260,6 +263,16 @@ class Client:
         """Checkpoint save/load in progress: the hang detector waits."""
         if self._page is not None:
             self._report_write(busy=1 if busy else 0)
+
+    def collective(self, enter):
+        """A thread enters (True) or leaves (False) a collective: blocked on
+        its peers.  A stalled step is then blamed on the rank that is not
+        waiting.  The page keeps a count; threads may call it at once."""
+        if self._page is None:
+            return
+        with self._waiting_lock:
+            n = _I32.unpack_from(self._page, _WAITING_OFF)[0]
+            _I32.pack_into(self._page, _WAITING_OFF, n + (1 if enter else -1))
 
     def poll(self):
         """The newest command not yet returned, or None (no system call)."""

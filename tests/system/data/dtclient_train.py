@@ -12,7 +12,9 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 print("rank %d/%d: pid %d, agent %s" % (rank, world, os.getpid(),
       "connected" if c.connected else "none"), file=sys.stderr, flush=True)
 c.kv_set("pytrain/rank-%d" % rank, str(os.getpid()))
+c.collective(True)     # blocked on the peers (the hang detector's hint)
 peers = [int(c.kv_wait("pytrain/rank-%d" % r, 30)) for r in range(world)]
+c.collective(False)
 print("rank %d: peers %s" % (rank, peers), file=sys.stderr, flush=True)
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 for step in range(1, steps + 1):

@@ -422,9 +422,18 @@ static void test_seqlock (void)
     CU_ASSERT_EQUAL (torn, 0);
     CU_ASSERT (reads > 0);
 
+    /* The waiting count is read whole, outside the seqlock (several
+     * threads of a trainer change it). */
+    struct dtshm_report rep;
+    p->report.waiting = 3;
+    CU_ASSERT_EQUAL (dtshm_read_report (p, &rep), 0);
+    CU_ASSERT_EQUAL (rep.waiting, 3);
+    p->report.waiting = 0;
+    CU_ASSERT_EQUAL (dtshm_read_report (p, &rep), 0);
+    CU_ASSERT_EQUAL (rep.waiting, 0);
+
     /* A writer that died mid-write (seq left odd): the reader gives up. */
     p->report.seq = 7;
-    struct dtshm_report rep;
     CU_ASSERT_EQUAL (dtshm_read_report (p, &rep), -1);
     CU_ASSERT_EQUAL (errno, EAGAIN);
     free (p);

@@ -14,10 +14,10 @@ static const char good[] =
     "{\"node\":\"node2\",\"ranks\":["
     "{\"rank\":2,\"local_rank\":0,\"pid\":555,\"state\":\"running\",\"client\":true,"
     "\"step\":120,\"loss\":2.31,\"samples\":64,\"compute_ms\":41.5,\"comm_ms\":3.2,"
-    "\"busy\":false},"
+    "\"busy\":false,\"waiting\":true,\"stopped\":false},"
     "{\"rank\":3,\"local_rank\":1,\"pid\":556,\"state\":\"exited\",\"client\":false,"
     "\"step\":-1,\"loss\":-0.5,\"samples\":-1,\"compute_ms\":0,\"comm_ms\":1e-3,"
-    "\"busy\":true}]}";
+    "\"busy\":true,\"stopped\":true}]}";
 
 static bool same_msg (const struct hb_msg *a, const struct hb_msg *b)
 {
@@ -31,7 +31,8 @@ static bool same_msg (const struct hb_msg *a, const struct hb_msg *b)
             || memcmp (&x->loss, &y->loss, sizeof (double))
             || memcmp (&x->compute_ms, &y->compute_ms, sizeof (double))
             || memcmp (&x->comm_ms, &y->comm_ms, sizeof (double)) || x->client != y->client
-            || x->busy != y->busy || strcmp (x->state, y->state))
+            || x->busy != y->busy || x->waiting != y->waiting || x->stopped != y->stopped
+            || strcmp (x->state, y->state))
             return false;
     }
     return true;
@@ -76,11 +77,14 @@ static void test_good (void)
     CU_ASSERT_EQUAL (m.ranks[0].loss, 2.31);
     CU_ASSERT_EQUAL (m.ranks[0].compute_ms, 41.5);
     CU_ASSERT_EQUAL (m.ranks[0].comm_ms, 3.2);
-    CU_ASSERT_EQUAL (m.ranks[0].has, 0x3ff);
+    CU_ASSERT (m.ranks[0].waiting && !m.ranks[0].stopped);
+    CU_ASSERT_EQUAL (m.ranks[0].has, 0xfff);
     CU_ASSERT_EQUAL (m.ranks[1].step, -1);
     CU_ASSERT_EQUAL (m.ranks[1].loss, -0.5);
     CU_ASSERT_EQUAL (m.ranks[1].comm_ms, 1e-3);
     CU_ASSERT (m.ranks[1].busy && !m.ranks[1].client);
+    CU_ASSERT (m.ranks[1].stopped && !m.ranks[1].waiting);
+    CU_ASSERT_EQUAL (m.ranks[1].has, 0x3ff | HB_STOPPED);
     CU_ASSERT_EQUAL (fast_ok_general_agrees (good, strlen (good), 8), 1);
     CU_ASSERT_EQUAL (hb_parse (good, strlen (good), 8, &m, &err), HB_OK);
     hb_msg_free (&m);
