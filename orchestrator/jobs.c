@@ -2222,19 +2222,23 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
         }
     }
 
-    /* Step metric: the first step seen in each stride bucket. */
-    if (min_step >= 0 && job->row.metrics_stride > 0
+    /* Step metric: the first step seen in each stride bucket, as rank 0
+     * reported it: its loss is of its own step, which may be one ahead of
+     * the slowest rank's (min_step), and a loss filed under the wrong step
+     * would not match an uninterrupted run's curve. */
+    int64_t mstep = att->ranks[0].seen ? att->ranks[0].step : -1;
+    if (mstep >= 0 && job->row.metrics_stride > 0
         && (job->last_metric_step < 0
-            || min_step / job->row.metrics_stride
+            || mstep / job->row.metrics_stride
                    > job->last_metric_step / job->row.metrics_stride)) {
         dt_error_t err;
-        if (store_metric_put (jobs->ctx->store, job->row.id, min_step, att->row.attempt, now,
+        if (store_metric_put (jobs->ctx->store, job->row.id, mstep, att->row.attempt, now,
                               att->ranks[0].loss, job->row.throughput,
                               ncomp ? comp / ncomp : NAN, ncomp ? comm / ncomp : NAN,
                               &err) < 0)
             dt_log (LOG_ERR, "job %lld: metrics: %s", (long long)job->row.id, err.text);
         else {
-            job->last_metric_step = min_step;
+            job->last_metric_step = mstep;
             if (++job->metrics_rows > metrics_cap) {
                 job->row.metrics_stride *= 2;
                 job->dirty = true;

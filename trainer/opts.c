@@ -91,6 +91,7 @@ static const char usage_text[] =
 "  --comm-host ADDR       address this rank listens on (127.0.0.1 or hostname)\n"
 "  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
 "  --quiet                no per-step lines\n"
+"  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
 "  --dump-params FILE     rank 0 writes the final parameters (raw float32) to FILE\n"
 "Fault injection (tests):\n"
 "  --inject-crash R:S     rank R exits with status 17 at step S\n"
@@ -106,7 +107,7 @@ enum {
     O_DATA = 256, O_STEPS, O_GB, O_CTX, O_EMB, O_HID, O_LAY, O_LR, O_LRREF, O_WARM,
     O_MINLR, O_WD, O_CLIP, O_SEED, O_VALFRAC, O_VALN, O_MB, O_PAR, O_CKDIR, O_CKEV,
     O_RESUME, O_RDV, O_VALEV, O_BACKEND, O_THREADS, O_BUCKET, O_TIMEOUT, O_HOST,
-    O_JOB, O_QUIET, O_DUMP, O_NOOV, O_OV, O_NOJIT, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
+    O_JOB, O_QUIET, O_LOGEVERY, O_DUMP, O_NOOV, O_OV, O_NOJIT, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -140,6 +141,7 @@ static const struct option longopts[] = {
     { "comm-host", required_argument, NULL, O_HOST },
     { "job", required_argument, NULL, O_JOB },
     { "quiet", no_argument, NULL, O_QUIET },
+    { "log-every", required_argument, NULL, O_LOGEVERY },
     { "dump-params", required_argument, NULL, O_DUMP },
     { "no-overlap", no_argument, NULL, O_NOOV },
     { "no-jit", no_argument, NULL, O_NOJIT },
@@ -261,6 +263,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_HOST: o->comm_host = a; break;
         case O_JOB: o->job = a; break;
         case O_QUIET: o->quiet = 1; break;
+        case O_LOGEVERY: if (parse_int ("--log-every", a, 1, 1 << 30, &o->log_every, err)) return -1; break;
         case O_DUMP: o->dump_params = a; break;
         case O_NOOV: o->overlap = 0; break;
         case O_OV: o->overlap = 1; break;

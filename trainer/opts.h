@@ -55,6 +55,7 @@ struct train_opts {
     const char *job;
     const char *comm_host;
     int quiet;
+    int log_every;          /* rank 0's step lines: every Nth step; 0: steps/20 */
     int jit;                /* just-in-time checkpoint on a lost peer (dp; default 1) */
     const char *dump_params; /* rank 0 writes final params (raw float32) */
     /* fault injection */

@@ -843,7 +843,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
      * global batch), so the controller's sum over ranks is the batch. */
     dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
     if (!o->quiet && t->rank == 0) {
-        int64_t every = o->steps >= 20 ? o->steps / 20 : 1;
+        int64_t every = o->log_every > 0 ? o->log_every : o->steps >= 20 ? o->steps / 20 : 1;
         if (t->step % every == 0 || t->step == t->start_step + 1)
             dt_log (LOG_INFO, "step %" PRId64 "/%" PRId64 " loss %.4f (%.3f bits/byte) lr %.3g "
                     "|g| %.3f compute %.1f ms comm %.1f ms", t->step, o->steps, *loss,

@@ -5,15 +5,17 @@
 # one excluded), with the same global batch (dttrain accumulates
 # gradients), and the job completes.  The parameters legitimately differ
 # from the uninterrupted 3-rank run (a different reduction order); the loss
-# curve continues: the final validation loss is within 5% (relative) of
-# the uninterrupted run's, and training does not regress across the
-# restart: the first logged loss after the resume is at most 10% above the
-# last one before the failure (a restart from scratch would jump back to
-# about ln 256 = 5.5).
+# curve continues: every training loss the job logged after the resume
+# matches the uninterrupted run's loss at the same step (same batches, as
+# sampling depends on the step only) within 0.1% relative, and so does the
+# final validation loss (measured: about 1e-5 and 1e-7; only the order of
+# the floating-point reductions differs).  (A restart from
+# scratch would jump back to about ln 256 = 5.5.)
 : "${FT_STEPS:=200}"
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 3
-BASE=$(baseline 3) || bail "the baseline run failed"
+# The baseline logs the loss of every step (rank 0's standard error).
+BASE=$(MODEL_ARGS="${MODEL_ARGS/ --quiet/ --log-every 1}" baseline 3) || bail "the baseline run failed"
 BASE_VAL=$(tail -n 1 "$TMP/base.0.out" | jq -r .val_loss)
 echo "# uninterrupted run (world 3): params_crc32c $BASE, val_loss $BASE_VAL"
 
@@ -38,20 +40,27 @@ check "the job result: $FT_STEPS steps on world size 2, global batch 32" \
     jqt ".data.result.steps == $FT_STEPS and .data.result.world_size == 2 and .data.result.global_batch == 32" "$TMP/j.json"
 VAL=$(jq -r .data.result.val_loss "$TMP/j.json")
 echo "# final val_loss $VAL (uninterrupted 3 ranks: $BASE_VAL)"
-check "final val_loss within 5% of the uninterrupted run's" \
-    python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 0.05 * abs(b))" "$VAL" "$BASE_VAL"
+check "final val_loss within 0.1% of the uninterrupted run's" \
+    python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-3 * abs(b))" "$VAL" "$BASE_VAL"
 curl -s "$URL/v1/jobs/$ID/metrics" > "$TMP/m.json"
-check "the loss curve continues across the restart (first loss after <= 1.10 x last before)" python3 - "$TMP/m.json" <<'PYEOF'
-import json, sys
+check "the loss curve continues across the restart: each loss after it within 0.1% of the uninterrupted run's at that step" \
+    python3 - "$TMP/m.json" "$TMP/base.0.err" <<'PYEOF'
+import json, re, sys
 pts = json.load(open(sys.argv[1]))["data"]["points"]
-before = [p for p in pts if p["attempt"] == 1 and p.get("loss") is not None]
-after = [p for p in pts if p["attempt"] == 2 and p.get("loss") is not None]
-if not before or not after:
+base = {}
+for line in open(sys.argv[2]):
+    m = re.search(r"step (\d+)/\d+ loss ([0-9.]+)", line)
+    if m:
+        base[int(m.group(1))] = float(m.group(2))
+after = [p for p in pts if p["attempt"] == 2 and p.get("loss") is not None and p["step"] in base]
+if len(after) < 2:
+    print("# only %d losses after the restart to compare (baseline: %d steps)" % (len(after), len(base)))
     sys.exit(1)
-lb = max(before, key=lambda p: p["step"])
-la = min(after, key=lambda p: p["step"])
-print("# last loss before: step %d %.4f; first after: step %d %.4f" % (lb["step"], lb["loss"], la["step"], la["loss"]))
-sys.exit(la["loss"] > 1.10 * lb["loss"])
+worst = max(after, key=lambda p: abs(p["loss"] - base[p["step"]]) / base[p["step"]])
+rel = abs(worst["loss"] - base[worst["step"]]) / base[worst["step"]]
+print("# %d losses after the restart compared; largest difference at step %d: %.5f vs %.5f (%.2e relative)"
+      % (len(after), worst["step"], worst["loss"], base[worst["step"]], rel))
+sys.exit(rel > 1e-3)
 PYEOF
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing
