@@ -98,6 +98,11 @@ before += [e["data"]["last_step"] for e in ev if e["attempt"] == a and e.get("da
            and e["kind"] in ("trainer_exit", "rank_exit") and e["data"].get("last_step") is not None]
 last = max(before) if before else None
 lost = (last - (resume if resume is not None else 0)) if last is not None else None
+# A stop's checkpoint is taken a little ahead of the fastest rank, after the
+# last step the heartbeats sampled: nothing was lost then.
+ahead = lost is not None and lost < 0
+if ahead:
+    lost = 0
 def rel(t): return "%+.3f s" % ((t - inj) / 1000.0) if t else "n/a"
 print("# timeline of attempt %d -> %d (times relative to the injection)" % (a, a + 1))
 print("#   failure injected       %s" % rel(inj))
@@ -108,7 +113,8 @@ print("#   attempt %d running      %s  (resume_step %s, %s nodes)" % (a + 1, rel
       na and na.get("num_nodes")))
 print("#   first new step         %s  (step %s)" % (rel(ms(first["time"])) if first else "n/a",
       first["step"] if first else None))
-print("#   steps lost             %s  (last step seen %s, resumed from %s)" % (lost, last, resume))
+print("#   steps lost             %s  (last step seen %s, resumed from %s%s)" % (lost, last, resume,
+      ": the checkpoint was ahead of it" if ahead else ""))
 print("T_DETECT_MS=%s" % ((det - inj) if det else -1))
 print("T_FIRST_STEP_MS=%s" % ((ms(first["time"]) - inj) if first else -1))
 print("STEPS_LOST=%s" % (lost if lost is not None else -1))
