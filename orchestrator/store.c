@@ -16,10 +16,12 @@
 /* Generated at build time from schemas/NNN-*.sql (schema_sql.c). */
 extern const char store_sql_001[];
 extern const char store_sql_002[];
+extern const char store_sql_003[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
     { 2, "002-run-record.sql", store_sql_002 },
+    { 3, "003-view-index.sql", store_sql_003 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
@@ -54,6 +56,7 @@ enum stmt_id {
     S_LIVE_JOBS,
     S_JOB_VIEW,
     S_ATT_VIEW,
+    S_ATT_PROV_VIEW,
     S_ATTNODES_VIEW,
     S_EVENTS_VIEW,
     S_CKPTS_VIEW,
@@ -211,8 +214,20 @@ static const char *const sql[S_COUNT] = {
         "SELECT job_id AS job, attempt, state, cause, cause_node, cause_rank, detail, evidence,"
         " fail_time, exit_code, submit_time, start_time, end_time, launcher, handle,"
         " slurm_job_id, batch_host, nodelist, num_nodes, spare_nodes, ranks_per_node,"
-        " world_size, exclude, resume_step, master_addr, master_port, provenance"
+        " world_size, exclude, resume_step, master_addr, master_port,"
+        /* A huge attempt's provenance comes trimmed from the memo (below). */
+        " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL ELSE provenance END"
+        " AS provenance, ?2 >= 0 AND length (provenance) > ?3 AS provenance_big"
         " FROM attempts WHERE job_id = ?1 ORDER BY attempt",
+    /* The provenance of one attempt with its first ?3 nodes: SQLite's JSON
+     * functions skim the text, where building the whole tree in jansson
+     * took 10-30 ms for 5,000 nodes. */
+    [S_ATT_PROV_VIEW] =
+        "SELECT CASE WHEN json_array_length (provenance, '$.machine.nodes') > ?3"
+        "  THEN json_set (provenance, '$.machine.nodes', json ((SELECT json_group_array (value)"
+        "   FROM json_each (attempts.provenance, '$.machine.nodes') WHERE key < ?3)),"
+        "   '$.machine.nodes_truncated', json ('true'))"
+        "  ELSE provenance END FROM attempts WHERE job_id = ?1 AND attempt = ?2",
     [S_ATTNODES_VIEW] =
         "SELECT node, node_order, node_rank, spare, addr, port, pid, state,"
         " register_time, last_heartbeat AS last_heartbeat_time"
@@ -285,9 +300,25 @@ static const char *const json_columns[] = {
 /* Integer columns that are booleans. */
 static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };
 
+/* Job views show a huge attempt's provenance trimmed to its first nodes.
+ * Trimming means reading the whole text (about 70 bytes a node), so the
+ * trimmed copy is kept here, per attempt, until the store writes that
+ * attempt again: dtctld is the database's only writer. */
+enum { PROV_MEMO_SLOTS = 8 };
+static const int prov_memo_min_bytes = 65536;       /* smaller: read every time */
+
+struct prov_memo {
+    int64_t job;                /* 0: free */
+    int attempt, nodes_max;
+    json_t *prov;               /* owned */
+    uint64_t used;              /* for eviction: the least recently used goes */
+};
+
 struct store {
     dt_db_t *db;
     sqlite3_stmt *stmt[S_COUNT];
+    struct prov_memo memo[PROV_MEMO_SLOTS];
+    uint64_t memo_clock;
 };
 
 /* --- helpers --------------------------------------------------------------- */
@@ -498,6 +529,8 @@ void store_close (store_t *st)
 {
     if (st) {
         int saved = errno;
+        for (int i = 0; i < PROV_MEMO_SLOTS; i++)
+            json_decref (st->memo[i].prov);
         for (int i = 0; i < S_COUNT; i++)
             sqlite3_finalize (st->stmt[i]);
         dt_db_close (st->db);
@@ -626,9 +659,60 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
                  r->provenance);
 }
 
+static void prov_memo_forget (store_t *st, int64_t job, int attempt)
+{
+    for (int i = 0; i < PROV_MEMO_SLOTS; i++) {
+        struct prov_memo *m = &st->memo[i];
+        if (m->job == job && m->attempt == attempt) {
+            json_decref (m->prov);
+            *m = (struct prov_memo){ 0 };
+        }
+    }
+}
+
+/* A copy of attempt's provenance with at most nodes_max nodes; NULL with
+ * err on failure. */
+static json_t *prov_memo_get (store_t *st, int64_t job, int attempt, int nodes_max,
+                              dt_error_t *err)
+{
+    struct prov_memo *slot = &st->memo[0];
+    for (int i = 0; i < PROV_MEMO_SLOTS; i++) {
+        struct prov_memo *m = &st->memo[i];
+        if (m->job == job && m->attempt == attempt && m->nodes_max == nodes_max) {
+            m->used = ++st->memo_clock;
+            return json_deep_copy (m->prov);
+        }
+        if (m->used < slot->used)
+            slot = m;
+    }
+    sqlite3_stmt *s;
+    if (!(s = get_stmt (st, S_ATT_PROV_VIEW, err))
+        || bind (st, s, err, "III", job, (int64_t)attempt, (int64_t)nodes_max) < 0)
+        return NULL;
+    int rc = sqlite3_step (s);
+    json_t *prov = NULL;
+    if (rc == SQLITE_ROW)
+        prov = col_json (s, 0);
+    else if (rc == SQLITE_DONE)
+        errnoprintf (err, ENOENT, "job %lld attempt %d not found", (long long)job, attempt);
+    else
+        dt_db_error (st->db, rc, "attempt provenance", err);
+    sqlite3_reset (s);
+    if (!prov) {
+        if (rc == SQLITE_ROW)
+            errnoprintf (err, EIO, "attempt provenance: not JSON");
+        return NULL;
+    }
+    json_decref (slot->prov);
+    *slot = (struct prov_memo){ .job = job, .attempt = attempt, .nodes_max = nodes_max,
+                                .prov = prov, .used = ++st->memo_clock };
+    return json_deep_copy (prov);
+}
+
 int store_attempt_insert (store_t *st, const struct store_attempt_row *r, dt_error_t *err)
 {
     sqlite3_stmt *s;
+    prov_memo_forget (st, r->job_id, r->attempt);
     if (!(s = get_stmt (st, S_ATT_INSERT, err)) || bind_attempt (st, s, r, err) < 0)
         return -1;
     return run (st, s, "insert attempt", err);
@@ -637,6 +721,7 @@ int store_attempt_insert (store_t *st, const struct store_attempt_row *r, dt_err
 int store_attempt_update (store_t *st, const struct store_attempt_row *r, dt_error_t *err)
 {
     sqlite3_stmt *s;
+    prov_memo_forget (st, r->job_id, r->attempt);
     if (!(s = get_stmt (st, S_ATT_UPDATE, err)) || bind_attempt (st, s, r, err) < 0)
         return -1;
     return run (st, s, "update attempt", err);
@@ -1239,7 +1324,9 @@ json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_m
     if (!with_attempts)
         return job;
 
-    if (!(s = get_stmt (st, S_ATT_VIEW, err)) || bind (st, s, err, "I", id) < 0
+    if (!(s = get_stmt (st, S_ATT_VIEW, err))
+        || bind (st, s, err, "III", id, nodes_max < 0 ? (int64_t)-1 : (int64_t)nodes_max,
+                 (int64_t)prov_memo_min_bytes) < 0
         || !(atts = rows_json (st, s, "attempt view", err))) {
         json_decref (job);
         return NULL;
@@ -1264,6 +1351,16 @@ json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_m
             json_object_set_new (a, "nodes_truncated", json_true ());
         }
         json_object_set_new (a, "nodes", nodes);
+        if (json_integer_value (json_object_get (a, "provenance_big"))) {
+            json_t *p = prov_memo_get (st, id, n, nodes_max, err);
+            if (!p) {
+                json_decref (atts);
+                json_decref (job);
+                return NULL;
+            }
+            json_object_set_new (a, "provenance", p);
+        }
+        json_object_del (a, "provenance_big");
         prov = json_object_get (json_object_get (a, "provenance"), "machine");
         if (nodes_max >= 0 && (pn = json_object_get (prov, "nodes"))
             && json_array_size (pn) > (size_t)nodes_max) {

@@ -449,6 +449,80 @@ static void test_node_health (void)
     store_close (st);
 }
 
+/* A huge attempt's provenance in the job view: its first nodes_max nodes,
+ * in order, marked truncated; read again after the attempt is rewritten;
+ * a small one untouched. */
+static json_t *prov_nodes (int n)
+{
+    json_t *nodes = json_array ();
+    for (int i = 0; i < n; i++)
+        json_array_append_new (nodes, json_pack ("{s:s+ s:i s:s}", "node", "node", "", "order",
+                                                 i, "hostinfo", "Linux x86_64 6.1.0-some-host"));
+    return json_pack ("{s:s s:{s:s s:o}}", "version", "v1", "machine", "launcher", "slurm",
+                      "nodes", nodes);
+}
+
+static void test_view_provenance (void)
+{
+    dt_error_t err;
+    store_t *st;
+    struct store_job_row j;
+    struct store_attempt_row a, b;
+
+    fresh ();
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
+    new_job (&j);
+    CU_ASSERT_EQUAL_FATAL (store_begin (st, &err), 0);
+    CU_ASSERT_EQUAL (store_job_insert (st, &j, &err), 0);
+    new_attempt (&a, j.id, 1, "tokp1");
+    a.provenance = prov_nodes (2000);           /* about 130 KB: the trimmed path */
+    CU_ASSERT_EQUAL (store_attempt_insert (st, &a, &err), 0);
+    new_attempt (&b, j.id, 2, "tokp2");
+    b.provenance = prov_nodes (10);
+    CU_ASSERT_EQUAL (store_attempt_insert (st, &b, &err), 0);
+    CU_ASSERT_EQUAL_FATAL (store_commit (st, &err), 0);
+
+    for (int round = 0; round < 2; round++) {   /* the second from the memo */
+        json_t *v = store_job_view (st, j.id, true, 256, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL (v);
+        json_t *atts = json_object_get (v, "attempts");
+        json_t *m1 = json_object_get (json_object_get (json_array_get (atts, 0), "provenance"),
+                                      "machine");
+        json_t *m2 = json_object_get (json_object_get (json_array_get (atts, 1), "provenance"),
+                                      "machine");
+        CU_ASSERT_EQUAL (json_array_size (json_object_get (m1, "nodes")), 256);
+        CU_ASSERT (json_is_true (json_object_get (m1, "nodes_truncated")));
+        CU_ASSERT_EQUAL (json_integer_value (json_object_get (
+                             json_array_get (json_object_get (m1, "nodes"), 255), "order")), 255);
+        CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (m1, "launcher")), "slurm");
+        CU_ASSERT_EQUAL (json_array_size (json_object_get (m2, "nodes")), 10);
+        CU_ASSERT_PTR_NULL (json_object_get (m2, "nodes_truncated"));
+        CU_ASSERT_PTR_NULL (json_object_get (json_array_get (atts, 0), "provenance_big"));
+        json_decref (v);
+    }
+    /* Rewritten: the view shows the new text, not the kept one. */
+    json_object_set_new (json_object_get (a.provenance, "machine"), "launcher",
+                         json_string ("external"));
+    CU_ASSERT_EQUAL (store_attempt_update (st, &a, &err), 0);
+    json_t *v = store_job_view (st, j.id, true, 256, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (v);
+    json_t *m1 = json_object_get (json_object_get (json_array_get (json_object_get (v, "attempts"),
+                                                                   0), "provenance"), "machine");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (m1, "launcher")), "external");
+    json_decref (v);
+    /* Unlimited: every node. */
+    v = store_job_view (st, j.id, true, -1, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (v);
+    m1 = json_object_get (json_object_get (json_array_get (json_object_get (v, "attempts"), 0),
+                                           "provenance"), "machine");
+    CU_ASSERT_EQUAL (json_array_size (json_object_get (m1, "nodes")), 2000);
+    json_decref (v);
+    store_job_row_clear (&j);
+    store_attempt_row_clear (&a);
+    store_attempt_row_clear (&b);
+    store_close (st);
+}
+
 static const struct dt_unit_test tests[] = {
     { "migration from an empty file", test_migrate_empty },
     { "migration from the previous version; newer refused", test_migrate_previous },
@@ -458,6 +532,7 @@ static const struct dt_unit_test tests[] = {
     { "metrics downsampling", test_metrics_thinning },
     { "checkpoints: pending never offered, keep", test_checkpoints },
     { "node health history", test_node_health },
+    { "huge provenance trimmed in the job view", test_view_provenance },
     { NULL, NULL },
 };
 
