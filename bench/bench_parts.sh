@@ -237,8 +237,12 @@ wait_job_quietly () {
     wait_for "$3" job_ended "$id"
 }
 part_overhead () {
-    local d=$TMP/overhead rep id t0 t1 log spec
-    say "orchestration: dttrain 2 ranks through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
+    # Steady state: a run of a few seconds mostly measures the start, when
+    # the agent registers and the controller starts the job on the same 2
+    # cores; a training run lasts hours.  The start is reported apart
+    # (submit to completed vs start to exit).
+    local d=$TMP/overhead rep id t0 t1 log spec STEPS=${OVERHEAD_STEPS:-$((STEPS * 5))}
+    say "orchestration: dttrain 2 ranks, $STEPS steps, through dtctld + dtagent (local launcher) vs bare, alternating; x $REPS"
     start_ctld "$d" local HeartbeatInterval=1s NodeTimeout=10s || return
     mkdir -p "$d/rdv"
     # --rendezvous-dir as for the bare run (same bootstrap on both sides; see
