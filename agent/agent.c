@@ -234,6 +234,17 @@ static void apply_commands (agent_t *a, const json_t *cmds)
                 a->stop_applied = true;
                 stop_ranks (a, step);
             }
+        } else if (strcmp (kind, "kill") == 0) {
+            /* A rank the controller found hung: SIGKILL at once, so that
+             * its peers' collective fails and they save the state. */
+            json_t *rj = json_object_get (c, "rank");
+            struct rank *rk = json_is_integer (rj)
+                              ? ranks_find (a->ranks, (int)json_integer_value (rj)) : NULL;
+            if (rk && rk->state == RANK_RUNNING && !rk->kill_now) {
+                dt_log (LOG_NOTICE, "command: kill rank %d (hung)", rk->rank);
+                rk->kill_now = true;
+                ranks_kill (a->ranks, rk, 0);
+            }
         } else if (strcmp (kind, "abort") == 0) {
             if (!a->abort) {
                 dt_log (LOG_NOTICE, "command: abort: killing the ranks");

@@ -27,6 +27,7 @@ struct rank {
     bool client;                   /* said hello through libdtclient */
     pid_t client_pid;
     bool killed;                   /* the agent killed it (hang, abort, stop) */
+    bool kill_now;                 /* the controller's kill command was applied */
     volatile struct dtshm_page *page;
     struct dtshm_report last;      /* latest report read from the page */
     int64_t progress_ms;           /* when the report last changed (or hello) */

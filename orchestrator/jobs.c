@@ -1938,7 +1938,10 @@ static bool jit_may_help (struct attempt *att, const char *cause)
     return att->row.world_size > 1 && spec_str (att->job, "checkpoint", "dir")
            && att->job->row.state == JOB_RESTARTING
            && (!strcmp (cause, "trainer_exit") || !strcmp (cause, "node_lost")
-               || !strcmp (cause, "node_failure"))
+               || !strcmp (cause, "node_failure")
+               /* a named hung rank is killed (jobs_commands_text): its
+                * peers, blocked on it, then lose a peer like any other */
+               || (!strcmp (cause, "hang") && att->row.cause_rank >= 0))
            && jit_survivors_running (att, dt_real_ms ());
 }
 
@@ -2273,7 +2276,12 @@ size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, si
 {
     int n;
     (void)jobs;
-    if (att->row.state == ATT_ENDING)
+    if (att->row.state == ATT_ENDING && att->jit_open && !strcmp (att->row.cause, "hang")
+        && att->row.cause_rank >= 0)
+        /* The just-in-time window after a hang: the hung rank goes, so its
+         * peers' collective fails and they save the state (issue 7). */
+        n = snprintf (buf, len, "[{\"kind\":\"kill\",\"rank\":%d}]", att->row.cause_rank);
+    else if (att->row.state == ATT_ENDING)
         n = snprintf (buf, len, "[]");  /* the just-in-time window: nothing new to do */
     /* A stop includes its checkpoint: nothing else is asked alongside. */
     else if (att->stopping)
