@@ -7,7 +7,8 @@
 # with the parameters of an uninterrupted run.  Every rank of a synchronous
 # job stalls with the frozen one; the heartbeats say which one is stopped
 # (and which are blocked in a collective), so the failure names the frozen
-# rank and its node, which alone is excluded.
+# rank and its node, which alone is excluded; the frozen rank is killed,
+# so its peer saves the state (just-in-time: at most 1 step lost).
 . "$(dirname "$0")/ft-lib.sh"
 
 write_conf "HangTimeoutFloor=3s"
@@ -37,6 +38,8 @@ check "the automatic timeout was the 3 s floor (steps are fast)" \
     jqt '.data.attempts[0].evidence.timeout_ms == 3000' "$TMP/j.json"
 check "detected after the timeout, well before the 60 s collective timeout" \
     test "$T_DETECT_MS" -ge 2500 -a "$T_DETECT_MS" -le 20000
+check "at most 1 step lost: the frozen rank was killed and its peer saved the state (lost $STEPS_LOST)" \
+    test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 1
 check "the frozen process is gone" wait_for 20 sh -c "! kill -0 $PID 2>/dev/null"
 check "attempt 2 resumed from a committed checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")

@@ -2,8 +2,9 @@
 # t0753-slurm-ft-hang (issue 7, Slurm testbed): one rank of a 2-node job
 # (no spares) frozen with SIGSTOP -> detected as a hang (cause hang, blamed
 # on that rank and its node, not on rank 0 blocked on it in the allreduce;
-# only that node is excluded), the attempt's Slurm job ends, the
-# next attempt is a new Slurm job, the job completes, and params_crc32c
+# only that node is excluded), the frozen rank is killed so that its peer
+# saves the state (just-in-time: at most 1 step lost), the attempt's Slurm
+# job ends, the next attempt is a new Slurm job, the job completes, and params_crc32c
 # equals an uninterrupted run's (world 2).  hang_timeout_ms 4000 keeps the
 # test short (the automatic timeout has a 30 s floor).
 : "${FT_STEPS:=300}"
@@ -34,6 +35,8 @@ check "the frozen rank 1 on $NODE is blamed, and only $NODE is excluded" \
          and .data.exclude == [\"$NODE\"]" "$TMP/j.json"
 check "attempt 2 does not run on $NODE" \
     jqt "[.data.attempts[1].nodes[].node] | index(\"$NODE\") == null" "$TMP/j.json"
+check "at most 1 step lost: the frozen rank was killed and its peer saved the state (lost $STEPS_LOST)" \
+    test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 1
 check "the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind IN ('node_lost', 'trainer_exit', 'slurm_node_fail', 'agent_exit', 'hang')")" = 1
 check "the frozen process is gone" wait_for 20 eval '! kill -0 "$PID" 2>/dev/null'
