@@ -40,7 +40,10 @@ part_ingest () {
         local rate=$((A * 8)) rep
         say "ingest: $A simulated agents x 8 ranks at 1 Hz = $rate rank-heartbeats/s offered, ${D}s x $REPS (+${W}s warm-up each)"
         d=$TMP/ingest-$A
-        start_ctld "$d" external HeartbeatInterval=1s NodeTimeout=60s RendezvousTimeout=600s || return
+        # Between runs the simulated agents are silent: long node and hang
+        # timeouts keep their attempts alive across the pause.
+        start_ctld "$d" external HeartbeatInterval=1s NodeTimeout=180s HangTimeoutFloor=10m \
+            RendezvousTimeout=600s || return
         # One attempt holds at most 65536 ranks (SPEC_MAX_WORLD): more agents
         # are split over several jobs, which the generator drives together.
         njobs=$(( (rate + 65535) / 65536 )); per=$(( A / njobs )); toks=
@@ -57,8 +60,20 @@ part_ingest () {
         for rep in $(seq "$REPS"); do
             # Growth is measured after the first run: the first fills the
             # per-rank and per-node rows once; what grows after that is what
-            # an hour of the same load adds.
-            [ "$rep" = 2 ] && size0=$(db_pages "$d")
+            # an hour of the same load adds.  The controller writes at most
+            # 2,500 such rows a second (a bounded flush), so the first fill
+            # may end after the first run: wait until the rank rows stop
+            # growing (3 s apart; 90 s at most, within NodeTimeout).
+            if [ "$rep" = 2 ]; then
+                local c0=-1 c1 waited=0
+                while [ $waited -lt 90 ]; do
+                    c1=$(sqlite3 "$d/state/dtctld.db" 'select count(*) from ranks' 2>/dev/null)
+                    [ "$c1" = "$c0" ] && break
+                    c0=$c1; sleep 3; waited=$((waited + 3))
+                done
+                [ $waited -ge 90 ] && note "ingest.$rate" "rank rows still growing 90 s after the first run: growth includes the rest"
+                size0=$(db_pages "$d")
+            fi
             [ "$rep" -ge 2 ] && t_grow=$((t_grow + W + D))
             # The status pollers start with the measurement (after registration
             # and warm-up): loadgen creates the mark file then.

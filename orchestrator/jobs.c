@@ -77,6 +77,7 @@ struct jobs {
     struct ctld *ctx;
     struct job *list;
     int64_t next_flush_ms;
+    int flush_stream;           /* where the next bounded flush starts (tx_flush) */
     uint64_t restarts;
     uint64_t ckpts;
     /* Deafness: the controller cannot hear heartbeats while its own loop is
@@ -2410,6 +2411,7 @@ static const char *cause_of_launcher_end (const struct launcher_status *st)
  * the chosen kind stalled, the failure names no node (a wrong blame would
  * exclude a healthy node) and the evidence lists the candidates. */
 enum { waiting_multiple = 2 };  /* the agents' ranks_waiting_multiple */
+enum { candidates_max = 16 };   /* ranks listed in the evidence of an unattributed hang */
 
 static int hang_class (const struct rank *rk)
 {
@@ -2480,14 +2482,17 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     json_object_set_new (ev, "p99_step_ms", isnan (p99) ? json_null () : json_real (p99));
     json_object_set_new (ev, "step_samples", json_integer (att->nsteptime));
     if (ties) {
+        /* The first few: a stalled 80,000-rank job would otherwise put
+         * megabytes into every view of the job. */
         json_t *cand = json_array ();
-        for (int r = 0; r < att->row.world_size; r++)
+        for (int r = 0; r < att->row.world_size && json_array_size (cand) < candidates_max; r++)
             if (att->ranks[r].seen && att->ranks[r].progress_ms
                 && hang_class (&att->ranks[r]) == hang_class (worst)
                 && now - att->ranks[r].progress_ms > timeout / 2)
                 json_array_append_new (cand, json_pack ("{s:i s:s}", "rank", r, "node",
                                                         att->ranks[r].node));
         json_object_set_new (ev, "candidates", cand);
+        json_object_set_new (ev, "candidates_total", json_integer (ties + 1));
         snprintf (detail, sizeof (detail), "%d ranks made no step progress for %lld ms, the "
                   "lowest at step %lld (%s hang timeout %lld ms), all %s: which one hangs "
                   "is not known", ties + 1, (long long)(now - worst->progress_ms),
@@ -2722,21 +2727,25 @@ struct flush_arg {
     bool more;                  /* dirty rows left for a later flush */
 };
 
-static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, void *arg,
-                     dt_error_t *err)
+/* The rank rows (stream 2i) or node rows (stream 2i+1) of the i-th job's
+ * attempt, scanned from that attempt's cursor while budget lasts. */
+static int flush_stream (store_t *st, struct job *job, bool nodes, struct flush_arg *fa,
+                         dt_error_t *err)
 {
-    struct flush_arg *fa = arg;
-    store_t *st = jobs->ctx->store;
-    for (struct job *job = jobs->list; job; job = job->next) {
-        struct attempt *att = job->att;
-        if (job->dirty && store_job_update (st, &job->row, err) < 0)
-            return -1;
-        if (!att)
-            continue;
-        /* Scan from the cursors; the scanned ranges are marked clean after
-         * the commit (jobs_flush_some). */
-        int n = att->row.world_size, k;
-        for (k = 0; k < n && fa->budget != 0; k++) {
+    struct attempt *att = job->att;
+    int n = nodes ? att->nagents : att->row.world_size, k;
+    for (k = 0; k < n && fa->budget != 0; k++) {
+        if (nodes) {
+            struct agent *ag = &att->agents[(att->flush_agent_pos + k) % n];
+            if (!ag->dirty)
+                continue;
+            if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
+                                        ag->order, ag->node_rank, ag->spare, ag->addr,
+                                        ag->port, ag->pid, ag->done ? "done" : "registered",
+                                        ag->register_time, ag->last_hb_ms, ag->hostinfo,
+                                        err) < 0)
+                return -1;
+        } else {
             int r = (att->flush_rank_pos + k) % n;
             struct rank *rk = &att->ranks[r];
             if (!rk->dirty)
@@ -2751,30 +2760,52 @@ static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, 
             };
             if (store_rank_put (st, job->row.id, att->row.attempt, &row, err) < 0)
                 return -1;
-            if (fa->budget > 0)
-                fa->budget--;
         }
-        att->flush_rank_scan = k;
-        if (k < n)
-            fa->more = true;
-        n = att->nagents;
-        for (k = 0; k < n && fa->budget != 0; k++) {
-            struct agent *ag = &att->agents[(att->flush_agent_pos + k) % n];
-            if (!ag->dirty)
-                continue;
-            if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
-                                        ag->order, ag->node_rank, ag->spare, ag->addr,
-                                        ag->port, ag->pid, ag->done ? "done" : "registered",
-                                        ag->register_time, ag->last_hb_ms, ag->hostinfo,
-                                        err) < 0)
-                return -1;
-            if (fa->budget > 0)
-                fa->budget--;
-        }
-        att->flush_agent_scan = k;
-        if (k < n)
-            fa->more = true;
+        if (fa->budget > 0)
+            fa->budget--;
     }
+    if (nodes)
+        att->flush_agent_scan = k;
+    else
+        att->flush_rank_scan = k;
+    if (k < n)
+        fa->more = true;
+    return 0;
+}
+
+static int tx_flush (struct jobs *jobs, struct job *unused, struct attempt *u2, void *arg,
+                     dt_error_t *err)
+{
+    struct flush_arg *fa = arg;
+    store_t *st = jobs->ctx->store;
+    int nstreams = 0;
+    for (struct job *job = jobs->list; job; job = job->next) {
+        if (job->dirty && store_job_update (st, &job->row, err) < 0)
+            return -1;
+        if (job->att)
+            job->att->flush_rank_scan = job->att->flush_agent_scan = 0;
+        nstreams += 2;
+    }
+    /* Round robin over the streams: a huge attempt that always has more
+     * dirty rows than the budget must not starve the other jobs' rows, nor
+     * its own node rows.  The next flush starts after the stream that used
+     * the budget up (that stream resumes at its own cursor in its turn). */
+    int start = nstreams ? jobs->flush_stream % nstreams : 0;
+    for (int i = 0; i < nstreams && fa->budget != 0; i++) {
+        int sidx = (start + i) % nstreams;
+        struct job *job = jobs->list;
+        for (int j = 0; j < sidx / 2; j++)
+            job = job->next;
+        if (!job->att)
+            continue;
+        if (flush_stream (st, job, sidx % 2, fa, err) < 0)
+            return -1;
+        if (fa->budget == 0)
+            jobs->flush_stream = sidx + 1;
+    }
+    /* Streams the budget did not reach have rows left too. */
+    if (fa->budget == 0)
+        fa->more = true;
     return 0;
 }
 
