@@ -2424,7 +2424,7 @@ static const char *const hang_class_name[] = { "stopped", "not waiting on its pe
 static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t now)
 {
     struct rank *worst = NULL;
-    int wr = -1, over = 0;
+    int wr = -1, wcls = 0, over = 0;
     int64_t timeout = 0;
     double p99 = NAN;
 
@@ -2437,18 +2437,20 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
         struct rank *rk = &att->ranks[r];
         if (!rk->seen || !rk->client || rk->progress_ms == 0 || strcmp (rk->state, "running"))
             continue;
+        int cls = hang_class (rk);
         int64_t t = rk->busy ? t_busy : t_idle;
-        if (hang_class (rk) == 2)
+        if (cls == 2)
             t *= waiting_multiple;
         if (now - rk->progress_ms <= t)
             continue;
         over++;
-        if (!worst || hang_class (rk) < hang_class (worst)
-            || (hang_class (rk) == hang_class (worst)
+        if (!worst || cls < wcls
+            || (cls == wcls
                 && (rk->step < worst->step
                     || (rk->step == worst->step && rk->progress_ms < worst->progress_ms)))) {
             worst = rk;
             wr = r;
+            wcls = cls;
             timeout = t;
         }
     }
@@ -2460,7 +2462,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
         if (rk->seen && rk->client && rk->progress_ms && !strcmp (rk->state, "running")
-            && hang_class (rk) == hang_class (worst) && now - rk->progress_ms > timeout / 2)
+            && hang_class (rk) == wcls && now - rk->progress_ms > timeout / 2)
             stalled++;
     }
     int ties = stalled > 1 ? stalled - 1 : 0;
@@ -2470,7 +2472,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
               (long long)(now - worst->progress_ms), (long long)worst->step,
               spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
               (long long)timeout, worst->busy ? ", busy allowance" : "",
-              hang_class_name[hang_class (worst)]);
+              hang_class_name[wcls]);
     json_t *ev = json_pack ("{s:I s:I s:I s:b s:b s:b s:i s:i s:s s:s}", "idle_ms",
                             (json_int_t)(now - worst->progress_ms), "timeout_ms",
                             (json_int_t)timeout, "last_step", (json_int_t)worst->step, "busy",
@@ -2487,7 +2489,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
         json_t *cand = json_array ();
         for (int r = 0; r < att->row.world_size && json_array_size (cand) < candidates_max; r++)
             if (att->ranks[r].seen && att->ranks[r].progress_ms
-                && hang_class (&att->ranks[r]) == hang_class (worst)
+                && hang_class (&att->ranks[r]) == wcls
                 && now - att->ranks[r].progress_ms > timeout / 2)
                 json_array_append_new (cand, json_pack ("{s:i s:s}", "rank", r, "node",
                                                         att->ranks[r].node));
@@ -2498,7 +2500,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
                   "is not known", ties + 1, (long long)(now - worst->progress_ms),
                   (long long)worst->step,
                   spec_int (att->job, "heartbeat", "hang_timeout_ms") > 0 ? "fixed" : "automatic",
-                  (long long)timeout, hang_class_name[hang_class (worst)]);
+                  (long long)timeout, hang_class_name[wcls]);
     }
     jobs_attempt_fail (jobs, att, "hang", ties ? NULL : worst->node, ties ? -1 : wr, detail, ev);
 }
@@ -2637,7 +2639,7 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
             struct agent *ag = lost;
             char detail[256];
             if (limit < timeout)
-                snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (3 "
+                snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (over 2.5 "
                           "intervals) after a surviving rank reported losing a peer",
                           ag->node, (long long)(now - ag->last_hb_ms));
             else

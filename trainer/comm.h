@@ -82,7 +82,7 @@ struct dt_comm {
     const struct dt_comm_ops *ops;
     int rank, size;
     /* Called with 1 before and 0 after every collective (dttrain tells
-     * its agent it is blocked on peers: libdtclient's set_waiting). */
+     * its agent it is blocked on peers: dtclient_collective). */
     void (*on_wait) (void *arg, int waiting);
     void *wait_arg;
 };

@@ -34,11 +34,12 @@ ctld_cleanup () {
 trap ctld_cleanup EXIT
 
 # write_conf [extra lines...]: $TMP/dtctld.conf for the local launcher.
+# An extra ListenPort=N replaces the default (a free port).
 write_conf () {
     {
         echo "# written by $(basename "$0")"
         echo "ListenAddress=127.0.0.1"
-        echo "ListenPort=0"
+        case " $* " in *" ListenPort="*) ;; *) echo "ListenPort=0" ;; esac
         echo "StateDir=$TMP/state"
         echo "Launcher=local"
         echo "AuthType=none"

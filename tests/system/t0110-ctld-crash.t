@@ -7,7 +7,6 @@
 
 # One port for all the restarts: the agents keep the controller's URL.
 write_conf "ListenPort=$(free_port)"
-sed -i '/^ListenPort=0$/d' "$TMP/dtctld.conf"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 
 # ---- SIGKILL right after the 201 --------------------------------------------

@@ -10,7 +10,6 @@ FT_STEPS=400
 
 P=$(free_port)
 write_conf "ListenPort=$P"
-sed -i '/^ListenPort=0$/d' "$TMP/dtctld.conf"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 BASE=$(baseline 2) || bail "the baseline run failed"
 echo "# uninterrupted run (world 2): params_crc32c $BASE"

@@ -10,7 +10,6 @@ FT_STEPS=120
 
 P=$(free_port)
 write_conf "ListenPort=$P"
-sed -i '/^ListenPort=0$/d' "$TMP/dtctld.conf"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 BASE=$(baseline 2) || bail "the baseline run failed"
 submit "$(dttrain_spec ctlddown 2 "" '{"heartbeat": {"node_timeout_ms": 3000}}')" \
