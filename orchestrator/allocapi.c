@@ -40,6 +40,25 @@
 #include "orchestrator/fsm.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/launcher.h"
+#include "orchestrator/sha256.h"
+#include "orchestrator/store.h"
+
+/* A fresh token for 'att' (its old one is known by hash only), stored. */
+static int new_token (struct ctld *ctx, struct attempt *att, dt_error_t *err)
+{
+    char old[65];
+
+    snprintf (old, sizeof (old), "%s", att->row.token_sha256);
+    if (auth_token_new (att->row.token, err) < 0)
+        return -1;
+    sha256_hex (att->row.token, strlen (att->row.token), att->row.token_sha256);
+    if (store_attempt_update (ctx->store, &att->row, err) < 0) {
+        att->row.token[0] = '\0';
+        snprintf (att->row.token_sha256, sizeof (att->row.token_sha256), "%s", old);
+        return -1;
+    }
+    return 0;
+}
 
 /* A node name safe to hand to a shell script as a word. */
 static bool node_name_ok (const char *s)
@@ -185,6 +204,13 @@ static void next_cb (dt_http_req_t *req, void *arg)
                   "(in-allocation restart)", alloc, att->row.attempt);
         if (jobs_note (ctx->jobs, att, "alloc_step", NULL, -1, detail, NULL, &err) < 0)
             dt_log (LOG_WARNING, "job %lld: %s", (long long)jobid, err.text);
+        /* Only the token's hash survives a controller restart: an attempt
+         * made before it gets a new token now (nobody holds the old one). */
+        if (!att->row.token[0] && new_token (ctx, att, &err) < 0) {
+            dt_http_reply_error (req, 500, NULL, "%s", err.text);
+            json_decref (ex);
+            goto done;
+        }
         reply (req, json_pack ("{s:s s:i s:s s:i s:o}", "action", "run", "attempt",
                                att->row.attempt, "token", att->row.token, "nodes",
                                att->row.num_nodes + att->row.spare_nodes, "exclude", ex));

@@ -224,6 +224,13 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
                      "ListenAddress (127.0.0.1, ::1), not '%.40s'", cfg->listen_address);
         goto error;
     }
+    /* With AuthType=none every request is the daemon's own user: as root
+     * that would make every local user root. */
+    if (cfg->auth == AUTH_NONE && geteuid () == 0) {
+        errnoprintf (err, EPERM, "AuthType=none is refused when dtctld runs as root (every "
+                     "local user would act as root): use AuthType=munge");
+        goto error;
+    }
     v = dt_conf_get (c, "LogLevel", "info");
     if ((cfg->log_level = dt_log_level_parse (v)) < 0) {
         errnoprintf (err, EINVAL, "LogLevel: unknown level '%.40s' (debug, info, notice, "

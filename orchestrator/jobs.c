@@ -420,6 +420,7 @@ static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int nu
     att->row.submit_time = dt_real_ms ();
     if (auth_token_new (att->row.token, err) < 0)
         goto error;
+    sha256_hex (att->row.token, strlen (att->row.token), att->row.token_sha256);
     if (!(att->ranks = calloc (att->row.world_size, sizeof (*att->ranks)))) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;
@@ -1508,6 +1509,7 @@ static int write_atomic (const char *dir, const char *name, const char *text,
     pathf (path, sizeof (path), "%s/%s", dir, name);
     if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return errnoprintf (err, errno, "%s: %s", tmp, strerror (errno));
+    fchmod (fd, 0644);    /* the job's trainer reads it; dtctld's umask is 077 */
     while (off < len) {
         ssize_t n = write (fd, text + off, len - off);
         if (n < 0) {
@@ -2903,8 +2905,12 @@ void jobs_tick (struct jobs *jobs)
 
 struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token)
 {
+    char hash[65];
+
+    /* Only the token's hash is kept across restarts; compare in constant time. */
+    sha256_hex (token, strlen (token), hash);
     for (struct job *j = jobs->list; j; j = j->next)
-        if (j->att && !strcmp (j->att->row.token, token))
+        if (j->att && auth_equal (j->att->row.token_sha256, hash, 64))
             return j->att;
     return NULL;
 }

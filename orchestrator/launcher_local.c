@@ -154,6 +154,7 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     char node[32], order[16], job[32], att[16], out[4096], sdir[4096];
 
     setpgid (0, pgid);
+    umask (022);    /* the job's usual umask, not dtctld's private 077 */
     /* Default signal dispositions and mask for the agent. */
     sigset_t none;
     sigemptyset (&none);

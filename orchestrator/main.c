@@ -208,6 +208,10 @@ int main (int argc, char **argv)
     if (!conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
         conf_path = SYSCONFDIR "/dtctld/dtctld.conf";
 
+    /* Nothing dtctld creates is for other users unless it says so (the
+     * database, logs, state); children get the usual 022 back. */
+    umask (077);
+
     /* Configuration (errors go to the terminal: not daemonized yet). */
     dt_log_init ("dtctld", DT_LOG_STDERR, LOG_INFO);
     if (!(ctx.cfg = config_load (conf_path, &ov, &err))) {
@@ -235,13 +239,19 @@ int main (int argc, char **argv)
     if ((sfd = signalfd (-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
         die ("signalfd: %s", strerror (errno));
 
-    /* State directory and PID file. */
-    if (mkdir (ctx.cfg->state_dir, 0755) < 0 && errno != EEXIST)
-        die ("StateDir %s: %s", ctx.cfg->state_dir, strerror (errno));
-    if (daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
+    /* State directory (private: the database holds every job's spec and
+     * the agents' token hashes) and PID file. */
+    if (daemon_state_dir (ctx.cfg->state_dir, &err) < 0
+        || daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
         die ("%s", err.text);
 
-    /* Store: open, migrate. */
+    /* CheckpointRoot: users reach their own job's directory through it. */
+    if (daemon_shared_dir (ctx.cfg->checkpoint_root, &err) < 0)
+        dt_log (LOG_WARNING, "CheckpointRoot %s", err.text);
+
+    /* Store: open, migrate (the file readable by dtctld's user only). */
+    if (daemon_private_file (ctx.cfg->database_path, &err) < 0)
+        die ("database %s", err.text);
     if (!(ctx.store = store_open (ctx.cfg->database_path, &err)))
         die ("database %s: %s", ctx.cfg->database_path, err.text);
 
@@ -250,7 +260,8 @@ int main (int argc, char **argv)
                                        ctx.cfg->max_body, &err)))
         die ("listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->listen_port, err.text);
     if (ctx.cfg->auth == AUTH_NONE)
-        dt_log (LOG_WARNING, "AuthType=none: every local user is trusted (loopback only)");
+        dt_log (LOG_WARNING, "AuthType=none: every request acts as this daemon's user (uid %ld)",
+                (long)getuid ());
     controller_url (&ctx);
 
     /* Launcher. */

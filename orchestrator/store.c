@@ -11,17 +11,20 @@
 #include "common/dtime.h"
 #include "common/jsonx.h"
 #include "common/log.h"
+#include "orchestrator/sha256.h"
 #include "orchestrator/store.h"
 
 /* Generated at build time from schemas/NNN-*.sql (schema_sql.c). */
 extern const char store_sql_001[];
 extern const char store_sql_002[];
 extern const char store_sql_003[];
+extern const char store_sql_004[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
     { 2, "002-run-record.sql", store_sql_002 },
     { 3, "003-view-index.sql", store_sql_003 },
+    { 4, "004-token-sha256.sql", store_sql_004 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
@@ -504,6 +507,48 @@ static json_t *rows_json (store_t *st, sqlite3_stmt *s, const char *what, dt_err
 
 /* --- open/close, transactions --------------------------------------------- */
 
+/* Replace the tokens that migration 004 marked "plain:<token>" with their
+ * SHA-256 (a database written before tokens were hashed). */
+static int hash_plain_tokens (store_t *st, dt_error_t *err)
+{
+    sqlite3_stmt *sel = NULL, *upd = NULL;
+    int rc, n = 0;
+
+    if (dt_db_prepare (st->db, "SELECT job_id, attempt, token FROM attempts"
+                       " WHERE token LIKE 'plain:%'", &sel, err) < 0
+        || dt_db_prepare (st->db, "UPDATE attempts SET token = ?3"
+                          " WHERE job_id = ?1 AND attempt = ?2", &upd, err) < 0)
+        goto error;
+    while ((rc = sqlite3_step (sel)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text (sel, 2);
+        char hash[65];
+        sha256_hex (t + 6, strlen (t + 6), hash);
+        sqlite3_bind_int64 (upd, 1, sqlite3_column_int64 (sel, 0));
+        sqlite3_bind_int64 (upd, 2, sqlite3_column_int64 (sel, 1));
+        sqlite3_bind_text (upd, 3, hash, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step (upd);
+        sqlite3_reset (upd);
+        if (rc != SQLITE_DONE) {
+            dt_db_error (st->db, rc, "hash stored tokens", err);
+            goto error;
+        }
+        n++;
+    }
+    if (rc != SQLITE_DONE) {
+        dt_db_error (st->db, rc, "hash stored tokens", err);
+        goto error;
+    }
+    if (n > 0)
+        dt_log (LOG_NOTICE, "database: %d agent token(s) now stored as SHA-256", n);
+    sqlite3_finalize (sel);
+    sqlite3_finalize (upd);
+    return 0;
+error:
+    sqlite3_finalize (sel);
+    sqlite3_finalize (upd);
+    return -1;
+}
+
 store_t *store_open (const char *path, dt_error_t *err)
 {
     store_t *st;
@@ -512,7 +557,8 @@ store_t *store_open (const char *path, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(st->db = dt_db_open (path, store_migrations, store_nmigrations, err)))
+    if (!(st->db = dt_db_open (path, store_migrations, store_nmigrations, err))
+        || hash_plain_tokens (st, err) < 0)
         goto error;
     /* Prepare everything now, so that a schema/code mismatch shows at start. */
     for (int i = 0; i < S_COUNT; i++) {
@@ -647,8 +693,14 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
     static json_t *empty;
     if (!empty)
         empty = json_array ();
+    /* The token is stored as its SHA-256 only (schemas/004). */
+    char hash[65];
+    if (r->token[0])
+        sha256_hex (r->token, strlen (r->token), hash);
+    else
+        snprintf (hash, sizeof (hash), "%s", r->token_sha256);
     return bind (st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJ", r->job_id, (int64_t)r->attempt,
-                 fsm_attempt_state_name (r->state), r->token, r->launcher, r->handle,
+                 fsm_attempt_state_name (r->state), hash, r->launcher, r->handle,
                  r->slurm_job_id, r->batch_host, r->nodelist, (int64_t)r->num_nodes,
                  (int64_t)r->spare_nodes, (int64_t)r->ranks_per_node, (int64_t)r->world_size,
                  r->exclude ? r->exclude : empty, r->resume_step, r->resume_dir,
@@ -1137,7 +1189,9 @@ int store_attempt_by_token (store_t *st, const char *token, int64_t *job, int *a
 {
     sqlite3_stmt *s;
     int rc;
-    if (!(s = get_stmt (st, S_ATT_BY_TOKEN, err)) || bind (st, s, err, "S", token) < 0)
+    char hash[65];
+    sha256_hex (token, strlen (token), hash);
+    if (!(s = get_stmt (st, S_ATT_BY_TOKEN, err)) || bind (st, s, err, "S", hash) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -1225,7 +1279,8 @@ int store_attempt_load (store_t *st, int64_t job, int attempt, struct store_atte
     r->attempt = sqlite3_column_int (s, 1);
     col_str (s, 2, buf, sizeof (buf));
     r->state = fsm_attempt_state_parse (buf);
-    col_str (s, 3, r->token, sizeof (r->token));
+    r->token[0] = '\0';    /* only its hash is stored */
+    col_str (s, 3, r->token_sha256, sizeof (r->token_sha256));
     col_str (s, 4, r->launcher, sizeof (r->launcher));
     col_str (s, 5, r->handle, sizeof (r->handle));
     r->slurm_job_id = col_int (s, 6, 0);

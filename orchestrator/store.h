@@ -49,7 +49,8 @@ struct store_attempt_row {
     int64_t job_id;
     int attempt;
     enum attempt_state state;
-    char token[65];
+    char token[65];             /* in clear: only while this daemon made it ("" when loaded) */
+    char token_sha256[65];      /* what the database holds (loaded rows) */
     char launcher[16];
     char handle[64];
     int64_t slurm_job_id;
