@@ -15,6 +15,7 @@
 #include "orchestrator/agentapi.h"
 #include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
+#include "orchestrator/ftpolicy.h"
 #include "orchestrator/hbparse.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
@@ -174,6 +175,53 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
                           json_object_get (json_object_get (spec, "checkpoint"), "every_steps")));
 }
 
+/* An agent's node name is blamed for failures and may end up in every
+ * user's exclude list: it must be a safe word and a node of the attempt's
+ * allocation.  Answers the refusal (400/403) with an event and returns
+ * true, or returns false. */
+static bool node_refused (struct ctld *ctx, struct attempt *att, dt_http_req_t *req,
+                          const char *node)
+{
+    char detail[200];
+    dt_error_t err;
+    int member = -1;
+
+    if (!ft_node_name_ok (node)) {
+        char shown[64];
+        size_t k = 0;
+        for (const char *p = node; *p && k < 40; p++)      /* printable for the log */
+            shown[k++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+        shown[k] = '\0';
+        snprintf (detail, sizeof (detail), "an agent registered with node name '%s': not a "
+                  "node name (1-%d of [A-Za-z0-9._-], starting with a letter or digit); "
+                  "refused", shown, FT_NODE_NAME_MAX);
+        if (jobs_note (ctx->jobs, att, "agent_refused", NULL, -1, detail, NULL, &err) < 0)
+            dt_log (LOG_WARNING, "%s", err.text);
+        dt_http_reply_error (req, 400, "node", "node: '%s' is not a valid node name (1-%d "
+                             "characters of [A-Za-z0-9._-], starting with a letter or digit)",
+                             shown, FT_NODE_NAME_MAX);
+        return true;
+    }
+    if (ctx->lops->node_member)
+        member = ctx->lops->node_member (ctx->launcher, att->row.handle, att->row.nodelist,
+                                         node);
+    if (member == 0) {
+        snprintf (detail, sizeof (detail), "an agent registered as node %s, which is not a "
+                  "node of attempt %d's allocation (%.60s); refused", node, att->row.attempt,
+                  att->row.nodelist[0] ? att->row.nodelist : att->row.handle);
+        if (jobs_note (ctx->jobs, att, "agent_refused", NULL, -1, detail, NULL, &err) < 0)
+            dt_log (LOG_WARNING, "%s", err.text);
+        dt_log (LOG_WARNING, "job %lld: %s", (long long)att->row.job_id, detail);
+        dt_http_reply_error (req, 403, "node", "node: %s is not a node of attempt %d's "
+                             "allocation", node, att->row.attempt);
+        return true;
+    }
+    if (member < 0)
+        dt_log (LOG_DEBUG, "job %lld attempt %d: cannot check node %s against the allocation "
+                "yet", (long long)att->row.job_id, att->row.attempt, node);
+    return false;
+}
+
 static void register_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -197,6 +245,8 @@ static void register_cb (dt_http_req_t *req, void *arg)
         reply_field_error (req, 400, &err);
         goto done;
     }
+    if (node_refused (ctx, att, req, node))
+        goto done;
     struct agent *ag = jobs_agent_find (att, node);
     int expected = att->row.num_nodes + att->row.spare_nodes;
     bool first = false;

@@ -29,6 +29,13 @@ static const int64_t default_max_body = 1 << 20;
 static const int64_t default_hang_floor_ms = 30000;
 static const int64_t default_suspect_jobs = 3;
 static const int64_t default_suspect_window_ms = 24 * 3600 * 1000LL;
+/* ... and only failures of its infrastructure (node lost, Slurm node
+ * failure) in the jobs of at least two users count: one user's trainer
+ * cannot take a node from everyone. */
+static const int64_t default_suspect_users = 2;
+static const char *const default_suspect_causes = "infrastructure";
+/* What users see of other users' jobs (PrivateData, as in slurm.conf). */
+static const char *const default_private_data = "env,stderr";
 
 const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
@@ -39,6 +46,8 @@ const char *const config_keys[] = {
     "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
     /* read by jobs.c (issue 7: hang floor, node health) and launcher_local.c */
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
+    /* multi-user safety: node health, what other users see */
+    "SuspectUsers", "SuspectCauses", "PrivateData",
     NULL,
 };
 
@@ -116,6 +125,30 @@ static int parse_admins (struct ctld_config *cfg, const char *list, dt_error_t *
     return 0;
 }
 
+/* PrivateData=a,b,...: what of a job only its owner and admins see.
+ * "env" (the values of spec.env), "stderr" (stderr tails in failures and
+ * events), "jobs" (the whole job: others get 404), "none". */
+static int parse_private_data (struct ctld_config *cfg, const char *v, dt_error_t *err)
+{
+    char buf[256], *save = NULL;
+
+    cfg->private_data = 0;
+    if (snprintf (buf, sizeof (buf), "%s", v) >= (int)sizeof (buf))
+        return errnoprintf (err, EINVAL, "PrivateData: too long");
+    for (char *w = strtok_r (buf, ", ", &save); w; w = strtok_r (NULL, ", ", &save)) {
+        if (!strcmp (w, "env"))
+            cfg->private_data |= PRIVATE_ENV;
+        else if (!strcmp (w, "stderr"))
+            cfg->private_data |= PRIVATE_STDERR;
+        else if (!strcmp (w, "jobs"))
+            cfg->private_data |= PRIVATE_JOBS | PRIVATE_ENV | PRIVATE_STDERR;
+        else if (strcmp (w, "none"))
+            return errnoprintf (err, EINVAL, "PrivateData: unknown word '%.40s' (env, stderr, "
+                                "jobs, none)", w);
+    }
+    return 0;
+}
+
 struct ctld_config *config_load (const char *path, const struct config_overrides *ov,
                                  dt_error_t *err)
 {
@@ -182,6 +215,22 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
         goto error;
     }
+    if (dt_conf_get_int (c, "SuspectUsers", default_suspect_users, 1, 1000,
+                         &cfg->suspect_users, err) < 0)
+        goto error;
+    v = dt_conf_get (c, "SuspectCauses", default_suspect_causes);
+    if (!strcmp (v, "infrastructure"))
+        cfg->suspect_any_cause = false;
+    else if (!strcmp (v, "any"))
+        cfg->suspect_any_cause = true;
+    else {
+        errnoprintf (err, EINVAL, "SuspectCauses: must be 'infrastructure' or 'any', not "
+                     "'%.40s'", v);
+        goto error;
+    }
+    if (parse_private_data (cfg, dt_conf_get (c, "PrivateData", default_private_data),
+                            err) < 0)
+        goto error;
     if (cfg->suspect_window_ms < 1000) {
         errnoprintf (err, EINVAL, "SuspectWindow: must be at least 1s");
         goto error;

@@ -668,7 +668,8 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
         if (store_node_failure (jobs->ctx->store, f->node, now, job->row.id, att->row.attempt,
                                 f->cause, f->detail, err) < 0
             || store_node_health_check (jobs->ctx->store, f->node, now, cfg->suspect_window_ms,
-                                        cfg->suspect_jobs, &suspect, err) < 0)
+                                        cfg->suspect_jobs, cfg->suspect_users,
+                                        cfg->suspect_any_cause, &suspect, err) < 0)
             return -1;
         if (suspect) {
             char d[160];

@@ -195,6 +195,13 @@ struct launcher_ops {
      * refused with 400 and nothing changes.  Any other failure (the
      * scheduler unreachable) is not a refusal: the job is accepted. */
     int (*check) (void *ctx, const char *partition, int nodes, dt_error_t *err);
+
+    /* Optional (NULL: unknown).  Whether 'node' is a node of the attempt
+     * 'handle' started: 1 yes, 0 no, -1 cannot tell now.  'nodelist' is
+     * what poll last reported for it ("" if nothing yet).  An agent that
+     * registers with another name is refused: its name would be blamed
+     * for failures and end up in exclude lists. */
+    int (*node_member) (void *ctx, const char *handle, const char *nodelist, const char *node);
 };
 
 extern const struct launcher_ops launcher_local_ops;

@@ -416,6 +416,25 @@ static int local_capacity (void *ctx, const char *partition, const char *const *
     return 0;
 }
 
+/* The names the group was given ("local1,local3"). */
+static int local_node_member (void *ctx, const char *handle, const char *nodelist,
+                              const char *node)
+{
+    struct local *l = ctx;
+    struct lgroup *g;
+    const char *list = nodelist;
+    size_t len = strlen (node);
+
+    if (handle && !strncmp (handle, "pgid:", 5) && (g = find (l, (pid_t)atol (handle + 5))))
+        list = g->nodelist;
+    if (!list || !*list)
+        return -1;
+    for (const char *p = list; p && *p; p = strchr (p, ',') ? strchr (p, ',') + 1 : NULL)
+        if (!strncmp (p, node, len) && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    return 0;
+}
+
 const struct launcher_ops launcher_local_ops = {
     .name = "local",
     .create = local_create,
@@ -424,4 +443,5 @@ const struct launcher_ops launcher_local_ops = {
     .poll = local_poll,
     .cancel = local_cancel,
     .capacity = local_capacity,
+    .node_member = local_node_member,
 };

@@ -1769,6 +1769,43 @@ done:
     return rc;
 }
 
+/* The attempt's nodes: the nodelist poll saw, else the allocation's as
+ * slurmctld has it now (an agent may register before the first poll). */
+static int slurm_launcher_node_member (void *ctx, const char *handle, const char *nodelist,
+                                       const char *node)
+{
+    struct slurm_launcher *sl = ctx;
+    job_info_msg_t *msg = NULL;
+    hostlist_t hl;
+    uint32_t jobid;
+    dt_error_t err;
+    char *list = NULL;
+    int rc;
+
+    if (nodelist && *nodelist)
+        list = strdup (nodelist);
+    else {
+        if (parse_handle (handle, &jobid, NULL, &err) < 0 || ctld_gate (sl, &err) < 0)
+            return -1;
+        if (slurm_load_job (&msg, jobid, SHOW_DETAIL) != SLURM_SUCCESS) {
+            ctld_result (sl, slurm_get_errno ());
+            return -1;
+        }
+        ctld_result (sl, 0);
+        if (msg->record_count >= 1 && msg->job_array[0].nodes)
+            list = strdup (msg->job_array[0].nodes);
+        slurm_free_job_info_msg (msg);
+    }
+    if (!list || !*list || !(hl = slurm_hostlist_create (list))) {
+        free (list);
+        return -1;
+    }
+    rc = slurm_hostlist_find (hl, node) >= 0 ? 1 : 0;
+    slurm_hostlist_destroy (hl);
+    free (list);
+    return rc;
+}
+
 const struct launcher_ops launcher_slurm_ops = {
     .name = "slurm",
     .create = slurm_launcher_create,
@@ -1778,4 +1815,5 @@ const struct launcher_ops launcher_slurm_ops = {
     .cancel = slurm_launcher_cancel,
     .capacity = slurm_launcher_capacity,
     .check = slurm_launcher_check,
+    .node_member = slurm_launcher_node_member,
 };

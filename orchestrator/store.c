@@ -11,6 +11,7 @@
 #include "common/dtime.h"
 #include "common/jsonx.h"
 #include "common/log.h"
+#include "orchestrator/ftpolicy.h"
 #include "orchestrator/sha256.h"
 #include "orchestrator/store.h"
 
@@ -259,10 +260,15 @@ static const char *const sql[S_COUNT] = {
     [S_CKPT_COUNT] = "SELECT count(*) FROM checkpoints WHERE state = 'committed'",
     /* Issue 7, node health: distinct jobs a node failed since its last
      * clear, within the window. */
+    /* Failures that count: within the window, since the last clear, of
+     * an infrastructure cause unless ?3 (SuspectCauses=any); how many
+     * jobs, and of how many users. */
     [S_NODE_FAIL_JOBS] =
-        "SELECT count(DISTINCT job_id) FROM node_health h WHERE h.node = ?1"
+        "SELECT count(DISTINCT h.job_id), count(DISTINCT j.uid) FROM node_health h"
+        " LEFT JOIN jobs j ON j.id = h.job_id WHERE h.node = ?1"
         " AND h.kind != 'cleared' AND h.time >= ?2 AND h.time > coalesce ((SELECT max (c.time)"
-        "   FROM node_health c WHERE c.node = ?1 AND c.kind = 'cleared'), 0)",
+        "   FROM node_health c WHERE c.node = ?1 AND c.kind = 'cleared'), 0)"
+        " AND (?3 OR h.kind IN ('node_lost', 'slurm_node_fail'))",
     [S_NODE_SUSPECT] =
         "UPDATE nodes SET state = 'suspect', suspect_since = ?2, note = ?3"
         " WHERE name = ?1 AND state != 'suspect'",
@@ -1024,21 +1030,29 @@ json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error
 /* --- node health, checkpoint lists (issue 7) -------------------------------- */
 
 int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
-                             int jobs_threshold, bool *suspect, dt_error_t *err)
+                             int jobs_threshold, int users_threshold, bool any_cause,
+                             bool *suspect, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    int64_t n = 0;
+    int64_t n = 0, users = 0;
     char note[128];
+    int rc;
 
     *suspect = false;
     if (!(s = get_stmt (st, S_NODE_FAIL_JOBS, err))
-        || bind (st, s, err, "SI", name, now - window_ms) < 0
-        || query_int64 (st, s, 0, &n, "count node failures", err) < 0)
+        || bind (st, s, err, "SII", name, now - window_ms, (int64_t)any_cause) < 0)
         return -1;
-    if (n < jobs_threshold)
+    if ((rc = sqlite3_step (s)) == SQLITE_ROW) {
+        n = sqlite3_column_int64 (s, 0);
+        users = sqlite3_column_int64 (s, 1);
+    }
+    sqlite3_reset (s);
+    if (rc != SQLITE_ROW)
+        return dt_db_error (st->db, rc, "count node failures", err);
+    if (!ft_node_suspect (n, users, jobs_threshold, users_threshold))
         return 0;
-    snprintf (note, sizeof (note), "failures in %lld jobs within %lld s", (long long)n,
-              (long long)(window_ms / 1000));
+    snprintf (note, sizeof (note), "failures in %lld jobs of %lld users within %lld s",
+              (long long)n, (long long)users, (long long)(window_ms / 1000));
     if (!(s = get_stmt (st, S_NODE_SUSPECT, err)) || bind (st, s, err, "SIS", name, now, note) < 0
         || run (st, s, "mark node suspect", err) < 0)
         return -1;
@@ -1141,9 +1155,12 @@ json_t *store_nodes_suspect (store_t *st, dt_error_t *err)
     if (!(s = get_stmt (st, S_NODES_SUSPECT, err))
         || !(rows = rows_json (st, s, "list suspect nodes", err)))
         return NULL;
+    /* Every user's exclude list gets these: only safe node names (a row
+     * written before names were checked at registration is left out). */
     names = json_array ();
     json_array_foreach (rows, i, r)
-        json_array_append (names, json_object_get (r, "name"));
+        if (ft_node_name_ok (json_string_value (json_object_get (r, "name"))))
+            json_array_append (names, json_object_get (r, "name"));
     json_decref (rows);
     return names;
 }

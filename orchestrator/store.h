@@ -175,10 +175,13 @@ json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error
 
 /* Node health: after a failure was blamed on 'name' (store_node_failure),
  * mark it suspect when failures of at least 'jobs_threshold' different jobs
- * happened within 'window_ms' before 'now' and since its last clear.
+ * of at least 'users_threshold' different users happened within
+ * 'window_ms' before 'now' and since its last clear; only failures of an
+ * infrastructure cause (ftpolicy.h) count unless 'any_cause'.
  * *suspect: true if it became suspect now (it was not before). */
 int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
-                             int jobs_threshold, bool *suspect, dt_error_t *err);
+                             int jobs_threshold, int users_threshold, bool any_cause,
+                             bool *suspect, dt_error_t *err);
 /* An admin cleared the node: state up, and its failure history before now
  * no longer counts.  -1 ENOENT for an unknown node. */
 int store_node_clear (store_t *st, const char *name, int64_t now, const char *note,

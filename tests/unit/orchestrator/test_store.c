@@ -383,7 +383,7 @@ static void test_node_health (void)
     CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "hang", "rank 0 hung", &err), 0);
     CU_ASSERT_EQUAL (store_node_failure (st, "n1", 2000, 2, 3, "trainer_exit", "rank 1 exited",
                                          &err), 0);
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 2000, 3600000, 2, &suspect, &err), 0);
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 2000, 3600000, 2, 1, true, &suspect, &err), 0);
     CU_ASSERT (suspect);
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
 
