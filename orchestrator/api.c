@@ -15,6 +15,7 @@
 #include "orchestrator/auth.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/privacy.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/spec.h"
 
@@ -108,6 +109,21 @@ static json_t *job_view (struct ctld *ctx, dt_http_req_t *req, int64_t id, bool 
     return j;
 }
 
+/* PrivateData: 'view' hidden from 'uid' entirely (404 answered here, the
+ * view released: returns false) or in part (redacted in place: true). */
+static bool job_visible (struct ctld *ctx, dt_http_req_t *req, json_t *view, int64_t id,
+                         uid_t uid)
+{
+    uid_t owner = privacy_owner (view);
+    if (!privacy_sees_job (ctx->cfg, uid, owner)) {
+        json_decref (view);
+        dt_http_reply_error (req, 404, NULL, "job %lld not found", (long long)id);
+        return false;
+    }
+    privacy_redact (ctx->cfg, view, uid, owner);
+    return true;
+}
+
 static void submit_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -186,14 +202,24 @@ static void list_cb (dt_http_req_t *req, void *arg)
         }
         limit = v;
     }
+    /* PrivateData=jobs: a user lists only their own jobs. */
+    if ((ctx->cfg->private_data & PRIVATE_JOBS) && !config_is_admin (ctx->cfg, uid)) {
+        if (fuid >= 0 && (uid_t)fuid != uid) {
+            dt_http_reply_json (req, 200, json_array ());
+            return;
+        }
+        fuid = uid;
+    }
     if (!(a = store_jobs_json (ctx->store, state, fuid, name, limit, &err))) {
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
         return;
     }
     size_t i;
     json_t *j;
-    json_array_foreach (a, i, j)
+    json_array_foreach (a, i, j) {
         jobs_overlay (ctx->jobs, j);
+        privacy_redact (ctx->cfg, j, uid, privacy_owner (j));
+    }
     dt_http_reply_json (req, 200, a);
 }
 
@@ -243,7 +269,10 @@ static void show_cb (dt_http_req_t *req, void *arg)
 
     if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id))
         return;
-    uint64_t sig = view_sig (ctx, id);
+    /* A kept view is the full one: only for those who see everything. */
+    struct job *live = jobs_find (ctx->jobs, id);
+    uint64_t sig = live && privacy_sees_all (ctx->cfg, uid, live->row.uid) ? view_sig (ctx, id)
+                                                                            : 0;
     int64_t now = dt_mono_ms ();
     struct view_cache *slot = NULL;
     if (sig) {
@@ -258,7 +287,7 @@ static void show_cb (dt_http_req_t *req, void *arg)
                 slot = c;
         }
     }
-    if (!(j = job_view (ctx, req, id, true)))
+    if (!(j = job_view (ctx, req, id, true)) || !job_visible (ctx, req, j, id, uid))
         return;
     char *text;
     if (!slot || !(text = dt_json_dumps (j))) {
@@ -272,16 +301,22 @@ static void show_cb (dt_http_req_t *req, void *arg)
     dt_http_reply_json_text (req, 200, text, slot->len);
 }
 
-/* The common start of the per-job reads: auth, id, existence. */
-static bool job_read (struct ctld *ctx, dt_http_req_t *req, int64_t *id, int *attempt)
+/* The common start of the per-job reads: auth, id, existence, who may
+ * see what (*viewer, *owner; may be NULL). */
+static bool job_read (struct ctld *ctx, dt_http_req_t *req, int64_t *id, int *attempt,
+                      uid_t *viewer, uid_t *owner)
 {
     uid_t uid;
     gid_t gid;
     json_t *j;
     if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, id))
         return false;
-    if (!(j = job_view (ctx, req, *id, false)))
+    if (!(j = job_view (ctx, req, *id, false)) || !job_visible (ctx, req, j, *id, uid))
         return false;
+    if (viewer)
+        *viewer = uid;
+    if (owner)
+        *owner = privacy_owner (j);
     if (attempt)
         *attempt = json_integer_value (json_object_get (j, "attempt"));
     json_decref (j);
@@ -296,7 +331,9 @@ static void events_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *ev;
 
-    if (!job_read (ctx, req, &id, NULL))
+    uid_t viewer, owner;
+
+    if (!job_read (ctx, req, &id, NULL, &viewer, &owner))
         return;
     if (a) {
         char *end;
@@ -308,8 +345,10 @@ static void events_cb (dt_http_req_t *req, void *arg)
     }
     if (!(ev = store_events_json (ctx->store, id, after, events_limit, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
-    else
+    else {
+        privacy_redact (ctx->cfg, ev, viewer, owner);
         dt_http_reply_json (req, 200, ev);
+    }
 }
 
 static void checkpoints_cb (dt_http_req_t *req, void *arg)
@@ -319,7 +358,7 @@ static void checkpoints_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *c;
 
-    if (!job_read (ctx, req, &id, NULL))
+    if (!job_read (ctx, req, &id, NULL, NULL, NULL))
         return;
     if (!(c = store_ckpts_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
@@ -334,7 +373,7 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *p;
 
-    if (!job_read (ctx, req, &id, NULL))
+    if (!job_read (ctx, req, &id, NULL, NULL, NULL))
         return;
     if (!(p = store_metrics_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
@@ -351,7 +390,7 @@ static void ranks_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *r;
 
-    if (!job_read (ctx, req, &id, &attempt))
+    if (!job_read (ctx, req, &id, &attempt, NULL, NULL))
         return;
     if ((r = jobs_ranks_json (ctx->jobs, id))) {
         dt_http_reply_json (req, 200, r);

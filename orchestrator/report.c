@@ -15,6 +15,7 @@
 #include "orchestrator/ctld.h"
 #include "orchestrator/fsm.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/privacy.h"
 #include "orchestrator/report.h"
 
 /* The step-time histogram: bucket b holds [base * ratio^b, base * ratio^(b+1))
@@ -828,6 +829,22 @@ static void report_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
         return;
     }
+    /* PrivateData: what others may not see of the job (its owner's). */
+    struct store_job_row jr;
+    memset (&jr, 0, sizeof (jr));
+    if (store_job_load (ctx->store, id, &jr, &err) < 0) {
+        json_decref (r);
+        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
+        return;
+    }
+    uid_t owner = jr.uid;
+    store_job_row_clear (&jr);
+    if (!privacy_sees_job (ctx->cfg, uid, owner)) {
+        json_decref (r);
+        dt_http_reply_error (req, 404, NULL, "job %lld not found", id);
+        return;
+    }
+    privacy_redact (ctx->cfg, r, uid, owner);
     dt_http_reply_json (req, 200, r);
 }
 
