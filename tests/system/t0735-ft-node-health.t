@@ -6,7 +6,7 @@
 . "$(dirname "$0")/ft-lib.sh"
 
 # The mechanism with a permissive policy: one user's trainer crashes count
-# here (the default counts only node loss, in two users' jobs: t0902).
+# here (the default counts only node loss, in two users' jobs: t0911).
 write_conf "SuspectJobs=2" "SuspectWindow=1h" "SuspectUsers=1" "SuspectCauses=any"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 # One node, no restart: each job fails at once on the first free node.
