@@ -234,7 +234,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
         return;
     if (dt_json_check_object (body, "", register_keys, &err) < 0
-        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
+        || dt_json_get_str (body, "", "node", true, 255, false, &node, &err) < 0
         || dt_json_get_int (body, "", "node_order", true, 0, 1000000, &order, &err) < 0
         || dt_json_get_str (body, "", "addr", true, 63, false, &addr, &err) < 0
         || dt_json_get_int (body, "", "port", true, 1, 65535, &port, &err) < 0
