@@ -264,7 +264,7 @@ static const char *const sql[S_COUNT] = {
      * an infrastructure cause unless ?3 (SuspectCauses=any); how many
      * jobs, and of how many users. */
     [S_NODE_FAIL_JOBS] =
-        "SELECT count(DISTINCT h.job_id), count(DISTINCT j.uid) FROM node_health h"
+        "SELECT count(DISTINCT h.job_id), count(DISTINCT coalesce (j.uid, -1)) FROM node_health h"
         " LEFT JOIN jobs j ON j.id = h.job_id WHERE h.node = ?1"
         " AND h.kind != 'cleared' AND h.time >= ?2 AND h.time > coalesce ((SELECT max (c.time)"
         "   FROM node_health c WHERE c.node = ?1 AND c.kind = 'cleared'), 0)"

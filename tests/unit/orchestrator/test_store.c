@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include "common/db.h"
 #include "common/log.h"
+#include "orchestrator/sha256.h"
 #include "orchestrator/store.h"
 #include "tests/unit/unit.h"
 
@@ -110,6 +111,40 @@ static void test_migrate_previous (void)
     CU_ASSERT_EQUAL (dt_db_exec (db, "PRAGMA user_version = 999", &err), 0);
     dt_db_close (db);
     CU_ASSERT_PTR_NULL (store_open (path, &err));
+}
+
+/* Migration 004: a database written with tokens in clear keeps no token
+ * in clear; each attempt is found by its token (through the hash). */
+static void test_migrate_tokens (void)
+{
+    dt_error_t err;
+    dt_db_t *db;
+    store_t *st;
+    int64_t job;
+    int n;
+    enum attempt_state as;
+    const char *tok = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    char want[65], sql[512];
+
+    fresh ();
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((db = dt_db_open (path, store_migrations, 3, &err)));
+    snprintf (sql, sizeof (sql), "INSERT INTO jobs (id, name, uid, gid, user, state, spec, "
+              "submit_time) VALUES (7, 'old', 1, 1, 'u', 'running', '{}', 5);"
+              "INSERT INTO attempts (job_id, attempt, state, token, launcher, num_nodes, "
+              "ranks_per_node, world_size, submit_time) VALUES "
+              "(7, 1, 'running', '%s', 'local', 1, 1, 1, 5)", tok);
+    CU_ASSERT_EQUAL (dt_db_exec (db, sql, &err), 0);
+    dt_db_close (db);
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
+    sha256_hex (tok, strlen (tok), want);
+    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token = '%s'", want);
+    CU_ASSERT_EQUAL (count (st, sql), 1);
+    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token LIKE '%%%s%%'", tok);
+    CU_ASSERT_EQUAL (count (st, sql), 0);
+    CU_ASSERT_EQUAL (store_attempt_by_token (st, tok, &job, &n, &as, &err), 0);
+    CU_ASSERT (job == 7 && n == 1);
+    CU_ASSERT_EQUAL (store_attempt_by_token (st, want, &job, &n, &as, &err), -1);  /* the hash is no token */
+    store_close (st);
 }
 
 static void test_rows_roundtrip (void)
@@ -526,6 +561,7 @@ static void test_view_provenance (void)
 static const struct dt_unit_test tests[] = {
     { "migration from an empty file", test_migrate_empty },
     { "migration from the previous version; newer refused", test_migrate_previous },
+    { "migration 004: tokens hashed", test_migrate_tokens },
     { "job and attempt rows round-trip", test_rows_roundtrip },
     { "rollback leaves nothing", test_rollback },
     { "kill -9 mid-transaction", test_crash_recovery },
