@@ -593,6 +593,51 @@ static void node_clear_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_json (req, 200, n);
 }
 
+/* POST /v1/nodes/{name}/suspect: an admin takes a node out of new
+ * attempts (until cleared) without waiting for failures of several
+ * users' jobs to do so. */
+static void node_suspect_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    dt_error_t err;
+    const char *name;
+    char note[96], detail[160];
+    int64_t now = dt_real_ms ();
+    bool changed = false;
+    json_t *n;
+
+    api_changed ();
+
+    if (!user_auth (ctx, req, &uid, &gid) || !(name = node_name (req)))
+        return;
+    if (!config_is_admin (ctx->cfg, uid)) {
+        dt_http_reply_error (req, 403, NULL, "only an admin may mark a node suspect");
+        return;
+    }
+    snprintf (note, sizeof (note), "marked suspect by uid %ld", (long)uid);
+    snprintf (detail, sizeof (detail), "node %s marked suspect by uid %ld: excluded from new "
+              "attempts until cleared", name, (long)uid);
+    if (store_begin (ctx->store, &err) < 0
+        || store_node_mark_suspect (ctx->store, name, now, note, &changed, &err) < 0
+        || (changed && store_event (ctx->store, now, 0, 0, "node_suspect", name, -1, detail,
+                                    NULL, &err) < 0)
+        || store_commit (ctx->store, &err) < 0) {
+        int e = errno;
+        store_rollback (ctx->store);
+        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL, "%s",
+                             err.text);
+        return;
+    }
+    if (changed)
+        dt_log (LOG_NOTICE, "%s", detail);
+    if (!(n = store_nodes_json (ctx->store, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, n);
+}
+
 static void prometheus_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -633,6 +678,7 @@ int api_register_routes (struct ctld *ctx, dt_error_t *err)
         { "GET", "/v1/nodes", nodes_cb },
         { "GET", "/v1/nodes/{name}", node_show_cb },
         { "POST", "/v1/nodes/{name}/clear", node_clear_cb },
+        { "POST", "/v1/nodes/{name}/suspect", node_suspect_cb },
         { "GET", "/metrics", prometheus_cb },
         { "GET", "/healthz", healthz_cb },
     };

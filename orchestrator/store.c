@@ -73,6 +73,7 @@ enum stmt_id {
     S_CKPT_COUNT,
     S_NODE_FAIL_JOBS,
     S_NODE_SUSPECT,
+    S_NODE_EXISTS,
     S_NODE_CLEAR,
     S_NODE_CLEARED_EVENT,
     S_NODES_SUSPECT,
@@ -272,6 +273,7 @@ static const char *const sql[S_COUNT] = {
     [S_NODE_SUSPECT] =
         "UPDATE nodes SET state = 'suspect', suspect_since = ?2, note = ?3"
         " WHERE name = ?1 AND state != 'suspect'",
+    [S_NODE_EXISTS] = "SELECT count(*) FROM nodes WHERE name = ?1",
     [S_NODE_CLEAR] =
         "UPDATE nodes SET state = 'up', suspect_since = NULL, note = ?2 WHERE name = ?1",
     [S_NODE_CLEARED_EVENT] =
@@ -1057,6 +1059,25 @@ int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t
         || run (st, s, "mark node suspect", err) < 0)
         return -1;
     *suspect = sqlite3_changes (dt_db_handle (st->db)) > 0;
+    return 0;
+}
+
+int store_node_mark_suspect (store_t *st, const char *name, int64_t now, const char *note,
+                             bool *changed, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    int64_t n = 0;
+
+    *changed = false;
+    if (!(s = get_stmt (st, S_NODE_EXISTS, err)) || bind (st, s, err, "S", name) < 0
+        || query_int64 (st, s, 0, &n, "find node", err) < 0)
+        return -1;
+    if (n == 0)
+        return errnoprintf (err, ENOENT, "node '%s' is not known", name);
+    if (!(s = get_stmt (st, S_NODE_SUSPECT, err)) || bind (st, s, err, "SIS", name, now, note) < 0
+        || run (st, s, "mark node suspect", err) < 0)
+        return -1;
+    *changed = sqlite3_changes (dt_db_handle (st->db)) > 0;
     return 0;
 }
 

@@ -182,6 +182,10 @@ json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error
 int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
                              int jobs_threshold, int users_threshold, bool any_cause,
                              bool *suspect, dt_error_t *err);
+/* An admin marks the node suspect (note says who): *changed false when it
+ * already was.  -1 ENOENT for an unknown node. */
+int store_node_mark_suspect (store_t *st, const char *name, int64_t now, const char *note,
+                             bool *changed, dt_error_t *err);
 /* An admin cleared the node: state up, and its failure history before now
  * no longer counts.  -1 ENOENT for an unknown node. */
 int store_node_clear (store_t *st, const char *name, int64_t now, const char *note,

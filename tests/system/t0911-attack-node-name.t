@@ -7,8 +7,11 @@
 # name never reaches the node table, so it can be neither blamed nor put
 # in anyone's exclude list.  And a user's own trainer crashes, in several
 # of that user's jobs, do not make a node suspect (default policy: only
-# node loss and Slurm node failures, in the jobs of two users or more).
+# node loss and Slurm node failures, in the jobs of two users or more);
+# an admin, and only an admin, may still mark a node suspect.
 . "$(dirname "$0")/ctld-lib.sh"
+. "$(dirname "$0")/users-lib.sh"
+dt_users_setup
 
 write_conf "SuspectJobs=2" "SuspectWindow=1h" "LocalNodes=2"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
@@ -64,4 +67,19 @@ check "their failures are in the nodes' history" \
 check "yet no node is suspect (SuspectJobs=2, but trainer exits of one user)" \
     test "$(ndb "SELECT count(*) FROM nodes WHERE state = 'suspect'")" = 0
 check "no node_suspect event" test "$(ndb "SELECT count(*) FROM events WHERE kind = 'node_suspect'")" = 0
+
+# ---- an admin marks a node suspect; a user may not -------------------------------------
+DTCURL_USER=$DT_USER_B api POST /v1/nodes/local1/suspect > "$TMP/s.json"
+check "dtbob may not mark local1 suspect: 403" test "$(status)" = 403
+check "... and local1 is not suspect" test "$(ndb "SELECT state FROM nodes WHERE name = 'local1'")" != suspect
+api POST /v1/nodes/local1/suspect > "$TMP/s.json"
+check "root marks local1 suspect: 200, and it is" \
+    eval '[ "$(status)" = 200 ] && jqt "any(.data[]; .name == \"local1\" and .health == \"suspect\")" "$TMP/s.json"'
+check "a node_suspect event says who marked it" \
+    test "$(ndb "SELECT count(*) FROM events WHERE kind = 'node_suspect' AND node = 'local1' AND detail LIKE '%marked suspect by uid 0%'")" = 1
+api POST /v1/jobs -d '{"name":"after","nodes":1,"command":["sleep","300"]}' > "$TMP/a.json"
+AID=$(jq -r .data.id "$TMP/a.json")
+check "a new job runs on local2, not on the marked local1" \
+    wait_for 30 sh -c "test \"\$(curl -s $URL/v1/jobs/$AID | jq -r '.data.state + \" \" + (.data.attempts[-1].nodes[0].node // \"\")')\" = 'running local2'"
+api POST /v1/jobs/$AID/cancel >/dev/null
 done_testing
