@@ -10,7 +10,8 @@
 #     (0600) are not readable by dtalice; agent tokens are stored as their
 #     SHA-256, never in clear;
 #   - PrivateData: dtbob does not see the values of dtalice's env, nor the
-#     stderr tail of another user's failed rank; the owner and root do.
+#     stderr tail of another user's failed rank; the owner and root do;
+#     with PrivateData=jobs dtbob does not see dtalice's job at all.
 . "$(dirname "$0")/ctld-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
 dt_users_setup
@@ -119,4 +120,17 @@ check "dtbob sees no stderr tail (show, events, report)" \
     sh -c "! { DTCURL_USER=$B curl -s '$URL/v1/jobs/$LID'; DTCURL_USER=$B curl -s '$URL/v1/jobs/$LID/events'; DTCURL_USER=$B curl -s '$URL/v1/jobs/$LID/report'; } | grep -q tail-leak-815"
 check "... and is told it is hidden" \
     sh -c "DTCURL_USER=$B curl -s '$URL/v1/jobs/$LID' | grep -q 'hidden: PrivateData'"
+
+# PrivateData=jobs (SIGHUP): other users' jobs are not listed, not shown.
+echo "PrivateData=jobs" >> "$TMP/dtctld.conf"
+kill -HUP "$CTLD_PID"
+check "PrivateData=jobs: dtbob gets 404 for dtalice's job" \
+    wait_for 10 sh -c "test \"\$(DTCURL_USER=$B curl -s -o /dev/null -w '%{http_code}' $URL/v1/jobs/$PID_)\" = 404"
+check "PrivateData=jobs: dtbob's list holds none of the others' jobs" \
+    sh -c "DTCURL_USER=$B curl -s '$URL/v1/jobs' | jq -e '(.data | length) == 0' >/dev/null"
+check "PrivateData=jobs: nor their events" \
+    test "$(DTCURL_USER=$B curl -s -o /dev/null -w '%{http_code}' "$URL/v1/jobs/$PID_/events")" = 404
+check "PrivateData=jobs: dtalice still sees hers, root all" \
+    sh -c "DTCURL_USER=$A curl -s '$URL/v1/jobs/$PID_' | jq -e '.data.spec.env.WANDB_API_KEY == \"s3cret-4711\"' >/dev/null \
+           && curl -s '$URL/v1/jobs' | jq -e '(.data | length) >= 3' >/dev/null"
 done_testing
