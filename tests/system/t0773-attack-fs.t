@@ -50,6 +50,12 @@ sums () { (cd "$V" && sha256sum shard manifest jit rootdir/keep rootonly; stat -
 sums > "$TMP/before"
 
 mkdir -p "$TMP/work"; chmod 1777 "$TMP/work"
+# CheckpointRoot must be a normal path (jobs' checkpoint.dir is compared with it).
+write_conf
+sed -i "s|^CheckpointRoot=.*|CheckpointRoot=$TMP/ckpt/|" "$TMP/dtctld.conf"
+out=$("$DTCTLD" -c "$TMP/dtctld.conf" 2>&1); rc=$?
+check "CheckpointRoot with a trailing '/': dtctld refuses to start, naming it" \
+    eval '[ $rc -ne 0 ] && grep -q "CheckpointRoot: .* is not a normal path" <<<"$out"'
 write_conf "LogLevel=debug"
 sed -i 's/^AuthType=none$/AuthType=munge/' "$TMP/dtctld.conf"
 start_fg || { sed 's/^/# /' "$TMP/ctld.log"; bail "dtctld did not come up"; }
@@ -70,6 +76,13 @@ chmod 644 "$TMP/work/job.json"
 ID=$(cd "$TMP/work" && as_user "$U" "$DTCTL" --controller "$URL" submit "$TMP/work/job.json" 2>"$TMP/err")
 check "$U submits the job through MUNGE" eval '[[ "$ID" =~ ^[0-9]+$ ]]' || sed 's/^/# /' "$TMP/err"
 check "the job belongs to $U" test "$(sq "SELECT uid FROM jobs WHERE id = ${ID:-0}")" = "$(user_uid "$U")"
+
+# A checkpoint.dir that is not a normal path: refused at submission.
+jq '.checkpoint.dir = "/tmp/x/../../etc"' "$TMP/work/job.json" > "$TMP/work/bad.json"
+chmod 644 "$TMP/work/bad.json"
+as_user "$U" "$DTCTL" --controller "$URL" submit "$TMP/work/bad.json" >/dev/null 2>"$TMP/err"; rc=$?
+check "checkpoint.dir with '..': submission refused, naming the field" \
+    eval '[ $rc -eq 1 ] && grep -q "checkpoint.dir: must not contain" "$TMP/err"' || sed 's/^/# /' "$TMP/err"
 
 # The controller answers while it hashes the command's files (a FIFO among them).
 check "dtctld answers /healthz at once" curl -sf --max-time 5 -o /dev/null "$URL/healthz"
