@@ -39,7 +39,7 @@ spec=$(jq -n --arg py "$PY" --arg t "$TOP_SRCDIR/tests/system/data/attack_fs_tra
             "\($v)/fifo", "--data=\($v)/rootonly"],
   env: {PYTHONPATH: $pp},
   checkpoint: {every_steps: 0, keep: 1},
-  restart: {max_restarts: 1},
+  restart: {max_restarts: 1, exclude_failed_nodes: false},
   heartbeat: {interval_ms: 250, node_timeout_ms: 10000, hang_timeout_ms: 30000}}')
 submit "$spec" || bail "submit failed"
 check "the job ended" wait_for 120 sh -c "sqlite3 '$TMP/state/dtctld.db' \"SELECT state FROM jobs WHERE id = $ID\" | grep -Eq '^(completed|failed|cancelled)$'"
@@ -73,10 +73,10 @@ diff "$TMP/before" "$TMP/after" | sed 's/^/# /'
 
 PROV=$(sq "SELECT provenance FROM attempts WHERE job_id = $ID AND attempt = 1")
 check "provenance: hashed as the user" \
-    jq -e --argjson u "$(id -u "$U")" '.hashing.state == "done" and .hashing.as_uid == $u' >/dev/null <<<"$PROV"
+    jqt --argjson u "$(id -u "$U")" '.hashing.state == "done" and .hashing.as_uid == $u' <<<"$PROV"
 check "provenance: the FIFO and the root-only file are recorded, not hashed" \
-    jq -e --arg f "$V/fifo" --arg r "$V/rootonly" '([.files[] | select(.path == $f or .path == $r) | select(.sha256 == null and (.error | length) > 0)] | length) == 2' >/dev/null <<<"$PROV"
+    jqt --arg f "$V/fifo" --arg r "$V/rootonly" '([.files[] | select(.path == $f or .path == $r) | select(.sha256 == null and (.error | length) > 0)] | length) == 2' <<<"$PROV"
 check "no hash of the root-only file anywhere in the database" \
     test "$(sq "SELECT count(*) FROM attempts WHERE provenance LIKE '%$(sha256sum < "$V/rootonly" | cut -d' ' -f1)%'")" = 0
-check "no trainer left on the node" eval '! pgrep -f attack_fs_train.py >/dev/null'
-finish
+check "no trainer left on the node" wait_for 20 eval '! pgrep -f attack_fs_train.py >/dev/null'
+done_testing
