@@ -894,9 +894,16 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
     job_fs_id (job, &id);
     snprintf (jobname, sizeof (jobname), "%lld", (long long)job->row.id);
     if (userfs_job_dir (&id, spec_str (job, "checkpoint", "dir"), jobname,
-                        ctx->cfg->checkpoint_root, &err) < 0)
+                        ctx->cfg->checkpoint_root, &err) < 0) {
+        /* The job runs; its checkpoints fail, and the user is told why. */
+        dt_error_t e2;
+        char detail[256];
         dt_log (LOG_WARNING, "job %lld: checkpoint directory: %s", (long long)job->row.id,
                 err.text);
+        snprintf (detail, sizeof (detail), "checkpoint directory (made with the user's "
+                  "rights): %s", err.text);
+        jobs_note (jobs, att, "checkpoint_dir_failed", NULL, -1, detail, NULL, &e2);
+    }
 
     json_t *jenv = json_object_get (job->row.spec, "env");
     n = json_object_size (jenv);

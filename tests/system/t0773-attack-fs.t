@@ -116,6 +116,19 @@ check "manifest.json of step 1 is a file written with the user's rights" \
     eval 'test -f "$CK/step-1/manifest.json" -a ! -L "$CK/step-1/manifest.json" && test "$(stat -c %U "$CK/step-1/manifest.json")" = "$U" && jq -e ".step == 1" "$CK/step-1/manifest.json" >/dev/null'
 check "the jit-* entries were removed, never followed" \
     eval '! test -e "$CK/jit-9-r0" -o -L "$CK/jit-9-r0" -o -e "$CK/jit-8-r0"'
+# A checkpoint.dir where the user may not create directories (root's):
+# nothing is created there, and the job's events say why.
+jq -n --arg d "$V/elsewhere" --arg w "$TMP/work" '{name: "elsewhere", nodes: 1, workdir: $w,
+  command: ["/bin/true"], checkpoint: {dir: $d}, restart: {max_restarts: 0}}' > "$TMP/work/else.json"
+chmod 644 "$TMP/work/else.json"
+ID2=$(as_user "$U" "$DTCTL" --controller "$URL" submit "$TMP/work/else.json" 2>"$TMP/err")
+ended2 () { case $(sq "SELECT state FROM jobs WHERE id = ${ID2:-0}") in completed|failed|cancelled) return 0;; esac; return 1; }
+check "a job naming root's directory as checkpoint.dir runs and ends" wait_for 60 ended2
+check "its events say the checkpoint directory could not be made (permission denied)" \
+    test "$(sq "SELECT count(*) FROM events WHERE job_id = ${ID2:-0} AND kind = 'checkpoint_dir_failed'
+                AND detail LIKE '%$V/elsewhere%Permission denied%'")" = 1
+check "nothing was created in root's directory" test ! -e "$V/elsewhere"
+
 sums > "$TMP/after"
 check "root's files: unchanged (contents, owners, modes)" cmp -s "$TMP/before" "$TMP/after" \
     || diff "$TMP/before" "$TMP/after" | sed 's/^/# /'
