@@ -131,6 +131,52 @@ static int mkdir_owned (int dfd, const char *name, mode_t mode, uid_t owner)
     return 0;
 }
 
+/* Open the admin's directory 'path' (creating what is missing, 0755) as
+ * the daemon, walking it from "/" one component at a time: each must be
+ * owned by root or the daemon's user (a directory a user owns, or a link
+ * a user planted, would let that user choose where root creates), and a
+ * link is followed only when root or the daemon owns it. */
+static int open_trusted (const char *path, dt_error_t *err)
+{
+    char buf[PATH_MAX], *save = NULL, *comp;
+    struct stat sb;
+    int fd, next;
+
+    if (snprintf (buf, sizeof (buf), "%s", path) >= (int)sizeof (buf))
+        return fail (err, ENAMETOOLONG, "open", path, NULL);
+    if ((fd = open ("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return fail (err, errno, "open", "/", NULL);
+    for (comp = strtok_r (buf, "/", &save); comp; comp = strtok_r (NULL, "/", &save)) {
+        if (fstatat (fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT || (mkdirat (fd, comp, 0755) < 0 && errno != EEXIST)
+                || fstatat (fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+                goto error;
+        }
+        if (S_ISLNK (sb.st_mode) && sb.st_uid != 0 && sb.st_uid != geteuid ())
+            goto not_trusted;
+        next = openat (fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC
+                                 | (S_ISLNK (sb.st_mode) ? 0 : O_NOFOLLOW));
+        if (next < 0)
+            goto error;
+        close (fd);
+        fd = next;
+        if (fstat (fd, &sb) < 0)
+            goto error;
+        if (sb.st_uid != 0 && sb.st_uid != geteuid ())
+            goto not_trusted;
+    }
+    return fd;
+error: {
+        int e = errno;
+        close (fd);
+        return fail (err, e, "open", path, NULL);
+    }
+not_trusted:
+    close (fd);
+    return errnoprintf (err, EPERM, "%s: '%s' on the way is owned by uid %u, not by root or "
+                        "dtctld's user: refused", path, comp, (unsigned)sb.st_uid);
+}
+
 int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *name,
                     const char *trusted, dt_error_t *err)
 {
@@ -140,15 +186,14 @@ int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *nam
 
     if (trusted && !strcmp (dir, trusted)) {
         /* The admin's directory: root creates the job's own one in it. */
-        if (mkdir_p (dir, 0755) < 0)
-            return fail (err, errno, "mkdir", dir, NULL);
-        if ((dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || fstat (dfd, &sb) < 0)
-            goto error_dir;
-        if (sb.st_uid != geteuid () || ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX))) {
+        if ((dfd = open_trusted (dir, err)) < 0)
+            return -1;
+        if (fstat (dfd, &sb) < 0)
+            goto error_name;
+        if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX)) {
             close (dfd);
-            return errnoprintf (err, EPERM, "%s: owned by uid %u (dtctld runs as %u) or "
-                                "writable by all without the sticky bit: refused", dir,
-                                (unsigned)sb.st_uid, (unsigned)geteuid ());
+            return errnoprintf (err, EPERM, "%s: writable by all without the sticky bit: "
+                                "refused", dir);
         }
         if ((rc = mkdir_owned (dfd, name, 0700, id->uid)) < 0)
             goto error_name;
@@ -183,12 +228,6 @@ int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *nam
     if (rc < 0)
         return fail (err, e, "mkdir", dir, name);
     return 0;
-error_dir: {
-        int e = errno;
-        if (dfd >= 0)
-            close (dfd);
-        return fail (err, e, "open", dir, NULL);
-    }
 error_name: {
         int e = errno;
         if (fd >= 0)

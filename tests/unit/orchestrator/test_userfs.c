@@ -210,6 +210,31 @@ static void test_job_dir (void)
     snprintf (p, sizeof (p), "%s/42", top);
     CU_ASSERT_EQUAL (symlink (udir, p), 0);
     CU_ASSERT_EQUAL (userfs_job_dir (&id, top, "42", top, &err), -1);
+    /* An admin's directory reached through a directory a user owns (or
+     * a link a user planted) is refused: root creates nothing there. */
+    sub (p, sizeof (p), "trusted");
+    errno = 0;
+    CU_ASSERT_EQUAL (userfs_job_dir (&id, p, "45", p, &err), -1);
+    CU_ASSERT_EQUAL (errno, EPERM);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "owned by uid 65534"));
+    CU_ASSERT_EQUAL (access (p, F_OK), -1);
+    char link[300];
+    snprintf (link, sizeof (link), "%s/planted", top);
+    CU_ASSERT_EQUAL (symlink (udir, link), 0);
+    CU_ASSERT_EQUAL (lchown (link, user, group), 0);
+    snprintf (p, sizeof (p), "%s/planted/ckpt", top);
+    errno = 0;
+    CU_ASSERT_EQUAL (userfs_job_dir (&id, p, "46", p, &err), -1);
+    CU_ASSERT_EQUAL (errno, EPERM);
+    sub (p, sizeof (p), "ckpt");
+    CU_ASSERT_EQUAL (access (p, F_OK), -1);
+    /* A link of root's is followed (an admin's /shared -> /lustre). */
+    snprintf (link, sizeof (link), "%s/adminlink", top);
+    CU_ASSERT_EQUAL (symlink (top, link), 0);
+    CU_ASSERT_EQUAL (userfs_job_dir (&id, link, "47", link, &err), 0);
+    snprintf (p, sizeof (p), "%s/47", top);
+    CU_ASSERT_EQUAL (lstat (p, &sb), 0);
+    CU_ASSERT_EQUAL (sb.st_uid, user);
     /* Anywhere else: only where the user may create it. */
     snprintf (p, sizeof (p), "%s/elsewhere", top);
     errno = 0;
