@@ -2,6 +2,7 @@
 #include <config.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
 #include "orchestrator/ftpolicy.h"
+#include "orchestrator/ckptpath.h"
 #include "orchestrator/hbparse.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
@@ -509,6 +511,26 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     return 0;
 }
 
+/* A shard event's path must be exactly the one dtctl assigned (the
+ * controller later removes and renames it on the user's behalf); 0 or -1
+ * with err naming the refused path (ckptpath.h). */
+static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
+{
+    const json_t *spec = att->job->row.spec;
+    char jobdir[PATH_MAX];
+    bool jit = json_is_true (json_object_get (e, "jit"));
+    json_int_t rank = json_integer_value (json_object_get (e, "rank"));
+
+    if (pathf (jobdir, sizeof (jobdir), "%s/%lld",
+               json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
+               (long long)att->job->row.id) < 0)
+        return errnoprintf (err, ENAMETOOLONG, "path: the checkpoint directory is too long");
+    return ckptpath_check_shard (jobdir, json_integer_value (json_object_get (e, "step")),
+                                 (int)rank, jit,
+                                 (int)json_integer_value (json_object_get (e, "shard_rank")),
+                                 json_string_value (json_object_get (e, "path")), err);
+}
+
 static int rank_of (json_t *e)
 {
     json_t *r = json_object_get (e, "rank");
@@ -593,6 +615,16 @@ static void events_cb (dt_http_req_t *req, void *arg)
             jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
                                json_pack ("{s:s?, s:s}", "detail", detail,
                                           "detected_by", "agent"));
+        } else if (!strcmp (kind, "shard") && shard_path_check (att, e, &err) < 0) {
+            /* Refused: recorded, never stored, never touched. */
+            dt_log (LOG_WARNING, "job %lld: rank %d on %s: shard %s", (long long)att->row.job_id,
+                    rank, node, err.text);
+            json_t *ev = json_pack ("{s:O s:O s:O?}", "step", json_object_get (e, "step"), "path",
+                                    json_object_get (e, "path"), "shard_rank",
+                                    json_object_get (e, "shard_rank"));
+            snprintf (buf, sizeof (buf), "rank %d on %s: shard %s", rank, node, err.text);
+            rc = jobs_note (ctx->jobs, att, "shard_refused", node, rank, buf, ev, &err);
+            json_decref (ev);
         } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
             rc = jobs_shard_jit (ctx->jobs, att, node, rank,
                                  json_integer_value (json_object_get (e, "shard_rank")),

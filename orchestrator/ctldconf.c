@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "orchestrator/ckptpath.h"
 #include "orchestrator/ctldconf.h"
 
 static const char *const default_listen_address = "127.0.0.1";
@@ -289,6 +290,13 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
     if (cfg->checkpoint_root[0] != '/' || cfg->state_dir[0] != '/') {
         errnoprintf (err, EINVAL, "%s: must be an absolute path",
                      cfg->checkpoint_root[0] != '/' ? "CheckpointRoot" : "StateDir");
+        goto error;
+    }
+    /* Jobs' checkpoint.dir defaults to it and must be a normal path
+     * (spec.c), and dtctld compares it with theirs as a string. */
+    if (!ckptpath_is_normal (cfg->checkpoint_root)) {
+        errnoprintf (err, EINVAL, "CheckpointRoot: '%.80s' is not a normal path (no '//', "
+                     "'.', '..' or trailing '/')", cfg->checkpoint_root);
         goto error;
     }
     if (parse_admins (cfg, dt_conf_get (c, "AdminUsers", ""), err) < 0)

@@ -21,7 +21,9 @@
 #include "orchestrator/fsm.h"
 #include "orchestrator/ftpolicy.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/ckptpath.h"
 #include "orchestrator/provenance.h"
+#include "orchestrator/userfs.h"
 #include "orchestrator/report.h"
 #include "orchestrator/sha256.h"
 #include "orchestrator/spec.h"
@@ -115,23 +117,10 @@ static double spec_real (const struct job *job, const char *sec, const char *key
     return json_number_value (json_object_get (o, key));
 }
 
-/* mkdir -p */
-static int mkdir_p (const char *path, mode_t mode)
+/* Whose rights the controller uses in the job's directories (userfs.h). */
+static void job_fs_id (const struct job *job, struct userfs_id *id)
 {
-    char buf[PATH_MAX];
-    if (pathf (buf, sizeof (buf), "%s", path) < 0)
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir (buf, mode) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    if (mkdir (buf, mode) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
+    userfs_id_init (id, job->row.uid, job->row.gid);
 }
 
 static void job_ckpt_dir (const struct job *job, char *buf, size_t len)
@@ -447,8 +436,14 @@ static struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int nu
             /* Which kind of checkpoint (issue 7): its manifest says. */
             char mpath[PATH_MAX];
             json_t *man = NULL;
-            if (pathf (mpath, sizeof (mpath), "%s/manifest.json", dir) == 0)
-                man = json_load_file (mpath, 0, NULL);
+            struct userfs_id id;
+            char *mtext;
+            job_fs_id (job, &id);
+            if (pathf (mpath, sizeof (mpath), "%s/manifest.json", dir) == 0
+                && (mtext = userfs_read_file (&id, mpath, 1 << 24, NULL, err))) {
+                man = json_loads (mtext, 0, NULL);
+                free (mtext);
+            }
             const char *kind = json_string_value (json_object_get (man, "kind"));
             snprintf (att->resume_source, sizeof (att->resume_source), "%s",
                       kind && !strcmp (kind, "jit") ? "jit" : "committed");
@@ -896,12 +891,21 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
 
     /* The job's checkpoint directory: the controller writes the manifests
      * there, so it must reach it anyway (shared file system under Slurm). */
-    char cdir[PATH_MAX];
-    job_ckpt_dir (job, cdir, sizeof (cdir));
-    if (mkdir_p (cdir, 0755) < 0)
-        dt_log_errno (LOG_WARNING, "job %lld: mkdir %s", (long long)job->row.id, cdir);
-    else if (geteuid () == 0 && job->row.uid != 0 && chown (cdir, job->row.uid, job->row.gid) < 0)
-        dt_log_errno (LOG_WARNING, "job %lld: chown %s", (long long)job->row.id, cdir);
+    char jobname[32];
+    struct userfs_id id;
+    job_fs_id (job, &id);
+    snprintf (jobname, sizeof (jobname), "%lld", (long long)job->row.id);
+    if (userfs_job_dir (&id, spec_str (job, "checkpoint", "dir"), jobname,
+                        ctx->cfg->checkpoint_root, &err) < 0) {
+        /* The job runs; its checkpoints fail, and the user is told why. */
+        dt_error_t e2;
+        char detail[256];
+        dt_log (LOG_WARNING, "job %lld: checkpoint directory: %s", (long long)job->row.id,
+                err.text);
+        snprintf (detail, sizeof (detail), "checkpoint directory (made with the user's "
+                  "rights): %s", err.text);
+        jobs_note (jobs, att, "checkpoint_dir_failed", NULL, -1, detail, NULL, &e2);
+    }
 
     json_t *jenv = json_object_get (job->row.spec, "env");
     n = json_object_size (jenv);
@@ -1498,69 +1502,21 @@ int jobs_result (struct jobs *jobs, struct attempt *att, const char *node, int r
 
 /* --- checkpoints ------------------------------------------------------------- */
 
-/* Write 'text' to dir/name atomically: temp file, fsync, rename, fsync dir. */
-static int write_atomic (const char *dir, const char *name, const char *text,
-                         dt_error_t *err)
-{
-    char tmp[PATH_MAX], path[PATH_MAX];
-    int fd, dfd;
-    size_t len = strlen (text), off = 0;
-
-    pathf (tmp, sizeof (tmp), "%s/.%s.tmp", dir, name);
-    pathf (path, sizeof (path), "%s/%s", dir, name);
-    if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-        return errnoprintf (err, errno, "%s: %s", tmp, strerror (errno));
-    fchmod (fd, 0644);    /* the job's trainer reads it; dtctld's umask is 077 */
-    while (off < len) {
-        ssize_t n = write (fd, text + off, len - off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            goto error;
-        }
-        off += n;
-    }
-    if (fsync (fd) < 0 || close (fd) < 0) {
-        fd = -1;
-        goto error;
-    }
-    fd = -1;
-    if (rename (tmp, path) < 0)
-        goto error;
-    if ((dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-        fsync (dfd);
-        close (dfd);
-    }
-    return 0;
-error: {
-        int e = errno;
-        if (fd >= 0)
-            close (fd);
-        unlink (tmp);
-        return errnoprintf (err, e, "%s: %s", path, strerror (e));
-    }
-}
-
 /* Remove a deleted checkpoint's files (only the ones we know of). */
 static void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step)
 {
-    char dir[PATH_MAX], path[PATH_MAX];
+    char dir[PATH_MAX], name[48];
+    struct userfs_id id;
     dt_error_t err;
-    json_t *shards = store_ckpt_shards_json (jobs->ctx->store, job->row.id, step, &err);
-    size_t i;
-    json_t *s;
 
-    json_array_foreach (shards, i, s) {
-        const char *p = json_string_value (json_object_get (s, "path"));
-        if (p && unlink (p) < 0 && errno != ENOENT)
-            dt_log_errno (LOG_WARNING, "unlink %s", p);
-    }
-    json_decref (shards);
+    (void)jobs;
+    job_fs_id (job, &id);
     job_ckpt_dir (job, dir, sizeof (dir));
-    pathf (path, sizeof (path), "%s/step-%lld/manifest.json", dir, (long long)step);
-    unlink (path);
-    pathf (path, sizeof (path), "%s/step-%lld", dir, (long long)step);
-    rmdir (path);
+    snprintf (name, sizeof (name), "step-%lld", (long long)step);
+    /* As the job's user, never through a link: rank-<R>.ckpt, the
+     * manifest and their temporaries, then the directory if empty. */
+    if (userfs_remove_dir (&id, dir, name, ckptpath_is_ckpt_file, &err) < 0)
+        dt_log (LOG_WARNING, "job %lld: %s", (long long)job->row.id, err.text);
 }
 
 /* Phase two of a commit, inside the caller's transaction, once every shard
@@ -1605,10 +1561,15 @@ static int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *a
     json_decref (m);
     if (!text)
         return errnoprintf (err, ENOMEM, "out of memory");
-    char sha[65];
+    char sha[65], cdir[PATH_MAX], sname[48];
+    struct userfs_id id;
     sha256_hex (text, strlen (text), sha);
-    mkdir (sdir, 0755);
-    rc = write_atomic (sdir, "manifest.json", text, err);
+    job_fs_id (job, &id);
+    job_ckpt_dir (job, cdir, sizeof (cdir));
+    snprintf (sname, sizeof (sname), "step-%lld", (long long)step);
+    rc = userfs_mkdir (&id, cdir, sname, 0755, err);
+    if (rc == 0)
+        rc = userfs_write_atomic (&id, sdir, "manifest.json", text, strlen (text), err);
     free (text);
     if (rc < 0)
         return -1;
@@ -1717,21 +1678,16 @@ int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int ra
 
 /* --- just-in-time checkpoints (issue 7) ---------------------------------------- */
 
-/* Remove the plain files of 'dir' and the directory (one level: a
- * checkpoint step directory holds only shards, temporaries and a manifest). */
-static void rm_dir_files (const char *dir)
+/* Remove the plain files of cdir/name and the directory (one level: a
+ * checkpoint step directory holds only shards, temporaries and a
+ * manifest), as the job's user and never through a link (userfs.h). */
+static void rm_dir_files (const struct job *job, const char *cdir, const char *name)
 {
-    DIR *d = opendir (dir);
-    struct dirent *e;
-    char p[PATH_MAX];
-    if (!d)
-        return;
-    while ((e = readdir (d)))
-        if (strcmp (e->d_name, ".") && strcmp (e->d_name, "..")
-            && pathf (p, sizeof (p), "%s/%s", dir, e->d_name) == 0)
-            unlink (p);
-    closedir (d);
-    rmdir (dir);
+    struct userfs_id id;
+    dt_error_t err;
+    job_fs_id (job, &id);
+    if (userfs_remove_dir (&id, cdir, name, NULL, &err) < 0)
+        dt_log (LOG_WARNING, "job %lld: %s", (long long)job->row.id, err.text);
 }
 
 bool jobs_jit_window (const struct attempt *att)
@@ -1785,14 +1741,18 @@ static int jit_commit (struct jobs *jobs, struct attempt *att, int rank, dt_erro
 {
     struct job *job = att->job;
     struct jit_set *js = &att->jit[rank];
-    char cdir[PATH_MAX], jdir[PATH_MAX], sdir[PATH_MAX], old[PATH_MAX], state[32] = "";
+    char cdir[PATH_MAX], jdir[64], sdir[PATH_MAX], sname[48], old[64], state[32] = "";
     struct jit_arg a = { rank, js->step, js->node, sdir, NULL, 0 };
+    struct userfs_id id;
+    int rc;
 
+    job_fs_id (job, &id);
     job_ckpt_dir (job, cdir, sizeof (cdir));
-    if (pathf (jdir, sizeof (jdir), "%s/jit-%lld-r%d", cdir, (long long)js->step, rank) < 0
-        || pathf (sdir, sizeof (sdir), "%s/step-%lld", cdir, (long long)js->step) < 0
-        || pathf (old, sizeof (old), "%s/.partial-step-%lld-a%d", cdir, (long long)js->step,
-                  att->row.attempt) < 0)
+    snprintf (jdir, sizeof (jdir), "jit-%lld-r%d", (long long)js->step, rank);
+    snprintf (sname, sizeof (sname), "step-%lld", (long long)js->step);
+    snprintf (old, sizeof (old), ".partial-step-%lld-a%d", (long long)js->step,
+              att->row.attempt);
+    if (pathf (sdir, sizeof (sdir), "%s/%s", cdir, sname) < 0)
         return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
     if (store_ckpt_state (jobs->ctx->store, job->row.id, js->step, state, sizeof (state), err)
         < 0 && errno != ENOENT)
@@ -1801,19 +1761,16 @@ static int jit_commit (struct jobs *jobs, struct attempt *att, int rank, dt_erro
         return 0;               /* the ranks committed that step themselves */
     /* A partial regular checkpoint of the same step (its writers died or
      * were waited for): its shards hold the same state; set it aside. */
-    if (access (sdir, F_OK) == 0) {
-        rm_dir_files (old);
-        if (rename (sdir, old) < 0)
-            return errnoprintf (err, errno, "rename %s: %s", sdir, strerror (errno));
+    if ((rc = userfs_exists (&id, cdir, sname, err)) < 0)
+        return -1;
+    if (rc == 1) {
+        rm_dir_files (job, cdir, old);
+        if (userfs_rename (&id, cdir, sname, old, err) < 0)
+            return -1;
     }
-    if (rename (jdir, sdir) < 0)
-        return errnoprintf (err, errno, "rename %s to %s: %s", jdir, sdir, strerror (errno));
-    int dfd = open (cdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync (dfd);
-        close (dfd);
-    }
-    rm_dir_files (old);
+    if (userfs_rename (&id, cdir, jdir, sname, err) < 0)
+        return -1;
+    rm_dir_files (job, cdir, old);
     if (transact (jobs, job, att, tx_jit_commit, &a, err) < 0) {
         free (a.deleted);
         return -1;
@@ -1875,15 +1832,15 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
                                 sha, sizeof (sha), err);
     if (rc < 0)
         return -1;
-    char jdir[PATH_MAX], detail[192];
-    pathf (jdir, sizeof (jdir), "%s/jit-%lld-r%d", cdir, (long long)step, rank);
+    char jdir[64], detail[192];
+    snprintf (jdir, sizeof (jdir), "jit-%lld-r%d", (long long)step, rank);
     if (att->jit_step > 0 || (rc == 1 && step <= latest)) {
         snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld by rank %d "
                   "not needed (%s %lld)", (long long)step, rank,
                   att->jit_step > 0 ? "just-in-time checkpoint committed at step"
                   : "a committed checkpoint has step", (long long)(att->jit_step > 0
                                                                   ? att->jit_step : latest));
-        rm_dir_files (jdir);
+        rm_dir_files (att->job, cdir, jdir);
         return jobs_note (jobs, att, "jit_checkpoint_unused", node, rank, detail, NULL, err);
     }
     return jit_commit (jobs, att, rank, err);
@@ -2322,6 +2279,11 @@ static int tx_restart (struct jobs *jobs, struct job *job, struct attempt *old, 
     return 0;
 }
 
+static bool is_jit_dir (const char *name)
+{
+    return ckptpath_classify (name) == CKPTPATH_JIT;
+}
+
 /* Partial checkpoints (pending: not every shard arrived) of ended attempts
  * are never resumed from; remove them.  Called between attempts, when no
  * attempt of the job can add a shard any more. */
@@ -2356,17 +2318,12 @@ static void ckpt_clean_partial (struct jobs *jobs, struct job *job)
 
     /* Just-in-time sets that were not committed (incomplete, or a second
      * survivor's copy): jit-<S>-r<R> directories of the job. */
-    char cdir[PATH_MAX], p[PATH_MAX];
-    DIR *d;
-    struct dirent *e;
+    char cdir[PATH_MAX];
+    struct userfs_id id;
+    job_fs_id (job, &id);
     job_ckpt_dir (job, cdir, sizeof (cdir));
-    if ((d = opendir (cdir))) {
-        while ((e = readdir (d)))
-            if (!strncmp (e->d_name, "jit-", 4)
-                && pathf (p, sizeof (p), "%s/%s", cdir, e->d_name) == 0)
-                rm_dir_files (p);
-        closedir (d);
-    }
+    if (userfs_remove_dirs (&id, cdir, is_jit_dir, &err) < 0)
+        dt_log (LOG_WARNING, "job %lld: %s", (long long)job->row.id, err.text);
 }
 
 static void job_restart (struct jobs *jobs, struct job *job)

@@ -22,6 +22,7 @@
 #include "orchestrator/ctld.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/provenance.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
 
@@ -327,6 +328,7 @@ int main (int argc, char **argv)
         }
         if (dt_mono_ms () >= next_tick) {
             jobs_tick (ctx.jobs);
+            provenance_tick (ctx.jobs);
             report_tick (ctx.report);
             next_tick = dt_mono_ms () + tick_ms;
         }
@@ -339,6 +341,7 @@ cleanup:
     /* Reverse order.  Running attempts are left running: a restarted
      * dtctld picks them up again. */
     report_destroy (ctx.report);
+    provenance_shutdown ();
     jobs_destroy (ctx.jobs);
     metrics_destroy (ctx.metrics);
     if (ctx.lops && ctx.launcher)

@@ -2,6 +2,7 @@
 #include <config.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdbool.h>
@@ -65,15 +66,36 @@ static bool env_key_ok (const char *s)
     return true;
 }
 
-/* An absolute, NUL-free path without "/../" tricks is enough here: the
- * agents create and use it as the job's user. */
+/* Room a job directory needs below checkpoint.dir for its own names
+ * ("/<job>/jit-<S>-r<W>/rank-<K>.ckpt.tmp.<pid>"). */
+static const size_t path_room = 128;
+
+/* A path the controller and the agents use as the job's user: absolute and
+ * normal (no empty, "." or ".." components, no trailing '/'), so that the
+ * paths dtctl derives from it compare as strings (checkpoint shards are
+ * accepted only at their exact paths), printable, and short enough. */
 static int check_path (const char *field, const char *p, dt_error_t *err)
 {
     if (p[0] != '/')
         return fail (err, "%s: must be an absolute path", field);
-    if (strstr (p, "/../") || (strlen (p) >= 3 && !strcmp (p + strlen (p) - 3, "/..")))
-        return fail (err, "%s: must not contain '..'", field);
-    return 0;
+    for (const char *c = p; *c; c++)
+        if (iscntrl ((unsigned char)*c))
+            return fail (err, "%s: must not contain control characters", field);
+    if (strlen (p) > PATH_MAX - path_room)
+        return fail (err, "%s: longer than %zu bytes", field, (size_t)PATH_MAX - path_room);
+    if (p[1] == '\0')
+        return 0;
+    for (const char *c = p + 1;;) {
+        size_t n = strcspn (c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return fail (err, "%s: must not contain '..'", field);
+        if (n == 0 || (n == 1 && c[0] == '.'))
+            return fail (err, "%s: must be a normal path (no '//', '/./' or trailing '/')",
+                         field);
+        if (c[n] == '\0')
+            return 0;
+        c += n + 1;
+    }
 }
 
 /* Get sub-object 'key' of 'in' (checked against 'allowed'), or an empty

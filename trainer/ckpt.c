@@ -44,6 +44,11 @@ struct ckpt_tent {
 
 static const char *tensor_names[CKPT_NT] = { "params", "adam_m", "adam_v" };
 
+/* The most config text a shard header may announce: the options are a few
+ * hundred bytes; a larger value is a corrupt or forged header (and
+ * UINT64_MAX would wrap the allocation's size). */
+static const uint64_t ckpt_config_max = (uint64_t)1 << 20;
+
 /* The snapshot is the shard's file image: header, tensor table, config
  * and the three slices, each at its file offset, in one buffer aligned for
  * O_DIRECT.  Copying the state straight into it costs no more than copying
@@ -182,6 +187,23 @@ static int fsync_dir (const char *dir)
     return rc;
 }
 
+/* mkdir of buf, and an fsync of its parent when it was created, so that a
+ * new checkpoint directory survives a crash as its files do. */
+static int mkdir_durable (char *buf)
+{
+    if (mkdir (buf, 0755) < 0)
+        return errno == EEXIST ? 0 : -1;
+    char *slash = strrchr (buf, '/');
+    if (!slash)
+        return fsync_dir (".");
+    if (slash == buf)
+        return fsync_dir ("/");
+    *slash = '\0';
+    int rc = fsync_dir (buf);
+    *slash = '/';
+    return rc;
+}
+
 static int mkdir_p (const char *path)
 {
     char buf[1024];
@@ -189,14 +211,12 @@ static int mkdir_p (const char *path)
     for (char *s = buf + 1; *s; s++) {
         if (*s == '/') {
             *s = '\0';
-            if (mkdir (buf, 0755) < 0 && errno != EEXIST)
+            if (mkdir_durable (buf) < 0)
                 return -1;
             *s = '/';
         }
     }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
+    return mkdir_durable (buf);
 }
 
 static size_t align64 (size_t x)
@@ -686,6 +706,12 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
         return errnoprintf (err, EBADMSG, "checkpoint shard %s: unsupported version %u", path,
                             h->version);
     }
+    if (h->config_bytes > ckpt_config_max) {
+        close (fd);
+        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header announces %" PRIu64
+                            " bytes of config (at most %" PRIu64 ")", path, h->config_bytes,
+                            ckpt_config_max);
+    }
     if (read_at (fd, t, sizeof (t), sizeof (*h)) < 0 || !(cfg = calloc (1, h->config_bytes + 1))
         || read_at (fd, cfg, h->config_bytes, sizeof (*h) + sizeof (t)) < 0) {
         free (cfg);
@@ -726,6 +752,43 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
     return 0;
 }
 
+struct slice {
+    uint64_t lo, hi;
+    uint32_t rank;
+};
+
+static int slice_cmp (const void *a, const void *b)
+{
+    const struct slice *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+/* The shards' slices must tile [0, nparams) exactly: sorted by start, each
+ * non-empty slice starts where the previous one ended (a sum of sizes
+ * would let an overlap hide a gap). */
+static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_t nparams,
+                         dt_error_t *err)
+{
+    uint64_t at = 0;
+    qsort (s, n, sizeof (*s), slice_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].lo == s[i].hi)
+            continue;
+        if (s[i].lo > at)
+            return errnoprintf (err, EBADMSG, "checkpoint %s: no shard holds parameters %"
+                                PRIu64 "..%" PRIu64, stepdir, at, s[i].lo - 1);
+        if (s[i].lo < at)
+            return errnoprintf (err, EBADMSG, "checkpoint %s: rank %u's slice %" PRIu64 "..%"
+                                PRIu64 " overlaps another shard's (up to %" PRIu64 ")", stepdir,
+                                s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
+        at = s[i].hi;
+    }
+    if (at != nparams)
+        return errnoprintf (err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64
+                            "..%" PRIu64, stepdir, at, nparams - 1);
+    return 0;
+}
+
 int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
                float *params, float *m, float *v, int64_t *step, int *world,
                int *parallel, dt_error_t *err)
@@ -733,25 +796,43 @@ int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
     char path[1100];
-    uint64_t covered = 0;
+    struct slice *sl = NULL;
+    size_t nsl = 0, cap = 0;
+    int rc = -1;
 
     snprintf (path, sizeof (path), "%s/rank-0.ckpt", stepdir);
     if (load_shard (path, 0, config, nparams, out, &h0, err) < 0)
         return -1;
-    covered += h0.hi - h0.lo;
-    for (uint32_t r = 1; r < h0.world; r++) {
-        snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-        if (load_shard (path, r, config, nparams, out, &h, err) < 0)
-            return -1;
-        if (h.step != h0.step || h.world != h0.world)
-            return errnoprintf (err, EBADMSG, "checkpoint shard %s: step %" PRId64
-                                " world %u, rank 0 has step %" PRId64 " world %u",
-                                path, h.step, h.world, h0.step, h0.world);
-        covered += h.hi - h.lo;
+    for (uint32_t r = 0; r < h0.world; r++) {
+        if (r > 0) {
+            snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
+            if (load_shard (path, r, config, nparams, out, &h, err) < 0)
+                goto done;
+            if (h.step != h0.step || h.world != h0.world) {
+                errnoprintf (err, EBADMSG, "checkpoint shard %s: step %" PRId64
+                             " world %u, rank 0 has step %" PRId64 " world %u",
+                             path, h.step, h.world, h0.step, h0.world);
+                goto done;
+            }
+        } else
+            h = h0;
+        if (nsl == cap) {
+            struct slice *n = realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));
+            if (!n) {
+                errnoprintf (err, ENOMEM, "out of memory");
+                goto done;
+            }
+            sl = n;
+        }
+        sl[nsl++] = (struct slice){ h.lo, h.hi, r };
     }
-    if (covered != nparams)
-        return errnoprintf (err, EBADMSG, "checkpoint %s: shards cover %" PRIu64 " of %" PRIu64
-                            " parameters", stepdir, covered, nparams);
+    if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)
+        goto done;
+    rc = 0;
+done:
+    free (sl);
+    if (rc < 0)
+        return -1;
     *step = h0.step;
     *world = h0.world;
     *parallel = h0.parallel;
