@@ -666,6 +666,16 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 413, NULL, "the attempt's key-value store is full");
         goto done;
     }
+    /* Every attempt's store together (the controller's memory). */
+    int64_t kv_max = ctx->cfg->max_kv_bytes;
+    size_t kv_now = kv_max > 0 ? jobs_kv_bytes (ctx->jobs) : 0;
+    if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old
+        && kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
+        dt_http_reply_error (req, 429, NULL, "quota MaxKvBytes: the controller's key-value "
+                             "stores hold %zu bytes, the limit is %lld", kv_now,
+                             (long long)kv_max);
+        goto done;
+    }
     char *copy = strdup (value);
     if (!copy) {
         dt_http_reply_error (req, 500, NULL, "out of memory");

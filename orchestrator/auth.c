@@ -32,9 +32,30 @@ int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err)
     return 0;
 }
 
-int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
-               dt_error_t *err)
+/* A request's identity, decoded once (at header time, by the gate) and
+ * kept on the request: MUNGE refuses a credential decoded a second time
+ * as a replay, and the handler asks again. */
+struct auth_ident {
+    uid_t uid;
+    gid_t gid;
+    void *payload;              /* the credential's payload (malloc'ed), or NULL */
+    int len;
+};
+
+static void ident_free (void *p)
 {
+    struct auth_ident *id = p;
+    if (id) {
+        free (id->payload);
+        free (id);
+    }
+}
+
+static int auth_decode (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid,
+                        gid_t *gid, void **payload, int *len, dt_error_t *err)
+{
+    *payload = NULL;
+    *len = 0;
     if (cfg->auth == AUTH_NONE) {
         const char *h = dt_http_req_header (req, "X-Dtctl-Uid");
         *uid = getuid ();
@@ -53,12 +74,39 @@ int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gi
     const char *cred = dt_http_req_header (req, "X-Munge-Credential");
     if (!cred)
         return errnoprintf (err, EACCES, "authentication required: no X-Munge-Credential header");
-    void *payload = NULL;
-    int len = 0;
-    munge_err_t e = munge_decode (cred, NULL, &payload, &len, uid, gid);
-    free (payload);
-    if (e != EMUNGE_SUCCESS)
+    munge_err_t e = munge_decode (cred, NULL, payload, len, uid, gid);
+    if (e != EMUNGE_SUCCESS) {
+        free (*payload);
+        *payload = NULL;
         return errnoprintf (err, EACCES, "MUNGE credential refused: %s", munge_strerror (e));
+    }
+    return 0;
+}
+
+int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
+               dt_error_t *err)
+{
+    struct auth_ident *id = dt_http_req_data (req);
+
+    if (!id) {
+        uid_t u;
+        gid_t g;
+        void *payload;
+        int len;
+        if (auth_decode (cfg, req, &u, &g, &payload, &len, err) < 0)
+            return -1;
+        if (!(id = calloc (1, sizeof (*id)))) {
+            free (payload);
+            return errnoprintf (err, ENOMEM, "out of memory");
+        }
+        id->uid = u;
+        id->gid = g;
+        id->payload = payload;
+        id->len = len;
+        dt_http_req_set_data (req, id, ident_free);
+    }
+    *uid = id->uid;
+    *gid = id->gid;
     return 0;
 }
 

@@ -17,7 +17,9 @@ int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err);
 /* The user behind a request.  AuthType=munge: header X-Munge-Credential
  * decoded with munge_decode.  AuthType=none: header X-Dtctl-Uid if present,
  * else the daemon's own uid.  -1 with errno EACCES and err when the request
- * carries no valid credential. */
+ * carries no valid credential.  The first call decodes the credential (the
+ * gate calls it at header time) and keeps the identity on the request
+ * (dt_http_req_set_data); later calls answer from it. */
 int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
                dt_error_t *err);
 

@@ -29,6 +29,24 @@ static const int64_t default_max_body = 1 << 20;
 static const int64_t default_hang_floor_ms = 30000;
 static const int64_t default_suspect_jobs = 3;
 static const int64_t default_suspect_window_ms = 24 * 3600 * 1000LL;
+/* Denial of service.  Users and agents have a listener each, so that a
+ * flood of user connections cannot take the agents' connections; the
+ * agents' listener is on ListenPort + 1 unless AgentPort says otherwise
+ * (a free port when ListenPort is 0).  Defaults: room for the 10,000
+ * agents of one address in the benchmark; 64 connections per user address
+ * (a CLI uses one at a time); a request must be done within 60 s however
+ * slowly its bytes come (the largest body, MaxBodySize, takes
+ * milliseconds on any network); 256 MiB of bodies buffered at once (256
+ * requests of the largest size); 1,000 live jobs per user (Slurm's
+ * MaxJobCount is 10,000 for the whole cluster); 1 GiB of key-value store
+ * for every attempt together (16 attempts at their 64 MiB cap). */
+static const int64_t default_max_connections = 4096;
+static const int64_t default_max_agent_connections = 20000;
+static const int64_t default_max_conn_per_address = 64;
+static const int64_t default_request_timeout_ms = 60000;
+static const int64_t default_max_body_buffer = 256LL << 20;
+static const int64_t default_max_jobs_per_user = 1000;
+static const int64_t default_max_kv_bytes = 1LL << 30;
 
 const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
@@ -39,6 +57,9 @@ const char *const config_keys[] = {
     "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
     /* read by jobs.c (issue 7: hang floor, node health) and launcher_local.c */
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
+    /* denial of service: listeners, requests, quotas */
+    "AgentPort", "MaxConnections", "MaxAgentConnections", "MaxConnectionsPerAddress",
+    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxKvBytes",
     NULL,
 };
 
@@ -178,6 +199,39 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
                                     &cfg->suspect_window_ms, err) < 0)
         goto error;
+    if (dt_conf_get_int (c, "AgentPort", cfg->listen_port ? cfg->listen_port + 1 : 0, 0,
+                         65535, &n, err) < 0)
+        goto error;
+    cfg->agent_port = (int)n;
+    if (cfg->agent_port && cfg->agent_port == cfg->listen_port) {
+        errnoprintf (err, EINVAL, "AgentPort: must differ from ListenPort (%d): agents "
+                     "have a listener of their own", cfg->listen_port);
+        goto error;
+    }
+    if (dt_conf_get_int (c, "MaxConnections", default_max_connections, 16, 1000000,
+                         &cfg->max_connections, err) < 0
+        || dt_conf_get_int (c, "MaxAgentConnections", default_max_agent_connections, 16,
+                            1000000, &cfg->max_agent_connections, err) < 0
+        || dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
+                            1000000, &cfg->max_conn_per_address, err) < 0
+        || dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
+                                    &cfg->request_timeout_ms, err) < 0
+        || dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,
+                            &cfg->max_body_buffer, err) < 0
+        || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
+                            &cfg->max_jobs_per_user, err) < 0
+        || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
+                            &cfg->max_kv_bytes, err) < 0)
+        goto error;
+    if (cfg->request_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "RequestTimeout: must be at least 1s");
+        goto error;
+    }
+    if (cfg->max_body_buffer < cfg->max_body) {
+        errnoprintf (err, EINVAL, "MaxBodyBuffer: must be at least MaxBodySize (%lld bytes)",
+                     (long long)cfg->max_body);
+        goto error;
+    }
     if (cfg->hang_floor_ms < 1000) {
         errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
         goto error;

@@ -42,6 +42,15 @@ struct ctld_config {
     int64_t hang_floor_ms;       /* HangTimeoutFloor: floor of the auto hang timeout */
     int64_t suspect_jobs;        /* SuspectJobs: failures in this many jobs ... */
     int64_t suspect_window_ms;   /* SuspectWindow: ... within this window -> suspect */
+    /* Denial of service: connections, requests and quotas */
+    int agent_port;              /* AgentPort: the agents' listener */
+    int64_t max_connections;     /* MaxConnections: users' listener */
+    int64_t max_agent_connections; /* MaxAgentConnections: agents' listener */
+    int64_t max_conn_per_address; /* MaxConnectionsPerAddress: users' listener; 0 none */
+    int64_t request_timeout_ms;  /* RequestTimeout: absolute, per request */
+    int64_t max_body_buffer;     /* MaxBodyBuffer: all bodies buffered at once */
+    int64_t max_jobs_per_user;   /* MaxJobsPerUser: live jobs; 0 none */
+    int64_t max_kv_bytes;        /* MaxKvBytes: every attempt's key-value store; 0 none */
 };
 
 /* Keys accepted in dtctld.conf (NULL-terminated). */

@@ -2909,6 +2909,24 @@ struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token)
     return NULL;
 }
 
+int jobs_live_count (struct jobs *jobs, uid_t uid)
+{
+    int n = 0;
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->row.uid == uid && !fsm_job_terminal (j->row.state))
+            n++;
+    return n;
+}
+
+size_t jobs_kv_bytes (struct jobs *jobs)
+{
+    size_t n = 0;
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att)
+            n += j->att->kv_bytes;
+    return n;
+}
+
 void jobs_overlay (struct jobs *jobs, json_t *o)
 {
     int64_t id = json_integer_value (json_object_get (o, "id"));

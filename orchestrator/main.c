@@ -21,6 +21,7 @@
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/daemon.h"
+#include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
@@ -133,9 +134,10 @@ static void controller_url (struct ctld *ctx)
         else
             host = "127.0.0.1";
     }
+    /* Agents dial their own listener (gate.h). */
     snprintf (ctx->url, sizeof (ctx->url), strchr (host, ':') ? "http://[%s]:%d"
                                                               : "http://%s:%d",
-              host, dt_httpd_port (ctx->httpd));
+              host, dt_httpd_listener_port (ctx->httpd, GATE_CLASS_AGENT));
 }
 
 /* SIGHUP: parse again; keep the old config if the new one is bad. */
@@ -245,10 +247,31 @@ int main (int argc, char **argv)
     if (!(ctx.store = store_open (ctx.cfg->database_path, &err)))
         die ("database %s: %s", ctx.cfg->database_path, err.text);
 
-    /* HTTP server. */
-    if (!(ctx.httpd = dt_httpd_create (ctx.cfg->listen_address, ctx.cfg->listen_port,
-                                       ctx.cfg->max_body, &err)))
+    /* HTTP server: users' listener (index GATE_CLASS_USER), then the
+     * agents' (GATE_CLASS_AGENT), and the gate that admits requests at
+     * header time. */
+    struct dt_httpd_conf hconf = {
+        .max_body = ctx.cfg->max_body,
+        .body_budget = ctx.cfg->max_body_buffer,
+        .request_timeout_ms = ctx.cfg->request_timeout_ms,
+    };
+    struct dt_httpd_listen users = {
+        .addr = ctx.cfg->listen_address, .port = ctx.cfg->listen_port,
+        .cls = GATE_CLASS_USER, .max_connections = ctx.cfg->max_connections,
+        .per_address = ctx.cfg->max_conn_per_address,
+    };
+    struct dt_httpd_listen agents = {
+        .addr = ctx.cfg->listen_address, .port = ctx.cfg->agent_port,
+        .cls = GATE_CLASS_AGENT, .max_connections = ctx.cfg->max_agent_connections,
+    };
+    if (!(ctx.httpd = dt_httpd_new (&hconf, &err)))
+        die ("HTTP server: %s", err.text);
+    if (dt_httpd_listen (ctx.httpd, &users, &err) < 0)
         die ("listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->listen_port, err.text);
+    if (dt_httpd_listen (ctx.httpd, &agents, &err) < 0)
+        die ("AgentPort: listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->agent_port,
+             err.text);
+    gate_install (&ctx);
     if (ctx.cfg->auth == AUTH_NONE)
         dt_log (LOG_WARNING, "AuthType=none: every local user is trusted (loopback only)");
     controller_url (&ctx);
