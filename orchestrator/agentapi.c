@@ -459,6 +459,31 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     return 0;
 }
 
+/* Events that add a row to the job's events table whenever an agent
+ * sends them (MaxEventsPerJob). */
+static bool event_noted (json_t *e)
+{
+    const char *kind = json_string_value (json_object_get (e, "kind"));
+    return kind && (!strcmp (kind, "result") || !strcmp (kind, "shard_failed")
+                    || !strcmp (kind, "signal"));
+}
+
+/* A result is kept in the job's row and in its event: MaxResultSize. */
+static int event_result_check (struct ctld *ctx, json_t *e, const char *path, dt_error_t *err)
+{
+    const char *kind = json_string_value (json_object_get (e, "kind"));
+    size_t n;
+
+    if (!kind || strcmp (kind, "result"))
+        return 0;
+    n = json_dumpb (json_object_get (e, "result"), NULL, 0, JSON_COMPACT);
+    if ((int64_t)n > ctx->cfg->max_result_size)
+        return errnoprintf (err, EINVAL, "%s.result: %zu bytes of JSON, larger than "
+                            "MaxResultSize (%lld)", path, n,
+                            (long long)ctx->cfg->max_result_size);
+    return 0;
+}
+
 static int rank_of (json_t *e)
 {
     json_t *r = json_object_get (e, "rank");
@@ -490,12 +515,30 @@ static void events_cb (dt_http_req_t *req, void *arg)
                              att->row.attempt);
         goto done;
     }
+    int64_t noted = 0;
     json_array_foreach (events, i, e) {
         dt_json_path_index (path, sizeof (path), "events", i);
         if (event_check (att, e, path, &err) < 0) {
             reply_field_error (req, 400, &err);
             goto done;
         }
+        if (event_noted (e))
+            noted++;
+        if (event_result_check (ctx, e, path, &err) < 0) {
+            reply_field_error (req, 400, &err);
+            goto done;
+        }
+    }
+    /* The job's events table is not the trainer's log: the events an agent
+     * may add to it are counted (the others are bounded by the ranks). */
+    int64_t max_ev = ctx->cfg->max_events_per_job;
+    if (max_ev > 0 && att->job->agent_events + noted > max_ev) {
+        dt_http_reply_error (req, 429, NULL, "quota MaxEventsPerJob: job %lld has %lld events "
+                             "from its agents, the limit is %lld; none of these %lld was "
+                             "recorded", (long long)att->job->row.id,
+                             (long long)att->job->agent_events, (long long)max_ev,
+                             (long long)noted);
+        goto done;
     }
     ag->last_hb_ms = dt_real_ms ();
     json_array_foreach (events, i, e) {
@@ -580,6 +623,8 @@ static void events_cb (dt_http_req_t *req, void *arg)
                                  "events[%zu]: %s (%d accepted)", i, err.text, accepted);
             goto done;
         }
+        if (event_noted (e))
+            att->job->agent_events++;
         accepted++;
     }
     dt_http_reply_json (req, 200, json_pack ("{s:i}", "accepted", accepted));

@@ -47,6 +47,11 @@ static const int64_t default_request_timeout_ms = 60000;
 static const int64_t default_max_body_buffer = 256LL << 20;
 static const int64_t default_max_jobs_per_user = 1000;
 static const int64_t default_max_kv_bytes = 1LL << 30;
+/* Events that agents add to one job (results, failed shards, signals):
+ * a job reports a handful; 10,000 leaves room for a long job's many
+ * restarts.  A result is a small JSON summary of the training. */
+static const int64_t default_max_events_per_job = 10000;
+static const int64_t default_max_result_size = 65536;
 
 const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
@@ -59,7 +64,8 @@ const char *const config_keys[] = {
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
     /* denial of service: listeners, requests, quotas */
     "AgentPort", "MaxConnections", "MaxAgentConnections", "MaxConnectionsPerAddress",
-    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxKvBytes",
+    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxKvBytes", "MaxEventsPerJob",
+    "MaxResultSize",
     NULL,
 };
 
@@ -221,7 +227,11 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
                             &cfg->max_jobs_per_user, err) < 0
         || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
-                            &cfg->max_kv_bytes, err) < 0)
+                            &cfg->max_kv_bytes, err) < 0
+        || dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,
+                            &cfg->max_events_per_job, err) < 0
+        || dt_conf_get_int (c, "MaxResultSize", default_max_result_size, 2, 1 << 30,
+                            &cfg->max_result_size, err) < 0)
         goto error;
     if (cfg->request_timeout_ms < 1000) {
         errnoprintf (err, EINVAL, "RequestTimeout: must be at least 1s");

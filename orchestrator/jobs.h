@@ -161,6 +161,7 @@ struct job {
     int no_progress_streak;     /* consecutive failed attempts without progress */
     int next_nodes;             /* size of the next attempt (0: the spec's nodes) */
     char reuse_handle[64];      /* allocation kept for an in-allocation restart */
+    int64_t agent_events;       /* events its agents added (MaxEventsPerJob), since start */
 };
 
 struct jobs;

@@ -6,8 +6,9 @@
 # none of its 100 MB sent); the per-address connection limit of the users'
 # listener, while the agents' listener still serves an agent; a user
 # request on the agents' listener refused; MaxBodyBuffer (503 while
-# another body fills the budget); MaxKvBytes; a request that dribbles its
-# headers cut at RequestTimeout.
+# another body fills the budget); MaxKvBytes; MaxResultSize and
+# MaxEventsPerJob; a request that dribbles its headers cut at
+# RequestTimeout.
 . "$(dirname "$0")/ctld-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
@@ -28,6 +29,8 @@ bad_value MaxConnectionsPerAddress "MaxConnectionsPerAddress=lots"
 bad_value RequestTimeout "RequestTimeout=10ms"
 bad_value MaxBodyBuffer "MaxBodyBuffer=2048"
 bad_value MaxKvBytes "MaxKvBytes=-5"
+bad_value MaxEventsPerJob "MaxEventsPerJob=many"
+bad_value MaxResultSize "MaxResultSize=1"
 P=$(free_port)
 bad_value AgentPort "ListenPort=$P" "AgentPort=$P"
 
@@ -37,7 +40,7 @@ bad_value AgentPort "ListenPort=$P" "AgentPort=$P"
 if pgrep -x munged >/dev/null; then AUTH=munge; else AUTH=none; fi
 write_conf "Launcher=external" "RendezvousTimeout=600s" "MaxJobsPerUser=2" \
     "MaxConnectionsPerAddress=4" "MaxBodySize=65536" "MaxBodyBuffer=100000" \
-    "MaxKvBytes=150000"
+    "MaxKvBytes=150000" "MaxEventsPerJob=3" "MaxResultSize=100"
 sed -i "s/^AuthType=none/AuthType=$AUTH/; /^Launcher=local/d" "$TMP/dtctld.conf"
 start_fg || bail "dtctld did not start"
 AGENT_URL=$(curl -s "$URL/healthz" | jq -r .data.agent_url)
@@ -192,6 +195,29 @@ check "KV put over MaxKvBytes: 429" test "$(status)" = 429
 check "the error names the quota MaxKvBytes" jqt '.errors[0].error | test("quota MaxKvBytes")' "$TMP/body"
 curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$AGENT_URL/v1/agent/kv/quota/c" > "$TMP/status"
 check "nothing stored: the refused key is not set (404)" test "$(status)" = 404
+
+# ---- MaxResultSize and MaxEventsPerJob: what agents add to a job ----------
+agent () {
+    curl -s -o "$TMP/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" \
+        -H 'Content-Type: application/json' -d "$2" "$AGENT_URL/v1/agent/$1" > "$TMP/status"
+}
+nresults () { sqlite3 "$TMP/state/dtctld.db" "select count(*) from events where job_id=$jb and kind='result'"; }
+agent register '{"node":"n1","node_order":0,"addr":"127.0.0.1","port":9}'
+check "an agent registers" test "$(status)" = 200
+res='{"kind":"result","rank":0,"result":{"loss":1.5}}'
+agent events "{\"node\":\"n1\",\"events\":[{\"kind\":\"result\",\"rank\":0,\"result\":{\"blob\":\"$(printf '%0150d' 0)\"}}]}"
+check "a result over MaxResultSize: 400" test "$(status)" = 400
+check "the error names MaxResultSize" jqt '.errors[0].error | test("MaxResultSize")' "$TMP/body"
+check "nothing recorded" test "$(nresults)" = 0
+agent events "{\"node\":\"n1\",\"events\":[$res,$res]}"
+check "2 results: 200" test "$(status)" = 200
+agent events "{\"node\":\"n1\",\"events\":[$res,$res]}"
+check "2 more would pass MaxEventsPerJob=3: 429" test "$(status)" = 429
+check "the error names the quota MaxEventsPerJob" jqt '.errors[0].error | test("quota MaxEventsPerJob")' "$TMP/body"
+check "nothing of that batch recorded" test "$(nresults)" = 2
+agent events "{\"node\":\"n1\",\"events\":[$res]}"
+check "one more fits: 200" test "$(status)" = 200
+check "3 results recorded" test "$(nresults)" = 3
 
 kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 
