@@ -71,6 +71,9 @@ static const int no_progress_limit = 3;
  * takes well under a second for the models dttrain trains here; the wait
  * ends sooner when a set is committed or every surviving rank exited. */
 static const int64_t jit_wait_ms = 5000;
+/* Just-in-time sets tracked per attempt: each holds world_size entries, so
+ * that every rank reporting one would hold world_size squared. */
+static const int jit_sets_max = 16;
 
 
 struct jobs {
@@ -1849,8 +1852,23 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
     if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
         return errnoprintf (err, ENOMEM, "out of memory");
     struct jit_set *js = &att->jit[rank];
-    if (!js->shards && !(js->shards = calloc (W, sizeof (*js->shards))))
-        return errnoprintf (err, ENOMEM, "out of memory");
+    if (!js->shards && att->jit_nsets >= jit_sets_max) {
+        /* Each set costs world_size entries: a few survivors write one,
+         * and the first complete set wins; the sets of more ranks are
+         * ignored (their files stay in the job's directory, removed with
+         * the job's other just-in-time directories). */
+        if (!att->jit_refused_logged)
+            dt_log (LOG_WARNING, "job %lld attempt %d: rank %d reports a just-in-time set "
+                    "but %d ranks already do; ignored", (long long)att->row.job_id,
+                    att->row.attempt, rank, jit_sets_max);
+        att->jit_refused_logged = true;
+        return 0;
+    }
+    if (!js->shards) {
+        if (!(js->shards = calloc (W, sizeof (*js->shards))))
+            return errnoprintf (err, ENOMEM, "out of memory");
+        att->jit_nsets++;
+    }
     if (js->step != step) {
         memset (js->shards, 0, W * sizeof (*js->shards));
         js->step = step;

@@ -132,6 +132,8 @@ struct attempt {
     int64_t jit_opened_ms;
     int64_t jit_step;           /* the JIT checkpoint committed, 0 none */
     struct jit_set *jit;        /* [world_size], per reporting rank; lazily */
+    int jit_nsets;              /* ranks with a set in jit[] (at most jit_sets_max) */
+    bool jit_refused_logged;    /* a rank past that was logged */
     int64_t survivor_exit_ms;   /* a rank exited after writing a JIT set (a victim) */
     char resume_source[16];     /* "jit", "committed" or "none" */
     /* Heartbeat ingest (issue 9): a heartbeat updates only its node's

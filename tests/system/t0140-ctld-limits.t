@@ -70,6 +70,7 @@ if [ "$AUTH" = munge ]; then
     api POST /v1/jobs -H "X-Munge-Credential: $cred" -d @"$TMP/spec.json" >/dev/null
     check "over HTTP: 429" test "$(status)" = 429
     check "over HTTP: the error names the quota" jqt '.errors[0].error | test("MaxJobsPerUser")' "$TMP/body"
+    submit_b () { dtctl_as "$V" submit "$1"; }
     jb=$(dtctl_as "$V" submit "$TMP/spec.json" 2>"$TMP/err")
     check "$V can still submit" eval '[[ "$jb" =~ ^[0-9]+$ ]]' || sed 's/^/# /' "$TMP/err"
     dtctl_as "$U" cancel "$j1" >/dev/null 2>&1
@@ -79,7 +80,8 @@ if [ "$AUTH" = munge ]; then
         || sed 's/^/# /' "$TMP/err"
 else
     echo "# munged is not running: the per-user quota checks are skipped"
-    jb=$(curl -s -X POST "$URL/v1/jobs" -d @"$TMP/spec.json" | jq -r .data.id)
+    submit_b () { curl -s -X POST "$URL/v1/jobs" -d @"$1" | jq -r .data.id; }
+    jb=$(submit_b "$TMP/spec.json")
 fi
 TOKEN=$(sqlite3 "$TMP/state/dtctld.db" "select token from attempts where job_id=$jb")
 check "an attempt token to act as an agent" test -n "$TOKEN"
@@ -218,6 +220,29 @@ check "nothing of that batch recorded" test "$(nresults)" = 2
 agent events "{\"node\":\"n1\",\"events\":[$res]}"
 check "one more fits: 200" test "$(status)" = 200
 check "3 results recorded" test "$(nresults)" = 3
+
+# ---- just-in-time sets: bounded per attempt ---------------------------------
+# Every one of 20 ranks starting a just-in-time set of its own would hold
+# 20 x 20 entries; past 16 sets the others are ignored (accepted, logged).
+mkdir -p "$TMP/jck"; chmod 777 "$TMP/jck"
+echo "{\"name\":\"jit\",\"nodes\":1,\"ranks_per_node\":20,\"command\":[\"true\"],
+       \"checkpoint\":{\"dir\":\"$TMP/jck\"}}" > "$TMP/jit.json"
+chmod 644 "$TMP/jit.json"
+jj=$(submit_b "$TMP/jit.json" 2>"$TMP/err")
+check "a 20-rank job" eval '[[ "$jj" =~ ^[0-9]+$ ]]' || sed 's/^/# /' "$TMP/err"
+TOKEN_B=$TOKEN
+TOKEN=$(sqlite3 "$TMP/state/dtctld.db" "select token from attempts where job_id=$jj")
+agent register '{"node":"j1","node_order":0,"addr":"127.0.0.1","port":9}'
+ev=
+for r in $(seq 0 19); do
+    ev="$ev${ev:+,}{\"kind\":\"shard\",\"rank\":$r,\"step\":5,\"jit\":true,\"shard_rank\":0,
+        \"path\":\"$TMP/jck/$jj/jit-5-r$r/rank-0.ckpt\",\"bytes\":10,\"crc32c\":\"00000000\"}"
+done
+agent events "{\"node\":\"j1\",\"events\":[$ev]}"
+check "20 ranks' just-in-time shards: 200, all accepted" jqt '.data.accepted == 20' "$TMP/body" \
+    || sed 's/^/# /' "$TMP/body"
+check "past 16 sets the others are ignored (logged)" grep -q "16 ranks already do; ignored" "$TMP/ctld.log"
+TOKEN=$TOKEN_B
 
 kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 
