@@ -26,6 +26,7 @@
 
 #include "common/dtime.h"
 #include "common/httpd.h"
+#include "common/httpd_conn.h"
 #include "common/log.h"
 
 /* Room for 10k simulated agents plus CLIs, below a typical hard nofile limit
@@ -40,6 +41,7 @@ static const unsigned int httpd_connection_timeout_s = 300;
 static const size_t httpd_connection_memory = 16 * 1024;
 static const int httpd_listen_backlog = 4096;
 
+
 #define HTTPD_MAX_PARAMS 12     /* httpd.h; kv keys of dtctld have up to 12 segments */
 #define HTTPD_MAX_SEGS 16
 
@@ -50,18 +52,6 @@ struct route {
     int nsegs;
     dt_http_handler_f cb;
     void *arg;
-};
-
-/* One accepted connection (MHD's socket context).  A connection is
- * "busy" from its accept, and again from each request line, until its
- * request is answered; busy connections are kept in a list in the order
- * they became busy, so the oldest is at its head and the absolute request
- * timeout checks only the head. */
-struct conn {
-    struct conn *prev, *next;   /* in h->busy, when busy_ns != 0 */
-    struct MHD_Connection *mc;
-    int fd;
-    int64_t busy_ns;            /* monotonic ns the current request began; 0 idle */
 };
 
 struct listener {
@@ -80,9 +70,7 @@ struct dt_httpd {
     size_t body_budget;         /* bodies buffered at once, all requests; 0 none */
     size_t body_bytes;          /* buffered now */
     unsigned int idle_timeout_s;
-    int64_t request_timeout_ns; /* 0 none */
-    struct conn *busy_head, *busy_tail;
-    uint64_t cut;               /* connections cut at the request timeout */
+    struct httpd_conns conns;   /* busy connections, the request timeout */
     dt_http_gate_f gate;
     void *gate_arg;
     struct route *routes;
@@ -651,62 +639,30 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
 
 /* --- connections and the absolute request timeout ------------------------ */
 
-static struct conn *conn_of (struct MHD_Connection *mc)
+static struct httpd_conn *conn_of (struct MHD_Connection *mc)
 {
     const union MHD_ConnectionInfo *ci;
     ci = MHD_get_connection_info (mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
 }
 
-static void busy_unlink (dt_httpd_t *h, struct conn *c)
-{
-    if (!c->busy_ns)
-        return;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        h->busy_head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        h->busy_tail = c->prev;
-    c->prev = c->next = NULL;
-    c->busy_ns = 0;
-}
-
-/* Mark 'c' busy from now (appended: the list stays in time order). */
-static void busy_start (dt_httpd_t *h, struct conn *c)
-{
-    if (c->busy_ns)
-        return;
-    c->busy_ns = dt_mono_ns ();
-    c->prev = h->busy_tail;
-    c->next = NULL;
-    if (h->busy_tail)
-        h->busy_tail->next = c;
-    else
-        h->busy_head = c;
-    h->busy_tail = c;
-}
-
 static void notify_cb (void *cls, struct MHD_Connection *mc, void **socket_context,
                        enum MHD_ConnectionNotificationCode code)
 {
     struct listener *l = cls;
-    struct conn *c = *socket_context;
+    struct httpd_conn *c = *socket_context;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci;
         if (!(c = calloc (1, sizeof (*c))))
             return; /* untracked: only the idle timeout applies to it */
-        c->mc = mc;
         ci = MHD_get_connection_info (mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         c->fd = ci ? ci->connect_fd : -1;
         *socket_context = c;
-        busy_start (l->h, c); /* its first request begins at accept */
+        httpd_conn_busy (&l->h->conns, c); /* its first request begins at accept */
     }
     else if (c) {
-        busy_unlink (l->h, c);
+        httpd_conn_idle (&l->h->conns, c);
         free (c);
         *socket_context = NULL;
     }
@@ -716,9 +672,9 @@ static void notify_cb (void *cls, struct MHD_Connection *mc, void **socket_conte
 static void *uri_cb (void *cls, const char *uri, struct MHD_Connection *mc)
 {
     struct listener *l = cls;
-    struct conn *c = conn_of (mc);
+    struct httpd_conn *c = conn_of (mc);
     if (c)
-        busy_start (l->h, c);
+        httpd_conn_busy (&l->h->conns, c);
     return NULL;
 }
 
@@ -726,38 +682,18 @@ static void completed_cb (void *cls, struct MHD_Connection *conn, void **con_cls
                           enum MHD_RequestTerminationCode toe)
 {
     struct listener *l = cls;
-    struct conn *c = conn_of (conn);
+    struct httpd_conn *c = conn_of (conn);
     if (c)
-        busy_unlink (l->h, c);
+        httpd_conn_idle (&l->h->conns, c);
     req_destroy (*con_cls);
     *con_cls = NULL;
-}
-
-/* Cut every connection whose request has run longer than the request
- * timeout, however slowly its bytes arrive: shutdown() makes MHD read end
- * of file and close it (MHD has no call to close a connection from
- * outside its callbacks). */
-static void cut_expired (dt_httpd_t *h)
-{
-    int64_t now;
-
-    if (!h->request_timeout_ns || !h->busy_head)
-        return;
-    now = dt_mono_ns ();
-    while (h->busy_head && now - h->busy_head->busy_ns >= h->request_timeout_ns) {
-        struct conn *c = h->busy_head;
-        busy_unlink (h, c);
-        if (c->fd >= 0)
-            shutdown (c->fd, SHUT_RDWR);
-        h->cut++;
-        dt_log (LOG_WARNING, "httpd: connection cut: request not done within %lld ms",
-                (long long)(h->request_timeout_ns / 1000000));
-    }
 }
 
 static void mhd_log_cb (void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
+    if (!httpd_conn_log_allowed (&((dt_httpd_t *)cls)->conns))
+        return;
     vsnprintf (buf, sizeof (buf), fmt, ap);
     size_t l = strlen (buf);
     while (l > 0 && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
@@ -829,7 +765,7 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
     h->body_budget = conf->body_budget;
     h->idle_timeout_s = conf->idle_timeout_s ? conf->idle_timeout_s
                                              : httpd_connection_timeout_s;
-    h->request_timeout_ns = conf->request_timeout_ms * 1000000LL;
+    h->conns.timeout_ns = conf->request_timeout_ms * 1000000LL;
     if ((h->epfd = epoll_create1 (EPOLL_CLOEXEC)) < 0) {
         errprintf (err, "epoll_create1: %s", strerror (errno));
         free (h);
@@ -947,7 +883,7 @@ int dt_httpd_listener_port (const dt_httpd_t *h, int idx)
 
 uint64_t dt_httpd_cut_count (const dt_httpd_t *h)
 {
-    return h->cut;
+    return h->conns.cut;
 }
 
 int dt_httpd_fd (const dt_httpd_t *h)
@@ -964,13 +900,9 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
         if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && (best < 0 || (int64_t)t < best))
             best = t > INT_MAX ? INT_MAX : (int64_t)t;
     }
-    if (h->request_timeout_ns && h->busy_head) {
-        int64_t left = (h->busy_head->busy_ns + h->request_timeout_ns - dt_mono_ns ()) / 1000000;
-        if (left < 0)
-            left = 0;
-        if (best < 0 || left + 1 < best)
-            best = left + 1;
-    }
+    int64_t left = httpd_conn_next_ms (&h->conns);
+    if (left >= 0 && (best < 0 || left < best))
+        best = left;
     return best > INT_MAX ? INT_MAX : (int)best;
 }
 
@@ -981,7 +913,7 @@ int dt_httpd_run (dt_httpd_t *h)
     for (int i = 0; i < h->nls; i++)
         if (MHD_run (h->ls[i].d) != MHD_YES)
             rc = -1;
-    cut_expired (h);
+    httpd_conn_cut_expired (&h->conns);
     if (rc < 0)
         errno = EIO;
     return rc;
