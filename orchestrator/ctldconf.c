@@ -209,6 +209,7 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
                          65535, &n, err) < 0)
         goto error;
     cfg->agent_port = (int)n;
+    cfg->agent_port_set = dt_conf_get (c, "AgentPort", NULL) != NULL;
     if (cfg->agent_port && cfg->agent_port == cfg->listen_port) {
         errnoprintf (err, EINVAL, "AgentPort: must differ from ListenPort (%d): agents "
                      "have a listener of their own", cfg->listen_port);

@@ -44,6 +44,7 @@ struct ctld_config {
     int64_t suspect_window_ms;   /* SuspectWindow: ... within this window -> suspect */
     /* Denial of service: connections, requests and quotas */
     int agent_port;              /* AgentPort: the agents' listener */
+    bool agent_port_set;         /* given in the file or a flag (else derived) */
     int64_t max_connections;     /* MaxConnections: users' listener */
     int64_t max_agent_connections; /* MaxAgentConnections: agents' listener */
     int64_t max_conn_per_address; /* MaxConnectionsPerAddress: users' listener; 0 none */

@@ -151,15 +151,16 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
         return;
     }
     if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
-        || cfg->listen_port != ctx->cfg->listen_port
+        || cfg->listen_port != ctx->cfg->listen_port || cfg->agent_port != ctx->cfg->agent_port
         || strcmp (cfg->database_path, ctx->cfg->database_path)
         || strcmp (cfg->launcher, ctx->cfg->launcher))
-        dt_log (LOG_WARNING, "reload: ListenAddress, ListenPort, DatabasePath and Launcher "
-                "take effect only at restart");
+        dt_log (LOG_WARNING, "reload: ListenAddress, ListenPort, AgentPort, DatabasePath and "
+                "Launcher take effect only at restart");
     /* Keep what the running daemon is bound to. */
     free (cfg->listen_address);
     cfg->listen_address = strdup (ctx->cfg->listen_address);
     cfg->listen_port = ctx->cfg->listen_port;
+    cfg->agent_port = ctx->cfg->agent_port;
     free (cfg->database_path);
     cfg->database_path = strdup (ctx->cfg->database_path);
     free (cfg->launcher);
@@ -268,9 +269,16 @@ int main (int argc, char **argv)
         die ("HTTP server: %s", err.text);
     if (dt_httpd_listen (ctx.httpd, &users, &err) < 0)
         die ("listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->listen_port, err.text);
-    if (dt_httpd_listen (ctx.httpd, &agents, &err) < 0)
-        die ("AgentPort: listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->agent_port,
-             err.text);
+    if (dt_httpd_listen (ctx.httpd, &agents, &err) < 0) {
+        /* ListenPort + 1 taken by someone else: any free port will do
+         * when nobody chose it (agents are given the URL). */
+        agents.port = 0;
+        if (errno != EADDRINUSE || ctx.cfg->agent_port_set
+            || dt_httpd_listen (ctx.httpd, &agents, &err) < 0)
+            die ("AgentPort: %s", err.text);
+        dt_log (LOG_WARNING, "AgentPort %d (ListenPort + 1) is in use: agents' listener on "
+                "port %d", ctx.cfg->agent_port, dt_httpd_listener_port (ctx.httpd, 1));
+    }
     gate_install (&ctx);
     if (ctx.cfg->auth == AUTH_NONE)
         dt_log (LOG_WARNING, "AuthType=none: every local user is trusted (loopback only)");
@@ -304,8 +312,9 @@ int main (int argc, char **argv)
         if (!f || fprintf (f, "%d\n", dt_httpd_port (ctx.httpd)) < 0 || fclose (f) != 0)
             die ("%s: %s", port_file, strerror (errno));
     }
-    dt_log (LOG_NOTICE, "%s listening on %s (launcher %s, agent %s)", dt_version_string (),
-            ctx.url, ctx.lops->name, dtagent);
+    dt_log (LOG_NOTICE, "%s listening on %s:%d, agents at %s (launcher %s, agent %s)",
+            dt_version_string (), ctx.cfg->listen_address, dt_httpd_port (ctx.httpd), ctx.url,
+            ctx.lops->name, dtagent);
     daemon_ready ();
 
     /* The event loop: HTTP, signals, the tick. */
