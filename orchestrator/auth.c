@@ -83,28 +83,51 @@ static int auth_decode (const struct ctld_config *cfg, dt_http_req_t *req, uid_t
     return 0;
 }
 
+/* The request's identity: decoded now, or earlier by auth_user_early. */
+static struct auth_ident *ident_get (const struct ctld_config *cfg, dt_http_req_t *req,
+                                     dt_error_t *err)
+{
+    struct auth_ident *id = dt_http_req_data (req);
+    uid_t u;
+    gid_t g;
+    void *payload;
+    int len;
+
+    if (id)
+        return id;
+    if (auth_decode (cfg, req, &u, &g, &payload, &len, err) < 0)
+        return NULL;
+    if (!(id = calloc (1, sizeof (*id)))) {
+        free (payload);
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    id->uid = u;
+    id->gid = g;
+    id->payload = payload;
+    id->len = len;
+    dt_http_req_set_data (req, id, ident_free);
+    return id;
+}
+
+int auth_user_early (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid,
+                     dt_error_t *err)
+{
+    struct auth_ident *id = ident_get (cfg, req, err);
+    if (!id)
+        return -1;
+    *uid = id->uid;
+    return 0;
+}
+
 int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
                dt_error_t *err)
 {
-    struct auth_ident *id = dt_http_req_data (req);
-
-    if (!id) {
-        uid_t u;
-        gid_t g;
-        void *payload;
-        int len;
-        if (auth_decode (cfg, req, &u, &g, &payload, &len, err) < 0)
-            return -1;
-        if (!(id = calloc (1, sizeof (*id)))) {
-            free (payload);
-            return errnoprintf (err, ENOMEM, "out of memory");
-        }
-        id->uid = u;
-        id->gid = g;
-        id->payload = payload;
-        id->len = len;
-        dt_http_req_set_data (req, id, ident_free);
-    }
+    struct auth_ident *id = ident_get (cfg, req, err);
+    if (!id)
+        return -1;
+    /* Checks that need the request's body (its payload against it) go
+     * here: the body is complete when a handler calls auth_user. */
     *uid = id->uid;
     *gid = id->gid;
     return 0;

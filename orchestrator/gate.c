@@ -80,7 +80,6 @@ static int gate_cb (dt_http_req_t *req, void *arg)
     struct ctld *ctx = arg;
     const char *method = dt_http_req_method (req), *path = dt_http_req_path (req);
     uid_t uid;
-    gid_t gid;
     dt_error_t err;
 
     if (gate_is_agent_path (path))
@@ -92,7 +91,7 @@ static int gate_cb (dt_http_req_t *req, void *arg)
     }
     if (is_public (method, path))
         return 0;
-    if (auth_user (ctx->cfg, req, &uid, &gid, &err) < 0) {
+    if (auth_user_early (ctx->cfg, req, &uid, &err) < 0) {
         dt_http_reply_error (req, 401, NULL, "%s", err.text);
         return -1;
     }
