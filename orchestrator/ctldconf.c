@@ -37,8 +37,8 @@ static const int64_t default_suspect_window_ms = 24 * 3600 * 1000LL;
  * (a CLI uses one at a time); a request must be done within 60 s however
  * slowly its bytes come (the largest body, MaxBodySize, takes
  * milliseconds on any network); 256 MiB of bodies buffered at once (256
- * requests of the largest size); 1,000 live jobs per user (Slurm's
- * MaxJobCount is 10,000 for the whole cluster); 1 GiB of key-value store
+ * requests of the largest size); 1,000 live jobs per user and 10,000 in
+ * all (Slurm's MaxJobCount default, for the whole cluster); 1 GiB of key-value store
  * for every attempt together (16 attempts at their 64 MiB cap). */
 static const int64_t default_max_connections = 4096;
 static const int64_t default_max_agent_connections = 20000;
@@ -46,6 +46,7 @@ static const int64_t default_max_conn_per_address = 64;
 static const int64_t default_request_timeout_ms = 60000;
 static const int64_t default_max_body_buffer = 256LL << 20;
 static const int64_t default_max_jobs_per_user = 1000;
+static const int64_t default_max_job_count = 10000;
 static const int64_t default_max_kv_bytes = 1LL << 30;
 /* Events that agents add to one job (results, failed shards, signals):
  * a job reports a handful; 10,000 leaves room for a long job's many
@@ -64,7 +65,8 @@ const char *const config_keys[] = {
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
     /* denial of service: listeners, requests, quotas */
     "AgentPort", "MaxConnections", "MaxAgentConnections", "MaxConnectionsPerAddress",
-    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxKvBytes", "MaxEventsPerJob",
+    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxJobCount", "MaxKvBytes",
+    "MaxEventsPerJob",
     "MaxResultSize",
     NULL,
 };
@@ -227,6 +229,8 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
                             &cfg->max_body_buffer, err) < 0
         || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
                             &cfg->max_jobs_per_user, err) < 0
+        || dt_conf_get_int (c, "MaxJobCount", default_max_job_count, 0, 100000000,
+                            &cfg->max_job_count, err) < 0
         || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
                             &cfg->max_kv_bytes, err) < 0
         || dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,

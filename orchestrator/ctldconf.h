@@ -51,6 +51,7 @@ struct ctld_config {
     int64_t request_timeout_ms;  /* RequestTimeout: absolute, per request */
     int64_t max_body_buffer;     /* MaxBodyBuffer: all bodies buffered at once */
     int64_t max_jobs_per_user;   /* MaxJobsPerUser: live jobs; 0 none */
+    int64_t max_job_count;       /* MaxJobCount: live jobs of everyone; 0 none */
     int64_t max_kv_bytes;        /* MaxKvBytes: every attempt's key-value store; 0 none */
     int64_t max_events_per_job;  /* MaxEventsPerJob: events agents add to a job; 0 none */
     int64_t max_result_size;     /* MaxResultSize: a trainer's result, bytes of JSON */

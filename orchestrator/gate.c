@@ -95,15 +95,22 @@ static int gate_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 401, NULL, "%s", err.text);
         return -1;
     }
-    int64_t max = ctx->cfg->max_jobs_per_user;
-    if (max > 0 && adds_live_job (ctx, req)) {
-        int live = jobs_live_count (ctx->jobs, uid);
-        if (live >= max) {
+    int64_t max = ctx->cfg->max_jobs_per_user, all = ctx->cfg->max_job_count;
+    if ((max > 0 || all > 0) && adds_live_job (ctx, req)) {
+        int live = max > 0 ? jobs_live_count (ctx->jobs, uid) : 0;
+        int total = all > 0 ? jobs_live_count (ctx->jobs, (uid_t)-1) : 0;
+        if (max > 0 && live >= max) {
             char name[64];
             dt_http_reply_error (req, 429, NULL, "quota MaxJobsPerUser: user %s has %d live "
                                  "jobs, the limit is %lld; wait for one to end or cancel one",
                                  auth_user_name (uid, name, sizeof (name)), live,
                                  (long long)max);
+            return -1;
+        }
+        if (all > 0 && total >= all) {
+            dt_http_reply_error (req, 429, NULL, "quota MaxJobCount: the controller holds %d "
+                                 "live jobs, the limit is %lld; retry when jobs have ended",
+                                 total, (long long)all);
             return -1;
         }
     }

@@ -2931,7 +2931,7 @@ int jobs_live_count (struct jobs *jobs, uid_t uid)
 {
     int n = 0;
     for (struct job *j = jobs->list; j; j = j->next)
-        if (j->row.uid == uid && !fsm_job_terminal (j->row.state))
+        if ((uid == (uid_t)-1 || j->row.uid == uid) && !fsm_job_terminal (j->row.state))
             n++;
     return n;
 }

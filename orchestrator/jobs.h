@@ -193,7 +193,8 @@ int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, in
 struct job *jobs_find (struct jobs *jobs, int64_t id);
 /* The live attempt holding 'token' (borrowed), or NULL. */
 struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token);
-/* Live (not terminal) jobs of 'uid': the MaxJobsPerUser quota. */
+/* Live (not terminal) jobs of 'uid', of everyone for (uid_t)-1: the
+ * MaxJobsPerUser and MaxJobCount quotas. */
 int jobs_live_count (struct jobs *jobs, uid_t uid);
 /* Bytes held in the key-value stores of every live attempt (MaxKvBytes). */
 size_t jobs_kv_bytes (struct jobs *jobs);

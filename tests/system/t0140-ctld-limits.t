@@ -3,12 +3,12 @@
 # real sockets: bad limit values refused at start; MaxJobsPerUser (one
 # user refused with the quota named, nothing stored, another user still
 # served); a body without a credential refused at header time (401 with
-# none of its 100 MB sent); the per-address connection limit of the users'
-# listener, while the agents' listener still serves an agent; a user
-# request on the agents' listener refused; MaxBodyBuffer (503 while
+# none of its 100 MB sent); a user request on the agents' listener
+# refused; the per-address connection limit of the users' listener, while
+# the agents' listener still serves an agent; MaxBodyBuffer (503 while
 # another body fills the budget); MaxKvBytes; MaxResultSize and
-# MaxEventsPerJob; a request that dribbles its headers cut at
-# RequestTimeout.
+# MaxEventsPerJob; just-in-time sets bounded; MaxJobCount; a request that
+# dribbles its headers cut at RequestTimeout.
 . "$(dirname "$0")/ctld-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
@@ -40,7 +40,7 @@ bad_value AgentPort "ListenPort=$P" "AgentPort=$P"
 if pgrep -x munged >/dev/null; then AUTH=munge; else AUTH=none; fi
 write_conf "Launcher=external" "RendezvousTimeout=600s" "MaxJobsPerUser=2" \
     "MaxConnectionsPerAddress=4" "MaxBodySize=65536" "MaxBodyBuffer=100000" \
-    "MaxKvBytes=150000" "MaxEventsPerJob=3" "MaxResultSize=100"
+    "MaxKvBytes=150000" "MaxEventsPerJob=3" "MaxResultSize=100" "MaxJobCount=5"
 sed -i "s/^AuthType=none/AuthType=$AUTH/; /^Launcher=local/d" "$TMP/dtctld.conf"
 start_fg || bail "dtctld did not start"
 AGENT_URL=$(curl -s "$URL/healthz" | jq -r .data.agent_url)
@@ -256,6 +256,20 @@ check "20 ranks' just-in-time shards: 200, all accepted" jqt '.data.accepted == 
     || sed 's/^/# /' "$TMP/body"
 check "past 16 sets the others are ignored (logged)" grep -q "16 ranks already do; ignored" "$TMP/ctld.log"
 TOKEN=$TOKEN_B
+
+# ---- MaxJobCount: live jobs of everyone ---------------------------------------
+# 4 are live ($U's 2, $V's 2): root, under its own quota, adds the fifth;
+# the sixth is refused whoever asks.
+if [ "$AUTH" = munge ]; then
+    nall () { sqlite3 "$TMP/state/dtctld.db" "select count(*) from jobs"; }
+    api POST /v1/jobs -H "X-Munge-Credential: $(munge -n)" -d @"$TMP/spec.json" >/dev/null
+    check "the fifth live job: 201" test "$(status)" = 201
+    n0=$(nall)
+    api POST /v1/jobs -H "X-Munge-Credential: $(munge -n)" -d @"$TMP/spec.json" >/dev/null
+    check "the sixth: 429" test "$(status)" = 429
+    check "the error names the quota MaxJobCount" jqt '.errors[0].error | test("quota MaxJobCount")' "$TMP/body"
+    check "nothing stored" test "$(nall)" = "$n0"
+fi
 
 kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 
