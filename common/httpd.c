@@ -41,7 +41,6 @@ static const unsigned int httpd_connection_timeout_s = 300;
 static const size_t httpd_connection_memory = 16 * 1024;
 static const int httpd_listen_backlog = 4096;
 
-
 #define HTTPD_MAX_PARAMS 12     /* httpd.h; kv keys of dtctld have up to 12 segments */
 #define HTTPD_MAX_SEGS 16
 

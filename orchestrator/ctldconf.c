@@ -207,8 +207,9 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
                                     &cfg->suspect_window_ms, err) < 0)
         goto error;
-    if (dt_conf_get_int (c, "AgentPort", cfg->listen_port ? cfg->listen_port + 1 : 0, 0,
-                         65535, &n, err) < 0)
+    if (dt_conf_get_int (c, "AgentPort",
+                         cfg->listen_port && cfg->listen_port < 65535 ? cfg->listen_port + 1 : 0,
+                         0, 65535, &n, err) < 0)
         goto error;
     cfg->agent_port = (int)n;
     cfg->agent_port_set = dt_conf_get (c, "AgentPort", NULL) != NULL;
