@@ -57,7 +57,10 @@ part_ingest () {
             tok=$(cat "$d/state/external/job-$id.1.token")
             toks=${toks:+$toks,}$tok
         done
-        local size0 size1 t_load=0 t_grow=0
+        local size0 size1 t_load=0 t_grow=0 aport
+        # The simulated agents dial the agents' listener (AgentPort), as
+        # real agents do, not the users' (limited per address).
+        aport=$(curl -s "$URL/healthz" | jq -r .data.agent_url | sed 's/.*://')
         size0=$(db_pages "$d")
         for rep in $(seq "$REPS"); do
             # Growth is measured after the first run: the first fills the
@@ -84,7 +87,7 @@ part_ingest () {
             local p1=$!
             ( wait_for 130 test -e "$mark" && poll_status "$URL/v1/jobs/1" "$D" 10 "$d/st-show.$rep" ) &
             local p2=$!
-            "$LOADGEN" --port "$(cat "$d/port")" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
+            "$LOADGEN" --port "$aport" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
                 --hz 1 --duration "$D" --warmup "$W" --register-timeout 30 --mark "$mark" \
                 > "$d/lg.$rep" 2> "$d/lg.$rep.err"
             touch "$mark"

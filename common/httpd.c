@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,13 +26,16 @@
 
 #include "common/dtime.h"
 #include "common/httpd.h"
+#include "common/httpd_conn.h"
 #include "common/log.h"
 
-/* Room for 10k simulated agents plus CLIs, below a typical hard nofile limit. */
+/* Room for 10k simulated agents plus CLIs, below a typical hard nofile limit
+ * (the default of a listener; dt_httpd_listen may set its own). */
 static const unsigned int httpd_connection_limit = 20000;
 /* Idle keep-alive connections are closed after this many seconds; agents
  * heartbeat far more often than that, so they keep their connection. */
 static const unsigned int httpd_connection_timeout_s = 300;
+#define HTTPD_MAX_LISTENERS 4
 /* Per-connection MHD pool (request line + headers).  Bodies are kept in our
  * own buffer, so this stays small: 10k connections x 16 KiB. */
 static const size_t httpd_connection_memory = 16 * 1024;
@@ -49,11 +53,25 @@ struct route {
     void *arg;
 };
 
-struct dt_httpd {
+struct listener {
+    struct dt_httpd *h;
     struct MHD_Daemon *d;
-    int listen_fd;
     int port;
+    int cls;
+};
+
+struct dt_httpd {
+    struct listener ls[HTTPD_MAX_LISTENERS];
+    int nls;
+    int epfd;                   /* the listeners' epoll fds, for one poll */
+    int listen_fd;              /* bound, not yet handed to MHD */
     size_t max_body;
+    size_t body_budget;         /* bodies buffered at once, all requests; 0 none */
+    size_t body_bytes;          /* buffered now */
+    unsigned int idle_timeout_s;
+    struct httpd_conns conns;   /* busy connections, the request timeout */
+    dt_http_gate_f gate;
+    void *gate_arg;
     struct route *routes;
     int nroutes;
 };
@@ -72,7 +90,11 @@ struct dt_http_req {
     size_t len;
     size_t cap;
     bool too_big;
+    bool over_budget;           /* the global body budget was full */
     bool replied;
+    int cls;                    /* the listener's class */
+    void *data;                 /* dt_http_req_set_data */
+    void (*data_free) (void *);
     int status;
     size_t reply_len;
     json_t *warnings;
@@ -226,7 +248,11 @@ static void req_destroy (dt_http_req_t *req)
         }
         free (req->method);
         free (req->path);
+        if (req->body)
+            req->h->body_bytes -= req->cap;
         free (req->body);
+        if (req->data && req->data_free)
+            req->data_free (req->data);
         json_decref (req->warnings);
         free (req);
     }
@@ -270,6 +296,24 @@ const char *dt_http_req_body (const dt_http_req_t *req, size_t *len)
 const char *dt_http_req_peer (const dt_http_req_t *req)
 {
     return req->peer;
+}
+
+int dt_http_req_class (const dt_http_req_t *req)
+{
+    return req->cls;
+}
+
+void dt_http_req_set_data (dt_http_req_t *req, void *data, void (*free_fn) (void *))
+{
+    if (req->data && req->data_free)
+        req->data_free (req->data);
+    req->data = data;
+    req->data_free = free_fn;
+}
+
+void *dt_http_req_data (const dt_http_req_t *req)
+{
+    return req->data;
 }
 
 /* --- replies ------------------------------------------------------------ */
@@ -455,8 +499,19 @@ static void set_peer (dt_http_req_t *req)
     }
 }
 
+static void reply_busy (dt_http_req_t *req)
+{
+    dt_http_reply_error (req, 503, NULL, "controller busy: request bodies buffered "
+                         "at once are limited to %zu bytes (MaxBodyBuffer); retry later",
+                         req->h->body_budget);
+}
+
 static void dispatch (dt_http_req_t *req)
 {
+    if (req->over_budget) {
+        reply_busy (req);
+        return;
+    }
     if (req->too_big) {
         dt_http_reply_error (req, 413, NULL, "request body larger than %zu bytes",
                              req->h->max_body);
@@ -474,7 +529,8 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    dt_httpd_t *h = cls;
+    struct listener *l = cls;
+    dt_httpd_t *h = l->h;
     dt_http_req_t *req = *con_cls;
 
     if (!req) {
@@ -485,6 +541,7 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         *con_cls = req;
         req->h = h;
+        req->cls = l->cls;
         req->conn = conn;
         req->start_ns = dt_mono_ns ();
         if (!(req->method = strdup (method)) || !(req->path = strdup (url)))
@@ -506,6 +563,13 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
             dt_http_reply_error (req, 500, NULL, "out of memory");
             return MHD_YES;
         }
+        /* Authentication at header time: a request the gate refuses is
+         * answered before any of its body is read or kept. */
+        if (h->gate && (h->gate (req, h->gate_arg) < 0 || req->replied)) {
+            if (!req->replied)
+                dt_http_reply_error (req, 403, NULL, "request refused");
+            return MHD_YES;
+        }
         cl = MHD_lookup_connection_value (conn, MHD_HEADER_KIND,
                                           MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
@@ -514,6 +578,10 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
             unsigned long long n = strtoull (cl, &end, 10);
             if (errno == ERANGE || n > h->max_body) {
                 req->too_big = true;
+                dispatch (req);
+            }
+            else if (h->body_budget && n + h->body_bytes > h->body_budget) {
+                req->over_budget = true;
                 dispatch (req);
             }
         }
@@ -527,13 +595,14 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (req->too_big)
+        if (req->too_big || req->over_budget)
             return MHD_YES;
         if (req->len + n > h->max_body) {
             /* Chunked body over the limit: stop storing, answer 413 when
              * the request ends (MHD cannot answer in mid-upload). */
             req->too_big = true;
             free (req->body);
+            h->body_bytes -= req->cap;
             req->body = NULL;
             req->len = req->cap = 0;
             return MHD_YES;
@@ -542,9 +611,19 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
             size_t cap = req->cap ? req->cap : 1024;
             while (cap < req->len + n + 1)
                 cap *= 2;
+            if (h->body_budget && h->body_bytes - req->cap + cap > h->body_budget) {
+                /* Every buffered body together is over the budget. */
+                req->over_budget = true;
+                free (req->body);
+                h->body_bytes -= req->cap;
+                req->body = NULL;
+                req->len = req->cap = 0;
+                return MHD_YES;
+            }
             char *nb = realloc (req->body, cap);
             if (!nb)
                 return MHD_NO;
+            h->body_bytes += cap - req->cap;
             req->body = nb;
             req->cap = cap;
         }
@@ -557,9 +636,54 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
 }
 
+/* --- connections and the absolute request timeout ------------------------ */
+
+static struct httpd_conn *conn_of (struct MHD_Connection *mc)
+{
+    const union MHD_ConnectionInfo *ci;
+    ci = MHD_get_connection_info (mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void notify_cb (void *cls, struct MHD_Connection *mc, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code)
+{
+    struct listener *l = cls;
+    struct httpd_conn *c = *socket_context;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci;
+        if (!(c = calloc (1, sizeof (*c))))
+            return; /* untracked: only the idle timeout applies to it */
+        ci = MHD_get_connection_info (mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->fd = ci ? ci->connect_fd : -1;
+        *socket_context = c;
+        httpd_conn_busy (&l->h->conns, c); /* its first request begins at accept */
+    }
+    else if (c) {
+        httpd_conn_idle (&l->h->conns, c);
+        free (c);
+        *socket_context = NULL;
+    }
+}
+
+/* A request line arrived: a request on a kept-alive connection begins. */
+static void *uri_cb (void *cls, const char *uri, struct MHD_Connection *mc)
+{
+    struct listener *l = cls;
+    struct httpd_conn *c = conn_of (mc);
+    if (c)
+        httpd_conn_busy (&l->h->conns, c);
+    return NULL;
+}
+
 static void completed_cb (void *cls, struct MHD_Connection *conn, void **con_cls,
                           enum MHD_RequestTerminationCode toe)
 {
+    struct listener *l = cls;
+    struct httpd_conn *c = conn_of (conn);
+    if (c)
+        httpd_conn_idle (&l->h->conns, c);
     req_destroy (*con_cls);
     *con_cls = NULL;
 }
@@ -567,6 +691,8 @@ static void completed_cb (void *cls, struct MHD_Connection *conn, void **con_cls
 static void mhd_log_cb (void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
+    if (!httpd_conn_log_allowed (&((dt_httpd_t *)cls)->conns))
+        return;
     vsnprintf (buf, sizeof (buf), fmt, ap);
     size_t l = strlen (buf);
     while (l > 0 && (buf[l - 1] == '\n' || buf[l - 1] == '\r'))
@@ -625,55 +751,115 @@ static int listen_socket (const char *addr, int port, dt_error_t *err)
     return fd;
 }
 
-dt_httpd_t *dt_httpd_create (const char *addr, int port, size_t max_body, dt_error_t *err)
+dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
 {
     dt_httpd_t *h;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof (ss);
 
     if (!(h = calloc (1, sizeof (*h)))) {
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
     h->listen_fd = -1;
-    h->max_body = max_body;
+    h->max_body = conf->max_body;
+    h->body_budget = conf->body_budget;
+    h->idle_timeout_s = conf->idle_timeout_s ? conf->idle_timeout_s
+                                             : httpd_connection_timeout_s;
+    h->conns.timeout_ns = conf->request_timeout_ms * 1000000LL;
+    if ((h->epfd = epoll_create1 (EPOLL_CLOEXEC)) < 0) {
+        errprintf (err, "epoll_create1: %s", strerror (errno));
+        free (h);
+        return NULL;
+    }
     raise_nofile ();
-    if ((h->listen_fd = listen_socket (addr, port, err)) < 0)
-        goto error;
+    return h;
+}
+
+int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t *err)
+{
+    struct listener *l;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof (ss);
+    const union MHD_DaemonInfo *di;
+    struct epoll_event ev = { .events = EPOLLIN };
+
+    if (h->nls == HTTPD_MAX_LISTENERS)
+        return errnoprintf (err, ENOSPC, "too many listeners (%d)", HTTPD_MAX_LISTENERS);
+    l = &h->ls[h->nls];
+    memset (l, 0, sizeof (*l));
+    l->h = h;
+    l->cls = lc->cls;
+    if ((h->listen_fd = listen_socket (lc->addr, lc->port, err)) < 0)
+        return -1;
     if (getsockname (h->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
         errprintf (err, "getsockname: %s", strerror (errno));
         goto error;
     }
-    h->port = ntohs (ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+    l->port = ntohs (ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     /* The logger must be the first option to catch every message. */
-    h->d = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_cb, h,
+    l->d = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_cb, l,
                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h,
                              MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                             MHD_OPTION_CONNECTION_LIMIT, httpd_connection_limit,
-                             MHD_OPTION_CONNECTION_TIMEOUT, httpd_connection_timeout_s,
+                             MHD_OPTION_CONNECTION_LIMIT,
+                             lc->max_connections ? lc->max_connections
+                                                 : httpd_connection_limit,
+                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, lc->per_address,
+                             MHD_OPTION_CONNECTION_TIMEOUT, h->idle_timeout_s,
                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, httpd_connection_memory,
-                             MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h, MHD_OPTION_END);
-    if (!h->d) {
-        errnoprintf (err, errno ? errno : EIO, "cannot start HTTP server on port %d",
-                     h->port);
+                             MHD_OPTION_NOTIFY_CONNECTION, notify_cb, l,
+                             MHD_OPTION_URI_LOG_CALLBACK, uri_cb, l,
+                             MHD_OPTION_NOTIFY_COMPLETED, completed_cb, l, MHD_OPTION_END);
+    if (!l->d) {
+        errnoprintf (err, errno ? errno : EIO, "cannot start HTTP server on port %d", l->port);
         goto error;
     }
     h->listen_fd = -1; /* now owned (and closed) by MHD */
-    return h;
+    if (!(di = MHD_get_daemon_info (l->d, MHD_DAEMON_INFO_EPOLL_FD))
+        || epoll_ctl (h->epfd, EPOLL_CTL_ADD, di->epoll_fd, &ev) < 0) {
+        errprintf (err, "epoll_ctl: %s", strerror (errno ? errno : EINVAL));
+        MHD_stop_daemon (l->d);
+        l->d = NULL;
+        return -1;
+    }
+    return h->nls++;
 error:
-    dt_httpd_destroy (h);
-    return NULL;
+    close (h->listen_fd);
+    h->listen_fd = -1;
+    return -1;
+}
+
+dt_httpd_t *dt_httpd_create (const char *addr, int port, size_t max_body, dt_error_t *err)
+{
+    struct dt_httpd_conf conf = { .max_body = max_body };
+    struct dt_httpd_listen lc = { .addr = addr, .port = port };
+    dt_httpd_t *h;
+
+    if (!(h = dt_httpd_new (&conf, err)))
+        return NULL;
+    if (dt_httpd_listen (h, &lc, err) < 0) {
+        dt_httpd_destroy (h);
+        return NULL;
+    }
+    return h;
+}
+
+void dt_httpd_set_gate (dt_httpd_t *h, dt_http_gate_f cb, void *arg)
+{
+    h->gate = cb;
+    h->gate_arg = arg;
 }
 
 void dt_httpd_destroy (dt_httpd_t *h)
 {
     if (h) {
         int saved = errno;
-        if (h->d)
-            MHD_stop_daemon (h->d);
+        for (int i = 0; i < h->nls; i++)
+            if (h->ls[i].d)
+                MHD_stop_daemon (h->ls[i].d);
         if (h->listen_fd >= 0)
             close (h->listen_fd);
+        if (h->epfd >= 0)
+            close (h->epfd);
         for (int i = 0; i < h->nroutes; i++) {
             free (h->routes[i].method);
             free (h->routes[i].pattern);
@@ -686,33 +872,48 @@ void dt_httpd_destroy (dt_httpd_t *h)
 
 int dt_httpd_port (const dt_httpd_t *h)
 {
-    return h->port;
+    return h->nls > 0 ? h->ls[0].port : -1;
+}
+
+int dt_httpd_listener_port (const dt_httpd_t *h, int idx)
+{
+    return idx >= 0 && idx < h->nls ? h->ls[idx].port : -1;
+}
+
+uint64_t dt_httpd_cut_count (const dt_httpd_t *h)
+{
+    return h->conns.cut;
 }
 
 int dt_httpd_fd (const dt_httpd_t *h)
 {
-    const union MHD_DaemonInfo *di;
-    di = MHD_get_daemon_info (h->d, MHD_DAEMON_INFO_EPOLL_FD);
-    if (!di) {
-        errno = EINVAL;
-        return -1;
-    }
-    return di->epoll_fd;
+    return h->epfd;
 }
 
 int dt_httpd_timeout_ms (const dt_httpd_t *h)
 {
-    MHD_UNSIGNED_LONG_LONG t;
-    if (MHD_get_timeout (h->d, &t) != MHD_YES)
-        return -1;
-    return t > INT_MAX ? INT_MAX : (int)t;
+    int64_t best = -1;
+
+    for (int i = 0; i < h->nls; i++) {
+        MHD_UNSIGNED_LONG_LONG t;
+        if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && (best < 0 || (int64_t)t < best))
+            best = t > INT_MAX ? INT_MAX : (int64_t)t;
+    }
+    int64_t left = httpd_conn_next_ms (&h->conns);
+    if (left >= 0 && (best < 0 || left < best))
+        best = left;
+    return best > INT_MAX ? INT_MAX : (int)best;
 }
 
 int dt_httpd_run (dt_httpd_t *h)
 {
-    if (MHD_run (h->d) != MHD_YES) {
+    int rc = 0;
+
+    for (int i = 0; i < h->nls; i++)
+        if (MHD_run (h->ls[i].d) != MHD_YES)
+            rc = -1;
+    httpd_conn_cut_expired (&h->conns);
+    if (rc < 0)
         errno = EIO;
-        return -1;
-    }
-    return 0;
+    return rc;
 }

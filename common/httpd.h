@@ -8,6 +8,13 @@
  * uses one envelope: {"data": ..., "errors": [...], "warnings": [...]}, where
  * each error is {"error": "text"} (and "field" when one field is at fault).
  * One access-log line is written per request (dt_log, LOG_INFO).
+ *
+ * Denial of service: each listener has its own connection limit and an
+ * optional limit per client address; an optional gate (dt_httpd_set_gate)
+ * refuses requests at header time, before their body is buffered; all
+ * bodies buffered at once share one budget; a request that takes longer
+ * than the absolute request timeout (however slowly its bytes dribble in)
+ * has its connection cut.
  */
 #ifndef DT_HTTPD_H
 #define DT_HTTPD_H
@@ -25,12 +32,53 @@ typedef struct dt_http_req dt_http_req_t;
  * 500). */
 typedef void (*dt_http_handler_f) (dt_http_req_t *req, void *arg);
 
-/* Listen on addr:port (port 0 picks a free one, see dt_httpd_port).
- * max_body in bytes.  NULL with err on failure (port taken: EADDRINUSE). */
+/* Limits shared by every listener of a server. */
+struct dt_httpd_conf {
+    size_t max_body;            /* bytes of one request body (else 413) */
+    size_t body_budget;         /* bytes of all bodies buffered at once (else 503); 0 none */
+    unsigned int idle_timeout_s; /* idle keep-alive connections; 0: 300 s */
+    int64_t request_timeout_ms; /* absolute: from accept, or from a request line on a
+                                 * kept-alive connection, to the end of its answer;
+                                 * a connection past it is cut.  0 none */
+};
+
+/* One listening socket.  'cls' is the class of its connections, which the
+ * gate reads (dt_http_req_class): e.g. users and agents on two ports, so
+ * that one class cannot use up the other's connections. */
+struct dt_httpd_listen {
+    const char *addr;           /* NULL: 0.0.0.0 */
+    int port;                   /* 0: a free one */
+    int cls;
+    unsigned int max_connections; /* 0: 20000 */
+    unsigned int per_address;   /* connections from one address (more are closed at
+                                 * accept); 0 none */
+};
+
+/* A server with no listener yet.  NULL with err on failure. */
+dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err);
+/* Add a listener; returns its index (0 for the first), or -1 with err
+ * (port taken: EADDRINUSE). */
+int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *l, dt_error_t *err);
+
+/* dt_httpd_new plus one listener of class 0 on addr:port (port 0 picks a
+ * free one, see dt_httpd_port).  max_body in bytes.  NULL with err on
+ * failure (port taken: EADDRINUSE). */
 dt_httpd_t *dt_httpd_create (const char *addr, int port, size_t max_body, dt_error_t *err);
 void dt_httpd_destroy (dt_httpd_t *h);
 
+/* The port of listener 0 / of listener 'idx' (-1 if none). */
 int dt_httpd_port (const dt_httpd_t *h);
+int dt_httpd_listener_port (const dt_httpd_t *h, int idx);
+/* Connections cut so far at the request timeout. */
+uint64_t dt_httpd_cut_count (const dt_httpd_t *h);
+
+/* The gate runs once per request that matched a route, when its headers
+ * have arrived and before any of its body is read: it may answer (e.g. 401
+ * for a missing credential, 429 for a quota), and then the body is never
+ * buffered; it returns 0 to let the request go on to its handler, -1 when
+ * it refused (answered 403 if it did not answer itself).  NULL: none. */
+typedef int (*dt_http_gate_f) (dt_http_req_t *req, void *arg);
+void dt_httpd_set_gate (dt_httpd_t *h, dt_http_gate_f cb, void *arg);
 
 /* Register a route, e.g. ("GET", "/v1/jobs/{id}/events").  Up to 12 params
  * (dtctld's kv routes take keys of many segments, e.g. dttrain/J/aN/sS/rank_R). */
@@ -51,6 +99,12 @@ const char *dt_http_req_query (const dt_http_req_t *req, const char *name);   /*
 const char *dt_http_req_header (const dt_http_req_t *req, const char *name);
 const char *dt_http_req_body (const dt_http_req_t *req, size_t *len);        /* NUL-terminated */
 const char *dt_http_req_peer (const dt_http_req_t *req);                     /* "127.0.0.1" */
+/* The class of the listener the request came in on (dt_httpd_listen). */
+int dt_http_req_class (const dt_http_req_t *req);
+/* Data that the gate leaves for the handler (e.g. a decoded credential):
+ * steals 'data', freed with free_fn (may be NULL) when the request ends. */
+void dt_http_req_set_data (dt_http_req_t *req, void *data, void (*free_fn) (void *));
+void *dt_http_req_data (const dt_http_req_t *req);   /* borrowed, or NULL */
 
 /* Answers.  dt_http_reply_json steals 'data' (may be NULL -> null).
  * Warnings added before the reply go into the envelope. */

@@ -529,6 +529,29 @@ static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
                                  (int)rank, jit,
                                  (int)json_integer_value (json_object_get (e, "shard_rank")),
                                  json_string_value (json_object_get (e, "path")), err);
+/* Events that add a row to the job's events table whenever an agent
+ * sends them (MaxEventsPerJob). */
+static bool event_noted (json_t *e)
+{
+    const char *kind = json_string_value (json_object_get (e, "kind"));
+    return kind && (!strcmp (kind, "result") || !strcmp (kind, "shard_failed")
+                    || !strcmp (kind, "signal"));
+}
+
+/* A result is kept in the job's row and in its event: MaxResultSize. */
+static int event_result_check (struct ctld *ctx, json_t *e, const char *path, dt_error_t *err)
+{
+    const char *kind = json_string_value (json_object_get (e, "kind"));
+    size_t n;
+
+    if (!kind || strcmp (kind, "result"))
+        return 0;
+    n = json_dumpb (json_object_get (e, "result"), NULL, 0, JSON_COMPACT);
+    if ((int64_t)n > ctx->cfg->max_result_size)
+        return errnoprintf (err, EINVAL, "%s.result: %zu bytes of JSON, larger than "
+                            "MaxResultSize (%lld)", path, n,
+                            (long long)ctx->cfg->max_result_size);
+    return 0;
 }
 
 static int rank_of (json_t *e)
@@ -562,12 +585,30 @@ static void events_cb (dt_http_req_t *req, void *arg)
                              att->row.attempt);
         goto done;
     }
+    int64_t noted = 0;
     json_array_foreach (events, i, e) {
         dt_json_path_index (path, sizeof (path), "events", i);
         if (event_check (att, e, path, &err) < 0) {
             reply_field_error (req, 400, &err);
             goto done;
         }
+        if (event_noted (e))
+            noted++;
+        if (event_result_check (ctx, e, path, &err) < 0) {
+            reply_field_error (req, 400, &err);
+            goto done;
+        }
+    }
+    /* The job's events table is not the trainer's log: the events an agent
+     * may add to it are counted (the others are bounded by the ranks). */
+    int64_t max_ev = ctx->cfg->max_events_per_job;
+    if (max_ev > 0 && att->job->agent_events + noted > max_ev) {
+        dt_http_reply_error (req, 429, NULL, "quota MaxEventsPerJob: job %lld has %lld events "
+                             "from its agents, the limit is %lld; none of these %lld was "
+                             "recorded", (long long)att->job->row.id,
+                             (long long)att->job->agent_events, (long long)max_ev,
+                             (long long)noted);
+        goto done;
     }
     ag->last_hb_ms = dt_real_ms ();
     json_array_foreach (events, i, e) {
@@ -662,6 +703,8 @@ static void events_cb (dt_http_req_t *req, void *arg)
                                  "events[%zu]: %s (%d accepted)", i, err.text, accepted);
             goto done;
         }
+        if (event_noted (e))
+            att->job->agent_events++;
         accepted++;
     }
     dt_http_reply_json (req, 200, json_pack ("{s:i}", "accepted", accepted));
@@ -746,6 +789,16 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
     size_t old = kv ? strlen (kv->value) : 0;
     if (att->kv_bytes - old + n > kv_attempt_max) {
         dt_http_reply_error (req, 413, NULL, "the attempt's key-value store is full");
+        goto done;
+    }
+    /* Every attempt's store together (the controller's memory). */
+    int64_t kv_max = ctx->cfg->max_kv_bytes;
+    size_t kv_now = kv_max > 0 ? jobs_kv_bytes (ctx->jobs) : 0;
+    if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old
+        && kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
+        dt_http_reply_error (req, 429, NULL, "quota MaxKvBytes: the controller's key-value "
+                             "stores hold %zu bytes, the limit is %lld", kv_now,
+                             (long long)kv_max);
         goto done;
     }
     char *copy = strdup (value);

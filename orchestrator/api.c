@@ -655,8 +655,10 @@ static void prometheus_cb (dt_http_req_t *req, void *arg)
 
 static void healthz_cb (dt_http_req_t *req, void *arg)
 {
-    dt_http_reply_json (req, 200, json_pack ("{s:s s:s}", "status", "ok", "version",
-                                             dt_version_string ()));
+    struct ctld *ctx = arg;
+    /* agent_url: what agents dial (the agents' listener, or ControllerURL). */
+    dt_http_reply_json (req, 200, json_pack ("{s:s s:s s:s}", "status", "ok", "version",
+                                             dt_version_string (), "agent_url", ctx->url));
 }
 
 int api_register_routes (struct ctld *ctx, dt_error_t *err)

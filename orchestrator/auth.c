@@ -33,9 +33,30 @@ int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err)
     return 0;
 }
 
-int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
-               dt_error_t *err)
+/* A request's identity, decoded once (at header time, by the gate) and
+ * kept on the request: MUNGE refuses a credential decoded a second time
+ * as a replay, and the handler asks again. */
+struct auth_ident {
+    uid_t uid;
+    gid_t gid;
+    void *payload;              /* the credential's payload (malloc'ed), or NULL */
+    int len;
+};
+
+static void ident_free (void *p)
 {
+    struct auth_ident *id = p;
+    if (id) {
+        free (id->payload);
+        free (id);
+    }
+}
+
+static int auth_decode (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid,
+                        gid_t *gid, void **payload, int *len, dt_error_t *err)
+{
+    *payload = NULL;
+    *len = 0;
     if (cfg->auth == AUTH_NONE) {
         /* Every request is the daemon's own user: no header can name
          * another (config_load refuses AuthType=none to a root daemon). */
@@ -46,31 +67,77 @@ int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gi
     const char *cred = dt_http_req_header (req, "X-Munge-Credential");
     if (!cred)
         return errnoprintf (err, EACCES, "authentication required: no X-Munge-Credential header");
-    void *payload = NULL;
-    int len = 0;
-    munge_err_t e = munge_decode (cred, NULL, &payload, &len, uid, gid);
+    munge_err_t e = munge_decode (cred, NULL, payload, len, uid, gid);
     if (e != EMUNGE_SUCCESS) {
-        free (payload);
+        free (*payload);
+        *payload = NULL;
         return errnoprintf (err, EACCES, "MUNGE credential refused: %s", munge_strerror (e));
     }
-    /* The credential must be bound to this very request. */
-    char want[AUTHDIGEST_LEN + 1];
-    size_t blen;
-    const char *body = dt_http_req_body (req, &blen);
-    if (authdigest_compute (dt_http_req_method (req), dt_http_req_path (req), body, blen,
-                            want) < 0) {
+    return 0;
+}
+
+/* The request's identity: decoded now, or earlier by auth_user_early. */
+static struct auth_ident *ident_get (const struct ctld_config *cfg, dt_http_req_t *req,
+                                     dt_error_t *err)
+{
+    struct auth_ident *id = dt_http_req_data (req);
+    uid_t u;
+    gid_t g;
+    void *payload;
+    int len;
+
+    if (id)
+        return id;
+    if (auth_decode (cfg, req, &u, &g, &payload, &len, err) < 0)
+        return NULL;
+    if (!(id = calloc (1, sizeof (*id)))) {
         free (payload);
-        return errnoprintf (err, ENOMEM, "out of memory");
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
     }
-    bool match = len == AUTHDIGEST_LEN && payload
-                 && auth_equal (payload, want, AUTHDIGEST_LEN);
-    free (payload);
-    if (!match)
-        return errnoprintf (err, EACCES, "MUNGE credential refused: %s", len == 0
-                            ? "its payload is empty; it must be the SHA-256 of this request "
-                              "(\"METHOD\\nPATH\\n\" and the body)"
-                            : "it was made for another request (its payload is not the "
-                              "SHA-256 of this method, path and body)");
+    id->uid = u;
+    id->gid = g;
+    id->payload = payload;
+    id->len = len;
+    dt_http_req_set_data (req, id, ident_free);
+    return id;
+}
+
+int auth_user_early (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid,
+                     dt_error_t *err)
+{
+    struct auth_ident *id = ident_get (cfg, req, err);
+    if (!id)
+        return -1;
+    *uid = id->uid;
+    return 0;
+}
+
+int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
+               dt_error_t *err)
+{
+    struct auth_ident *id = ident_get (cfg, req, err);
+    if (!id)
+        return -1;
+    /* The body is complete when a handler calls auth_user: the
+     * credential must be bound to this very request. */
+    if (cfg->auth != AUTH_NONE) {
+        char want[AUTHDIGEST_LEN + 1];
+        size_t blen;
+        const char *body = dt_http_req_body (req, &blen);
+        if (authdigest_compute (dt_http_req_method (req), dt_http_req_path (req), body, blen,
+                                want) < 0)
+            return errnoprintf (err, ENOMEM, "out of memory");
+        if (!(id->len == AUTHDIGEST_LEN && id->payload
+              && auth_equal (id->payload, want, AUTHDIGEST_LEN)))
+            return errnoprintf (err, EACCES, "MUNGE credential refused: %s", id->len == 0
+                                ? "its payload is empty; it must be the SHA-256 of this "
+                                  "request (\"METHOD\\nPATH\\n\" and the body)"
+                                : "it was made for another request (its payload is not the "
+                                  "SHA-256 of this method, path and body)");
+    }
+    *uid = id->uid;
+    *gid = id->gid;
     return 0;
 }
 

@@ -37,6 +37,30 @@ static const int64_t default_suspect_users = 2;
 static const char *const default_suspect_causes = "infrastructure";
 /* What users see of other users' jobs (PrivateData, as in slurm.conf). */
 static const char *const default_private_data = "env,stderr";
+/* Denial of service.  Users and agents have a listener each, so that a
+ * flood of user connections cannot take the agents' connections; the
+ * agents' listener is on ListenPort + 1 unless AgentPort says otherwise
+ * (a free port when ListenPort is 0).  Defaults: room for the 10,000
+ * agents of one address in the benchmark; 64 connections per user address
+ * (a CLI uses one at a time); a request must be done within 60 s however
+ * slowly its bytes come (the largest body, MaxBodySize, takes
+ * milliseconds on any network); 256 MiB of bodies buffered at once (256
+ * requests of the largest size); 1,000 live jobs per user and 10,000 in
+ * all (Slurm's MaxJobCount default, for the whole cluster); 1 GiB of key-value store
+ * for every attempt together (16 attempts at their 64 MiB cap). */
+static const int64_t default_max_connections = 4096;
+static const int64_t default_max_agent_connections = 20000;
+static const int64_t default_max_conn_per_address = 64;
+static const int64_t default_request_timeout_ms = 60000;
+static const int64_t default_max_body_buffer = 256LL << 20;
+static const int64_t default_max_jobs_per_user = 1000;
+static const int64_t default_max_job_count = 10000;
+static const int64_t default_max_kv_bytes = 1LL << 30;
+/* Events that agents add to one job (results, failed shards, signals):
+ * a job reports a handful; 10,000 leaves room for a long job's many
+ * restarts.  A result is a small JSON summary of the training. */
+static const int64_t default_max_events_per_job = 10000;
+static const int64_t default_max_result_size = 65536;
 
 const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
@@ -49,6 +73,11 @@ const char *const config_keys[] = {
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
     /* multi-user safety: node health, what other users see */
     "SuspectUsers", "SuspectCauses", "PrivateData",
+    /* denial of service: listeners, requests, quotas */
+    "AgentPort", "MaxConnections", "MaxAgentConnections", "MaxConnectionsPerAddress",
+    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxJobCount", "MaxKvBytes",
+    "MaxEventsPerJob",
+    "MaxResultSize",
     NULL,
 };
 
@@ -212,6 +241,47 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
                                     &cfg->suspect_window_ms, err) < 0)
         goto error;
+    if (dt_conf_get_int (c, "AgentPort",
+                         cfg->listen_port && cfg->listen_port < 65535 ? cfg->listen_port + 1 : 0,
+                         0, 65535, &n, err) < 0)
+        goto error;
+    cfg->agent_port = (int)n;
+    cfg->agent_port_set = dt_conf_get (c, "AgentPort", NULL) != NULL;
+    if (cfg->agent_port && cfg->agent_port == cfg->listen_port) {
+        errnoprintf (err, EINVAL, "AgentPort: must differ from ListenPort (%d): agents "
+                     "have a listener of their own", cfg->listen_port);
+        goto error;
+    }
+    if (dt_conf_get_int (c, "MaxConnections", default_max_connections, 16, 1000000,
+                         &cfg->max_connections, err) < 0
+        || dt_conf_get_int (c, "MaxAgentConnections", default_max_agent_connections, 16,
+                            1000000, &cfg->max_agent_connections, err) < 0
+        || dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
+                            1000000, &cfg->max_conn_per_address, err) < 0
+        || dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
+                                    &cfg->request_timeout_ms, err) < 0
+        || dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,
+                            &cfg->max_body_buffer, err) < 0
+        || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
+                            &cfg->max_jobs_per_user, err) < 0
+        || dt_conf_get_int (c, "MaxJobCount", default_max_job_count, 0, 100000000,
+                            &cfg->max_job_count, err) < 0
+        || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
+                            &cfg->max_kv_bytes, err) < 0
+        || dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,
+                            &cfg->max_events_per_job, err) < 0
+        || dt_conf_get_int (c, "MaxResultSize", default_max_result_size, 2, 1 << 30,
+                            &cfg->max_result_size, err) < 0)
+        goto error;
+    if (cfg->request_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "RequestTimeout: must be at least 1s");
+        goto error;
+    }
+    if (cfg->max_body_buffer < cfg->max_body) {
+        errnoprintf (err, EINVAL, "MaxBodyBuffer: must be at least MaxBodySize (%lld bytes)",
+                     (long long)cfg->max_body);
+        goto error;
+    }
     if (cfg->hang_floor_ms < 1000) {
         errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
         goto error;

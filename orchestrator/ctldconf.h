@@ -52,6 +52,19 @@ struct ctld_config {
     int64_t suspect_users;       /* SuspectUsers: ... of at least this many users */
     bool suspect_any_cause;      /* SuspectCauses=any (default: infrastructure only) */
     int private_data;            /* PrivateData: enum private_data bits */
+    /* Denial of service: connections, requests and quotas */
+    int agent_port;              /* AgentPort: the agents' listener */
+    bool agent_port_set;         /* given in the file or a flag (else derived) */
+    int64_t max_connections;     /* MaxConnections: users' listener */
+    int64_t max_agent_connections; /* MaxAgentConnections: agents' listener */
+    int64_t max_conn_per_address; /* MaxConnectionsPerAddress: users' listener; 0 none */
+    int64_t request_timeout_ms;  /* RequestTimeout: absolute, per request */
+    int64_t max_body_buffer;     /* MaxBodyBuffer: all bodies buffered at once */
+    int64_t max_jobs_per_user;   /* MaxJobsPerUser: live jobs; 0 none */
+    int64_t max_job_count;       /* MaxJobCount: live jobs of everyone; 0 none */
+    int64_t max_kv_bytes;        /* MaxKvBytes: every attempt's key-value store; 0 none */
+    int64_t max_events_per_job;  /* MaxEventsPerJob: events agents add to a job; 0 none */
+    int64_t max_result_size;     /* MaxResultSize: a trainer's result, bytes of JSON */
 };
 
 /* Keys accepted in dtctld.conf (NULL-terminated). */

@@ -73,6 +73,9 @@ static const int no_progress_limit = 3;
  * takes well under a second for the models dttrain trains here; the wait
  * ends sooner when a set is committed or every surviving rank exited. */
 static const int64_t jit_wait_ms = 5000;
+/* Just-in-time sets tracked per attempt: each holds world_size entries, so
+ * that every rank reporting one would hold world_size squared. */
+static const int jit_sets_max = 16;
 
 
 struct jobs {
@@ -1809,8 +1812,23 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
     if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
         return errnoprintf (err, ENOMEM, "out of memory");
     struct jit_set *js = &att->jit[rank];
-    if (!js->shards && !(js->shards = calloc (W, sizeof (*js->shards))))
-        return errnoprintf (err, ENOMEM, "out of memory");
+    if (!js->shards && att->jit_nsets >= jit_sets_max) {
+        /* Each set costs world_size entries: a few survivors write one,
+         * and the first complete set wins; the sets of more ranks are
+         * ignored (their files stay in the job's directory, removed with
+         * the job's other just-in-time directories). */
+        if (!att->jit_refused_logged)
+            dt_log (LOG_WARNING, "job %lld attempt %d: rank %d reports a just-in-time set "
+                    "but %d ranks already do; ignored", (long long)att->row.job_id,
+                    att->row.attempt, rank, jit_sets_max);
+        att->jit_refused_logged = true;
+        return 0;
+    }
+    if (!js->shards) {
+        if (!(js->shards = calloc (W, sizeof (*js->shards))))
+            return errnoprintf (err, ENOMEM, "out of memory");
+        att->jit_nsets++;
+    }
     if (js->step != step) {
         memset (js->shards, 0, W * sizeof (*js->shards));
         js->step = step;
@@ -2871,6 +2889,24 @@ struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token)
         if (j->att && auth_equal (j->att->row.token_sha256, hash, 64))
             return j->att;
     return NULL;
+}
+
+int jobs_live_count (struct jobs *jobs, uid_t uid)
+{
+    int n = 0;
+    for (struct job *j = jobs->list; j; j = j->next)
+        if ((uid == (uid_t)-1 || j->row.uid == uid) && !fsm_job_terminal (j->row.state))
+            n++;
+    return n;
+}
+
+size_t jobs_kv_bytes (struct jobs *jobs)
+{
+    size_t n = 0;
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att)
+            n += j->att->kv_bytes;
+    return n;
 }
 
 void jobs_overlay (struct jobs *jobs, json_t *o)

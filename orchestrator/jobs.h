@@ -132,6 +132,8 @@ struct attempt {
     int64_t jit_opened_ms;
     int64_t jit_step;           /* the JIT checkpoint committed, 0 none */
     struct jit_set *jit;        /* [world_size], per reporting rank; lazily */
+    int jit_nsets;              /* ranks with a set in jit[] (at most jit_sets_max) */
+    bool jit_refused_logged;    /* a rank past that was logged */
     int64_t survivor_exit_ms;   /* a rank exited after writing a JIT set (a victim) */
     char resume_source[16];     /* "jit", "committed" or "none" */
     /* Heartbeat ingest (issue 9): a heartbeat updates only its node's
@@ -161,6 +163,7 @@ struct job {
     int no_progress_streak;     /* consecutive failed attempts without progress */
     int next_nodes;             /* size of the next attempt (0: the spec's nodes) */
     char reuse_handle[64];      /* allocation kept for an in-allocation restart */
+    int64_t agent_events;       /* events its agents added (MaxEventsPerJob), since start */
 };
 
 struct jobs;
@@ -190,6 +193,11 @@ int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, in
 struct job *jobs_find (struct jobs *jobs, int64_t id);
 /* The live attempt holding 'token' (borrowed), or NULL. */
 struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token);
+/* Live (not terminal) jobs of 'uid', of everyone for (uid_t)-1: the
+ * MaxJobsPerUser and MaxJobCount quotas. */
+int jobs_live_count (struct jobs *jobs, uid_t uid);
+/* Bytes held in the key-value stores of every live attempt (MaxKvBytes). */
+size_t jobs_kv_bytes (struct jobs *jobs);
 
 /* Add live fields (step, loss, throughput, stragglers) to a job's JSON. */
 void jobs_overlay (struct jobs *jobs, json_t *job);

@@ -21,6 +21,7 @@
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/daemon.h"
+#include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/provenance.h"
 #include "orchestrator/metrics.h"
@@ -134,9 +135,10 @@ static void controller_url (struct ctld *ctx)
         else
             host = "127.0.0.1";
     }
+    /* Agents dial their own listener (gate.h). */
     snprintf (ctx->url, sizeof (ctx->url), strchr (host, ':') ? "http://[%s]:%d"
                                                               : "http://%s:%d",
-              host, dt_httpd_port (ctx->httpd));
+              host, dt_httpd_listener_port (ctx->httpd, GATE_CLASS_AGENT));
 }
 
 /* SIGHUP: parse again; keep the old config if the new one is bad. */
@@ -150,15 +152,16 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
         return;
     }
     if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
-        || cfg->listen_port != ctx->cfg->listen_port
+        || cfg->listen_port != ctx->cfg->listen_port || cfg->agent_port != ctx->cfg->agent_port
         || strcmp (cfg->database_path, ctx->cfg->database_path)
         || strcmp (cfg->launcher, ctx->cfg->launcher))
-        dt_log (LOG_WARNING, "reload: ListenAddress, ListenPort, DatabasePath and Launcher "
-                "take effect only at restart");
+        dt_log (LOG_WARNING, "reload: ListenAddress, ListenPort, AgentPort, DatabasePath and "
+                "Launcher take effect only at restart");
     /* Keep what the running daemon is bound to. */
     free (cfg->listen_address);
     cfg->listen_address = strdup (ctx->cfg->listen_address);
     cfg->listen_port = ctx->cfg->listen_port;
+    cfg->agent_port = ctx->cfg->agent_port;
     free (cfg->database_path);
     cfg->database_path = strdup (ctx->cfg->database_path);
     free (cfg->launcher);
@@ -256,10 +259,38 @@ int main (int argc, char **argv)
     if (!(ctx.store = store_open (ctx.cfg->database_path, &err)))
         die ("database %s: %s", ctx.cfg->database_path, err.text);
 
-    /* HTTP server. */
-    if (!(ctx.httpd = dt_httpd_create (ctx.cfg->listen_address, ctx.cfg->listen_port,
-                                       ctx.cfg->max_body, &err)))
+    /* HTTP server: users' listener (index GATE_CLASS_USER), then the
+     * agents' (GATE_CLASS_AGENT), and the gate that admits requests at
+     * header time. */
+    struct dt_httpd_conf hconf = {
+        .max_body = ctx.cfg->max_body,
+        .body_budget = ctx.cfg->max_body_buffer,
+        .request_timeout_ms = ctx.cfg->request_timeout_ms,
+    };
+    struct dt_httpd_listen users = {
+        .addr = ctx.cfg->listen_address, .port = ctx.cfg->listen_port,
+        .cls = GATE_CLASS_USER, .max_connections = ctx.cfg->max_connections,
+        .per_address = ctx.cfg->max_conn_per_address,
+    };
+    struct dt_httpd_listen agents = {
+        .addr = ctx.cfg->listen_address, .port = ctx.cfg->agent_port,
+        .cls = GATE_CLASS_AGENT, .max_connections = ctx.cfg->max_agent_connections,
+    };
+    if (!(ctx.httpd = dt_httpd_new (&hconf, &err)))
+        die ("HTTP server: %s", err.text);
+    if (dt_httpd_listen (ctx.httpd, &users, &err) < 0)
         die ("listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->listen_port, err.text);
+    if (dt_httpd_listen (ctx.httpd, &agents, &err) < 0) {
+        /* ListenPort + 1 taken by someone else: any free port will do
+         * when nobody chose it (agents are given the URL). */
+        agents.port = 0;
+        if (errno != EADDRINUSE || ctx.cfg->agent_port_set
+            || dt_httpd_listen (ctx.httpd, &agents, &err) < 0)
+            die ("AgentPort: %s", err.text);
+        dt_log (LOG_WARNING, "AgentPort %d (ListenPort + 1) is in use: agents' listener on "
+                "port %d", ctx.cfg->agent_port, dt_httpd_listener_port (ctx.httpd, 1));
+    }
+    gate_install (&ctx);
     if (ctx.cfg->auth == AUTH_NONE)
         dt_log (LOG_WARNING, "AuthType=none: every request acts as this daemon's user (uid %ld)",
                 (long)getuid ());
@@ -293,8 +324,9 @@ int main (int argc, char **argv)
         if (!f || fprintf (f, "%d\n", dt_httpd_port (ctx.httpd)) < 0 || fclose (f) != 0)
             die ("%s: %s", port_file, strerror (errno));
     }
-    dt_log (LOG_NOTICE, "%s listening on %s (launcher %s, agent %s)", dt_version_string (),
-            ctx.url, ctx.lops->name, dtagent);
+    dt_log (LOG_NOTICE, "%s listening on %s:%d, agents at %s (launcher %s, agent %s)",
+            dt_version_string (), ctx.cfg->listen_address, dt_httpd_port (ctx.httpd), ctx.url,
+            ctx.lops->name, dtagent);
     daemon_ready ();
 
     /* The event loop: HTTP, signals, the tick. */

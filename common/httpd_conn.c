@@ -1,0 +1,88 @@
+/* httpd_conn.c: the HTTP server's connections: the absolute request
+ * timeout and rate-limited warnings (see httpd_conn.h). */
+#include <config.h>
+#include <sys/socket.h>
+
+#include "common/dtime.h"
+#include "common/httpd_conn.h"
+#include "common/log.h"
+
+static const int log_burst = 20;
+static const int64_t log_window_ns = 10LL * 1000000000;
+
+void httpd_conn_idle (struct httpd_conns *cs, struct httpd_conn *c)
+{
+    if (!c->busy_ns)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        cs->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        cs->tail = c->prev;
+    c->prev = c->next = NULL;
+    c->busy_ns = 0;
+}
+
+/* Appended: the list stays in time order. */
+void httpd_conn_busy (struct httpd_conns *cs, struct httpd_conn *c)
+{
+    if (c->busy_ns)
+        return;
+    c->busy_ns = dt_mono_ns ();
+    c->prev = cs->tail;
+    c->next = NULL;
+    if (cs->tail)
+        cs->tail->next = c;
+    else
+        cs->head = c;
+    cs->tail = c;
+}
+
+bool httpd_conn_log_allowed (struct httpd_conns *cs)
+{
+    int64_t now = dt_mono_ns ();
+
+    if (now - cs->log_window_ns >= log_window_ns) {
+        if (cs->log_dropped)
+            dt_log (LOG_WARNING, "httpd: %d more warnings not logged (%d per %llds at most)",
+                    cs->log_dropped, log_burst, (long long)(log_window_ns / 1000000000));
+        cs->log_window_ns = now;
+        cs->log_count = cs->log_dropped = 0;
+    }
+    if (cs->log_count < log_burst) {
+        cs->log_count++;
+        return true;
+    }
+    cs->log_dropped++;
+    return false;
+}
+
+void httpd_conn_cut_expired (struct httpd_conns *cs)
+{
+    int64_t now;
+
+    if (!cs->timeout_ns || !cs->head)
+        return;
+    now = dt_mono_ns ();
+    while (cs->head && now - cs->head->busy_ns >= cs->timeout_ns) {
+        struct httpd_conn *c = cs->head;
+        httpd_conn_idle (cs, c);
+        if (c->fd >= 0)
+            shutdown (c->fd, SHUT_RDWR);
+        cs->cut++;
+        if (httpd_conn_log_allowed (cs))
+            dt_log (LOG_WARNING, "httpd: connection cut: request not done within %lld ms",
+                    (long long)(cs->timeout_ns / 1000000));
+    }
+}
+
+int64_t httpd_conn_next_ms (const struct httpd_conns *cs)
+{
+    if (!cs->timeout_ns || !cs->head)
+        return -1;
+    int64_t left = (cs->head->busy_ns + cs->timeout_ns - dt_mono_ns ()) / 1000000;
+    return left < 0 ? 0 : left + 1;
+}

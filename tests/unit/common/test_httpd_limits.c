@@ -1,0 +1,340 @@
+/* test_httpd_limits.c: the HTTP server's denial-of-service limits on real
+ * sockets on 127.0.0.1: the header-time gate, listener classes, the
+ * per-address connection limit, the budget of buffered bodies and the
+ * absolute request timeout.
+ *
+ * The server runs its event loop in a thread; the test thread is the
+ * client, on raw sockets (to send exactly the bytes it wants, when it
+ * wants).
+ */
+#include <config.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/httpd.h"
+#include "common/log.h"
+#include "tests/unit/unit.h"
+
+#define MAX_BODY 4096
+#define BODY_BUDGET 6000
+#define PER_ADDRESS 3
+#define REQUEST_TIMEOUT_MS 2000
+
+static dt_httpd_t *srv;
+static pthread_t srv_thread;
+static atomic_int srv_stop;
+static int port_user, port_agent;
+static atomic_int gate_calls;
+
+/* --- server side (its own thread) ---------------------------------------- */
+
+/* Admits requests that carry "X-Key: good", and leaves a note for the
+ * handler; refuses the others with 401. */
+static int gate_cb (dt_http_req_t *req, void *arg)
+{
+    const char *k = dt_http_req_header (req, "X-Key");
+
+    atomic_fetch_add (&gate_calls, 1);
+    if (!k || strcmp (k, "good")) {
+        dt_http_reply_error (req, 401, NULL, "no key");
+        return -1;
+    }
+    dt_http_req_set_data (req, strdup ("from-gate"), free);
+    return 0;
+}
+
+/* {"cls": N, "note": "...", "len": N} */
+static void echo_cb (dt_http_req_t *req, void *arg)
+{
+    size_t len;
+    dt_http_req_body (req, &len);
+    dt_http_reply_json (req, 200, json_pack ("{s:i s:s? s:I}", "cls", dt_http_req_class (req),
+                                             "note", (const char *)dt_http_req_data (req),
+                                             "len", (json_int_t)len));
+}
+
+static void *srv_loop (void *arg)
+{
+    int fd = dt_httpd_fd (srv);
+    while (!atomic_load (&srv_stop)) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int t = dt_httpd_timeout_ms (srv);
+        if (t < 0 || t > 20)
+            t = 20;
+        poll (&p, 1, t);
+        dt_httpd_run (srv);
+    }
+    return NULL;
+}
+
+static int start_server (void)
+{
+    dt_error_t err;
+    struct dt_httpd_conf conf = {
+        .max_body = MAX_BODY,
+        .body_budget = BODY_BUDGET,
+        .request_timeout_ms = REQUEST_TIMEOUT_MS,
+    };
+    struct dt_httpd_listen users = { .addr = "127.0.0.1", .cls = 0, .per_address = PER_ADDRESS };
+    struct dt_httpd_listen agents = { .addr = "127.0.0.1", .cls = 1 };
+
+    if (!(srv = dt_httpd_new (&conf, &err)) || dt_httpd_listen (srv, &users, &err) != 0
+        || dt_httpd_listen (srv, &agents, &err) != 1) {
+        fprintf (stderr, "httpd: %s\n", err.text);
+        return -1;
+    }
+    dt_httpd_set_gate (srv, gate_cb, NULL);
+    if (dt_httpd_route (srv, "POST", "/echo", echo_cb, NULL) < 0
+        || dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0)
+        return -1;
+    port_user = dt_httpd_listener_port (srv, 0);
+    port_agent = dt_httpd_listener_port (srv, 1);
+    if (port_user != dt_httpd_port (srv) || port_agent <= 0 || port_agent == port_user)
+        return -1;
+    return pthread_create (&srv_thread, NULL, srv_loop, NULL) == 0 ? 0 : -1;
+}
+
+static void stop_server (void)
+{
+    atomic_store (&srv_stop, 1);
+    pthread_join (srv_thread, NULL);
+    dt_httpd_destroy (srv);
+}
+
+/* --- client helpers ------------------------------------------------------ */
+
+static int connect_to (int port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (port) };
+    struct timeval tv = { .tv_sec = 20 };
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+
+    inet_pton (AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (fd < 0 || connect (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0) {
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof (tv));
+    return fd;
+}
+
+static int send_str (int fd, const char *s)
+{
+    size_t n = strlen (s);
+    return send (fd, s, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+}
+
+/* The HTTP status of the answer on fd (the whole answer into buf), 0 when
+ * the server closed the connection without one, -1 on a receive error
+ * (e.g. the 20 s receive timeout). */
+static int read_status (int fd, char *buf, size_t len)
+{
+    size_t got = 0;
+    ssize_t n;
+    int status = 0;
+
+    buf[0] = '\0';
+    /* Headers, then Content-Length bytes of body. */
+    while (got + 1 < len) {
+        n = recv (fd, buf + got, len - 1 - got, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            break;
+        if (n < 0)
+            return -1;
+        got += n;
+        buf[got] = '\0';
+        char *end = strstr (buf, "\r\n\r\n");
+        char *cl = strcasestr (buf, "Content-Length:");
+        if (end && cl && got >= (size_t)(end + 4 - buf) + strtoul (cl + 15, NULL, 10))
+            break;
+    }
+    if (sscanf (buf, "HTTP/1.1 %d", &status) != 1)
+        status = 0;
+    return status;
+}
+
+/* One request on a new connection: its status (see read_status). */
+static int ask (int port, const char *request, char *buf, size_t len)
+{
+    int fd = connect_to (port), st;
+    if (fd < 0)
+        return -1;
+    if (send_str (fd, request) < 0) {
+        close (fd);
+        return 0;
+    }
+    st = read_status (fd, buf, len);
+    close (fd);
+    return st;
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+static void test_gate (void)
+{
+    char buf[4096];
+    int fd;
+
+    /* Refused on its headers: answered although none of the body was sent. */
+    CU_ASSERT_FATAL ((fd = connect_to (port_user)) >= 0);
+    CU_ASSERT_EQUAL (send_str (fd, "POST /echo HTTP/1.1\r\nHost: x\r\n"
+                                   "Content-Length: 3000\r\n\r\n"), 0);
+    CU_ASSERT_EQUAL (read_status (fd, buf, sizeof (buf)), 401);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "no key"));
+    close (fd);
+
+    /* Admitted: the handler sees the body, the class and the gate's note. */
+    CU_ASSERT_EQUAL (ask (port_user, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
+                                     "Content-Length: 5\r\n\r\nhello", buf, sizeof (buf)), 200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"cls\":0"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"note\":\"from-gate\""));
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"len\":5"));
+
+    /* No route: 404 without the gate. */
+    int before = atomic_load (&gate_calls);
+    CU_ASSERT_EQUAL (ask (port_user, "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", buf,
+                          sizeof (buf)), 404);
+    CU_ASSERT_EQUAL (atomic_load (&gate_calls), before);
+}
+
+static void test_classes (void)
+{
+    char buf[4096];
+
+    CU_ASSERT_EQUAL (ask (port_agent, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
+                          buf, sizeof (buf)), 200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"cls\":1"));
+}
+
+static void test_per_address (void)
+{
+    char buf[4096];
+    int held[PER_ADDRESS], st = -1;
+
+    for (int i = 0; i < PER_ADDRESS; i++)
+        CU_ASSERT_FATAL ((held[i] = connect_to (port_user)) >= 0);
+    /* One more from this address is closed without an answer ... */
+    CU_ASSERT_EQUAL (ask (port_user, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
+                          buf, sizeof (buf)), 0);
+    /* ... while the other listener serves it. */
+    CU_ASSERT_EQUAL (ask (port_agent, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
+                          buf, sizeof (buf)), 200);
+    for (int i = 0; i < PER_ADDRESS; i++)
+        close (held[i]);
+    /* The server notices the closes on its next loop: retry a while. */
+    for (int i = 0; i < 100 && st != 200; i++) {
+        st = ask (port_user, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n", buf,
+                  sizeof (buf));
+        if (st != 200)
+            usleep (50000);
+    }
+    CU_ASSERT_EQUAL (st, 200);
+}
+
+static void test_body_budget (void)
+{
+    char buf[8192], body[4000], head[256], req[3300];
+    int a, b;
+
+    memset (body, 'x', sizeof (body));
+    /* A holds a 4096-byte buffer (3000 of its 4000 bytes sent) of the 6000. */
+    snprintf (head, sizeof (head), "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
+              "Content-Length: %zu\r\n\r\n", sizeof (body));
+    CU_ASSERT_FATAL ((a = connect_to (port_agent)) >= 0);
+    CU_ASSERT_EQUAL (send_str (a, head), 0);
+    CU_ASSERT_EQUAL (send (a, body, 3000, MSG_NOSIGNAL), 3000);
+    /* Until A's bytes are in, a second body could still fit: ask until the
+     * server answers B's head with 503 (it answers at once, B sends no body). */
+    int st = 0;
+    for (int i = 0; i < 100 && st != 503; i++) {
+        CU_ASSERT_FATAL ((b = connect_to (port_agent)) >= 0);
+        CU_ASSERT_EQUAL (send_str (b, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
+                                      "Content-Length: 3000\r\n\r\n"), 0);
+        struct pollfd p = { .fd = b, .events = POLLIN };
+        if (poll (&p, 1, 200) == 1)
+            st = read_status (b, buf, sizeof (buf));
+        close (b);
+    }
+    CU_ASSERT_EQUAL (st, 503);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "MaxBodyBuffer"));
+    /* A completes and is served; then B fits again. */
+    CU_ASSERT_EQUAL (send (a, body + 3000, 1000, MSG_NOSIGNAL), 1000);
+    CU_ASSERT_EQUAL (read_status (a, buf, sizeof (buf)), 200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"len\":4000"));
+    close (a);
+    snprintf (req, sizeof (req), "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
+              "Content-Length: 3000\r\n\r\n%.3000s", body);
+    CU_ASSERT_EQUAL (ask (port_agent, req, buf, sizeof (buf)), 200);
+}
+
+static void test_request_timeout (void)
+{
+    char buf[4096], line[64];
+    uint64_t cut0 = dt_httpd_cut_count (srv);
+    int fd, lines = 0, st = -1;
+
+    /* Headers dribbled in, one line per 50 ms, would take 10 s (5 times the timeout): the
+     * connection is closed before the request is complete. */
+    CU_ASSERT_FATAL ((fd = connect_to (port_user)) >= 0);
+    CU_ASSERT_EQUAL (send_str (fd, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"), 0);
+    for (; lines < 200; lines++) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        snprintf (line, sizeof (line), "X-Dribble-%d: y\r\n", lines);
+        if (send_str (fd, line) < 0)
+            break;
+        if (poll (&p, 1, 50) == 1) {
+            st = read_status (fd, buf, sizeof (buf));
+            break;
+        }
+    }
+    CU_ASSERT_EQUAL (st, 0);    /* closed, no answer */
+    CU_ASSERT (lines < 200);
+    close (fd);
+
+    /* A connection that sends nothing is closed as well. */
+    CU_ASSERT_FATAL ((fd = connect_to (port_agent)) >= 0);
+    CU_ASSERT_EQUAL (read_status (fd, buf, sizeof (buf)), 0);
+    close (fd);
+    CU_ASSERT (dt_httpd_cut_count (srv) >= cut0 + 2);
+
+    /* A kept-alive connection idle between requests is not cut: a request
+     * after twice the timeout is served on it. */
+    CU_ASSERT_FATAL ((fd = connect_to (port_agent)) >= 0);
+    CU_ASSERT_EQUAL (send_str (fd, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n"), 0);
+    CU_ASSERT_EQUAL (read_status (fd, buf, sizeof (buf)), 200);
+    usleep (2 * REQUEST_TIMEOUT_MS * 1000);
+    CU_ASSERT_EQUAL (send_str (fd, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n"), 0);
+    CU_ASSERT_EQUAL (read_status (fd, buf, sizeof (buf)), 200);
+    close (fd);
+}
+
+static const struct dt_unit_test tests[] = {
+    { "gate: refused at header time, note to the handler, not for 404", test_gate },
+    { "listener classes", test_classes },
+    { "per-address connection limit, other listener unaffected", test_per_address },
+    { "budget of buffered bodies: 503, then served", test_body_budget },
+    { "absolute request timeout: dribble and silence cut, idle kept", test_request_timeout },
+    { NULL, NULL },
+};
+
+int main (void)
+{
+    int rc;
+
+    dt_log_init ("test_httpd_limits", DT_LOG_STDERR, LOG_ERR);
+    if (start_server () < 0)
+        return 99;
+    rc = dt_unit_run ("httpd_limits", tests);
+    stop_server ();
+    return rc;
+}
