@@ -129,8 +129,7 @@ static int hash_range (int fd, struct sha256_ctx *c, off_t off, size_t len, char
 /* One file's entry (new reference): opened as the user, O_NOFOLLOW on the
  * resolved path and O_NONBLOCK (a FIFO or device is refused, never
  * waited on), a regular file only, within what is left of *budget. */
-static json_t *hash_file (const struct userfs_id *id, const char *arg, const char *path,
-                          int64_t *budget)
+static json_t *hash_file (const char *arg, const char *path, int64_t *budget)
 {
     struct stat sb;
     struct sha256_ctx c;
@@ -140,7 +139,6 @@ static json_t *hash_file (const struct userfs_id *id, const char *arg, const cha
     char *buf;
     int fd, rc;
 
-    (void)id;                   /* the thread already has the user's identity */
     char *real = realpath (path, NULL);
     if (!real)
         return file_error (arg, path, strerror (errno));
@@ -194,6 +192,12 @@ static json_t *hash_file (const struct userfs_id *id, const char *arg, const cha
                       how);
 }
 
+json_t *provenance_file (const char *arg, const char *path)
+{
+    int64_t budget = provenance_budget_bytes;
+    return hash_file (arg, path, &budget);
+}
+
 /* The files of a request: {trainer, script?, files, hashing} (new). */
 static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, const char *workdir,
                              const char *path_env)
@@ -212,7 +216,7 @@ static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, cons
     if (n > 0) {
         const char *arg0 = json_string_value (json_array_get (cmd, 0));
         if (resolve_command (arg0, workdir, path_env, path, sizeof (path)))
-            json_object_set_new (out, "trainer", hash_file (id, arg0, path, &budget));
+            json_object_set_new (out, "trainer", hash_file (arg0, path, &budget));
         else
             json_object_set_new (out, "trainer", json_pack ("{s:s s:s}", "arg", arg0, "error",
                                                             "not found in PATH/workdir"));
@@ -226,7 +230,7 @@ static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, cons
                 if (a[0] == '-')
                     continue;
                 if (resolve (a, workdir, path, sizeof (path)) && is_file (path)) {
-                    json_object_set_new (out, "script", hash_file (id, a, path, &budget));
+                    json_object_set_new (out, "script", hash_file (a, path, &budget));
                     script_at = i;
                 }
                 break;
@@ -247,7 +251,7 @@ static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, cons
             continue;
         if (resolve (a, workdir, path, sizeof (path)) && stat (path, &sb) == 0
             && !S_ISDIR (sb.st_mode)) {
-            json_t *f = hash_file (id, a, path, &budget);
+            json_t *f = hash_file (a, path, &budget);
             if (f)
                 json_array_append_new (files, f);
         }

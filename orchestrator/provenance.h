@@ -65,6 +65,12 @@ json_t *provenance_attempt_new (const struct job *job, const struct attempt *att
  * attempt's provenance, when every agent has registered. */
 void provenance_set_machine (struct attempt *att);
 
+/* One file's entry: {arg, path, bytes, mtime, sha256, hash} or {arg, path,
+ * error} (new reference), with the calling thread's identity (the worker
+ * has taken the job user's): O_NONBLOCK|O_NOFOLLOW on the resolved path, a
+ * regular file only.  'path' is used as is. */
+json_t *provenance_file (const char *arg, const char *path);
+
 /* Pick up the hashing the worker finished (call from the event loop). */
 void provenance_tick (struct jobs *jobs);
 

@@ -1,4 +1,4 @@
-/* test_sha256.c: SHA-256 (orchestrator/sha256.c), one-shot and incremental
+/* test_sha256_update.c: SHA-256 (orchestrator/sha256.c), one-shot and incremental
  * in chunks of every awkward size, against the FIPS 180-4 examples. */
 #include <config.h>
 #include <stdlib.h>
@@ -55,5 +55,5 @@ static const struct dt_unit_test tests[] = {
 
 int main (void)
 {
-    return dt_unit_run ("sha256", tests);
+    return dt_unit_run ("sha256_update", tests);
 }
