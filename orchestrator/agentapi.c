@@ -529,6 +529,8 @@ static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
                                  (int)rank, jit,
                                  (int)json_integer_value (json_object_get (e, "shard_rank")),
                                  json_string_value (json_object_get (e, "path")), err);
+}
+
 /* Events that add a row to the job's events table whenever an agent
  * sends them (MaxEventsPerJob). */
 static bool event_noted (json_t *e)

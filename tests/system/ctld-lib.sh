@@ -85,7 +85,8 @@ status () { cat "$TMP/status"; }
 # environment of one of its agents (DT_TOKEN, next to DT_JOB and this
 # controller's DT_CONTROLLER; the database holds only the token's SHA-256).
 attempt_token () {
-    python3 - "$1" "$URL" <<'PYEOF'
+    # The agents dial the agents' listener (AgentPort), named by /healthz.
+    python3 - "$1" "$(curl -s "$URL/healthz" | jq -r '.data.agent_url // empty')" <<'PYEOF'
 import os, sys
 job, url = sys.argv[1], sys.argv[2]
 for p in os.listdir("/proc"):
