@@ -37,7 +37,7 @@ const char *const config_keys[] = {
     "MaxBodySize",
     /* read by launcher_slurm.c */
     "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
-    /* read by jobs.c (issue 7: hang floor, node health) and launcher_local.c */
+    /* read by the job manager (hang floor, node health) and launcher_local.c */
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
     NULL,
 };

@@ -329,3 +329,35 @@ char *spec_error_field (const dt_error_t *err, char *buf, size_t len)
         buf[0] = '\0';
     return buf;
 }
+
+static const json_t *sect (const json_t *spec, const char *name)
+{
+    return json_object_get (spec, name);
+}
+
+void spec_parse (const json_t *spec, struct job_spec *js)
+{
+    const json_t *c = sect (spec, "checkpoint"), *r = sect (spec, "restart"),
+                 *h = sect (spec, "heartbeat"), *s = sect (spec, "straggler");
+
+    memset (js, 0, sizeof (*js));
+    js->nodes = json_integer_value (json_object_get (spec, "nodes"));
+    js->spare_nodes = json_integer_value (json_object_get (spec, "spare_nodes"));
+    js->ranks_per_node = json_integer_value (json_object_get (spec, "ranks_per_node"));
+    js->partition = json_string_value (json_object_get (spec, "partition"));
+    js->time_limit_s = json_integer_value (json_object_get (spec, "time_limit"));
+    js->workdir = json_string_value (json_object_get (spec, "workdir"));
+    js->env = json_object_get (spec, "env");
+    js->ckpt.dir = json_string_value (json_object_get (c, "dir"));
+    js->ckpt.every_steps = json_integer_value (json_object_get (c, "every_steps"));
+    js->ckpt.keep = json_integer_value (json_object_get (c, "keep"));
+    js->restart.max_restarts = json_integer_value (json_object_get (r, "max_restarts"));
+    js->restart.exclude_failed_nodes = json_is_true (json_object_get (r, "exclude_failed_nodes"));
+    js->restart.min_nodes = json_integer_value (json_object_get (r, "min_nodes"));
+    js->hb.interval_ms = json_integer_value (json_object_get (h, "interval_ms"));
+    js->hb.node_timeout_ms = json_integer_value (json_object_get (h, "node_timeout_ms"));
+    js->hb.hang_timeout_ms = json_integer_value (json_object_get (h, "hang_timeout_ms"));
+    js->straggler.threshold = json_number_value (json_object_get (s, "threshold"));
+    js->straggler.window_steps = json_integer_value (json_object_get (s, "window_steps"));
+    js->straggler.action = json_string_value (json_object_get (s, "action"));
+}
