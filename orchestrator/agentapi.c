@@ -362,7 +362,8 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
      * for a small attempt, from the tick for a large one (issue 9). */
-    report_heartbeat (ctx->report, att, busy);      /* goodput accounting */
+    if (att->row.state == ATT_RUNNING)      /* goodput accounting */
+        report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
     /* The answer without a JSON tree: {"commands":[...]}. */

@@ -270,9 +270,8 @@ int main (int argc, char **argv)
     /* Metrics, jobs (reloads live jobs from the store), routes. */
     if (!(ctx.metrics = metrics_create (&ctx, &err))
         || !(ctx.jobs = jobs_create (&ctx, &err))
-        || !(ctx.report = report_create (&ctx, &err))
+        || !(ctx.report = report_create (ctx.store, &err))
         || api_register_routes (&ctx, &err) < 0
-        || report_register_routes (&ctx, &err) < 0
         || agentapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 

@@ -76,6 +76,11 @@ enum stmt_id {
     S_NODE_VIEW,
     S_NODE_HISTORY,
     S_NODE_LAST_CLEAR,
+    S_GOODPUT_PUT,
+    S_GOODPUT_LOAD,
+    S_ATT_LEFT_QUEUE,
+    S_ATT_RESUBMITTED,
+    S_ATT_RESULT_TIME,
     S_COUNT,
 };
 
@@ -92,6 +97,26 @@ enum stmt_id {
     " hostinfo"
 
 static const char *const sql[S_COUNT] = {
+    [S_GOODPUT_PUT] =
+        "INSERT OR REPLACE INTO attempt_goodput (job_id, attempt, train_start, first_step,"
+        " first_step_time, last_step, last_step_time, hb_samples, busy_samples, step_samples,"
+        " step_ms_sum, batch_samples, hist, updated)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [S_GOODPUT_LOAD] =
+        "SELECT train_start, first_step, first_step_time, last_step, last_step_time,"
+        " hb_samples, busy_samples, step_samples, step_ms_sum, batch_samples, hist"
+        " FROM attempt_goodput WHERE job_id = ?1 AND attempt = ?2",
+    /* Left the queue: became starting (the allocation began). */
+    [S_ATT_LEFT_QUEUE] =
+        "SELECT min (time) FROM events WHERE job_id = ?1 AND attempt = ?2"
+        " AND kind = 'attempt_state' AND json_extract (data, '$.to') = 'starting'",
+    /* Created by a manual resubmission: the job went back to pending
+     * during the attempt before. */
+    [S_ATT_RESUBMITTED] =
+        "SELECT count (*) FROM events WHERE job_id = ?1 AND attempt = ?2 - 1"
+        " AND kind = 'job_state' AND json_extract (data, '$.to') = 'pending'",
+    [S_ATT_RESULT_TIME] =
+        "SELECT max (time) FROM events WHERE job_id = ?1 AND attempt = ?2 AND kind = 'result'",
     [S_EVENT] =
         "INSERT INTO events (time, job_id, attempt, kind, node, rank, detail, data)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -349,6 +374,11 @@ static int bind (store_t *st, sqlite3_stmt *s, dt_error_t *err, const char *fmt,
     int rc = SQLITE_OK;
     int i = 1;
 
+    /* One format character per parameter: a format that does not match
+     * its statement would bind values to the wrong columns. */
+    if ((int)strlen (fmt) != sqlite3_bind_parameter_count (s))
+        return errnoprintf (err, EINVAL, "bind: %zu values for the %d parameters of: %.80s",
+                            strlen (fmt), sqlite3_bind_parameter_count (s), sqlite3_sql (s));
     va_start (ap, fmt);
     for (const char *f = fmt; *f && rc == SQLITE_OK; f++, i++) {
         switch (*f) {
@@ -1495,4 +1525,91 @@ json_t *store_counts_json (store_t *st, dt_error_t *err)
 error:
     json_decref (out);
     return NULL;
+}
+
+/* --- goodput (report.c) ---------------------------------------------------- */
+
+int store_goodput_put (store_t *st, const struct store_goodput_row *g, const char *hist,
+                       dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    if (!(s = get_stmt (st, S_GOODPUT_PUT, err))
+        || bind (st, s, err, "IITNTNTIIIDTsI", g->job_id, (int64_t)g->attempt, g->train_start,
+                 g->first_step, g->first_step_time, g->last_step, g->last_step_time,
+                 g->hb_samples, g->busy_samples, g->step_samples, g->step_ms_sum,
+                 g->batch_samples, hist, dt_real_ms ()) < 0)
+        return -1;
+    return run (st, s, "attempt_goodput", err);
+}
+
+int store_goodput_load (store_t *st, int64_t job, int attempt, struct store_goodput_row *g,
+                        char **hist, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    *hist = NULL;
+    if (!(s = get_stmt (st, S_GOODPUT_LOAD, err))
+        || bind (st, s, err, "II", job, (int64_t)attempt) < 0)
+        return -1;
+    rc = sqlite3_step (s);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *h = sqlite3_column_text (s, 10);
+        g->job_id = job;
+        g->attempt = attempt;
+        g->train_start = col_int (s, 0, 0);
+        g->first_step = col_int (s, 1, -1);
+        g->first_step_time = col_int (s, 2, 0);
+        g->last_step = col_int (s, 3, -1);
+        g->last_step_time = col_int (s, 4, 0);
+        g->hb_samples = col_int (s, 5, 0);
+        g->busy_samples = col_int (s, 6, 0);
+        g->step_samples = col_int (s, 7, 0);
+        g->step_ms_sum = sqlite3_column_double (s, 8);
+        g->batch_samples = col_int (s, 9, 0);
+        if (h && !(*hist = strdup ((const char *)h))) {
+            sqlite3_reset (s);
+            return errnoprintf (err, ENOMEM, "out of memory");
+        }
+        sqlite3_reset (s);
+        return 1;
+    }
+    sqlite3_reset (s);
+    if (rc != SQLITE_DONE)
+        return dt_db_error (st->db, rc, "attempt_goodput", err);
+    return 0;
+}
+
+/* One integer of a one-row aggregate over (job, attempt); NULL -> 'dflt'. */
+static int attempt_aggregate (store_t *st, enum stmt_id id, int64_t job, int attempt,
+                              int64_t dflt, int64_t *out, const char *what, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    int rc;
+
+    *out = dflt;
+    if (!(s = get_stmt (st, id, err)) || bind (st, s, err, "II", job, (int64_t)attempt) < 0)
+        return -1;
+    rc = sqlite3_step (s);
+    if (rc == SQLITE_ROW)
+        *out = col_int (s, 0, dflt);
+    sqlite3_reset (s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return dt_db_error (st->db, rc, what, err);
+    return 0;
+}
+
+int store_attempt_timeline (store_t *st, int64_t job, int attempt,
+                            struct store_attempt_timeline *t, dt_error_t *err)
+{
+    int64_t n;
+    if (attempt_aggregate (st, S_ATT_LEFT_QUEUE, job, attempt, 0, &t->left_queue,
+                           "attempt left the queue", err) < 0
+        || attempt_aggregate (st, S_ATT_RESUBMITTED, job, attempt, 0, &n,
+                              "attempt resubmitted", err) < 0
+        || attempt_aggregate (st, S_ATT_RESULT_TIME, job, attempt, 0, &t->result_time,
+                              "attempt result time", err) < 0)
+        return -1;
+    t->resubmitted = attempt > 1 && n > 0;
+    return 0;
 }

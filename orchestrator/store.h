@@ -230,4 +230,33 @@ json_t *store_nodes_json (store_t *st, dt_error_t *err);
 /* Counts for /metrics: 'sql' is one of the STORE_COUNT_* queries. */
 json_t *store_counts_json (store_t *st, dt_error_t *err);
 
+/* --- goodput accounting (report.c) ------------------------------------------ */
+
+/* What heartbeats taught about one attempt (attempt_goodput).  Times in
+ * epoch ms, 0 absent; steps -1 absent; batch_samples 0 absent. */
+struct store_goodput_row {
+    int64_t job_id;
+    int attempt;
+    int64_t train_start, first_step, first_step_time, last_step, last_step_time;
+    int64_t hb_samples, busy_samples, step_samples, batch_samples;
+    double step_ms_sum;
+};
+/* Insert or replace the row; 'hist' (borrowed, may be NULL): the step-time
+ * histogram as JSON text. */
+int store_goodput_put (store_t *st, const struct store_goodput_row *g, const char *hist,
+                       dt_error_t *err);
+/* Load the row of (job, attempt): 1 found (*hist: its histogram text, new,
+ * caller frees; NULL if none), 0 no row, -1 error. */
+int store_goodput_load (store_t *st, int64_t job, int attempt, struct store_goodput_row *g,
+                        char **hist, dt_error_t *err);
+
+/* Facts of an attempt's timeline that only its events hold. */
+struct store_attempt_timeline {
+    int64_t left_queue;         /* first became starting (epoch ms); 0 never */
+    bool resubmitted;           /* created by a manual resubmission */
+    int64_t result_time;        /* the trainer's result event; 0 none */
+};
+int store_attempt_timeline (store_t *st, int64_t job, int attempt,
+                            struct store_attempt_timeline *t, dt_error_t *err);
+
 #endif

@@ -20,6 +20,53 @@
 /* Step metrics kept per job (the stride doubles beyond it). */
 static const int64_t metrics_cap = 1000;
 
+/* Goodput accounting (report.c): what it needs of the ranks, pushed. */
+static void report_sample (struct jobs *jobs, struct attempt *att)
+{
+    struct report_sample sm = {
+        .job = att->row.job_id, .attempt = att->row.attempt,
+        .resume_step = att->row.resume_step, .start_time = att->row.start_time,
+        .all_ranks = true, .min_step = -1, .step_ms = NAN, .batch = 0,
+    };
+    if (att->row.state != ATT_RUNNING)
+        return;
+    /* A step is reached when every rank has finished it; in synchronous
+     * training a step takes its slowest rank's compute + communication. */
+    for (int k = 0; k < att->row.world_size; k++) {
+        const struct rank *rk = &att->ranks[k];
+        if (!rk->seen || rk->step < 0) {
+            sm.all_ranks = false;
+            continue;
+        }
+        if (sm.min_step < 0 || rk->step < sm.min_step)
+            sm.min_step = rk->step;
+        if (rk->samples > 0)
+            sm.batch += rk->samples;
+        double t = (isnan (rk->compute_ms) ? 0 : rk->compute_ms)
+                   + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
+        if (!isnan (rk->compute_ms) && (isnan (sm.step_ms) || t > sm.step_ms))
+            sm.step_ms = t;
+    }
+    report_progress (jobs->ctx->report, &sm);
+}
+
+/* A rank exited: the step every rank reported, when all have. */
+static void report_exit (struct jobs *jobs, struct attempt *att)
+{
+    int64_t min_step = -1;
+    if (att->row.state != ATT_RUNNING && att->row.state != ATT_ENDING)
+        return;
+    for (int k = 0; k < att->row.world_size; k++) {
+        const struct rank *rk = &att->ranks[k];
+        if (!rk->seen || rk->step < 0)
+            return;
+        if (min_step < 0 || rk->step < min_step)
+            min_step = rk->step;
+    }
+    report_rank_exit (jobs->ctx->report, att->row.job_id, att->row.attempt,
+                      att->row.state == ATT_RUNNING, min_step);
+}
+
 void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int64_t step)
 {
     if (rank < 0 || rank >= att->row.world_size || step < 0)
@@ -31,7 +78,7 @@ void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int6
     }
     if (step > att->max_step)
         att->max_step = step;
-    report_rank_exit (jobs->ctx->report, att);
+    report_exit (jobs, att);
 }
 
 /* Ask every rank to checkpoint at a step a little ahead of the fastest one
@@ -180,7 +227,7 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
                 comm += rk->comm_ms;
         }
     }
-    report_progress (jobs->ctx->report, att);       /* goodput accounting */
+    report_sample (jobs, att);      /* goodput accounting */
     straggler_pass (jobs, att);
 
     /* The first step past the resume point: when the restart paid off

@@ -108,6 +108,8 @@ int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to
         att->row.end_time = now;
     if (store_attempt_update (jobs->ctx->store, &att->row, err) < 0)
         return -1;
+    if (from == ATT_RUNNING && to != ATT_RUNNING)
+        report_attempt_end (jobs->ctx->report, att->row.job_id, att->row.attempt);
     json_t *data = json_pack ("{s:s s:s s:s?}", "from", fsm_attempt_state_name (from), "to",
                               fsm_attempt_state_name (to), "cause",
                               att->row.cause[0] ? att->row.cause : NULL);
