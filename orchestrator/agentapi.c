@@ -2,6 +2,7 @@
 #include <config.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/httpd.h"
 #include "common/jsonx.h"
 #include "common/log.h"
@@ -20,24 +22,6 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
-
-/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
- * silently different file. */
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start (ap, fmt);
-    n = vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
 
 /* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
  * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
@@ -134,12 +118,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     json_t *spec = job->row.spec;
     json_t *hb = json_object_get (spec, "heartbeat");
     json_t *resume = json_null ();
-    char run_id[64], cdir[1200];
+    char run_id[64], cdir[PATH_MAX];
 
     snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
-    pathf (cdir, sizeof (cdir), "%s/%lld",
-              json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
-              (long long)job->row.id);
+    /* The launch checked that it fits (no attempt runs otherwise). */
+    if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir, (long long)job->row.id) < 0)
+        return NULL;
     if (att->row.resume_step >= 0)
         resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                             att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
@@ -248,8 +232,11 @@ static void register_cb (dt_http_req_t *req, void *arg)
     }
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
-    if (att->row.state == ATT_RUNNING && ag)
-        dt_http_reply_json (req, 200, ready_answer (att, ag));
+    json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    if (ready)
+        dt_http_reply_json (req, 200, ready);
+    else if (att->row.state == ATT_RUNNING && ag)
+        dt_http_reply_error (req, 500, NULL, "the job's checkpoint directory path is too long");
     else
         dt_http_reply_json (req, 200, json_pack ("{s:s s:i s:i}", "state", "waiting",
                                                  "registered", att->nagents, "expected",

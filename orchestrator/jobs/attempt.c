@@ -394,7 +394,11 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     /* The job's checkpoint directory: the controller writes the manifests
      * there, so it must reach it anyway (shared file system under Slurm). */
     char cdir[PATH_MAX];
-    job_ckpt_dir (job, cdir, sizeof (cdir));
+    if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0) {
+        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1,
+                           "checkpoint.dir is too long for the job's checkpoint paths", NULL);
+        return -1;
+    }
     if (dt_mkdir_p (cdir, 0755) < 0)
         dt_log_errno (LOG_WARNING, "job %lld: mkdir %s", (long long)job->row.id, cdir);
     else if (geteuid () == 0 && job->row.uid != 0 && chown (cdir, job->row.uid, job->row.gid) < 0)

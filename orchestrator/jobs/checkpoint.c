@@ -18,10 +18,9 @@
 
 #include "orchestrator/jobs/internal.h"
 
-void job_ckpt_dir (const struct job *job, char *buf, size_t len)
+int job_ckpt_dir (const struct job *job, char *buf, size_t len)
 {
-    snprintf (buf, len, "%s/%lld", job->spec.ckpt.dir,
-              (long long)job->row.id);
+    return dt_pathf (buf, len, "%s/%lld", job->spec.ckpt.dir, (long long)job->row.id);
 }
 
 /* Steps the fastest rank makes in two heartbeat intervals, at least 2:

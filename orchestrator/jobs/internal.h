@@ -83,7 +83,9 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
 void job_restart (struct jobs *jobs, struct job *job);
 
 /* checkpoint.c: two-phase commit, retention, scheduling, partial and bad checkpoints */
-void job_ckpt_dir (const struct job *job, char *buf, size_t len);
+/* The job's checkpoint directory <checkpoint.dir>/<id>; -1 ENAMETOOLONG
+ * (an attempt is never launched then, so the other callers may ignore it). */
+int job_ckpt_dir (const struct job *job, char *buf, size_t len);
 int64_t ckpt_lookahead (struct attempt *att);
 void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step);
 int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
