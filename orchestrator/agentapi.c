@@ -453,6 +453,46 @@ static int rank_of (json_t *e)
     return r ? (int)json_integer_value (r) : -1;
 }
 
+/* A rank exited (event "rank_exit"): its last step, then a survivor's
+ * exit, a failure, or a clean exit noted.  0, or -1 with err. */
+static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *node, int rank,
+                            const json_t *e, dt_error_t *err)
+{
+    char buf[256];
+    int code = json_integer_value (json_object_get (e, "exit_code"));
+    int sig = json_integer_value (json_object_get (e, "signal"));
+    struct rank *rk = &att->ranks[rank];
+    json_t *js = json_object_get (e, "step");
+    rk->exit_code = code;
+    rk->signal = sig;
+    snprintf (rk->state, sizeof (rk->state), "exited");
+    rk->dirty = true;
+    /* The exact last step (the agent read the rank's page). */
+    if (js)
+        jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
+    if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
+        /* It saved the state after losing a peer: a survivor. */
+        jobs_survivor_exit (ctx->jobs, att, node, rank, code);
+    } else if (code != 0 || sig != 0) {
+        if (sig)
+            snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
+                      node, sig);
+        else
+            snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
+                      node, code);
+        json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
+                                "stderr_tail", json_object_get (e, "stderr_tail"),
+                                "last_step", js);
+        jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
+                              json_string_value (json_object_get (e, "stderr_tail")));
+        jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
+    } else {
+        snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
+        return jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, err);
+    }
+    return 0;
+}
+
 static void events_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -494,37 +534,7 @@ static void events_cb (dt_http_req_t *req, void *arg)
         int rc = 0;
 
         if (!strcmp (kind, "rank_exit")) {
-            int code = json_integer_value (json_object_get (e, "exit_code"));
-            int sig = json_integer_value (json_object_get (e, "signal"));
-            struct rank *rk = &att->ranks[rank];
-            json_t *js = json_object_get (e, "step");
-            rk->exit_code = code;
-            rk->signal = sig;
-            snprintf (rk->state, sizeof (rk->state), "exited");
-            rk->dirty = true;
-            /* The exact last step (the agent read the rank's page). */
-            if (js)
-                jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
-            if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
-                /* It saved the state after losing a peer: a survivor. */
-                jobs_survivor_exit (ctx->jobs, att, node, rank, code);
-            } else if (code != 0 || sig != 0) {
-                if (sig)
-                    snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
-                              node, sig);
-                else
-                    snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
-                              node, code);
-                json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
-                                        "stderr_tail", json_object_get (e, "stderr_tail"),
-                                        "last_step", js);
-                jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
-                                      json_string_value (json_object_get (e, "stderr_tail")));
-                jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
-            } else {
-                snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
-                rc = jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, &err);
-            }
+            rc = rank_exit_event (ctx, att, node, rank, e, &err);
         } else if (!strcmp (kind, "hang")) {
             snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
                       detail ? detail : "no progress");

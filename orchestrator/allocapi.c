@@ -1,8 +1,10 @@
-/* allocapi.c: the allocation route (in-allocation restart, issue 7).
+/* allocapi.c: the allocation route (in-allocation restart).
  *
- * A Slurm allocation of a job with spare nodes outlives its attempts: its
- * batch script (launcher_slurm.c, make_script) runs one srun step per
- * attempt and asks here, about four times a second, what to do next:
+ * An allocation that outlives its attempts (launcher.h, "reuse") asks
+ * here what to run next.  Only the Slurm launcher keeps one today: the
+ * allocation of a job with spare nodes, whose batch script
+ * (launcher_slurm.c, make_script) runs one srun step per attempt and asks,
+ * about four times a second:
  *
  *   POST /v1/alloc/next   Authorization: Bearer <token of the attempt that
  *                         created the allocation (the batch job's DT_TOKEN)>

@@ -116,12 +116,65 @@ static int parse_admins (struct ctld_config *cfg, const char *list, dt_error_t *
     return 0;
 }
 
+/* The numbers of the configuration: port, body size, timeouts and node
+ * health, each checked against its range. */
+static int load_numbers (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t *err)
+{
+    int64_t n;
+
+    if (dt_conf_get_int (c, "ListenPort", default_listen_port, 0, 65535, &n, err) < 0)
+        return -1;
+    cfg->listen_port = (int)n;
+    if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30, &cfg->max_body,
+                         err) < 0
+        || dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
+                                    &cfg->heartbeat_interval_ms, err) < 0
+        || dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,
+                                    &cfg->node_timeout_ms, err) < 0
+        || dt_conf_get_duration_ms (c, "HangTimeout", default_hang_timeout_ms,
+                                    &cfg->hang_timeout_ms, err) < 0
+        || dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
+                                    &cfg->rendezvous_timeout_ms, err) < 0)
+        return -1;
+    if (dt_conf_get_duration_ms (c, "HangTimeoutFloor", default_hang_floor_ms,
+                                 &cfg->hang_floor_ms, err) < 0
+        || dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
+                            &cfg->suspect_jobs, err) < 0
+        || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
+                                    &cfg->suspect_window_ms, err) < 0)
+        return -1;
+    if (cfg->hang_floor_ms < 1000) {
+        errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
+        return -1;
+    }
+    if (cfg->suspect_window_ms < 1000) {
+        errnoprintf (err, EINVAL, "SuspectWindow: must be at least 1s");
+        return -1;
+    }
+    if (cfg->heartbeat_interval_ms < 100 || cfg->heartbeat_interval_ms > 60000) {
+        errnoprintf (err, EINVAL, "HeartbeatInterval: must be between 100ms and 60s");
+        return -1;
+    }
+    if (cfg->node_timeout_ms < 2 * cfg->heartbeat_interval_ms) {
+        errnoprintf (err, EINVAL, "NodeTimeout: must be at least twice HeartbeatInterval");
+        return -1;
+    }
+    if (cfg->hang_timeout_ms != 0 && cfg->hang_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "HangTimeout: must be 0 (auto) or at least 1s");
+        return -1;
+    }
+    if (cfg->rendezvous_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "RendezvousTimeout: must be at least 1s");
+        return -1;
+    }
+    return 0;
+}
+
 struct ctld_config *config_load (const char *path, const struct config_overrides *ov,
                                  dt_error_t *err)
 {
     struct ctld_config *cfg;
     const char *v;
-    int64_t n;
 
     if (!(cfg = calloc (1, sizeof (*cfg)))) {
         errnoprintf (err, ENOMEM, "out of memory");
@@ -157,51 +210,8 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         goto error;
     }
 
-    if (dt_conf_get_int (c, "ListenPort", default_listen_port, 0, 65535, &n, err) < 0)
+    if (load_numbers (cfg, c, err) < 0)
         goto error;
-    cfg->listen_port = (int)n;
-    if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30, &cfg->max_body,
-                         err) < 0
-        || dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
-                                    &cfg->heartbeat_interval_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,
-                                    &cfg->node_timeout_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "HangTimeout", default_hang_timeout_ms,
-                                    &cfg->hang_timeout_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
-                                    &cfg->rendezvous_timeout_ms, err) < 0)
-        goto error;
-    if (dt_conf_get_duration_ms (c, "HangTimeoutFloor", default_hang_floor_ms,
-                                 &cfg->hang_floor_ms, err) < 0
-        || dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
-                            &cfg->suspect_jobs, err) < 0
-        || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
-                                    &cfg->suspect_window_ms, err) < 0)
-        goto error;
-    if (cfg->hang_floor_ms < 1000) {
-        errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
-        goto error;
-    }
-    if (cfg->suspect_window_ms < 1000) {
-        errnoprintf (err, EINVAL, "SuspectWindow: must be at least 1s");
-        goto error;
-    }
-    if (cfg->heartbeat_interval_ms < 100 || cfg->heartbeat_interval_ms > 60000) {
-        errnoprintf (err, EINVAL, "HeartbeatInterval: must be between 100ms and 60s");
-        goto error;
-    }
-    if (cfg->node_timeout_ms < 2 * cfg->heartbeat_interval_ms) {
-        errnoprintf (err, EINVAL, "NodeTimeout: must be at least twice HeartbeatInterval");
-        goto error;
-    }
-    if (cfg->hang_timeout_ms != 0 && cfg->hang_timeout_ms < 1000) {
-        errnoprintf (err, EINVAL, "HangTimeout: must be 0 (auto) or at least 1s");
-        goto error;
-    }
-    if (cfg->rendezvous_timeout_ms < 1000) {
-        errnoprintf (err, EINVAL, "RendezvousTimeout: must be at least 1s");
-        goto error;
-    }
 
     if (strcmp (cfg->launcher, "local") && strcmp (cfg->launcher, "slurm")
         && strcmp (cfg->launcher, "external")) {

@@ -372,6 +372,126 @@ static json_t *time_or_null (int64_t ms)
     return ms > 0 ? json_string (dt_format_time (ms, buf, sizeof (buf))) : json_null ();
 }
 
+/* Which steps each attempt keeps: walking back from the last attempt,
+ * an attempt keeps its steps up to the step the next one resumed from
+ * (the final lineage); the last keeps all if it succeeded or runs,
+ * else up to the newest committed checkpoint (what a restart resumes). */
+static void kept_lineage (const struct report_job *job, const struct report_attempt *atts,
+                          int n, int64_t *kept, int64_t *steps)
+{
+    int64_t bound = INT64_MAX;
+    if (n > 0 && (atts[n - 1].failed || !strcmp (job->state, "cancelled")
+                  || !strcmp (job->state, "failed") || job->live_restart))
+        bound = job->latest_ckpt_step >= 0 ? job->latest_ckpt_step : 0;
+    for (int i = n - 1; i >= 0; i--) {
+        const struct report_attempt *a = &atts[i];
+        int64_t start = a->resume_step > 0 ? a->resume_step : 0;
+        steps[i] = a->last_step > start ? a->last_step - start : 0;
+        int64_t top = a->last_step < bound ? a->last_step : bound;
+        kept[i] = top > start ? top - start : 0;
+        if (kept[i] > steps[i])
+            kept[i] = steps[i];
+        if (start < bound)
+            bound = start;
+    }
+}
+
+/* An attempt's training stretch, from its first step to its last (now
+ * while it runs): checkpoint stall, kept and lost training in proportion
+ * to its kept steps; then detection up to a failure.  sp: the part the
+ * time before the first step goes to. */
+static void seg_training (struct cursor *c, const struct report_attempt *a, enum part sp,
+                          double *apart, int64_t kept, int64_t steps, int64_t now)
+{
+    int64_t ts = a->train_start > 0 ? a->train_start : a->first_step_time;
+    seg (c, sp, ts);
+    int64_t te = a->live && !strcmp (a->state, "running") ? now : a->last_step_time;
+    int64_t t0 = c->t;
+    te = clampt (c, te);
+    double T = te - t0;
+    double stall;
+    if (!isnan (a->stall_reported_s))
+        stall = a->stall_reported_s * 1000.0;
+    else if (a->hb_samples > 0)
+        stall = T * (double)a->busy_samples / a->hb_samples;
+    else
+        stall = 0;
+    if (stall > T)
+        stall = T;
+    if (stall < 0)
+        stall = 0;
+    double rest = T - stall;
+    double k = steps > 0 ? rest * kept / steps : rest;
+    c->part[P_STALL] += stall;
+    c->part[P_KEPT] += k;
+    c->part[P_LOST] += rest - k;
+    apart[P_STALL] += stall;
+    apart[P_KEPT] += k;
+    apart[P_LOST] += rest - k;
+    c->t = te;
+    if (a->failed)
+        seg (c, P_DETECT, a->fail);
+}
+
+/* o[key] += 1 (a missing key counts 0). */
+static void count_add (json_t *o, const char *key)
+{
+    json_object_set_new (o, key, json_integer (json_integer_value (json_object_get (o, key)) + 1));
+}
+
+/* One failure of the report's list; next_resume: the step the next
+ * attempt resumed from, -1 none. */
+static json_t *failure_json (const struct report_attempt *a, int64_t next_resume)
+{
+    return json_pack ("{s:i s:s s:s? s:o s:o s:o s:o}", "attempt", a->attempt,
+                           "cause", a->cause, "node", *a->node ? a->node : NULL,
+                           "rank", a->rank >= 0 ? json_integer (a->rank) : json_null (),
+                           "time", time_or_null (a->fail),
+                           "step_reached", a->last_step >= 0
+                               ? json_integer (a->last_step) : json_null (),
+                           "next_resume_step", next_resume >= 0
+                               ? json_integer (next_resume) : json_null ());
+}
+
+/* One attempt of the report from its parts (ms), kept and done steps. */
+static json_t *attempt_json (const struct report_attempt *a, const double *apart, int64_t kept,
+                             int64_t steps)
+{
+    double p50 = a->hist ? hist_pct (a->hist, 0.50) : NAN;
+    double p90 = a->hist ? hist_pct (a->hist, 0.90) : NAN;
+    double p99 = a->hist ? hist_pct (a->hist, 0.99) : NAN;
+    double mean = a->step_samples > 0 ? a->step_ms_sum / a->step_samples : NAN;
+    double sps = a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
+    double tr = apart[P_KEPT] + apart[P_LOST];
+    return json_pack ("{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
+                           " s:f s:o s:o s:o s:o s:o}",
+                           "attempt", a->attempt, "state", a->state,
+                           "cause", *a->cause ? a->cause : NULL,
+                           "node", *a->node ? a->node : NULL,
+                           "resume_step", a->resume_step >= 0
+                               ? json_integer (a->resume_step) : json_null (),
+                           "first_step", a->first_step >= 0
+                               ? json_integer (a->first_step) : json_null (),
+                           "last_step", a->last_step >= 0
+                               ? json_integer (a->last_step) : json_null (),
+                           "kept_steps", (json_int_t)kept,
+                           "lost_steps", (json_int_t)(steps - kept),
+                           "wall_s", json_real ((apart[P_QUEUE] + apart[P_STARTUP]
+                                                 + apart[P_RESTART] + tr
+                                                 + apart[P_STALL]
+                                                 + apart[P_DETECT]) / 1000.0),
+                           "queue_s", apart[P_QUEUE] / 1000.0,
+                           "startup_s", (apart[P_STARTUP] + apart[P_RESTART]) / 1000.0,
+                           "training_s", tr / 1000.0,
+                           "checkpoint_stall_s", apart[P_STALL] / 1000.0,
+                           "detection_s", apart[P_DETECT] / 1000.0,
+                           "step_ms_p50", num_or_null (p50),
+                           "step_ms_p90", num_or_null (p90),
+                           "step_ms_p99", num_or_null (p99),
+                           "step_ms_mean", num_or_null (mean),
+                           "samples_per_s", num_or_null (sps));
+}
+
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
                         int n, int64_t now)
 {
@@ -390,25 +510,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
     c.t = w0;
     c.w1 = w1;
 
-    /* Which steps each attempt keeps: walking back from the last attempt,
-     * an attempt keeps its steps up to the step the next one resumed from
-     * (the final lineage); the last keeps all if it succeeded or runs,
-     * else up to the newest committed checkpoint (what a restart resumes). */
-    int64_t bound = INT64_MAX;
-    if (n > 0 && (atts[n - 1].failed || !strcmp (job->state, "cancelled")
-                  || !strcmp (job->state, "failed") || job->live_restart))
-        bound = job->latest_ckpt_step >= 0 ? job->latest_ckpt_step : 0;
-    for (int i = n - 1; i >= 0; i--) {
-        const struct report_attempt *a = &atts[i];
-        int64_t start = a->resume_step > 0 ? a->resume_step : 0;
-        steps[i] = a->last_step > start ? a->last_step - start : 0;
-        int64_t top = a->last_step < bound ? a->last_step : bound;
-        kept[i] = top > start ? top - start : 0;
-        if (kept[i] > steps[i])
-            kept[i] = steps[i];
-        if (start < bound)
-            bound = start;
-    }
+    kept_lineage (job, atts, n, kept, steps);
 
     /* Walk the timeline once; each stretch goes to exactly one part. */
     for (int i = 0; i < n; i++) {
@@ -423,34 +525,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
             first_queue = apart[i][P_QUEUE];
         enum part sp = chain_start ? P_STARTUP : P_RESTART;
         if (a->last_step_time > 0 && steps[i] > 0) {
-            int64_t ts = a->train_start > 0 ? a->train_start : a->first_step_time;
-            seg (&c, sp, ts);
-            int64_t te = a->live && !strcmp (a->state, "running") ? now : a->last_step_time;
-            int64_t t0 = c.t;
-            te = clampt (&c, te);
-            double T = te - t0;
-            double stall;
-            if (!isnan (a->stall_reported_s))
-                stall = a->stall_reported_s * 1000.0;
-            else if (a->hb_samples > 0)
-                stall = T * (double)a->busy_samples / a->hb_samples;
-            else
-                stall = 0;
-            if (stall > T)
-                stall = T;
-            if (stall < 0)
-                stall = 0;
-            double rest = T - stall;
-            double k = steps[i] > 0 ? rest * kept[i] / steps[i] : rest;
-            c.part[P_STALL] += stall;
-            c.part[P_KEPT] += k;
-            c.part[P_LOST] += rest - k;
-            apart[i][P_STALL] += stall;
-            apart[i][P_KEPT] += k;
-            apart[i][P_LOST] += rest - k;
-            c.t = te;
-            if (a->failed)
-                seg (&c, P_DETECT, a->fail);
+            seg_training (&c, a, sp, apart[i], kept[i], steps[i], now);
         } else if (a->live)
             seg (&c, sp, now);
         else
@@ -485,62 +560,18 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
             reached = a->last_step;
         if (a->failed) {
             nfail++;
-            json_object_set_new (by_cause, a->cause,
-                                 json_integer (json_integer_value (json_object_get (
-                                     by_cause, a->cause)) + 1));
+            count_add (by_cause, a->cause);
             if (a->node && *a->node)
-                json_object_set_new (by_node, a->node,
-                                     json_integer (json_integer_value (json_object_get (
-                                         by_node, a->node)) + 1));
-            json_t *f = json_pack ("{s:i s:s s:s? s:o s:o s:o s:o}", "attempt", a->attempt,
-                                   "cause", a->cause, "node", *a->node ? a->node : NULL,
-                                   "rank", a->rank >= 0 ? json_integer (a->rank) : json_null (),
-                                   "time", time_or_null (a->fail),
-                                   "step_reached", a->last_step >= 0
-                                       ? json_integer (a->last_step) : json_null (),
-                                   "next_resume_step", next_resume >= 0
-                                       ? json_integer (next_resume) : json_null ());
-            json_array_append_new (flist, f);
+                count_add (by_node, a->node);
+            json_array_append_new (flist, failure_json (a, next_resume));
         }
-        double p50 = a->hist ? hist_pct (a->hist, 0.50) : NAN;
-        double p90 = a->hist ? hist_pct (a->hist, 0.90) : NAN;
-        double p99 = a->hist ? hist_pct (a->hist, 0.99) : NAN;
-        double mean = a->step_samples > 0 ? a->step_ms_sum / a->step_samples : NAN;
-        double sps = a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
         double tr = apart[i][P_KEPT] + apart[i][P_LOST];
         train_ms += tr;
         if (a->batch_samples > 0) {
             samples_done += (double)a->batch_samples * steps[i];
             kept_samples += (double)a->batch_samples * kept[i];
         }
-        json_t *o = json_pack ("{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
-                               " s:f s:o s:o s:o s:o s:o}",
-                               "attempt", a->attempt, "state", a->state,
-                               "cause", *a->cause ? a->cause : NULL,
-                               "node", *a->node ? a->node : NULL,
-                               "resume_step", a->resume_step >= 0
-                                   ? json_integer (a->resume_step) : json_null (),
-                               "first_step", a->first_step >= 0
-                                   ? json_integer (a->first_step) : json_null (),
-                               "last_step", a->last_step >= 0
-                                   ? json_integer (a->last_step) : json_null (),
-                               "kept_steps", (json_int_t)kept[i],
-                               "lost_steps", (json_int_t)(steps[i] - kept[i]),
-                               "wall_s", json_real ((apart[i][P_QUEUE] + apart[i][P_STARTUP]
-                                                     + apart[i][P_RESTART] + tr
-                                                     + apart[i][P_STALL]
-                                                     + apart[i][P_DETECT]) / 1000.0),
-                               "queue_s", apart[i][P_QUEUE] / 1000.0,
-                               "startup_s", (apart[i][P_STARTUP] + apart[i][P_RESTART]) / 1000.0,
-                               "training_s", tr / 1000.0,
-                               "checkpoint_stall_s", apart[i][P_STALL] / 1000.0,
-                               "detection_s", apart[i][P_DETECT] / 1000.0,
-                               "step_ms_p50", num_or_null (p50),
-                               "step_ms_p90", num_or_null (p90),
-                               "step_ms_p99", num_or_null (p99),
-                               "step_ms_mean", num_or_null (mean),
-                               "samples_per_s", num_or_null (sps));
-        json_array_append_new (alist, o);
+        json_array_append_new (alist, attempt_json (a, apart[i], kept[i], steps[i]));
     }
     double ettr = since_start > 0 ? c.part[P_KEPT] / since_start : NAN;
     out = json_pack ("{s:I s:s s:s s:b s:o s:o s:f s:f s:o s:o s:I s:I s:o s:o s:o s:o}",
@@ -581,6 +612,84 @@ done:
 
 /* --- gathering the facts ----------------------------------------------------------- */
 
+/* The facts of attempt 'number' of job 'id' for the accounting, into *r:
+ * its row 'a', heartbeat facts (kept in *g, which *r points into), its
+ * events, and the job's result.  0, or -1 with err. */
+static int attempt_facts (struct report *rp, int64_t id, int number,
+                          const struct store_attempt_row *a, const json_t *result,
+                          struct gstat *g, struct report_attempt *r, dt_error_t *err)
+{
+    /* Heartbeat facts: the live copy if any, else the stored one. */
+    struct gstat *lg = NULL;
+    for (lg = rp->list; lg; lg = lg->next)
+        if (lg->job == id && lg->attempt == number)
+            break;
+    if (lg)
+        *g = *lg;
+    else {
+        gstat_init (g, id, number);
+        if (gstat_load (rp, g, err) < 0)
+            return -1;
+    }
+    r->attempt = number;
+    r->state = fsm_attempt_state_name (a->state);
+    r->cause = a->cause;
+    r->node = a->cause_node;
+    r->rank = a->cause_rank;
+    /* An ending attempt with a failure recorded (not a cancel) ends
+     * failed: a success records none, and nothing is recorded over a
+     * cancel or another failure once an attempt is ending. */
+    r->failed = a->fail_time > 0 && strcmp (a->cause, "cancelled")
+                && (a->state == ATT_FAILED || a->state == ATT_ENDING);
+    r->live = a->state == ATT_SUBMITTED || a->state == ATT_STARTING
+              || a->state == ATT_RUNNING;
+    r->submit = a->submit_time;
+    struct store_attempt_timeline tl;
+    if (store_attempt_timeline (rp->store, id, number, &tl, err) < 0)
+        return -1;
+    /* Left the queue: became starting (the allocation began). */
+    r->leave_queue = tl.left_queue > 0 ? tl.left_queue : a->start_time;
+    r->end = a->end_time;
+    r->fail = a->fail_time;
+    r->resume_step = a->resume_step;
+    /* Created by a manual resubmission (the job went back to pending). */
+    r->resubmitted = tl.resubmitted;
+    r->train_start = g->train_start;
+    r->first_step = g->first_step;
+    r->first_step_time = g->first_step_time;
+    r->last_step = g->last_step;
+    r->last_step_time = g->last_step_time;
+    r->hb_samples = g->hb_samples;
+    r->busy_samples = g->busy_samples;
+    r->step_samples = g->step_samples;
+    r->batch_samples = g->batch_samples;
+    r->step_ms_sum = g->step_ms_sum;
+    r->hist = g->hist;
+    r->stall_reported_s = NAN;
+    /* The trainer's own figure, when the attempt that ran to the end
+     * reported one (dttrain: ckpt_stall_s). */
+    json_t *st = json_object_get (result, "ckpt_stall_s");
+    if (a->state == ATT_SUCCEEDED && json_is_number (st))
+        r->stall_reported_s = json_number_value (st);
+    /* The last steps of a successful attempt may finish after its last
+     * heartbeat: the trainer's result says how many there were, and its
+     * event when they were done (dttrain's wall_s: when they began). */
+    int64_t rt = tl.result_time;
+    json_t *rs = json_object_get (result, "steps");
+    if (rt > 0 && json_is_integer (rs) && json_integer_value (rs) > r->last_step
+        && a->state != ATT_FAILED) {
+        double w = json_number_value (json_object_get (result, "wall_s"));
+        r->last_step = json_integer_value (rs);
+        if (rt > r->last_step_time)
+            r->last_step_time = rt;
+        if (r->train_start == 0 && w > 0)
+            r->train_start = rt - (int64_t)(w * 1000);
+        if (r->first_step < 0)
+            r->first_step = r->last_step;
+    }
+    return 0;
+}
+
 json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
 {
     struct store_job_row jr;
@@ -609,74 +718,8 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
         struct report_attempt *r = &ra[i];
         struct gstat *g = &gs[i];
 
-        /* Heartbeat facts: the live copy if any, else the stored one. */
-        struct gstat *lg = NULL;
-        for (lg = rp->list; lg; lg = lg->next)
-            if (lg->job == id && lg->attempt == number)
-                break;
-        if (lg)
-            *g = *lg;
-        else {
-            gstat_init (g, id, number);
-            if (gstat_load (rp, g, err) < 0)
-                goto done;
-        }
-        r->attempt = number;
-        r->state = fsm_attempt_state_name (a->state);
-        r->cause = a->cause;
-        r->node = a->cause_node;
-        r->rank = a->cause_rank;
-        /* An ending attempt with a failure recorded (not a cancel) ends
-         * failed: a success records none, and nothing is recorded over a
-         * cancel or another failure once an attempt is ending. */
-        r->failed = a->fail_time > 0 && strcmp (a->cause, "cancelled")
-                    && (a->state == ATT_FAILED || a->state == ATT_ENDING);
-        r->live = a->state == ATT_SUBMITTED || a->state == ATT_STARTING
-                  || a->state == ATT_RUNNING;
-        r->submit = a->submit_time;
-        struct store_attempt_timeline tl;
-        if (store_attempt_timeline (rp->store, id, number, &tl, err) < 0)
+        if (attempt_facts (rp, id, number, a, jr.result, g, r, err) < 0)
             goto done;
-        /* Left the queue: became starting (the allocation began). */
-        r->leave_queue = tl.left_queue > 0 ? tl.left_queue : a->start_time;
-        r->end = a->end_time;
-        r->fail = a->fail_time;
-        r->resume_step = a->resume_step;
-        /* Created by a manual resubmission (the job went back to pending). */
-        r->resubmitted = tl.resubmitted;
-        r->train_start = g->train_start;
-        r->first_step = g->first_step;
-        r->first_step_time = g->first_step_time;
-        r->last_step = g->last_step;
-        r->last_step_time = g->last_step_time;
-        r->hb_samples = g->hb_samples;
-        r->busy_samples = g->busy_samples;
-        r->step_samples = g->step_samples;
-        r->batch_samples = g->batch_samples;
-        r->step_ms_sum = g->step_ms_sum;
-        r->hist = g->hist;
-        r->stall_reported_s = NAN;
-        /* The trainer's own figure, when the attempt that ran to the end
-         * reported one (dttrain: ckpt_stall_s). */
-        json_t *st = json_object_get (jr.result, "ckpt_stall_s");
-        if (a->state == ATT_SUCCEEDED && json_is_number (st))
-            r->stall_reported_s = json_number_value (st);
-        /* The last steps of a successful attempt may finish after its last
-         * heartbeat: the trainer's result says how many there were, and its
-         * event when they were done (dttrain's wall_s: when they began). */
-        int64_t rt = tl.result_time;
-        json_t *rs = json_object_get (jr.result, "steps");
-        if (rt > 0 && json_is_integer (rs) && json_integer_value (rs) > r->last_step
-            && a->state != ATT_FAILED) {
-            double w = json_number_value (json_object_get (jr.result, "wall_s"));
-            r->last_step = json_integer_value (rs);
-            if (rt > r->last_step_time)
-                r->last_step_time = rt;
-            if (r->train_start == 0 && w > 0)
-                r->train_start = rt - (int64_t)(w * 1000);
-            if (r->first_step < 0)
-                r->first_step = r->last_step;
-        }
     }
     {
         int64_t step = -1;

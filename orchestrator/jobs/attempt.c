@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/restartpolicy.h"
 
 /* Launchers are polled this often per live attempt. */
 static const int64_t poll_interval_ms = 1000;
@@ -245,9 +246,8 @@ void attempt_cancel (struct jobs *jobs, struct attempt *att)
     /* A job with spares that will restart keeps its allocation: the
      * next attempt runs in it as a new step (launcher.h, "reuse"). */
     int flags = 0;
-    if (att->job->spec.spare_nodes > 0
-        && att->job->row.state == JOB_RESTARTING
-        && strcmp (cause, "time_limit") && strcmp (cause, "preempted")) {
+    if (restart_keep_alloc (att->job->spec.spare_nodes, att->job->row.state == JOB_RESTARTING,
+                            cause)) {
         flags = LAUNCHER_CANCEL_KEEP_ALLOC;
         snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
                   att->row.handle);
@@ -280,8 +280,7 @@ static int tx_finish (struct jobs *jobs, struct job *job, struct attempt *att, v
          * keep the earliest first-seen time and add the launcher's word. */
         if (att->end_state == ATT_FAILED && st->end_time_ms > 0 && att->row.fail_time > 0
             && st->end_time_ms < att->row.fail_time
-            && (!strcmp (st->cause, "slurm_node_fail") || !strcmp (st->cause, "time_limit")
-                || !strcmp (st->cause, "preempted"))) {
+            && st->end_kind != LAUNCHER_END_OTHER) {
             char tbuf[40];
             if (!att->row.evidence)
                 att->row.evidence = json_object ();
@@ -635,8 +634,8 @@ bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now)
         dt_log (LOG_WARNING, "job %lld: poll %s: %s", (long long)att->row.job_id,
                 att->row.handle, err.text);
     else {
-        if (st.slurm_job_id)
-            att->row.slurm_job_id = st.slurm_job_id;
+        if (st.sched_id)
+            att->row.slurm_job_id = st.sched_id;
         if (st.batch_host[0])
             snprintf (att->row.batch_host, sizeof (att->row.batch_host), "%s",
                       st.batch_host);

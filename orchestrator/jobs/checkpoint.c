@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/ckptpolicy.h"
 
 int job_ckpt_dir (const struct job *job, char *buf, size_t len)
 {
@@ -27,17 +28,8 @@ int job_ckpt_dir (const struct job *job, char *buf, size_t len)
  * far enough ahead that every rank gets the command before reaching it. */
 int64_t ckpt_lookahead (struct attempt *att)
 {
-    struct job *job = att->job;
-    int64_t hb = job->spec.hb.interval_ms;
-    double steps_per_ms = 0;
-    if (att->row.start_time > 0 && att->max_step > 0) {
-        int64_t dt = dt_real_ms () - att->row.start_time;
-        int64_t ds = att->max_step - (att->row.resume_step > 0 ? att->row.resume_step : 0);
-        if (dt > 0 && ds > 0)
-            steps_per_ms = (double)ds / dt;
-    }
-    int64_t la = (int64_t)ceil (steps_per_ms * 2 * hb) + 1;
-    return la < 2 ? 2 : la;
+    return ckpt_lookahead_steps (att->row.start_time, dt_real_ms (), att->row.resume_step,
+                                 att->max_step, att->job->spec.hb.interval_ms);
 }
 
 /* Remove a deleted checkpoint's files (only the ones we know of). */
@@ -239,7 +231,7 @@ void ckpt_schedule (struct jobs *jobs, struct attempt *att, int64_t min_step)
 {
     struct job *job = att->job;
     int64_t every = job->spec.ckpt.every_steps;
-    if (att->ckpt_cmd_step > 0 && min_step > att->ckpt_cmd_step) {
+    if (ckpt_step_abandoned (att->ckpt_cmd_step, min_step)) {
         char detail[96];
         dt_error_t err;
         snprintf (detail, sizeof (detail), "checkpoint of step %lld abandoned: all ranks "
@@ -247,10 +239,8 @@ void ckpt_schedule (struct jobs *jobs, struct attempt *att, int64_t min_step)
         jobs_note (jobs, att, "checkpoint_abandoned", NULL, -1, detail, NULL, &err);
         att->ckpt_cmd_step = 0;
     }
-    if (every > 0 && att->ckpt_cmd_step == 0 && att->max_step >= 0) {
-        int64_t target = att->max_step + ckpt_lookahead (att);
-        att->ckpt_cmd_step = (target + every - 1) / every * every;
-    }
+    if (every > 0 && att->ckpt_cmd_step == 0 && att->max_step >= 0)
+        att->ckpt_cmd_step = ckpt_periodic_step (att->max_step, ckpt_lookahead (att), every);
 }
 
 /* Partial checkpoints (pending: not every shard arrived) of ended attempts

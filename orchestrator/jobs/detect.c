@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/hangpolicy.h"
 
 /* hang_timeout_ms = 0 (auto): the controller's watchdog is the detector
  * (ftpolicy: max(HangTimeoutFloor, 10 x p99 step time)); the agents get
@@ -148,35 +149,19 @@ static const char *cause_of_launcher_end (const struct launcher_status *st)
     return st->cause[0] ? st->cause : "agent_exit";
 }
 
-/* The controller-side hang watchdog: a rank whose step has not
- * changed for longer than the hang timeout (automatic: ftpolicy; a longer
- * allowance while it reports busy).  In synchronous data parallelism every
- * rank stops when one does, and the steps alone do not tell the frozen rank
- * from its peers blocked in a collective (a frozen rank may even be one
- * step ahead: it finished a collective whose last message to a peer it
- * never sent).  The agents say more: whether a rank is blocked in a
- * collective ("waiting", from libdtclient) and whether its process is
- * stopped.  So the blame goes, in this order, to a stopped rank, to a rank
- * not waiting on its peers, and only then to a waiting one (after twice
- * the timeout: the collective itself hangs).  When more than one rank of
- * the chosen kind stalled, the failure names no node (a wrong blame would
- * exclude a healthy node) and the evidence lists the candidates. */
-enum { waiting_multiple = 2 };  /* the agents' ranks_waiting_multiple */
+/* The controller-side hang watchdog: a rank whose step has not changed
+ * for longer than the hang timeout (automatic: ftpolicy; a longer
+ * allowance while it reports busy).  hangpolicy.c decides whom to blame:
+ * a stopped rank, then one not waiting on its peers, then a waiting one
+ * (a frozen rank may even be one step ahead: it finished a collective
+ * whose last message to a peer it never sent).  When more than one rank
+ * of the chosen class stalled, the failure names no node (a wrong blame
+ * would exclude a healthy node) and the evidence lists the candidates. */
 enum { candidates_max = 16 };   /* ranks listed in the evidence of an unattributed hang */
-
-static int hang_class (const struct rank *rk)
-{
-    return rk->stopped ? 0 : !rk->waiting ? 1 : 2;
-}
-
-static const char *const hang_class_name[] = { "stopped", "not waiting on its peers",
-                                               "blocked in a collective" };
 
 static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t now)
 {
-    struct rank *worst = NULL;
-    int wr = -1, wcls = 0, over = 0;
-    int64_t timeout = 0;
+    struct hang_verdict v;
     double p99 = NAN;
 
     if (att->stopping)
@@ -184,38 +169,12 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     /* The two timeouts (busy or not) once, not per rank (a sort each). */
     int64_t t_idle = attempt_hang_timeout (jobs, att, false, &p99);
     int64_t t_busy = attempt_hang_timeout (jobs, att, true, &p99);
-    for (int r = 0; r < att->row.world_size; r++) {
-        struct rank *rk = &att->ranks[r];
-        if (!rk->seen || !rk->client || rk->progress_ms == 0 || strcmp (rk->state, "running"))
-            continue;
-        int cls = hang_class (rk);
-        int64_t t = rk->busy ? t_busy : t_idle;
-        if (cls == 2)
-            t *= waiting_multiple;
-        if (now - rk->progress_ms <= t)
-            continue;
-        over++;
-        if (!worst || cls < wcls
-            || (cls == wcls
-                && (rk->step < worst->step
-                    || (rk->step == worst->step && rk->progress_ms < worst->progress_ms)))) {
-            worst = rk;
-            wr = r;
-            wcls = cls;
-            timeout = t;
-        }
-    }
-    if (!worst)
+    if (!hang_decide (att->ranks, att->row.world_size, now, t_idle, t_busy, &v))
         return;
-    /* Ranks of the same kind stalled for over half the timeout stopped with
-     * the same event: which of them hangs is not known. */
-    int stalled = 0;
-    for (int r = 0; r < att->row.world_size; r++) {
-        struct rank *rk = &att->ranks[r];
-        if (rk->seen && rk->client && rk->progress_ms && !strcmp (rk->state, "running")
-            && hang_class (rk) == wcls && now - rk->progress_ms > timeout / 2)
-            stalled++;
-    }
+    const struct rank *worst = &att->ranks[v.rank];
+    int wr = v.rank, over = v.over, stalled = v.stalled;
+    enum hang_class wcls = v.cls;
+    int64_t timeout = v.timeout_ms;
     int ties = stalled > 1 ? stalled - 1 : 0;
     char detail[320], tbuf[40];
     snprintf (detail, sizeof (detail), "rank %d on %s made no step progress for %lld ms "
@@ -223,7 +182,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
               (long long)(now - worst->progress_ms), (long long)worst->step,
               att->job->spec.hb.hang_timeout_ms > 0 ? "fixed" : "automatic",
               (long long)timeout, worst->busy ? ", busy allowance" : "",
-              hang_class_name[wcls]);
+              hang_class_name (wcls));
     json_t *ev = json_pack ("{s:I s:I s:I s:b s:b s:b s:i s:i s:s s:s}", "idle_ms",
                             (json_int_t)(now - worst->progress_ms), "timeout_ms",
                             (json_int_t)timeout, "last_step", (json_int_t)worst->step, "busy",
@@ -251,7 +210,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
                   "is not known", ties + 1, (long long)(now - worst->progress_ms),
                   (long long)worst->step,
                   att->job->spec.hb.hang_timeout_ms > 0 ? "fixed" : "automatic",
-                  (long long)timeout, hang_class_name[wcls]);
+                  (long long)timeout, hang_class_name (wcls));
     }
     jobs_attempt_fail (jobs, att, "hang", ties ? NULL : worst->node, ties ? -1 : wr, detail, ev);
 }
@@ -267,10 +226,10 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
     struct agent *silent = NULL;
     snprintf (detail, sizeof (detail), "agents ended before the attempt did: "
               "%s", st->detail[0] ? st->detail : st->cause);
-    /* Slurm NODE_FAIL names no node: blame the agent that
-     * has been silent longest (over two intervals), the
+    /* A node failure the scheduler names no node for: blame the
+     * agent that has been silent longest (over two intervals), the
      * one heartbeats would declare lost a little later. */
-    if (!strcmp (cause, "slurm_node_fail")) {
+    if (st->end_kind == LAUNCHER_END_NODE_FAIL) {
         int64_t hb = att->job->spec.hb.interval_ms;
         for (int i = 0; i < att->nagents; i++) {
             struct agent *ag = &att->agents[i];

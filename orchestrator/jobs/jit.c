@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/restartpolicy.h"
+#include "orchestrator/jobs/ckptpolicy.h"
 
 /* How long an ending attempt waits for a survivor's just-in-time shard
  * set before its processes are cancelled: writing the whole state once
@@ -141,22 +143,10 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
                             rank, want);
     if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
         return errnoprintf (err, ENOMEM, "out of memory");
-    struct jit_set *js = &att->jit[rank];
-    if (!js->shards && !(js->shards = calloc (W, sizeof (*js->shards))))
+    int complete = jit_set_add (&att->jit[rank], W, node, shard_rank, step, bytes, crc32c);
+    if (complete < 0)
         return errnoprintf (err, ENOMEM, "out of memory");
-    if (js->step != step) {
-        memset (js->shards, 0, W * sizeof (*js->shards));
-        js->step = step;
-        js->nhave = 0;
-    }
-    snprintf (js->node, sizeof (js->node), "%s", node);
-    if (!js->shards[shard_rank].got)
-        js->nhave++;
-    js->shards[shard_rank].got = true;
-    js->shards[shard_rank].bytes = bytes;
-    snprintf (js->shards[shard_rank].crc32c, sizeof (js->shards[shard_rank].crc32c), "%s",
-              crc32c);
-    if (js->nhave < W)
+    if (!complete)
         return 0;
 
     /* A complete set: the first of a step newer than every committed
@@ -168,7 +158,7 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
     char jdir[PATH_MAX], detail[192];
     if (dt_pathf (jdir, sizeof (jdir), "%s/jit-%lld-r%d", cdir, (long long)step, rank) < 0)
         return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
-    if (att->jit_step > 0 || (rc == 1 && step <= latest)) {
+    if (!jit_set_needed (att->jit_step, rc == 1, latest, step)) {
         snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld by rank %d "
                   "not needed (%s %lld)", (long long)step, rank,
                   att->jit_step > 0 ? "just-in-time checkpoint committed at step"
@@ -240,11 +230,9 @@ bool jit_may_help (struct attempt *att, const char *cause)
 {
     return att->row.world_size > 1 && att->job->spec.ckpt.dir
            && att->job->row.state == JOB_RESTARTING
-           && (!strcmp (cause, "trainer_exit") || !strcmp (cause, "node_lost")
-               || !strcmp (cause, "node_failure")
-               /* a named hung rank is killed (jobs_commands_text): its
-                * peers, blocked on it, then lose a peer like any other */
-               || (!strcmp (cause, "hang") && att->row.cause_rank >= 0))
+           /* a named hung rank is killed (jobs_commands_text): its peers,
+            * blocked on it, then lose a peer like any other */
+           && restart_jit_cause (cause, att->row.cause_rank)
            && jit_survivors_running (att, dt_real_ms ());
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/stragglerpolicy.h"
 
 /* Step metrics kept per job (the stride doubles beyond it). */
 static const int64_t metrics_cap = 1000;
@@ -128,17 +129,7 @@ void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int6
     if (rk->step > att->max_step)
         att->max_step = rk->step;
     /* A straggler sample: this step's compute time. */
-    if (!isnan (rk->compute_ms) && rk->step > rk->ring_step) {
-        int window = straggler_window (att->job);
-        if (rk->ring_pos >= window)
-            rk->ring_pos = 0;
-        rk->ring[rk->ring_pos] = rk->compute_ms;
-        rk->ring_pos = (rk->ring_pos + 1) % window;
-        if (rk->nring < window)
-            rk->nring++;
-        rk->ring_step = rk->step;
-        rk->median_stale = true;
-    }
+    straggler_sample (rk, straggler_window (att->job));
 }
 
 /* How often the attempt-wide pass may run: small attempts after every

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/restartpolicy.h"
 
 /* Restart backoff: first restart after restart_backoff_ms, doubling, capped. */
 static const int64_t restart_backoff_ms = 500;
@@ -27,14 +28,6 @@ static const int no_progress_limit = 3;
 int64_t backoff_ms (const struct job *job)
 {
     return ft_backoff_ms (job->row.restarts, restart_backoff_ms, restart_backoff_max_ms);
-}
-
-/* Ends that were asked for (a final checkpoint was taken): they restart
- * without counting against the no-progress guard. */
-static bool cause_planned (const char *cause)
-{
-    return !strcmp (cause, "time_limit") || !strcmp (cause, "preempted")
-           || !strcmp (cause, "straggler_excluded");
 }
 
 static void json_set_add (json_t *arr, const char *name)
@@ -92,16 +85,13 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
     /* Exclusions: the failed node (restart.exclude_failed_nodes; every
      * launcher honours them, the local one by picking other names), and
      * always an excluded straggler's node. */
-    if (att->row.cause_node[0]
-        && (!strcmp (cause, "straggler_excluded")
-            || (job->spec.restart.exclude_failed_nodes
-                && !cause_planned (cause))))
+    if (restart_exclude_node (cause, att->row.cause_node, job->spec.restart.exclude_failed_nodes))
         json_set_add (job->row.exclude, att->row.cause_node);
 
     /* The restart decision (ftpolicy.c). */
     bool progressed = ft_attempt_progressed (att->row.resume_step, att->max_step,
                                              att->committed_any);
-    job->no_progress_streak = cause_planned (cause)
+    job->no_progress_streak = restart_cause_planned (cause)
                                   ? 0 : ft_no_progress_streak (job->no_progress_streak,
                                                                progressed);
     struct ft_restart_in in = {

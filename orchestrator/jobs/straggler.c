@@ -16,46 +16,11 @@
 #include <unistd.h>
 
 #include "orchestrator/jobs/internal.h"
-
-/* The median of a rank's window (the upper one, as ft_median), cached
- * until the window changes: a selection, not a sort. */
-static double rank_median (struct rank *rk)
-{
-    if (rk->median_stale) {
-        double v[STRAGGLER_RING];
-        int n = rk->nring, k = n / 2, lo = 0, hi = n - 1;
-        memcpy (v, rk->ring, n * sizeof (*v));
-        while (lo < hi) {                       /* Hoare's selection */
-            double piv = v[(lo + hi) / 2];
-            int i = lo, j = hi;
-            while (i <= j) {
-                while (v[i] < piv)
-                    i++;
-                while (v[j] > piv)
-                    j--;
-                if (i <= j) {
-                    double t = v[i];
-                    v[i++] = v[j];
-                    v[j--] = t;
-                }
-            }
-            if (k <= j)
-                hi = j;
-            else if (k >= i)
-                lo = i;
-            else
-                break;
-        }
-        rk->median = n > 0 ? v[k] : NAN;
-        rk->median_stale = false;
-    }
-    return rk->median;
-}
+#include "orchestrator/jobs/stragglerpolicy.h"
 
 int straggler_window (struct job *job)
 {
-    int window = job->spec.straggler.window_steps;
-    return window > STRAGGLER_RING ? STRAGGLER_RING : window < 1 ? 1 : window;
+    return straggler_window_steps (job->spec.straggler.window_steps);
 }
 
 /* Straggler scores (fastest median / own median, over a full window),
@@ -67,16 +32,11 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
     int window = straggler_window (job);
     double threshold = job->spec.straggler.threshold;
 
-    double fastest = NAN;
-    for (int r = 0; r < att->row.world_size; r++) {
-        double m = rank_median (&att->ranks[r]);
-        if (!isnan (m) && m > 0 && (isnan (fastest) || m < fastest))
-            fastest = m;
-    }
+    double fastest = straggler_fastest (att->ranks, att->row.world_size);
     int flagged_rank = -1;
     for (int r = 0; r < att->row.world_size && !isnan (fastest); r++) {
         struct rank *rk = &att->ranks[r];
-        double m = rank_median (rk);
+        double m = straggler_median (rk);
         double score = ft_straggler_score (fastest, m);
         if (isnan (score))
             continue;
@@ -101,8 +61,7 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
     /* straggler.action exclude: checkpoint now, restart without its node
      * (only when another node is left to run on). */
     const char *action = job->spec.straggler.action;
-    if (flagged_rank >= 0 && action && !strcmp (action, "exclude") && !att->stopping
-        && att->row.num_nodes > 1) {
+    if (straggler_exclude (action, flagged_rank, att->stopping, att->row.num_nodes)) {
         char detail[160];
         snprintf (detail, sizeof (detail), "straggler rank %d on %s excluded (score %.2f)",
                   flagged_rank, att->ranks[flagged_rank].node, att->ranks[flagged_rank].score);
