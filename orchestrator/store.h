@@ -1,6 +1,8 @@
 /* store.h: the controller's SQLite store (schemas/001-initial.sql).
  *
- * The only place with SQL in dtctld.  Writes are composed by the job
+ * The only place with SQL in dtctld: store.c and the store_*.c files it
+ * names, every statement prepared once when the store opens (store_sql.c).
+ * Writes are composed by the job
  * manager inside store_begin/store_commit, so that one state transition is
  * one transaction together with its events row.  The database runs with
  * synchronous=FULL (common/db.c): a commit that returned survives kill -9,
@@ -170,7 +172,7 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 /* Shards of a checkpoint as a JSON array [{rank,path,bytes,crc32c}] (new). */
 json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error_t *err);
 
-/* --- fault tolerance (issue 7) ---------------------------------------- */
+/* --- fault tolerance ---------------------------------------------- */
 
 /* Node health: after a failure was blamed on 'name' (store_node_failure),
  * mark it suspect when failures of at least 'jobs_threshold' different jobs
@@ -214,7 +216,7 @@ int store_live_jobs (store_t *st, int64_t **ids, int *n, dt_error_t *err);
 json_t *store_job_json (store_t *st, int64_t id, bool with_attempts, dt_error_t *err);
 /* The same with at most 'nodes_max' nodes per attempt (< 0: all); a longer
  * list is cut, with "nodes_truncated": true (also in provenance.machine):
- * GET /v1/jobs/{id} of a huge attempt stays small (issue 9). */
+ * GET /v1/jobs/{id} of a huge attempt stays small. */
 #define STORE_VIEW_NODES_MAX 256
 json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_max,
                         dt_error_t *err);
