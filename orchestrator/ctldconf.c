@@ -23,7 +23,7 @@ static const int64_t default_node_timeout_ms = 10000;
 static const int64_t default_hang_timeout_ms = 0;
 static const int64_t default_rendezvous_timeout_ms = 120000;
 static const int64_t default_max_body = 1 << 20;
-/* Issue 7: the floor of the automatic hang timeout (jobs with
+/* The floor of the automatic hang timeout (jobs with
  * hang_timeout_ms 0), and node health: a node blamed for failures of
  * SuspectJobs different jobs within SuspectWindow becomes suspect. */
 static const int64_t default_hang_floor_ms = 30000;
