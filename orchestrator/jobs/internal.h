@@ -5,6 +5,13 @@
  * its interface is orchestrator/jobs.h.  Every function that changes a
  * job's or an attempt's state does it through transact() (transition.c),
  * so that the change and its event are one SQLite transaction.
+ *
+ * The decisions that need no I/O live in pure files with their own
+ * headers and unit tests (tests/unit/orchestrator/test_*policy.c):
+ * hangpolicy.c (whom the hang watchdog blames), ckptpolicy.c (checkpoint
+ * steps, just-in-time sets), restartpolicy.c (what a failure's cause
+ * means for the restart), stragglerpolicy.c (windows, medians), besides
+ * ../ftpolicy.c (restart verdict, backoff, automatic hang timeout).
  */
 #ifndef DT_JOBS_INTERNAL_H
 #define DT_JOBS_INTERNAL_H
@@ -107,7 +114,7 @@ void attempt_stop (struct jobs *jobs, struct attempt *att, const char *cause,
                    const char *node, int rank, const char *detail);
 int64_t progress_gap_ms (struct attempt *att);
 
-/* straggler.c: straggler scores and the exclusion policy */
+/* straggler.c: the straggler pass: scores, events, exclusion */
 int straggler_window (struct job *job);
 void straggler_pass (struct jobs *jobs, struct attempt *att);
 
