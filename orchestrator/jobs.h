@@ -287,6 +287,28 @@ void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *n
 int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status,
                      dt_error_t *err);
 
+/* An allocation that outlives its attempts (launcher.h, "reuse": the
+ * Slurm launcher's batch script, through allocapi.c) asks what to run
+ * next.  'alloc': its handle; 'cur': the attempt it ran last;
+ * 'step_running': that attempt's processes still end. */
+enum jobs_alloc_action {
+    JOBS_ALLOC_WAIT,            /* keep going: nothing decided yet */
+    JOBS_ALLOC_RUN,             /* start 'attempt' as a new step */
+    JOBS_ALLOC_EXIT,            /* the job is over or goes on elsewhere: end */
+};
+struct jobs_alloc_next {
+    enum jobs_alloc_action action;
+    const char *why;            /* EXIT: why (static text) */
+    int attempt;                /* RUN: the attempt, its token, its nodes */
+    const char *token;          /* borrowed from the attempt */
+    int nodes;
+    const json_t *exclude;      /* RUN: node names not to use (borrowed) */
+};
+/* The job manager's answer; a RUN makes the attempt run without spares (a
+ * reused allocation runs exactly num_nodes agents) and notes the step. */
+void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int64_t cur,
+                      bool step_running, struct jobs_alloc_next *out);
+
 /* Counters for /metrics. */
 struct jobs_stats {
     uint64_t restarts;

@@ -693,3 +693,44 @@ void attempt_tick_ending (struct jobs *jobs, struct attempt *att, int64_t now)
         attempt_finish (jobs, att, NULL);
     }
 }
+
+void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int64_t cur,
+                      bool step_running, struct jobs_alloc_next *out)
+{
+    struct job *job = jobs_find (jobs, job_id);
+    struct attempt *att = job ? job->att : NULL;
+    dt_error_t err;
+
+    memset (out, 0, sizeof (*out));
+    out->action = JOBS_ALLOC_WAIT;
+    if (!job || fsm_job_terminal (job->row.state)) {
+        out->action = JOBS_ALLOC_EXIT;
+        out->why = "the job is over";
+        return;
+    }
+    if (att && att->row.handle[0] && !launcher_same_alloc (att->row.handle, alloc)) {
+        out->action = JOBS_ALLOC_EXIT;
+        out->why = "the job goes on in another allocation";
+        return;
+    }
+    if (!att || !att->row.handle[0] || att->row.attempt <= cur
+        || (att->row.state != ATT_SUBMITTED && att->row.state != ATT_STARTING))
+        return;
+    /* A reused allocation runs exactly num_nodes agents: its spares stay
+     * idle without one (launcher.h, reuse). */
+    att->row.spare_nodes = 0;
+    dt_log (LOG_NOTICE, "job %lld: allocation %s starts attempt %d as a new step "
+            "(%d nodes; it ran attempt %lld%s)", (long long)job_id, alloc, att->row.attempt,
+            att->row.num_nodes + att->row.spare_nodes, (long long)cur,
+            step_running ? ", whose step is still ending" : "");
+    char detail[160];
+    snprintf (detail, sizeof (detail), "allocation %s starts attempt %d as a new step "
+              "(in-allocation restart)", alloc, att->row.attempt);
+    if (jobs_note (jobs, att, "alloc_step", NULL, -1, detail, NULL, &err) < 0)
+        dt_log (LOG_WARNING, "job %lld: %s", (long long)job_id, err.text);
+    out->action = JOBS_ALLOC_RUN;
+    out->attempt = att->row.attempt;
+    out->token = att->row.token;
+    out->nodes = att->row.num_nodes + att->row.spare_nodes;
+    out->exclude = att->row.exclude;
+}
