@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/httpd.h"
 #include "common/jsonx.h"
 #include "common/log.h"
@@ -23,24 +24,6 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
-
-/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
- * silently different file. */
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start (ap, fmt);
-    n = vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
 
 /* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
  * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
@@ -137,12 +120,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     json_t *spec = job->row.spec;
     json_t *hb = json_object_get (spec, "heartbeat");
     json_t *resume = json_null ();
-    char run_id[64], cdir[1200];
+    char run_id[64], cdir[PATH_MAX];
 
     snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
-    pathf (cdir, sizeof (cdir), "%s/%lld",
-              json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
-              (long long)job->row.id);
+    /* The launch checked that it fits (no attempt runs otherwise). */
+    if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir, (long long)job->row.id) < 0)
+        return NULL;
     if (att->row.resume_step >= 0)
         resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                             att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
@@ -300,8 +283,11 @@ static void register_cb (dt_http_req_t *req, void *arg)
     }
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
-    if (att->row.state == ATT_RUNNING && ag)
-        dt_http_reply_json (req, 200, ready_answer (att, ag));
+    json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    if (ready)
+        dt_http_reply_json (req, 200, ready);
+    else if (att->row.state == ATT_RUNNING && ag)
+        dt_http_reply_error (req, 500, NULL, "the job's checkpoint directory path is too long");
     else
         dt_http_reply_json (req, 200, json_pack ("{s:s s:i s:i}", "state", "waiting",
                                                  "registered", att->nagents, "expected",
@@ -414,7 +400,8 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
      * for a small attempt, from the tick for a large one (issue 9). */
-    report_heartbeat (ctx->report, att, busy);      /* goodput accounting */
+    if (att->row.state == ATT_RUNNING)      /* goodput accounting */
+        report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
     /* The answer without a JSON tree: {"commands":[...]}. */
@@ -516,14 +503,12 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
  * with err naming the refused path (ckptpath.h). */
 static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
 {
-    const json_t *spec = att->job->row.spec;
     char jobdir[PATH_MAX];
     bool jit = json_is_true (json_object_get (e, "jit"));
     json_int_t rank = json_integer_value (json_object_get (e, "rank"));
 
-    if (pathf (jobdir, sizeof (jobdir), "%s/%lld",
-               json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
-               (long long)att->job->row.id) < 0)
+    if (dt_pathf (jobdir, sizeof (jobdir), "%s/%lld", att->job->spec.ckpt.dir,
+                  (long long)att->job->row.id) < 0)
         return errnoprintf (err, ENAMETOOLONG, "path: the checkpoint directory is too long");
     return ckptpath_check_shard (jobdir, json_integer_value (json_object_get (e, "step")),
                                  (int)rank, jit,
@@ -560,6 +545,46 @@ static int rank_of (json_t *e)
 {
     json_t *r = json_object_get (e, "rank");
     return r ? (int)json_integer_value (r) : -1;
+}
+
+/* A rank exited (event "rank_exit"): its last step, then a survivor's
+ * exit, a failure, or a clean exit noted.  0, or -1 with err. */
+static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *node, int rank,
+                            const json_t *e, dt_error_t *err)
+{
+    char buf[256];
+    int code = json_integer_value (json_object_get (e, "exit_code"));
+    int sig = json_integer_value (json_object_get (e, "signal"));
+    struct rank *rk = &att->ranks[rank];
+    json_t *js = json_object_get (e, "step");
+    rk->exit_code = code;
+    rk->signal = sig;
+    snprintf (rk->state, sizeof (rk->state), "exited");
+    rk->dirty = true;
+    /* The exact last step (the agent read the rank's page). */
+    if (js)
+        jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
+    if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
+        /* It saved the state after losing a peer: a survivor. */
+        jobs_survivor_exit (ctx->jobs, att, node, rank, code);
+    } else if (code != 0 || sig != 0) {
+        if (sig)
+            snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
+                      node, sig);
+        else
+            snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
+                      node, code);
+        json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
+                                "stderr_tail", json_object_get (e, "stderr_tail"),
+                                "last_step", js);
+        jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
+                              json_string_value (json_object_get (e, "stderr_tail")));
+        jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
+    } else {
+        snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
+        return jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, err);
+    }
+    return 0;
 }
 
 static void events_cb (dt_http_req_t *req, void *arg)
@@ -621,37 +646,7 @@ static void events_cb (dt_http_req_t *req, void *arg)
         int rc = 0;
 
         if (!strcmp (kind, "rank_exit")) {
-            int code = json_integer_value (json_object_get (e, "exit_code"));
-            int sig = json_integer_value (json_object_get (e, "signal"));
-            struct rank *rk = &att->ranks[rank];
-            json_t *js = json_object_get (e, "step");
-            rk->exit_code = code;
-            rk->signal = sig;
-            snprintf (rk->state, sizeof (rk->state), "exited");
-            rk->dirty = true;
-            /* The exact last step (the agent read the rank's page). */
-            if (js)
-                jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
-            if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
-                /* It saved the state after losing a peer: a survivor. */
-                jobs_survivor_exit (ctx->jobs, att, node, rank, code);
-            } else if (code != 0 || sig != 0) {
-                if (sig)
-                    snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
-                              node, sig);
-                else
-                    snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
-                              node, code);
-                json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
-                                        "stderr_tail", json_object_get (e, "stderr_tail"),
-                                        "last_step", js);
-                jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
-                                      json_string_value (json_object_get (e, "stderr_tail")));
-                jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
-            } else {
-                snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
-                rc = jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, &err);
-            }
+            rc = rank_exit_event (ctx, att, node, rank, e, &err);
         } else if (!strcmp (kind, "hang")) {
             snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
                       detail ? detail : "no progress");
