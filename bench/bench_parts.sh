@@ -241,7 +241,7 @@ wait_job_quietly () {
     local d=$1 id=$2 n=$(( $3 * 10 )) f fd
     rm -f "$d/tick"; mkfifo "$d/tick" && exec {fd}<> "$d/tick" || { wait_for "$3" job_ended "$id"; return; }
     while [ $n -gt 0 ]; do
-        for f in "$d"/state/agents/job-"$id".1/*/*/rank-0.log; do
+        for f in "$d"/users/*/agents/job-"$id".1/*/*/rank-0.log; do
             [ -s "$f" ] && break 2
         done
         [ $((n % 50)) -eq 0 ] && job_ended "$id" && break

@@ -104,6 +104,7 @@ ListenAddress=10.77.0.1
 ListenPort=$port
 ControllerURL=$REC_URL
 StateDir=$RD/state
+UserDir=$RD/users
 Launcher=slurm
 AuthType=munge
 DtagentPath=$DTAGENT
@@ -161,7 +162,7 @@ rec_kill () {
     fi
     a=$(cur_attempt "$id"); log=$(att_log "$id" "$a")
     if ! wait_for 60 has_step "$log"; then
-        note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/state/logs/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
+        note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/users/*/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
         [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     first=$(first_step "$log" | awk '{print $2}')

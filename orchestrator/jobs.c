@@ -25,6 +25,7 @@
 #include "orchestrator/report.h"
 #include "orchestrator/sha256.h"
 #include "orchestrator/spec.h"
+#include "orchestrator/userdir.h"
 
 /* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
  * silently different file. */
@@ -886,9 +887,14 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
     json_t *v;
     int rc = -1;
 
-    pathf (logdir, sizeof (logdir), "%s/logs", ctx->cfg->state_dir);
-    if (mkdir (logdir, 0755) < 0 && errno != EEXIST)
-        dt_log_errno (LOG_WARNING, "mkdir %s", logdir);
+    /* Output goes to the user's own directory: Slurm opens it as the user. */
+    if (userdir_get (ctx->cfg->user_dir, job->row.uid, job->row.gid, logdir, sizeof (logdir),
+                     &err) < 0) {
+        dt_log (LOG_ERR, "job %lld attempt %d: %s", (long long)job->row.id, att->row.attempt,
+                err.text);
+        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1, err.text, NULL);
+        goto done;
+    }
     pathf (output, sizeof (output), "%s/job-%lld.%d.%%n.log", logdir,
               (long long)job->row.id, att->row.attempt);
 
@@ -932,6 +938,7 @@ static int attempt_launch (struct jobs *jobs, struct attempt *att)
     req.exclude = exclude;
     req.workdir = spec_str (job, NULL, "workdir");
     req.output = output;
+    req.user_dir = logdir;
     req.env = env;
     req.reuse = job->reuse_handle[0] ? job->reuse_handle : NULL;
 

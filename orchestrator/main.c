@@ -20,6 +20,7 @@
 #include "orchestrator/api.h"
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
+#include "orchestrator/userdir.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
@@ -239,6 +240,10 @@ int main (int argc, char **argv)
     if (mkdir (ctx.cfg->state_dir, 0755) < 0 && errno != EEXIST)
         die ("StateDir %s: %s", ctx.cfg->state_dir, strerror (errno));
     if (daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
+        die ("%s", err.text);
+    /* The parent of the per-user output directories (jobs' processes
+     * write there as their users; never under the StateDir). */
+    if (userdir_setup (ctx.cfg->user_dir, &err) < 0)
         die ("%s", err.text);
 
     /* Store: open, migrate. */

@@ -70,6 +70,7 @@ ctld_start () {
         echo "ListenAddress=127.0.0.1"
         echo "ListenPort=0"
         echo "StateDir=$T/state"
+        echo "UserDir=$T/users"
         echo "Launcher=local"
         echo "AuthType=none"
         echo "CheckpointRoot=$T/ckpt"

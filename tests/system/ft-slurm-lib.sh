@@ -30,6 +30,7 @@ ft_slurm_up () {
         echo "ListenPort=$port"
         echo "ControllerURL=$URL"
         echo "StateDir=$TMP/state"
+        echo "UserDir=$TMP/users"
         echo "Launcher=slurm"
         echo "AuthType=munge"
         echo "CheckpointRoot=$TMP/ckpt"
@@ -60,7 +61,7 @@ ft_slurm_cleanup () {
     local rc=$?
     if [ "${failed:-0}" != 0 ] || [ "$rc" != 0 ]; then
         echo "# dtctld log (tail):"; tail -n 60 "$TMP/ctld.log" 2>/dev/null | sed 's/^/#   /'
-        for f in "$TMP"/state/logs/*batch*; do
+        for f in "$TMP"/users/*/*batch*; do
             [ -f "$f" ] && { echo "# $f:"; tail -n 20 "$f" | sed 's/^/#   /'; }
         done
     fi
