@@ -25,6 +25,8 @@
 #include "agent.h"
 #include "chan.h"
 #include "ranks.h"
+#include "reaper.h"
+#include "rundir.h"
 
 /* Granularity of hang detection and SIGKILL deadlines. */
 static const int agent_tick_ms = 100;
@@ -42,6 +44,7 @@ struct agent {
     struct agent_opts opts;
     char *rundir;
     char *sock;
+    char *sockdir;              /* a second private dir for a long socket path */
     chan_t *chan;
     ranks_t *ranks;
 
@@ -59,23 +62,6 @@ struct agent {
     int64_t last_ckpt_step;    /* de-duplication of repeated commands */
     bool stop_applied;
 };
-
-static int mkdir_p (const char *path, dt_error_t *err)
-{
-    char buf[4096];
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-            return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
-        *p = '/';
-    }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
-    return 0;
-}
 
 /* ---- events -------------------------------------------------------------- */
 
@@ -441,29 +427,16 @@ agent_t *agent_create (ctl_t *ctl, const struct node_info *ni, const struct layo
     if (!(a->events = json_array ()))
         goto nomem;
 
-    /* The attempt's directory: <state-dir or workdir>/<run_id>, holding
-     * the rank logs, their pages and the socket. */
+    /* The attempt's directory: a private one (rundir.h) named
+     * <run_id>-XXXXXX in the state dir or the workdir, holding the rank
+     * logs, their pages and the socket. */
     const char *base = opts->state_dir ? opts->state_dir : l->workdir;
     if (!base)
         base = getcwd (cwd, sizeof (cwd)) ? cwd : ".";
-    if (asprintf (&a->rundir, "%s/%s", base, l->run_id) < 0) {
-        a->rundir = NULL;
-        goto nomem;
-    }
-    if (mkdir_p (a->rundir, err) < 0)
+    if (!(a->rundir = rundir_make (base, l->run_id, err)))
         goto error;
-    /* sun_path holds 108 bytes: a deep directory gets an abstract socket. */
-    if (asprintf (&a->sock, "%s/agent-%s.sock", a->rundir, ni->name) < 0) {
-        a->sock = NULL;
-        goto nomem;
-    }
-    if (strlen (a->sock) >= 100) {
-        free (a->sock);
-        if (asprintf (&a->sock, "@dtagent-%d-%s", (int)getpid (), l->run_id) < 0) {
-            a->sock = NULL;
-            goto nomem;
-        }
-    }
+    if (!(a->sock = rundir_socket_path (a->rundir, ni->name, &a->sockdir, err)))
+        goto error;
     if (!(a->chan = chan_create (a->sock, on_request, a, err)))
         goto error;
     if (!(a->ranks = ranks_create (l, a->rundir, a->sock, err)))
@@ -482,7 +455,16 @@ void agent_destroy (agent_t *a)
         return;
     int saved = errno;
     ranks_destroy (a->ranks);  /* SIGKILLs whatever still runs */
+    /* ... and whatever a rank left behind, even outside its process group
+     * and session (the agent is their subreaper): nothing of the attempt
+     * outlives it. */
+    int k = reaper_kill_all (2000);
+    if (k > 0)
+        dt_log (LOG_NOTICE, "killed %d leftover process%s of the ranks", k, k == 1 ? "" : "es");
     chan_destroy (a->chan);
+    if (a->sockdir)
+        rmdir (a->sockdir);
+    free (a->sockdir);
     json_decref (a->events);
     free (a->rundir);
     free (a->sock);

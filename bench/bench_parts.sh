@@ -279,7 +279,7 @@ part_overhead () {
         wait_job_quietly "$d" "$id" 180
         t1=$(date +%s.%N)
         local state; state=$(curl -s "$URL/v1/jobs/$id" | jq -r .data.state)
-        log=$(find "$d/state" -path "*job-$id.1*" -name 'rank-0.log' | head -n 1)
+        log=$(find "$d/users" -path "*job-$id.1*" -name 'rank-0.log' | head -n 1)
         if [ "$state" != completed ] || [ -z "$log" ]; then
             note overhead "rep $rep: job $id ended $state; log ${log:-none}"; continue
         fi

@@ -37,7 +37,7 @@ last_step () { log_step "$1"; }
 first_step () { step_lines "$1" | head -n 1; }
 # att_log ID A: rank 0's log of attempt A of job ID (the agents' run dir
 # is <workdir>/dt-<job>-a<attempt>).
-att_log () { echo "$RD/work/dt-$1-a$2/rank-0.log"; }
+att_log () { ls -d "$RD"/work/dt-"$1"-a"$2"-*/rank-0.log 2>/dev/null | head -n 1; }
 show () { "$DTCTL" --json show "$1" 2>/dev/null; }
 cur_attempt () { show "$1" | jq -r '.attempts[-1].attempt // 0'; }
 # first_event ID T0: "time kind" of the first failure-related event after
