@@ -400,7 +400,7 @@ static const struct ev_spec ev_specs[] = {
     { "done", { "kind", "exit_code", NULL } },
 };
 
-/* Check one event fully (so a bad batch changes nothing). */
+/* Check one event fully (so a bad event changes nothing). */
 static int event_check (struct attempt *att, json_t *e, const char *path, dt_error_t *err)
 {
     const char *kind, *s;
@@ -465,6 +465,19 @@ static int rank_of (json_t *e)
     return r ? (int)json_integer_value (r) : -1;
 }
 
+/* Append the answer for one event: {"status": ..., "error"?: ...}. */
+static void ev_result (json_t *results, const char *status, const char *error)
+{
+    json_array_append_new (results, json_pack ("{s:s, s:s?}", "status", status, "error", error));
+}
+
+static void ev_refused (json_t *results, int *refused, char *first, size_t len, const char *why)
+{
+    ev_result (results, "refused", why);
+    if ((*refused)++ == 0)
+        snprintf (first, len, "%s", why);
+}
+
 static void events_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -473,9 +486,11 @@ static void events_cb (dt_http_req_t *req, void *arg)
     json_t *body, *events, *e;
     const char *node;
     dt_error_t err;
-    char path[64];
+    char path[64], first_refusal[400] = "";
     size_t i;
-    int accepted = 0;
+    int accepted = 0, refused = 0;
+    bool retry_rest = false;
+    json_t *results = NULL;
 
     if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
         return;
@@ -490,15 +505,26 @@ static void events_cb (dt_http_req_t *req, void *arg)
                              att->row.attempt);
         goto done;
     }
-    json_array_foreach (events, i, e) {
-        dt_json_path_index (path, sizeof (path), "events", i);
-        if (event_check (att, e, path, &err) < 0) {
-            reply_field_error (req, 400, &err);
-            goto done;
-        }
+    /* One answer per event, in order (schemas/agent-api.md): "accepted";
+     * "refused" (bad, never to be sent again: named in an event of the
+     * job); "retry" (the controller could not take it now: send it again,
+     * with every later one, which is answered "retry" unprocessed so that
+     * the order of events is kept). */
+    if (!(results = json_array ())) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        goto done;
     }
     ag->last_hb_ms = dt_real_ms ();
     json_array_foreach (events, i, e) {
+        dt_json_path_index (path, sizeof (path), "events", i);
+        if (retry_rest) {
+            ev_result (results, "retry", "an earlier event of the batch must be taken first");
+            continue;
+        }
+        if (event_check (att, e, path, &err) < 0) {
+            ev_refused (results, &refused, first_refusal, sizeof (first_refusal), err.text);
+            continue;
+        }
         const char *kind = json_string_value (json_object_get (e, "kind"));
         const char *detail = json_string_value (json_object_get (e, "detail"));
         int rank = rank_of (e);
@@ -575,15 +601,35 @@ static void events_cb (dt_http_req_t *req, void *arg)
             rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, &err);
         }
         if (rc < 0) {
-            /* The earlier events of the batch are committed; say which one failed. */
-            dt_http_reply_error (req, errno == EINVAL ? 400 : 500, NULL,
-                                 "events[%zu]: %s (%d accepted)", i, err.text, accepted);
-            goto done;
+            char text[sizeof (err.text) + 80];
+            snprintf (text, sizeof (text), "%s: %s", path, err.text);
+            if (errno == EINVAL)
+                ev_refused (results, &refused, first_refusal, sizeof (first_refusal), text);
+            else {
+                ev_result (results, "retry", text);
+                retry_rest = true;
+            }
+            continue;
         }
+        ev_result (results, "accepted", NULL);
         accepted++;
     }
-    dt_http_reply_json (req, 200, json_pack ("{s:i}", "accepted", accepted));
+    if (refused > 0) {
+        char detail[sizeof (first_refusal) + 128];
+        dt_error_t nerr;
+        snprintf (detail, sizeof (detail), "%d event%s from the agent on %s refused; the first: "
+                  "%s", refused, refused == 1 ? "" : "s", node, first_refusal);
+        dt_log (LOG_WARNING, "job %lld attempt %d: %s", (long long)att->row.job_id,
+                att->row.attempt, detail);
+        if (jobs_note (ctx->jobs, att, "agent_event_refused", node, -1, detail, NULL, &nerr) < 0)
+            dt_log (LOG_ERR, "job %lld: recording a refused event: %s",
+                    (long long)att->row.job_id, nerr.text);
+    }
+    dt_http_reply_json (req, 200, json_pack ("{s:i, s:i, s:o}", "accepted", accepted,
+                                             "refused", refused, "results", results));
+    results = NULL;
 done:
+    json_decref (results);
     json_decref (body);
 }
 

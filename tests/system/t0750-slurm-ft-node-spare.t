@@ -6,6 +6,8 @@
 # through the queue) with the spare in the dead node's place, the job
 # completes, and its params_crc32c equals an uninterrupted run's (world 3).
 : "${FT_STEPS:=200}"
+# As an ordinary user (users-lib.sh), as on a shared cluster.
+DT_SUBMIT_USER=dtalice
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 4
 BASE=$(baseline 3) || bail "the baseline run failed"
@@ -16,6 +18,7 @@ submit "$(dttrain_spec spare 3 "--inject-slow 0:25" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+ft_check_user "$ID" "$SJ"
 VICTIM=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; killing $VICTIM (rank 1's node)"
 T0=$(now_ms)

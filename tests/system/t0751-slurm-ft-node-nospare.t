@@ -6,6 +6,8 @@
 # node, the job completes, and params_crc32c equals an uninterrupted run's
 # (world 2).
 : "${FT_STEPS:=200}"
+# As an ordinary user (users-lib.sh), as on a shared cluster.
+DT_SUBMIT_USER=dtalice
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 3
 BASE=$(baseline 2) || bail "the baseline run failed"
@@ -15,6 +17,7 @@ submit "$(dttrain_spec nospare 2 "--inject-slow 0:25" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+ft_check_user "$ID" "$SJ"
 VICTIM=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; killing $VICTIM (rank 1's node, not the batch host)"
 T0=$(now_ms)
