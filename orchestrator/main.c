@@ -263,6 +263,10 @@ int main (int argc, char **argv)
         die ("Launcher=%s is not available in this build", ctx.cfg->launcher);
     if (!(dtagent = find_dtagent (ctx.cfg->dtagent_path)))
         die ("out of memory");
+    /* Every user's jobs run it, as themselves: no user may be able to
+     * replace it. */
+    if (dtagent[0] == '/' && userdir_check_program (dtagent, &err) < 0)
+        die ("DtagentPath: %s", err.text);
     struct launcher_conf lconf = {
         .controller_url = ctx.url,
         .dtagent_path = dtagent,

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,5 +129,51 @@ done:
     if (fd >= 0)
         close (fd);
     close (rfd);
+    return rc;
+}
+
+/* One part of a program's path: trusted owner, not writable by others. */
+static int check_trusted (const char *path, const char *what, dt_error_t *err)
+{
+    struct stat st;
+    if (stat (path, &st) < 0)
+        return errnoprintf (err, errno, "%s: %s", what, strerror (errno));
+    if (st.st_uid != 0 && st.st_uid != geteuid ())
+        return errnoprintf (err, EPERM, "%s: %s is owned by uid %ld: any user's job would run "
+                            "what that user puts there", what, path, (long)st.st_uid);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(S_ISDIR (st.st_mode) && (st.st_mode & S_ISVTX)))
+        return errnoprintf (err, EPERM, "%s: %s is writable by group or others (mode %04o)",
+                            what, path, (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+int userdir_check_program (const char *path, dt_error_t *err)
+{
+    struct stat st;
+    char *real = realpath (path, NULL);
+    int rc = -1;
+    if (!real)
+        return errnoprintf (err, errno, "%s: %s", path, strerror (errno));
+    if (stat (real, &st) < 0 || !S_ISREG (st.st_mode)) {
+        errnoprintf (err, ENOEXEC, "%s: not a regular file", path);
+        goto done;
+    }
+    if (!(st.st_mode & S_IXOTH)) {
+        errnoprintf (err, EACCES, "%s: not executable by others: users' jobs cannot run it",
+                     path);
+        goto done;
+    }
+    if (check_trusted (real, path, err) < 0)
+        goto done;
+    for (char *p = strrchr (real, '/'); p; p = strrchr (real, '/')) {
+        *p = '\0';
+        if (check_trusted (p == real ? "/" : real, path, err) < 0)
+            goto done;
+        if (p == real)
+            break;
+    }
+    rc = 0;
+done:
+    free (real);
     return rc;
 }

@@ -35,4 +35,11 @@ int userdir_setup (const char *root, dt_error_t *err);
 int userdir_get (const char *root, uid_t uid, gid_t gid, char *out, size_t size,
                  dt_error_t *err);
 
+/* Check a program every user's jobs run (the dtagent binary): the file and
+ * every directory above it (symbolic links resolved) owned by root or the
+ * daemon's uid, and none writable by group or others (a directory with the
+ * sticky bit excepted): otherwise one user could replace what the others
+ * run as themselves.  The file must be executable by others. */
+int userdir_check_program (const char *path, dt_error_t *err);
+
 #endif /* DT_USERDIR_H */
