@@ -96,12 +96,12 @@ ft_trainers_left () { pgrep -f -- "--data $CORPUS" 2>/dev/null; }
 # user's own directory (UserDir/<uid>, mode 0700, owned by the user).
 ft_check_user () {
     [ -n "${DT_SUBMIT_USER:-}" ] || return 0
-    local uid
+    local uid id=$1 sj=$2
     uid=$(id -u "$DT_SUBMIT_USER")
     check "the job belongs to $DT_SUBMIT_USER" \
-        test "$(curl -s "$URL/v1/jobs/$1" | jq -r .data.user)" = "$DT_SUBMIT_USER"
-    check "Slurm job $2 runs as $DT_SUBMIT_USER" \
-        eval 'scontrol show job "$2" | grep -q "UserId=$DT_SUBMIT_USER("'
+        test "$(curl -s "$URL/v1/jobs/$id" | jq -r .data.user)" = "$DT_SUBMIT_USER"
+    check "Slurm job $sj runs as $DT_SUBMIT_USER" \
+        eval 'scontrol show job "$sj" | grep -q "UserId=$DT_SUBMIT_USER("'
     check "batch output in $TMP/users/$uid (the user's, 0700)" \
-        eval '[ "$(stat -c "%U %a" "$TMP/users/$uid")" = "$DT_SUBMIT_USER 700" ] && ls "$TMP/users/$uid"/job-"$1".1.batch.log >/dev/null'
+        eval '[ "$(stat -c "%U %a" "$TMP/users/$uid")" = "$DT_SUBMIT_USER 700" ] && ls "$TMP/users/$uid/job-$id.1.batch.log" >/dev/null'
 }
