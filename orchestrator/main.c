@@ -149,6 +149,12 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
         dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
         return;
     }
+    /* A new UserDir is made and checked like at startup, or refused. */
+    if (strcmp (cfg->user_dir, ctx->cfg->user_dir) && userdir_setup (cfg->user_dir, &err) < 0) {
+        dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
+        config_destroy (cfg);
+        return;
+    }
     if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
         || cfg->listen_port != ctx->cfg->listen_port
         || strcmp (cfg->database_path, ctx->cfg->database_path)
