@@ -468,7 +468,7 @@ static int rank_of (json_t *e)
 /* Append the answer for one event: {"status": ..., "error"?: ...}. */
 static void ev_result (json_t *results, const char *status, const char *error)
 {
-    json_array_append_new (results, json_pack ("{s:s, s:s?}", "status", status, "error", error));
+    json_array_append_new (results, json_pack ("{s:s, s:s*}", "status", status, "error", error));
 }
 
 static void ev_refused (json_t *results, int *refused, char *first, size_t len, const char *why)
