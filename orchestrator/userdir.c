@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,14 @@ static int check_root (int fd, const char *root, dt_error_t *err)
 /* Open 'root' as a directory, refusing a symbolic link as its last part. */
 static int open_root (const char *root, dt_error_t *err)
 {
+    struct stat st;
     int fd = open (root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errnoprintf (err, errno, "UserDir %s: %s", root,
-                            errno == ELOOP ? "a symbolic link" : strerror (errno));
+    if (fd < 0) {
+        int e = errno;
+        bool link = lstat (root, &st) == 0 && S_ISLNK (st.st_mode);
+        return errnoprintf (err, e, "UserDir %s: %s", root,
+                            link ? "a symbolic link" : strerror (e));
+    }
     if (check_root (fd, root, err) < 0) {
         close (fd);
         return -1;
@@ -97,7 +102,9 @@ int userdir_get (const char *root, uid_t uid, gid_t gid, char *out, size_t size,
         goto done;
     }
     if (!S_ISDIR (st.st_mode)) {
-        errnoprintf (err, ENOTDIR, "%s: not a directory", out);
+        errnoprintf (err, ENOTDIR, "%s: %s", out,
+                      S_ISLNK (st.st_mode) ? "a symbolic link, not a directory"
+                      : "not a directory");
         goto done;
     }
     if ((fd = openat (rfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
