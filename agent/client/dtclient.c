@@ -524,7 +524,7 @@ static dtclient_err_t rdv_set (dtclient_t *c, const char *key, const void *val, 
     if (rdv_path (c, key, path, sizeof (path)) < 0)
         return DTCLIENT_ERR_INVAL;
     snprintf (tmp, sizeof (tmp), "%s.tmp.%d", path, (int)getpid ());
-    int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return DTCLIENT_ERR_IO;
     /* Written to a temporary name and renamed: a reader never sees half. */
@@ -554,7 +554,7 @@ static dtclient_err_t rdv_get (dtclient_t *c, const char *key, void **val, size_
     char path[4096];
     if (rdv_path (c, key, path, sizeof (path)) < 0)
         return DTCLIENT_ERR_INVAL;
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    int fd = open (path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? DTCLIENT_ERR_NOTFOUND : DTCLIENT_ERR_IO;
     size_t cap = 4096, n = 0;
