@@ -18,12 +18,13 @@ submit "$(dttrain_spec spare 3 "--inject-slow 0:25" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
-ft_check_user "$ID" "$SJ"
 VICTIM=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; killing $VICTIM (rank 1's node)"
 T0=$(now_ms)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
 check "the job completes" wait_state "$ID" completed 120
+# (after the injection, so that these checks do not delay it)
+ft_check_user "$ID" "$SJ"
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
 timeline "$ID" "$T0"

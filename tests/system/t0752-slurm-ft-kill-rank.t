@@ -18,13 +18,14 @@ submit "$(dttrain_spec killrank 2 "--inject-slow 0:25" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
-ft_check_user "$ID" "$SJ"
 PID=$(rank_pid "$ID" 1)
 NODE=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
 T0=$(now_ms)
 check "kill -9 rank 1" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 120
+# (after the injection, so that these checks do not delay it)
+ft_check_user "$ID" "$SJ"
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
 timeline "$ID" "$T0"

@@ -60,8 +60,12 @@ kill -CONT "$CTLD_PID"
 check "job $ID completes" \
     wait_for 60 sh -c '"$0" show --json "$1" | jq -e ".state == \"completed\"" >/dev/null' "$DTCTL" "$ID"
 "$DTCTL" events --json "$ID" > "$TMP/ev.json"
+# Delivery is at least once: a request that timed out while dtctld was
+# stopped may still be read by it afterwards, and the agent sends those
+# events again.  Every event must be there, first seen in order.
 check "all six events arrived, in order" \
     jqt '[.[] | select(.kind == "shard_failed") | .detail | capture("step (?<s>[0-9]+): (?<i>[0-9]):x") | "\(.s):\(.i)"]
+         | reduce .[] as $x ([]; if any(.[]; . == $x) then . else . + [$x] end)
          == ["1000:0", "1001:1", "1002:2", "1003:3", "1004:4", "1005:5"]' "$TMP/ev.json" \
     || jq -c '[.[] | [.kind, (.detail // "" | .[0:60])]]' "$TMP/ev.json" | sed 's/^/# /'
 check "the controller answered a request too large for it (413)" \
