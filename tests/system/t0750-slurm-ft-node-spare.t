@@ -5,7 +5,9 @@
 # a new srun step in the SAME Slurm allocation (same Slurm job id, no trip
 # through the queue) with the spare in the dead node's place, the job
 # completes, and its params_crc32c equals an uninterrupted run's (world 3).
-: "${FT_STEPS:=200}"
+# 300 steps: the node must die mid-run, also on a loaded machine (at 200
+# the job sometimes finished between step 50 and the kill).
+: "${FT_STEPS:=300}"
 # As an ordinary user (users-lib.sh), as on a shared cluster.
 DT_SUBMIT_USER=dtalice
 . "$(dirname "$0")/ft-slurm-lib.sh"
