@@ -444,6 +444,16 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     json_array_foreach (att->row.exclude, i, v)
         exclude[i] = json_string_value (v);
 
+    /* Only the token's hash survives a controller restart: an attempt
+     * launched after one (it was not launched before the crash) gets a
+     * fresh token, stored with the launch (nobody holds the old one). */
+    if (!att->row.token[0]) {
+        if (auth_token_new (att->row.token, &err) < 0) {
+            jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1, err.text, NULL);
+            goto done;
+        }
+        sha256_hex (att->row.token, strlen (att->row.token), att->row.token_sha256);
+    }
     req.job_id = job->row.id;
     req.attempt = att->row.attempt;
     req.job_name = job->row.name;

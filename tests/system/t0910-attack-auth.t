@@ -33,6 +33,7 @@ mkdir -p "$TMP/alice" && chown "$A" "$TMP/alice"
 {
     echo "ListenAddress=127.0.0.1"; echo "ListenPort=0"; echo "StateDir=$TMP/alice/state"
     echo "Launcher=external"; echo "AuthType=none"; echo "CheckpointRoot=$TMP/alice/ckpt"
+    echo "UserDir=$TMP/alice/users"
 } > "$TMP/alice/dtctld.conf"
 chmod 644 "$TMP/alice/dtctld.conf"
 # setpriv execs (runuser would stay the parent): $! is dtalice's dtctld,
