@@ -235,6 +235,17 @@ agent events "{\"node\":\"n1\",\"events\":[$res]}"
 check "one more fits: 200" test "$(status)" = 200
 check "3 results recorded" test "$(nresults)" = 3
 
+# ---- what was refused, in /metrics ------------------------------------------
+curl -s "$URL/metrics" > "$TMP/metrics.txt"
+for r in unauthenticated listener MaxKvBytes MaxEventsPerJob; do
+    check "/metrics counts refusals: $r" \
+        grep -Eq "^dtctld_requests_refused_total\{reason=\"$r\"\} [1-9]" "$TMP/metrics.txt"
+done
+if [ "$AUTH" = munge ]; then
+    check "/metrics counts refusals: MaxJobsPerUser" \
+        grep -Eq '^dtctld_requests_refused_total\{reason="MaxJobsPerUser"\} [1-9]' "$TMP/metrics.txt"
+fi
+
 # ---- just-in-time sets: bounded per attempt ---------------------------------
 # Every one of 20 ranks starting a just-in-time set of its own would hold
 # 20 x 20 entries; past 16 sets the others are ignored (accepted, logged).
@@ -328,6 +339,7 @@ EOF
 check "a request dribbling its headers is cut before it is done" grep -q "^closed after" "$TMP/dribble.out" \
     || sed 's/^/# /' "$TMP/dribble.out"
 check "the controller logs the cut" grep -q "connection cut: request not done within 2000 ms" "$TMP/ctld.log"
+check "/metrics counts the cut" sh -c "curl -s $URL/metrics | grep -Eq '^dtctld_http_requests_cut_total [1-9]'"
 check "the controller still serves" curl -sf "$URL/healthz" -o /dev/null
 
 done_testing
