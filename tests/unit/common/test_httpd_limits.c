@@ -68,6 +68,18 @@ static void echo_cb (dt_http_req_t *req, void *arg)
                                    (json_int_t)len));
 }
 
+/* Sleeps 20 ms (a slow handler) and answers the loop's iteration. */
+static atomic_int srv_iter;
+static void slow_cb (dt_http_req_t *req, void *arg)
+{
+    usleep (20000);
+    dt_http_reply_json (req, 200, json_pack ("{s:i}", "iter", atomic_load (&srv_iter)));
+}
+
+/* Held by the loop while it runs the server; a test holds it to let
+ * requests pile up. */
+static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void *srv_loop (void *arg)
 {
     int fd = dt_httpd_fd (srv);
@@ -77,7 +89,10 @@ static void *srv_loop (void *arg)
         if (t < 0 || t > 20)
             t = 20;
         poll (&p, 1, t);
+        pthread_mutex_lock (&srv_lock);
+        atomic_fetch_add (&srv_iter, 1);
         dt_httpd_run (srv);
+        pthread_mutex_unlock (&srv_lock);
     }
     return NULL;
 }
@@ -102,7 +117,8 @@ static int start_server (void)
     }
     dt_httpd_set_gate (srv, gate_cb, NULL);
     if (dt_httpd_route (srv, "POST", "/echo", echo_cb, NULL) < 0 ||
-        dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0)
+        dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/slow", slow_cb, NULL) < 0)
         return -1;
     port_user = dt_httpd_listener_port (srv, 0);
     port_agent = dt_httpd_listener_port (srv, 1);
@@ -355,6 +371,50 @@ static void test_request_timeout (void)
     close (fd);
 }
 
+/* Twenty requests ready at once, each handled in 20 ms: one run handles
+ * about 50 ms of them and leaves the rest to the next runs, so the
+ * owner's loop gets its turn in between.  (MHD alone accepts 10
+ * connections per run and handles them together in the next: 200 ms.) */
+static void test_run_budget (void)
+{
+    enum { N = 20 };
+    char buf[4096];
+    int fd[N], per_iter[N] = { 0 }, iters[N], most = 0;
+
+    pthread_mutex_lock (&srv_lock);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_FATAL ((fd[i] = connect_to (port_agent)) >= 0);
+        CU_ASSERT_EQUAL (
+          send_str (fd[i], "GET /slow HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n"), 0);
+    }
+    usleep (200000); /* every request is in the server's socket buffers */
+    pthread_mutex_unlock (&srv_lock);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL (read_status (fd[i], buf, sizeof (buf)), 200);
+        char *p = strstr (buf, "\"iter\":");
+        CU_ASSERT_FATAL (p != NULL);
+        iters[i] = atoi (p + 7);
+        close (fd[i]);
+    }
+    /* Handlers that ran in one iteration: at most 3 of 20 ms fit in a run's
+     * 50 ms (they start at 0, 20 and 40 ms). */
+    for (int i = 0; i < N; i++) {
+        int n = 0;
+        for (int k = 0; k < N; k++)
+            n += iters[k] == iters[i];
+        per_iter[i] = n;
+        if (n > most)
+            most = n;
+    }
+    if (most > 3) {
+        fprintf (stderr, "slow handlers per loop iteration:");
+        for (int i = 0; i < N; i++)
+            fprintf (stderr, " %d@%d", per_iter[i], iters[i]);
+        fprintf (stderr, "\n");
+    }
+    CU_ASSERT (most <= 3);
+}
+
 static const struct dt_unit_test tests[] = {
     { "gate: refused at header time, note to the handler, not for 404", test_gate },
     { "listener classes", test_classes },
@@ -362,6 +422,8 @@ static const struct dt_unit_test tests[] = {
     { "budget of buffered bodies: 503, then served", test_body_budget },
     { "absolute request timeout: dribble and silence cut, idle kept",
       test_request_timeout },
+    { "a run's budget: a burst is handled over several loop iterations",
+      test_run_budget },
     { NULL, NULL },
 };
 
