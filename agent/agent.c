@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "client/dtclient.h"
@@ -59,23 +60,6 @@ struct agent {
     int64_t last_ckpt_step;    /* de-duplication of repeated commands */
     bool stop_applied;
 };
-
-static int mkdir_p (const char *path, dt_error_t *err)
-{
-    char buf[4096];
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-            return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
-        *p = '/';
-    }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
-    return 0;
-}
 
 /* ---- events -------------------------------------------------------------- */
 
@@ -450,8 +434,10 @@ agent_t *agent_create (ctl_t *ctl, const struct node_info *ni, const struct layo
         a->rundir = NULL;
         goto nomem;
     }
-    if (mkdir_p (a->rundir, err) < 0)
+    if (dt_mkdir_p (a->rundir, 0755) < 0) {
+        errprintf (err, "mkdir %s: %s", a->rundir, strerror (errno));
         goto error;
+    }
     /* sun_path holds 108 bytes: a deep directory gets an abstract socket. */
     if (asprintf (&a->sock, "%s/agent-%s.sock", a->rundir, ni->name) < 0) {
         a->sock = NULL;

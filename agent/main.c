@@ -57,21 +57,23 @@ static int parse_ms (const char *opt, const char *s, int64_t *out)
     return 0;
 }
 
+/* The command line (see usage). */
+static const struct option longopts[] = {
+    { "controller", required_argument, NULL, 'c' },
+    { "node", required_argument, NULL, 'n' },
+    { "node-order", required_argument, NULL, 'o' },
+    { "state-dir", required_argument, NULL, 's' },
+    { "register-timeout", required_argument, NULL, 'r' },
+    { "stop-grace", required_argument, NULL, 'g' },
+    { "kill-grace", required_argument, NULL, 'k' },
+    { "log-level", required_argument, NULL, 'l' },
+    { "version", no_argument, NULL, 'V' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
 int main (int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "controller", required_argument, NULL, 'c' },
-        { "node", required_argument, NULL, 'n' },
-        { "node-order", required_argument, NULL, 'o' },
-        { "state-dir", required_argument, NULL, 's' },
-        { "register-timeout", required_argument, NULL, 'r' },
-        { "stop-grace", required_argument, NULL, 'g' },
-        { "kill-grace", required_argument, NULL, 'k' },
-        { "log-level", required_argument, NULL, 'l' },
-        { "version", no_argument, NULL, 'V' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     const char *controller = getenv ("DT_CONTROLLER");
     const char *node_name = NULL;
     int node_order = -1;

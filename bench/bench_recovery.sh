@@ -130,7 +130,7 @@ EOF
             rec_kill "$id" "$kind" "$rep" || break
         done
         # The controller's step metrics (one point per heartbeat) for the plot.
-        [ "$kind" = node ] && curl -s -H "X-Munge-Credential: $(munge -n 2>/dev/null)" \
+        [ "$kind" = node ] && "$SRC/tests/system/dtcurl" -s \
             "$REC_URL/v1/jobs/$id/metrics" > "$TMP/recovery.metrics.json"
         "$DTCTL" cancel "$id" > /dev/null 2>&1
         wait_for 20 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"cancelled\"' >/dev/null"

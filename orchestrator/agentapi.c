@@ -2,6 +2,7 @@
 #include <config.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,35 +10,20 @@
 #include <string.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/httpd.h"
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "orchestrator/agentapi.h"
 #include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
+#include "orchestrator/ftpolicy.h"
+#include "orchestrator/ckptpath.h"
 #include "orchestrator/hbparse.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
-
-/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
- * silently different file. */
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start (ap, fmt);
-    n = vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
 
 /* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
  * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
@@ -134,12 +120,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     json_t *spec = job->row.spec;
     json_t *hb = json_object_get (spec, "heartbeat");
     json_t *resume = json_null ();
-    char run_id[64], cdir[1200];
+    char run_id[64], cdir[PATH_MAX];
 
     snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
-    pathf (cdir, sizeof (cdir), "%s/%lld",
-              json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
-              (long long)job->row.id);
+    /* The launch checked that it fits (no attempt runs otherwise). */
+    if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir, (long long)job->row.id) < 0)
+        return NULL;
     if (att->row.resume_step >= 0)
         resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                             att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
@@ -174,6 +160,53 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
                           json_object_get (json_object_get (spec, "checkpoint"), "every_steps")));
 }
 
+/* An agent's node name is blamed for failures and may end up in every
+ * user's exclude list: it must be a safe word and a node of the attempt's
+ * allocation.  Answers the refusal (400/403) with an event and returns
+ * true, or returns false. */
+static bool node_refused (struct ctld *ctx, struct attempt *att, dt_http_req_t *req,
+                          const char *node)
+{
+    char detail[200];
+    dt_error_t err;
+    int member = -1;
+
+    if (!ft_node_name_ok (node)) {
+        char shown[64];
+        size_t k = 0;
+        for (const char *p = node; *p && k < 40; p++)      /* printable for the log */
+            shown[k++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+        shown[k] = '\0';
+        snprintf (detail, sizeof (detail), "an agent registered with node name '%s': not a "
+                  "node name (1-%d of [A-Za-z0-9._-], starting with a letter or digit); "
+                  "refused", shown, FT_NODE_NAME_MAX);
+        if (jobs_note (ctx->jobs, att, "agent_refused", NULL, -1, detail, NULL, &err) < 0)
+            dt_log (LOG_WARNING, "%s", err.text);
+        dt_http_reply_error (req, 400, "node", "node: '%s' is not a valid node name (1-%d "
+                             "characters of [A-Za-z0-9._-], starting with a letter or digit)",
+                             shown, FT_NODE_NAME_MAX);
+        return true;
+    }
+    if (ctx->lops->node_member)
+        member = ctx->lops->node_member (ctx->launcher, att->row.handle, att->row.nodelist,
+                                         node);
+    if (member == 0) {
+        snprintf (detail, sizeof (detail), "an agent registered as node %s, which is not a "
+                  "node of attempt %d's allocation (%.60s); refused", node, att->row.attempt,
+                  att->row.nodelist[0] ? att->row.nodelist : att->row.handle);
+        if (jobs_note (ctx->jobs, att, "agent_refused", NULL, -1, detail, NULL, &err) < 0)
+            dt_log (LOG_WARNING, "%s", err.text);
+        dt_log (LOG_WARNING, "job %lld: %s", (long long)att->row.job_id, detail);
+        dt_http_reply_error (req, 403, "node", "node: %s is not a node of attempt %d's "
+                             "allocation", node, att->row.attempt);
+        return true;
+    }
+    if (member < 0)
+        dt_log (LOG_DEBUG, "job %lld attempt %d: cannot check node %s against the allocation "
+                "yet", (long long)att->row.job_id, att->row.attempt, node);
+    return false;
+}
+
 static void register_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -186,7 +219,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
         return;
     if (dt_json_check_object (body, "", register_keys, &err) < 0
-        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
+        || dt_json_get_str (body, "", "node", true, 255, false, &node, &err) < 0
         || dt_json_get_int (body, "", "node_order", true, 0, 1000000, &order, &err) < 0
         || dt_json_get_str (body, "", "addr", true, 63, false, &addr, &err) < 0
         || dt_json_get_int (body, "", "port", true, 1, 65535, &port, &err) < 0
@@ -197,6 +230,8 @@ static void register_cb (dt_http_req_t *req, void *arg)
         reply_field_error (req, 400, &err);
         goto done;
     }
+    if (node_refused (ctx, att, req, node))
+        goto done;
     struct agent *ag = jobs_agent_find (att, node);
     int expected = att->row.num_nodes + att->row.spare_nodes;
     bool first = false;
@@ -248,8 +283,11 @@ static void register_cb (dt_http_req_t *req, void *arg)
     }
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
-    if (att->row.state == ATT_RUNNING && ag)
-        dt_http_reply_json (req, 200, ready_answer (att, ag));
+    json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    if (ready)
+        dt_http_reply_json (req, 200, ready);
+    else if (att->row.state == ATT_RUNNING && ag)
+        dt_http_reply_error (req, 500, NULL, "the job's checkpoint directory path is too long");
     else
         dt_http_reply_json (req, 200, json_pack ("{s:s s:i s:i}", "state", "waiting",
                                                  "registered", att->nagents, "expected",
@@ -362,7 +400,8 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
      * for a small attempt, from the tick for a large one (issue 9). */
-    report_heartbeat (ctx->report, att, busy);      /* goodput accounting */
+    if (att->row.state == ATT_RUNNING)      /* goodput accounting */
+        report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
     /* The answer without a JSON tree: {"commands":[...]}. */
@@ -459,6 +498,24 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     return 0;
 }
 
+/* A shard event's path must be exactly the one dtctl assigned (the
+ * controller later removes and renames it on the user's behalf); 0 or -1
+ * with err naming the refused path (ckptpath.h). */
+static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
+{
+    char jobdir[PATH_MAX];
+    bool jit = json_is_true (json_object_get (e, "jit"));
+    json_int_t rank = json_integer_value (json_object_get (e, "rank"));
+
+    if (dt_pathf (jobdir, sizeof (jobdir), "%s/%lld", att->job->spec.ckpt.dir,
+                  (long long)att->job->row.id) < 0)
+        return errnoprintf (err, ENAMETOOLONG, "path: the checkpoint directory is too long");
+    return ckptpath_check_shard (jobdir, json_integer_value (json_object_get (e, "step")),
+                                 (int)rank, jit,
+                                 (int)json_integer_value (json_object_get (e, "shard_rank")),
+                                 json_string_value (json_object_get (e, "path")), err);
+}
+
 /* Events that add a row to the job's events table whenever an agent
  * sends them (MaxEventsPerJob). */
 static bool event_noted (json_t *e)
@@ -488,6 +545,46 @@ static int rank_of (json_t *e)
 {
     json_t *r = json_object_get (e, "rank");
     return r ? (int)json_integer_value (r) : -1;
+}
+
+/* A rank exited (event "rank_exit"): its last step, then a survivor's
+ * exit, a failure, or a clean exit noted.  0, or -1 with err. */
+static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *node, int rank,
+                            const json_t *e, dt_error_t *err)
+{
+    char buf[256];
+    int code = json_integer_value (json_object_get (e, "exit_code"));
+    int sig = json_integer_value (json_object_get (e, "signal"));
+    struct rank *rk = &att->ranks[rank];
+    json_t *js = json_object_get (e, "step");
+    rk->exit_code = code;
+    rk->signal = sig;
+    snprintf (rk->state, sizeof (rk->state), "exited");
+    rk->dirty = true;
+    /* The exact last step (the agent read the rank's page). */
+    if (js)
+        jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
+    if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
+        /* It saved the state after losing a peer: a survivor. */
+        jobs_survivor_exit (ctx->jobs, att, node, rank, code);
+    } else if (code != 0 || sig != 0) {
+        if (sig)
+            snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
+                      node, sig);
+        else
+            snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
+                      node, code);
+        json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
+                                "stderr_tail", json_object_get (e, "stderr_tail"),
+                                "last_step", js);
+        jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
+                              json_string_value (json_object_get (e, "stderr_tail")));
+        jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
+    } else {
+        snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
+        return jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, err);
+    }
+    return 0;
 }
 
 static void events_cb (dt_http_req_t *req, void *arg)
@@ -550,43 +647,23 @@ static void events_cb (dt_http_req_t *req, void *arg)
         int rc = 0;
 
         if (!strcmp (kind, "rank_exit")) {
-            int code = json_integer_value (json_object_get (e, "exit_code"));
-            int sig = json_integer_value (json_object_get (e, "signal"));
-            struct rank *rk = &att->ranks[rank];
-            json_t *js = json_object_get (e, "step");
-            rk->exit_code = code;
-            rk->signal = sig;
-            snprintf (rk->state, sizeof (rk->state), "exited");
-            rk->dirty = true;
-            /* The exact last step (the agent read the rank's page). */
-            if (js)
-                jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
-            if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
-                /* It saved the state after losing a peer: a survivor. */
-                jobs_survivor_exit (ctx->jobs, att, node, rank, code);
-            } else if (code != 0 || sig != 0) {
-                if (sig)
-                    snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
-                              node, sig);
-                else
-                    snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
-                              node, code);
-                json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
-                                        "stderr_tail", json_object_get (e, "stderr_tail"),
-                                        "last_step", js);
-                jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
-                                      json_string_value (json_object_get (e, "stderr_tail")));
-                jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
-            } else {
-                snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
-                rc = jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, &err);
-            }
+            rc = rank_exit_event (ctx, att, node, rank, e, &err);
         } else if (!strcmp (kind, "hang")) {
             snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
                       detail ? detail : "no progress");
             jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
                                json_pack ("{s:s?, s:s}", "detail", detail,
                                           "detected_by", "agent"));
+        } else if (!strcmp (kind, "shard") && shard_path_check (att, e, &err) < 0) {
+            /* Refused: recorded, never stored, never touched. */
+            dt_log (LOG_WARNING, "job %lld: rank %d on %s: shard %s", (long long)att->row.job_id,
+                    rank, node, err.text);
+            json_t *ev = json_pack ("{s:O s:O s:O?}", "step", json_object_get (e, "step"), "path",
+                                    json_object_get (e, "path"), "shard_rank",
+                                    json_object_get (e, "shard_rank"));
+            snprintf (buf, sizeof (buf), "rank %d on %s: shard %s", rank, node, err.text);
+            rc = jobs_note (ctx->jobs, att, "shard_refused", node, rank, buf, ev, &err);
+            json_decref (ev);
         } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
             rc = jobs_shard_jit (ctx->jobs, att, node, rank,
                                  json_integer_value (json_object_get (e, "shard_rank")),

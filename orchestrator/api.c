@@ -15,7 +15,9 @@
 #include "orchestrator/auth.h"
 #include "orchestrator/ctld.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/privacy.h"
 #include "orchestrator/metrics.h"
+#include "orchestrator/report.h"
 #include "orchestrator/spec.h"
 
 static const int list_limit_default = 1000;
@@ -108,6 +110,21 @@ static json_t *job_view (struct ctld *ctx, dt_http_req_t *req, int64_t id, bool 
     return j;
 }
 
+/* PrivateData: 'view' hidden from 'uid' entirely (404 answered here, the
+ * view released: returns false) or in part (redacted in place: true). */
+static bool job_visible (struct ctld *ctx, dt_http_req_t *req, json_t *view, int64_t id,
+                         uid_t uid)
+{
+    uid_t owner = privacy_owner (view);
+    if (!privacy_sees_job (ctx->cfg, uid, owner)) {
+        json_decref (view);
+        dt_http_reply_error (req, 404, NULL, "job %lld not found", (long long)id);
+        return false;
+    }
+    privacy_redact (ctx->cfg, view, uid, owner);
+    return true;
+}
+
 static void submit_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -186,14 +203,24 @@ static void list_cb (dt_http_req_t *req, void *arg)
         }
         limit = v;
     }
+    /* PrivateData=jobs: a user lists only their own jobs. */
+    if ((ctx->cfg->private_data & PRIVATE_JOBS) && !config_is_admin (ctx->cfg, uid)) {
+        if (fuid >= 0 && (uid_t)fuid != uid) {
+            dt_http_reply_json (req, 200, json_array ());
+            return;
+        }
+        fuid = uid;
+    }
     if (!(a = store_jobs_json (ctx->store, state, fuid, name, limit, &err))) {
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
         return;
     }
     size_t i;
     json_t *j;
-    json_array_foreach (a, i, j)
+    json_array_foreach (a, i, j) {
         jobs_overlay (ctx->jobs, j);
+        privacy_redact (ctx->cfg, j, uid, privacy_owner (j));
+    }
     dt_http_reply_json (req, 200, a);
 }
 
@@ -243,7 +270,10 @@ static void show_cb (dt_http_req_t *req, void *arg)
 
     if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id))
         return;
-    uint64_t sig = view_sig (ctx, id);
+    /* A kept view is the full one: only for those who see everything. */
+    struct job *live = jobs_find (ctx->jobs, id);
+    uint64_t sig = live && privacy_sees_all (ctx->cfg, uid, live->row.uid) ? view_sig (ctx, id)
+                                                                            : 0;
     int64_t now = dt_mono_ms ();
     struct view_cache *slot = NULL;
     if (sig) {
@@ -258,7 +288,7 @@ static void show_cb (dt_http_req_t *req, void *arg)
                 slot = c;
         }
     }
-    if (!(j = job_view (ctx, req, id, true)))
+    if (!(j = job_view (ctx, req, id, true)) || !job_visible (ctx, req, j, id, uid))
         return;
     char *text;
     if (!slot || !(text = dt_json_dumps (j))) {
@@ -272,16 +302,22 @@ static void show_cb (dt_http_req_t *req, void *arg)
     dt_http_reply_json_text (req, 200, text, slot->len);
 }
 
-/* The common start of the per-job reads: auth, id, existence. */
-static bool job_read (struct ctld *ctx, dt_http_req_t *req, int64_t *id, int *attempt)
+/* The common start of the per-job reads: auth, id, existence, who may
+ * see what (*viewer, *owner; may be NULL). */
+static bool job_read (struct ctld *ctx, dt_http_req_t *req, int64_t *id, int *attempt,
+                      uid_t *viewer, uid_t *owner)
 {
     uid_t uid;
     gid_t gid;
     json_t *j;
     if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, id))
         return false;
-    if (!(j = job_view (ctx, req, *id, false)))
+    if (!(j = job_view (ctx, req, *id, false)) || !job_visible (ctx, req, j, *id, uid))
         return false;
+    if (viewer)
+        *viewer = uid;
+    if (owner)
+        *owner = privacy_owner (j);
     if (attempt)
         *attempt = json_integer_value (json_object_get (j, "attempt"));
     json_decref (j);
@@ -296,7 +332,9 @@ static void events_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *ev;
 
-    if (!job_read (ctx, req, &id, NULL))
+    uid_t viewer, owner;
+
+    if (!job_read (ctx, req, &id, NULL, &viewer, &owner))
         return;
     if (a) {
         char *end;
@@ -308,8 +346,10 @@ static void events_cb (dt_http_req_t *req, void *arg)
     }
     if (!(ev = store_events_json (ctx->store, id, after, events_limit, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
-    else
+    else {
+        privacy_redact (ctx->cfg, ev, viewer, owner);
         dt_http_reply_json (req, 200, ev);
+    }
 }
 
 static void checkpoints_cb (dt_http_req_t *req, void *arg)
@@ -319,7 +359,7 @@ static void checkpoints_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *c;
 
-    if (!job_read (ctx, req, &id, NULL))
+    if (!job_read (ctx, req, &id, NULL, NULL, NULL))
         return;
     if (!(c = store_ckpts_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
@@ -334,7 +374,7 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *p;
 
-    if (!job_read (ctx, req, &id, NULL))
+    if (!job_read (ctx, req, &id, NULL, NULL, NULL))
         return;
     if (!(p = store_metrics_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
@@ -351,7 +391,7 @@ static void ranks_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *r;
 
-    if (!job_read (ctx, req, &id, &attempt))
+    if (!job_read (ctx, req, &id, &attempt, NULL, NULL))
         return;
     if ((r = jobs_ranks_json (ctx->jobs, id))) {
         dt_http_reply_json (req, 200, r);
@@ -361,6 +401,42 @@ static void ranks_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
     else
         dt_http_reply_json (req, 200, r);
+}
+
+/* The goodput report (report.c): any authenticated user, like the job
+ * views, under the same PrivateData rules. */
+static void report_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    int64_t id;
+    dt_error_t err;
+    json_t *r;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id))
+        return;
+    if (!(r = report_job_json (ctx->report, id, &err))) {
+        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
+        return;
+    }
+    /* PrivateData: what others may not see of the job (its owner's). */
+    struct store_job_row jr;
+    memset (&jr, 0, sizeof (jr));
+    if (store_job_load (ctx->store, id, &jr, &err) < 0) {
+        json_decref (r);
+        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
+        return;
+    }
+    uid_t owner = jr.uid;
+    store_job_row_clear (&jr);
+    if (!privacy_sees_job (ctx->cfg, uid, owner)) {
+        json_decref (r);
+        dt_http_reply_error (req, 404, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    privacy_redact (ctx->cfg, r, uid, owner);
+    dt_http_reply_json (req, 200, r);
 }
 
 static void cancel_cb (dt_http_req_t *req, void *arg)
@@ -554,6 +630,51 @@ static void node_clear_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_json (req, 200, n);
 }
 
+/* POST /v1/nodes/{name}/suspect: an admin takes a node out of new
+ * attempts (until cleared) without waiting for failures of several
+ * users' jobs to do so. */
+static void node_suspect_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    dt_error_t err;
+    const char *name;
+    char note[96], detail[160];
+    int64_t now = dt_real_ms ();
+    bool changed = false;
+    json_t *n;
+
+    api_changed ();
+
+    if (!user_auth (ctx, req, &uid, &gid) || !(name = node_name (req)))
+        return;
+    if (!config_is_admin (ctx->cfg, uid)) {
+        dt_http_reply_error (req, 403, NULL, "only an admin may mark a node suspect");
+        return;
+    }
+    snprintf (note, sizeof (note), "marked suspect by uid %ld", (long)uid);
+    snprintf (detail, sizeof (detail), "node %s marked suspect by uid %ld: excluded from new "
+              "attempts until cleared", name, (long)uid);
+    if (store_begin (ctx->store, &err) < 0
+        || store_node_mark_suspect (ctx->store, name, now, note, &changed, &err) < 0
+        || (changed && store_event (ctx->store, now, 0, 0, "node_suspect", name, -1, detail,
+                                    NULL, &err) < 0)
+        || store_commit (ctx->store, &err) < 0) {
+        int e = errno;
+        store_rollback (ctx->store);
+        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL, "%s",
+                             err.text);
+        return;
+    }
+    if (changed)
+        dt_log (LOG_NOTICE, "%s", detail);
+    if (!(n = store_nodes_json (ctx->store, &err)))
+        dt_http_reply_error (req, 500, NULL, "%s", err.text);
+    else
+        dt_http_reply_json (req, 200, n);
+}
+
 static void prometheus_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -590,12 +711,14 @@ int api_register_routes (struct ctld *ctx, dt_error_t *err)
         { "GET", "/v1/jobs/{id}/checkpoints", checkpoints_cb },
         { "GET", "/v1/jobs/{id}/metrics", metrics_job_cb },
         { "GET", "/v1/jobs/{id}/ranks", ranks_cb },
+        { "GET", "/v1/jobs/{id}/report", report_cb },
         { "POST", "/v1/jobs/{id}/cancel", cancel_cb },
         { "POST", "/v1/jobs/{id}/resubmit", resubmit_cb },
         { "POST", "/v1/jobs/{id}/checkpoint", checkpoint_cb },
         { "GET", "/v1/nodes", nodes_cb },
         { "GET", "/v1/nodes/{name}", node_show_cb },
         { "POST", "/v1/nodes/{name}/clear", node_clear_cb },
+        { "POST", "/v1/nodes/{name}/suspect", node_suspect_cb },
         { "GET", "/metrics", prometheus_cb },
         { "GET", "/healthz", healthz_cb },
     };

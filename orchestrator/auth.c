@@ -11,6 +11,7 @@
 #include <munge.h>
 
 #include "orchestrator/auth.h"
+#include "orchestrator/authdigest.h"
 
 int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err)
 {
@@ -57,18 +58,10 @@ static int auth_decode (const struct ctld_config *cfg, dt_http_req_t *req, uid_t
     *payload = NULL;
     *len = 0;
     if (cfg->auth == AUTH_NONE) {
-        const char *h = dt_http_req_header (req, "X-Dtctl-Uid");
+        /* Every request is the daemon's own user: no header can name
+         * another (config_load refuses AuthType=none to a root daemon). */
         *uid = getuid ();
         *gid = getgid ();
-        if (h) {
-            char *end;
-            long v = strtol (h, &end, 10);
-            if (*h == '\0' || *end != '\0' || v < 0 || v > 0x7fffffff)
-                return errnoprintf (err, EACCES, "X-Dtctl-Uid: not a uid");
-            *uid = (uid_t)v;
-            struct passwd *pw = getpwuid (*uid);
-            *gid = pw ? pw->pw_gid : (gid_t)v;
-        }
         return 0;
     }
     const char *cred = dt_http_req_header (req, "X-Munge-Credential");
@@ -126,11 +119,36 @@ int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gi
     struct auth_ident *id = ident_get (cfg, req, err);
     if (!id)
         return -1;
-    /* Checks that need the request's body (its payload against it) go
-     * here: the body is complete when a handler calls auth_user. */
+    /* The body is complete when a handler calls auth_user: the
+     * credential must be bound to this very request. */
+    if (cfg->auth != AUTH_NONE) {
+        char want[AUTHDIGEST_LEN + 1];
+        size_t blen;
+        const char *body = dt_http_req_body (req, &blen);
+        if (authdigest_compute (dt_http_req_method (req), dt_http_req_path (req), body, blen,
+                                want) < 0)
+            return errnoprintf (err, ENOMEM, "out of memory");
+        if (!(id->len == AUTHDIGEST_LEN && id->payload
+              && auth_equal (id->payload, want, AUTHDIGEST_LEN)))
+            return errnoprintf (err, EACCES, "MUNGE credential refused: %s", id->len == 0
+                                ? "its payload is empty; it must be the SHA-256 of this "
+                                  "request (\"METHOD\\nPATH\\n\" and the body)"
+                                : "it was made for another request (its payload is not the "
+                                  "SHA-256 of this method, path and body)");
+    }
     *uid = id->uid;
     *gid = id->gid;
     return 0;
+}
+
+bool auth_equal (const void *a, const void *b, size_t len)
+{
+    const volatile unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+
+    for (size_t i = 0; i < len; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
 }
 
 const char *auth_bearer (dt_http_req_t *req)

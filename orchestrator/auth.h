@@ -15,20 +15,24 @@
 int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err);
 
 /* The user behind a request.  AuthType=munge: header X-Munge-Credential
- * decoded with munge_decode.  AuthType=none: header X-Dtctl-Uid if present,
- * else the daemon's own uid.  -1 with errno EACCES and err when the request
- * carries no valid credential.  Handlers call it, with the body complete;
- * the credential is decoded once per request (MUNGE refuses a second
- * decode as a replay) and the identity kept on the request
- * (dt_http_req_set_data). */
+ * decoded with munge_decode, whose payload must be the request's digest
+ * (authdigest.h): a credential made for another request is refused.
+ * AuthType=none: always the daemon's own uid (no header is trusted).  -1
+ * with errno EACCES and err when the request carries no valid credential.
+ * Handlers call it, with the body complete; the credential is decoded once
+ * per request (MUNGE refuses a second decode as a replay) and the identity
+ * kept on the request (dt_http_req_set_data). */
 int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gid_t *gid,
                dt_error_t *err);
 
 /* The same at header time (gate.c), before any of the body is read:
  * decodes the credential and keeps the identity for auth_user, which then
- * makes the checks that need the body. */
+ * checks its payload against the complete request. */
 int auth_user_early (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid,
                      dt_error_t *err);
+
+/* Constant-time comparison of two len-byte buffers (secrets). */
+bool auth_equal (const void *a, const void *b, size_t len);
 
 /* The bearer token of a request (borrowed), or NULL. */
 const char *auth_bearer (dt_http_req_t *req);

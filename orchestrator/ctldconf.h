@@ -14,6 +14,13 @@
 
 enum auth_type { AUTH_MUNGE = 0, AUTH_NONE = 1 };
 
+/* PrivateData: what of a job only its owner and admins see. */
+enum private_data {
+    PRIVATE_ENV = 1,            /* the values of spec.env */
+    PRIVATE_STDERR = 2,         /* stderr tails (failure evidence, events) */
+    PRIVATE_JOBS = 4,           /* the job itself (others: 404) */
+};
+
 /* Flag overrides: applied over the file on every (re)load. */
 struct config_overrides {
     int n;
@@ -42,6 +49,9 @@ struct ctld_config {
     int64_t hang_floor_ms;       /* HangTimeoutFloor: floor of the auto hang timeout */
     int64_t suspect_jobs;        /* SuspectJobs: failures in this many jobs ... */
     int64_t suspect_window_ms;   /* SuspectWindow: ... within this window -> suspect */
+    int64_t suspect_users;       /* SuspectUsers: ... of at least this many users */
+    bool suspect_any_cause;      /* SuspectCauses=any (default: infrastructure only) */
+    int private_data;            /* PrivateData: enum private_data bits */
     /* Denial of service: connections, requests and quotas */
     int agent_port;              /* AgentPort: the agents' listener */
     bool agent_port_set;         /* given in the file or a flag (else derived) */

@@ -141,3 +141,33 @@ int64_t ft_backoff_ms (int restarts, int64_t base_ms, int64_t max_ms)
         b *= 2;
     return b < max_ms ? b : max_ms;
 }
+
+/* --- node names and node health -------------------------------------------- */
+
+bool ft_node_name_ok (const char *name)
+{
+    size_t n = 0;
+
+    if (!name || !((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z')
+                   || (*name >= '0' && *name <= '9')))
+        return false;
+    for (const char *p = name; *p; p++, n++) {
+        char c = *p;
+        if (n >= FT_NODE_NAME_MAX
+            || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                 || c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+bool ft_cause_is_infra (const char *cause)
+{
+    return cause && (!strcmp (cause, "node_lost") || !strcmp (cause, "slurm_node_fail"));
+}
+
+bool ft_node_suspect (int64_t jobs, int64_t users, int64_t jobs_threshold,
+                      int64_t users_threshold)
+{
+    return jobs >= jobs_threshold && users >= users_threshold;
+}

@@ -1,6 +1,6 @@
 /* ftpolicy.h: the pure decisions of fault tolerance (issue 7).
  *
- * No I/O, no clock, no global state: the job manager (jobs.c) feeds these
+ * No I/O, no clock, no global state: the job manager (orchestrator/jobs/) feeds these
  * functions what it observed and acts on the answer, and the unit tests
  * (tests/unit/orchestrator/test_ftpolicy.c) check them on their own.
  *
@@ -93,5 +93,26 @@ const char *ft_verdict_name (enum ft_verdict v);
 /* Backoff before restart number 'restarts' (1, 2, ...): base, doubling,
  * capped at max_ms. */
 int64_t ft_backoff_ms (int restarts, int64_t base_ms, int64_t max_ms);
+
+/* --- node names and node health -------------------------------------------- */
+
+#define FT_NODE_NAME_MAX 63
+
+/* A node name as agents may report it: 1..FT_NODE_NAME_MAX characters of
+ * [A-Za-z0-9._-], starting with a letter or digit.  Such a name is one
+ * word for a shell and one host for a Slurm hostlist (no brackets, commas
+ * or spaces: no range expression, no option). */
+bool ft_node_name_ok (const char *name);
+
+/* Causes that say something about a node's health, not about the job's
+ * own code: "node_lost" and "slurm_node_fail".  A trainer's exit, hang or
+ * crash is the user's to cause, and must not take a node from everyone. */
+bool ft_cause_is_infra (const char *cause);
+
+/* Whether a node becomes suspect: failures of at least 'jobs_threshold'
+ * different jobs that belong to at least 'users_threshold' different
+ * users (so that one user alone cannot take a node out of service). */
+bool ft_node_suspect (int64_t jobs, int64_t users, int64_t jobs_threshold,
+                      int64_t users_threshold);
 
 #endif

@@ -2,7 +2,9 @@
  *
  * The agents of an attempt are started by someone else (a benchmark's
  * load generator simulating thousands of agents, or an admin who runs
- * dtagent by hand with the attempt's token read from the database).
+ * dtagent by hand).  The database holds only a hash of each attempt's
+ * token, so submit writes the token to StateDir/external/job-J.A.token
+ * (mode 0600 in the private StateDir: for root, or whoever runs dtctld).
  * submit only records the attempt; poll reports it running for as long as
  * it was not cancelled (whether agents are alive is the controller's own
  * business: NodeTimeout); cancel marks it ended.  The handle is
@@ -15,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "orchestrator/launcher.h"
@@ -27,15 +32,25 @@ struct xcancelled {
 
 struct external {
     struct xcancelled *cancelled;
+    char *dir;                  /* StateDir/external */
 };
 
 static void *external_create (const struct launcher_conf *conf, dt_error_t *err)
 {
     struct external *x = calloc (1, sizeof (*x));
 
-    (void)conf;
-    if (!x)
+    if (!x || asprintf (&x->dir, "%s/external", conf->state_dir) < 0) {
+        free (x);
         errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (mkdir (x->dir, 0700) < 0 && errno != EEXIST) {
+        int e = errno;
+        errnoprintf (err, e, "%s: %s", x->dir, strerror (e));
+        free (x->dir);
+        free (x);
+        return NULL;
+    }
     return x;
 }
 
@@ -50,14 +65,30 @@ static void external_destroy (void *ctx)
         free (x->cancelled);
         x->cancelled = n;
     }
+    free (x->dir);
     free (x);
 }
 
 static int external_submit (void *ctx, const struct launcher_req *req,
                             char handle[LAUNCHER_HANDLE_MAX], dt_error_t *err)
 {
-    (void)ctx;
-    (void)err;
+    struct external *x = ctx;
+    char path[4096];
+    int fd;
+
+    /* The token for whoever starts the agents (only its hash is stored). */
+    snprintf (path, sizeof (path), "%s/job-%" PRId64 ".%d.token", x->dir, req->job_id,
+              req->attempt);
+    unlink (path);
+    if ((fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+        return errnoprintf (err, errno, "external launcher: %s: %s", path, strerror (errno));
+    if (dprintf (fd, "%s\n", req->token ? req->token : "") < 0) {
+        int e = errno;
+        close (fd);
+        return errnoprintf (err, e, "external launcher: %s: %s", path, strerror (e));
+    }
+    if (close (fd) < 0)
+        return errnoprintf (err, errno, "external launcher: %s: %s", path, strerror (errno));
     snprintf (handle, LAUNCHER_HANDLE_MAX, "ext:%" PRId64 ".%d", req->job_id, req->attempt);
     dt_log (LOG_INFO, "external launcher: attempt %" PRId64 ".%d recorded (%d nodes x %d ranks); "
                  "its agents are started by someone else", req->job_id, req->attempt,

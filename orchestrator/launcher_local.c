@@ -21,26 +21,9 @@
 #include <unistd.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "orchestrator/launcher.h"
-
-/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
- * silently different file. */
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start (ap, fmt);
-    n = vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
 
 /* After SIGTERM, the agents get this long before SIGKILL. */
 static const int64_t kill_grace_ms = 5000;
@@ -154,6 +137,7 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     char node[32], order[16], job[32], att[16], out[4096], sdir[4096];
 
     setpgid (0, pgid);
+    umask (022);    /* the job's usual umask, not dtctld's private 077 */
     /* Default signal dispositions and mask for the agent. */
     sigset_t none;
     sigemptyset (&none);
@@ -164,8 +148,9 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     snprintf (order, sizeof (order), "%d", k);
     snprintf (job, sizeof (job), "%lld", (long long)req->job_id);
     snprintf (att, sizeof (att), "%d", req->attempt);
-    pathf (sdir, sizeof (sdir), "%s/agents/job-%lld.%d/%s", l->state_dir,
-              (long long)req->job_id, req->attempt, node);
+    if (dt_pathf (sdir, sizeof (sdir), "%s/agents/job-%lld.%d/%s", l->state_dir,
+                  (long long)req->job_id, req->attempt, node) < 0)
+        _exit (127);            /* the parent made this directory: it fits */
 
     if (req->output) {
         expand_output (req->output, node, out, sizeof (out));
@@ -239,7 +224,7 @@ static int local_submit (void *ctx, const struct launcher_req *req,
                             "less the excluded ones leaves fewer", n, (long long)l->max_nodes);
     }
     for (int k = 0; k < n; k++) {
-        if (pathf (dir, sizeof (dir), "%s/agents/job-%lld.%d/local%d", l->state_dir,
+        if (dt_pathf (dir, sizeof (dir), "%s/agents/job-%lld.%d/local%d", l->state_dir,
                    (long long)req->job_id, req->attempt, num[k]) < 0) {
             free (num);
             return errnoprintf (err, ENAMETOOLONG, "state dir path too long");
@@ -415,6 +400,25 @@ static int local_capacity (void *ctx, const char *partition, const char *const *
     return 0;
 }
 
+/* The names the group was given ("local1,local3"). */
+static int local_node_member (void *ctx, const char *handle, const char *nodelist,
+                              const char *node)
+{
+    struct local *l = ctx;
+    struct lgroup *g;
+    const char *list = nodelist;
+    size_t len = strlen (node);
+
+    if (handle && !strncmp (handle, "pgid:", 5) && (g = find (l, (pid_t)atol (handle + 5))))
+        list = g->nodelist;
+    if (!list || !*list)
+        return -1;
+    for (const char *p = list; p && *p; p = strchr (p, ',') ? strchr (p, ',') + 1 : NULL)
+        if (!strncmp (p, node, len) && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    return 0;
+}
+
 const struct launcher_ops launcher_local_ops = {
     .name = "local",
     .create = local_create,
@@ -423,4 +427,5 @@ const struct launcher_ops launcher_local_ops = {
     .poll = local_poll,
     .cancel = local_cancel,
     .capacity = local_capacity,
+    .node_member = local_node_member,
 };

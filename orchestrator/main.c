@@ -23,6 +23,7 @@
 #include "orchestrator/daemon.h"
 #include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/provenance.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
 
@@ -173,32 +174,26 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
     dt_log (LOG_NOTICE, "configuration reloaded from %s", path ? path : "(defaults)");
 }
 
-int main (int argc, char **argv)
+/* Parse the command line: -1 to go on, else the exit code (--help,
+ * --version, a usage error). */
+static int options (int argc, char **argv, struct config_overrides *ov, const char **conf_path,
+                    const char **port_file, bool *foreground)
 {
-    struct ctld ctx = { 0 };
-    struct config_overrides ov = { 0 };
-    const char *conf_path = NULL, *port_file = NULL;
-    bool foreground = false;
-    char *dtagent = NULL;
-    dt_error_t err;
-    int opt, sfd = -1, rc = 1;
-    sigset_t sigs;
-
-    /* Options: the config file, then flags that override its keys. */
+    int opt;
     while ((opt = getopt_long (argc, argv, "c:fl:p:d:s:L:a:v:P:Vh", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'c': conf_path = optarg; break;
-        case 'f': foreground = true; break;
-        case 'l': config_override (&ov, "ListenAddress", optarg); break;
-        case 'p': config_override (&ov, "ListenPort", optarg); break;
-        case 'd': config_override (&ov, "DatabasePath", optarg); break;
-        case 's': config_override (&ov, "StateDir", optarg); break;
-        case 'L': config_override (&ov, "Launcher", optarg); break;
-        case 'a': config_override (&ov, "AuthType", optarg); break;
-        case 'v': config_override (&ov, "LogLevel", optarg); break;
-        case 'P': config_override (&ov, "PidFile", optarg); break;
-        case 'A': config_override (&ov, "DtagentPath", optarg); break;
-        case 'F': port_file = optarg; break;
+        case 'c': *conf_path = optarg; break;
+        case 'f': *foreground = true; break;
+        case 'l': config_override (ov, "ListenAddress", optarg); break;
+        case 'p': config_override (ov, "ListenPort", optarg); break;
+        case 'd': config_override (ov, "DatabasePath", optarg); break;
+        case 's': config_override (ov, "StateDir", optarg); break;
+        case 'L': config_override (ov, "Launcher", optarg); break;
+        case 'a': config_override (ov, "AuthType", optarg); break;
+        case 'v': config_override (ov, "LogLevel", optarg); break;
+        case 'P': config_override (ov, "PidFile", optarg); break;
+        case 'A': config_override (ov, "DtagentPath", optarg); break;
+        case 'F': *port_file = optarg; break;
         case 'V': printf ("%s\n", dt_version_string ()); return 0;
         case 'h': fputs (usage_text, stdout); return 0;
         default: fputs (usage_text, stderr); return 2;
@@ -208,8 +203,72 @@ int main (int argc, char **argv)
         fprintf (stderr, "dtctld: unexpected argument '%s'\n%s", argv[optind], usage_text);
         return 2;
     }
-    if (!conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
-        conf_path = SYSCONFDIR "/dtctld/dtctld.conf";
+    if (!*conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
+        *conf_path = SYSCONFDIR "/dtctld/dtctld.conf";
+    return -1;
+}
+
+/* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
+ * the configuration), and the supervision tick every tick_ms. */
+static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
+                        struct config_overrides *ov)
+{
+    int64_t next_tick = dt_mono_ms ();
+    while (!ctx->stop) {
+        struct pollfd pfd[2] = {
+            { .fd = dt_httpd_fd (ctx->httpd), .events = POLLIN },
+            { .fd = sfd, .events = POLLIN },
+        };
+        int64_t now = dt_mono_ms ();
+        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
+        int ht = dt_httpd_timeout_ms (ctx->httpd);
+        if (ht >= 0 && ht < timeout)
+            timeout = ht;
+        if (poll (pfd, 2, timeout) < 0 && errno != EINTR) {
+            dt_log_errno (LOG_ERR, "poll");
+            break;
+        }
+        if (dt_httpd_run (ctx->httpd) < 0)
+            dt_log (LOG_ERR, "httpd: run failed");
+        if (pfd[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
+                if (si.ssi_signo == SIGHUP)
+                    reload (ctx, conf_path, ov);
+                else {
+                    dt_log (LOG_NOTICE, "signal %d: shutting down", (int)si.ssi_signo);
+                    ctx->stop = true;
+                }
+            }
+        }
+        if (dt_mono_ms () >= next_tick) {
+            jobs_tick (ctx->jobs);
+            provenance_tick (ctx->jobs);
+            report_tick (ctx->report);
+            next_tick = dt_mono_ms () + tick_ms;
+        }
+    }
+}
+
+int main (int argc, char **argv)
+{
+    struct ctld ctx = { 0 };
+    struct config_overrides ov = { 0 };
+    const char *conf_path = NULL, *port_file = NULL;
+    bool foreground = false;
+    char *dtagent = NULL;
+    dt_error_t err;
+    int sfd = -1, rc;
+    sigset_t sigs;
+
+    /* Options: the config file, then flags that override its keys. */
+    if ((rc = options (argc, argv, &ov, &conf_path, &port_file, &foreground)) >= 0)
+        return rc;
+    rc = 1;
+
+    /* Nothing dtctld creates is for other users unless it says so (the
+     * database, logs, state); children get the usual 022 back. */
+    umask (077);
 
     /* Configuration (errors go to the terminal: not daemonized yet). */
     dt_log_init ("dtctld", DT_LOG_STDERR, LOG_INFO);
@@ -238,13 +297,19 @@ int main (int argc, char **argv)
     if ((sfd = signalfd (-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
         die ("signalfd: %s", strerror (errno));
 
-    /* State directory and PID file. */
-    if (mkdir (ctx.cfg->state_dir, 0755) < 0 && errno != EEXIST)
-        die ("StateDir %s: %s", ctx.cfg->state_dir, strerror (errno));
-    if (daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
+    /* State directory (private: the database holds every job's spec and
+     * the agents' token hashes) and PID file. */
+    if (daemon_state_dir (ctx.cfg->state_dir, &err) < 0
+        || daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
         die ("%s", err.text);
 
-    /* Store: open, migrate. */
+    /* CheckpointRoot: users reach their own job's directory through it. */
+    if (daemon_shared_dir (ctx.cfg->checkpoint_root, &err) < 0)
+        dt_log (LOG_WARNING, "CheckpointRoot %s", err.text);
+
+    /* Store: open, migrate (the file readable by dtctld's user only). */
+    if (daemon_private_file (ctx.cfg->database_path, &err) < 0)
+        die ("database %s", err.text);
     if (!(ctx.store = store_open (ctx.cfg->database_path, &err)))
         die ("database %s: %s", ctx.cfg->database_path, err.text);
 
@@ -282,7 +347,8 @@ int main (int argc, char **argv)
     }
     gate_install (&ctx);
     if (ctx.cfg->auth == AUTH_NONE)
-        dt_log (LOG_WARNING, "AuthType=none: every local user is trusted (loopback only)");
+        dt_log (LOG_WARNING, "AuthType=none: every request acts as this daemon's user (uid %ld)",
+                (long)getuid ());
     controller_url (&ctx);
 
     /* Launcher. */
@@ -302,9 +368,8 @@ int main (int argc, char **argv)
     /* Metrics, jobs (reloads live jobs from the store), routes. */
     if (!(ctx.metrics = metrics_create (&ctx, &err))
         || !(ctx.jobs = jobs_create (&ctx, &err))
-        || !(ctx.report = report_create (&ctx, &err))
+        || !(ctx.report = report_create (ctx.store, &err))
         || api_register_routes (&ctx, &err) < 0
-        || report_register_routes (&ctx, &err) < 0
         || agentapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
@@ -319,40 +384,7 @@ int main (int argc, char **argv)
     daemon_ready ();
 
     /* The event loop: HTTP, signals, the tick. */
-    int64_t next_tick = dt_mono_ms ();
-    while (!ctx.stop) {
-        struct pollfd pfd[2] = {
-            { .fd = dt_httpd_fd (ctx.httpd), .events = POLLIN },
-            { .fd = sfd, .events = POLLIN },
-        };
-        int64_t now = dt_mono_ms ();
-        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
-        int ht = dt_httpd_timeout_ms (ctx.httpd);
-        if (ht >= 0 && ht < timeout)
-            timeout = ht;
-        if (poll (pfd, 2, timeout) < 0 && errno != EINTR) {
-            dt_log_errno (LOG_ERR, "poll");
-            break;
-        }
-        if (dt_httpd_run (ctx.httpd) < 0)
-            dt_log (LOG_ERR, "httpd: run failed");
-        if (pfd[1].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
-                if (si.ssi_signo == SIGHUP)
-                    reload (&ctx, conf_path, &ov);
-                else {
-                    dt_log (LOG_NOTICE, "signal %d: shutting down", (int)si.ssi_signo);
-                    ctx.stop = true;
-                }
-            }
-        }
-        if (dt_mono_ms () >= next_tick) {
-            jobs_tick (ctx.jobs);
-            report_tick (ctx.report);
-            next_tick = dt_mono_ms () + tick_ms;
-        }
-    }
+    event_loop (&ctx, sfd, conf_path, &ov);
     jobs_flush (ctx.jobs);
     report_flush (ctx.report);
     rc = 0;
@@ -361,6 +393,7 @@ cleanup:
     /* Reverse order.  Running attempts are left running: a restarted
      * dtctld picks them up again. */
     report_destroy (ctx.report);
+    provenance_shutdown ();
     jobs_destroy (ctx.jobs);
     metrics_destroy (ctx.metrics);
     if (ctx.lops && ctx.launcher)

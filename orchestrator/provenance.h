@@ -23,11 +23,22 @@
  *                    mem_mb, gpus, ...hostinfo}]}   (set when the attempt
  *                                              turns running)
  *
- * Hashing: a file up to provenance_full_hash_max bytes is hashed whole
- * ("hash": "sha256"); a larger one by its size, mtime and first and last
- * MiB ("hash": "sha256 of size, mtime, first and last MiB (file larger
- * than N bytes)"), so a multi-terabyte data set never stalls the controller.
- * Hashing happens once per attempt, when the attempt is created.
+ *   hashing {state, as_uid, bytes_read, budget_bytes}   "pending" until
+ *                                              the worker is done, then
+ *                                              "done" (or "refused", error)
+ *
+ * Hashing: the files named in the user's command are the user's, so they
+ * are resolved, opened and read by a worker thread with that user's file
+ * system identity (userfs.h), never by root and never in the event loop:
+ * the open is O_NONBLOCK|O_NOFOLLOW (on the resolved path) and only a
+ * regular file is read (a FIFO, device or unreadable file is recorded
+ * with its error, never waited on).  A file up to provenance_full_hash_max
+ * bytes is hashed whole ("hash": "sha256"); a larger one by its size,
+ * mtime and first and last MiB ("hash": "sha256 of size, mtime, first and
+ * last MiB (file larger than N bytes)"); an attempt reads at most
+ * provenance_budget_bytes in all, and the files past it are recorded as
+ * not hashed.  The event loop picks the result up (provenance_tick) into
+ * the attempt's provenance, stored with its next state change.
  */
 #ifndef DT_PROVENANCE_H
 #define DT_PROVENANCE_H
@@ -36,10 +47,13 @@
 #include <jansson.h>
 
 struct job;
+struct jobs;
 struct attempt;
 
 /* Files larger than this are hashed by their ends only. */
 extern const int64_t provenance_full_hash_max;
+/* What one attempt's hashing may read in all. */
+extern const int64_t provenance_budget_bytes;
 
 /* The provenance of a new attempt (new reference), everything but the
  * machine.  'att' must have its resume fields set.  Never NULL unless out
@@ -52,7 +66,15 @@ json_t *provenance_attempt_new (const struct job *job, const struct attempt *att
 void provenance_set_machine (struct attempt *att);
 
 /* One file's entry: {arg, path, bytes, mtime, sha256, hash} or {arg, path,
- * error} (new reference).  'path' is used as is. */
+ * error} (new reference), with the calling thread's identity (the worker
+ * has taken the job user's): O_NONBLOCK|O_NOFOLLOW on the resolved path, a
+ * regular file only.  'path' is used as is. */
 json_t *provenance_file (const char *arg, const char *path);
+
+/* Pick up the hashing the worker finished (call from the event loop). */
+void provenance_tick (struct jobs *jobs);
+
+/* Stop the worker thread and drop what it has not done (at exit). */
+void provenance_shutdown (void);
 
 #endif

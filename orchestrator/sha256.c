@@ -42,26 +42,58 @@ static void block (uint32_t h[8], const unsigned char *p)
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-void sha256_hex (const void *buf, size_t len, char out[65])
+void sha256_init (struct sha256_ctx *c)
 {
-    uint32_t h[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
-    const unsigned char *p = buf;
-    unsigned char tail[128];
-    size_t full = len / 64 * 64, rest = len - full, tlen;
-    uint64_t bits = (uint64_t)len * 8;
+    static const uint32_t h0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+    memcpy (c->h, h0, sizeof (h0));
+    c->n = 0;
+    c->len = 0;
+}
 
-    for (size_t i = 0; i < full; i += 64)
-        block (h, p + i);
+void sha256_update (struct sha256_ctx *c, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    c->len += len;
+    if (c->n) {
+        size_t take = 64 - c->n < len ? 64 - c->n : len;
+        memcpy (c->buf + c->n, p, take);
+        c->n += take;
+        p += take;
+        len -= take;
+        if (c->n < 64)
+            return;
+        block (c->h, c->buf);
+        c->n = 0;
+    }
+    for (; len >= 64; p += 64, len -= 64)
+        block (c->h, p);
+    memcpy (c->buf, p, len);
+    c->n = len;
+}
+
+void sha256_final_hex (struct sha256_ctx *c, char out[65])
+{
+    unsigned char tail[128];
+    uint64_t bits = c->len * 8;
+    size_t tlen = c->n + 1 + 8 <= 64 ? 64 : 128;
+
     memset (tail, 0, sizeof (tail));
-    memcpy (tail, p + full, rest);
-    tail[rest] = 0x80;
-    tlen = rest + 1 + 8 <= 64 ? 64 : 128;
+    memcpy (tail, c->buf, c->n);
+    tail[c->n] = 0x80;
     for (int i = 0; i < 8; i++)
         tail[tlen - 1 - i] = (unsigned char)(bits >> (8 * i));
     for (size_t i = 0; i < tlen; i += 64)
-        block (h, tail + i);
+        block (c->h, tail + i);
     for (int i = 0; i < 8; i++)
-        sprintf (out + 8 * i, "%08x", h[i]);
+        sprintf (out + 8 * i, "%08x", c->h[i]);
     out[64] = '\0';
+}
+
+void sha256_hex (const void *buf, size_t len, char out[65])
+{
+    struct sha256_ctx c;
+    sha256_init (&c);
+    sha256_update (&c, buf, len);
+    sha256_final_hex (&c, out);
 }

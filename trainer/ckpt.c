@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/fsutil.h"
 #include "common/dtime.h"
 #include "trainer/ckpt.h"
 #include "trainer/opts.h"
@@ -43,6 +44,11 @@ struct ckpt_tent {
 };
 
 static const char *tensor_names[CKPT_NT] = { "params", "adam_m", "adam_v" };
+
+/* The most config text a shard header may announce: the options are a few
+ * hundred bytes; a larger value is a corrupt or forged header (and
+ * UINT64_MAX would wrap the allocation's size). */
+static const uint64_t ckpt_config_max = (uint64_t)1 << 20;
 
 /* The snapshot is the shard's file image: header, tensor table, config
  * and the three slices, each at its file offset, in one buffer aligned for
@@ -168,35 +174,6 @@ static uint32_t crc32c_combine (uint32_t crc1, uint32_t crc2, uint64_t len2)
         x2k = multmodp (x2k, x2k);
     }
     return multmodp (p, crc1) ^ crc2;
-}
-
-static int fsync_dir (const char *dir)
-{
-    int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync (fd);
-    int e = errno;
-    close (fd);
-    errno = e;
-    return rc;
-}
-
-static int mkdir_p (const char *path)
-{
-    char buf[1024];
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *s = buf + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
 }
 
 static size_t align64 (size_t x)
@@ -366,9 +343,12 @@ static int image_write (const struct ckpt_image *img, size_t bytes, uint32_t crc
     int fd = -1, past;
     int64_t t0 = dt_mono_ns ();
 
-    snprintf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, rank);
-    snprintf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ());
-    if (mkdir_p (dir) < 0) {
+    if (dt_pathf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, rank) < 0
+        || dt_pathf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ()) < 0) {
+        snprintf (d->error, sizeof (d->error), "checkpoint path too long: %.100s", dir);
+        return -1;
+    }
+    if (dt_mkdir_p (dir, 0755) < 0) {
         snprintf (d->error, sizeof (d->error), "mkdir %.100s: %s", dir, strerror (errno));
         return -1;
     }
@@ -393,7 +373,7 @@ static int image_write (const struct ckpt_image *img, size_t bytes, uint32_t crc
         goto io_error;
     }
     fd = -1;
-    if (rename (tmp, d->path) < 0 || fsync_dir (dir) < 0)
+    if (rename (tmp, d->path) < 0 || dt_fsync_dir (dir) < 0)
         goto io_error;
     d->bytes = bytes;
     d->crc = crc;
@@ -533,7 +513,7 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
     /* Training has stopped: synchronous, through the same image and
      * O_DIRECT writer as the periodic shards (so the files are the same
      * bytes), one image sized for the largest slice. */
-    if (mkdir_p (dir) < 0)
+    if (dt_mkdir_p (dir, 0755) < 0)
         return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir, strerror (errno));
     if (image_reserve (&img, shard_layout ((n + meta->world - 1) / meta->world,
                                            strlen (meta->config), off)) < 0)
@@ -587,14 +567,15 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
                          int parallel, const uint64_t *bytes, const uint32_t *crc,
                          dt_error_t *err)
 {
-    char dir[900], path[1000], tmp[1100];
+    char dir[900];
+    char *text = NULL;
+    size_t len = 0;
     FILE *f;
 
-    snprintf (dir, sizeof (dir), "%s/step-%" PRId64, root, step);
-    snprintf (path, sizeof (path), "%s/manifest.json", dir);
-    snprintf (tmp, sizeof (tmp), "%s.tmp", path);
-    if (!(f = fopen (tmp, "w")))
-        return errprintf (err, "%s: %s", tmp, strerror (errno));
+    if (dt_pathf (dir, sizeof (dir), "%s/step-%" PRId64, root, step) < 0)
+        return errprintf (err, "%s: checkpoint path too long", root);
+    if (!(f = open_memstream (&text, &len)))
+        return errprintf (err, "manifest: %s", strerror (errno));
     fprintf (f, "{\"job\": \"%s\", \"step\": %" PRId64 ", \"world_size\": %d, "
              "\"parallel\": \"%s\", \"committed_by\": \"dttrain\", \"shards\": [",
              job, step, world, parallel ? "zero1" : "dp");
@@ -602,14 +583,14 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
         fprintf (f, "%s{\"rank\": %d, \"path\": \"rank-%d.ckpt\", \"bytes\": %" PRIu64
                  ", \"crc32c\": \"%08x\"}", r ? ", " : "", r, r, bytes[r], crc[r]);
     fprintf (f, "]}\n");
-    if (fflush (f) != 0 || fsync (fileno (f)) < 0) {
-        int e = errno;
-        fclose (f);
-        return errprintf (err, "%s: %s", tmp, strerror (e));
+    if (fclose (f) != 0) {
+        free (text);
+        return errprintf (err, "manifest: %s", strerror (errno));
     }
-    if (fclose (f) != 0 || rename (tmp, path) < 0 || fsync_dir (dir) < 0)
-        return errprintf (err, "%s: %s", path, strerror (errno));
-    return 0;
+    /* temporary, fsync, rename, directory fsync */
+    int rc = dt_write_atomic (dir, "manifest.json", text, len, err);
+    free (text);
+    return rc;
 }
 
 int ckpt_find (const char *dir, char *stepdir, size_t len, dt_error_t *err)
@@ -686,6 +667,12 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
         return errnoprintf (err, EBADMSG, "checkpoint shard %s: unsupported version %u", path,
                             h->version);
     }
+    if (h->config_bytes > ckpt_config_max) {
+        close (fd);
+        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header announces %" PRIu64
+                            " bytes of config (at most %" PRIu64 ")", path, h->config_bytes,
+                            ckpt_config_max);
+    }
     if (read_at (fd, t, sizeof (t), sizeof (*h)) < 0 || !(cfg = calloc (1, h->config_bytes + 1))
         || read_at (fd, cfg, h->config_bytes, sizeof (*h) + sizeof (t)) < 0) {
         free (cfg);
@@ -726,6 +713,43 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
     return 0;
 }
 
+struct slice {
+    uint64_t lo, hi;
+    uint32_t rank;
+};
+
+static int slice_cmp (const void *a, const void *b)
+{
+    const struct slice *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+/* The shards' slices must tile [0, nparams) exactly: sorted by start, each
+ * non-empty slice starts where the previous one ended (a sum of sizes
+ * would let an overlap hide a gap). */
+static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_t nparams,
+                         dt_error_t *err)
+{
+    uint64_t at = 0;
+    qsort (s, n, sizeof (*s), slice_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].lo == s[i].hi)
+            continue;
+        if (s[i].lo > at)
+            return errnoprintf (err, EBADMSG, "checkpoint %s: no shard holds parameters %"
+                                PRIu64 "..%" PRIu64, stepdir, at, s[i].lo - 1);
+        if (s[i].lo < at)
+            return errnoprintf (err, EBADMSG, "checkpoint %s: rank %u's slice %" PRIu64 "..%"
+                                PRIu64 " overlaps another shard's (up to %" PRIu64 ")", stepdir,
+                                s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
+        at = s[i].hi;
+    }
+    if (at != nparams)
+        return errnoprintf (err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64
+                            "..%" PRIu64, stepdir, at, nparams - 1);
+    return 0;
+}
+
 int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
                float *params, float *m, float *v, int64_t *step, int *world,
                int *parallel, dt_error_t *err)
@@ -733,25 +757,43 @@ int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
     char path[1100];
-    uint64_t covered = 0;
+    struct slice *sl = NULL;
+    size_t nsl = 0, cap = 0;
+    int rc = -1;
 
     snprintf (path, sizeof (path), "%s/rank-0.ckpt", stepdir);
     if (load_shard (path, 0, config, nparams, out, &h0, err) < 0)
         return -1;
-    covered += h0.hi - h0.lo;
-    for (uint32_t r = 1; r < h0.world; r++) {
-        snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-        if (load_shard (path, r, config, nparams, out, &h, err) < 0)
-            return -1;
-        if (h.step != h0.step || h.world != h0.world)
-            return errnoprintf (err, EBADMSG, "checkpoint shard %s: step %" PRId64
-                                " world %u, rank 0 has step %" PRId64 " world %u",
-                                path, h.step, h.world, h0.step, h0.world);
-        covered += h.hi - h.lo;
+    for (uint32_t r = 0; r < h0.world; r++) {
+        if (r > 0) {
+            snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
+            if (load_shard (path, r, config, nparams, out, &h, err) < 0)
+                goto done;
+            if (h.step != h0.step || h.world != h0.world) {
+                errnoprintf (err, EBADMSG, "checkpoint shard %s: step %" PRId64
+                             " world %u, rank 0 has step %" PRId64 " world %u",
+                             path, h.step, h.world, h0.step, h0.world);
+                goto done;
+            }
+        } else
+            h = h0;
+        if (nsl == cap) {
+            struct slice *n = realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));
+            if (!n) {
+                errnoprintf (err, ENOMEM, "out of memory");
+                goto done;
+            }
+            sl = n;
+        }
+        sl[nsl++] = (struct slice){ h.lo, h.hi, r };
     }
-    if (covered != nparams)
-        return errnoprintf (err, EBADMSG, "checkpoint %s: shards cover %" PRIu64 " of %" PRIu64
-                            " parameters", stepdir, covered, nparams);
+    if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)
+        goto done;
+    rc = 0;
+done:
+    free (sl);
+    if (rc < 0)
+        return -1;
     *step = h0.step;
     *world = h0.world;
     *parallel = h0.parallel;

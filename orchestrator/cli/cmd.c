@@ -56,8 +56,9 @@ const struct cmd dtctl_cmds[] = {
       "      --from-scratch    start from step 0, ignoring checkpoints\n" },
     { "checkpoint", cmd_checkpoint, "JOB",
       "ask a running job to checkpoint now; print the step", "" },
-    { "nodes", cmd_nodes, "[NODE [--limit N] | clear NODE]",
-      "node health: all nodes, one NODE's failure history, or 'clear NODE' (admins)",
+    { "nodes", cmd_nodes, "[NODE [--limit N] | clear NODE | suspect NODE]",
+      "node health: all nodes, one NODE's failure history, 'clear NODE' or 'suspect NODE' "
+      "(admins)",
       "      --limit N   at most N history rows of NODE (default 100)\n" },
     { "watch", cmd_watch, "JOB [--interval TIME] [--count N]",
       "refresh a per-rank view of a job until it ends",

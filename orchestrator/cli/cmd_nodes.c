@@ -1,4 +1,4 @@
-/* cmd_nodes.c: dtctl nodes [NODE | clear NODE]: node health. */
+/* cmd_nodes.c: dtctl nodes [NODE | clear NODE | suspect NODE]: node health. */
 #include <config.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,17 +11,19 @@
 
 enum { OPT_LIMIT = OPT_CMD_FIRST };
 
-static int nodes_clear (struct ctl *ctl, const char *node)
+/* 'clear' or 'suspect' (admins): POST /v1/nodes/NODE/VERB. */
+static int nodes_admin (struct ctl *ctl, const char *verb, const char *node)
 {
-    char path[512];
+    char path[512], suffix[16];
     json_t *data;
 
-    data = ctl_call (ctl, "POST", ctl_path (path, sizeof (path), "/v1/nodes/", node, "/clear"),
+    snprintf (suffix, sizeof (suffix), "/%s", verb);
+    data = ctl_call (ctl, "POST", ctl_path (path, sizeof (path), "/v1/nodes/", node, suffix),
                      NULL);
     if (ctl->json)
         out_json (data);
     else
-        printf ("Node %s cleared\n", node);
+        printf ("Node %s %s\n", node, strcmp (verb, "clear") ? "marked suspect" : "cleared");
     json_decref (data);
     return CTL_EXIT_OK;
 }
@@ -187,12 +189,12 @@ int cmd_nodes (struct ctl *ctl, int argc, char **argv)
     }
     argc -= optind;
     argv += optind;
-    if (argc >= 1 && strcmp (argv[0], "clear") == 0) {
+    if (argc >= 1 && (!strcmp (argv[0], "clear") || !strcmp (argv[0], "suspect"))) {
         cmd_need_args (cmd, argc - 1, argv + 1, 1, "NODE (a node name)");
-        return nodes_clear (ctl, argv[1]);
+        return nodes_admin (ctl, argv[0], argv[1]);
     }
     if (argc > 1)
-        cmd_usage_error (cmd->name, "expected at most one NODE, or 'clear NODE'");
+        cmd_usage_error (cmd->name, "expected at most one NODE, 'clear NODE' or 'suspect NODE'");
     if (argc == 1)
         return nodes_show (ctl, argv[0], limit);
     if (limit)

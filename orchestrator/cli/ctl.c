@@ -11,6 +11,8 @@
 #include "common/conf.h"
 #include "common/errprintf.h"
 #include "common/httpc.h"
+#include "common/jsonx.h"
+#include "orchestrator/authdigest.h"
 #include "orchestrator/cli/ctl.h"
 
 #ifndef DTCTL_CONF_PATH
@@ -134,19 +136,37 @@ char *ctl_path (char *buf, size_t len, const char *prefix, const char *seg,
     return buf;
 }
 
-/* Attach a fresh MUNGE credential (munged refuses a replayed one, so
- * every request needs its own).  If munged cannot be reached, send the
- * request without one and say who we are: a controller with AuthType=none
- * accepts that, one with AuthType=munge answers 401 and we report why.
- * Returns the munge error text for that 401 message, or NULL. */
-static const char *add_auth (dt_httpc_t *c)
+/* Attach a fresh MUNGE credential bound to this request: its payload is
+ * the request's digest (authdigest.h), so it is good for this method, path
+ * and body only (and munged refuses a replayed one, so every request needs
+ * its own).  If munged cannot be reached, send the request without one: a
+ * controller with AuthType=none accepts that, one with AuthType=munge
+ * answers 401 and we report why.  Returns the munge error text for that
+ * 401 message, or NULL. */
+static const char *add_auth (dt_httpc_t *c, const char *base, const char *method,
+                             const char *path, const char *body)
 {
     static char munge_err[128];
-    char hdr[64];
     char *cred = NULL;
+    char target[4096], rpath[4096], digest[AUTHDIGEST_LEN + 1];
+    const char *bpath;
     munge_err_t e;
 
-    if ((e = munge_encode (&cred, NULL, NULL, 0)) == EMUNGE_SUCCESS) {
+    /* The path the server sees: the base URL's own path (if any, without
+     * trailing slashes, as httpc joins them) and the request's. */
+    bpath = strstr (base, "://");
+    bpath = bpath ? strchr (bpath + 3, '/') : NULL;
+    size_t bl = bpath ? strlen (bpath) : 0;
+    while (bl > 0 && bpath[bl - 1] == '/')
+        bl--;
+    if ((size_t)snprintf (target, sizeof (target), "%.*s%s%s", (int)bl, bpath ? bpath : "",
+                          path[0] == '/' ? "" : "/", path) >= sizeof (target)
+        || authdigest_path (target, rpath, sizeof (rpath)) < 0)
+        ctl_die (CTL_EXIT_USAGE, "request path too long: '%.40s...'", path);
+    if (authdigest_compute (method, rpath, body ? body : "", body ? strlen (body) : 0,
+                            digest) < 0)
+        ctl_die (CTL_EXIT_USAGE, "out of memory");
+    if ((e = munge_encode (&cred, NULL, digest, AUTHDIGEST_LEN)) == EMUNGE_SUCCESS) {
         size_t len = strlen (cred) + 32;
         char *h = malloc (len);
         if (!h)
@@ -159,9 +179,6 @@ static const char *add_auth (dt_httpc_t *c)
         return NULL;
     }
     snprintf (munge_err, sizeof (munge_err), "%s", munge_strerror (e));
-    snprintf (hdr, sizeof (hdr), "X-Dtctl-Uid: %lu", (unsigned long)getuid ());
-    if (dt_httpc_set_header (c, hdr) < 0)
-        ctl_die (CTL_EXIT_USAGE, "cannot set request header");
     return munge_err;
 }
 
@@ -240,6 +257,8 @@ static json_t *call (struct ctl *ctl, const char *method, const char *path,
     dt_error_t err;
     dt_httpc_t *c;
     const char *munge_err;
+    char *sbody = NULL, *rbody = NULL;
+    size_t rlen = 0;
     long status = 0;
     json_t *reply = NULL;
     json_t *data;
@@ -250,11 +269,18 @@ static json_t *call (struct ctl *ctl, const char *method, const char *path,
     if (!(c = dt_httpc_create (ctl->url, &http_opts, &err)))
         ctl_die (CTL_EXIT_USAGE, "controller URL '%s' (from %s): %s",
                  ctl->url, ctl->url_from, err.text);
-    munge_err = add_auth (c);
-    if (dt_httpc_json (c, method, path, body, &status, &reply, &err) < 0)
+    /* The body is serialized here: the credential is bound to its bytes. */
+    if (body && !(sbody = dt_json_dumps (body)))
+        ctl_die (CTL_EXIT_USAGE, "out of memory");
+    munge_err = add_auth (c, ctl->url, method, path, sbody);
+    if (dt_httpc_raw (c, method, path, sbody, sbody ? strlen (sbody) : 0, "application/json",
+                      &status, &rbody, &rlen, &err) < 0)
         ctl_die (CTL_EXIT_UNREACHABLE, "cannot reach controller at %s (from %s): %s",
                  ctl->url, ctl->url_from, err.text);
     dt_httpc_destroy (c);
+    free (sbody);
+    reply = rlen > 0 ? json_loadb (rbody, rlen, 0, NULL) : NULL;
+    free (rbody);
 
     if (status < 200 || status > 299) {
         if (optional && status == 404) {

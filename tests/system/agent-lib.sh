@@ -24,6 +24,10 @@ for b in "$DTCTLD" "$DTAGENT" "$STEPTRAINER"; do
 done
 
 T=$(mktemp -d /tmp/dtagent-test.XXXXXX)
+# dtctld runs as root, so AuthType=munge: api's curl carries a credential
+# bound to its request (munge-lib.sh).
+. "$(dirname "$0")/munge-lib.sh"
+munge_setup "$T"
 CTLD_PID=""
 
 # PIDs of every process of this test: anything whose command line or
@@ -71,12 +75,12 @@ ctld_start () {
         echo "ListenPort=0"
         echo "StateDir=$T/state"
         echo "Launcher=local"
-        echo "AuthType=none"
+        echo "AuthType=munge"
         echo "CheckpointRoot=$T/ckpt"
         echo "DtagentPath=$DTAGENT"
         for kv in "$@"; do echo "$kv"; done
     } > "$T/dtctld.conf"
-    "$DTCTLD" --foreground --config "$T/dtctld.conf" --port-file "$T/port" \
+    PATH=$DT_PATH_NOWRAP "$DTCTLD" --foreground --config "$T/dtctld.conf" --port-file "$T/port" \
         > "$T/dtctld.log" 2>&1 &
     CTLD_PID=$!
     for _ in $(seq 100); do

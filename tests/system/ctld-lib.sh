@@ -21,6 +21,10 @@ for c in curl jq sqlite3; do command -v $c >/dev/null || skip_all "$c not instal
 
 TMP=$(mktemp -d /tmp/t01xx.XXXXXX)
 chmod 755 "$TMP"
+# dtctld runs as root, so AuthType=munge: every curl of the test carries a
+# credential bound to its request (DTCURL_USER=dtbob curl ... sends as dtbob).
+. "$(dirname "$0")/munge-lib.sh"
+munge_setup "$TMP"
 CTLD_PIDS=
 ctld_cleanup () {
     for p in $CTLD_PIDS; do kill -9 "$p" 2>/dev/null; done
@@ -52,7 +56,7 @@ write_conf () {
         case " $* " in *" ListenPort="*) ;; *) echo "ListenPort=0" ;; esac
         echo "StateDir=$TMP/state"
         echo "Launcher=local"
-        echo "AuthType=none"
+        echo "AuthType=munge"
         echo "CheckpointRoot=$TMP/ckpt"
         echo "HeartbeatInterval=200ms"
         echo "NodeTimeout=3s"
@@ -71,8 +75,8 @@ free_port () {
 # start_fg: dtctld in the foreground (background job), log in $TMP/ctld.log.
 start_fg () {
     rm -f "$TMP/port"
-    "$DTCTLD" -c "$TMP/dtctld.conf" --foreground --port-file "$TMP/port" "$@" \
-        >> "$TMP/ctld.log" 2>&1 &
+    PATH=$DT_PATH_NOWRAP "$DTCTLD" -c "$TMP/dtctld.conf" --foreground \
+        --port-file "$TMP/port" "$@" >> "$TMP/ctld.log" 2>&1 &
     CTLD_PID=$!
     CTLD_PIDS="$CTLD_PIDS $CTLD_PID"
     wait_for 20 test -s "$TMP/port" || return 1
@@ -81,12 +85,32 @@ start_fg () {
 }
 
 # api METHOD PATH [curl args...]: prints the body; $TMP/status has the code.
+# The request carries a MUNGE credential of root, or of $DTCURL_USER.
 api () {
     local m=$1 p=$2; shift 2
     curl -s -o "$TMP/body" -w '%{http_code}' -X "$m" "$URL$p" "$@" > "$TMP/status"
     cat "$TMP/body"
 }
 status () { cat "$TMP/status"; }
+# attempt_token JOB: the bearer token of JOB's live attempt, read from the
+# environment of one of its agents (DT_TOKEN, next to DT_JOB and this
+# controller's DT_CONTROLLER; the database holds only the token's SHA-256).
+attempt_token () {
+    # The agents dial the agents' listener (AgentPort), named by /healthz.
+    python3 - "$1" "$(curl -s "$URL/healthz" | jq -r '.data.agent_url // empty')" <<'PYEOF'
+import os, sys
+job, url = sys.argv[1], sys.argv[2]
+for p in os.listdir("/proc"):
+    if not p.isdigit():
+        continue
+    try:
+        env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % p, "rb").read().split(b"\0") if b"=" in kv)
+    except OSError:
+        continue
+    if env.get(b"DT_JOB") == job.encode() and env.get(b"DT_CONTROLLER") == url.encode() and b"DT_TOKEN" in env:
+        print(env[b"DT_TOKEN"].decode()); break
+PYEOF
+}
 # jqt FILTER [FILE]: jq -e without the output (a test).
 jqt () { jq -e "$@" >/dev/null; }
 job_state () { api GET "/v1/jobs/$1" | jq -r .data.state; }

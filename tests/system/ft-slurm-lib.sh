@@ -40,16 +40,13 @@ ft_slurm_up () {
         echo "LogLevel=debug"
     } > "$TMP/dtctld.conf"
     mkdir -p "$TMP/state" "$TMP/ckpt" "$TMP/bin"
-    # dtctld listens on the bridge (not loopback), so users authenticate
-    # with MUNGE: ft-lib.sh's plain curl calls get the credential from a
-    # wrapper first in PATH.  dtctld (and the batch scripts, which inherit
-    # its PATH) keep the real curl.
-    local realcurl
-    realcurl=$(command -v curl)
-    printf '#!/bin/sh\nexec %s -H "X-Munge-Credential: $(munge -n)" "$@"\n' "$realcurl" > "$TMP/bin/curl"
-    chmod +x "$TMP/bin/curl"
-    "$DTCTLD" -c "$TMP/dtctld.conf" --foreground >> "$TMP/ctld.log" 2>&1 &
-    PATH=$TMP/bin:$PATH
+    # Users authenticate with MUNGE: ft-lib.sh's plain curl calls get a
+    # credential bound to their request from the dtcurl wrapper first in
+    # PATH (munge-lib.sh, set up by ctld-lib.sh; DTCURL_USER or
+    # DT_SUBMIT_USER names the user).  dtctld (and the batch scripts, which
+    # inherit its PATH) keep the real curl.
+    munge_setup "$TMP"
+    PATH=$DT_PATH_NOWRAP "$DTCTLD" -c "$TMP/dtctld.conf" --foreground >> "$TMP/ctld.log" 2>&1 &
     CTLD_PID=$!
     CTLD_PIDS="$CTLD_PIDS $CTLD_PID"
     wait_for 20 curl -sf "$URL/healthz" -o /dev/null \

@@ -5,6 +5,8 @@
 # /metrics through promtool, SIGHUP with a bad config, SIGTERM, and the
 # database's integrity.
 . "$(dirname "$0")/ctld-lib.sh"
+. "$(dirname "$0")/users-lib.sh"
+dt_users_setup
 
 # ---- startup errors reach the terminal ------------------------------------
 write_conf "ListenPort=notaport"
@@ -13,12 +15,13 @@ check "bad config: non-zero exit" test $rc -ne 0
 check "bad config: the message names the key" grep -q "ListenPort" <<<"$out"
 
 write_conf
+sed -i 's/^AuthType=munge$/AuthType=none/' "$TMP/dtctld.conf"
 out=$("$DTCTLD" -c "$TMP/dtctld.conf" --listen 0.0.0.0 2>&1); rc=$?
 check "AuthType=none off loopback: non-zero exit" test $rc -ne 0
 check "AuthType=none off loopback: the message says why" grep -q loopback <<<"$out"
 
 # ---- daemonized start: the parent returns once the daemon is ready ---------
-write_conf "AdminUsers=11111"
+write_conf "AdminUsers=$DT_USER_A"
 "$DTCTLD" -c "$TMP/dtctld.conf" --port-file "$TMP/port" -v debug; rc=$?
 check "daemon start exits 0" test $rc -eq 0
 check "PID file written" test -s "$TMP/state/dtctld.pid"
@@ -91,15 +94,18 @@ njobs=$(sqlite3 "$TMP/state/dtctld.db" 'SELECT count(*) FROM jobs')
 check "no partial writes from bad requests" test "$njobs" = 1
 
 # ---- permissions: only the owner or an admin --------------------------------------
-api POST /v1/jobs/$ID/cancel -H 'X-Dtctl-Uid: 54321' >/dev/null
-check "cancel by another uid: 403" test "$(status)" = 403
-api POST /v1/jobs/$ID/checkpoint -H 'X-Dtctl-Uid: 54321' >/dev/null
-check "checkpoint by another uid: 403" test "$(status)" = 403
+DTCURL_USER=$DT_USER_B api POST /v1/jobs/$ID/cancel >/dev/null
+check "cancel by another user: 403" test "$(status)" = 403
+DTCURL_USER=$DT_USER_B api POST /v1/jobs/$ID/checkpoint >/dev/null
+check "checkpoint by another user: 403" test "$(status)" = 403
 check "job still running after the refused cancel" test "$(job_state $ID)" = running
 
 # ---- agent routes: tokens ---------------------------------------------------------
-TOKEN=$(sqlite3 "$TMP/state/dtctld.db" "SELECT token FROM attempts WHERE job_id = $ID")
+TOKEN=$(attempt_token "$ID")
 check "token is 256 bits of hex" grep -Eq '^[0-9a-f]{64}$' <<<"$TOKEN"
+check "the database holds the token's SHA-256 only" test \
+    "$(sqlite3 "$TMP/state/dtctld.db" "SELECT token FROM attempts WHERE job_id = $ID")" = \
+    "$(printf '%s' "$TOKEN" | sha256sum | cut -c1-64)"
 api POST /v1/agent/heartbeat -H "Authorization: Bearer nope" -d '{"node":"local1","ranks":[]}' >/dev/null
 check "unknown token: 401" test "$(status)" = 401
 api PUT /v1/agent/kv/test/key -H "Authorization: Bearer $TOKEN" -d '{"value":"aGVsbG8="}' >/dev/null
@@ -172,21 +178,21 @@ kill -HUP "$DPID"
 sleep 0.5
 check "after SIGHUP with a bad config the daemon still serves" \
     sh -c "curl -sf $URL/healthz >/dev/null"
-# the old config (AdminUsers=11111) is still in force
+# the old config (AdminUsers=dtalice) is still in force
 api POST /v1/jobs -d '{"name":"h1","command":["sleep","300"]}' > "$TMP/h.json"
 HID=$(jq -r .data.id "$TMP/h.json")
-api POST /v1/jobs/$HID/cancel -H 'X-Dtctl-Uid: 11111' >/dev/null
-check "the old config is kept: admin 11111 may cancel" test "$(status)" = 200
+DTCURL_USER=$DT_USER_A api POST /v1/jobs/$HID/cancel >/dev/null
+check "the old config is kept: admin $DT_USER_A may cancel" test "$(status)" = 200
 # a good new config takes effect
-sed -i -e '/^LogLevel=loud/d' -e 's/^AdminUsers=11111/AdminUsers=22222/' "$TMP/dtctld.conf"
+sed -i -e '/^LogLevel=loud/d' -e "s/^AdminUsers=$DT_USER_A/AdminUsers=$DT_USER_B/" "$TMP/dtctld.conf"
 kill -HUP "$DPID"
 sleep 0.5
 api POST /v1/jobs -d '{"name":"h2","command":["sleep","300"]}' > "$TMP/h.json"
 HID=$(jq -r .data.id "$TMP/h.json")
-api POST /v1/jobs/$HID/cancel -H 'X-Dtctl-Uid: 11111' >/dev/null
-check "after a good SIGHUP: 11111 is no longer admin (403)" test "$(status)" = 403
-api POST /v1/jobs/$HID/cancel -H 'X-Dtctl-Uid: 22222' >/dev/null
-check "after a good SIGHUP: 22222 is admin (200)" test "$(status)" = 200
+DTCURL_USER=$DT_USER_A api POST /v1/jobs/$HID/cancel >/dev/null
+check "after a good SIGHUP: $DT_USER_A is no longer admin (403)" test "$(status)" = 403
+DTCURL_USER=$DT_USER_B api POST /v1/jobs/$HID/cancel >/dev/null
+check "after a good SIGHUP: $DT_USER_B is admin (200)" test "$(status)" = 200
 check "the cancelled jobs' agents are gone" wait_for 20 sh -c "! pgrep -f -- '[-]-state-dir $TMP/state/agents/' >/dev/null"
 
 # ---- SIGTERM: clean exit, PID file removed --------------------------------------------------

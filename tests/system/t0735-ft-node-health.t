@@ -5,7 +5,9 @@
 # clears it (POST /v1/nodes/{name}/clear, what `dtctl nodes clear` calls).
 . "$(dirname "$0")/ft-lib.sh"
 
-write_conf "SuspectJobs=2" "SuspectWindow=1h"
+# The mechanism with a permissive policy: one user's trainer crashes count
+# here (the default counts only node loss, in two users' jobs: t0911).
+write_conf "SuspectJobs=2" "SuspectWindow=1h" "SuspectUsers=1" "SuspectCauses=any"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 # One node, no restart: each job fails at once on the first free node.
 crash () { submit "$(dttrain_spec "crash$1" 1 "--inject-crash 0:0" '{"restart": {"max_restarts": 0}}')" && wait_state "$ID" failed 60 && wait_att "$ID" failed 20; }

@@ -193,6 +193,17 @@ else
         eval '"$DTCTL" nodes --json local1 | jq -e ".cleared.user == \"root\" and .cleared.uid == 0 and .history[0].kind == \"cleared\"" >/dev/null'
 fi
 "$DTCTL" nodes clear 2>/dev/null; check "nodes clear without NODE: exit 1" test $? -eq 1
+# An admin may mark a node suspect (and clear it again); another user may not.
+as_user2 "$DTCTL" nodes suspect local1 2>"$TMP/err" >/dev/null; rc=$?
+check "$USER2 may not mark a node suspect: exit 4" test $rc -eq 4
+out=$("$DTCTL" nodes suspect local1 2>"$TMP/err"); rc=$?
+check "nodes suspect NODE (root): exit 0, says so" eval '[ $rc -eq 0 ] && [[ "$out" == "Node local1 marked suspect" ]]' || diag "$TMP/err"
+check "the node is suspect, noted as marked by root" \
+    eval '"$DTCTL" nodes --json | jq -e "any(.[]; .name == \"local1\" and .health == \"suspect\" and (.note | test(\"marked suspect by uid 0\")))" >/dev/null'
+"$DTCTL" nodes suspect nosuchnode 2>"$TMP/err" >/dev/null; rc=$?
+check "nodes suspect of an unknown node: exit 3" test $rc -eq 3
+"$DTCTL" nodes clear local1 >/dev/null
+check "cleared again: local1 is ok" eval '"$DTCTL" nodes --json | jq -e "any(.[]; .name == \"local1\" and .health == \"ok\")" >/dev/null'
 
 # ---- cancel, illegal transitions, resubmit ---------------------------------
 out=$("$DTCTL" cancel "$long" 2>"$TMP/err"); rc=$?

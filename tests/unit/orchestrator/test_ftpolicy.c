@@ -2,6 +2,7 @@
  * straggler score, automatic hang timeout, no-progress guard, restart
  * decision with min_nodes, backoff. */
 #include <config.h>
+#include <string.h>
 #include <math.h>
 #include "orchestrator/ftpolicy.h"
 #include "tests/unit/unit.h"
@@ -184,6 +185,46 @@ static void test_backoff (void)
     CU_ASSERT_EQUAL (ft_backoff_ms (1000, 500, 30000), 30000);
 }
 
+static void test_node_names (void)
+{
+    char long_name[80];
+    memset (long_name, 'n', sizeof (long_name) - 1);
+    long_name[sizeof (long_name) - 1] = '\0';
+
+    CU_ASSERT (ft_node_name_ok ("local1"));
+    CU_ASSERT (ft_node_name_ok ("gpu-a100_07.cluster.example"));
+    CU_ASSERT (ft_node_name_ok ("7node"));
+    CU_ASSERT (!ft_node_name_ok (NULL));
+    CU_ASSERT (!ft_node_name_ok (""));
+    CU_ASSERT (!ft_node_name_ok ("node[1-100]"));     /* a hostlist range */
+    CU_ASSERT (!ft_node_name_ok ("n1,n2"));
+    CU_ASSERT (!ft_node_name_ok ("a b"));
+    CU_ASSERT (!ft_node_name_ok ("-x"));              /* an option */
+    CU_ASSERT (!ft_node_name_ok (".hidden"));
+    CU_ASSERT (!ft_node_name_ok ("$(reboot)"));
+    CU_ASSERT (!ft_node_name_ok ("n\n1"));
+    CU_ASSERT (!ft_node_name_ok (long_name));
+    long_name[FT_NODE_NAME_MAX] = '\0';
+    CU_ASSERT (ft_node_name_ok (long_name));          /* exactly the maximum */
+    long_name[FT_NODE_NAME_MAX] = 'n';
+    long_name[FT_NODE_NAME_MAX + 1] = '\0';
+    CU_ASSERT (!ft_node_name_ok (long_name));
+}
+
+static void test_node_suspect (void)
+{
+    CU_ASSERT (ft_cause_is_infra ("node_lost"));
+    CU_ASSERT (ft_cause_is_infra ("slurm_node_fail"));
+    CU_ASSERT (!ft_cause_is_infra ("trainer_exit"));
+    CU_ASSERT (!ft_cause_is_infra ("hang"));
+    CU_ASSERT (!ft_cause_is_infra (NULL));
+    /* one user alone never makes a node suspect with the default of two */
+    CU_ASSERT (!ft_node_suspect (100, 1, 3, 2));
+    CU_ASSERT (!ft_node_suspect (2, 2, 3, 2));
+    CU_ASSERT (ft_node_suspect (3, 2, 3, 2));
+    CU_ASSERT (ft_node_suspect (2, 1, 2, 1));
+}
+
 static const struct dt_unit_test tests[] = {
     { "median", test_median },
     { "straggler score", test_straggler_score },
@@ -195,6 +236,8 @@ static const struct dt_unit_test tests[] = {
     { "restart decision incl. min_nodes", test_restart_decide },
     { "no endless loop", test_no_endless_loop },
     { "backoff", test_backoff },
+    { "node names", test_node_names },
+    { "suspect: infrastructure causes of several users", test_node_suspect },
     { NULL, NULL },
 };
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include "common/db.h"
 #include "common/log.h"
+#include "orchestrator/sha256.h"
 #include "orchestrator/store.h"
 #include "tests/unit/unit.h"
 
@@ -110,6 +111,40 @@ static void test_migrate_previous (void)
     CU_ASSERT_EQUAL (dt_db_exec (db, "PRAGMA user_version = 999", &err), 0);
     dt_db_close (db);
     CU_ASSERT_PTR_NULL (store_open (path, &err));
+}
+
+/* Migration 004: a database written with tokens in clear keeps no token
+ * in clear; each attempt is found by its token (through the hash). */
+static void test_migrate_tokens (void)
+{
+    dt_error_t err;
+    dt_db_t *db;
+    store_t *st;
+    int64_t job;
+    int n;
+    enum attempt_state as;
+    const char *tok = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    char want[65], sql[512];
+
+    fresh ();
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((db = dt_db_open (path, store_migrations, 3, &err)));
+    snprintf (sql, sizeof (sql), "INSERT INTO jobs (id, name, uid, gid, user, state, spec, "
+              "submit_time) VALUES (7, 'old', 1, 1, 'u', 'running', '{}', 5);"
+              "INSERT INTO attempts (job_id, attempt, state, token, launcher, num_nodes, "
+              "ranks_per_node, world_size, submit_time) VALUES "
+              "(7, 1, 'running', '%s', 'local', 1, 1, 1, 5)", tok);
+    CU_ASSERT_EQUAL (dt_db_exec (db, sql, &err), 0);
+    dt_db_close (db);
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
+    sha256_hex (tok, strlen (tok), want);
+    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token = '%s'", want);
+    CU_ASSERT_EQUAL (count (st, sql), 1);
+    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token LIKE '%%%s%%'", tok);
+    CU_ASSERT_EQUAL (count (st, sql), 0);
+    CU_ASSERT_EQUAL (store_attempt_by_token (st, tok, &job, &n, &as, &err), 0);
+    CU_ASSERT (job == 7 && n == 1);
+    CU_ASSERT_EQUAL (store_attempt_by_token (st, want, &job, &n, &as, &err), -1);  /* the hash is no token */
+    store_close (st);
 }
 
 static void test_rows_roundtrip (void)
@@ -368,6 +403,57 @@ static void test_checkpoints (void)
 
 /* Node health: failures blamed on a node, an admin clear, the history view
  * (GET /v1/nodes/{name}) and the list view (GET /v1/nodes). */
+/* The default policy: only infrastructure failures count, and only from
+ * the jobs of two different users; an admin's mark needs neither. */
+static void test_node_suspect_users (void)
+{
+    store_t *st;
+    dt_error_t err;
+    bool suspect = true, changed = false;
+
+    fresh ();
+    CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
+    CU_ASSERT_EQUAL (dt_db_exec (store_db (st), "INSERT INTO jobs (id, name, uid, gid, user, "
+                                 "state, spec, submit_time) VALUES "
+                                 "(1, 'a1', 1001, 1001, 'alice', 'failed', '{}', 5),"
+                                 "(2, 'a2', 1001, 1001, 'alice', 'failed', '{}', 5),"
+                                 "(3, 'a3', 1001, 1001, 'alice', 'failed', '{}', 5),"
+                                 "(4, 'b1', 1002, 1002, 'bob', 'failed', '{}', 5)", &err), 0);
+    CU_ASSERT_EQUAL (store_node_set_state (st, "n1", "up", NULL, &err), 0);
+    /* one user's trainer exits and hangs in three jobs: nothing */
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "trainer_exit", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1001, 2, 1, "hang", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1002, 4, 1, "trainer_exit", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 1003, 3600000, 2, 2, false, &suspect,
+                                              &err), 0);
+    CU_ASSERT (!suspect);
+    /* node losses in two jobs of one user: still nothing */
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1004, 1, 1, "node_lost", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1005, 3, 1, "node_lost", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 1006, 3600000, 2, 2, false, &suspect,
+                                              &err), 0);
+    CU_ASSERT (!suspect);
+    /* with any cause (the old rule) and one user, it would have been */
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n2", 1006, 3600000, 2, 1, true, &suspect,
+                                              &err), 0);
+    CU_ASSERT (!suspect);          /* n2 has no failures */
+    /* a Slurm node failure in another user's job: now suspect */
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1007, 4, 1, "slurm_node_fail", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 1008, 3600000, 2, 2, false, &suspect,
+                                              &err), 0);
+    CU_ASSERT (suspect);
+    /* an admin's mark: an unknown node is refused, a known one marked once */
+    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "nope", 1009, "by uid 0", &changed, &err), -1);
+    CU_ASSERT_EQUAL (errno, ENOENT);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n3", 1009, 1, 1, "hang", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "n3", 1010, "by uid 0", &changed, &err), 0);
+    CU_ASSERT (changed);
+    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "n3", 1011, "by uid 0", &changed, &err), 0);
+    CU_ASSERT (!changed);
+    CU_ASSERT_EQUAL (count (st, "SELECT count(*) FROM nodes WHERE state = 'suspect'"), 2);
+    store_close (st);
+}
+
 static void test_node_health (void)
 {
     store_t *st;
@@ -383,7 +469,7 @@ static void test_node_health (void)
     CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "hang", "rank 0 hung", &err), 0);
     CU_ASSERT_EQUAL (store_node_failure (st, "n1", 2000, 2, 3, "trainer_exit", "rank 1 exited",
                                          &err), 0);
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 2000, 3600000, 2, &suspect, &err), 0);
+    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 2000, 3600000, 2, 1, true, &suspect, &err), 0);
     CU_ASSERT (suspect);
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
 
@@ -526,12 +612,14 @@ static void test_view_provenance (void)
 static const struct dt_unit_test tests[] = {
     { "migration from an empty file", test_migrate_empty },
     { "migration from the previous version; newer refused", test_migrate_previous },
+    { "migration 004: tokens hashed", test_migrate_tokens },
     { "job and attempt rows round-trip", test_rows_roundtrip },
     { "rollback leaves nothing", test_rollback },
     { "kill -9 mid-transaction", test_crash_recovery },
     { "metrics downsampling", test_metrics_thinning },
     { "checkpoints: pending never offered, keep", test_checkpoints },
     { "node health history", test_node_health },
+    { "suspect: infrastructure causes of two users, admin mark", test_node_suspect_users },
     { "huge provenance trimmed in the job view", test_view_provenance },
     { NULL, NULL },
 };

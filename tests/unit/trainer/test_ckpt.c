@@ -302,6 +302,89 @@ static void test_corrupt_shard (void)
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "adam_v"));
 }
 
+/* Write shards of 'step' whose slices are lo[r]..hi[r] (not necessarily a
+ * tiling: the loader must notice). */
+static void save_slices (int64_t step, const size_t lo[W], const size_t hi[W])
+{
+    dtclient_t *c = dtclient_open ();
+    struct dt_kern_ops *k = dt_kern_cpu ();
+    for (int r = 0; r < W; r++) {
+        struct ckpt_writer *w = ckpt_writer_create (c);
+        struct ckpt_done d;
+        dt_error_t err;
+        double stall = -1;
+        struct ckpt_meta meta = {
+            .root = root, .job = "unit", .step = step, .rank = r, .world = W, .parallel = 1,
+            .nparams = N, .lo = lo[r], .hi = hi[r], .seed = 5, .data_cursor = 0, .config = cfg,
+        };
+        CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, k, &meta, P + lo[r], M + lo[r], V + lo[r],
+                                                &stall, &err), 0);
+        ckpt_wait (w);
+        ckpt_last_done (w, &d);
+        CU_ASSERT_FALSE (d.failed);
+        ckpt_writer_destroy (w);
+    }
+    dtclient_close (c);
+}
+
+/* Slices whose sizes add up to the model's but overlap (and so leave a
+ * gap) are refused, naming the problem. */
+static void test_overlap_and_gap (void)
+{
+    float p[N], m[N], v[N];
+    int64_t step;
+    int world, par;
+    dt_error_t err;
+    char dir[512];
+    const size_t lo[W] = { 0, 200, 667 }, hi[W] = { 334, 533, N };       /* 334+333+334 */
+    const size_t lo2[W] = { 0, 334, 700 }, hi2[W] = { 334, 667, N };     /* a gap only */
+
+    save_slices (41, lo, hi);
+    snprintf (dir, sizeof (dir), "%s/step-41", root);
+    errno = 0;
+    CU_ASSERT_EQUAL (ckpt_load (dir, cfg, N, p, m, v, &step, &world, &par, &err), -1);
+    CU_ASSERT_EQUAL (errno, EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "overlaps"));
+    save_slices (42, lo2, hi2);
+    snprintf (dir, sizeof (dir), "%s/step-42", root);
+    errno = 0;
+    CU_ASSERT_EQUAL (ckpt_load (dir, cfg, N, p, m, v, &step, &world, &par, &err), -1);
+    CU_ASSERT_EQUAL (errno, EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "667..699"));
+}
+
+/* A header (with a valid checksum) announcing UINT64_MAX bytes of config:
+ * a clean error, no allocation of a wrapped size. */
+static void test_huge_config_bytes (void)
+{
+    float p[N], m[N], v[N];
+    int64_t step;
+    int world, par;
+    dt_error_t err;
+    char dir[512], path[600];
+    unsigned char hdr[220];
+    const uint64_t huge = UINT64_MAX;
+    enum { CONFIG_BYTES_AT = 80, HDR_CRC_AT = 216 };   /* struct ckpt_hdr's layout */
+
+    save_all (43);
+    snprintf (dir, sizeof (dir), "%s/step-43", root);
+    snprintf (path, sizeof (path), "%s/rank-0.ckpt", dir);
+    FILE *f = fopen (path, "r+b");
+    CU_ASSERT_PTR_NOT_NULL_FATAL (f);
+    CU_ASSERT_EQUAL_FATAL (fread (hdr, 1, sizeof (hdr), f), sizeof (hdr));
+    memcpy (hdr + CONFIG_BYTES_AT, &huge, sizeof (huge));
+    uint32_t crc = dt_crc32c (0, hdr, HDR_CRC_AT);
+    memcpy (hdr + HDR_CRC_AT, &crc, sizeof (crc));
+    rewind (f);
+    CU_ASSERT_EQUAL (fwrite (hdr, 1, sizeof (hdr), f), sizeof (hdr));
+    fclose (f);
+    errno = 0;
+    CU_ASSERT_EQUAL (ckpt_load (dir, cfg, N, p, m, v, &step, &world, &par, &err), -1);
+    CU_ASSERT_EQUAL (errno, EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "rank-0.ckpt"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "18446744073709551615 bytes of config"));
+}
+
 static const struct dt_unit_test tests[] = {
     { "3 shards round trip", test_roundtrip },
     { "just-in-time: one rank writes every shard, identical", test_jit_all_shards },
@@ -310,6 +393,8 @@ static const struct dt_unit_test tests[] = {
     { "latest committed checkpoint is found", test_find_latest_committed },
     { "config mismatch names the field", test_config_mismatch },
     { "corrupt shard names the shard and tensor", test_corrupt_shard },
+    { "overlapping or missing slices are refused", test_overlap_and_gap },
+    { "a header's huge config size is refused", test_huge_config_bytes },
     { NULL, NULL },
 };
 
