@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "agent.h"
+#include "reaper.h"
 #include "ctl.h"
 #include "node.h"
 
@@ -141,6 +142,10 @@ int main (int argc, char **argv)
         return 3;
     }
     dt_log_init ("dtagent", DT_LOG_STDERR, level);
+
+    /* ---- the ranks' orphans come to us, so that none outlives the attempt ---- */
+    if (reaper_init () < 0)
+        dt_log_errno (LOG_WARNING, "PR_SET_CHILD_SUBREAPER (a rank's orphans go to init)");
 
     /* ---- signals: all through one signalfd in the event loop ---- */
     sigemptyset (&mask);

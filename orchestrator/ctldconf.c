@@ -18,6 +18,9 @@ static const char *const default_state_dir = "/var/lib/dtctld";
 static const char *const default_launcher = "slurm";
 static const char *const default_auth = "munge";
 static const char *const default_checkpoint_root = "/var/lib/dtctld/checkpoints";
+/* Root-owned parent of the per-user output directories (userdir.h): not
+ * under the StateDir, which is root's alone. */
+static const char *const default_user_dir = "/var/spool/dtctld";
 static const int64_t default_heartbeat_ms = 1000;
 static const int64_t default_node_timeout_ms = 10000;
 /* 0 = auto: the agent uses its floor until step times are known. */
@@ -70,7 +73,7 @@ const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
     "Launcher", "AuthType", "AdminUsers", "CheckpointRoot", "HeartbeatInterval",
     "NodeTimeout", "HangTimeout", "RendezvousTimeout", "LogLevel", "DtagentPath",
-    "MaxBodySize",
+    "MaxBodySize", "UserDir",
     /* read by launcher_slurm.c */
     "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
     /* read by the job manager (hang floor, node health) and launcher_local.c */
@@ -111,6 +114,7 @@ void config_destroy (struct ctld_config *cfg)
         free (cfg->pid_file);
         free (cfg->launcher);
         free (cfg->checkpoint_root);
+        free (cfg->user_dir);
         free (cfg->dtagent_path);
         free (cfg);
         errno = saved;
@@ -347,10 +351,12 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
                                  "dtctld.pid");
     cfg->launcher = strdup (dt_conf_get (c, "Launcher", default_launcher));
     cfg->checkpoint_root = strdup (dt_conf_get (c, "CheckpointRoot", default_checkpoint_root));
+    cfg->user_dir = strdup (dt_conf_get (c, "UserDir", default_user_dir));
     v = dt_conf_get (c, "DtagentPath", NULL);
     cfg->dtagent_path = v ? strdup (v) : NULL;
     if (!cfg->state_dir || !cfg->listen_address || !cfg->controller_url
         || !cfg->database_path || !cfg->pid_file || !cfg->launcher || !cfg->checkpoint_root
+        || !cfg->user_dir
         || (v && !cfg->dtagent_path)) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;
@@ -405,6 +411,19 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
     if (!ckptpath_is_normal (cfg->checkpoint_root)) {
         errnoprintf (err, EINVAL, "CheckpointRoot: '%.80s' is not a normal path (no '//', "
                      "'.', '..' or trailing '/')", cfg->checkpoint_root);
+        goto error;
+    }
+    if (cfg->user_dir[0] != '/') {
+        errnoprintf (err, EINVAL, "UserDir: must be an absolute path");
+        goto error;
+    }
+    size_t sl = strlen (cfg->state_dir);
+    while (sl > 1 && cfg->state_dir[sl - 1] == '/')
+        sl--;
+    if (strncmp (cfg->user_dir, cfg->state_dir, sl) == 0
+        && (cfg->user_dir[sl] == '\0' || cfg->user_dir[sl] == '/')) {
+        errnoprintf (err, EINVAL, "UserDir %s: must not be the StateDir or under it (jobs' "
+                     "processes write there as their users)", cfg->user_dir);
         goto error;
     }
     if (parse_admins (cfg, dt_conf_get (c, "AdminUsers", ""), err) < 0)

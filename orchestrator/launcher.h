@@ -80,7 +80,13 @@ struct launcher_req {
     const char *const *exclude; /* NULL-terminated node names never to use; may be NULL */
     const char *workdir;        /* cwd of the agents (and trainers) */
     const char *output;         /* file for the agents' stdout+stderr; the
-                                 * launcher may expand "%n" to the node name */
+                                 * launcher may expand "%n" to the node name;
+                                 * opened as the job's user, never as root */
+    const char *user_dir;       /* the job user's own directory (owner uid,
+                                 * mode 0700; userdir.h): where processes
+                                 * acting as the user may keep files (the
+                                 * output above is there); Slurm's work_dir
+                                 * when the job names no workdir */
     const char *const *env;     /* NULL-terminated "K=V" from the job spec; may be NULL */
     /* In-allocation restart: the handle of the previous attempt
      * whose allocation should run this attempt as a new step, or NULL for a

@@ -449,7 +449,11 @@ static void desc_options (struct slurm_launcher *sl, const struct launcher_req *
     }
     if (exc)
         d->exc_nodes = exc;
-    d->work_dir = (char *) (req->workdir && *req->workdir ? req->workdir : sl->state_dir);
+    /* slurmstepd enters work_dir and opens std_out as the job's user: the
+     * job's workdir, else the user's own directory (never the StateDir,
+     * which is root's alone). */
+    d->work_dir = (char *) (req->workdir && *req->workdir ? req->workdir
+                            : req->user_dir && *req->user_dir ? req->user_dir : "/tmp");
     d->std_out = batch_out;
     d->open_mode = OPEN_MODE_APPEND;
     d->user_id = req->uid;
@@ -488,7 +492,9 @@ static int slurm_launcher_submit (void *ctx, const struct launcher_req *req,
      * each agent's to "<output with %n=its node>" (srun's %N). */
     if (req->output && *req->output)
         out_path = strdup (req->output);
-    else if (asprintf (&out_path, "%s/dt-%" PRId64 "-a%d-%%n.out", sl->state_dir,
+    else if (asprintf (&out_path, "%s/dt-%" PRId64 "-a%d-%%n.out",
+                       req->user_dir && *req->user_dir ? req->user_dir
+                       : req->workdir && *req->workdir ? req->workdir : "/tmp",
                        req->job_id, req->attempt) < 0)
         out_path = NULL;
     if (!out_path

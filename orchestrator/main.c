@@ -20,6 +20,7 @@
 #include "orchestrator/api.h"
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
+#include "orchestrator/userdir.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
@@ -149,6 +150,12 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
 
     if (!cfg) {
         dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
+        return;
+    }
+    /* A new UserDir is made and checked like at startup, or refused. */
+    if (strcmp (cfg->user_dir, ctx->cfg->user_dir) && userdir_setup (cfg->user_dir, &err) < 0) {
+        dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
+        config_destroy (cfg);
         return;
     }
     if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
@@ -302,6 +309,10 @@ int main (int argc, char **argv)
     if (daemon_state_dir (ctx.cfg->state_dir, &err) < 0
         || daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
         die ("%s", err.text);
+    /* The parent of the per-user output directories (jobs' processes
+     * write there as their users; never under the StateDir). */
+    if (userdir_setup (ctx.cfg->user_dir, &err) < 0)
+        die ("%s", err.text);
 
     /* CheckpointRoot: users reach their own job's directory through it. */
     if (daemon_shared_dir (ctx.cfg->checkpoint_root, &err) < 0)
@@ -356,6 +367,10 @@ int main (int argc, char **argv)
         die ("Launcher=%s is not available in this build", ctx.cfg->launcher);
     if (!(dtagent = find_dtagent (ctx.cfg->dtagent_path)))
         die ("out of memory");
+    /* Every user's jobs run it, as themselves: no user may be able to
+     * replace it. */
+    if (dtagent[0] == '/' && userdir_check_program (dtagent, &err) < 0)
+        die ("DtagentPath: %s", err.text);
     struct launcher_conf lconf = {
         .controller_url = ctx.url,
         .dtagent_path = dtagent,

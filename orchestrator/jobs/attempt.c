@@ -16,6 +16,7 @@
 
 #include "orchestrator/jobs/internal.h"
 #include "orchestrator/jobs/restartpolicy.h"
+#include "orchestrator/userdir.h"
 
 /* Launchers are polled this often per live attempt. */
 static const int64_t poll_interval_ms = 1000;
@@ -385,17 +386,22 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     json_t *v;
     int rc = -1;
 
-    /* A path that does not fit fails the launch (a truncated log path
-     * would be some other file). */
-    if (dt_pathf (logdir, sizeof (logdir), "%s/logs", ctx->cfg->state_dir) < 0
-        || dt_pathf (output, sizeof (output), "%s/job-%lld.%d.%%n.log", logdir,
-                     (long long)job->row.id, att->row.attempt) < 0) {
-        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1,
-                           "the log path under StateDir is too long", NULL);
+    /* Output goes to the user's own directory (UserDir/<uid>): Slurm opens
+     * it as the user.  A path that does not fit fails the launch (a
+     * truncated log path would be some other file). */
+    if (userdir_get (ctx->cfg->user_dir, job->row.uid, job->row.gid, logdir, sizeof (logdir),
+                     &err) < 0) {
+        dt_log (LOG_ERR, "job %lld attempt %d: %s", (long long)job->row.id, att->row.attempt,
+                err.text);
+        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1, err.text, NULL);
         return -1;
     }
-    if (mkdir (logdir, 0755) < 0 && errno != EEXIST)
-        dt_log_errno (LOG_WARNING, "mkdir %s", logdir);
+    if (dt_pathf (output, sizeof (output), "%s/job-%lld.%d.%%n.log", logdir,
+                  (long long)job->row.id, att->row.attempt) < 0) {
+        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1,
+                           "the log path under UserDir is too long", NULL);
+        return -1;
+    }
 
     /* The job's checkpoint directory: the controller writes the manifests
      * there, so it must reach it anyway (shared file system under Slurm). */
@@ -452,6 +458,7 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     req.exclude = exclude;
     req.workdir = job->spec.workdir;
     req.output = output;
+    req.user_dir = logdir;
     req.env = env;
     req.reuse = job->reuse_handle[0] ? job->reuse_handle : NULL;
 

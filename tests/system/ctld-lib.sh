@@ -55,6 +55,7 @@ write_conf () {
         echo "ListenAddress=127.0.0.1"
         case " $* " in *" ListenPort="*) ;; *) echo "ListenPort=0" ;; esac
         echo "StateDir=$TMP/state"
+        echo "UserDir=$TMP/users"
         echo "Launcher=local"
         echo "AuthType=munge"
         echo "CheckpointRoot=$TMP/ckpt"

@@ -222,8 +222,9 @@ agent register '{"node":"n1","node_order":0,"addr":"127.0.0.1","port":9}'
 check "an agent registers" test "$(status)" = 200
 res='{"kind":"result","rank":0,"result":{"loss":1.5}}'
 agent events "{\"node\":\"n1\",\"events\":[{\"kind\":\"result\",\"rank\":0,\"result\":{\"blob\":\"$(printf '%0150d' 0)\"}}]}"
-check "a result over MaxResultSize: 400" test "$(status)" = 400
-check "the error names MaxResultSize" jqt '.errors[0].error | test("MaxResultSize")' "$TMP/body"
+# The batch is answered per event (200): that one is refused, named.
+check "a result over MaxResultSize: refused" jqt '.data.results[0].status == "refused"' "$TMP/body"
+check "the error names MaxResultSize" jqt '.data.results[0].error | test("MaxResultSize")' "$TMP/body"
 check "nothing recorded" test "$(nresults)" = 0
 agent events "{\"node\":\"n1\",\"events\":[$res,$res]}"
 check "2 results: 200" test "$(status)" = 200
