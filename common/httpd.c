@@ -40,6 +40,11 @@ static const unsigned int httpd_connection_timeout_s = 300;
  * own buffer, so this stays small: 10k connections x 16 KiB. */
 static const size_t httpd_connection_memory = 16 * 1024;
 static const int httpd_listen_backlog = 4096;
+/* One dt_httpd_run handles requests for about this long; the requests
+ * still ready then are handled in the next run, so that a burst (10,000
+ * agents registering at once) does not hold up the owner's loop (its tick,
+ * its signals) for seconds. */
+static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
 
 #define HTTPD_MAX_PARAMS 12     /* httpd.h; kv keys of dtctld have up to 12 segments */
 #define HTTPD_MAX_SEGS 16
@@ -70,6 +75,11 @@ struct dt_httpd {
     size_t body_bytes;          /* buffered now */
     unsigned int idle_timeout_s;
     struct httpd_conns conns;   /* busy connections, the request timeout */
+    bool running;               /* inside dt_httpd_run */
+    int64_t run_start_ns;
+    struct MHD_Connection **deferred; /* suspended: handled in the next run */
+    size_t ndeferred, deferred_cap;
+    size_t dispatched;          /* requests handled in the current (last) run */
     dt_http_gate_f gate;
     void *gate_arg;
     struct route *routes;
@@ -524,6 +534,35 @@ static void dispatch (dt_http_req_t *req)
     }
 }
 
+/* Past the run's budget: suspend the connection, to be handled in the next
+ * run (dt_httpd_run resumes it), after the owner's loop had its turn. */
+static int defer (dt_httpd_t *h, struct MHD_Connection *conn)
+{
+    if (h->ndeferred == h->deferred_cap) {
+        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 256;
+        struct MHD_Connection **p = realloc (h->deferred, cap * sizeof (*p));
+        if (!p)
+            return -1; /* handle it now */
+        h->deferred = p;
+        h->deferred_cap = cap;
+    }
+    MHD_suspend_connection (conn);
+    h->deferred[h->ndeferred++] = conn;
+    return 0;
+}
+
+/* Resume the oldest 'max' deferred connections (all: SIZE_MAX).  Only
+ * about as many as a run handles are resumed at a time: resuming
+ * thousands only to suspend most of them again costs more than the work. */
+static void resume_deferred (dt_httpd_t *h, size_t max)
+{
+    size_t n = h->ndeferred < max ? h->ndeferred : max;
+    for (size_t i = 0; i < n; i++)
+        MHD_resume_connection (h->deferred[i]);
+    memmove (h->deferred, h->deferred + n, (h->ndeferred - n) * sizeof (*h->deferred));
+    h->ndeferred -= n;
+}
+
 static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -632,6 +671,10 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         req->body[req->len] = '\0';
         return MHD_YES;
     }
+    if (h->running && dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns
+        && defer (h, conn) == 0)
+        return MHD_YES;
+    h->dispatched++;
     dispatch (req);
     return MHD_YES;
 }
@@ -797,7 +840,8 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     l->port = ntohs (ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     /* The logger must be the first option to catch every message. */
-    l->d = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_cb, l,
+    l->d = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0,
+                             NULL, NULL, access_cb, l,
                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h,
                              MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
                              MHD_OPTION_CONNECTION_LIMIT,
@@ -853,9 +897,11 @@ void dt_httpd_destroy (dt_httpd_t *h)
 {
     if (h) {
         int saved = errno;
+        resume_deferred (h, SIZE_MAX); /* MHD stops no daemon with suspended connections */
         for (int i = 0; i < h->nls; i++)
             if (h->ls[i].d)
                 MHD_stop_daemon (h->ls[i].d);
+        free (h->deferred);
         if (h->listen_fd >= 0)
             close (h->listen_fd);
         if (h->epfd >= 0)
@@ -894,6 +940,8 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
 {
     int64_t best = -1;
 
+    if (h->ndeferred > 0)
+        return 0;
     for (int i = 0; i < h->nls; i++) {
         MHD_UNSIGNED_LONG_LONG t;
         if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && (best < 0 || (int64_t)t < best))
@@ -909,9 +957,14 @@ int dt_httpd_run (dt_httpd_t *h)
 {
     int rc = 0;
 
+    resume_deferred (h, h->dispatched > 32 ? 2 * h->dispatched : 64);
+    h->dispatched = 0;
+    h->running = true;
+    h->run_start_ns = dt_mono_ns ();
     for (int i = 0; i < h->nls; i++)
         if (MHD_run (h->ls[i].d) != MHD_YES)
             rc = -1;
+    h->running = false;
     httpd_conn_cut_expired (&h->conns);
     if (rc < 0)
         errno = EIO;

@@ -16,16 +16,16 @@
 struct httpd_conn {
     struct httpd_conn *prev, *next; /* in the busy list, when busy_ns != 0 */
     int fd;
-    int64_t busy_ns;            /* monotonic ns the current request began; 0 idle */
+    int64_t busy_ns; /* monotonic ns the current request began; 0 idle */
 };
 
 struct httpd_conns {
     struct httpd_conn *head, *tail;
-    int64_t timeout_ns;         /* the absolute request timeout; 0 none */
-    uint64_t cut;               /* connections cut at it so far */
-    int64_t log_window_ns;      /* start of the current warning window */
-    int log_count;              /* warnings logged in it */
-    int log_dropped;            /* warnings dropped in it */
+    int64_t timeout_ns;    /* the absolute request timeout; 0 none */
+    uint64_t cut;          /* connections cut at it so far */
+    int64_t log_window_ns; /* start of the current warning window */
+    int log_count;         /* warnings logged in it */
+    int log_dropped;       /* warnings dropped in it */
 };
 
 /* Mark 'c' busy from now (no-op if it is) / idle. */

@@ -712,6 +712,7 @@ static void events_cb (dt_http_req_t *req, void *arg)
         if (event_noted (e))
             noted++;
     if (max_ev > 0 && att->job->agent_events + noted > max_ev) {
+        metrics_refused (ctx->metrics, REFUSED_MAX_EVENTS_PER_JOB);
         dt_http_reply_error (req, 429, NULL, "quota MaxEventsPerJob: job %lld has %lld events "
                              "from its agents, the limit is %lld; none of these %lld was "
                              "recorded", (long long)att->job->row.id,
@@ -849,6 +850,7 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
     size_t kv_now = kv_max > 0 ? jobs_kv_bytes (ctx->jobs) : 0;
     if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old
         && kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
+        metrics_refused (ctx->metrics, REFUSED_MAX_KV_BYTES);
         dt_http_reply_error (req, 429, NULL, "quota MaxKvBytes: the controller's key-value "
                              "stores hold %zu bytes, the limit is %lld", kv_now,
                              (long long)kv_max);

@@ -54,6 +54,10 @@ static const char *const default_private_data = "env,stderr";
 static const int64_t default_max_connections = 4096;
 static const int64_t default_max_agent_connections = 20000;
 static const int64_t default_max_conn_per_address = 64;
+/* None by default on the agents' listener: a test or a benchmark runs
+ * thousands of agents on one address; a site sets it (a node runs one
+ * agent per job on it). */
+static const int64_t default_max_agent_conn_per_address = 0;
 static const int64_t default_request_timeout_ms = 60000;
 static const int64_t default_max_body_buffer = 256LL << 20;
 static const int64_t default_max_jobs_per_user = 1000;
@@ -78,6 +82,7 @@ const char *const config_keys[] = {
     "SuspectUsers", "SuspectCauses", "PrivateData",
     /* denial of service: listeners, requests, quotas */
     "AgentPort", "MaxConnections", "MaxAgentConnections", "MaxConnectionsPerAddress",
+    "MaxAgentConnectionsPerAddress",
     "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxJobCount", "MaxKvBytes",
     "MaxEventsPerJob",
     "MaxResultSize",
@@ -260,6 +265,9 @@ static int load_limits (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t 
                             1000000, &cfg->max_agent_connections, err) < 0
         || dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
                             1000000, &cfg->max_conn_per_address, err) < 0
+        || dt_conf_get_int (c, "MaxAgentConnectionsPerAddress",
+                            default_max_agent_conn_per_address, 0, 1000000,
+                            &cfg->max_agent_conn_per_address, err) < 0
         || dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
                                     &cfg->request_timeout_ms, err) < 0
         || dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,

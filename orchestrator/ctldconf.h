@@ -59,6 +59,7 @@ struct ctld_config {
     int64_t max_connections;     /* MaxConnections: users' listener */
     int64_t max_agent_connections; /* MaxAgentConnections: agents' listener */
     int64_t max_conn_per_address; /* MaxConnectionsPerAddress: users' listener; 0 none */
+    int64_t max_agent_conn_per_address; /* MaxAgentConnectionsPerAddress; 0 none */
     int64_t request_timeout_ms;  /* RequestTimeout: absolute, per request */
     int64_t max_body_buffer;     /* MaxBodyBuffer: all bodies buffered at once */
     int64_t max_jobs_per_user;   /* MaxJobsPerUser: live jobs; 0 none */

@@ -18,6 +18,7 @@
 #include "orchestrator/ctld.h"
 #include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
+#include "orchestrator/metrics.h"
 
 bool gate_is_agent_path (const char *path)
 {
@@ -27,7 +28,8 @@ bool gate_is_agent_path (const char *path)
 /* Routes that anyone may read, with no credential. */
 static bool is_public (const char *method, const char *path)
 {
-    return !strcmp (method, "GET") && (!strcmp (path, "/healthz") || !strcmp (path, "/metrics"));
+    return !strcmp (method, "GET") &&
+           (!strcmp (path, "/healthz") || !strcmp (path, "/metrics"));
 }
 
 /* An agent route: a token of an attempt the controller knows (live, or
@@ -41,12 +43,15 @@ static int gate_agent (struct ctld *ctx, dt_http_req_t *req)
     dt_error_t err;
 
     if (!tok) {
+        metrics_refused (ctx->metrics, REFUSED_UNAUTHENTICATED);
         dt_http_reply_error (req, 401, NULL, "missing Authorization: Bearer <token>");
         return -1;
     }
     if (jobs_attempt_by_token (ctx->jobs, tok))
         return 0;
-    if (store_attempt_by_token (ctx->store, tok, &job, &n, &st, &err) < 0 && errno == ENOENT) {
+    if (store_attempt_by_token (ctx->store, tok, &job, &n, &st, &err) < 0 &&
+        errno == ENOENT) {
+        metrics_refused (ctx->metrics, REFUSED_UNAUTHENTICATED);
         dt_http_reply_error (req, 401, NULL, "unknown token");
         return -1;
     }
@@ -85,13 +90,19 @@ static int gate_cb (dt_http_req_t *req, void *arg)
     if (gate_is_agent_path (path))
         return gate_agent (ctx, req);
     if (dt_http_req_class (req) == GATE_CLASS_AGENT && strcmp (path, "/healthz")) {
-        dt_http_reply_error (req, 403, NULL, "this is the agents' listener (AgentPort); "
-                             "user requests go to ListenPort %d", dt_httpd_port (ctx->httpd));
+        metrics_refused (ctx->metrics, REFUSED_LISTENER);
+        dt_http_reply_error (req,
+                             403,
+                             NULL,
+                             "this is the agents' listener (AgentPort); "
+                             "user requests go to ListenPort %d",
+                             dt_httpd_port (ctx->httpd));
         return -1;
     }
     if (is_public (method, path))
         return 0;
     if (auth_user_early (ctx->cfg, req, &uid, &err) < 0) {
+        metrics_refused (ctx->metrics, REFUSED_UNAUTHENTICATED);
         dt_http_reply_error (req, 401, NULL, "%s", err.text);
         return -1;
     }
@@ -101,16 +112,28 @@ static int gate_cb (dt_http_req_t *req, void *arg)
         int total = all > 0 ? jobs_live_count (ctx->jobs, (uid_t)-1) : 0;
         if (max > 0 && live >= max) {
             char name[64];
-            dt_http_reply_error (req, 429, NULL, "quota MaxJobsPerUser: user %s has %d live "
-                                 "jobs, the limit is %lld; wait for one to end or cancel one",
-                                 auth_user_name (uid, name, sizeof (name)), live,
-                                 (long long)max);
+            metrics_refused (ctx->metrics, REFUSED_MAX_JOBS_PER_USER);
+            dt_http_reply_error (
+              req,
+              429,
+              NULL,
+              "quota MaxJobsPerUser: user %s has %d live "
+              "jobs, the limit is %lld; wait for one to end or cancel one",
+              auth_user_name (uid, name, sizeof (name)),
+              live,
+              (long long)max);
             return -1;
         }
         if (all > 0 && total >= all) {
-            dt_http_reply_error (req, 429, NULL, "quota MaxJobCount: the controller holds %d "
-                                 "live jobs, the limit is %lld; retry when jobs have ended",
-                                 total, (long long)all);
+            metrics_refused (ctx->metrics, REFUSED_MAX_JOB_COUNT);
+            dt_http_reply_error (
+              req,
+              429,
+              NULL,
+              "quota MaxJobCount: the controller holds %d "
+              "live jobs, the limit is %lld; retry when jobs have ended",
+              total,
+              (long long)all);
             return -1;
         }
     }

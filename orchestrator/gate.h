@@ -5,15 +5,16 @@
 #ifndef DT_GATE_H
 #define DT_GATE_H
 
+#include <stdbool.h>
 #include "common/httpd.h"
 
 struct ctld;
 
 /* Connection classes: the listener a request came in on. */
 enum gate_class {
-    GATE_CLASS_USER = 0,    /* ListenPort: CLIs, browsers, scripts (and agents that
-                             * are given it as ControllerURL) */
-    GATE_CLASS_AGENT = 1,   /* AgentPort: agents and batch scripts only */
+    GATE_CLASS_USER = 0,  /* ListenPort: CLIs, browsers, scripts (and agents that
+                           * are given it as ControllerURL) */
+    GATE_CLASS_AGENT = 1, /* AgentPort: agents and batch scripts only */
 };
 
 /* Install the gate on ctx->httpd.  Requests it refuses are answered at

@@ -340,6 +340,7 @@ int main (int argc, char **argv)
     struct dt_httpd_listen agents = {
         .addr = ctx.cfg->listen_address, .port = ctx.cfg->agent_port,
         .cls = GATE_CLASS_AGENT, .max_connections = ctx.cfg->max_agent_connections,
+        .per_address = ctx.cfg->max_agent_conn_per_address,
     };
     if (!(ctx.httpd = dt_httpd_new (&hconf, &err)))
         die ("HTTP server: %s", err.text);

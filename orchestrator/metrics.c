@@ -25,6 +25,13 @@ struct metrics {
     double hb_sum;
     uint64_t hb_bucket[NBUCKETS];
     int64_t start_ms;
+    uint64_t refused[REFUSED_COUNT];
+};
+
+/* Label values of dtctld_requests_refused_total, by enum metrics_refusal. */
+static const char *const refusal_names[REFUSED_COUNT] = {
+    "unauthenticated", "listener", "MaxJobsPerUser", "MaxJobCount", "MaxKvBytes",
+    "MaxEventsPerJob",
 };
 
 struct metrics *metrics_create (struct ctld *ctx, dt_error_t *err)
@@ -51,6 +58,12 @@ void metrics_heartbeat (struct metrics *m, double seconds)
     for (size_t i = 0; i < NBUCKETS; i++)
         if (seconds <= hb_buckets[i])
             m->hb_bucket[i]++;
+}
+
+void metrics_refused (struct metrics *m, enum metrics_refusal why)
+{
+    if (m && why >= 0 && why < REFUSED_COUNT)
+        m->refused[why]++;
 }
 
 struct buf {
@@ -151,6 +164,16 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
          (unsigned long long)m->hb_count);
     put (&b, "dtctld_heartbeat_handling_seconds_sum %.9f\n", m->hb_sum);
     put (&b, "dtctld_heartbeat_handling_seconds_count %llu\n", (unsigned long long)m->hb_count);
+    head (&b, "dtctld_requests_refused_total", "counter",
+          "Requests refused on their headers or by a quota, by reason, since this dtctld "
+          "started.");
+    for (int i = 0; i < REFUSED_COUNT; i++)
+        put (&b, "dtctld_requests_refused_total{reason=\"%s\"} %llu\n", refusal_names[i],
+             (unsigned long long)m->refused[i]);
+    head (&b, "dtctld_http_requests_cut_total", "counter",
+          "Connections closed because their request ran past RequestTimeout.");
+    put (&b, "dtctld_http_requests_cut_total %llu\n",
+         (unsigned long long)dt_httpd_cut_count (m->ctx->httpd));
     head (&b, "dtctld_start_time_seconds", "gauge", "When this dtctld started (Unix time).");
     put (&b, "dtctld_start_time_seconds %.3f\n", m->start_ms / 1000.0);
     /* Goodput of the jobs not ended (report.c). */

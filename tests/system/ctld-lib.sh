@@ -38,8 +38,18 @@ ctld_cleanup () {
 trap ctld_cleanup EXIT
 
 # write_conf [extra lines...]: $TMP/dtctld.conf for the local launcher.
-# An extra ListenPort=N replaces the default (a free port).
+# An extra ListenPort=N replaces the default (a free port); with it the
+# agents' listener gets a fixed free port too (AgentPort, unless given),
+# so that a controller restarted on the same ports is found again by its
+# agents (ListenPort + 1, the default, may be some client's port).
 write_conf () {
+    local ap=
+    case " $* " in
+        *" ListenPort=0 "* | *" AgentPort="*) ;;
+        *" ListenPort="*)
+            ap=$(free_port)
+            case " $* " in *" ListenPort=$ap "*) ap=$(free_port) ;; esac ;;
+    esac
     {
         echo "# written by $(basename "$0")"
         echo "ListenAddress=127.0.0.1"
@@ -52,6 +62,7 @@ write_conf () {
         echo "HeartbeatInterval=200ms"
         echo "NodeTimeout=3s"
         echo "DtagentPath=$DTAGENT"
+        [ -n "$ap" ] && echo "AgentPort=$ap"
         for l in "$@"; do echo "$l"; done
     } > "$TMP/dtctld.conf"
 }

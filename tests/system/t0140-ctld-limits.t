@@ -236,6 +236,17 @@ agent events "{\"node\":\"n1\",\"events\":[$res]}"
 check "one more fits: 200" test "$(status)" = 200
 check "3 results recorded" test "$(nresults)" = 3
 
+# ---- what was refused, in /metrics ------------------------------------------
+curl -s "$URL/metrics" > "$TMP/metrics.txt"
+for r in unauthenticated listener MaxKvBytes MaxEventsPerJob; do
+    check "/metrics counts refusals: $r" \
+        grep -Eq "^dtctld_requests_refused_total\{reason=\"$r\"\} [1-9]" "$TMP/metrics.txt"
+done
+if [ "$AUTH" = munge ]; then
+    check "/metrics counts refusals: MaxJobsPerUser" \
+        grep -Eq '^dtctld_requests_refused_total\{reason="MaxJobsPerUser"\} [1-9]' "$TMP/metrics.txt"
+fi
+
 # ---- just-in-time sets: bounded per attempt ---------------------------------
 # Every one of 20 ranks starting a just-in-time set of its own would hold
 # 20 x 20 entries; past 16 sets the others are ignored (accepted, logged).
@@ -275,6 +286,31 @@ fi
 
 kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 
+# ---- MaxAgentConnectionsPerAddress: the agents' listener, when a site sets it --
+write_conf "MaxAgentConnectionsPerAddress=2"
+start_fg || bail "dtctld did not restart"
+AGENT_URL=$(curl -s "$URL/healthz" | jq -r .data.agent_url)
+python3 - "${AGENT_URL##*:}" "$PORT" > "$TMP/aconn.out" <<'EOF'
+import socket, sys
+aport, port = int(sys.argv[1]), int(sys.argv[2])
+def ask(p):
+    s = socket.create_connection(("127.0.0.1", p))
+    s.settimeout(30)
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        d = s.recv(4096)
+    except OSError:
+        d = b""
+    return d.split(b"\r\n")[0].decode() if d else "closed"
+held = [socket.create_connection(("127.0.0.1", aport)) for _ in range(2)]
+print("third:", ask(aport))
+print("users:", ask(port))
+EOF
+check "agents' listener: a third connection from one address is closed" grep -qx "third: closed" "$TMP/aconn.out" \
+    || sed 's/^/# /' "$TMP/aconn.out"
+check "meanwhile the users' listener serves that address" grep -qx "users: HTTP/1.1 200 OK" "$TMP/aconn.out"
+kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
+
 # ---- RequestTimeout: a request that dribbles in is cut ---------------------
 # One header line every 0.2 s would take 60 s to finish the request; the
 # controller cuts it after RequestTimeout=2s, before the request is done.
@@ -304,6 +340,7 @@ EOF
 check "a request dribbling its headers is cut before it is done" grep -q "^closed after" "$TMP/dribble.out" \
     || sed 's/^/# /' "$TMP/dribble.out"
 check "the controller logs the cut" grep -q "connection cut: request not done within 2000 ms" "$TMP/ctld.log"
+check "/metrics counts the cut" sh -c "curl -s $URL/metrics | grep -Eq '^dtctld_http_requests_cut_total [1-9]'"
 check "the controller still serves" curl -sf "$URL/healthz" -o /dev/null
 
 done_testing

@@ -39,13 +39,13 @@ static void test_busy_list (void)
     conn_init (&a, &pa);
     conn_init (&b, &pb);
     conn_init (&c, &pc);
-    CU_ASSERT_EQUAL (httpd_conn_next_ms (&cs), -1);     /* no timeout */
+    CU_ASSERT_EQUAL (httpd_conn_next_ms (&cs), -1); /* no timeout */
     cs.timeout_ns = 60LL * 1000000000;
-    CU_ASSERT_EQUAL (httpd_conn_next_ms (&cs), -1);     /* none busy */
+    CU_ASSERT_EQUAL (httpd_conn_next_ms (&cs), -1); /* none busy */
     httpd_conn_busy (&cs, &a);
     httpd_conn_busy (&cs, &b);
     httpd_conn_busy (&cs, &c);
-    httpd_conn_busy (&cs, &a);                          /* already: stays first */
+    httpd_conn_busy (&cs, &a); /* already: stays first */
     CU_ASSERT_PTR_EQUAL (cs.head, &a);
     CU_ASSERT_PTR_EQUAL (cs.tail, &c);
     CU_ASSERT (httpd_conn_next_ms (&cs) > 59000 && httpd_conn_next_ms (&cs) <= 60001);
@@ -56,14 +56,14 @@ static void test_busy_list (void)
     httpd_conn_idle (&cs, &a);
     CU_ASSERT_PTR_EQUAL (cs.head, &c);
     httpd_conn_idle (&cs, &c);
-    httpd_conn_idle (&cs, &c);                          /* already idle: no-op */
+    httpd_conn_idle (&cs, &c); /* already idle: no-op */
     CU_ASSERT_PTR_NULL (cs.head);
     CU_ASSERT_PTR_NULL (cs.tail);
     /* Busy again: at the tail, with a new start. */
     httpd_conn_busy (&cs, &b);
     CU_ASSERT_PTR_EQUAL (cs.head, &b);
     CU_ASSERT_PTR_EQUAL (cs.tail, &b);
-    httpd_conn_cut_expired (&cs);                       /* not expired: nothing cut */
+    httpd_conn_cut_expired (&cs); /* not expired: nothing cut */
     CU_ASSERT_EQUAL (cs.cut, 0);
     CU_ASSERT_FALSE (peer_eof (pb));
     close (a.fd), close (b.fd), close (c.fd), close (pa), close (pb), close (pc);
@@ -82,11 +82,11 @@ static void test_cut (void)
     httpd_conn_busy (&cs, &a);
     a.busy_ns -= 20 * s;
     httpd_conn_busy (&cs, &b);
-    CU_ASSERT_EQUAL (httpd_conn_next_ms (&cs), 0);      /* a is due now */
+    CU_ASSERT_EQUAL (httpd_conn_next_ms (&cs), 0); /* a is due now */
     httpd_conn_cut_expired (&cs);
     CU_ASSERT_EQUAL (cs.cut, 1);
-    CU_ASSERT (peer_eof (pa));                          /* a shut down ... */
-    CU_ASSERT_FALSE (peer_eof (pb));                    /* ... b not yet */
+    CU_ASSERT (peer_eof (pa));       /* a shut down ... */
+    CU_ASSERT_FALSE (peer_eof (pb)); /* ... b not yet */
     CU_ASSERT_PTR_EQUAL (cs.head, &b);
     CU_ASSERT_EQUAL (a.busy_ns, 0);
     b.busy_ns -= 20 * s;
