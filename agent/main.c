@@ -73,6 +73,24 @@ static const struct option longopts[] = {
     { NULL, 0, NULL, 0 },
 };
 
+/* Every signal the agent handles, blocked and read from one signalfd in
+ * the event loop (returned; -1 with errno). */
+static int signals_init (void)
+{
+    sigset_t mask;
+
+    sigemptyset (&mask);
+    sigaddset (&mask, SIGCHLD);
+    sigaddset (&mask, SIGTERM);
+    sigaddset (&mask, SIGUSR1);
+    sigaddset (&mask, SIGINT);
+    sigaddset (&mask, SIGHUP);
+    if (sigprocmask (SIG_BLOCK, &mask, NULL) < 0)
+        return -1;
+    signal (SIGPIPE, SIG_IGN);
+    return signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
 int main (int argc, char **argv)
 {
     const char *controller = getenv ("DT_CONTROLLER");
@@ -93,7 +111,6 @@ int main (int argc, char **argv)
     ctl_t *ctl = NULL;
     agent_t *agent = NULL;
     int sigfd = -1;
-    sigset_t mask;
 
     /* ---- options ---- */
     while ((c = getopt_long (argc, argv, "c:n:o:s:r:g:k:l:Vh", longopts, NULL)) != -1) {
@@ -148,18 +165,10 @@ int main (int argc, char **argv)
         dt_log_errno (LOG_WARNING, "PR_SET_CHILD_SUBREAPER (a rank's orphans go to init)");
 
     /* ---- signals: all through one signalfd in the event loop ---- */
-    sigemptyset (&mask);
-    sigaddset (&mask, SIGCHLD);
-    sigaddset (&mask, SIGTERM);
-    sigaddset (&mask, SIGUSR1);
-    sigaddset (&mask, SIGINT);
-    sigaddset (&mask, SIGHUP);
-    if (sigprocmask (SIG_BLOCK, &mask, NULL) < 0
-        || (sigfd = signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+    if ((sigfd = signals_init ()) < 0) {
         dt_log_errno (LOG_ERR, "signalfd");
         goto cleanup;
     }
-    signal (SIGPIPE, SIG_IGN);
 
     /* ---- who this node is ---- */
     if (node_detect (&ni, node_name, node_order, &err) < 0) {

@@ -257,6 +257,76 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
     }
 }
 
+/* The HTTP server: the users' listener (index GATE_CLASS_USER), then the
+ * agents' (GATE_CLASS_AGENT), each with its connection limits. */
+static void start_listeners (struct ctld *ctx)
+{
+    dt_error_t err;
+    struct dt_httpd_conf hconf = {
+        .max_body = ctx->cfg->max_body,
+        .body_budget = ctx->cfg->max_body_buffer,
+        .request_timeout_ms = ctx->cfg->request_timeout_ms,
+    };
+    struct dt_httpd_listen users = {
+        .addr = ctx->cfg->listen_address, .port = ctx->cfg->listen_port,
+        .cls = GATE_CLASS_USER, .max_connections = ctx->cfg->max_connections,
+        .per_address = ctx->cfg->max_conn_per_address,
+    };
+    struct dt_httpd_listen agents = {
+        .addr = ctx->cfg->listen_address, .port = ctx->cfg->agent_port,
+        .cls = GATE_CLASS_AGENT, .max_connections = ctx->cfg->max_agent_connections,
+        .per_address = ctx->cfg->max_agent_conn_per_address,
+    };
+    if (!(ctx->httpd = dt_httpd_new (&hconf, &err)))
+        die ("HTTP server: %s", err.text);
+    if (dt_httpd_listen (ctx->httpd, &users, &err) < 0)
+        die ("listen on %s:%d: %s", ctx->cfg->listen_address, ctx->cfg->listen_port, err.text);
+    if (dt_httpd_listen (ctx->httpd, &agents, &err) < 0) {
+        /* ListenPort + 1 taken by someone else: any free port will do
+         * when nobody chose it (agents are given the URL). */
+        agents.port = 0;
+        if (errno != EADDRINUSE || ctx->cfg->agent_port_set
+            || dt_httpd_listen (ctx->httpd, &agents, &err) < 0)
+            die ("AgentPort: %s", err.text);
+        dt_log (LOG_WARNING, "AgentPort %d (ListenPort + 1) is in use: agents' listener on "
+                "port %d", ctx->cfg->agent_port, dt_httpd_listener_port (ctx->httpd, 1));
+    }
+}
+
+/* The launcher of the configuration, with the dtagent every job runs
+ * (returned, malloc'ed). */
+static char *start_launcher (struct ctld *ctx)
+{
+    dt_error_t err;
+    char *dtagent;
+
+    if (!(ctx->lops = launcher_lookup (ctx->cfg->launcher)))
+        die ("Launcher=%s is not available in this build", ctx->cfg->launcher);
+    if (!(dtagent = find_dtagent (ctx->cfg->dtagent_path)))
+        die ("out of memory");
+    /* Every user's jobs run it, as themselves: no user may be able to
+     * replace it. */
+    if (dtagent[0] == '/' && userdir_check_program (dtagent, &err) < 0)
+        die ("DtagentPath: %s", err.text);
+    struct launcher_conf lconf = {
+        .controller_url = ctx->url,
+        .dtagent_path = dtagent,
+        .state_dir = ctx->cfg->state_dir,
+        .conf = ctx->cfg->conf,
+    };
+    if (!(ctx->launcher = ctx->lops->create (&lconf, &err)))
+        die ("launcher %s: %s", ctx->lops->name, err.text);
+    return dtagent;
+}
+
+/* The users' port, for a caller that asked dtctld for any free one. */
+static void write_port_file (const char *path, int port)
+{
+    FILE *f = fopen (path, "w");
+    if (!f || fprintf (f, "%d\n", port) < 0 || fclose (f) != 0)
+        die ("%s: %s", path, strerror (errno));
+}
+
 int main (int argc, char **argv)
 {
     struct ctld ctx = { 0 };
@@ -324,38 +394,9 @@ int main (int argc, char **argv)
     if (!(ctx.store = store_open (ctx.cfg->database_path, &err)))
         die ("database %s: %s", ctx.cfg->database_path, err.text);
 
-    /* HTTP server: users' listener (index GATE_CLASS_USER), then the
-     * agents' (GATE_CLASS_AGENT), and the gate that admits requests at
+    /* HTTP server: both listeners, and the gate that admits requests at
      * header time. */
-    struct dt_httpd_conf hconf = {
-        .max_body = ctx.cfg->max_body,
-        .body_budget = ctx.cfg->max_body_buffer,
-        .request_timeout_ms = ctx.cfg->request_timeout_ms,
-    };
-    struct dt_httpd_listen users = {
-        .addr = ctx.cfg->listen_address, .port = ctx.cfg->listen_port,
-        .cls = GATE_CLASS_USER, .max_connections = ctx.cfg->max_connections,
-        .per_address = ctx.cfg->max_conn_per_address,
-    };
-    struct dt_httpd_listen agents = {
-        .addr = ctx.cfg->listen_address, .port = ctx.cfg->agent_port,
-        .cls = GATE_CLASS_AGENT, .max_connections = ctx.cfg->max_agent_connections,
-        .per_address = ctx.cfg->max_agent_conn_per_address,
-    };
-    if (!(ctx.httpd = dt_httpd_new (&hconf, &err)))
-        die ("HTTP server: %s", err.text);
-    if (dt_httpd_listen (ctx.httpd, &users, &err) < 0)
-        die ("listen on %s:%d: %s", ctx.cfg->listen_address, ctx.cfg->listen_port, err.text);
-    if (dt_httpd_listen (ctx.httpd, &agents, &err) < 0) {
-        /* ListenPort + 1 taken by someone else: any free port will do
-         * when nobody chose it (agents are given the URL). */
-        agents.port = 0;
-        if (errno != EADDRINUSE || ctx.cfg->agent_port_set
-            || dt_httpd_listen (ctx.httpd, &agents, &err) < 0)
-            die ("AgentPort: %s", err.text);
-        dt_log (LOG_WARNING, "AgentPort %d (ListenPort + 1) is in use: agents' listener on "
-                "port %d", ctx.cfg->agent_port, dt_httpd_listener_port (ctx.httpd, 1));
-    }
+    start_listeners (&ctx);
     gate_install (&ctx);
     if (ctx.cfg->auth == AUTH_NONE)
         dt_log (LOG_WARNING, "AuthType=none: every request acts as this daemon's user (uid %ld)",
@@ -363,22 +404,7 @@ int main (int argc, char **argv)
     controller_url (&ctx);
 
     /* Launcher. */
-    if (!(ctx.lops = launcher_lookup (ctx.cfg->launcher)))
-        die ("Launcher=%s is not available in this build", ctx.cfg->launcher);
-    if (!(dtagent = find_dtagent (ctx.cfg->dtagent_path)))
-        die ("out of memory");
-    /* Every user's jobs run it, as themselves: no user may be able to
-     * replace it. */
-    if (dtagent[0] == '/' && userdir_check_program (dtagent, &err) < 0)
-        die ("DtagentPath: %s", err.text);
-    struct launcher_conf lconf = {
-        .controller_url = ctx.url,
-        .dtagent_path = dtagent,
-        .state_dir = ctx.cfg->state_dir,
-        .conf = ctx.cfg->conf,
-    };
-    if (!(ctx.launcher = ctx.lops->create (&lconf, &err)))
-        die ("launcher %s: %s", ctx.lops->name, err.text);
+    dtagent = start_launcher (&ctx);
 
     /* Metrics, jobs (reloads live jobs from the store), routes. */
     if (!(ctx.metrics = metrics_create (&ctx, &err))
@@ -388,11 +414,8 @@ int main (int argc, char **argv)
         || agentapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
-    if (port_file) {
-        FILE *f = fopen (port_file, "w");
-        if (!f || fprintf (f, "%d\n", dt_httpd_port (ctx.httpd)) < 0 || fclose (f) != 0)
-            die ("%s: %s", port_file, strerror (errno));
-    }
+    if (port_file)
+        write_port_file (port_file, dt_httpd_port (ctx.httpd));
     dt_log (LOG_NOTICE, "%s listening on %s:%d, agents at %s (launcher %s, agent %s)",
             dt_version_string (), ctx.cfg->listen_address, dt_httpd_port (ctx.httpd), ctx.url,
             ctx.lops->name, dtagent);

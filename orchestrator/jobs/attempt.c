@@ -372,6 +372,38 @@ static int tx_launched (struct jobs *jobs, struct job *job, struct attempt *att,
                         "attempt_launched", NULL, -1, detail, NULL, err);
 }
 
+/* The job's checkpoint directory, made with the user's rights: the
+ * controller writes the manifests there, so it must reach it anyway (a
+ * shared file system under Slurm).  -1 (the attempt failed) when its paths
+ * would not fit; a directory that cannot be made is told to the user, and
+ * the job runs without checkpoints. */
+static int attempt_ckpt_dir (struct jobs *jobs, struct attempt *att)
+{
+    struct job *job = att->job;
+    char cdir[PATH_MAX], jobname[32];
+    struct userfs_id id;
+    dt_error_t err;
+
+    if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0) {
+        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1,
+                           "checkpoint.dir is too long for the job's checkpoint paths", NULL);
+        return -1;
+    }
+    job_fs_id (job, &id);
+    snprintf (jobname, sizeof (jobname), "%lld", (long long)job->row.id);
+    if (userfs_job_dir (&id, job->spec.ckpt.dir, jobname, jobs->ctx->cfg->checkpoint_root,
+                        &err) < 0) {
+        dt_error_t e2;
+        char detail[256];
+        dt_log (LOG_WARNING, "job %lld: checkpoint directory: %s", (long long)job->row.id,
+                err.text);
+        snprintf (detail, sizeof (detail), "checkpoint directory (made with the user's "
+                  "rights): %s", err.text);
+        jobs_note (jobs, att, "checkpoint_dir_failed", NULL, -1, detail, NULL, &e2);
+    }
+    return 0;
+}
+
 int attempt_launch (struct jobs *jobs, struct attempt *att)
 {
     struct job *job = att->job;
@@ -403,29 +435,8 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
         return -1;
     }
 
-    /* The job's checkpoint directory: the controller writes the manifests
-     * there, so it must reach it anyway (shared file system under Slurm). */
-    char cdir[PATH_MAX];
-    if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0) {
-        jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1,
-                           "checkpoint.dir is too long for the job's checkpoint paths", NULL);
+    if (attempt_ckpt_dir (jobs, att) < 0)
         return -1;
-    }
-    char jobname[32];
-    struct userfs_id id;
-    job_fs_id (job, &id);
-    snprintf (jobname, sizeof (jobname), "%lld", (long long)job->row.id);
-    if (userfs_job_dir (&id, job->spec.ckpt.dir, jobname, jobs->ctx->cfg->checkpoint_root,
-                        &err) < 0) {
-        /* The job runs; its checkpoints fail, and the user is told why. */
-        dt_error_t e2;
-        char detail[256];
-        dt_log (LOG_WARNING, "job %lld: checkpoint directory: %s", (long long)job->row.id,
-                err.text);
-        snprintf (detail, sizeof (detail), "checkpoint directory (made with the user's "
-                  "rights): %s", err.text);
-        jobs_note (jobs, att, "checkpoint_dir_failed", NULL, -1, detail, NULL, &e2);
-    }
 
     json_t *jenv = job->spec.env;
     n = json_object_size (jenv);
