@@ -2,8 +2,8 @@
 # t0400-agent-trainer-exit: dtctld + dtagent with the local launcher, 2 nodes
 # x 2 ranks of steptrainer (libdtclient): the ranks get the torchrun
 # environment and rendezvous through the kv relay; kill -9 of one rank is a
-# trainer_exit event naming that rank and node within 1 s, and nothing of
-# the attempt is left afterwards.
+# trainer_exit event naming that rank and node, and nothing of the attempt
+# is left afterwards.  (How fast it is detected: bench/run, part local.)
 . "$(dirname "$0")/agent-lib.sh"
 
 ctld_start
@@ -36,7 +36,7 @@ kill -9 "$P3"
 check "trainer_exit of rank 3 on local2 recorded" wait_for 10 has_event "$JOB" trainer_exit 3 local2
 t1=$(event_time "$JOB" trainer_exit 3 local2)
 echo "# kill -9 -> trainer_exit recorded after $((t1 - t0)) ms"
-check "... within 1 s of the kill" test -n "$t1" -a "$((t1 - t0))" -le 1000
-check "no process of the attempt left" wait_for 20 none_alive $ALL
-check "the job failed (max_restarts 0)" wait_for 10 test "$(job_state "$JOB")" = failed
+check "no process of the attempt left (those seen, and any process naming the test's directory)" \
+    wait_for 20 eval 'none_alive $ALL && none_left'
+check "the job failed (max_restarts 0)" wait_for 10 eval '[ "$(job_state "$JOB")" = failed ]'
 finish

@@ -36,10 +36,10 @@ check "detected within 1 s of the kill (goal; slack 5 s)" test "$T_DETECT_MS" -g
 # The controller asks for the next multiple of 20 at least two heartbeats
 # ahead of the fastest rank, so with fast steps it may skip one: up to two
 # intervals are lost, counted exactly (the killed rank's last step).
-check "lost work is under two checkpoint intervals (2 x 20 steps + slack)" test "$STEPS_LOST" -le 50
+check "lost work is under two checkpoint intervals (2 x 20 steps + slack)" test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 50
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok
 done_testing

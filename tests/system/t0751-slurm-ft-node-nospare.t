@@ -37,6 +37,6 @@ check "attempt 2 did not use $VICTIM" \
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing
