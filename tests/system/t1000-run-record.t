@@ -15,7 +15,7 @@
 # Job B runs without failure: no lost work, no failure, ETTR in (0, 1].
 #
 # How fast (ETTR close to 1, step times of 250 ms, samples per second, lost
-# work time) is measured by bench/run (bench/runrecord.sh), not asserted
+# work time) is measured by bench/run (part local, bench/bench_local.sh), not asserted
 # here: this test checks what the report says, not the machine's speed.
 . "$(dirname "$0")/ctld-lib.sh"
 STEPTRAINER=$TOP_BUILDDIR/tests/system/steptrainer
