@@ -26,6 +26,8 @@ loc_event_ms () {
     [ -n "$t" ] && loc_ms "$t"
 }
 loc_state () { curl -s "$URL/v1/jobs/$1" | jq -r '.data.state // empty'; }
+# loc_ended ID: job ID is in a final state.
+loc_ended () { case "$(loc_state "$1")" in completed|failed|cancelled) return 0 ;; esac; return 1; }
 # loc_rank_pid ID R: the pid of rank R of job ID's live attempt.
 loc_rank_pid () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r --argjson r "$2" '.data[] | select(.rank == $r) | .pid // empty'; }
 loc_alive () { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && return 0; done; return 1; }
@@ -34,14 +36,15 @@ part_local () {
     local ST=$B/tests/system/steptrainer d=$TMP/local rep id spec rep_a r ids
     [ -x "$ST" ] || { note local "$ST not built (make -C $B/tests/system steptrainer): part skipped"; return; }
     say "local launcher: run record (2 x 250 ms-step jobs) and detection (rank kill, hang, agent kill) x $REPS"
-    start_ctld "$d" local HeartbeatInterval=100ms NodeTimeout=3s LocalNodes=2 || return
+    start_ctld "$d" local HeartbeatInterval=100ms NodeTimeout=3s || return
     for rep in $(seq "$REPS"); do
         # --- job B: no failure, 24 steps -----------------------------------------
         spec=$(jq -cn --arg t "$ST" --arg c "$d/ckpt" '{name: "clean", nodes: 2, ranks_per_node: 1,
             command: [$t, "--steps", "24", "--step-ms", "250"], checkpoint: {dir: $c, every_steps: 8, keep: 2},
             heartbeat: {interval_ms: 100}}')
         id=$(curl -s -X POST "$URL/v1/jobs" -d "$spec" | jq -r .data.id)
-        if wait_for 90 eval '[ "$(loc_state "$id")" = completed ]'; then
+        wait_for 90 loc_ended "$id"
+        if [ "$(loc_state "$id")" = completed ]; then
             curl -s "$URL/v1/jobs/$id/report" | jq .data > "$d/rb.$rep"
             rec local.ettr "$(jq '.ettr' "$d/rb.$rep")"
             rec local.ettr_steady "$(jq '.breakdown.kept_training_s / (.wall_since_start_s - .breakdown.startup_s - .breakdown.shutdown_s)' "$d/rb.$rep")"
@@ -56,7 +59,8 @@ part_local () {
             checkpoint: {dir: $c, every_steps: 4, keep: 5}, restart: {max_restarts: 2},
             heartbeat: {interval_ms: 100}}')
         id=$(curl -s -X POST "$URL/v1/jobs" -d "$spec" | jq -r .data.id)
-        if wait_for 120 eval '[ "$(loc_state "$id")" = completed ]'; then
+        wait_for 120 loc_ended "$id"
+        if [ "$(loc_state "$id")" = completed ]; then
             curl -s "$URL/v1/jobs/$id/report" | jq .data > "$d/ra.$rep"
             rec local.lost_work_ratio "$(jq 'if .lost_steps > 0 then .breakdown.lost_work_s / (.lost_steps * 0.25) else empty end' "$d/ra.$rep")"
         else
@@ -94,7 +98,7 @@ part_local () {
                     && rec local.agent_kill_gone_ms "$((t1 - t0))" ;;
             esac
             curl -s -X POST "$URL/v1/jobs/$id/cancel" >/dev/null
-            wait_for 20 eval 'case "$(loc_state "$id")" in failed|cancelled) true ;; *) false ;; esac'
+            wait_for 20 loc_ended "$id"
         done
     done
     stop_ctld
