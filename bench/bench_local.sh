@@ -91,8 +91,12 @@ part_local () {
                 wait_for 20 eval '[ -n "$(loc_event_ms "$id" hang 3)" ]' \
                     && rec local.detect_hang_over_ms "$(( $(loc_event_ms "$id" hang 3) - t0 - 3000 ))" ;;
             agent)
-                agent=$(pgrep -f -- "dtagent .*--node local2 .*--state-dir $d/" | head -n 1)
-                [ -n "$agent" ] || { note local "rep $rep: agent of local2 not found"; continue; }
+                # The agent of rank 3's node (not always local2: a node
+                # that failed in earlier jobs is avoided).
+                local node3
+                node3=$(curl -s "$URL/v1/jobs/$id/ranks" | jq -r '.data[] | select(.rank == 3) | .node')
+                agent=$(pgrep -f -- "dtagent .*--node $node3 .*--state-dir $d/" | head -n 1)
+                [ -n "$agent" ] || { note local "rep $rep: agent of rank 3's node ($node3) not found"; continue; }
                 t0=$(loc_now); kill -9 "$agent"
                 wait_for 20 eval '! loc_alive "$p2" "$p3"' && t1=$(loc_now) \
                     && rec local.agent_kill_gone_ms "$((t1 - t0))" ;;

@@ -27,5 +27,9 @@ check "... and not before the hang timeout" test -n "$t1" -a "$((t1 - t0))" -ge 
 check "the stopped rank was killed" wait_for 10 none_alive "$P1"
 check "no process of the attempt left (those seen, and any process naming the test's directory)" \
     wait_for 20 eval 'none_alive $ALL && none_left'
-check "the job failed with cause hang" wait_for 10 eval '[ "$(job_state "$JOB")" = failed ]'
+check "the job failed" wait_for 10 eval '[ "$(job_state "$JOB")" = failed ]'
+check "its attempt failed with cause hang, blamed on rank 1 on local1" \
+    wait_for 20 eval 'api GET "/v1/jobs/$JOB" | jqt ".data.attempts[-1].state == \"failed\" and .data.attempts[-1].cause == \"hang\"
+        and .data.attempts[-1].cause_rank == 1 and .data.attempts[-1].cause_node == \"local1\""' \
+    || api GET "/v1/jobs/$JOB" | jq -c ".data.attempts[-1] | {state, cause, cause_rank, cause_node, detail}" | diag
 finish
