@@ -126,7 +126,7 @@ check "cancel a cancelled job: 409" test "$(status)" = 409
 api POST /v1/jobs/$ID/checkpoint >/dev/null
 check "checkpoint a cancelled job: 409" test "$(status)" = 409
 check "nothing changed by the refused requests" \
-    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID")" = "$nev"
+    same "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID")" "$nev"
 
 # ---- a job that completes; its transitions ------------------------------------------
 api POST /v1/jobs -d '{"name":"quick","nodes":1,"ranks_per_node":2,"command":["true"]}' > "$TMP/q.json"

@@ -46,7 +46,7 @@ check "2 wrapped ranks started" wait_for 30 ranks_up2
 P0=$(rank_pid 0); P1=$(rank_pid 1)
 A1=$(agent_pid local1)
 check "the trainers are grandchildren of the agent" \
-    test "$(ps -o ppid= -p "$(ps -o ppid= -p "$P0" | tr -d ' ')" | tr -d ' ')" = "$A1"
+    same "$(ps -o ppid= -p "$(ps -o ppid= -p "$P0" | tr -d ' ')" | tr -d ' ')" "$A1"
 t0=$(now_ms)
 kill -9 "$A1"
 check "wrapped trainers gone" wait_for 20 none_alive "$P0" "$P1"

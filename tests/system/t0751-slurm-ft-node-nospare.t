@@ -15,6 +15,7 @@ submit "$(dttrain_spec nospare 2 "--inject-slow 0:25" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 VICTIM=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; killing $VICTIM (rank 1's node, not the batch host)"
 T0=$(now_ms)
