@@ -14,7 +14,9 @@ static void test_b64_vectors (void)
 {
     /* RFC 4648 section 10 */
     const char *plain[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
-    const char *enc[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy" };
+    const char *enc[] = {
+        "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"
+    };
     for (int i = 0; i < 7; i++) {
         char *e = b64_encode (plain[i], strlen (plain[i]));
         CU_ASSERT_PTR_NOT_NULL_FATAL (e);
@@ -48,7 +50,8 @@ static void test_b64_binary_roundtrip (void)
 
 static void test_b64_refused (void)
 {
-    const char *bad[] = { "Zg=", "Zg", "Z===", "Zm9v!A==", "Zg==Zg==", "Z=g=", "not base64!" };
+    const char *bad[] = { "Zg=",      "Zg",   "Z===",       "Zm9v!A==",
+                          "Zg==Zg==", "Z=g=", "not base64!" };
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
         void *d = NULL;
         size_t n = 0;
@@ -73,7 +76,8 @@ static void test_layout_minimal (void)
 {
     struct layout l;
     dt_error_t err = { "" };
-    CU_ASSERT_EQUAL_FATAL (parse ("{\"job\": 4, \"attempt\": 2, \"command\": [\"a\", \"b c\"]}", &l, &err), 0);
+    CU_ASSERT_EQUAL_FATAL (
+      parse ("{\"job\": 4, \"attempt\": 2, \"command\": [\"a\", \"b c\"]}", &l, &err), 0);
     CU_ASSERT_EQUAL (l.job, 4);
     CU_ASSERT_EQUAL (l.attempt, 2);
     CU_ASSERT_STRING_EQUAL (l.run_id, "dt-4-a2");
@@ -98,13 +102,17 @@ static void test_layout_full (void)
 {
     struct layout l;
     dt_error_t err = { "" };
-    const char *j = "{\"job\": 9, \"attempt\": 3, \"run_id\": \"r\", \"node_rank\": 1, \"num_nodes\": 2,"
-                    " \"ranks_per_node\": 4, \"world_size\": 8, \"master_addr\": \"10.0.0.1\","
-                    " \"master_port\": 29500, \"restart_count\": 2, \"max_restarts\": 5,"
-                    " \"command\": [\"t\"], \"env\": {\"K\": \"V\"}, \"workdir\": \"/w\","
-                    " \"checkpoint_dir\": \"/ck\", \"resume\": {\"step\": 40, \"dir\": \"/ck/step-40\"},"
-                    " \"heartbeat_interval_ms\": 200, \"hang_timeout_ms\": 4000, \"node_timeout_ms\": 2500,"
-                    " \"checkpoint_every_steps\": 20, \"future_field\": true}";
+    const char *j =
+      "{\"job\": 9, \"attempt\": 3, \"run_id\": \"r\", \"node_rank\": 1, \"num_nodes\": "
+      "2,"
+      " \"ranks_per_node\": 4, \"world_size\": 8, \"master_addr\": \"10.0.0.1\","
+      " \"master_port\": 29500, \"restart_count\": 2, \"max_restarts\": 5,"
+      " \"command\": [\"t\"], \"env\": {\"K\": \"V\"}, \"workdir\": \"/w\","
+      " \"checkpoint_dir\": \"/ck\", \"resume\": {\"step\": 40, \"dir\": "
+      "\"/ck/step-40\"},"
+      " \"heartbeat_interval_ms\": 200, \"hang_timeout_ms\": 4000, \"node_timeout_ms\": "
+      "2500,"
+      " \"checkpoint_every_steps\": 20, \"future_field\": true}";
     CU_ASSERT_EQUAL_FATAL (parse (j, &l, &err), 0);
     CU_ASSERT_STRING_EQUAL (l.run_id, "r");
     CU_ASSERT_EQUAL (l.node_rank, 1);
@@ -127,7 +135,10 @@ static void test_layout_full (void)
     CU_ASSERT_EQUAL (l.checkpoint_every_steps, 20);
     layout_clear (&l);
     /* A spare needs no command. */
-    CU_ASSERT_EQUAL (parse ("{\"job\": 1, \"attempt\": 1, \"spare\": true, \"node_rank\": -1}", &l, &err), 0);
+    CU_ASSERT_EQUAL (
+      parse (
+        "{\"job\": 1, \"attempt\": 1, \"spare\": true, \"node_rank\": -1}", &l, &err),
+      0);
     CU_ASSERT_TRUE (l.spare);
     CU_ASSERT_PTR_NULL (l.command);
     layout_clear (&l);
@@ -143,12 +154,19 @@ static void test_layout_refused (void)
         { "{\"job\": 1, \"attempt\": 1}", "command" },
         { "{\"job\": 1, \"attempt\": 1, \"command\": []}", "command" },
         { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\", 2]}", "command[1]" },
-        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"env\": {\"K\": 1}}", "env.K" },
-        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"master_port\": 70000}", "master_port" },
-        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"heartbeat_interval_ms\": 1}", "heartbeat_interval_ms" },
+        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"env\": {\"K\": 1}}",
+          "env.K" },
+        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"master_port\": 70000}",
+          "master_port" },
+        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"heartbeat_interval_ms\": "
+          "1}",
+          "heartbeat_interval_ms" },
         { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"resume\": 5}", "resume" },
-        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"resume\": {\"dir\": \"/x\"}}", "step" },
-        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"world_size\": 0}", "world_size" },
+        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"resume\": {\"dir\": "
+          "\"/x\"}}",
+          "step" },
+        { "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"world_size\": 0}",
+          "world_size" },
         { "{\"job\": \"1\", \"attempt\": 1, \"command\": [\"a\"]}", "job" },
     };
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
@@ -157,10 +175,14 @@ static void test_layout_refused (void)
         memset (&l, 0x5a, sizeof (l));
         CU_ASSERT_EQUAL (parse (bad[i].json, &l, &err), -1);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr, "%s: error '%s' does not name '%s'\n", bad[i].json, err.text, bad[i].needle);
+            fprintf (stderr,
+                     "%s: error '%s' does not name '%s'\n",
+                     bad[i].json,
+                     err.text,
+                     bad[i].needle);
             CU_FAIL ("the error names the field");
         }
-        CU_ASSERT_PTR_NULL (l.command);     /* cleared: nothing to free */
+        CU_ASSERT_PTR_NULL (l.command); /* cleared: nothing to free */
         CU_ASSERT_PTR_NULL (l.run_id);
     }
 }

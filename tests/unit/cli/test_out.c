@@ -18,10 +18,16 @@ void ctl_die (int code, const char *fmt, ...)
 
 static void test_jget (void)
 {
-    json_t *o = json_pack ("{s:{s:i, s:n}, s:s, s:n}", "checkpoint", "every_steps", 20, "dir",
-                           "name", "j1", "submit_time");
+    json_t *o = json_pack ("{s:{s:i, s:n}, s:s, s:n}",
+                           "checkpoint",
+                           "every_steps",
+                           20,
+                           "dir",
+                           "name",
+                           "j1",
+                           "submit_time");
     CU_ASSERT_EQUAL (json_integer_value (jget (o, "checkpoint.every_steps")), 20);
-    CU_ASSERT_PTR_NULL (jget (o, "checkpoint.dir"));            /* null is absent */
+    CU_ASSERT_PTR_NULL (jget (o, "checkpoint.dir")); /* null is absent */
     CU_ASSERT_PTR_NULL (jget (o, "checkpoint.every_steps.x"));
     CU_ASSERT_PTR_NULL (jget (o, "nothing"));
     CU_ASSERT_STRING_EQUAL (json_string_value (jget (o, "submit_time|name")), "j1");
@@ -36,9 +42,11 @@ static void test_jfmt (void)
     json_t *v;
     CU_ASSERT_STRING_EQUAL (jfmt (NULL, NULL, buf, sizeof (buf)), "-");
     CU_ASSERT_STRING_EQUAL (jfmt (json_null (), NULL, buf, sizeof (buf)), "-");
-    CU_ASSERT_STRING_EQUAL (jfmt (v = json_integer (-42), NULL, buf, sizeof (buf)), "-42");
+    CU_ASSERT_STRING_EQUAL (jfmt (v = json_integer (-42), NULL, buf, sizeof (buf)),
+                            "-42");
     json_decref (v);
-    CU_ASSERT_STRING_EQUAL (jfmt (v = json_real (0.123456), NULL, buf, sizeof (buf)), "0.1235");
+    CU_ASSERT_STRING_EQUAL (jfmt (v = json_real (0.123456), NULL, buf, sizeof (buf)),
+                            "0.1235");
     CU_ASSERT_STRING_EQUAL (jfmt (v, "%.1f", buf, sizeof (buf)), "0.1");
     json_decref (v);
     CU_ASSERT_STRING_EQUAL (jfmt (json_true (), NULL, buf, sizeof (buf)), "yes");
@@ -48,24 +56,30 @@ static void test_jfmt (void)
     json_decref (v);
     CU_ASSERT_STRING_EQUAL (jfmt (v = json_array (), NULL, buf, sizeof (buf)), "-");
     json_decref (v);
-    CU_ASSERT_STRING_EQUAL (jfmt (v = json_pack ("{s:i}", "k", 1), NULL, buf, sizeof (buf)), "{\"k\":1}");
+    CU_ASSERT_STRING_EQUAL (
+      jfmt (v = json_pack ("{s:i}", "k", 1), NULL, buf, sizeof (buf)), "{\"k\":1}");
     json_decref (v);
     /* truncated to the buffer, never past it */
     char small[4];
-    CU_ASSERT_STRING_EQUAL (jfmt (v = json_string ("abcdef"), NULL, small, sizeof (small)), "abc");
+    CU_ASSERT_STRING_EQUAL (
+      jfmt (v = json_string ("abcdef"), NULL, small, sizeof (small)), "abc");
     json_decref (v);
 }
 
 static void test_times (void)
 {
     json_t *v;
-    CU_ASSERT_EQUAL (jtime_ms (v = json_string ("2026-11-30T09:01:36.123Z")), 1796029296123LL);
+    CU_ASSERT_EQUAL (jtime_ms (v = json_string ("2026-11-30T09:01:36.123Z")),
+                     1796029296123LL);
     json_decref (v);
-    CU_ASSERT_EQUAL (jtime_ms (v = json_string ("2026-11-30T09:01:36Z")), 1796029296000LL);
+    CU_ASSERT_EQUAL (jtime_ms (v = json_string ("2026-11-30T09:01:36Z")),
+                     1796029296000LL);
     json_decref (v);
-    CU_ASSERT_EQUAL (jtime_ms (v = json_string ("2026-11-30T09:01:36.5Z")), 1796029296500LL);
+    CU_ASSERT_EQUAL (jtime_ms (v = json_string ("2026-11-30T09:01:36.5Z")),
+                     1796029296500LL);
     json_decref (v);
-    CU_ASSERT_EQUAL (jtime_ms (v = json_integer (1796029296)), 1796029296000LL);   /* seconds */
+    CU_ASSERT_EQUAL (jtime_ms (v = json_integer (1796029296)),
+                     1796029296000LL); /* seconds */
     json_decref (v);
     CU_ASSERT_EQUAL (jtime_ms (v = json_integer (1796029296123LL)), 1796029296123LL);
     json_decref (v);
@@ -87,8 +101,10 @@ static void test_ages (void)
     CU_ASSERT_STRING_EQUAL (fmt_age (0, buf, sizeof (buf)), "0s");
     CU_ASSERT_STRING_EQUAL (fmt_age (45999, buf, sizeof (buf)), "45s");
     CU_ASSERT_STRING_EQUAL (fmt_age (12 * 60000 + 5000, buf, sizeof (buf)), "12m");
-    CU_ASSERT_STRING_EQUAL (fmt_age ((3 * 3600 + 5 * 60) * 1000LL, buf, sizeof (buf)), "3h05m");
-    CU_ASSERT_STRING_EQUAL (fmt_age ((2 * 86400 + 4 * 3600 + 59) * 1000LL, buf, sizeof (buf)), "2d04h");
+    CU_ASSERT_STRING_EQUAL (fmt_age ((3 * 3600 + 5 * 60) * 1000LL, buf, sizeof (buf)),
+                            "3h05m");
+    CU_ASSERT_STRING_EQUAL (
+      fmt_age ((2 * 86400 + 4 * 3600 + 59) * 1000LL, buf, sizeof (buf)), "2d04h");
     CU_ASSERT_STRING_EQUAL (fmt_secs (-0.5, buf, sizeof (buf)), "-");
     CU_ASSERT_STRING_EQUAL (fmt_secs (1.25, buf, sizeof (buf)), "1.25s");
     CU_ASSERT_STRING_EQUAL (fmt_secs (12.34, buf, sizeof (buf)), "12.3s");
@@ -110,9 +126,10 @@ static void test_table (void)
     table_add (t, r2);
     table_print (t, f, 2);
     fclose (f);
-    CU_ASSERT_STRING_EQUAL (text, "  JOB    NAME         STATE\n"
-                                  "  1      a-long-name  running\n"
-                                  "  12345  -            -\n");
+    CU_ASSERT_STRING_EQUAL (text,
+                            "  JOB    NAME         STATE\n"
+                            "  1      a-long-name  running\n"
+                            "  12345  -            -\n");
     free (text);
 }
 

@@ -32,9 +32,19 @@ static void who_cb (dt_http_req_t *req, void *arg)
     gid_t gid = (gid_t)-1;
     dt_error_t err = { "" };
     int rc = auth_user (&cfg, req, &uid, &gid, &err);
-    dt_http_reply_json (req, 200, json_pack ("{s:i s:i s:i s:s s:s?}", "rc", rc, "uid", (int)uid,
-                                             "gid", (int)gid, "error", err.text, "bearer",
-                                             auth_bearer (req)));
+    dt_http_reply_json (req,
+                        200,
+                        json_pack ("{s:i s:i s:i s:s s:s?}",
+                                   "rc",
+                                   rc,
+                                   "uid",
+                                   (int)uid,
+                                   "gid",
+                                   (int)gid,
+                                   "error",
+                                   err.text,
+                                   "bearer",
+                                   auth_bearer (req)));
 }
 
 static void *srv_loop (void *arg)
@@ -80,7 +90,8 @@ static json_t *who (const char *h1, const char *h2)
     CU_ASSERT_EQUAL (curl_easy_perform (h), CURLE_OK);
     curl_easy_cleanup (h);
     curl_slist_free_all (hdrs);
-    json_t *j = json_loads (body, 0, NULL), *d = json_incref (json_object_get (j, "data"));
+    json_t *j = json_loads (body, 0, NULL),
+           *d = json_incref (json_object_get (j, "data"));
     json_decref (j);
     CU_ASSERT_PTR_NOT_NULL (d);
     return d;
@@ -91,7 +102,8 @@ static const char *bearer_of (const char *header)
     static char out[128];
     json_t *d = who (header, NULL);
     json_t *b = json_object_get (d, "bearer");
-    snprintf (out, sizeof (out), "%s", json_is_string (b) ? json_string_value (b) : "(none)");
+    snprintf (
+      out, sizeof (out), "%s", json_is_string (b) ? json_string_value (b) : "(none)");
     json_decref (d);
     return out;
 }
@@ -112,7 +124,7 @@ static void test_user_none (void)
 {
     json_t *d;
     cfg.auth = AUTH_NONE;
-    d = who (NULL, NULL);           /* no header: the daemon's own user */
+    d = who (NULL, NULL); /* no header: the daemon's own user */
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "rc")), 0);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "uid")), (int)getuid ());
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "gid")), (int)getgid ());
@@ -120,18 +132,22 @@ static void test_user_none (void)
     d = who ("X-Dtctl-Uid: 0", NULL);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "rc")), 0);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "uid")), 0);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "gid")), 0);   /* root's group */
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "gid")),
+                     0); /* root's group */
     json_decref (d);
-    d = who ("X-Dtctl-Uid: 54321", NULL);   /* no such user: its gid is its uid */
+    d = who ("X-Dtctl-Uid: 54321", NULL); /* no such user: its gid is its uid */
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "uid")), 54321);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "gid")), 54321);
     json_decref (d);
-    const char *bad[] = { "X-Dtctl-Uid: 12x", "X-Dtctl-Uid: -1", "X-Dtctl-Uid: 99999999999",
+    const char *bad[] = { "X-Dtctl-Uid: 12x",
+                          "X-Dtctl-Uid: -1",
+                          "X-Dtctl-Uid: 99999999999",
                           "X-Dtctl-Uid: root" };
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
         d = who (bad[i], NULL);
         CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "rc")), -1);
-        CU_ASSERT_PTR_NOT_NULL (strstr (json_string_value (json_object_get (d, "error")), "X-Dtctl-Uid"));
+        CU_ASSERT_PTR_NOT_NULL (
+          strstr (json_string_value (json_object_get (d, "error")), "X-Dtctl-Uid"));
         json_decref (d);
     }
 }
@@ -140,13 +156,15 @@ static void test_user_munge (void)
 {
     json_t *d;
     cfg.auth = AUTH_MUNGE;
-    d = who (NULL, "X-Dtctl-Uid: 0");       /* the AuthType=none header means nothing here */
+    d = who (NULL, "X-Dtctl-Uid: 0"); /* the AuthType=none header means nothing here */
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "rc")), -1);
-    CU_ASSERT_PTR_NOT_NULL (strstr (json_string_value (json_object_get (d, "error")), "X-Munge-Credential"));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (json_string_value (json_object_get (d, "error")), "X-Munge-Credential"));
     json_decref (d);
     d = who ("X-Munge-Credential: MUNGE:not-a-credential:", NULL);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "rc")), -1);
-    CU_ASSERT_PTR_NOT_NULL (strstr (json_string_value (json_object_get (d, "error")), "MUNGE"));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (json_string_value (json_object_get (d, "error")), "MUNGE"));
     json_decref (d);
     cfg.auth = AUTH_NONE;
 }
@@ -167,7 +185,8 @@ static void test_token (void)
 
 static const struct dt_unit_test tests[] = {
     { "bearer tokens: the Authorization header's forms", test_bearer },
-    { "AuthType=none: X-Dtctl-Uid or the daemon's user; bad values refused", test_user_none },
+    { "AuthType=none: X-Dtctl-Uid or the daemon's user; bad values refused",
+      test_user_none },
     { "AuthType=munge: no credential, a bad one: refused", test_user_munge },
     { "tokens: 256 random bits in hex; user names", test_token },
     { NULL, NULL },
@@ -178,8 +197,8 @@ int main (void)
     dt_error_t err;
     curl_global_init (CURL_GLOBAL_DEFAULT);
     cfg.auth = AUTH_NONE;
-    if (!(srv = dt_httpd_create ("127.0.0.1", 0, 4096, &err))
-        || dt_httpd_route (srv, "GET", "/who", who_cb, NULL) < 0) {
+    if (!(srv = dt_httpd_create ("127.0.0.1", 0, 4096, &err)) ||
+        dt_httpd_route (srv, "GET", "/who", who_cb, NULL) < 0) {
         fprintf (stderr, "httpd: %s\n", err.text);
         return 99;
     }

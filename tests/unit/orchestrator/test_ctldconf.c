@@ -40,7 +40,7 @@ static void test_defaults (void)
     CU_ASSERT_EQUAL (c->max_body, 1 << 20);
     CU_ASSERT_EQUAL (c->hang_floor_ms, 30000);
     CU_ASSERT_EQUAL (c->suspect_jobs, 3);
-    CU_ASSERT_TRUE (config_is_admin (c, 0));           /* root always */
+    CU_ASSERT_TRUE (config_is_admin (c, 0)); /* root always */
     CU_ASSERT_FALSE (config_is_admin (c, 1234));
     config_destroy (c);
 }
@@ -57,14 +57,15 @@ static void test_file_and_overrides (void)
                                        "NodeTimeout=2s\n"
                                        "HangTimeout=1m\n"
                                        "AdminUsers=1234,root\n"
-                                       "LogLevel=debug\n"), 0);
+                                       "LogLevel=debug\n"),
+                           0);
     CU_ASSERT_EQUAL (config_override (&ov, "ListenPort", "7002"), 0);
     CU_ASSERT_EQUAL (config_override (&ov, "DatabasePath", "/db/x.db"), 0);
     struct ctld_config *c = config_load (path, &ov, &err);
     if (!c)
         fprintf (stderr, "%s\n", err.text);
     CU_ASSERT_PTR_NOT_NULL_FATAL (c);
-    CU_ASSERT_EQUAL (c->listen_port, 7002);                 /* the flag wins */
+    CU_ASSERT_EQUAL (c->listen_port, 7002); /* the flag wins */
     CU_ASSERT_STRING_EQUAL (c->state_dir, "/srv/dt");
     CU_ASSERT_STRING_EQUAL (c->database_path, "/db/x.db");
     CU_ASSERT_STRING_EQUAL (c->pid_file, "/srv/dt/dtctld.pid");
@@ -106,7 +107,10 @@ static void test_refused (void)
         struct ctld_config *c = config_load (path, NULL, &err);
         CU_ASSERT_PTR_NULL (c);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr, "'%s': error '%s' does not name '%s'\n", bad[i].text, err.text,
+            fprintf (stderr,
+                     "'%s': error '%s' does not name '%s'\n",
+                     bad[i].text,
+                     err.text,
                      bad[i].needle);
             CU_FAIL ("the error names the key");
         }

@@ -15,7 +15,9 @@ static void test_hostlist (void)
     char **v = expand_hostlist ("node[1-3,7],gpu[01-02],login", &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL (v);
     CU_ASSERT_EQUAL_FATAL (n, 7);
-    const char *want[] = { "node1", "node2", "node3", "node7", "gpu01", "gpu02", "login" };
+    const char *want[] = {
+        "node1", "node2", "node3", "node7", "gpu01", "gpu02", "login"
+    };
     for (int i = 0; i < 7; i++)
         CU_ASSERT_STRING_EQUAL (v[i], want[i]);
     CU_ASSERT_PTR_NULL (v[7]);
@@ -45,12 +47,12 @@ static void test_mem (void)
     CU_ASSERT_EQUAL (parse_mem_mb ("512m", &mb), 0);
     CU_ASSERT_EQUAL (mb, 512);
     CU_ASSERT_EQUAL (parse_mem_mb ("1500K", &mb), 0);
-    CU_ASSERT_EQUAL (mb, 2);                       /* rounded up */
+    CU_ASSERT_EQUAL (mb, 2); /* rounded up */
     mb = 77;
     const char *bad[] = { "", "G", "0", "12X", "1.5G", "-3", "10GB" };
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++)
         CU_ASSERT_EQUAL (parse_mem_mb (bad[i], &mb), -1);
-    CU_ASSERT_EQUAL (mb, 77);                      /* untouched */
+    CU_ASSERT_EQUAL (mb, 77); /* untouched */
 }
 
 static void test_extra_args (void)
@@ -59,9 +61,12 @@ static void test_extra_args (void)
     dt_error_t err = { "" };
 
     memset (&sl, 0, sizeof (sl));
-    CU_ASSERT_EQUAL_FATAL (parse_extra_args (&sl, "--exclusive --gres=gpu:8,nic:1 -C ib --mem 16G "
-                                             "--cpus-per-task=4 --reservation=r1 -q high -A acct -p batch",
-                                             &err), 0);
+    CU_ASSERT_EQUAL_FATAL (
+      parse_extra_args (&sl,
+                        "--exclusive --gres=gpu:8,nic:1 -C ib --mem 16G "
+                        "--cpus-per-task=4 --reservation=r1 -q high -A acct -p batch",
+                        &err),
+      0);
     CU_ASSERT_TRUE (sl.exclusive);
     CU_ASSERT_STRING_EQUAL (sl.gres, "gres:gpu:8,gres:nic:1");
     CU_ASSERT_STRING_EQUAL (sl.features, "ib");
@@ -71,7 +76,8 @@ static void test_extra_args (void)
     CU_ASSERT_STRING_EQUAL (sl.qos, "high");
     CU_ASSERT_STRING_EQUAL (sl.account, "acct");
     CU_ASSERT_STRING_EQUAL (sl.partition, "batch");
-    CU_ASSERT_EQUAL (parse_extra_args (&sl, "--oversubscribe --gres=gres:gpu:2", &err), 0);
+    CU_ASSERT_EQUAL (parse_extra_args (&sl, "--oversubscribe --gres=gres:gpu:2", &err),
+                     0);
     CU_ASSERT_FALSE (sl.exclusive);
     CU_ASSERT_STRING_EQUAL (sl.gres, "gres:gpu:2");
 
@@ -89,7 +95,11 @@ static void test_extra_args (void)
         err.text[0] = '\0';
         CU_ASSERT_EQUAL (parse_extra_args (&sl, bad[i].args, &err), -1);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr, "'%s': error '%s' does not name '%s'\n", bad[i].args, err.text, bad[i].needle);
+            fprintf (stderr,
+                     "'%s': error '%s' does not name '%s'\n",
+                     bad[i].args,
+                     err.text,
+                     bad[i].needle);
             CU_FAIL ("the error names the option");
         }
     }
@@ -113,7 +123,8 @@ static void test_handle (void)
     CU_ASSERT_EQUAL (a, 3);
     CU_ASSERT_EQUAL (parse_handle ("4294967295", &j, NULL, &err), 0);
     CU_ASSERT_EQUAL (j, UINT32_MAX);
-    const char *bad[] = { "", "0", "abc", "12x", "12:", "12:0", "12:x", ":3", "4294967296", "-5", "1:2:3" };
+    const char *bad[] = { "",     "0",  "abc",        "12x", "12:",  "12:0",
+                          "12:x", ":3", "4294967296", "-5",  "1:2:3" };
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
         j = 99;
         CU_ASSERT_EQUAL (parse_handle (bad[i], &j, &a, &err), -1);
@@ -135,8 +146,10 @@ static void test_handle (void)
 static void test_shell_quote (void)
 {
     const char *in[] = { "plain", "", "it's", "a b\tc", "$HOME `x` \"q\" \\ ;|&", "''" };
-    const char *want[] = { "'plain'", "''", "'it'\\''s'", "'a b\tc'", "'$HOME `x` \"q\" \\ ;|&'",
-                           "''\\'''\\'''" };
+    const char *want[] = {
+        "'plain'",     "''", "'it'\\''s'", "'a b\tc'", "'$HOME `x` \"q\" \\ ;|&'",
+        "''\\'''\\'''"
+    };
     for (size_t i = 0; i < sizeof (in) / sizeof (in[0]); i++) {
         char *q = shell_quote (in[i]);
         CU_ASSERT_PTR_NOT_NULL_FATAL (q);

@@ -23,7 +23,8 @@ static char dir[] = "/tmp/test_metrics.XXXXXX";
 static double sample (const char *text, const char *name)
 {
     size_t n = strlen (name);
-    for (const char *p = text; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL)
+    for (const char *p = text; p && *p;
+         p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL)
         if (!strncmp (p, name, n) && p[n] == ' ')
             return strtod (p + n + 1, NULL);
     fprintf (stderr, "no sample '%s'\n", name);
@@ -43,16 +44,17 @@ static void test_render (void)
     CU_ASSERT_PTR_NOT_NULL_FATAL (ctx.jobs = jobs_create (&ctx, &err));
     CU_ASSERT_PTR_NOT_NULL_FATAL (ctx.metrics = metrics_create (&ctx, &err));
 
-    metrics_heartbeat (ctx.metrics, 0.0003);     /* in every bucket from 0.0005 */
-    metrics_heartbeat (ctx.metrics, 0.002);      /* from 0.0025 */
-    metrics_heartbeat (ctx.metrics, 5.0);        /* only +Inf */
+    metrics_heartbeat (ctx.metrics, 0.0003); /* in every bucket from 0.0005 */
+    metrics_heartbeat (ctx.metrics, 0.002);  /* from 0.0025 */
+    metrics_heartbeat (ctx.metrics, 5.0);    /* only +Inf */
     char *t = metrics_render (ctx.metrics, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (t);
 
     /* Every sample's metric was introduced by HELP and TYPE lines. */
     char seen[64][80];
     int nseen = 0, bad = 0;
-    for (char *line = t; line && *line; line = strchr (line, '\n') ? strchr (line, '\n') + 1 : NULL) {
+    for (char *line = t; line && *line;
+         line = strchr (line, '\n') ? strchr (line, '\n') + 1 : NULL) {
         char name[80];
         if (sscanf (line, "# TYPE %79s", name) == 1 && nseen < 64)
             snprintf (seen[nseen++], sizeof (seen[0]), "%s", name);
@@ -62,9 +64,10 @@ static void test_render (void)
         int ok = 0;
         for (int i = 0; i < nseen; i++) {
             size_t l = strlen (seen[i]);
-            if (!strncmp (line, seen[i], l)
-                && (n == l || (n > l && (!strncmp (line + l, "_bucket", 7) || !strncmp (line + l, "_sum", 4)
-                                         || !strncmp (line + l, "_count", 6)))))
+            if (!strncmp (line, seen[i], l) &&
+                (n == l || (n > l && (!strncmp (line + l, "_bucket", 7) ||
+                                      !strncmp (line + l, "_sum", 4) ||
+                                      !strncmp (line + l, "_count", 6)))))
                 ok = 1;
         }
         if (!ok) {
@@ -77,24 +80,36 @@ static void test_render (void)
 
     for (int s = 0; s < JOB_STATE_COUNT; s++) {
         char name[128];
-        snprintf (name, sizeof (name), "dtctld_jobs{state=\"%s\"}", fsm_job_state_name (s));
+        snprintf (
+          name, sizeof (name), "dtctld_jobs{state=\"%s\"}", fsm_job_state_name (s));
         CU_ASSERT_EQUAL (sample (t, name), 0);
     }
     for (int s = 0; s < ATT_STATE_COUNT; s++) {
         char name[128];
-        snprintf (name, sizeof (name), "dtctld_attempts{state=\"%s\"}", fsm_attempt_state_name (s));
+        snprintf (name,
+                  sizeof (name),
+                  "dtctld_attempts{state=\"%s\"}",
+                  fsm_attempt_state_name (s));
         CU_ASSERT_EQUAL (sample (t, name), 0);
     }
     CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeats_received_total"), 3);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.0001\"}"), 0);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.00025\"}"), 0);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.0005\"}"), 1);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.001\"}"), 1);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.0025\"}"), 2);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.1\"}"), 2);
-    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"+Inf\"}"), 3);
+    CU_ASSERT_EQUAL (
+      sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.0001\"}"), 0);
+    CU_ASSERT_EQUAL (
+      sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.00025\"}"), 0);
+    CU_ASSERT_EQUAL (
+      sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.0005\"}"), 1);
+    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.001\"}"),
+                     1);
+    CU_ASSERT_EQUAL (
+      sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.0025\"}"), 2);
+    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"0.1\"}"),
+                     2);
+    CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"+Inf\"}"),
+                     3);
     CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_count"), 3);
-    CU_ASSERT_DOUBLE_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_sum"), 5.0023, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (
+      sample (t, "dtctld_heartbeat_handling_seconds_sum"), 5.0023, 1e-9);
     CU_ASSERT_EQUAL (sample (t, "dtctld_live_attempts"), 0);
     CU_ASSERT_EQUAL (sample (t, "dtctld_checkpoints_committed"), 0);
     double start = sample (t, "dtctld_start_time_seconds");

@@ -52,7 +52,8 @@ static void test_resolve_command (void)
     CU_ASSERT_TRUE (resolve_command (want, "/elsewhere", NULL, out, sizeof (out)));
     CU_ASSERT_STRING_EQUAL (out, want);
     CU_ASSERT_FALSE (resolve_command ("./absent", dir, NULL, out, sizeof (out)));
-    CU_ASSERT_FALSE (resolve_command ("bin", dir, ".", out, sizeof (out)));   /* a directory */
+    CU_ASSERT_FALSE (
+      resolve_command ("bin", dir, ".", out, sizeof (out))); /* a directory */
 
     /* A name: the first executable file of the job's PATH, relative
      * elements (and an empty one, ".") taken from the workdir. */
@@ -65,14 +66,15 @@ static void test_resolve_command (void)
     CU_ASSERT_TRUE (resolve_command ("data.txt", dir, path, out, sizeof (out)));
     snprintf (want, sizeof (want), "%s/bin/data.txt", dir);
     CU_ASSERT_STRING_EQUAL (out, want);
-    CU_ASSERT_TRUE (resolve_command ("prog", dir, "/nonexistent::/usr/bin", out, sizeof (out)));
+    CU_ASSERT_TRUE (
+      resolve_command ("prog", dir, "/nonexistent::/usr/bin", out, sizeof (out)));
     snprintf (want, sizeof (want), "%s/./prog", dir);
     CU_ASSERT_STRING_EQUAL (out, want);
     CU_ASSERT_FALSE (resolve_command ("tool", dir, "/nonexistent", out, sizeof (out)));
     /* Without a PATH in the job's env: the default one. */
     CU_ASSERT_TRUE (resolve_command ("sh", NULL, NULL, out, sizeof (out)));
-    CU_ASSERT (!strcmp (out, "/usr/local/bin/sh") || !strcmp (out, "/usr/bin/sh")
-               || !strcmp (out, "/bin/sh"));
+    CU_ASSERT (!strcmp (out, "/usr/local/bin/sh") || !strcmp (out, "/usr/bin/sh") ||
+               !strcmp (out, "/bin/sh"));
     /* A result that does not fit is no result. */
     char tiny[5];
     CU_ASSERT_FALSE (resolve_command ("sh", NULL, NULL, tiny, sizeof (tiny)));
@@ -88,8 +90,9 @@ static void test_file_entry (void)
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "arg")), "--data=abc");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "path")), p);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (e, "bytes")), 3);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "sha256")),
-                            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (e, "sha256")),
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "hash")), "sha256");
     const char *mt = json_string_value (json_object_get (e, "mtime"));
     CU_ASSERT (mt && strlen (mt) == 24 && mt[23] == 'Z');
@@ -98,11 +101,13 @@ static void test_file_entry (void)
     put ("empty", "", 0644);
     snprintf (p, sizeof (p), "%s/empty", dir);
     e = provenance_file ("empty", p);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "sha256")),
-                            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (e, "sha256")),
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     json_decref (e);
     e = provenance_file ("x", "/nonexistent/x");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "error")), strerror (ENOENT));
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (e, "error")),
+                            strerror (ENOENT));
     CU_ASSERT_PTR_NULL (json_object_get (e, "sha256"));
     json_decref (e);
 }

@@ -104,7 +104,7 @@ static void test_validation_and_window (void)
         size_t p = data_val_pos (&d, k, 8);
         CU_ASSERT (p >= d.train_len && p + CTX + 1 <= d.len);
         if (k > 0)
-            CU_ASSERT (p > prev);       /* evenly spaced, in order */
+            CU_ASSERT (p > prev); /* evenly spaced, in order */
         prev = p;
     }
     size_t p = data_train_pos (&d, 5, 3, 2);
@@ -133,7 +133,8 @@ static const struct dt_unit_test tests[] = {
     { "windows: a pure function of (seed, step, i), inside the training part",
       test_deterministic_and_bounded },
     { "windows cover the training part", test_coverage },
-    { "validation windows in the tail; a window is context + target", test_validation_and_window },
+    { "validation windows in the tail; a window is context + target",
+      test_validation_and_window },
     { "the hash has no fixed points", test_hash },
     { NULL, NULL },
 };

@@ -43,7 +43,8 @@ static void test_gradients (void)
     double loss = 0;
     CU_ASSERT_EQUAL_FATAL (model_step (&m, N, ctx, tgt, 1.0f, &loss), 0);
     CU_ASSERT (loss > 0 && isfinite (loss));
-    CU_ASSERT (fabs (loss - loss_at (&m, ctx, tgt)) < 1e-4 * loss);   /* step = eval forward */
+    CU_ASSERT (fabs (loss - loss_at (&m, ctx, tgt)) <
+               1e-4 * loss); /* step = eval forward */
     float *g = malloc (m.nparams * sizeof (float));
     CU_ASSERT_FATAL (g != NULL);
     memcpy (g, m.grads, m.nparams * sizeof (float));
@@ -66,8 +67,12 @@ static void test_gradients (void)
             nonzero += fabs (g[i]) > 1e-3;
             if (fabs (fd - g[i]) > tol) {
                 tbad++;
-                fprintf (stderr, "%s[%zu]: backward %.6g, finite difference %.6g\n", m.t[t].name,
-                         i - m.t[t].off, g[i], fd);
+                fprintf (stderr,
+                         "%s[%zu]: backward %.6g, finite difference %.6g\n",
+                         m.t[t].name,
+                         i - m.t[t].off,
+                         g[i],
+                         fd);
             }
         }
         /* ReLU kinks can make a rare central difference straddle a corner. */
@@ -76,7 +81,11 @@ static void test_gradients (void)
         checked += tchecked;
     }
     CU_ASSERT (nonzero > checked / 2);
-    fprintf (stderr, "gradient check: %d parameters of %d tensors, %d off\n", checked, m.ntensors, bad);
+    fprintf (stderr,
+             "gradient check: %d parameters of %d tensors, %d off\n",
+             checked,
+             m.ntensors,
+             bad);
 
     /* scale multiplies the gradient; a second step accumulates. */
     memset (m.grads, 0, m.nparams * sizeof (float));
@@ -97,8 +106,9 @@ static void test_init_deterministic (void)
     CU_ASSERT_EQUAL_FATAL (model_create (&a, dt_kern_cpu (), C, E, H, L, N, 3), 0);
     CU_ASSERT_EQUAL_FATAL (model_create (&b, dt_kern_cpu (), C, E, H, L, N, 3), 0);
     CU_ASSERT_EQUAL_FATAL (model_create (&c, dt_kern_cpu (), C, E, H, L, N, 4), 0);
-    CU_ASSERT_EQUAL (a.nparams, (size_t)256 * E + (size_t)C * E * H + H + (size_t)(L - 1) * (H * H + H)
-                                    + (size_t)H * 256 + 256);
+    CU_ASSERT_EQUAL (a.nparams,
+                     (size_t)256 * E + (size_t)C * E * H + H +
+                       (size_t)(L - 1) * (H * H + H) + (size_t)H * 256 + 256);
     CU_ASSERT_EQUAL (memcmp (a.params, b.params, a.nparams * sizeof (float)), 0);
     CU_ASSERT_NOT_EQUAL (memcmp (a.params, c.params, a.nparams * sizeof (float)), 0);
     model_destroy (&a);
@@ -108,7 +118,8 @@ static void test_init_deterministic (void)
 
 static const struct dt_unit_test tests[] = {
     { "backward matches finite differences in every tensor", test_gradients },
-    { "initialisation: a function of the seed; the layout's size", test_init_deterministic },
+    { "initialisation: a function of the seed; the layout's size",
+      test_init_deterministic },
     { NULL, NULL },
 };
 

@@ -13,18 +13,24 @@
 
 static void clear_env (void)
 {
-    const char *vars[] = { "WORLD_SIZE", "RANK", "LOCAL_RANK", "DT_CHECKPOINT_DIR", "DT_JOB",
-                           "DT_RESUME_STEP", "DT_RESUME_DIR", "DT_CHECKPOINT_EVERY" };
+    const char *vars[] = { "WORLD_SIZE",    "RANK",
+                           "LOCAL_RANK",    "DT_CHECKPOINT_DIR",
+                           "DT_JOB",        "DT_RESUME_STEP",
+                           "DT_RESUME_DIR", "DT_CHECKPOINT_EVERY" };
     for (size_t i = 0; i < sizeof (vars) / sizeof (vars[0]); i++)
         unsetenv (vars[i]);
 }
 
 static void test_fields (void)
 {
-    char *argv[] = { "dttrain", "--data", "/d.txt", "--steps", "77", "--global-batch", "48",
-                     "--context", "24", "--embed", "12", "--hidden", "96", "--layers", "3",
-                     "--lr", "0.25", "--seed", "9", "--parallel", "zero1", "--micro-batch", "5",
-                     "--inject-crash", "1:25", "--inject-slow", "2:3.5", "--checkpoint-every", "10" };
+    char *argv[] = { "dttrain", "--data",         "/d.txt", "--steps",
+                     "77",      "--global-batch", "48",     "--context",
+                     "24",      "--embed",        "12",     "--hidden",
+                     "96",      "--layers",       "3",      "--lr",
+                     "0.25",    "--seed",         "9",      "--parallel",
+                     "zero1",   "--micro-batch",  "5",      "--inject-crash",
+                     "1:25",    "--inject-slow",  "2:3.5",  "--checkpoint-every",
+                     "10" };
     struct train_opts o;
     dt_error_t err = { "" };
 
@@ -72,7 +78,7 @@ static void test_environment (void)
     CU_ASSERT_EQUAL (o.resume_step, 40);
     CU_ASSERT_EQUAL (o.checkpoint_every, 20);
 
-    setenv ("RANK", "4", 1);      /* not below WORLD_SIZE */
+    setenv ("RANK", "4", 1); /* not below WORLD_SIZE */
     CU_ASSERT_EQUAL (opts_parse (&o, NARGS (argv), argv, &err), -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "RANK=4"));
     clear_env ();
@@ -104,7 +110,11 @@ static void test_refused (void)
         dt_error_t err = { "" };
         CU_ASSERT_EQUAL (opts_parse (&o, bad[i].argc, bad[i].argv, &err), -1);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr, "case %zu: error '%s' does not name '%s'\n", i, err.text, bad[i].needle);
+            fprintf (stderr,
+                     "case %zu: error '%s' does not name '%s'\n",
+                     i,
+                     err.text,
+                     bad[i].needle);
             CU_FAIL ("error names the option");
         }
     }
@@ -114,10 +124,18 @@ static void test_refused (void)
  * execution options; a model field changed is named with both values. */
 static void test_text_roundtrip (void)
 {
-    char *a1[] = { "dttrain", "--data", "/d", "--hidden", "64", "--lr", "0.1", "--seed", "3" };
-    char *a2[] = { "dttrain", "--data", "/d", "--hidden", "64", "--lr", "0.1", "--seed", "3",
-                   "--parallel", "zero1", "--micro-batch", "2", "--checkpoint-every", "9" };
-    char *a3[] = { "dttrain", "--data", "/d", "--hidden", "65", "--lr", "0.1", "--seed", "3" };
+    char *a1[] = { "dttrain", "--data", "/d",     "--hidden", "64",
+                   "--lr",    "0.1",    "--seed", "3" };
+    char *a2[] = { "dttrain", "--data",
+                   "/d",      "--hidden",
+                   "64",      "--lr",
+                   "0.1",     "--seed",
+                   "3",       "--parallel",
+                   "zero1",   "--micro-batch",
+                   "2",       "--checkpoint-every",
+                   "9" };
+    char *a3[] = { "dttrain", "--data", "/d",     "--hidden", "65",
+                   "--lr",    "0.1",    "--seed", "3" };
     struct train_opts o1, o2, o3;
     dt_error_t err = { "" };
 
@@ -132,7 +150,7 @@ static void test_text_roundtrip (void)
     CU_ASSERT_FATAL (t1 && t2 && t3 && t4);
     CU_ASSERT_PTR_NOT_NULL (strstr (t1, "hidden=64\n"));
     CU_ASSERT_PTR_NOT_NULL (strstr (t1, "data_crc32c=abcdef01\n"));
-    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "lr=0.10000000000000001\n"));   /* %.17g */
+    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "lr=0.10000000000000001\n")); /* %.17g */
     CU_ASSERT_STRING_EQUAL (t1, t2);
     CU_ASSERT_EQUAL (opts_compare (t1, t2, &err), 0);
     CU_ASSERT_EQUAL (opts_compare (t1, t3, &err), -1);
