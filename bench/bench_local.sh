@@ -33,7 +33,7 @@ loc_rank_pid () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r --argjson r "$2" '.dat
 loc_alive () { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && return 0; done; return 1; }
 
 part_local () {
-    local ST=$B/tests/system/steptrainer d=$TMP/local rep id spec rep_a r ids
+    local ST=$B/tests/system/steptrainer d=$TMP/local rep id spec kind
     [ -x "$ST" ] || { note local "$ST not built (make -C $B/tests/system steptrainer): part skipped"; return; }
     say "local launcher: run record (2 x 250 ms-step jobs) and detection (rank kill, hang, agent kill) x $REPS"
     start_ctld "$d" local HeartbeatInterval=100ms NodeTimeout=3s || return
@@ -73,7 +73,6 @@ part_local () {
                 heartbeat: {interval_ms: 300, node_timeout_ms: 3000,
                             hang_timeout_ms: (if $k == "hang" then 3000 else 30000 end)}}')
             id=$(curl -s -X POST "$URL/v1/jobs" -d "$spec" | jq -r .data.id)
-            ids=
             if ! wait_for 30 eval '[ -n "$(loc_rank_pid "$id" 3)" ] && [ -n "$(loc_rank_pid "$id" 2)" ]'; then
                 note local "rep $rep: $kind: the ranks of job $id did not start"
                 curl -s -X POST "$URL/v1/jobs/$id/cancel" >/dev/null; continue
