@@ -23,6 +23,16 @@ P3=$(rank_pid 3)
 envof () { tr '\0' '\n' < "/proc/$P3/environ" | sed -n "s/^$1=//p"; }
 check "rank 3: RANK LOCAL_RANK WORLD_SIZE GROUP_RANK" \
     test "$(envof RANK) $(envof LOCAL_RANK) $(envof WORLD_SIZE) $(envof GROUP_RANK) $(envof LOCAL_WORLD_SIZE)" = "3 1 4 1 2"
+# Every rank: node rank = rank / 2, local rank = rank % 2 (2 ranks per node).
+rank_env () {
+    local r p
+    for r in 0 1 2 3; do
+        p=$(rank_pid $r)
+        [ "$(tr '\0' '\n' < "/proc/$p/environ" | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK)=' | sort | tr '\n' ' ')" \
+            = "GROUP_RANK=$((r / 2)) LOCAL_RANK=$((r % 2)) RANK=$r " ] || { echo "# rank $r: wrong environment"; return 1; }
+    done
+}
+check "every rank: RANK, LOCAL_RANK and GROUP_RANK of its place" rank_env
 check "rank 3: MASTER_ADDR/PORT, TORCHELASTIC_RUN_ID, DT_JOB" \
     test -n "$(envof MASTER_ADDR)" -a -n "$(envof MASTER_PORT)" -a "$(envof TORCHELASTIC_RUN_ID)" = "dt-$JOB-a1" -a "$(envof DT_JOB)" = "$JOB"
 check "rank 3: DT_AGENT_SOCKET, DT_AGENT_SHM, OMP_NUM_THREADS=1, no DT_TOKEN" \
