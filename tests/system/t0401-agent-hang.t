@@ -2,16 +2,16 @@
 # t0401-agent-hang: kill -STOP of one steptrainer rank (2 nodes x 2 ranks,
 # local launcher): its agent sees no step progress and reports "hang",
 # not before the hang timeout, kills it, and no process of the attempt is
-# left afterwards.  The ranks are wrapped in a shell (the trainer is the
-# rank process's child, as with a launcher script), so the stopped trainer
-# dies only if its whole process group is killed.  (How soon after the
-# timeout: bench/run, part local.)
+# left afterwards.  Each rank starts a helper process first (as a trainer
+# starts data loaders), which does not use libdtclient and is not stopped:
+# it ends only if the agent kills the rank's whole process group.  (How
+# soon after the timeout: bench/run, part local.)
 . "$(dirname "$0")/agent-lib.sh"
 
 HANG_MS=3000
 ctld_start
 JOB=$(submit "{\"name\": \"t0401\", \"nodes\": 2, \"ranks_per_node\": 2,
-  \"command\": [\"/bin/sh\", \"-c\", \"$STEPTRAINER --steps 100000 --step-ms 50; true\"],
+  \"command\": [\"/bin/sh\", \"-c\", \"sleep 600 & exec $STEPTRAINER --steps 100000 --step-ms 50\"],
   \"workdir\": \"$T/work\", \"restart\": {\"max_restarts\": 0},
   \"heartbeat\": {\"interval_ms\": 300, \"node_timeout_ms\": 5000, \"hang_timeout_ms\": $HANG_MS}}")
 check "job submitted" test -n "$JOB"
