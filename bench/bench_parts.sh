@@ -300,4 +300,5 @@ part_overhead () {
     stop_ctld
 }
 
+. "$SRC/bench/bench_local.sh"
 . "$SRC/bench/bench_recovery.sh"

@@ -147,6 +147,25 @@ row("5 overhead", "dttrain 2 ranks via dtctld+dtagent tokens/s", "overhead.via",
 row("5 overhead", "submit to completed s (bare: start to exit)", "overhead.via_wall_s", ref="bare",
     ref_key="overhead.bare_wall_s")
 
+# 7. local launcher: the run record and detection (timings the system tests
+# t1000 and t0400-t0402 check only for presence)
+row("7 local", "failure-free 6 s job: ETTR", "local.ettr", goal="> 0.75",
+    ok=lambda st, a, b: None if not st else st["median"] > 0.75)
+row("7 local", "failure-free job: ETTR without start-up and shutdown", "local.ettr_steady", goal="> 0.95",
+    ok=lambda st, a, b: None if not st else st["median"] > 0.95)
+row("7 local", "step time p50 ms (steps of 250 ms)", "local.step_p50_ms", goal="250 +- 10%",
+    ok=lambda st, a, b: None if not st else 225 < st["median"] < 275)
+row("7 local", "samples per second (2 ranks x 32 / 0.25 s = 256)", "local.samples_per_s", goal="200..300",
+    ok=lambda st, a, b: None if not st else 200 < st["median"] < 300)
+row("7 local", "lost work time / (lost steps x 250 ms)", "local.lost_work_ratio", goal="1 +- 50%",
+    ok=lambda st, a, b: None if not st else 0.5 < st["median"] < 1.5)
+row("7 local", "kill -9 of a rank to trainer_exit recorded ms", "local.detect_kill_ms", goal="<= 1000",
+    ok=lambda st, a, b: None if not st else st["max"] <= 1000, digits=0)
+row("7 local", "SIGSTOP of a rank: hang recorded, ms after the 3 s hang timeout", "local.detect_hang_over_ms",
+    goal="<= 1000", ok=lambda st, a, b: None if not st else st["max"] <= 1000, digits=0)
+row("7 local", "kill -9 of an agent to its trainers gone ms", "local.agent_kill_gone_ms", goal="<= 2000",
+    ok=lambda st, a, b: None if not st else st["max"] <= 2000, digits=0)
+
 # 6. libdtclient
 row("6 dtclient", "dtclient_step ns per call (agent attached)", "dtclient.step_ns", ref="no agent",
     ref_key="dtclient.noagent_ns")

@@ -6,13 +6,7 @@ TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 DTCTLD=$TOP_BUILDDIR/orchestrator/dtctld
 DTAGENT=$TOP_BUILDDIR/agent/dtagent
 
-n=0; failed=0
-ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
-fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-skip_all () { echo "1..0 # SKIP $*"; exit 77; }
-bail () { echo "Bail out! $*"; exit 1; }
-done_testing () { echo "1..$n"; exit $failed; }
+. "$(dirname "$0")/tap-lib.sh"
 # Wait up to $1 seconds for a command to succeed.
 wait_for () { local t=$(( $1 * 10 )); shift; while [ $t -gt 0 ]; do "$@" && return 0; sleep 0.1; t=$((t - 1)); done; return 1; }
 
@@ -89,8 +83,9 @@ start_fg () {
 # The request carries a MUNGE credential of root, or of $DTCURL_USER.
 api () {
     local m=$1 p=$2; shift 2
+    rm -f "$TMP/body"   # a failed connection must not leave the previous answer
     curl -s -o "$TMP/body" -w '%{http_code}' -X "$m" "$URL$p" "$@" > "$TMP/status"
-    cat "$TMP/body"
+    cat "$TMP/body" 2>/dev/null
 }
 status () { cat "$TMP/status"; }
 # attempt_token JOB: the bearer token of JOB's live attempt, read from the
@@ -112,7 +107,5 @@ for p in os.listdir("/proc"):
         print(env[b"DT_TOKEN"].decode()); break
 PYEOF
 }
-# jqt FILTER [FILE]: jq -e without the output (a test).
-jqt () { jq -e "$@" >/dev/null; }
 job_state () { api GET "/v1/jobs/$1" | jq -r .data.state; }
 att_state () { api GET "/v1/jobs/$1" | jq -r ".data.attempts[-1].state"; }

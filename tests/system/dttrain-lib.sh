@@ -7,13 +7,9 @@ DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 
-n=0; failed=0
-ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
-fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-finish () { echo "1..$n"; exit $failed; }
+. "$(dirname "$0")/tap-lib.sh"
 
-[ -x "$DTTRAIN" ] || { echo "Bail out! $DTTRAIN not built"; exit 1; }
+[ -x "$DTTRAIN" ] || bail "$DTTRAIN not built"
 
 TMP=$(mktemp -d /tmp/dttrain-test.XXXXXX)
 PIDS=""
