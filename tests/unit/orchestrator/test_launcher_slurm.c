@@ -2,10 +2,13 @@
  * (orchestrator/launcher_slurm.c), reachable otherwise only through the
  * root Slurm testbed: hostlist expansion, SlurmExtraArgs, sbatch memory
  * sizes, handles and step names, shell quoting, %n substitution, and the
- * map from a Slurm job state to the attempt's cause.  The launcher's file
- * is compiled into this test (as tests/system/slurm-launch-drive does) so
- * its static functions are tested as they are. */
+ * map from a Slurm job state to the attempt's cause.  The launcher's files
+ * are compiled into this test (as tests/system/slurm-launch-drive does) so
+ * their static functions are tested as they are. */
 #include "orchestrator/launcher_slurm.c"
+#include "orchestrator/slurm_alloc.c"
+#include "orchestrator/slurm_script.c"
+#include "orchestrator/slurm_watch.c"
 
 #include "tests/unit/unit.h"
 
