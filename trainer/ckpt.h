@@ -79,7 +79,7 @@ void ckpt_wait (struct ckpt_writer *w);
 /* The last finished write (thread-safe snapshot). */
 void ckpt_last_done (struct ckpt_writer *w, struct ckpt_done *out);
 
-/* Just-in-time checkpoint (issue 7): write every shard 0..world-1 of the
+/* Just-in-time checkpoint: write every shard 0..world-1 of the
  * full state (params, m, v: host arrays of nparams floats each) into
  * 'dir' (created), shard K holding the balanced slice
  * [n K / world, n (K+1) / world) exactly as rank K would have written it,

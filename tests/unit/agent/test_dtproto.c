@@ -60,7 +60,7 @@ static void test_roundtrip_shard (void)
                              m.slen[DTPROTO_T_PATH]), 0);
     CU_ASSERT_FALSE (dtproto_has (&m, DTPROTO_T_JIT));
 
-    /* A just-in-time shard (issue 7): the shard's rank and the jit flag. */
+    /* A just-in-time shard: the shard's rank and the jit flag. */
     dtproto_begin (&b, DTPROTO_SHARD);
     dtproto_add_int (&b, DTPROTO_T_STEP, 117);
     dtproto_add_str (&b, DTPROTO_T_PATH, "/ckpt/4/jit-117-r0/rank-2.ckpt");

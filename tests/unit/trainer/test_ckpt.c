@@ -108,7 +108,7 @@ static char *slurp (const char *path, size_t *len)
     return buf;
 }
 
-/* A just-in-time checkpoint (issue 7): one rank writes every shard from
+/* A just-in-time checkpoint: one rank writes every shard from
  * the full state; each file is byte-identical to the shard its rank writes
  * itself, and the set loads back to the full state. */
 static void test_jit_all_shards (void)
