@@ -31,7 +31,10 @@ fi
 ft_slurm_up () {
     tb_setup
     trap ft_slurm_cleanup EXIT
-    "$TESTBED" up "$1" > "$TMP/testbed.log" 2>&1 || { cat "$TMP/testbed.log"; bail "testbed up failed"; }
+    # The Slurm daemons get the PATH without the test's curl wrapper: they
+    # are the cluster, not processes of the test (ft_trainers_left).
+    PATH=${DT_PATH_NOWRAP:-$PATH} "$TESTBED" up "$1" > "$TMP/testbed.log" 2>&1 \
+        || { cat "$TMP/testbed.log"; bail "testbed up failed"; }
     local port
     port=$(tb_free_port)
     URL=http://10.77.0.1:$port
