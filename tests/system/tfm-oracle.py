@@ -6,7 +6,9 @@ well below float32 rounding), loads dttrain's initial parameters from its
 --dump-tensors directory, draws the same batches (data.c's sampling, ported
 below), and compares:
   grads  step 1's loss and every gradient (relative L2 error per tensor)
-  steps  the parameters after N AdamW steps (same clipping and LR schedule)
+  steps  the parameters after N AdamW steps (same clipping and LR schedule;
+         the optimizer state is float32, as dttrain's, stepped in float32
+         from the float64 gradients)
 Prints one line per tensor; exits 1 if any relative error exceeds --tol.
 
 The key bias (the middle third of attn.bqkv) has a gradient that is zero
@@ -173,8 +175,8 @@ def main():
     # N optimizer steps: AdamW exactly as kernels/cpu.c's, in float64.
     if a.steps and a.final:
         p = unflatten(tab, init)
-        m = {k: torch.zeros_like(v) for k, v in p.items()}
-        v2 = {k: torch.zeros_like(v) for k, v in p.items()}
+        m = {k: torch.zeros_like(v, dtype=torch.float32) for k, v in p.items()}
+        v2 = {k: torch.zeros_like(v, dtype=torch.float32) for k, v in p.items()}
         decay = {name: d for name, _, _, d, _ in tab}
         for s in range(a.steps):
             for t in p.values():
@@ -188,11 +190,21 @@ def main():
             bc2 = 1 - a.beta2 ** (s + 1)
             with torch.no_grad():
                 for k, t in p.items():
-                    gk = t.grad * gs
-                    m[k].mul_(a.beta1).add_((1 - a.beta1) * gk)
-                    v2[k].mul_(a.beta2).add_((1 - a.beta2) * gk * gk)
-                    wd = a.weight_decay if decay[k] else 0.0
-                    t -= lr * (m[k] / bc1 / ((v2[k] / bc2).sqrt() + a.eps) + wd * t)
+                    # The state is float32 in dttrain (and in a float32
+                    # PyTorch run): step it in float32, in the kernel's
+                    # order, from the float64 gradient rounded once.
+                    f32 = torch.float32
+                    b1, b2, eps = (torch.tensor(x, dtype=f32) for x in (a.beta1, a.beta2, a.eps))
+                    lr32, ib1, ib2 = (torch.tensor(x, dtype=f32) for x in (lr, bc1, bc2))
+                    ib1, ib2 = 1 / ib1, 1 / ib2
+                    wd = torch.tensor(a.weight_decay if decay[k] else 0.0, dtype=f32)
+                    gk = t.grad.to(f32) * torch.tensor(gs, dtype=f32)
+                    mk = b1 * m[k] + (1 - b1) * gk
+                    vk = b2 * v2[k] + (1 - b2) * gk * gk
+                    m[k], v2[k] = mk, vk
+                    p32 = t.to(f32)
+                    p32 = p32 - lr32 * (mk * ib1 / ((vk * ib2).sqrt() + eps) + wd * p32)
+                    t.copy_(p32.to(torch.float64))
         fin = load_vec(a.final)
         worst = worstd = 0
         E = a.width
