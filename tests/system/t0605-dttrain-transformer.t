@@ -72,4 +72,17 @@ check "... the error names the field 'model'" grep -q "'model' differs" "$TMP/mi
 run 1 mism2 $rargs --heads 2 --checkpoint-dir "$TMP/ck-m2" --resume "$TMP/ck-dp/step-20"
 check "changed --heads: exit 4 naming 'heads'" \
     sh -c "test \$(cat $TMP/mism2.0.rc) = 4 && grep -q \"'heads'\" $TMP/mism2.0.err"
+# --- the shards' named tensor table; the first format still loads ---------------------
+check "a transformer shard names its tensors (params/, adam_m/, adam_v/ + name)" \
+    sh -c "grep -aq 'params/h0.attn.wqkv' $TMP/ck-dp/step-20/rank-0.ckpt \
+        && grep -aq 'adam_v/head.w' $TMP/ck-dp/step-20/rank-1.ckpt"
+# A version 1 shard (before the tensor table; an MLP, written by the
+# previous dttrain) resumes and continues like an uninterrupted run.
+fx="$TOP_SRCDIR/tests/system/data/ckpt-v1"
+fargs="--data $fx/text.txt --steps 4 --global-batch 4 --context 4 --embed 2 --hidden 4 --layers 1"
+run 1 v1ref $fargs --dump-params "$TMP/v1ref"; check "reference run for the v1 shard: exit 0" test $? -eq 0
+run 1 v1res $fargs --resume "$fx/step-2" --dump-params "$TMP/v1res"
+check "a version 1 checkpoint resumes: exit 0" test $? -eq 0
+check "... from its step 2" grep -q "resumed from .*step-2" "$TMP/v1res.0.err"
+check "... and ends where an uninterrupted run does (1e-5)" params_close "$TMP/v1ref" "$TMP/v1res" 1e-5
 finish
