@@ -237,6 +237,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     int c;
     int64_t v;
     double d;
+    const char *mlp_only = NULL, *tfm_only = NULL;   /* a size option of one model */
 
     *o = defaults;
     o->world = 1;
@@ -249,8 +250,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_STEPS: if (parse_i64 ("--steps", a, 0, INT64_MAX / 2, &o->steps, err)) return -1; break;
         case O_GB: if (parse_int ("--global-batch", a, 1, 1 << 24, &o->global_batch, err)) return -1; break;
         case O_CTX: if (parse_int ("--context", a, 1, 1 << 16, &o->context, err)) return -1; break;
-        case O_EMB: if (parse_int ("--embed", a, 1, 1 << 14, &o->embed, err)) return -1; break;
-        case O_HID: if (parse_int ("--hidden", a, 1, 1 << 16, &o->hidden, err)) return -1; break;
+        case O_EMB: mlp_only = "--embed"; if (parse_int ("--embed", a, 1, 1 << 14, &o->embed, err)) return -1; break;
+        case O_HID: mlp_only = "--hidden"; if (parse_int ("--hidden", a, 1, 1 << 16, &o->hidden, err)) return -1; break;
         case O_LAY: if (parse_int ("--layers", a, 1, 256, &o->layers, err)) return -1; break;
         case O_LR: if (parse_dbl ("--lr", a, 0, 100, &o->lr, err)) return -1; break;
         case O_LRREF: if (parse_int ("--lr-ref-batch", a, 1, 1 << 24, &o->lr_ref_batch, err)) return -1; break;
@@ -290,8 +291,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
             else if (!strcmp (a, "transformer")) o->model = MODEL_TRANSFORMER;
             else return errprintf (err, "--model: '%s' is not mlp or transformer", a);
             break;
-        case O_WIDTH: if (parse_int ("--width", a, 1, 1 << 14, &o->width, err)) return -1; break;
-        case O_HEADS: if (parse_int ("--heads", a, 1, 1024, &o->heads, err)) return -1; break;
+        case O_WIDTH: tfm_only = "--width"; if (parse_int ("--width", a, 1, 1 << 14, &o->width, err)) return -1; break;
+        case O_HEADS: tfm_only = "--heads"; if (parse_int ("--heads", a, 1, 1024, &o->heads, err)) return -1; break;
         case O_NOOV: o->overlap = 0; break;
         case O_OV: o->overlap = 1; break;
         case O_NOJIT: o->jit = 0; break;
@@ -346,6 +347,12 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         return errprintf (err, "--data FILE is required (see --help)");
     if (o->min_lr_frac > 1)
         return errprintf (err, "--min-lr-frac must be at most 1");
+    if (o->model == MODEL_TRANSFORMER && mlp_only)
+        return errprintf (err, "%s sizes --model mlp; the transformer's are --width, --heads, "
+                          "--layers", mlp_only);
+    if (o->model == MODEL_MLP && tfm_only)
+        return errprintf (err, "%s sizes --model transformer; the MLP's are --embed, --hidden, "
+                          "--layers", tfm_only);
     if (o->model == MODEL_TRANSFORMER && o->width % o->heads != 0)
         return errprintf (err, "--width %d is not a multiple of --heads %d", o->width, o->heads);
     return 0;

@@ -13,6 +13,10 @@ shape="--model transformer --context 16 --width 32 --heads 4 --layers 2"
 "$DTTRAIN" --data "$data" --model transformer --width 30 --heads 4 2>"$TMP/err"; rc=$?
 check "--width not a multiple of --heads: exit 2 naming both" \
     sh -c "test $rc -eq 2 && grep -q -- '--width 30 is not a multiple of --heads 4' $TMP/err"
+"$DTTRAIN" --data "$data" --model transformer --hidden 64 2>"$TMP/err"; rc=$?
+check "--hidden with the transformer: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q -- '--hidden sizes --model mlp' $TMP/err"
+"$DTTRAIN" --data "$data" --heads 2 2>"$TMP/err"; rc=$?
+check "--heads with the MLP: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q -- '--heads sizes --model transformer' $TMP/err"
 "$DTTRAIN" --data "$data" --model lstm 2>"$TMP/err"; rc=$?
 check "unknown --model: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q lstm $TMP/err"
 
