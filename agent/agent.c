@@ -19,12 +19,15 @@
 #include <unistd.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "client/dtclient.h"
 #include "agent.h"
 #include "chan.h"
 #include "ranks.h"
+#include "reaper.h"
+#include "rundir.h"
 
 /* Granularity of hang detection and SIGKILL deadlines. */
 static const int agent_tick_ms = 100;
@@ -42,10 +45,12 @@ struct agent {
     struct agent_opts opts;
     char *rundir;
     char *sock;
+    char *sockdir;              /* a second private dir for a long socket path */
     chan_t *chan;
     ranks_t *ranks;
 
     json_t *events;            /* not yet accepted by the controller */
+    size_t ev_chunk;           /* bytes of JSON per events request */
     int64_t next_ev_ms;        /* 0: send now */
     int64_t ev_backoff_ms;
     int64_t next_hb_ms;
@@ -60,23 +65,6 @@ struct agent {
     bool stop_applied;
 };
 
-static int mkdir_p (const char *path, dt_error_t *err)
-{
-    char buf[4096];
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-            return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
-        *p = '/';
-    }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return errnoprintf (err, errno, "mkdir %s: %s", buf, strerror (errno));
-    return 0;
-}
-
 /* ---- events -------------------------------------------------------------- */
 
 static void event_add (agent_t *a, json_t *ev)
@@ -87,38 +75,126 @@ static void event_add (agent_t *a, json_t *ev)
     a->next_ev_ms = 0;
 }
 
+/* Events go in chunks of at most this many bytes of JSON (the controller's
+ * MaxBodySize is 1 MiB by default); a 413 halves the chunk. */
+static const size_t events_chunk_max = 256 * 1024;
+
+/* The body for the first events that fit in a->ev_chunk bytes (at least
+ * one); *count says how many.  New reference, NULL when out of memory. */
+static json_t *events_chunk (agent_t *a, size_t *count)
+{
+    json_t *batch = json_array ();
+    size_t used = 0, n = json_array_size (a->events);
+    *count = 0;
+    if (!batch)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get (a->events, i);
+        char *text = json_dumps (e, JSON_COMPACT);
+        size_t len = text ? strlen (text) + 1 : 0;
+        free (text);
+        if (i > 0 && used + len > a->ev_chunk)
+            break;
+        json_array_append (batch, e);
+        used += len;
+        (*count)++;
+    }
+    json_t *body = json_pack ("{s:s, s:o}", "node", a->ni->name, "events", batch);
+    return body;
+}
+
+/* Deliver the pending events: one answer per event (schemas/agent-api.md):
+ * "accepted" and "refused" ones leave the queue, "retry" ones (and the
+ * events of a chunk the controller could not answer) stay, in order. */
 static void events_flush (agent_t *a)
 {
-    if (json_array_size (a->events) == 0 || a->gone)
-        return;
-    json_t *body = json_pack ("{s:s, s:O}", "node", a->ni->name, "events", a->events);
-    long status = 0;
-    dt_error_t err;
-    int rc = body ? ctl_post (a->ctl, "/v1/agent/events", body, &status, NULL, &err) : -1;
-    json_decref (body);
-    int64_t now = dt_mono_ms ();
-    if (rc < 0) {
-        if (!a->unreachable)
-            dt_log (LOG_WARNING, "controller unreachable, keeping %zu events: %s",
-                    json_array_size (a->events), err.text);
-        a->unreachable = true;
-        a->ev_backoff_ms = a->ev_backoff_ms ? a->ev_backoff_ms * 2 : 200;
-        if (a->ev_backoff_ms > 5000)
-            a->ev_backoff_ms = 5000;
-        a->next_ev_ms = now + a->ev_backoff_ms;
-        return;
+    if (a->ev_chunk == 0)
+        a->ev_chunk = events_chunk_max;
+    while (json_array_size (a->events) > 0 && !a->gone) {
+        size_t count = 0;
+        json_t *body = events_chunk (a, &count), *data = NULL;
+        long status = 0;
+        dt_error_t err;
+        int rc = body ? ctl_post (a->ctl, "/v1/agent/events", body, &status, &data, &err) : -1;
+        json_decref (body);
+        int64_t now = dt_mono_ms ();
+        if (rc < 0 || status >= 500) {
+            if (rc < 0 && !a->unreachable)
+                dt_log (LOG_WARNING, "controller unreachable, keeping %zu events: %s",
+                        json_array_size (a->events), err.text);
+            else if (rc == 0)
+                dt_log (LOG_WARNING, "controller answered HTTP %ld to %zu events: keeping them",
+                        status, count);
+            a->unreachable = rc < 0;
+            a->ev_backoff_ms = a->ev_backoff_ms ? a->ev_backoff_ms * 2 : 200;
+            if (a->ev_backoff_ms > 5000)
+                a->ev_backoff_ms = 5000;
+            a->next_ev_ms = now + a->ev_backoff_ms;
+            json_decref (data);
+            return;
+        }
+        a->unreachable = false;
+        a->ev_backoff_ms = 0;
+        if (status == CTL_GONE) {
+            a->gone = true;
+            json_decref (data);
+            return;
+        }
+        if (status == 413) {
+            /* Too big for the controller: smaller chunks, down to one
+             * event; a single event it cannot take is dropped. */
+            json_decref (data);
+            if (count > 1) {
+                a->ev_chunk = a->ev_chunk / 2 > 1 ? a->ev_chunk / 2 : 1;
+                continue;
+            }
+            dt_log (LOG_ERR, "controller refused an event as too large (HTTP 413): dropped");
+            json_array_remove (a->events, 0);
+            continue;
+        }
+        json_t *results = data ? json_object_get (data, "results") : NULL;
+        if (status != 200 || !json_is_array (results)) {
+            /* The whole request was refused (a bad envelope), or an older
+             * controller answered 200 without per-event results. */
+            if (status != 200)
+                dt_log (LOG_ERR, "controller refused %zu events (HTTP %ld): dropped", count,
+                        status);
+            for (size_t i = 0; i < count; i++)
+                json_array_remove (a->events, 0);
+            json_decref (data);
+            continue;
+        }
+        /* Keep the events answered "retry" (and any without an answer). */
+        json_t *keep = json_array ();
+        size_t nret = 0;
+        for (size_t i = 0; i < count && keep; i++) {
+            json_t *r = json_array_get (results, i);
+            const char *st = json_string_value (json_object_get (r, "status"));
+            const char *why = json_string_value (json_object_get (r, "error"));
+            if (st && !strcmp (st, "accepted"))
+                continue;
+            if (st && !strcmp (st, "refused")) {
+                dt_log (LOG_ERR, "controller refused an event: %s", why ? why : "(no reason)");
+                continue;
+            }
+            json_array_append (keep, json_array_get (a->events, i));
+            nret++;
+        }
+        if (keep) {
+            for (size_t i = count; i < json_array_size (a->events); i++)
+                json_array_append (keep, json_array_get (a->events, i));
+            json_decref (a->events);
+            a->events = keep;
+        }
+        json_decref (data);
+        if (nret > 0) {
+            a->ev_backoff_ms = a->ev_backoff_ms ? a->ev_backoff_ms * 2 : 200;
+            if (a->ev_backoff_ms > 5000)
+                a->ev_backoff_ms = 5000;
+            a->next_ev_ms = now + a->ev_backoff_ms;
+            return;
+        }
     }
-    a->unreachable = false;
-    a->ev_backoff_ms = 0;
-    if (status == CTL_GONE) {
-        a->gone = true;
-        return;
-    }
-    if (status != 200)
-        /* A refusal will not get better by repeating it. */
-        dt_log (LOG_ERR, "controller refused %zu events (HTTP %ld): dropped",
-                json_array_size (a->events), status);
-    json_array_clear (a->events);
 }
 
 /* ---- what happens to ranks ----------------------------------------------- */
@@ -441,29 +517,16 @@ agent_t *agent_create (ctl_t *ctl, const struct node_info *ni, const struct layo
     if (!(a->events = json_array ()))
         goto nomem;
 
-    /* The attempt's directory: <state-dir or workdir>/<run_id>, holding
-     * the rank logs, their pages and the socket. */
+    /* The attempt's directory: a private one (rundir.h) named
+     * <run_id>-XXXXXX in the state dir or the workdir, holding the rank
+     * logs, their pages and the socket. */
     const char *base = opts->state_dir ? opts->state_dir : l->workdir;
     if (!base)
         base = getcwd (cwd, sizeof (cwd)) ? cwd : ".";
-    if (asprintf (&a->rundir, "%s/%s", base, l->run_id) < 0) {
-        a->rundir = NULL;
-        goto nomem;
-    }
-    if (mkdir_p (a->rundir, err) < 0)
+    if (!(a->rundir = rundir_make (base, l->run_id, err)))
         goto error;
-    /* sun_path holds 108 bytes: a deep directory gets an abstract socket. */
-    if (asprintf (&a->sock, "%s/agent-%s.sock", a->rundir, ni->name) < 0) {
-        a->sock = NULL;
-        goto nomem;
-    }
-    if (strlen (a->sock) >= 100) {
-        free (a->sock);
-        if (asprintf (&a->sock, "@dtagent-%d-%s", (int)getpid (), l->run_id) < 0) {
-            a->sock = NULL;
-            goto nomem;
-        }
-    }
+    if (!(a->sock = rundir_socket_path (a->rundir, ni->name, &a->sockdir, err)))
+        goto error;
     if (!(a->chan = chan_create (a->sock, on_request, a, err)))
         goto error;
     if (!(a->ranks = ranks_create (l, a->rundir, a->sock, err)))
@@ -482,7 +545,16 @@ void agent_destroy (agent_t *a)
         return;
     int saved = errno;
     ranks_destroy (a->ranks);  /* SIGKILLs whatever still runs */
+    /* ... and whatever a rank left behind, even outside its process group
+     * and session (the agent is their subreaper): nothing of the attempt
+     * outlives it. */
+    int k = reaper_kill_all (2000);
+    if (k > 0)
+        dt_log (LOG_NOTICE, "killed %d leftover process%s of the ranks", k, k == 1 ? "" : "es");
     chan_destroy (a->chan);
+    if (a->sockdir)
+        rmdir (a->sockdir);
+    free (a->sockdir);
     json_decref (a->events);
     free (a->rundir);
     free (a->sock);

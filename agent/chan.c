@@ -34,7 +34,7 @@ struct conn {
 
 struct chan {
     int lfd;
-    char *path;                 /* file to unlink, NULL for abstract */
+    char *path;                 /* file to unlink */
     chan_request_f cb;
     void *arg;
     struct conn *conns[CHAN_MAX_CONNS];
@@ -61,17 +61,18 @@ chan_t *chan_create (const char *path, chan_request_f cb, void *arg, dt_error_t 
         errnoprintf (err, ENAMETOOLONG, "socket path '%s' is too long", path);
         goto error;
     }
+    /* A file in the agent's private directory only: an abstract socket
+     * ("@name") has no permissions, any local user could connect. */
+    if (path[0] != '/') {
+        errnoprintf (err, EINVAL, "socket path '%s': not an absolute path", path);
+        goto error;
+    }
     memcpy (sun.sun_path, path, n);
     sl = offsetof (struct sockaddr_un, sun_path) + n + 1;
-    if (path[0] == '@') {
-        sun.sun_path[0] = '\0';
-        sl = offsetof (struct sockaddr_un, sun_path) + n;
-    } else {
-        unlink (path);
-        if (!(c->path = strdup (path))) {
-            errnoprintf (err, ENOMEM, "out of memory");
-            goto error;
-        }
+    unlink (path);
+    if (!(c->path = strdup (path))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        goto error;
     }
     c->lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->lfd < 0 || bind (c->lfd, (struct sockaddr *)&sun, sl) < 0
@@ -257,6 +258,18 @@ static void chan_accept (chan_t *c)
         int fd = accept4 (c->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
+        /* Only the agent's own user (the job's) may talk to it: the run
+         * directory is private already; this holds even for root. */
+        struct ucred cr;
+        socklen_t crl = sizeof (cr);
+        if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || crl != sizeof (cr)
+            || cr.uid != geteuid ()) {
+            dt_log (LOG_WARNING, "trainer socket: connection from pid %ld uid %ld refused: "
+                    "not this job's user (uid %ld)", crl == sizeof (cr) ? (long)cr.pid : -1L,
+                    crl == sizeof (cr) ? (long)cr.uid : -1L, (long)geteuid ());
+            close (fd);
+            continue;
+        }
         if (c->nconns >= CHAN_MAX_CONNS) {
             dt_log (LOG_WARNING, "trainer socket: %d connections already, refusing one",
                     c->nconns);

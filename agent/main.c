@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "agent.h"
+#include "reaper.h"
 #include "ctl.h"
 #include "node.h"
 
@@ -57,21 +58,23 @@ static int parse_ms (const char *opt, const char *s, int64_t *out)
     return 0;
 }
 
+/* The command line (see usage). */
+static const struct option longopts[] = {
+    { "controller", required_argument, NULL, 'c' },
+    { "node", required_argument, NULL, 'n' },
+    { "node-order", required_argument, NULL, 'o' },
+    { "state-dir", required_argument, NULL, 's' },
+    { "register-timeout", required_argument, NULL, 'r' },
+    { "stop-grace", required_argument, NULL, 'g' },
+    { "kill-grace", required_argument, NULL, 'k' },
+    { "log-level", required_argument, NULL, 'l' },
+    { "version", no_argument, NULL, 'V' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
 int main (int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "controller", required_argument, NULL, 'c' },
-        { "node", required_argument, NULL, 'n' },
-        { "node-order", required_argument, NULL, 'o' },
-        { "state-dir", required_argument, NULL, 's' },
-        { "register-timeout", required_argument, NULL, 'r' },
-        { "stop-grace", required_argument, NULL, 'g' },
-        { "kill-grace", required_argument, NULL, 'k' },
-        { "log-level", required_argument, NULL, 'l' },
-        { "version", no_argument, NULL, 'V' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     const char *controller = getenv ("DT_CONTROLLER");
     const char *node_name = NULL;
     int node_order = -1;
@@ -139,6 +142,10 @@ int main (int argc, char **argv)
         return 3;
     }
     dt_log_init ("dtagent", DT_LOG_STDERR, level);
+
+    /* ---- the ranks' orphans come to us, so that none outlives the attempt ---- */
+    if (reaper_init () < 0)
+        dt_log_errno (LOG_WARNING, "PR_SET_CHILD_SUBREAPER (a rank's orphans go to init)");
 
     /* ---- signals: all through one signalfd in the event loop ---- */
     sigemptyset (&mask);

@@ -43,7 +43,9 @@ static char *xasprintf (const char *fmt, ...)
 
 static volatile struct dtshm_page *page_create (const char *path, int rank, dt_error_t *err)
 {
-    int fd = open (path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A fresh file in the agent's private run directory: never an existing
+     * one, never through a symbolic link. */
+    int fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         errnoprintf (err, errno, "%s: %s", path, strerror (errno));
         return NULL;
@@ -213,11 +215,11 @@ static void child_exec (ranks_t *r, struct rank *rk)
     prctl (PR_SET_PDEATHSIG, SIGKILL);
 
     int in = open ("/dev/null", O_RDONLY);
-    /* Truncated: a failure's evidence (the stderr tail) must be this
-     * rank's own, even when a directory of an earlier run with the same
-     * job and attempt numbers is reused. */
-    int out = open (rk->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    int er = open (rk->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    /* New files in the agent's private run directory (rundir.h): a
+     * failure's evidence (the stderr tail) is this rank's own, and nothing
+     * planted there (a symbolic link, an old file) is ever written. */
+    int out = open (rk->log_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
+    int er = open (rk->err_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
     if (in < 0 || out < 0 || er < 0)
         _exit (126);
     dup2 (in, 0);
@@ -464,7 +466,7 @@ void ranks_stderr_tail (const struct rank *rk, char *buf, size_t len)
     buf[0] = '\0';
     if (len < 2)
         return;
-    int fd = open (rk->err_path, O_RDONLY | O_CLOEXEC);
+    int fd = open (rk->err_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return;
     struct stat st;

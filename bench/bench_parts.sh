@@ -264,7 +264,7 @@ wait_job_quietly () {
     local d=$1 id=$2 n=$(( $3 * 10 )) f fd
     rm -f "$d/tick"; mkfifo "$d/tick" && exec {fd}<> "$d/tick" || { wait_for "$3" job_ended "$id"; return; }
     while [ $n -gt 0 ]; do
-        for f in "$d"/state/agents/job-"$id".1/*/*/rank-0.log; do
+        for f in "$d"/users/*/agents/job-"$id".1/*/*/rank-0.log; do
             [ -s "$f" ] && break 2
         done
         [ $((n % 50)) -eq 0 ] && job_ended "$id" && break
@@ -303,7 +303,7 @@ part_overhead () {
         wait_job_quietly "$d" "$id" 180
         t1=$(date +%s.%N)
         local state; state=$(curl -s "$URL/v1/jobs/$id" | jq -r .data.state)
-        log=$(find "$d/state" -path "*job-$id.1*" -name 'rank-0.log' | head -n 1)
+        log=$(find "$d/users" -path "*job-$id.1*" -name 'rank-0.log' | head -n 1)
         if [ "$state" != completed ] || [ -z "$log" ]; then
             note overhead "rep $rep: job $id ended $state; log ${log:-none}"; continue
         fi

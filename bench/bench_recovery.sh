@@ -37,7 +37,7 @@ last_step () { log_step "$1"; }
 first_step () { step_lines "$1" | head -n 1; }
 # att_log ID A: rank 0's log of attempt A of job ID (the agents' run dir
 # is <workdir>/dt-<job>-a<attempt>).
-att_log () { echo "$RD/work/dt-$1-a$2/rank-0.log"; }
+att_log () { ls -d "$RD"/work/dt-"$1"-a"$2"-*/rank-0.log 2>/dev/null | head -n 1; }
 show () { "$DTCTL" --json show "$1" 2>/dev/null; }
 cur_attempt () { show "$1" | jq -r '.attempts[-1].attempt // 0'; }
 # first_event ID T0: "time kind" of the first failure-related event after
@@ -104,6 +104,7 @@ ListenAddress=10.77.0.1
 ListenPort=$port
 ControllerURL=$REC_URL
 StateDir=$RD/state
+UserDir=$RD/users
 Launcher=slurm
 AuthType=munge
 DtagentPath=$DTAGENT
@@ -161,7 +162,7 @@ rec_kill () {
     fi
     a=$(cur_attempt "$id"); log=$(att_log "$id" "$a")
     if ! wait_for 60 has_step "$log"; then
-        note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/state/logs/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
+        note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/users/*/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
         [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     first=$(first_step "$log" | awk '{print $2}')

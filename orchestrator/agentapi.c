@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/httpd.h"
 #include "common/jsonx.h"
 #include "common/log.h"
@@ -23,24 +24,6 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
-
-/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
- * silently different file. */
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start (ap, fmt);
-    n = vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
 
 /* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
  * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
@@ -137,12 +120,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     json_t *spec = job->row.spec;
     json_t *hb = json_object_get (spec, "heartbeat");
     json_t *resume = json_null ();
-    char run_id[64], cdir[1200];
+    char run_id[64], cdir[PATH_MAX];
 
     snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
-    pathf (cdir, sizeof (cdir), "%s/%lld",
-              json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
-              (long long)job->row.id);
+    /* The launch checked that it fits (no attempt runs otherwise). */
+    if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir, (long long)job->row.id) < 0)
+        return NULL;
     if (att->row.resume_step >= 0)
         resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                             att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
@@ -300,8 +283,11 @@ static void register_cb (dt_http_req_t *req, void *arg)
     }
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
-    if (att->row.state == ATT_RUNNING && ag)
-        dt_http_reply_json (req, 200, ready_answer (att, ag));
+    json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    if (ready)
+        dt_http_reply_json (req, 200, ready);
+    else if (att->row.state == ATT_RUNNING && ag)
+        dt_http_reply_error (req, 500, NULL, "the job's checkpoint directory path is too long");
     else
         dt_http_reply_json (req, 200, json_pack ("{s:s s:i s:i}", "state", "waiting",
                                                  "registered", att->nagents, "expected",
@@ -414,7 +400,8 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
      * for a small attempt, from the tick for a large one (issue 9). */
-    report_heartbeat (ctx->report, att, busy);      /* goodput accounting */
+    if (att->row.state == ATT_RUNNING)      /* goodput accounting */
+        report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
     /* The answer without a JSON tree: {"commands":[...]}. */
@@ -452,7 +439,7 @@ static const struct ev_spec ev_specs[] = {
     { "done", { "kind", "exit_code", NULL } },
 };
 
-/* Check one event fully (so a bad batch changes nothing). */
+/* Check one event fully (so a bad event changes nothing). */
 static int event_check (struct attempt *att, json_t *e, const char *path, dt_error_t *err)
 {
     const char *kind, *s;
@@ -516,19 +503,19 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
  * with err naming the refused path (ckptpath.h). */
 static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
 {
-    const json_t *spec = att->job->row.spec;
     char jobdir[PATH_MAX];
     bool jit = json_is_true (json_object_get (e, "jit"));
     json_int_t rank = json_integer_value (json_object_get (e, "rank"));
 
-    if (pathf (jobdir, sizeof (jobdir), "%s/%lld",
-               json_string_value (json_object_get (json_object_get (spec, "checkpoint"), "dir")),
-               (long long)att->job->row.id) < 0)
+    if (dt_pathf (jobdir, sizeof (jobdir), "%s/%lld", att->job->spec.ckpt.dir,
+                  (long long)att->job->row.id) < 0)
         return errnoprintf (err, ENAMETOOLONG, "path: the checkpoint directory is too long");
     return ckptpath_check_shard (jobdir, json_integer_value (json_object_get (e, "step")),
                                  (int)rank, jit,
                                  (int)json_integer_value (json_object_get (e, "shard_rank")),
                                  json_string_value (json_object_get (e, "path")), err);
+}
+
 /* Events that add a row to the job's events table whenever an agent
  * sends them (MaxEventsPerJob). */
 static bool event_noted (json_t *e)
@@ -560,17 +547,149 @@ static int rank_of (json_t *e)
     return r ? (int)json_integer_value (r) : -1;
 }
 
+/* A rank exited (event "rank_exit"): its last step, then a survivor's
+ * exit, a failure, or a clean exit noted.  0, or -1 with err. */
+static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *node, int rank,
+                            const json_t *e, dt_error_t *err)
+{
+    char buf[256];
+    int code = json_integer_value (json_object_get (e, "exit_code"));
+    int sig = json_integer_value (json_object_get (e, "signal"));
+    struct rank *rk = &att->ranks[rank];
+    json_t *js = json_object_get (e, "step");
+    rk->exit_code = code;
+    rk->signal = sig;
+    snprintf (rk->state, sizeof (rk->state), "exited");
+    rk->dirty = true;
+    /* The exact last step (the agent read the rank's page). */
+    if (js)
+        jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
+    if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
+        /* It saved the state after losing a peer: a survivor. */
+        jobs_survivor_exit (ctx->jobs, att, node, rank, code);
+    } else if (code != 0 || sig != 0) {
+        if (sig)
+            snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
+                      node, sig);
+        else
+            snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
+                      node, code);
+        json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
+                                "stderr_tail", json_object_get (e, "stderr_tail"),
+                                "last_step", js);
+        jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
+                              json_string_value (json_object_get (e, "stderr_tail")));
+        jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
+    } else {
+        snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
+        return jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, err);
+    }
+    return 0;
+}
+
+/* Append the answer for one event: {"status": ..., "error"?: ...}. */
+static void ev_result (json_t *results, const char *status, const char *error)
+{
+    json_array_append_new (results, json_pack ("{s:s, s:s*}", "status", status, "error", error));
+}
+
+static void ev_refused (json_t *results, int *refused, char *first, size_t len, const char *why)
+{
+    ev_result (results, "refused", why);
+    if ((*refused)++ == 0)
+        snprintf (first, len, "%s", why);
+}
+
+/* Apply one checked event of an agent's batch; 0, or -1 with err (errno
+ * EINVAL: the event is bad and refused; else it may be sent again). */
+static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
+                        const char *node, json_t *e, dt_error_t *err)
+{
+    const char *kind = json_string_value (json_object_get (e, "kind"));
+    const char *detail = json_string_value (json_object_get (e, "detail"));
+    int rank = rank_of (e);
+    char buf[256];
+    int rc = 0;
+
+    if (!strcmp (kind, "rank_exit")) {
+        rc = rank_exit_event (ctx, att, node, rank, e, err);
+    } else if (!strcmp (kind, "hang")) {
+        snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
+                  detail ? detail : "no progress");
+        jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
+                           json_pack ("{s:s?, s:s}", "detail", detail, "detected_by", "agent"));
+    } else if (!strcmp (kind, "shard") && shard_path_check (att, e, err) < 0) {
+        /* Refused: recorded, never stored, never touched. */
+        dt_log (LOG_WARNING, "job %lld: rank %d on %s: shard %s", (long long)att->row.job_id,
+                rank, node, err->text);
+        json_t *ev = json_pack ("{s:O s:O s:O?}", "step", json_object_get (e, "step"), "path",
+                                json_object_get (e, "path"), "shard_rank",
+                                json_object_get (e, "shard_rank"));
+        snprintf (buf, sizeof (buf), "rank %d on %s: shard %s", rank, node, err->text);
+        rc = jobs_note (ctx->jobs, att, "shard_refused", node, rank, buf, ev, err);
+        json_decref (ev);
+    } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
+        rc = jobs_shard_jit (ctx->jobs, att, node, rank,
+                             json_integer_value (json_object_get (e, "shard_rank")),
+                             json_integer_value (json_object_get (e, "step")),
+                             json_string_value (json_object_get (e, "path")),
+                             json_integer_value (json_object_get (e, "bytes")),
+                             json_string_value (json_object_get (e, "crc32c")), err);
+    } else if (!strcmp (kind, "shard")) {
+        rc = jobs_shard (ctx->jobs, att, node, rank,
+                         json_integer_value (json_object_get (e, "step")),
+                         json_string_value (json_object_get (e, "path")),
+                         json_integer_value (json_object_get (e, "bytes")),
+                         json_string_value (json_object_get (e, "crc32c")), err);
+    } else if (!strcmp (kind, "shard_failed")) {
+        int64_t step = json_integer_value (json_object_get (e, "step"));
+        snprintf (buf, sizeof (buf), "rank %d could not write its shard of step %lld: %s",
+                  rank, (long long)step, detail ? detail : "");
+        rc = jobs_note (ctx->jobs, att, "shard_failed", node, rank, buf, e, err);
+        if (att->ckpt_cmd_step == step)
+            att->ckpt_cmd_step = 0;
+    } else if (!strcmp (kind, "result")) {
+        rc = jobs_result (ctx->jobs, att, node, rank, json_object_get (e, "result"), err);
+    } else if (!strcmp (kind, "node_failure")) {
+        jobs_attempt_fail (ctx->jobs, att, "node_failure", node, -1,
+                           detail ? detail : "agent reported a node failure", NULL);
+    } else if (!strcmp (kind, "signal")) {
+        jobs_signal (ctx->jobs, att, node, detail);
+    } else if (!strcmp (kind, "done")) {
+        json_t *c = json_object_get (e, "exit_code");
+        rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, err);
+    }
+    return rc;
+}
+
+/* Record that some of a batch's events were refused (one event per batch). */
+static void note_refusals (struct ctld *ctx, struct attempt *att, const char *node,
+                           int refused, const char *first)
+{
+    char detail[512];
+    dt_error_t nerr;
+
+    snprintf (detail, sizeof (detail), "%d event%s from the agent on %s refused; the first: %s",
+              refused, refused == 1 ? "" : "s", node, first);
+    dt_log (LOG_WARNING, "job %lld attempt %d: %s", (long long)att->row.job_id,
+            att->row.attempt, detail);
+    if (jobs_note (ctx->jobs, att, "agent_event_refused", node, -1, detail, NULL, &nerr) < 0)
+        dt_log (LOG_ERR, "job %lld: recording a refused event: %s", (long long)att->row.job_id,
+                nerr.text);
+}
+
 static void events_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
     struct attempt *att;
     struct agent *ag;
-    json_t *body, *events, *e;
+    json_t *body, *events, *e, *results = NULL;
     const char *node;
     dt_error_t err;
-    char path[64];
+    char path[64], first_refusal[400] = "";
     size_t i;
-    int accepted = 0;
+    int accepted = 0, refused = 0;
+    bool retry_rest = false;
 
     if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
         return;
@@ -585,23 +704,13 @@ static void events_cb (dt_http_req_t *req, void *arg)
                              att->row.attempt);
         goto done;
     }
-    int64_t noted = 0;
-    json_array_foreach (events, i, e) {
-        dt_json_path_index (path, sizeof (path), "events", i);
-        if (event_check (att, e, path, &err) < 0) {
-            reply_field_error (req, 400, &err);
-            goto done;
-        }
+    /* The job's events table is not the trainer's log: the events an agent
+     * may add to it are counted (the others are bounded by the ranks); a
+     * batch past the quota is refused whole, none of it recorded. */
+    int64_t noted = 0, max_ev = ctx->cfg->max_events_per_job;
+    json_array_foreach (events, i, e)
         if (event_noted (e))
             noted++;
-        if (event_result_check (ctx, e, path, &err) < 0) {
-            reply_field_error (req, 400, &err);
-            goto done;
-        }
-    }
-    /* The job's events table is not the trainer's log: the events an agent
-     * may add to it are counted (the others are bounded by the ranks). */
-    int64_t max_ev = ctx->cfg->max_events_per_job;
     if (max_ev > 0 && att->job->agent_events + noted > max_ev) {
         dt_http_reply_error (req, 429, NULL, "quota MaxEventsPerJob: job %lld has %lld events "
                              "from its agents, the limit is %lld; none of these %lld was "
@@ -610,105 +719,49 @@ static void events_cb (dt_http_req_t *req, void *arg)
                              (long long)noted);
         goto done;
     }
+    /* One answer per event, in order (schemas/agent-api.md): "accepted";
+     * "refused" (bad, never to be sent again: named in an event of the
+     * job); "retry" (the controller could not take it now: send it again,
+     * with every later one, which is answered "retry" unprocessed so that
+     * the order of events is kept). */
+    if (!(results = json_array ())) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        goto done;
+    }
     ag->last_hb_ms = dt_real_ms ();
     json_array_foreach (events, i, e) {
-        const char *kind = json_string_value (json_object_get (e, "kind"));
-        const char *detail = json_string_value (json_object_get (e, "detail"));
-        int rank = rank_of (e);
-        char buf[256];
-        int rc = 0;
-
-        if (!strcmp (kind, "rank_exit")) {
-            int code = json_integer_value (json_object_get (e, "exit_code"));
-            int sig = json_integer_value (json_object_get (e, "signal"));
-            struct rank *rk = &att->ranks[rank];
-            json_t *js = json_object_get (e, "step");
-            rk->exit_code = code;
-            rk->signal = sig;
-            snprintf (rk->state, sizeof (rk->state), "exited");
-            rk->dirty = true;
-            /* The exact last step (the agent read the rank's page). */
-            if (js)
-                jobs_rank_last_step (ctx->jobs, att, rank, json_integer_value (js));
-            if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
-                /* It saved the state after losing a peer: a survivor. */
-                jobs_survivor_exit (ctx->jobs, att, node, rank, code);
-            } else if (code != 0 || sig != 0) {
-                if (sig)
-                    snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
-                              node, sig);
-                else
-                    snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
-                              node, code);
-                json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
-                                        "stderr_tail", json_object_get (e, "stderr_tail"),
-                                        "last_step", js);
-                jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
-                                      json_string_value (json_object_get (e, "stderr_tail")));
-                jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
-            } else {
-                snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
-                rc = jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, &err);
-            }
-        } else if (!strcmp (kind, "hang")) {
-            snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
-                      detail ? detail : "no progress");
-            jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
-                               json_pack ("{s:s?, s:s}", "detail", detail,
-                                          "detected_by", "agent"));
-        } else if (!strcmp (kind, "shard") && shard_path_check (att, e, &err) < 0) {
-            /* Refused: recorded, never stored, never touched. */
-            dt_log (LOG_WARNING, "job %lld: rank %d on %s: shard %s", (long long)att->row.job_id,
-                    rank, node, err.text);
-            json_t *ev = json_pack ("{s:O s:O s:O?}", "step", json_object_get (e, "step"), "path",
-                                    json_object_get (e, "path"), "shard_rank",
-                                    json_object_get (e, "shard_rank"));
-            snprintf (buf, sizeof (buf), "rank %d on %s: shard %s", rank, node, err.text);
-            rc = jobs_note (ctx->jobs, att, "shard_refused", node, rank, buf, ev, &err);
-            json_decref (ev);
-        } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
-            rc = jobs_shard_jit (ctx->jobs, att, node, rank,
-                                 json_integer_value (json_object_get (e, "shard_rank")),
-                                 json_integer_value (json_object_get (e, "step")),
-                                 json_string_value (json_object_get (e, "path")),
-                                 json_integer_value (json_object_get (e, "bytes")),
-                                 json_string_value (json_object_get (e, "crc32c")), &err);
-        } else if (!strcmp (kind, "shard")) {
-            rc = jobs_shard (ctx->jobs, att, node, rank,
-                             json_integer_value (json_object_get (e, "step")),
-                             json_string_value (json_object_get (e, "path")),
-                             json_integer_value (json_object_get (e, "bytes")),
-                             json_string_value (json_object_get (e, "crc32c")), &err);
-        } else if (!strcmp (kind, "shard_failed")) {
-            int64_t step = json_integer_value (json_object_get (e, "step"));
-            snprintf (buf, sizeof (buf), "rank %d could not write its shard of step %lld: %s",
-                      rank, (long long)step, detail ? detail : "");
-            rc = jobs_note (ctx->jobs, att, "shard_failed", node, rank, buf, e, &err);
-            if (att->ckpt_cmd_step == step)
-                att->ckpt_cmd_step = 0;
-        } else if (!strcmp (kind, "result")) {
-            rc = jobs_result (ctx->jobs, att, node, rank, json_object_get (e, "result"), &err);
-        } else if (!strcmp (kind, "node_failure")) {
-            jobs_attempt_fail (ctx->jobs, att, "node_failure", node, -1,
-                               detail ? detail : "agent reported a node failure", NULL);
-        } else if (!strcmp (kind, "signal")) {
-            jobs_signal (ctx->jobs, att, node, detail);
-        } else if (!strcmp (kind, "done")) {
-            json_t *c = json_object_get (e, "exit_code");
-            rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, &err);
+        dt_json_path_index (path, sizeof (path), "events", i);
+        if (retry_rest) {
+            ev_result (results, "retry", "an earlier event of the batch must be taken first");
+            continue;
         }
-        if (rc < 0) {
-            /* The earlier events of the batch are committed; say which one failed. */
-            dt_http_reply_error (req, errno == EINVAL ? 400 : 500, NULL,
-                                 "events[%zu]: %s (%d accepted)", i, err.text, accepted);
-            goto done;
+        if (event_check (att, e, path, &err) < 0 || event_result_check (ctx, e, path, &err) < 0) {
+            ev_refused (results, &refused, first_refusal, sizeof (first_refusal), err.text);
+            continue;
+        }
+        if (event_apply (ctx, att, ag, node, e, &err) < 0) {
+            char text[sizeof (err.text) + 80];
+            snprintf (text, sizeof (text), "%s: %s", path, err.text);
+            if (errno == EINVAL)
+                ev_refused (results, &refused, first_refusal, sizeof (first_refusal), text);
+            else {
+                ev_result (results, "retry", text);
+                retry_rest = true;
+            }
+            continue;
         }
         if (event_noted (e))
             att->job->agent_events++;
+        ev_result (results, "accepted", NULL);
         accepted++;
     }
-    dt_http_reply_json (req, 200, json_pack ("{s:i}", "accepted", accepted));
+    if (refused > 0)
+        note_refusals (ctx, att, node, refused, first_refusal);
+    dt_http_reply_json (req, 200, json_pack ("{s:i, s:i, s:o}", "accepted", accepted,
+                                             "refused", refused, "results", results));
+    results = NULL;
 done:
+    json_decref (results);
     json_decref (body);
 }
 

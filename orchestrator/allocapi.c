@@ -1,8 +1,10 @@
-/* allocapi.c: the allocation route (in-allocation restart, issue 7).
+/* allocapi.c: the allocation route (in-allocation restart).
  *
- * A Slurm allocation of a job with spare nodes outlives its attempts: its
- * batch script (launcher_slurm.c, make_script) runs one srun step per
- * attempt and asks here, about four times a second, what to do next:
+ * An allocation that outlives its attempts (launcher.h, "reuse") asks
+ * here what to run next.  Only the Slurm launcher keeps one today: the
+ * allocation of a job with spare nodes, whose batch script
+ * (launcher_slurm.c, make_script) runs one srun step per attempt and asks,
+ * about four times a second:
  *
  *   POST /v1/alloc/next   Authorization: Bearer <token of the attempt that
  *                         created the allocation (the batch job's DT_TOKEN)>
@@ -173,50 +175,32 @@ static void next_cb (dt_http_req_t *req, void *arg)
         goto done;
     }
 
-    struct job *job = jobs_find (ctx->jobs, jobid);
-    struct attempt *att = job ? job->att : NULL;
-    if (!job || fsm_job_terminal (job->row.state)) {
-        reply (req, json_pack ("{s:s s:s}", "action", "exit", "why", "the job is over"));
-        goto done;
-    }
-    if (att && att->row.handle[0] && !launcher_same_alloc (att->row.handle, alloc)) {
-        reply (req, json_pack ("{s:s s:s}", "action", "exit", "why",
-                               "the job goes on in another allocation"));
-        goto done;
-    }
-    if (att && att->row.handle[0] && att->row.attempt > cur
-        && (att->row.state == ATT_SUBMITTED || att->row.state == ATT_STARTING)) {
-        /* A reused allocation runs exactly num_nodes agents: its spares
-         * stay idle without one (launcher.h, reuse). */
-        att->row.spare_nodes = 0;
+    /* The job manager decides; this route only speaks the protocol. */
+    struct jobs_alloc_next next;
+    jobs_alloc_next (ctx->jobs, jobid, alloc, cur, running, &next);
+    if (next.action == JOBS_ALLOC_EXIT)
+        reply (req, json_pack ("{s:s s:s}", "action", "exit", "why", next.why));
+    else if (next.action == JOBS_ALLOC_RUN) {
+        /* Only names safe as shell words reach the script. */
         json_t *ex = json_array ();
         size_t i;
         json_t *v;
-        json_array_foreach (att->row.exclude, i, v)
+        json_array_foreach (next.exclude, i, v)
             if (node_name_ok (json_string_value (v)))
                 json_array_append (ex, v);
-        dt_log (LOG_NOTICE, "job %lld: allocation %s starts attempt %d as a new step "
-                "(%d nodes; it ran attempt %lld%s)", (long long)jobid, alloc, att->row.attempt,
-                att->row.num_nodes + att->row.spare_nodes, (long long)cur,
-                running ? ", whose step is still ending" : "");
-        char detail[160];
-        snprintf (detail, sizeof (detail), "Slurm job %s starts attempt %d as a new step "
-                  "(in-allocation restart)", alloc, att->row.attempt);
-        if (jobs_note (ctx->jobs, att, "alloc_step", NULL, -1, detail, NULL, &err) < 0)
-            dt_log (LOG_WARNING, "job %lld: %s", (long long)jobid, err.text);
         /* Only the token's hash survives a controller restart: an attempt
          * made before it gets a new token now (nobody holds the old one). */
-        if (!att->row.token[0] && new_token (ctx, att, &err) < 0) {
-            dt_http_reply_error (req, 500, NULL, "%s", err.text);
+        struct job *job = jobs_find (ctx->jobs, jobid);
+        if (!next.token[0] && (!job || !job->att || new_token (ctx, job->att, &err) < 0)) {
+            dt_http_reply_error (req, 500, NULL, "%s", job ? err.text : "the job is gone");
             json_decref (ex);
             goto done;
         }
         reply (req, json_pack ("{s:s s:i s:s s:i s:o}", "action", "run", "attempt",
-                               att->row.attempt, "token", att->row.token, "nodes",
-                               att->row.num_nodes + att->row.spare_nodes, "exclude", ex));
-        goto done;
-    }
-    reply (req, json_pack ("{s:s}", "action", "wait"));
+                               next.attempt, "token", next.token, "nodes", next.nodes, "exclude",
+                               ex));
+    } else
+        reply (req, json_pack ("{s:s}", "action", "wait"));
 done:
     json_decref (body);
     store_attempt_row_clear (&row);

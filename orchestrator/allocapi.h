@@ -1,5 +1,6 @@
-/* allocapi.h: POST /v1/alloc/next, asked by the batch script of a Slurm
- * allocation what to run next (in-allocation restart, issue 7). */
+/* allocapi.h: POST /v1/alloc/next, asked by an allocation that outlives
+ * its attempts (the Slurm launcher's batch script) what to run next
+ * (in-allocation restart). */
 #ifndef DT_ALLOCAPI_H
 #define DT_ALLOCAPI_H
 

@@ -17,6 +17,7 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/privacy.h"
 #include "orchestrator/metrics.h"
+#include "orchestrator/report.h"
 #include "orchestrator/spec.h"
 
 static const int list_limit_default = 1000;
@@ -402,6 +403,42 @@ static void ranks_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_json (req, 200, r);
 }
 
+/* The goodput report (report.c): any authenticated user, like the job
+ * views, under the same PrivateData rules. */
+static void report_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    uid_t uid;
+    gid_t gid;
+    int64_t id;
+    dt_error_t err;
+    json_t *r;
+
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id))
+        return;
+    if (!(r = report_job_json (ctx->report, id, &err))) {
+        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
+        return;
+    }
+    /* PrivateData: what others may not see of the job (its owner's). */
+    struct store_job_row jr;
+    memset (&jr, 0, sizeof (jr));
+    if (store_job_load (ctx->store, id, &jr, &err) < 0) {
+        json_decref (r);
+        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
+        return;
+    }
+    uid_t owner = jr.uid;
+    store_job_row_clear (&jr);
+    if (!privacy_sees_job (ctx->cfg, uid, owner)) {
+        json_decref (r);
+        dt_http_reply_error (req, 404, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    privacy_redact (ctx->cfg, r, uid, owner);
+    dt_http_reply_json (req, 200, r);
+}
+
 static void cancel_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -674,6 +711,7 @@ int api_register_routes (struct ctld *ctx, dt_error_t *err)
         { "GET", "/v1/jobs/{id}/checkpoints", checkpoints_cb },
         { "GET", "/v1/jobs/{id}/metrics", metrics_job_cb },
         { "GET", "/v1/jobs/{id}/ranks", ranks_cb },
+        { "GET", "/v1/jobs/{id}/report", report_cb },
         { "POST", "/v1/jobs/{id}/cancel", cancel_cb },
         { "POST", "/v1/jobs/{id}/resubmit", resubmit_cb },
         { "POST", "/v1/jobs/{id}/checkpoint", checkpoint_cb },

@@ -18,13 +18,16 @@ static const char *const default_state_dir = "/var/lib/dtctld";
 static const char *const default_launcher = "slurm";
 static const char *const default_auth = "munge";
 static const char *const default_checkpoint_root = "/var/lib/dtctld/checkpoints";
+/* Root-owned parent of the per-user output directories (userdir.h): not
+ * under the StateDir, which is root's alone. */
+static const char *const default_user_dir = "/var/spool/dtctld";
 static const int64_t default_heartbeat_ms = 1000;
 static const int64_t default_node_timeout_ms = 10000;
 /* 0 = auto: the agent uses its floor until step times are known. */
 static const int64_t default_hang_timeout_ms = 0;
 static const int64_t default_rendezvous_timeout_ms = 120000;
 static const int64_t default_max_body = 1 << 20;
-/* Issue 7: the floor of the automatic hang timeout (jobs with
+/* The floor of the automatic hang timeout (jobs with
  * hang_timeout_ms 0), and node health: a node blamed for failures of
  * SuspectJobs different jobs within SuspectWindow becomes suspect. */
 static const int64_t default_hang_floor_ms = 30000;
@@ -66,10 +69,10 @@ const char *const config_keys[] = {
     "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
     "Launcher", "AuthType", "AdminUsers", "CheckpointRoot", "HeartbeatInterval",
     "NodeTimeout", "HangTimeout", "RendezvousTimeout", "LogLevel", "DtagentPath",
-    "MaxBodySize",
+    "MaxBodySize", "UserDir",
     /* read by launcher_slurm.c */
     "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
-    /* read by jobs.c (issue 7: hang floor, node health) and launcher_local.c */
+    /* read by the job manager (hang floor, node health) and launcher_local.c */
     "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
     /* multi-user safety: node health, what other users see */
     "SuspectUsers", "SuspectCauses", "PrivateData",
@@ -106,6 +109,7 @@ void config_destroy (struct ctld_config *cfg)
         free (cfg->pid_file);
         free (cfg->launcher);
         free (cfg->checkpoint_root);
+        free (cfg->user_dir);
         free (cfg->dtagent_path);
         free (cfg);
         errno = saved;
@@ -179,12 +183,140 @@ static int parse_private_data (struct ctld_config *cfg, const char *v, dt_error_
     return 0;
 }
 
+/* The numbers of the configuration: port, body size, timeouts and node
+ * health, each checked against its range. */
+static int load_numbers (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t *err)
+{
+    int64_t n;
+
+    if (dt_conf_get_int (c, "ListenPort", default_listen_port, 0, 65535, &n, err) < 0)
+        return -1;
+    cfg->listen_port = (int)n;
+    if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30, &cfg->max_body,
+                         err) < 0
+        || dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
+                                    &cfg->heartbeat_interval_ms, err) < 0
+        || dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,
+                                    &cfg->node_timeout_ms, err) < 0
+        || dt_conf_get_duration_ms (c, "HangTimeout", default_hang_timeout_ms,
+                                    &cfg->hang_timeout_ms, err) < 0
+        || dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
+                                    &cfg->rendezvous_timeout_ms, err) < 0)
+        return -1;
+    if (dt_conf_get_duration_ms (c, "HangTimeoutFloor", default_hang_floor_ms,
+                                 &cfg->hang_floor_ms, err) < 0
+        || dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
+                            &cfg->suspect_jobs, err) < 0
+        || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
+                                    &cfg->suspect_window_ms, err) < 0)
+        return -1;
+    if (cfg->hang_floor_ms < 1000) {
+        errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
+        return -1;
+    }
+    if (cfg->suspect_window_ms < 1000) {
+        errnoprintf (err, EINVAL, "SuspectWindow: must be at least 1s");
+        return -1;
+    }
+    if (cfg->heartbeat_interval_ms < 100 || cfg->heartbeat_interval_ms > 60000) {
+        errnoprintf (err, EINVAL, "HeartbeatInterval: must be between 100ms and 60s");
+        return -1;
+    }
+    if (cfg->node_timeout_ms < 2 * cfg->heartbeat_interval_ms) {
+        errnoprintf (err, EINVAL, "NodeTimeout: must be at least twice HeartbeatInterval");
+        return -1;
+    }
+    if (cfg->hang_timeout_ms != 0 && cfg->hang_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "HangTimeout: must be 0 (auto) or at least 1s");
+        return -1;
+    }
+    if (cfg->rendezvous_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "RendezvousTimeout: must be at least 1s");
+        return -1;
+    }
+    return 0;
+}
+
+/* Denial of service: the agents' listener, connections, requests and
+ * quotas, each checked against its range. */
+static int load_limits (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t *err)
+{
+    int64_t n;
+
+    if (dt_conf_get_int (c, "AgentPort",
+                         cfg->listen_port && cfg->listen_port < 65535 ? cfg->listen_port + 1 : 0,
+                         0, 65535, &n, err) < 0)
+        return -1;
+    cfg->agent_port = (int)n;
+    cfg->agent_port_set = dt_conf_get (c, "AgentPort", NULL) != NULL;
+    if (cfg->agent_port && cfg->agent_port == cfg->listen_port) {
+        errnoprintf (err, EINVAL, "AgentPort: must differ from ListenPort (%d): agents "
+                     "have a listener of their own", cfg->listen_port);
+        return -1;
+    }
+    if (dt_conf_get_int (c, "MaxConnections", default_max_connections, 16, 1000000,
+                         &cfg->max_connections, err) < 0
+        || dt_conf_get_int (c, "MaxAgentConnections", default_max_agent_connections, 16,
+                            1000000, &cfg->max_agent_connections, err) < 0
+        || dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
+                            1000000, &cfg->max_conn_per_address, err) < 0
+        || dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
+                                    &cfg->request_timeout_ms, err) < 0
+        || dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,
+                            &cfg->max_body_buffer, err) < 0
+        || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
+                            &cfg->max_jobs_per_user, err) < 0
+        || dt_conf_get_int (c, "MaxJobCount", default_max_job_count, 0, 100000000,
+                            &cfg->max_job_count, err) < 0
+        || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
+                            &cfg->max_kv_bytes, err) < 0
+        || dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,
+                            &cfg->max_events_per_job, err) < 0
+        || dt_conf_get_int (c, "MaxResultSize", default_max_result_size, 2, 1 << 30,
+                            &cfg->max_result_size, err) < 0)
+        return -1;
+    if (cfg->request_timeout_ms < 1000) {
+        errnoprintf (err, EINVAL, "RequestTimeout: must be at least 1s");
+        return -1;
+    }
+    if (cfg->max_body_buffer < cfg->max_body) {
+        errnoprintf (err, EINVAL, "MaxBodyBuffer: must be at least MaxBodySize (%lld bytes)",
+                     (long long)cfg->max_body);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sharing the cluster: what makes a node suspect for everyone, and what
+ * users see of other users' jobs. */
+static int load_sharing (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t *err)
+{
+    const char *v;
+
+    if (dt_conf_get_int (c, "SuspectUsers", default_suspect_users, 1, 1000,
+                         &cfg->suspect_users, err) < 0)
+        return -1;
+    v = dt_conf_get (c, "SuspectCauses", default_suspect_causes);
+    if (!strcmp (v, "infrastructure"))
+        cfg->suspect_any_cause = false;
+    else if (!strcmp (v, "any"))
+        cfg->suspect_any_cause = true;
+    else {
+        errnoprintf (err, EINVAL, "SuspectCauses: must be 'infrastructure' or 'any', not "
+                     "'%.40s'", v);
+        return -1;
+    }
+    if (parse_private_data (cfg, dt_conf_get (c, "PrivateData", default_private_data),
+                            err) < 0)
+        return -1;
+    return 0;
+}
+
 struct ctld_config *config_load (const char *path, const struct config_overrides *ov,
                                  dt_error_t *err)
 {
     struct ctld_config *cfg;
     const char *v;
-    int64_t n;
 
     if (!(cfg = calloc (1, sizeof (*cfg)))) {
         errnoprintf (err, ENOMEM, "out of memory");
@@ -211,117 +343,21 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
                                  "dtctld.pid");
     cfg->launcher = strdup (dt_conf_get (c, "Launcher", default_launcher));
     cfg->checkpoint_root = strdup (dt_conf_get (c, "CheckpointRoot", default_checkpoint_root));
+    cfg->user_dir = strdup (dt_conf_get (c, "UserDir", default_user_dir));
     v = dt_conf_get (c, "DtagentPath", NULL);
     cfg->dtagent_path = v ? strdup (v) : NULL;
     if (!cfg->state_dir || !cfg->listen_address || !cfg->controller_url
         || !cfg->database_path || !cfg->pid_file || !cfg->launcher || !cfg->checkpoint_root
+        || !cfg->user_dir
         || (v && !cfg->dtagent_path)) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;
     }
 
-    if (dt_conf_get_int (c, "ListenPort", default_listen_port, 0, 65535, &n, err) < 0)
+    if (load_numbers (cfg, c, err) < 0)
         goto error;
-    cfg->listen_port = (int)n;
-    if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30, &cfg->max_body,
-                         err) < 0
-        || dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
-                                    &cfg->heartbeat_interval_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,
-                                    &cfg->node_timeout_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "HangTimeout", default_hang_timeout_ms,
-                                    &cfg->hang_timeout_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
-                                    &cfg->rendezvous_timeout_ms, err) < 0)
+    if (load_limits (cfg, c, err) < 0 || load_sharing (cfg, c, err) < 0)
         goto error;
-    if (dt_conf_get_duration_ms (c, "HangTimeoutFloor", default_hang_floor_ms,
-                                 &cfg->hang_floor_ms, err) < 0
-        || dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
-                            &cfg->suspect_jobs, err) < 0
-        || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
-                                    &cfg->suspect_window_ms, err) < 0)
-        goto error;
-    if (dt_conf_get_int (c, "AgentPort",
-                         cfg->listen_port && cfg->listen_port < 65535 ? cfg->listen_port + 1 : 0,
-                         0, 65535, &n, err) < 0)
-        goto error;
-    cfg->agent_port = (int)n;
-    cfg->agent_port_set = dt_conf_get (c, "AgentPort", NULL) != NULL;
-    if (cfg->agent_port && cfg->agent_port == cfg->listen_port) {
-        errnoprintf (err, EINVAL, "AgentPort: must differ from ListenPort (%d): agents "
-                     "have a listener of their own", cfg->listen_port);
-        goto error;
-    }
-    if (dt_conf_get_int (c, "MaxConnections", default_max_connections, 16, 1000000,
-                         &cfg->max_connections, err) < 0
-        || dt_conf_get_int (c, "MaxAgentConnections", default_max_agent_connections, 16,
-                            1000000, &cfg->max_agent_connections, err) < 0
-        || dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
-                            1000000, &cfg->max_conn_per_address, err) < 0
-        || dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
-                                    &cfg->request_timeout_ms, err) < 0
-        || dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,
-                            &cfg->max_body_buffer, err) < 0
-        || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
-                            &cfg->max_jobs_per_user, err) < 0
-        || dt_conf_get_int (c, "MaxJobCount", default_max_job_count, 0, 100000000,
-                            &cfg->max_job_count, err) < 0
-        || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
-                            &cfg->max_kv_bytes, err) < 0
-        || dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,
-                            &cfg->max_events_per_job, err) < 0
-        || dt_conf_get_int (c, "MaxResultSize", default_max_result_size, 2, 1 << 30,
-                            &cfg->max_result_size, err) < 0)
-        goto error;
-    if (cfg->request_timeout_ms < 1000) {
-        errnoprintf (err, EINVAL, "RequestTimeout: must be at least 1s");
-        goto error;
-    }
-    if (cfg->max_body_buffer < cfg->max_body) {
-        errnoprintf (err, EINVAL, "MaxBodyBuffer: must be at least MaxBodySize (%lld bytes)",
-                     (long long)cfg->max_body);
-        goto error;
-    }
-    if (cfg->hang_floor_ms < 1000) {
-        errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
-        goto error;
-    }
-    if (dt_conf_get_int (c, "SuspectUsers", default_suspect_users, 1, 1000,
-                         &cfg->suspect_users, err) < 0)
-        goto error;
-    v = dt_conf_get (c, "SuspectCauses", default_suspect_causes);
-    if (!strcmp (v, "infrastructure"))
-        cfg->suspect_any_cause = false;
-    else if (!strcmp (v, "any"))
-        cfg->suspect_any_cause = true;
-    else {
-        errnoprintf (err, EINVAL, "SuspectCauses: must be 'infrastructure' or 'any', not "
-                     "'%.40s'", v);
-        goto error;
-    }
-    if (parse_private_data (cfg, dt_conf_get (c, "PrivateData", default_private_data),
-                            err) < 0)
-        goto error;
-    if (cfg->suspect_window_ms < 1000) {
-        errnoprintf (err, EINVAL, "SuspectWindow: must be at least 1s");
-        goto error;
-    }
-    if (cfg->heartbeat_interval_ms < 100 || cfg->heartbeat_interval_ms > 60000) {
-        errnoprintf (err, EINVAL, "HeartbeatInterval: must be between 100ms and 60s");
-        goto error;
-    }
-    if (cfg->node_timeout_ms < 2 * cfg->heartbeat_interval_ms) {
-        errnoprintf (err, EINVAL, "NodeTimeout: must be at least twice HeartbeatInterval");
-        goto error;
-    }
-    if (cfg->hang_timeout_ms != 0 && cfg->hang_timeout_ms < 1000) {
-        errnoprintf (err, EINVAL, "HangTimeout: must be 0 (auto) or at least 1s");
-        goto error;
-    }
-    if (cfg->rendezvous_timeout_ms < 1000) {
-        errnoprintf (err, EINVAL, "RendezvousTimeout: must be at least 1s");
-        goto error;
-    }
 
     if (strcmp (cfg->launcher, "local") && strcmp (cfg->launcher, "slurm")
         && strcmp (cfg->launcher, "external")) {
@@ -367,6 +403,19 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
     if (!ckptpath_is_normal (cfg->checkpoint_root)) {
         errnoprintf (err, EINVAL, "CheckpointRoot: '%.80s' is not a normal path (no '//', "
                      "'.', '..' or trailing '/')", cfg->checkpoint_root);
+        goto error;
+    }
+    if (cfg->user_dir[0] != '/') {
+        errnoprintf (err, EINVAL, "UserDir: must be an absolute path");
+        goto error;
+    }
+    size_t sl = strlen (cfg->state_dir);
+    while (sl > 1 && cfg->state_dir[sl - 1] == '/')
+        sl--;
+    if (strncmp (cfg->user_dir, cfg->state_dir, sl) == 0
+        && (cfg->user_dir[sl] == '\0' || cfg->user_dir[sl] == '/')) {
+        errnoprintf (err, EINVAL, "UserDir %s: must not be the StateDir or under it (jobs' "
+                     "processes write there as their users)", cfg->user_dir);
         goto error;
     }
     if (parse_admins (cfg, dt_conf_get (c, "AdminUsers", ""), err) < 0)

@@ -41,6 +41,7 @@ struct ctld_config {
     uid_t admin_uids[64];        /* AdminUsers (names or uids), plus root always */
     int nadmins;
     char *checkpoint_root;       /* CheckpointRoot */
+    char *user_dir;              /* UserDir: per-user output directories (userdir.h) */
     int64_t heartbeat_interval_ms, node_timeout_ms, hang_timeout_ms, rendezvous_timeout_ms;
     int log_level;               /* LogLevel */
     char *dtagent_path;          /* DtagentPath */

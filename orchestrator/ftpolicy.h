@@ -1,6 +1,6 @@
 /* ftpolicy.h: the pure decisions of fault tolerance (issue 7).
  *
- * No I/O, no clock, no global state: the job manager (jobs.c) feeds these
+ * No I/O, no clock, no global state: the job manager (orchestrator/jobs/) feeds these
  * functions what it observed and acts on the answer, and the unit tests
  * (tests/unit/orchestrator/test_ftpolicy.c) check them on their own.
  *

@@ -1,13 +1,25 @@
 /* jobs.h: the job manager: jobs and attempts in memory, their state
- * machines, restarts, checkpoints commits, and the supervision tick.
+ * machines, restarts, checkpoint commits, and the supervision tick.  Its
+ * code is in orchestrator/jobs/, one file per concern (internal.h lists
+ * them).
  *
  * Live state (heartbeats, rank progress) is kept here in memory and
  * flushed to the store in one batched transaction about once per second;
  * every state transition is written at once, in one transaction with its
  * event, before anyone is answered.
  *
- * The structs are visible to agentapi.c and api.c (parts of the same
- * daemon); only jobs.c changes states.
+ * Who may touch the structs below outside orchestrator/jobs/, and why:
+ * - agentapi.c, the agents' side of the same daemon, is the heartbeat
+ *   ingest path: it writes the fields of struct rank that a heartbeat
+ *   carries (seen, node, local_rank, pid, state, client, step, loss,
+ *   samples, compute_ms, comm_ms, exit_code, signal, updated, dirty, busy,
+ *   waiting, stopped), an agent's registration fields and last_hb_ms /
+ *   dirty, appends to attempt.agents[] at registration, and keeps the
+ *   attempt's key-value store (kv, kv_bytes).  Going through a call per
+ *   field would cost the 80,000 rank-heartbeats a second it must take.
+ * - api.c, provenance.c: read only (rows, agents[], nagents, stopping).
+ * Everything else (the rows' states, the bookkeeping fields, the rings)
+ * is changed only by orchestrator/jobs/, which owns the state machines.
  */
 #ifndef DT_JOBS_H
 #define DT_JOBS_H
@@ -19,6 +31,7 @@
 #include "common/errprintf.h"
 #include "orchestrator/store.h"
 #include "orchestrator/launcher.h"
+#include "orchestrator/spec.h"
 
 struct ctld;
 
@@ -63,7 +76,7 @@ struct rank {
     int64_t ring_step;
     double median;              /* of ring[0..nring), cached; NAN none */
     bool median_stale;          /* ring changed since 'median' */
-    /* controller-side hang watchdog (issue 7) */
+    /* controller-side hang watchdog */
     bool busy;                  /* saving/loading a checkpoint (libdtclient) */
     bool waiting;               /* in a collective: blocked on its peers */
     bool stopped;               /* its process is stopped (SIGSTOP, a debugger) */
@@ -79,7 +92,7 @@ struct kv {
 
 struct job;
 
-/* Just-in-time checkpoint shards reported by one surviving rank (issue 7):
+/* Just-in-time checkpoint shards reported by one surviving rank:
  * it writes every rank's shard of one step into a directory of its own. */
 struct jit_set {
     int64_t step;               /* 0: none yet */
@@ -108,7 +121,7 @@ struct attempt {
     int64_t ckpt_cmd_step;      /* the outstanding checkpoint command, 0 none */
     int64_t max_step;
     int64_t tp_step, tp_time_ms; /* throughput: the slowest rank's step, then */
-    /* issue 7 */
+    /* recent step times, for the automatic hang timeout */
 #define STEPTIME_RING 256
     double steptime[STEPTIME_RING]; /* recent step times (compute + comm), ms */
     int nsteptime, steptime_pos;
@@ -123,7 +136,7 @@ struct attempt {
     char stop_detail[192];
     int64_t stop_step;          /* 0: at the ranks' next step */
     bool stopping;
-    /* Just-in-time checkpoint (issue 7).  After a failure the launcher's
+    /* Just-in-time checkpoint.  After a failure the launcher's
      * cancel waits (the JIT window) while surviving ranks may still
      * report a just-in-time shard set; the first complete set of a step
      * newer than the last committed checkpoint is committed (kind jit). */
@@ -136,7 +149,7 @@ struct attempt {
     bool jit_refused_logged;    /* a rank past that was logged */
     int64_t survivor_exit_ms;   /* a rank exited after writing a JIT set (a victim) */
     char resume_source[16];     /* "jit", "committed" or "none" */
-    /* Heartbeat ingest (issue 9): a heartbeat updates only its node's
+    /* Heartbeat ingest: a heartbeat updates only its node's
      * ranks and marks the attempt; the attempt-wide pass (jobs_progress)
      * runs at most every progress_gap_ms, from the heartbeat or the tick. */
     bool progress_dirty;
@@ -154,12 +167,13 @@ struct attempt {
 struct job {
     struct job *next;
     struct store_job_row row;
+    struct job_spec spec;       /* row.spec decoded (borrows from it) */
     struct attempt *att;        /* latest attempt, or NULL */
     int64_t restart_at_ms;      /* restarting: when to start the next attempt */
     int64_t metrics_rows;
     int64_t last_metric_step;
     bool dirty;                 /* row's live fields not flushed */
-    /* issue 7 */
+    /* restart policy */
     int no_progress_streak;     /* consecutive failed attempts without progress */
     int next_nodes;             /* size of the next attempt (0: the spec's nodes) */
     char reuse_handle[64];      /* allocation kept for an in-allocation restart */
@@ -258,7 +272,7 @@ void jobs_heartbeat_done (struct jobs *jobs, struct attempt *att);
 /* The attempt-wide pass itself: O(world_size). */
 void jobs_progress (struct jobs *jobs, struct attempt *att);
 /* Commands for the agents of 'att': the JSON array, as text, into buf (a
- * heartbeat answer is built without a JSON tree, issue 9; 64 bytes hold
+ * heartbeat answer is built without a JSON tree, for speed; 64 bytes hold
  * any).  Returns its length (as snprintf: >= len means truncated). */
 size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, size_t len);
 
@@ -266,7 +280,6 @@ size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, si
  * controller's own automatic timeout, which is the primary detector). */
 int64_t jobs_hang_timeout_ms (const struct job *job);
 
-/* Issue 7. */
 /* An agent relayed a signal (SIGUSR1: Slurm's time-limit warning; SIGTERM:
  * preemption): the ranks checkpoint and stop; the attempt then ends with
  * cause time_limit / preempted and the next attempt resumes from that
@@ -281,6 +294,28 @@ void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *n
 /* POST /v1/nodes/{name}/clear: admins only (403), unknown node 404. */
 int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status,
                      dt_error_t *err);
+
+/* An allocation that outlives its attempts (launcher.h, "reuse": the
+ * Slurm launcher's batch script, through allocapi.c) asks what to run
+ * next.  'alloc': its handle; 'cur': the attempt it ran last;
+ * 'step_running': that attempt's processes still end. */
+enum jobs_alloc_action {
+    JOBS_ALLOC_WAIT,            /* keep going: nothing decided yet */
+    JOBS_ALLOC_RUN,             /* start 'attempt' as a new step */
+    JOBS_ALLOC_EXIT,            /* the job is over or goes on elsewhere: end */
+};
+struct jobs_alloc_next {
+    enum jobs_alloc_action action;
+    const char *why;            /* EXIT: why (static text) */
+    int attempt;                /* RUN: the attempt, its token, its nodes */
+    const char *token;          /* borrowed from the attempt */
+    int nodes;
+    const json_t *exclude;      /* RUN: node names not to use (borrowed) */
+};
+/* The job manager's answer; a RUN makes the attempt run without spares (a
+ * reused allocation runs exactly num_nodes agents) and notes the step. */
+void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int64_t cur,
+                      bool step_running, struct jobs_alloc_next *out);
 
 /* Counters for /metrics. */
 struct jobs_stats {

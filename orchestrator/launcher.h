@@ -1,8 +1,8 @@
 /* launcher.h: how dtctld starts, watches and ends the agents of an attempt.
  *
  * A launcher turns one attempt into running dtagent processes, one per node
- * (plus one per spare node), and reports on them.  Two implementations sit
- * behind this one ops table:
+ * (plus one per spare node), and reports on them.  Three implementations
+ * sit behind this one ops table:
  *   - "local"  (launcher_local.c): forks the agents on this machine, with
  *              node names local1, local2, ... skipping the names in the
  *              request's exclude list; dtctld.conf LocalNodes=N (default 0:
@@ -10,6 +10,12 @@
  *              tests can run out of healthy nodes; for development and tests.
  *   - "slurm"  (launcher_slurm.c): one Slurm batch job per allocation whose
  *              script runs `srun --ntasks-per-node=1 dtagent ...`.
+ *   - "external" (launcher_external.c): starts nothing; the agents are
+ *              started by someone else (bench/loadgen).
+ *
+ * The job manager knows launchers only through this file: what a
+ * scheduler did (a node failure, a time limit) reaches it as
+ * launcher_status.end_kind, never as a launcher's own words.
  *
  * Every agent is started the same way by every launcher:
  *     dtagent --controller URL --node NAME --node-order K [--state-dir DIR]
@@ -74,9 +80,15 @@ struct launcher_req {
     const char *const *exclude; /* NULL-terminated node names never to use; may be NULL */
     const char *workdir;        /* cwd of the agents (and trainers) */
     const char *output;         /* file for the agents' stdout+stderr; the
-                                 * launcher may expand "%n" to the node name */
+                                 * launcher may expand "%n" to the node name;
+                                 * opened as the job's user, never as root */
+    const char *user_dir;       /* the job user's own directory (owner uid,
+                                 * mode 0700; userdir.h): where processes
+                                 * acting as the user may keep files (the
+                                 * output above is there); Slurm's work_dir
+                                 * when the job names no workdir */
     const char *const *env;     /* NULL-terminated "K=V" from the job spec; may be NULL */
-    /* In-allocation restart (issue 7): the handle of the previous attempt
+    /* In-allocation restart: the handle of the previous attempt
      * whose allocation should run this attempt as a new step, or NULL for a
      * new allocation.  A launcher that cannot reuse it (allocation gone, too
      * few healthy nodes, feature not supported) starts a new allocation;
@@ -111,6 +123,14 @@ enum launcher_state {
     LAUNCHER_ENDED = 2,         /* nothing of the attempt is running any more */
 };
 
+/* What ended an attempt, as far as the launcher's scheduler says. */
+enum launcher_end_kind {
+    LAUNCHER_END_OTHER = 0,     /* the processes ended (or were cancelled) */
+    LAUNCHER_END_NODE_FAIL = 1, /* a node of the allocation failed; which one
+                                 * the scheduler does not say (Slurm NODE_FAIL) */
+    LAUNCHER_END_LIMIT = 2,     /* the scheduler's time limit or a preemption */
+};
+
 /* What poll reports.  Strings are copied in (fixed size, NUL-terminated). */
 struct launcher_status {
     enum launcher_state state;
@@ -126,7 +146,9 @@ struct launcher_status {
     char cause[32];
     int exit_code;              /* when ENDED; -1 if unknown */
     char detail[160];           /* human text, e.g. "batch job 17 state NODE_FAIL" */
-    int64_t slurm_job_id;       /* 0 under the local launcher */
+    /* The scheduler's numeric id of the allocation (Slurm: the job id),
+     * recorded with the attempt (the API calls it slurm_job_id); 0 none. */
+    int64_t sched_id;
     char nodelist[256];         /* "node[1-3]" or "local1,local2"; "" if unknown */
     char batch_host[64];        /* the node running the batch script; "" if none */
     /* When ENDED, the launcher's own time of the end where it knows one
@@ -134,12 +156,15 @@ struct launcher_status {
      * NODE_FAIL), epoch ms; 0 unknown.  The controller records a failure
      * once, with the earliest of its own detection and this time. */
     int64_t end_time_ms;
+    /* When ENDED: whether the scheduler itself ended the attempt, which the
+     * controller may have seen as a failure later (see enum). */
+    enum launcher_end_kind end_kind;
 };
 
 /* Flags of cancel. */
 enum launcher_cancel_flags {
     /* Stop the attempt's processes (the current srun step) but keep the
-     * allocation for an in-allocation restart (issue 7).  A launcher that
+     * allocation for an in-allocation restart.  A launcher that
      * cannot keep it ends everything.  Slurm: poll reports the attempt
      * ENDED at once (cause "cancelled"); the agents of its step stop their
      * trainers on their own (410); the step itself is ended by the next
@@ -184,7 +209,7 @@ struct launcher_ops {
      * new attempt could get in 'partition' (NULL: default) when the nodes
      * in 'exclude' (NULL-terminated, may be NULL) are not used: *nodes >= 0.
      * The controller uses it to restart on fewer nodes, down to the job's
-     * restart.min_nodes, when the cluster lacks healthy nodes (issue 7).
+     * restart.min_nodes, when the cluster lacks healthy nodes.
      * Cheap; -1 on a transient error (the controller then assumes enough). */
     int (*capacity) (void *ctx, const char *partition, const char *const *exclude,
                      int *nodes, dt_error_t *err);
@@ -210,8 +235,8 @@ extern const struct launcher_ops launcher_slurm_ops;
  * by someone else (bench/loadgen).  Submit records, poll says running. */
 extern const struct launcher_ops launcher_external_ops;
 
-/* Handles of attempts that share an allocation (in-allocation restart,
- * issue 7) are "<alloc>" for the attempt that created it and
+/* Handles of attempts that share an allocation (in-allocation restart)
+ * are "<alloc>" for the attempt that created it and
  * "<alloc>:<attempt>" for later ones.  True when 'a' and 'b' name the
  * same allocation (NULL or "": false). */
 static inline bool launcher_same_alloc (const char *a, const char *b)

@@ -21,26 +21,9 @@
 #include <unistd.h>
 
 #include "common/dtime.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "orchestrator/launcher.h"
-
-/* snprintf for paths: truncation is an error (ENAMETOOLONG), not a
- * silently different file. */
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static int pathf (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    va_start (ap, fmt);
-    n = vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return 0;
-}
 
 /* After SIGTERM, the agents get this long before SIGKILL. */
 static const int64_t kill_grace_ms = 5000;
@@ -147,11 +130,33 @@ static void expand_output (const char *pattern, const char *node, char *out, siz
     out[o] = '\0';
 }
 
-/* In the child: become the agent.  Never returns. */
+static int mkdirs (const char *path, mode_t mode)
+{
+    char buf[4096];
+    snprintf (buf, sizeof (buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir (buf, mode) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir (buf, mode) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* In the child: become the agent.  Never returns.  Everything on a path
+ * the job's user can influence (the output file, the workdir, the agent's
+ * directory in the user's own directory) is done after dropping to the
+ * user's uid, so a symbolic link planted there gets only the user's
+ * rights; the output file is opened without following one at all. */
 static void exec_agent (struct local *l, const struct launcher_req *req, int k, int num,
                         pid_t pgid)
 {
     char node[32], order[16], job[32], att[16], out[4096], sdir[4096];
+    const char *base = req->user_dir && *req->user_dir ? req->user_dir : l->state_dir;
 
     setpgid (0, pgid);
     umask (022);    /* the job's usual umask, not dtctld's private 077 */
@@ -165,16 +170,27 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     snprintf (order, sizeof (order), "%d", k);
     snprintf (job, sizeof (job), "%lld", (long long)req->job_id);
     snprintf (att, sizeof (att), "%d", req->attempt);
-    pathf (sdir, sizeof (sdir), "%s/agents/job-%lld.%d/%s", l->state_dir,
-              (long long)req->job_id, req->attempt, node);
-
+    if (dt_pathf (sdir, sizeof (sdir), "%s/agents/job-%lld.%d/%s", base,
+                  (long long)req->job_id, req->attempt, node) < 0) {
+        fprintf (stderr, "dtagent (local launcher): agent directory path too long\n");
+        _exit (126);
+    }
+    if (geteuid () == 0 && req->uid != 0) {
+        if (setgroups (0, NULL) < 0 || setgid (req->gid) < 0 || setuid (req->uid) < 0) {
+            fprintf (stderr, "dtagent (local launcher): cannot become uid %ld: %s\n",
+                     (long)req->uid, strerror (errno));
+            _exit (126);
+        }
+    }
     if (req->output) {
         expand_output (req->output, node, out, sizeof (out));
-        int fd = open (out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        int fd = open (out, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
             dup2 (fd, STDOUT_FILENO);
             dup2 (fd, STDERR_FILENO);
-        }
+        } else
+            fprintf (stderr, "dtagent (local launcher): %s: %s\n", out,
+                     errno == ELOOP ? "a symbolic link: not used" : strerror (errno));
     }
     /* O_CLOEXEC: only the dup2'd copy goes on to the agent. */
     int nfd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -183,12 +199,9 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     if (req->workdir && chdir (req->workdir) < 0)
         fprintf (stderr, "dtagent (local launcher): chdir %s: %s\n", req->workdir,
                  strerror (errno));
-    if (geteuid () == 0 && req->uid != 0) {
-        if (setgroups (0, NULL) < 0 || setgid (req->gid) < 0 || setuid (req->uid) < 0) {
-            fprintf (stderr, "dtagent (local launcher): cannot become uid %ld: %s\n",
-                     (long)req->uid, strerror (errno));
-            _exit (126);
-        }
+    if (mkdirs (sdir, 0700) < 0) {
+        fprintf (stderr, "dtagent (local launcher): mkdir %s: %s\n", sdir, strerror (errno));
+        _exit (126);
     }
     /* The same variables the Slurm batch script exports, plus the job's. */
     for (int i = 0; req->env && req->env[i]; i++)
@@ -203,30 +216,12 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     _exit (127);
 }
 
-static int mkdirs (const char *path)
-{
-    char buf[4096];
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static int local_submit (void *ctx, const struct launcher_req *req,
                          char handle[LAUNCHER_HANDLE_MAX], dt_error_t *err)
 {
     struct local *l = ctx;
     int n = req->nodes + req->spare_nodes;
     struct lgroup *g;
-    char dir[4096];
     int *num;
 
     if (access (l->agent, X_OK) < 0)
@@ -239,20 +234,8 @@ static int local_submit (void *ctx, const struct launcher_req *req,
         return errnoprintf (err, ENOSPC, "local launcher: %d nodes wanted, but LocalNodes=%lld "
                             "less the excluded ones leaves fewer", n, (long long)l->max_nodes);
     }
-    for (int k = 0; k < n; k++) {
-        if (pathf (dir, sizeof (dir), "%s/agents/job-%lld.%d/local%d", l->state_dir,
-                   (long long)req->job_id, req->attempt, num[k]) < 0) {
-            free (num);
-            return errnoprintf (err, ENAMETOOLONG, "state dir path too long");
-        }
-        if (mkdirs (dir) < 0) {
-            int e = errno;
-            free (num);
-            return errnoprintf (err, e, "mkdir %s: %s", dir, strerror (e));
-        }
-        if (geteuid () == 0 && req->uid != 0 && chown (dir, req->uid, req->gid) < 0)
-            dt_log_errno (LOG_WARNING, "chown %s", dir);
-    }
+    /* The agents' directories are made by the agents' processes, as the
+     * job's user (exec_agent). */
     if (!(g = calloc (1, sizeof (*g))) || !(g->pids = calloc (n, sizeof (pid_t)))) {
         free (g);
         free (num);

@@ -20,6 +20,7 @@
 #include "orchestrator/api.h"
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
+#include "orchestrator/userdir.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
@@ -151,6 +152,12 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
         dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
         return;
     }
+    /* A new UserDir is made and checked like at startup, or refused. */
+    if (strcmp (cfg->user_dir, ctx->cfg->user_dir) && userdir_setup (cfg->user_dir, &err) < 0) {
+        dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
+        config_destroy (cfg);
+        return;
+    }
     if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
         || cfg->listen_port != ctx->cfg->listen_port || cfg->agent_port != ctx->cfg->agent_port
         || strcmp (cfg->database_path, ctx->cfg->database_path)
@@ -174,32 +181,26 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
     dt_log (LOG_NOTICE, "configuration reloaded from %s", path ? path : "(defaults)");
 }
 
-int main (int argc, char **argv)
+/* Parse the command line: -1 to go on, else the exit code (--help,
+ * --version, a usage error). */
+static int options (int argc, char **argv, struct config_overrides *ov, const char **conf_path,
+                    const char **port_file, bool *foreground)
 {
-    struct ctld ctx = { 0 };
-    struct config_overrides ov = { 0 };
-    const char *conf_path = NULL, *port_file = NULL;
-    bool foreground = false;
-    char *dtagent = NULL;
-    dt_error_t err;
-    int opt, sfd = -1, rc = 1;
-    sigset_t sigs;
-
-    /* Options: the config file, then flags that override its keys. */
+    int opt;
     while ((opt = getopt_long (argc, argv, "c:fl:p:d:s:L:a:v:P:Vh", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'c': conf_path = optarg; break;
-        case 'f': foreground = true; break;
-        case 'l': config_override (&ov, "ListenAddress", optarg); break;
-        case 'p': config_override (&ov, "ListenPort", optarg); break;
-        case 'd': config_override (&ov, "DatabasePath", optarg); break;
-        case 's': config_override (&ov, "StateDir", optarg); break;
-        case 'L': config_override (&ov, "Launcher", optarg); break;
-        case 'a': config_override (&ov, "AuthType", optarg); break;
-        case 'v': config_override (&ov, "LogLevel", optarg); break;
-        case 'P': config_override (&ov, "PidFile", optarg); break;
-        case 'A': config_override (&ov, "DtagentPath", optarg); break;
-        case 'F': port_file = optarg; break;
+        case 'c': *conf_path = optarg; break;
+        case 'f': *foreground = true; break;
+        case 'l': config_override (ov, "ListenAddress", optarg); break;
+        case 'p': config_override (ov, "ListenPort", optarg); break;
+        case 'd': config_override (ov, "DatabasePath", optarg); break;
+        case 's': config_override (ov, "StateDir", optarg); break;
+        case 'L': config_override (ov, "Launcher", optarg); break;
+        case 'a': config_override (ov, "AuthType", optarg); break;
+        case 'v': config_override (ov, "LogLevel", optarg); break;
+        case 'P': config_override (ov, "PidFile", optarg); break;
+        case 'A': config_override (ov, "DtagentPath", optarg); break;
+        case 'F': *port_file = optarg; break;
         case 'V': printf ("%s\n", dt_version_string ()); return 0;
         case 'h': fputs (usage_text, stdout); return 0;
         default: fputs (usage_text, stderr); return 2;
@@ -209,8 +210,68 @@ int main (int argc, char **argv)
         fprintf (stderr, "dtctld: unexpected argument '%s'\n%s", argv[optind], usage_text);
         return 2;
     }
-    if (!conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
-        conf_path = SYSCONFDIR "/dtctld/dtctld.conf";
+    if (!*conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
+        *conf_path = SYSCONFDIR "/dtctld/dtctld.conf";
+    return -1;
+}
+
+/* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
+ * the configuration), and the supervision tick every tick_ms. */
+static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
+                        struct config_overrides *ov)
+{
+    int64_t next_tick = dt_mono_ms ();
+    while (!ctx->stop) {
+        struct pollfd pfd[2] = {
+            { .fd = dt_httpd_fd (ctx->httpd), .events = POLLIN },
+            { .fd = sfd, .events = POLLIN },
+        };
+        int64_t now = dt_mono_ms ();
+        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
+        int ht = dt_httpd_timeout_ms (ctx->httpd);
+        if (ht >= 0 && ht < timeout)
+            timeout = ht;
+        if (poll (pfd, 2, timeout) < 0 && errno != EINTR) {
+            dt_log_errno (LOG_ERR, "poll");
+            break;
+        }
+        if (dt_httpd_run (ctx->httpd) < 0)
+            dt_log (LOG_ERR, "httpd: run failed");
+        if (pfd[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
+                if (si.ssi_signo == SIGHUP)
+                    reload (ctx, conf_path, ov);
+                else {
+                    dt_log (LOG_NOTICE, "signal %d: shutting down", (int)si.ssi_signo);
+                    ctx->stop = true;
+                }
+            }
+        }
+        if (dt_mono_ms () >= next_tick) {
+            jobs_tick (ctx->jobs);
+            provenance_tick (ctx->jobs);
+            report_tick (ctx->report);
+            next_tick = dt_mono_ms () + tick_ms;
+        }
+    }
+}
+
+int main (int argc, char **argv)
+{
+    struct ctld ctx = { 0 };
+    struct config_overrides ov = { 0 };
+    const char *conf_path = NULL, *port_file = NULL;
+    bool foreground = false;
+    char *dtagent = NULL;
+    dt_error_t err;
+    int sfd = -1, rc;
+    sigset_t sigs;
+
+    /* Options: the config file, then flags that override its keys. */
+    if ((rc = options (argc, argv, &ov, &conf_path, &port_file, &foreground)) >= 0)
+        return rc;
+    rc = 1;
 
     /* Nothing dtctld creates is for other users unless it says so (the
      * database, logs, state); children get the usual 022 back. */
@@ -247,6 +308,10 @@ int main (int argc, char **argv)
      * the agents' token hashes) and PID file. */
     if (daemon_state_dir (ctx.cfg->state_dir, &err) < 0
         || daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
+        die ("%s", err.text);
+    /* The parent of the per-user output directories (jobs' processes
+     * write there as their users; never under the StateDir). */
+    if (userdir_setup (ctx.cfg->user_dir, &err) < 0)
         die ("%s", err.text);
 
     /* CheckpointRoot: users reach their own job's directory through it. */
@@ -301,6 +366,10 @@ int main (int argc, char **argv)
         die ("Launcher=%s is not available in this build", ctx.cfg->launcher);
     if (!(dtagent = find_dtagent (ctx.cfg->dtagent_path)))
         die ("out of memory");
+    /* Every user's jobs run it, as themselves: no user may be able to
+     * replace it. */
+    if (dtagent[0] == '/' && userdir_check_program (dtagent, &err) < 0)
+        die ("DtagentPath: %s", err.text);
     struct launcher_conf lconf = {
         .controller_url = ctx.url,
         .dtagent_path = dtagent,
@@ -313,9 +382,8 @@ int main (int argc, char **argv)
     /* Metrics, jobs (reloads live jobs from the store), routes. */
     if (!(ctx.metrics = metrics_create (&ctx, &err))
         || !(ctx.jobs = jobs_create (&ctx, &err))
-        || !(ctx.report = report_create (&ctx, &err))
+        || !(ctx.report = report_create (ctx.store, &err))
         || api_register_routes (&ctx, &err) < 0
-        || report_register_routes (&ctx, &err) < 0
         || agentapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
@@ -330,41 +398,7 @@ int main (int argc, char **argv)
     daemon_ready ();
 
     /* The event loop: HTTP, signals, the tick. */
-    int64_t next_tick = dt_mono_ms ();
-    while (!ctx.stop) {
-        struct pollfd pfd[2] = {
-            { .fd = dt_httpd_fd (ctx.httpd), .events = POLLIN },
-            { .fd = sfd, .events = POLLIN },
-        };
-        int64_t now = dt_mono_ms ();
-        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
-        int ht = dt_httpd_timeout_ms (ctx.httpd);
-        if (ht >= 0 && ht < timeout)
-            timeout = ht;
-        if (poll (pfd, 2, timeout) < 0 && errno != EINTR) {
-            dt_log_errno (LOG_ERR, "poll");
-            break;
-        }
-        if (dt_httpd_run (ctx.httpd) < 0)
-            dt_log (LOG_ERR, "httpd: run failed");
-        if (pfd[1].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
-                if (si.ssi_signo == SIGHUP)
-                    reload (&ctx, conf_path, &ov);
-                else {
-                    dt_log (LOG_NOTICE, "signal %d: shutting down", (int)si.ssi_signo);
-                    ctx.stop = true;
-                }
-            }
-        }
-        if (dt_mono_ms () >= next_tick) {
-            jobs_tick (ctx.jobs);
-            provenance_tick (ctx.jobs);
-            report_tick (ctx.report);
-            next_tick = dt_mono_ms () + tick_ms;
-        }
-    }
+    event_loop (&ctx, sfd, conf_path, &ov);
     jobs_flush (ctx.jobs);
     report_flush (ctx.report);
     rc = 0;

@@ -1,4 +1,9 @@
-/* report.c: goodput accounting of jobs (see report.h). */
+/* report.c: goodput accounting of jobs (see report.h).
+ *
+ * A leaf: the job manager pushes what it sees (report_heartbeat,
+ * report_progress, report_rank_exit, report_attempt_end), store.c holds
+ * the SQL, api.c and metrics.c ask for the figures.  Nothing here calls
+ * back into the job manager. */
 #include <config.h>
 #include <errno.h>
 #include <math.h>
@@ -6,17 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sqlite3.h>
 
 #include "common/dtime.h"
-#include "common/httpd.h"
 #include "common/log.h"
-#include "orchestrator/auth.h"
-#include "orchestrator/ctld.h"
 #include "orchestrator/fsm.h"
-#include "orchestrator/jobs.h"
-#include "orchestrator/privacy.h"
 #include "orchestrator/report.h"
+#include "orchestrator/store.h"
 
 /* The step-time histogram: bucket b holds [base * ratio^b, base * ratio^(b+1))
  * ms, from 50 us to about 2.6 hours; a percentile is known to +-5%. */
@@ -34,13 +34,14 @@ struct gstat {
     int64_t train_start, first_step, first_step_time, last_step, last_step_time;
     int64_t hb_samples, busy_samples, step_samples, batch_samples;
     bool last_busy;             /* the last heartbeat had a busy rank */
+    bool running;               /* the attempt runs: keep it in memory */
     double step_ms_sum;
     uint32_t hist[REPORT_HIST_BUCKETS];
     bool dirty;
 };
 
 struct report {
-    struct ctld *ctx;
+    store_t *store;
     struct gstat *list;
     int64_t next_flush_ms;
 };
@@ -103,60 +104,22 @@ static void hist_load (uint32_t *h, const char *text)
 
 /* --- the store ----------------------------------------------------------------- */
 
-static sqlite3 *sql (struct report *rp)
-{
-    return dt_db_handle (store_db (rp->ctx->store));
-}
-
-static int db_err (struct report *rp, int rc, const char *what, dt_error_t *err)
-{
-    return dt_db_error (store_db (rp->ctx->store), rc, what, err);
-}
-
 static int gstat_put (struct report *rp, const struct gstat *g, dt_error_t *err)
 {
-    static const char *q =
-        "INSERT OR REPLACE INTO attempt_goodput (job_id, attempt, train_start, first_step,"
-        " first_step_time, last_step, last_step_time, hb_samples, busy_samples, step_samples,"
-        " step_ms_sum, batch_samples, hist, updated)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
-    sqlite3_stmt *s;
-    int rc;
-    if (dt_db_prepare (store_db (rp->ctx->store), q, &s, err) < 0)
-        return -1;
+    struct store_goodput_row row = {
+        .job_id = g->job, .attempt = g->attempt, .train_start = g->train_start,
+        .first_step = g->first_step, .first_step_time = g->first_step_time,
+        .last_step = g->last_step, .last_step_time = g->last_step_time,
+        .hb_samples = g->hb_samples, .busy_samples = g->busy_samples,
+        .step_samples = g->step_samples, .batch_samples = g->batch_samples,
+        .step_ms_sum = g->step_ms_sum,
+    };
     json_t *h = hist_json (g->hist);
     char *ht = h ? json_dumps (h, JSON_COMPACT) : NULL;
     json_decref (h);
-    sqlite3_bind_int64 (s, 1, g->job);
-    sqlite3_bind_int (s, 2, g->attempt);
-#define BIND_OPT(i, v) ((v) > 0 ? sqlite3_bind_int64 (s, (i), (v)) : sqlite3_bind_null (s, (i)))
-    BIND_OPT (3, g->train_start);
-    if (g->first_step >= 0)
-        sqlite3_bind_int64 (s, 4, g->first_step);
-    BIND_OPT (5, g->first_step_time);
-    if (g->last_step >= 0)
-        sqlite3_bind_int64 (s, 6, g->last_step);
-    BIND_OPT (7, g->last_step_time);
-    sqlite3_bind_int64 (s, 8, g->hb_samples);
-    sqlite3_bind_int64 (s, 9, g->busy_samples);
-    sqlite3_bind_int64 (s, 10, g->step_samples);
-    sqlite3_bind_double (s, 11, g->step_ms_sum);
-    BIND_OPT (12, g->batch_samples);
-#undef BIND_OPT
-    if (ht)
-        sqlite3_bind_text (s, 13, ht, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64 (s, 14, dt_real_ms ());
-    rc = sqlite3_step (s);
+    int rc = store_goodput_put (rp->store, &row, ht, err);
     free (ht);
-    sqlite3_finalize (s);
-    if (rc != SQLITE_DONE)
-        return db_err (rp, rc, "attempt_goodput", err);
-    return 0;
-}
-
-static int64_t col_i (sqlite3_stmt *s, int i, int64_t null_value)
-{
-    return sqlite3_column_type (s, i) == SQLITE_NULL ? null_value : sqlite3_column_int64 (s, i);
+    return rc;
 }
 
 static void gstat_init (struct gstat *g, int64_t job, int attempt)
@@ -170,36 +133,24 @@ static void gstat_init (struct gstat *g, int64_t job, int attempt)
 /* Fill g from the attempt_goodput row: 1 found, 0 none, -1 error. */
 static int gstat_load (struct report *rp, struct gstat *g, dt_error_t *err)
 {
-    static const char *q =
-        "SELECT train_start, first_step, first_step_time, last_step, last_step_time,"
-        " hb_samples, busy_samples, step_samples, step_ms_sum, batch_samples, hist"
-        " FROM attempt_goodput WHERE job_id = ?1 AND attempt = ?2";
-    sqlite3_stmt *s;
-    int rc;
-    if (dt_db_prepare (store_db (rp->ctx->store), q, &s, err) < 0)
-        return -1;
-    sqlite3_bind_int64 (s, 1, g->job);
-    sqlite3_bind_int (s, 2, g->attempt);
-    rc = sqlite3_step (s);
-    if (rc == SQLITE_ROW) {
-        g->train_start = col_i (s, 0, 0);
-        g->first_step = col_i (s, 1, -1);
-        g->first_step_time = col_i (s, 2, 0);
-        g->last_step = col_i (s, 3, -1);
-        g->last_step_time = col_i (s, 4, 0);
-        g->hb_samples = col_i (s, 5, 0);
-        g->busy_samples = col_i (s, 6, 0);
-        g->step_samples = col_i (s, 7, 0);
-        g->step_ms_sum = sqlite3_column_double (s, 8);
-        g->batch_samples = col_i (s, 9, 0);
-        hist_load (g->hist, (const char *)sqlite3_column_text (s, 10));
-        sqlite3_finalize (s);
-        return 1;
+    struct store_goodput_row row;
+    char *hist;
+    int rc = store_goodput_load (rp->store, g->job, g->attempt, &row, &hist, err);
+    if (rc == 1) {
+        g->train_start = row.train_start;
+        g->first_step = row.first_step;
+        g->first_step_time = row.first_step_time;
+        g->last_step = row.last_step;
+        g->last_step_time = row.last_step_time;
+        g->hb_samples = row.hb_samples;
+        g->busy_samples = row.busy_samples;
+        g->step_samples = row.step_samples;
+        g->step_ms_sum = row.step_ms_sum;
+        g->batch_samples = row.batch_samples;
+        hist_load (g->hist, hist);
+        free (hist);
     }
-    sqlite3_finalize (s);
-    if (rc != SQLITE_DONE)
-        return db_err (rp, rc, "attempt_goodput", err);
-    return 0;
+    return rc;
 }
 
 /* --- learning from heartbeats ------------------------------------------------- */
@@ -222,13 +173,14 @@ static struct gstat *gstat_get (struct report *rp, int64_t job, int attempt, boo
     return g;
 }
 
-void report_heartbeat (struct report *rp, struct attempt *att, bool busy)
+void report_heartbeat (struct report *rp, int64_t job, int attempt, bool busy)
 {
-    if (!rp || att->row.state != ATT_RUNNING)
+    if (!rp)
         return;
-    struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
+    struct gstat *g = gstat_get (rp, job, attempt, true);
     if (!g)
         return;
+    g->running = true;
     g->last_busy = busy;
     if (g->first_step >= 0) {
         g->hb_samples++;
@@ -238,87 +190,72 @@ void report_heartbeat (struct report *rp, struct attempt *att, bool busy)
     }
 }
 
-void report_progress (struct report *rp, struct attempt *att)
+void report_progress (struct report *rp, const struct report_sample *sm)
 {
     int64_t now = dt_real_ms ();
-    int64_t min_step = -1, batch = 0;
-    double step_ms = NAN;
-    bool all = true;
 
-    if (!rp || att->row.state != ATT_RUNNING)
+    if (!rp)
         return;
-    struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
+    struct gstat *g = gstat_get (rp, sm->job, sm->attempt, true);
     if (!g)
         return;
-    g->start_step = att->row.resume_step > 0 ? att->row.resume_step : 0;
-    /* A step is reached when every rank has finished it; in synchronous
-     * training a step takes its slowest rank's compute + communication. */
-    for (int k = 0; k < att->row.world_size; k++) {
-        const struct rank *rk = &att->ranks[k];
-        if (!rk->seen || rk->step < 0) {
-            all = false;
-            continue;
-        }
-        if (min_step < 0 || rk->step < min_step)
-            min_step = rk->step;
-        if (rk->samples > 0)
-            batch += rk->samples;
-        double t = (isnan (rk->compute_ms) ? 0 : rk->compute_ms)
-                   + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
-        if (!isnan (rk->compute_ms) && (isnan (step_ms) || t > step_ms))
-            step_ms = t;
-    }
+    g->running = true;
+    g->start_step = sm->resume_step > 0 ? sm->resume_step : 0;
     int64_t prev = g->last_step >= 0 ? g->last_step : g->start_step;
-    if (!all || min_step <= prev)
+    if (!sm->all_ranks || sm->min_step <= prev)
         return;
     if (g->first_step < 0) {
         /* The first step began about (steps done) x (step time) ago, but
          * not before the attempt was running. */
-        double back = isnan (step_ms) ? 0 : (min_step - g->start_step) * step_ms;
-        int64_t lo = att->row.start_time > 0 ? att->row.start_time : now;
+        double back = isnan (sm->step_ms) ? 0 : (sm->min_step - g->start_step) * sm->step_ms;
+        int64_t lo = sm->start_time > 0 ? sm->start_time : now;
         g->train_start = now - (int64_t)back;
         if (g->train_start < lo)
             g->train_start = lo;
         if (g->train_start > now)
             g->train_start = now;
-        g->first_step = min_step;
+        g->first_step = sm->min_step;
         g->first_step_time = now;
         g->hb_samples = 1;
         g->busy_samples = g->last_busy;
     }
-    g->last_step = min_step;
+    g->last_step = sm->min_step;
     g->last_step_time = now;
-    if (!isnan (step_ms) && step_ms > 0) {
-        g->hist[report_hist_bucket (step_ms)]++;
+    if (!isnan (sm->step_ms) && sm->step_ms > 0) {
+        g->hist[report_hist_bucket (sm->step_ms)]++;
         g->step_samples++;
-        g->step_ms_sum += step_ms;
+        g->step_ms_sum += sm->step_ms;
     }
-    if (batch > 0)
-        g->batch_samples = batch;
+    if (sm->batch > 0)
+        g->batch_samples = sm->batch;
     g->dirty = true;
 }
 
-void report_rank_exit (struct report *rp, struct attempt *att)
+void report_rank_exit (struct report *rp, int64_t job, int attempt, bool running,
+                       int64_t min_step)
 {
-    int64_t min_step = -1;
-
-    if (!rp || (att->row.state != ATT_RUNNING && att->row.state != ATT_ENDING))
+    if (!rp)
         return;
-    struct gstat *g = gstat_get (rp, att->row.job_id, att->row.attempt, true);
-    if (!g || g->first_step < 0)
+    struct gstat *g = gstat_get (rp, job, attempt, true);
+    if (!g)
+        return;
+    g->running = running;
+    if (g->first_step < 0)
         return;                 /* training was never seen: heartbeats decide */
-    for (int k = 0; k < att->row.world_size; k++) {
-        const struct rank *rk = &att->ranks[k];
-        if (!rk->seen || rk->step < 0)
-            return;
-        if (min_step < 0 || rk->step < min_step)
-            min_step = rk->step;
-    }
     if (min_step > g->last_step) {
         g->last_step = min_step;
         g->last_step_time = dt_real_ms ();
         g->dirty = true;
     }
+}
+
+void report_attempt_end (struct report *rp, int64_t job, int attempt)
+{
+    if (!rp)
+        return;
+    for (struct gstat *g = rp->list; g; g = g->next)
+        if (g->job == job && g->attempt == attempt)
+            g->running = false;
 }
 
 void report_flush (struct report *rp)
@@ -329,15 +266,15 @@ void report_flush (struct report *rp)
         any = any || g->dirty;
     if (!any)
         return;
-    if (store_begin (rp->ctx->store, &err) < 0)
+    if (store_begin (rp->store, &err) < 0)
         goto fail;
     for (struct gstat *g = rp->list; g; g = g->next)
         if (g->dirty && gstat_put (rp, g, &err) < 0) {
-            store_rollback (rp->ctx->store);
+            store_rollback (rp->store);
             goto fail;
         }
-    if (store_commit (rp->ctx->store, &err) < 0) {
-        store_rollback (rp->ctx->store);
+    if (store_commit (rp->store, &err) < 0) {
+        store_rollback (rp->store);
         goto fail;
     }
     for (struct gstat *g = rp->list; g; g = g->next)
@@ -358,10 +295,7 @@ void report_tick (struct report *rp)
     struct gstat **pp = &rp->list;
     while (*pp) {
         struct gstat *g = *pp;
-        struct job *job = jobs_find (rp->ctx->jobs, g->job);
-        bool live = job && job->att && job->att->row.attempt == g->attempt
-                    && job->att->row.state == ATT_RUNNING;
-        if (!g->dirty && !live) {
+        if (!g->dirty && !g->running) {
             *pp = g->next;
             free (g);
             continue;
@@ -370,14 +304,14 @@ void report_tick (struct report *rp)
     }
 }
 
-struct report *report_create (struct ctld *ctx, dt_error_t *err)
+struct report *report_create (store_t *store, dt_error_t *err)
 {
     struct report *rp = calloc (1, sizeof (*rp));
     if (!rp) {
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
-    rp->ctx = ctx;
+    rp->store = store;
     return rp;
 }
 
@@ -438,6 +372,126 @@ static json_t *time_or_null (int64_t ms)
     return ms > 0 ? json_string (dt_format_time (ms, buf, sizeof (buf))) : json_null ();
 }
 
+/* Which steps each attempt keeps: walking back from the last attempt,
+ * an attempt keeps its steps up to the step the next one resumed from
+ * (the final lineage); the last keeps all if it succeeded or runs,
+ * else up to the newest committed checkpoint (what a restart resumes). */
+static void kept_lineage (const struct report_job *job, const struct report_attempt *atts,
+                          int n, int64_t *kept, int64_t *steps)
+{
+    int64_t bound = INT64_MAX;
+    if (n > 0 && (atts[n - 1].failed || !strcmp (job->state, "cancelled")
+                  || !strcmp (job->state, "failed") || job->live_restart))
+        bound = job->latest_ckpt_step >= 0 ? job->latest_ckpt_step : 0;
+    for (int i = n - 1; i >= 0; i--) {
+        const struct report_attempt *a = &atts[i];
+        int64_t start = a->resume_step > 0 ? a->resume_step : 0;
+        steps[i] = a->last_step > start ? a->last_step - start : 0;
+        int64_t top = a->last_step < bound ? a->last_step : bound;
+        kept[i] = top > start ? top - start : 0;
+        if (kept[i] > steps[i])
+            kept[i] = steps[i];
+        if (start < bound)
+            bound = start;
+    }
+}
+
+/* An attempt's training stretch, from its first step to its last (now
+ * while it runs): checkpoint stall, kept and lost training in proportion
+ * to its kept steps; then detection up to a failure.  sp: the part the
+ * time before the first step goes to. */
+static void seg_training (struct cursor *c, const struct report_attempt *a, enum part sp,
+                          double *apart, int64_t kept, int64_t steps, int64_t now)
+{
+    int64_t ts = a->train_start > 0 ? a->train_start : a->first_step_time;
+    seg (c, sp, ts);
+    int64_t te = a->live && !strcmp (a->state, "running") ? now : a->last_step_time;
+    int64_t t0 = c->t;
+    te = clampt (c, te);
+    double T = te - t0;
+    double stall;
+    if (!isnan (a->stall_reported_s))
+        stall = a->stall_reported_s * 1000.0;
+    else if (a->hb_samples > 0)
+        stall = T * (double)a->busy_samples / a->hb_samples;
+    else
+        stall = 0;
+    if (stall > T)
+        stall = T;
+    if (stall < 0)
+        stall = 0;
+    double rest = T - stall;
+    double k = steps > 0 ? rest * kept / steps : rest;
+    c->part[P_STALL] += stall;
+    c->part[P_KEPT] += k;
+    c->part[P_LOST] += rest - k;
+    apart[P_STALL] += stall;
+    apart[P_KEPT] += k;
+    apart[P_LOST] += rest - k;
+    c->t = te;
+    if (a->failed)
+        seg (c, P_DETECT, a->fail);
+}
+
+/* o[key] += 1 (a missing key counts 0). */
+static void count_add (json_t *o, const char *key)
+{
+    json_object_set_new (o, key, json_integer (json_integer_value (json_object_get (o, key)) + 1));
+}
+
+/* One failure of the report's list; next_resume: the step the next
+ * attempt resumed from, -1 none. */
+static json_t *failure_json (const struct report_attempt *a, int64_t next_resume)
+{
+    return json_pack ("{s:i s:s s:s? s:o s:o s:o s:o}", "attempt", a->attempt,
+                           "cause", a->cause, "node", *a->node ? a->node : NULL,
+                           "rank", a->rank >= 0 ? json_integer (a->rank) : json_null (),
+                           "time", time_or_null (a->fail),
+                           "step_reached", a->last_step >= 0
+                               ? json_integer (a->last_step) : json_null (),
+                           "next_resume_step", next_resume >= 0
+                               ? json_integer (next_resume) : json_null ());
+}
+
+/* One attempt of the report from its parts (ms), kept and done steps. */
+static json_t *attempt_json (const struct report_attempt *a, const double *apart, int64_t kept,
+                             int64_t steps)
+{
+    double p50 = a->hist ? hist_pct (a->hist, 0.50) : NAN;
+    double p90 = a->hist ? hist_pct (a->hist, 0.90) : NAN;
+    double p99 = a->hist ? hist_pct (a->hist, 0.99) : NAN;
+    double mean = a->step_samples > 0 ? a->step_ms_sum / a->step_samples : NAN;
+    double sps = a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
+    double tr = apart[P_KEPT] + apart[P_LOST];
+    return json_pack ("{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
+                           " s:f s:o s:o s:o s:o s:o}",
+                           "attempt", a->attempt, "state", a->state,
+                           "cause", *a->cause ? a->cause : NULL,
+                           "node", *a->node ? a->node : NULL,
+                           "resume_step", a->resume_step >= 0
+                               ? json_integer (a->resume_step) : json_null (),
+                           "first_step", a->first_step >= 0
+                               ? json_integer (a->first_step) : json_null (),
+                           "last_step", a->last_step >= 0
+                               ? json_integer (a->last_step) : json_null (),
+                           "kept_steps", (json_int_t)kept,
+                           "lost_steps", (json_int_t)(steps - kept),
+                           "wall_s", json_real ((apart[P_QUEUE] + apart[P_STARTUP]
+                                                 + apart[P_RESTART] + tr
+                                                 + apart[P_STALL]
+                                                 + apart[P_DETECT]) / 1000.0),
+                           "queue_s", apart[P_QUEUE] / 1000.0,
+                           "startup_s", (apart[P_STARTUP] + apart[P_RESTART]) / 1000.0,
+                           "training_s", tr / 1000.0,
+                           "checkpoint_stall_s", apart[P_STALL] / 1000.0,
+                           "detection_s", apart[P_DETECT] / 1000.0,
+                           "step_ms_p50", num_or_null (p50),
+                           "step_ms_p90", num_or_null (p90),
+                           "step_ms_p99", num_or_null (p99),
+                           "step_ms_mean", num_or_null (mean),
+                           "samples_per_s", num_or_null (sps));
+}
+
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
                         int n, int64_t now)
 {
@@ -456,25 +510,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
     c.t = w0;
     c.w1 = w1;
 
-    /* Which steps each attempt keeps: walking back from the last attempt,
-     * an attempt keeps its steps up to the step the next one resumed from
-     * (the final lineage); the last keeps all if it succeeded or runs,
-     * else up to the newest committed checkpoint (what a restart resumes). */
-    int64_t bound = INT64_MAX;
-    if (n > 0 && (atts[n - 1].failed || !strcmp (job->state, "cancelled")
-                  || !strcmp (job->state, "failed") || job->live_restart))
-        bound = job->latest_ckpt_step >= 0 ? job->latest_ckpt_step : 0;
-    for (int i = n - 1; i >= 0; i--) {
-        const struct report_attempt *a = &atts[i];
-        int64_t start = a->resume_step > 0 ? a->resume_step : 0;
-        steps[i] = a->last_step > start ? a->last_step - start : 0;
-        int64_t top = a->last_step < bound ? a->last_step : bound;
-        kept[i] = top > start ? top - start : 0;
-        if (kept[i] > steps[i])
-            kept[i] = steps[i];
-        if (start < bound)
-            bound = start;
-    }
+    kept_lineage (job, atts, n, kept, steps);
 
     /* Walk the timeline once; each stretch goes to exactly one part. */
     for (int i = 0; i < n; i++) {
@@ -489,34 +525,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
             first_queue = apart[i][P_QUEUE];
         enum part sp = chain_start ? P_STARTUP : P_RESTART;
         if (a->last_step_time > 0 && steps[i] > 0) {
-            int64_t ts = a->train_start > 0 ? a->train_start : a->first_step_time;
-            seg (&c, sp, ts);
-            int64_t te = a->live && !strcmp (a->state, "running") ? now : a->last_step_time;
-            int64_t t0 = c.t;
-            te = clampt (&c, te);
-            double T = te - t0;
-            double stall;
-            if (!isnan (a->stall_reported_s))
-                stall = a->stall_reported_s * 1000.0;
-            else if (a->hb_samples > 0)
-                stall = T * (double)a->busy_samples / a->hb_samples;
-            else
-                stall = 0;
-            if (stall > T)
-                stall = T;
-            if (stall < 0)
-                stall = 0;
-            double rest = T - stall;
-            double k = steps[i] > 0 ? rest * kept[i] / steps[i] : rest;
-            c.part[P_STALL] += stall;
-            c.part[P_KEPT] += k;
-            c.part[P_LOST] += rest - k;
-            apart[i][P_STALL] += stall;
-            apart[i][P_KEPT] += k;
-            apart[i][P_LOST] += rest - k;
-            c.t = te;
-            if (a->failed)
-                seg (&c, P_DETECT, a->fail);
+            seg_training (&c, a, sp, apart[i], kept[i], steps[i], now);
         } else if (a->live)
             seg (&c, sp, now);
         else
@@ -551,62 +560,18 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
             reached = a->last_step;
         if (a->failed) {
             nfail++;
-            json_object_set_new (by_cause, a->cause,
-                                 json_integer (json_integer_value (json_object_get (
-                                     by_cause, a->cause)) + 1));
+            count_add (by_cause, a->cause);
             if (a->node && *a->node)
-                json_object_set_new (by_node, a->node,
-                                     json_integer (json_integer_value (json_object_get (
-                                         by_node, a->node)) + 1));
-            json_t *f = json_pack ("{s:i s:s s:s? s:o s:o s:o s:o}", "attempt", a->attempt,
-                                   "cause", a->cause, "node", *a->node ? a->node : NULL,
-                                   "rank", a->rank >= 0 ? json_integer (a->rank) : json_null (),
-                                   "time", time_or_null (a->fail),
-                                   "step_reached", a->last_step >= 0
-                                       ? json_integer (a->last_step) : json_null (),
-                                   "next_resume_step", next_resume >= 0
-                                       ? json_integer (next_resume) : json_null ());
-            json_array_append_new (flist, f);
+                count_add (by_node, a->node);
+            json_array_append_new (flist, failure_json (a, next_resume));
         }
-        double p50 = a->hist ? hist_pct (a->hist, 0.50) : NAN;
-        double p90 = a->hist ? hist_pct (a->hist, 0.90) : NAN;
-        double p99 = a->hist ? hist_pct (a->hist, 0.99) : NAN;
-        double mean = a->step_samples > 0 ? a->step_ms_sum / a->step_samples : NAN;
-        double sps = a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
         double tr = apart[i][P_KEPT] + apart[i][P_LOST];
         train_ms += tr;
         if (a->batch_samples > 0) {
             samples_done += (double)a->batch_samples * steps[i];
             kept_samples += (double)a->batch_samples * kept[i];
         }
-        json_t *o = json_pack ("{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
-                               " s:f s:o s:o s:o s:o s:o}",
-                               "attempt", a->attempt, "state", a->state,
-                               "cause", *a->cause ? a->cause : NULL,
-                               "node", *a->node ? a->node : NULL,
-                               "resume_step", a->resume_step >= 0
-                                   ? json_integer (a->resume_step) : json_null (),
-                               "first_step", a->first_step >= 0
-                                   ? json_integer (a->first_step) : json_null (),
-                               "last_step", a->last_step >= 0
-                                   ? json_integer (a->last_step) : json_null (),
-                               "kept_steps", (json_int_t)kept[i],
-                               "lost_steps", (json_int_t)(steps[i] - kept[i]),
-                               "wall_s", json_real ((apart[i][P_QUEUE] + apart[i][P_STARTUP]
-                                                     + apart[i][P_RESTART] + tr
-                                                     + apart[i][P_STALL]
-                                                     + apart[i][P_DETECT]) / 1000.0),
-                               "queue_s", apart[i][P_QUEUE] / 1000.0,
-                               "startup_s", (apart[i][P_STARTUP] + apart[i][P_RESTART]) / 1000.0,
-                               "training_s", tr / 1000.0,
-                               "checkpoint_stall_s", apart[i][P_STALL] / 1000.0,
-                               "detection_s", apart[i][P_DETECT] / 1000.0,
-                               "step_ms_p50", num_or_null (p50),
-                               "step_ms_p90", num_or_null (p90),
-                               "step_ms_p99", num_or_null (p99),
-                               "step_ms_mean", num_or_null (mean),
-                               "samples_per_s", num_or_null (sps));
-        json_array_append_new (alist, o);
+        json_array_append_new (alist, attempt_json (a, apart[i], kept[i], steps[i]));
     }
     double ettr = since_start > 0 ? c.part[P_KEPT] / since_start : NAN;
     out = json_pack ("{s:I s:s s:s s:b s:o s:o s:f s:f s:o s:o s:I s:I s:o s:o s:o s:o}",
@@ -647,19 +612,82 @@ done:
 
 /* --- gathering the facts ----------------------------------------------------------- */
 
-/* Single-integer query with (job, attempt) bound; 'dflt' when NULL/none. */
-static int64_t q_int (struct report *rp, const char *q, int64_t job, int attempt, int64_t dflt)
+/* The facts of attempt 'number' of job 'id' for the accounting, into *r:
+ * its row 'a', heartbeat facts (kept in *g, which *r points into), its
+ * events, and the job's result.  0, or -1 with err. */
+static int attempt_facts (struct report *rp, int64_t id, int number,
+                          const struct store_attempt_row *a, const json_t *result,
+                          struct gstat *g, struct report_attempt *r, dt_error_t *err)
 {
-    sqlite3_stmt *s;
-    int64_t v = dflt;
-    if (sqlite3_prepare_v2 (sql (rp), q, -1, &s, NULL) != SQLITE_OK)
-        return dflt;
-    sqlite3_bind_int64 (s, 1, job);
-    sqlite3_bind_int (s, 2, attempt);
-    if (sqlite3_step (s) == SQLITE_ROW)
-        v = col_i (s, 0, dflt);
-    sqlite3_finalize (s);
-    return v;
+    /* Heartbeat facts: the live copy if any, else the stored one. */
+    struct gstat *lg = NULL;
+    for (lg = rp->list; lg; lg = lg->next)
+        if (lg->job == id && lg->attempt == number)
+            break;
+    if (lg)
+        *g = *lg;
+    else {
+        gstat_init (g, id, number);
+        if (gstat_load (rp, g, err) < 0)
+            return -1;
+    }
+    r->attempt = number;
+    r->state = fsm_attempt_state_name (a->state);
+    r->cause = a->cause;
+    r->node = a->cause_node;
+    r->rank = a->cause_rank;
+    /* An ending attempt with a failure recorded (not a cancel) ends
+     * failed: a success records none, and nothing is recorded over a
+     * cancel or another failure once an attempt is ending. */
+    r->failed = a->fail_time > 0 && strcmp (a->cause, "cancelled")
+                && (a->state == ATT_FAILED || a->state == ATT_ENDING);
+    r->live = a->state == ATT_SUBMITTED || a->state == ATT_STARTING
+              || a->state == ATT_RUNNING;
+    r->submit = a->submit_time;
+    struct store_attempt_timeline tl;
+    if (store_attempt_timeline (rp->store, id, number, &tl, err) < 0)
+        return -1;
+    /* Left the queue: became starting (the allocation began). */
+    r->leave_queue = tl.left_queue > 0 ? tl.left_queue : a->start_time;
+    r->end = a->end_time;
+    r->fail = a->fail_time;
+    r->resume_step = a->resume_step;
+    /* Created by a manual resubmission (the job went back to pending). */
+    r->resubmitted = tl.resubmitted;
+    r->train_start = g->train_start;
+    r->first_step = g->first_step;
+    r->first_step_time = g->first_step_time;
+    r->last_step = g->last_step;
+    r->last_step_time = g->last_step_time;
+    r->hb_samples = g->hb_samples;
+    r->busy_samples = g->busy_samples;
+    r->step_samples = g->step_samples;
+    r->batch_samples = g->batch_samples;
+    r->step_ms_sum = g->step_ms_sum;
+    r->hist = g->hist;
+    r->stall_reported_s = NAN;
+    /* The trainer's own figure, when the attempt that ran to the end
+     * reported one (dttrain: ckpt_stall_s). */
+    json_t *st = json_object_get (result, "ckpt_stall_s");
+    if (a->state == ATT_SUCCEEDED && json_is_number (st))
+        r->stall_reported_s = json_number_value (st);
+    /* The last steps of a successful attempt may finish after its last
+     * heartbeat: the trainer's result says how many there were, and its
+     * event when they were done (dttrain's wall_s: when they began). */
+    int64_t rt = tl.result_time;
+    json_t *rs = json_object_get (result, "steps");
+    if (rt > 0 && json_is_integer (rs) && json_integer_value (rs) > r->last_step
+        && a->state != ATT_FAILED) {
+        double w = json_number_value (json_object_get (result, "wall_s"));
+        r->last_step = json_integer_value (rs);
+        if (rt > r->last_step_time)
+            r->last_step_time = rt;
+        if (r->train_start == 0 && w > 0)
+            r->train_start = rt - (int64_t)(w * 1000);
+        if (r->first_step < 0)
+            r->first_step = r->last_step;
+    }
+    return 0;
 }
 
 json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
@@ -672,9 +700,8 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
     int64_t now = dt_real_ms ();
     int n = 0;
 
-    if (store_job_load (rp->ctx->store, id, &jr, err) < 0)
+    if (store_job_load (rp->store, id, &jr, err) < 0)
         return NULL;
-    struct job *live = jobs_find (rp->ctx->jobs, id);
     int na = jr.attempts;
     if (!(ar = calloc (na > 0 ? na : 1, sizeof (*ar)))
         || !(ra = calloc (na > 0 ? na : 1, sizeof (*ra)))
@@ -684,91 +711,20 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
     }
     for (int i = 0; i < na; i++) {
         int number = i + 1;
-        if (store_attempt_load (rp->ctx->store, id, number, &ar[i], err) < 0)
+        if (store_attempt_load (rp->store, id, number, &ar[i], err) < 0)
             goto done;
         n++;
         const struct store_attempt_row *a = &ar[i];
         struct report_attempt *r = &ra[i];
         struct gstat *g = &gs[i];
 
-        /* Heartbeat facts: the live copy if any, else the stored one. */
-        struct gstat *lg = NULL;
-        for (lg = rp->list; lg; lg = lg->next)
-            if (lg->job == id && lg->attempt == number)
-                break;
-        if (lg)
-            *g = *lg;
-        else {
-            gstat_init (g, id, number);
-            if (gstat_load (rp, g, err) < 0)
-                goto done;
-        }
-        r->attempt = number;
-        r->state = fsm_attempt_state_name (a->state);
-        r->cause = a->cause;
-        r->node = a->cause_node;
-        r->rank = a->cause_rank;
-        r->failed = a->fail_time > 0 && strcmp (a->cause, "cancelled")
-                    && (a->state == ATT_FAILED
-                        || (a->state == ATT_ENDING && live && live->att
-                            && live->att->row.attempt == number
-                            && live->att->end_state == ATT_FAILED));
-        r->live = a->state == ATT_SUBMITTED || a->state == ATT_STARTING
-                  || a->state == ATT_RUNNING;
-        r->submit = a->submit_time;
-        /* Left the queue: became starting (the allocation began). */
-        r->leave_queue = q_int (rp, "SELECT min (time) FROM events WHERE job_id = ?1"
-                                " AND attempt = ?2 AND kind = 'attempt_state'"
-                                " AND json_extract (data, '$.to') = 'starting'", id, number,
-                                a->start_time);
-        r->end = a->end_time;
-        r->fail = a->fail_time;
-        r->resume_step = a->resume_step;
-        /* Created by a manual resubmission (the job went back to pending). */
-        r->resubmitted = number > 1
-                         && q_int (rp, "SELECT count (*) FROM events WHERE job_id = ?1"
-                                   " AND attempt = ?2 - 1 AND kind = 'job_state'"
-                                   " AND json_extract (data, '$.to') = 'pending'", id, number,
-                                   0) > 0;
-        r->train_start = g->train_start;
-        r->first_step = g->first_step;
-        r->first_step_time = g->first_step_time;
-        r->last_step = g->last_step;
-        r->last_step_time = g->last_step_time;
-        r->hb_samples = g->hb_samples;
-        r->busy_samples = g->busy_samples;
-        r->step_samples = g->step_samples;
-        r->batch_samples = g->batch_samples;
-        r->step_ms_sum = g->step_ms_sum;
-        r->hist = g->hist;
-        r->stall_reported_s = NAN;
-        /* The trainer's own figure, when the attempt that ran to the end
-         * reported one (dttrain: ckpt_stall_s). */
-        json_t *st = json_object_get (jr.result, "ckpt_stall_s");
-        if (a->state == ATT_SUCCEEDED && json_is_number (st))
-            r->stall_reported_s = json_number_value (st);
-        /* The last steps of a successful attempt may finish after its last
-         * heartbeat: the trainer's result says how many there were, and its
-         * event when they were done (dttrain's wall_s: when they began). */
-        int64_t rt = q_int (rp, "SELECT max (time) FROM events WHERE job_id = ?1"
-                            " AND attempt = ?2 AND kind = 'result'", id, number, 0);
-        json_t *rs = json_object_get (jr.result, "steps");
-        if (rt > 0 && json_is_integer (rs) && json_integer_value (rs) > r->last_step
-            && a->state != ATT_FAILED) {
-            double w = json_number_value (json_object_get (jr.result, "wall_s"));
-            r->last_step = json_integer_value (rs);
-            if (rt > r->last_step_time)
-                r->last_step_time = rt;
-            if (r->train_start == 0 && w > 0)
-                r->train_start = rt - (int64_t)(w * 1000);
-            if (r->first_step < 0)
-                r->first_step = r->last_step;
-        }
+        if (attempt_facts (rp, id, number, a, jr.result, g, r, err) < 0)
+            goto done;
     }
     {
         int64_t step = -1;
         char dir[1024], sha[65];
-        if (store_ckpt_latest (rp->ctx->store, id, &step, dir, sizeof (dir), sha, sizeof (sha),
+        if (store_ckpt_latest (rp->store, id, &step, dir, sizeof (dir), sha, sizeof (sha),
                                err) < 0)
             goto done;
         const char *state = fsm_job_state_name (jr.state);
@@ -801,69 +757,7 @@ done:
     return out;
 }
 
-/* --- HTTP and Prometheus ------------------------------------------------------------- */
-
-static void report_cb (dt_http_req_t *req, void *arg)
-{
-    struct ctld *ctx = arg;
-    const char *s = dt_http_req_param (req, "id");
-    uid_t uid;
-    gid_t gid;
-    dt_error_t err;
-    char *end;
-    long long id;
-    json_t *r;
-
-    if (auth_user (ctx->cfg, req, &uid, &gid, &err) < 0) {
-        dt_http_reply_error (req, 401, NULL, "%s", err.text);
-        return;
-    }
-    errno = 0;
-    id = s ? strtoll (s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || id <= 0) {
-        dt_http_reply_error (req, 400, "id", "id: '%s' is not a job id (a positive integer)",
-                             s ? s : "");
-        return;
-    }
-    if (!(r = report_job_json (ctx->report, id, &err))) {
-        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
-        return;
-    }
-    /* PrivateData: what others may not see of the job (its owner's). */
-    struct store_job_row jr;
-    memset (&jr, 0, sizeof (jr));
-    if (store_job_load (ctx->store, id, &jr, &err) < 0) {
-        json_decref (r);
-        dt_http_reply_error (req, errno == ENOENT ? 404 : 500, NULL, "%s", err.text);
-        return;
-    }
-    uid_t owner = jr.uid;
-    store_job_row_clear (&jr);
-    if (!privacy_sees_job (ctx->cfg, uid, owner)) {
-        json_decref (r);
-        dt_http_reply_error (req, 404, NULL, "job %lld not found", id);
-        return;
-    }
-    privacy_redact (ctx->cfg, r, uid, owner);
-    dt_http_reply_json (req, 200, r);
-}
-
-int report_register_routes (struct ctld *ctx, dt_error_t *err)
-{
-    static const struct {
-        const char *method, *pattern;
-        dt_http_handler_f cb;
-    } routes[] = {
-        { "GET", "/v1/jobs/{id}/report", report_cb },
-    };
-    for (size_t i = 0; i < sizeof (routes) / sizeof (routes[0]); i++) {
-        if (dt_httpd_route (ctx->httpd, routes[i].method, routes[i].pattern, routes[i].cb,
-                            ctx) < 0)
-            return errnoprintf (err, errno, "route %s %s: %s", routes[i].method,
-                                routes[i].pattern, strerror (errno));
-    }
-    return 0;
-}
+/* --- Prometheus ------------------------------------------------------------- */
 
 static int appendf (char **buf, size_t *len, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -910,7 +804,7 @@ char *report_prometheus (struct report *rp, dt_error_t *err)
     char *buf = NULL;
     size_t len = 0;
 
-    if (store_live_jobs (rp->ctx->store, &ids, &n, err) < 0)
+    if (store_live_jobs (rp->store, &ids, &n, err) < 0)
         return NULL;
     if (!(reps = calloc (n > 0 ? n : 1, sizeof (*reps)))) {
         free (ids);

@@ -1,4 +1,4 @@
-/* report.h: goodput accounting of jobs (issue 10).
+/* report.h: goodput accounting of jobs.
  *
  * The wall time of a job, from its submission to its end (or now, while it
  * runs), is split into parts that add up to it exactly:
@@ -39,28 +39,43 @@
 #include <jansson.h>
 #include "common/errprintf.h"
 
-struct ctld;
-struct attempt;
+#include "orchestrator/store.h"
+
 struct report;
 
-struct report *report_create (struct ctld *ctx, dt_error_t *err);
+/* The accounting reads and writes through 'store' (borrowed; it must
+ * outlive the report).  The job manager pushes what it sees with the
+ * calls below; the report never calls back into it. */
+struct report *report_create (store_t *store, dt_error_t *err);
 void report_destroy (struct report *rp);
-
-/* GET /v1/jobs/{id}/report. */
-int report_register_routes (struct ctld *ctx, dt_error_t *err);
 
 /* After a heartbeat of a running attempt updated its ranks ('busy': some
  * rank of the heartbeat said it was saving or loading a checkpoint). */
-void report_heartbeat (struct report *rp, struct attempt *att, bool busy);
+void report_heartbeat (struct report *rp, int64_t job, int attempt, bool busy);
 
-/* The attempt-wide pass (jobs_progress, after heartbeats): the steps every
- * rank reached, step times.  O(world_size). */
-void report_progress (struct report *rp, struct attempt *att);
+/* What the attempt-wide pass saw of a running attempt's ranks. */
+struct report_sample {
+    int64_t job;
+    int attempt;
+    int64_t resume_step;        /* -1: from scratch */
+    int64_t start_time;         /* when it began running (epoch ms), 0 unknown */
+    bool all_ranks;             /* every rank has reported a step */
+    int64_t min_step;           /* the lowest step of the ranks that reported; -1 none */
+    double step_ms;             /* the slowest rank's compute + comm, ms; NAN unknown */
+    int64_t batch;              /* samples of one step, summed over the ranks */
+};
+/* The attempt-wide pass (after heartbeats): the step every rank reached,
+ * its step time. */
+void report_progress (struct report *rp, const struct report_sample *sample);
 
-/* A rank of a running or ending attempt exited and its agent said the
- * last step it reported (att->ranks updated): the steps reached become
- * exact instead of one heartbeat old (issue 7). */
-void report_rank_exit (struct report *rp, struct attempt *att);
+/* A rank of a running ('running') or ending attempt exited and its agent
+ * said the last step it reported: 'min_step', the step every rank has now
+ * reported, becomes exact instead of one heartbeat old. */
+void report_rank_exit (struct report *rp, int64_t job, int attempt, bool running,
+                       int64_t min_step);
+
+/* The attempt stopped running: once written, its figures leave memory. */
+void report_attempt_end (struct report *rp, int64_t job, int attempt);
 
 /* Write what heartbeats taught to the store (at most about once a second)
  * and forget attempts that have ended.  Call from the main loop. */

@@ -113,14 +113,109 @@ static json_t *get_section (const json_t *in, const char *key, const char *const
     return o;
 }
 
+/* The sections of a spec (checkpoint, restart, heartbeat, straggler),
+ * each with its defaults; 'nodes': the validated node count. */
+static int validate_sections (const json_t *in, const struct spec_defaults *d, json_int_t nodes,
+                              json_t *out, dt_error_t *err)
+{
+    const char *s;
+    json_t *empty = NULL;
+    int rc = -1;
+
+    if (!(empty = json_object ()))
+        return fail (err, "out of memory");
+
+    /* checkpoint */
+    json_t *sec;
+    json_int_t every = default_every_steps, keep = default_keep;
+    s = d->checkpoint_root;
+    if (!(sec = get_section (in, "checkpoint", checkpoint_keys, empty, err))
+        || dt_json_get_str (sec, "checkpoint", "dir", false, SPEC_MAX_STR, false, &s, err) < 0
+        || check_path ("checkpoint.dir", s, err) < 0
+        || dt_json_get_int (sec, "checkpoint", "every_steps", false, 0, 1000000000, &every,
+                            err) < 0
+        || dt_json_get_int (sec, "checkpoint", "keep", false, 1, 1000, &keep, err) < 0)
+        goto done;
+    json_object_set_new (out, "checkpoint",
+                         json_pack ("{s:s s:I s:I}", "dir", s, "every_steps", every,
+                                    "keep", keep));
+
+    /* restart */
+    json_int_t maxr = default_max_restarts, minn = nodes;
+    int excl = 1;
+    bool b = true;
+    if (!(sec = get_section (in, "restart", restart_keys, empty, err))
+        || dt_json_get_int (sec, "restart", "max_restarts", false, 0, 1000, &maxr, err) < 0
+        || dt_json_get_bool (sec, "restart", "exclude_failed_nodes", false, &b, err) < 0
+        || dt_json_get_int (sec, "restart", "min_nodes", false, 1, SPEC_MAX_NODES, &minn,
+                            err) < 0)
+        goto done;
+    excl = b;
+    if (minn > nodes) {
+        fail (err, "restart.min_nodes: must not exceed nodes (%lld)", (long long)nodes);
+        goto done;
+    }
+    json_object_set_new (out, "restart",
+                         json_pack ("{s:I s:b s:I}", "max_restarts", maxr,
+                                    "exclude_failed_nodes", excl, "min_nodes", minn));
+
+    /* heartbeat */
+    json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms, ht = d->hang_timeout_ms;
+    if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err))
+        || dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) < 0
+        || dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
+                            err) < 0
+        || dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
+                            err) < 0)
+        goto done;
+    if (!json_object_get (sec, "node_timeout_ms") && nt < 2 * hb)
+        nt = 3 * hb;        /* a faster heartbeat than the conf's default timeout */
+    if (nt < 2 * hb) {
+        fail (err, "heartbeat.node_timeout_ms: must be at least 2 * interval_ms (%lld)",
+              (long long)(2 * hb));
+        goto done;
+    }
+    if (ht != 0 && ht < 1000) {
+        fail (err, "heartbeat.hang_timeout_ms: must be 0 (auto) or at least 1000");
+        goto done;
+    }
+    json_object_set_new (out, "heartbeat",
+                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms", nt,
+                                    "hang_timeout_ms", ht));
+
+    /* straggler */
+    double thr = default_threshold;
+    json_int_t win = default_window_steps;
+    const char *action = "report";
+    if (!(sec = get_section (in, "straggler", straggler_keys, empty, err))
+        || dt_json_get_real (sec, "straggler", "threshold", false, 0.0, 1.0, &thr, err) < 0
+        || dt_json_get_int (sec, "straggler", "window_steps", false, 2, 100000, &win, err) < 0
+        || dt_json_get_str (sec, "straggler", "action", false, 16, false, &action, err) < 0)
+        goto done;
+    if (thr <= 0.0) {
+        fail (err, "straggler.threshold: must be in (0, 1]");
+        goto done;
+    }
+    if (strcmp (action, "report") && strcmp (action, "exclude")) {
+        fail (err, "straggler.action: must be \"report\" or \"exclude\"");
+        goto done;
+    }
+    json_object_set_new (out, "straggler",
+                         json_pack ("{s:f s:I s:s}", "threshold", thr, "window_steps", win,
+                                    "action", action));
+    rc = 0;
+done:
+    json_decref (empty);
+    return rc;
+}
+
 static int do_validate (const json_t *in, const struct spec_defaults *d, json_t *out,
                         dt_error_t *err)
 {
     const char *s;
     json_int_t nodes = 1, spares = 0, rpn = 1, tl = 0;
-    json_t *a, *v, *empty = NULL;
+    json_t *a, *v;
     char path[256];
-    int rc = -1;
 
     if (!json_is_object (in))
         return fail (err, "spec: expected a JSON object");
@@ -232,91 +327,7 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
         return fail (err, "time_limit: longer than a year");
     json_object_set_new (out, "time_limit", json_integer (tl));
 
-    if (!(empty = json_object ()))
-        return fail (err, "out of memory");
-
-    /* checkpoint */
-    json_t *sec;
-    json_int_t every = default_every_steps, keep = default_keep;
-    s = d->checkpoint_root;
-    if (!(sec = get_section (in, "checkpoint", checkpoint_keys, empty, err))
-        || dt_json_get_str (sec, "checkpoint", "dir", false, SPEC_MAX_STR, false, &s, err) < 0
-        || check_path ("checkpoint.dir", s, err) < 0
-        || dt_json_get_int (sec, "checkpoint", "every_steps", false, 0, 1000000000, &every,
-                            err) < 0
-        || dt_json_get_int (sec, "checkpoint", "keep", false, 1, 1000, &keep, err) < 0)
-        goto done;
-    json_object_set_new (out, "checkpoint",
-                         json_pack ("{s:s s:I s:I}", "dir", s, "every_steps", every,
-                                    "keep", keep));
-
-    /* restart */
-    json_int_t maxr = default_max_restarts, minn = nodes;
-    int excl = 1;
-    bool b = true;
-    if (!(sec = get_section (in, "restart", restart_keys, empty, err))
-        || dt_json_get_int (sec, "restart", "max_restarts", false, 0, 1000, &maxr, err) < 0
-        || dt_json_get_bool (sec, "restart", "exclude_failed_nodes", false, &b, err) < 0
-        || dt_json_get_int (sec, "restart", "min_nodes", false, 1, SPEC_MAX_NODES, &minn,
-                            err) < 0)
-        goto done;
-    excl = b;
-    if (minn > nodes) {
-        fail (err, "restart.min_nodes: must not exceed nodes (%lld)", (long long)nodes);
-        goto done;
-    }
-    json_object_set_new (out, "restart",
-                         json_pack ("{s:I s:b s:I}", "max_restarts", maxr,
-                                    "exclude_failed_nodes", excl, "min_nodes", minn));
-
-    /* heartbeat */
-    json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms, ht = d->hang_timeout_ms;
-    if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err))
-        || dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) < 0
-        || dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
-                            err) < 0
-        || dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
-                            err) < 0)
-        goto done;
-    if (!json_object_get (sec, "node_timeout_ms") && nt < 2 * hb)
-        nt = 3 * hb;        /* a faster heartbeat than the conf's default timeout */
-    if (nt < 2 * hb) {
-        fail (err, "heartbeat.node_timeout_ms: must be at least 2 * interval_ms (%lld)",
-              (long long)(2 * hb));
-        goto done;
-    }
-    if (ht != 0 && ht < 1000) {
-        fail (err, "heartbeat.hang_timeout_ms: must be 0 (auto) or at least 1000");
-        goto done;
-    }
-    json_object_set_new (out, "heartbeat",
-                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms", nt,
-                                    "hang_timeout_ms", ht));
-
-    /* straggler */
-    double thr = default_threshold;
-    json_int_t win = default_window_steps;
-    const char *action = "report";
-    if (!(sec = get_section (in, "straggler", straggler_keys, empty, err))
-        || dt_json_get_real (sec, "straggler", "threshold", false, 0.0, 1.0, &thr, err) < 0
-        || dt_json_get_int (sec, "straggler", "window_steps", false, 2, 100000, &win, err) < 0
-        || dt_json_get_str (sec, "straggler", "action", false, 16, false, &action, err) < 0)
-        goto done;
-    if (thr <= 0.0) {
-        fail (err, "straggler.threshold: must be in (0, 1]");
-        goto done;
-    }
-    if (strcmp (action, "report") && strcmp (action, "exclude")) {
-        fail (err, "straggler.action: must be \"report\" or \"exclude\"");
-        goto done;
-    }
-    json_object_set_new (out, "straggler",
-                         json_pack ("{s:f s:I s:s}", "threshold", thr, "window_steps", win,
-                                    "action", action));
-    rc = 0;
-done:
-    json_decref (empty);
-    return rc;
+    return validate_sections (in, d, nodes, out, err);
 }
 
 json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error_t *err)
@@ -350,4 +361,36 @@ char *spec_error_field (const dt_error_t *err, char *buf, size_t len)
     if (!strcmp (buf, "spec"))
         buf[0] = '\0';
     return buf;
+}
+
+static const json_t *sect (const json_t *spec, const char *name)
+{
+    return json_object_get (spec, name);
+}
+
+void spec_parse (const json_t *spec, struct job_spec *js)
+{
+    const json_t *c = sect (spec, "checkpoint"), *r = sect (spec, "restart"),
+                 *h = sect (spec, "heartbeat"), *s = sect (spec, "straggler");
+
+    memset (js, 0, sizeof (*js));
+    js->nodes = json_integer_value (json_object_get (spec, "nodes"));
+    js->spare_nodes = json_integer_value (json_object_get (spec, "spare_nodes"));
+    js->ranks_per_node = json_integer_value (json_object_get (spec, "ranks_per_node"));
+    js->partition = json_string_value (json_object_get (spec, "partition"));
+    js->time_limit_s = json_integer_value (json_object_get (spec, "time_limit"));
+    js->workdir = json_string_value (json_object_get (spec, "workdir"));
+    js->env = json_object_get (spec, "env");
+    js->ckpt.dir = json_string_value (json_object_get (c, "dir"));
+    js->ckpt.every_steps = json_integer_value (json_object_get (c, "every_steps"));
+    js->ckpt.keep = json_integer_value (json_object_get (c, "keep"));
+    js->restart.max_restarts = json_integer_value (json_object_get (r, "max_restarts"));
+    js->restart.exclude_failed_nodes = json_is_true (json_object_get (r, "exclude_failed_nodes"));
+    js->restart.min_nodes = json_integer_value (json_object_get (r, "min_nodes"));
+    js->hb.interval_ms = json_integer_value (json_object_get (h, "interval_ms"));
+    js->hb.node_timeout_ms = json_integer_value (json_object_get (h, "node_timeout_ms"));
+    js->hb.hang_timeout_ms = json_integer_value (json_object_get (h, "hang_timeout_ms"));
+    js->straggler.threshold = json_number_value (json_object_get (s, "threshold"));
+    js->straggler.window_steps = json_integer_value (json_object_get (s, "window_steps"));
+    js->straggler.action = json_string_value (json_object_get (s, "action"));
 }

@@ -10,6 +10,7 @@
 #define DT_SPEC_H
 
 #include <stdint.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <jansson.h>
 #include "common/errprintf.h"
@@ -36,6 +37,41 @@ enum {
 /* Validate 'in' (borrowed).  Returns a new normalized spec, or NULL with
  * errno EINVAL and err "<field path>: <problem>". */
 json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error_t *err);
+
+/* The fields of a normalized spec that the job manager reads, decoded
+ * once (at submission and when a job is reloaded) instead of looked up by
+ * name on every heartbeat.  The strings and env are borrowed from the spec
+ * they were parsed from, which must outlive this struct (the job row owns
+ * it).  A missing field reads as 0 / NULL, as a lookup by name did. */
+struct job_spec {
+    int nodes, spare_nodes, ranks_per_node;
+    const char *partition;          /* NULL: the launcher's default */
+    int64_t time_limit_s;           /* 0: none */
+    const char *workdir;
+    json_t *env;                    /* object of strings */
+    struct {
+        const char *dir;            /* checkpoint root of the job's directory */
+        int64_t every_steps;        /* 0: no periodic checkpoints */
+        int keep;
+    } ckpt;
+    struct {
+        int64_t max_restarts;
+        bool exclude_failed_nodes;
+        int min_nodes;
+    } restart;
+    struct {
+        int64_t interval_ms, node_timeout_ms;
+        int64_t hang_timeout_ms;    /* 0: automatic */
+    } hb;
+    struct {
+        double threshold;
+        int window_steps;
+        const char *action;         /* "report" or "exclude" */
+    } straggler;
+};
+
+/* Decode normalized 'spec' (borrowed, see above) into *js. */
+void spec_parse (const json_t *spec, struct job_spec *js);
 
 /* The field path of an error text made by spec_validate (the part before
  * the first ": "), copied into buf; "" when there is none.  Returns buf. */

@@ -1,6 +1,8 @@
 /* store.h: the controller's SQLite store (schemas/001-initial.sql).
  *
- * The only place with SQL in dtctld.  Writes are composed by the job
+ * The only place with SQL in dtctld: store.c and the store_*.c files it
+ * names, every statement prepared once when the store opens (store_sql.c).
+ * Writes are composed by the job
  * manager inside store_begin/store_commit, so that one state transition is
  * one transaction together with its events row.  The database runs with
  * synchronous=FULL (common/db.c): a commit that returned survives kill -9,
@@ -171,7 +173,7 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 /* Shards of a checkpoint as a JSON array [{rank,path,bytes,crc32c}] (new). */
 json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error_t *err);
 
-/* --- fault tolerance (issue 7) ---------------------------------------- */
+/* --- fault tolerance ---------------------------------------------- */
 
 /* Node health: after a failure was blamed on 'name' (store_node_failure),
  * mark it suspect when failures of at least 'jobs_threshold' different jobs
@@ -222,7 +224,7 @@ int store_live_jobs (store_t *st, int64_t **ids, int *n, dt_error_t *err);
 json_t *store_job_json (store_t *st, int64_t id, bool with_attempts, dt_error_t *err);
 /* The same with at most 'nodes_max' nodes per attempt (< 0: all); a longer
  * list is cut, with "nodes_truncated": true (also in provenance.machine):
- * GET /v1/jobs/{id} of a huge attempt stays small (issue 9). */
+ * GET /v1/jobs/{id} of a huge attempt stays small. */
 #define STORE_VIEW_NODES_MAX 256
 json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_max,
                         dt_error_t *err);
@@ -237,5 +239,34 @@ json_t *store_ranks_json (store_t *st, int64_t job, int attempt, dt_error_t *err
 json_t *store_nodes_json (store_t *st, dt_error_t *err);
 /* Counts for /metrics: 'sql' is one of the STORE_COUNT_* queries. */
 json_t *store_counts_json (store_t *st, dt_error_t *err);
+
+/* --- goodput accounting (report.c) ------------------------------------------ */
+
+/* What heartbeats taught about one attempt (attempt_goodput).  Times in
+ * epoch ms, 0 absent; steps -1 absent; batch_samples 0 absent. */
+struct store_goodput_row {
+    int64_t job_id;
+    int attempt;
+    int64_t train_start, first_step, first_step_time, last_step, last_step_time;
+    int64_t hb_samples, busy_samples, step_samples, batch_samples;
+    double step_ms_sum;
+};
+/* Insert or replace the row; 'hist' (borrowed, may be NULL): the step-time
+ * histogram as JSON text. */
+int store_goodput_put (store_t *st, const struct store_goodput_row *g, const char *hist,
+                       dt_error_t *err);
+/* Load the row of (job, attempt): 1 found (*hist: its histogram text, new,
+ * caller frees; NULL if none), 0 no row, -1 error. */
+int store_goodput_load (store_t *st, int64_t job, int attempt, struct store_goodput_row *g,
+                        char **hist, dt_error_t *err);
+
+/* Facts of an attempt's timeline that only its events hold. */
+struct store_attempt_timeline {
+    int64_t left_queue;         /* first became starting (epoch ms); 0 never */
+    bool resubmitted;           /* created by a manual resubmission */
+    int64_t result_time;        /* the trainer's result event; 0 none */
+};
+int store_attempt_timeline (store_t *st, int64_t job, int attempt,
+                            struct store_attempt_timeline *t, dt_error_t *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/fsutil.h"
 #include "common/dtime.h"
 #include "trainer/ckpt.h"
 #include "trainer/ckpt_table.h"
@@ -178,50 +179,6 @@ static uint32_t crc32c_combine (uint32_t crc1, uint32_t crc2, uint64_t len2)
         x2k = multmodp (x2k, x2k);
     }
     return multmodp (p, crc1) ^ crc2;
-}
-
-static int fsync_dir (const char *dir)
-{
-    int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync (fd);
-    int e = errno;
-    close (fd);
-    errno = e;
-    return rc;
-}
-
-/* mkdir of buf, and an fsync of its parent when it was created, so that a
- * new checkpoint directory survives a crash as its files do. */
-static int mkdir_durable (char *buf)
-{
-    if (mkdir (buf, 0755) < 0)
-        return errno == EEXIST ? 0 : -1;
-    char *slash = strrchr (buf, '/');
-    if (!slash)
-        return fsync_dir (".");
-    if (slash == buf)
-        return fsync_dir ("/");
-    *slash = '\0';
-    int rc = fsync_dir (buf);
-    *slash = '/';
-    return rc;
-}
-
-static int mkdir_p (const char *path)
-{
-    char buf[1024];
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *s = buf + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir_durable (buf) < 0)
-                return -1;
-            *s = '/';
-        }
-    }
-    return mkdir_durable (buf);
 }
 
 static size_t align64 (size_t x)
@@ -410,9 +367,12 @@ static int image_write (const struct ckpt_image *img, size_t bytes, uint32_t crc
     int fd = -1, past;
     int64_t t0 = dt_mono_ns ();
 
-    snprintf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, rank);
-    snprintf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ());
-    if (mkdir_p (dir) < 0) {
+    if (dt_pathf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, rank) < 0
+        || dt_pathf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ()) < 0) {
+        snprintf (d->error, sizeof (d->error), "checkpoint path too long: %.100s", dir);
+        return -1;
+    }
+    if (dt_mkdir_p (dir, 0755) < 0) {
         snprintf (d->error, sizeof (d->error), "mkdir %.100s: %s", dir, strerror (errno));
         return -1;
     }
@@ -437,7 +397,7 @@ static int image_write (const struct ckpt_image *img, size_t bytes, uint32_t crc
         goto io_error;
     }
     fd = -1;
-    if (rename (tmp, d->path) < 0 || fsync_dir (dir) < 0)
+    if (rename (tmp, d->path) < 0 || dt_fsync_dir (dir) < 0)
         goto io_error;
     d->bytes = bytes;
     d->crc = crc;
@@ -577,7 +537,7 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
     /* Training has stopped: synchronous, through the same image and
      * O_DIRECT writer as the periodic shards (so the files are the same
      * bytes), one image sized for the largest slice. */
-    if (mkdir_p (dir) < 0)
+    if (dt_mkdir_p (dir, 0755) < 0)
         return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir, strerror (errno));
     /* A slice meets at most every tensor: ntensors entries per kind. */
     if (image_reserve (&img, shard_layout ((n + meta->world - 1) / meta->world,
@@ -633,14 +593,15 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
                          int parallel, const uint64_t *bytes, const uint32_t *crc,
                          dt_error_t *err)
 {
-    char dir[900], path[1000], tmp[1100];
+    char dir[900];
+    char *text = NULL;
+    size_t len = 0;
     FILE *f;
 
-    snprintf (dir, sizeof (dir), "%s/step-%" PRId64, root, step);
-    snprintf (path, sizeof (path), "%s/manifest.json", dir);
-    snprintf (tmp, sizeof (tmp), "%s.tmp", path);
-    if (!(f = fopen (tmp, "w")))
-        return errprintf (err, "%s: %s", tmp, strerror (errno));
+    if (dt_pathf (dir, sizeof (dir), "%s/step-%" PRId64, root, step) < 0)
+        return errprintf (err, "%s: checkpoint path too long", root);
+    if (!(f = open_memstream (&text, &len)))
+        return errprintf (err, "manifest: %s", strerror (errno));
     fprintf (f, "{\"job\": \"%s\", \"step\": %" PRId64 ", \"world_size\": %d, "
              "\"parallel\": \"%s\", \"committed_by\": \"dttrain\", \"shards\": [",
              job, step, world, parallel ? "zero1" : "dp");
@@ -648,14 +609,14 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
         fprintf (f, "%s{\"rank\": %d, \"path\": \"rank-%d.ckpt\", \"bytes\": %" PRIu64
                  ", \"crc32c\": \"%08x\"}", r ? ", " : "", r, r, bytes[r], crc[r]);
     fprintf (f, "]}\n");
-    if (fflush (f) != 0 || fsync (fileno (f)) < 0) {
-        int e = errno;
-        fclose (f);
-        return errprintf (err, "%s: %s", tmp, strerror (e));
+    if (fclose (f) != 0) {
+        free (text);
+        return errprintf (err, "manifest: %s", strerror (errno));
     }
-    if (fclose (f) != 0 || rename (tmp, path) < 0 || fsync_dir (dir) < 0)
-        return errprintf (err, "%s: %s", path, strerror (errno));
-    return 0;
+    /* temporary, fsync, rename, directory fsync */
+    int rc = dt_write_atomic (dir, "manifest.json", text, len, err);
+    free (text);
+    return rc;
 }
 
 int ckpt_find (const char *dir, char *stepdir, size_t len, dt_error_t *err)

@@ -37,48 +37,10 @@
 #include "trainer/dump.h"
 #include "trainer/model.h"
 #include "trainer/train.h"
+#include "trainer/train_int.h"
 
-struct trainer {
-    struct train_opts o;
-    dtclient_t *client;
-    struct dt_kern_ops *k;
-    dt_comm_t *comm;
-    struct data data;
-    struct model model;
-    int rank, world;
-    size_t *counts;             /* balanced partition of the parameters */
-    size_t lo, hi;              /* this rank's slice */
-    float *m, *v;               /* AdamW moments: full (dp) or slice (zero1) */
-    size_t opt_elems;
-    struct ckpt_writer *writer;
-    char *config;
-    int64_t step;               /* completed steps */
-    int64_t start_step;
-    int mb;                     /* micro-batch */
-    uint8_t *ctx_host, *tgt_host;
-    double *ctrl;
-    size_t nctrl;
-    /* commands */
-    int64_t my_ckpt_req, my_stop_req, ckpt_req_done, last_saved;
-    int64_t pending_commit;
-    /* stats */
-    double compute_s, comm_s, ckpt_stall_s, ckpt_snapshot_s, ckpt_write_s, ar_bytes_s, ar_bytes;
-    int nckpt;
-    double last_loss, val_loss;
-    int have_val;
-    /* gradient buckets reduced by a comm thread during the backward pass */
-    size_t bucket, nbuckets;
-    struct {
-        int on;
-        pthread_t thread;
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        ssize_t next;           /* next bucket to reduce (descending); -1: done */
-        ssize_t ready_from;     /* buckets >= this are final */
-        int quit, failed;
-        dt_error_t err;
-    } ov;
-};
+static int overlap_start (struct trainer *t);
+static void overlap_stop (struct trainer *t);
 
 static void sleep_s (double s)
 {
@@ -88,72 +50,6 @@ static void sleep_s (double s)
     while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
         ;
 }
-
-/* --- bootstrap store over libdtclient's kv --------------------------------- */
-
-static int kv_set_cb (void *ctx, const char *key, const void *val, size_t len)
-{
-    return dtclient_kv_set (ctx, key, val, len) == DTCLIENT_OK ? 0 : -1;
-}
-
-static int kv_wait_cb (void *ctx, const char *key, long timeout_ms, void **val, size_t *len)
-{
-    return dtclient_kv_wait (ctx, key, (int)timeout_ms, val, len) == DTCLIENT_OK ? 0 : -1;
-}
-
-static void client_waiting (void *client, int waiting)
-{
-    dtclient_collective (client, waiting);
-}
-
-static dt_comm_t *comm_open (struct trainer *t, dt_error_t *err)
-{
-    const struct train_opts *o = &t->o;
-    static dt_comm_store_t store;
-    char prefix[256], host[256];
-    const char *attempt = getenv ("DT_ATTEMPT");
-    if (!attempt)
-        attempt = getenv ("TORCHELASTIC_RESTART_COUNT");
-    const char *master = getenv ("MASTER_ADDR");
-
-    if (t->world == 1)
-        return dt_comm_self_create (err);
-    /* Keys are unique per job, attempt and start step, so a restart never
-     * meets the keys of the generation it replaces. */
-    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64, o->job,
-              attempt ? attempt : "0", t->start_step);
-    for (char *c = prefix; *c; c++)     /* kv keys: [A-Za-z0-9_.:/-] */
-        if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
-            *c = '_';
-    if (o->comm_host)
-        snprintf (host, sizeof (host), "%s", o->comm_host);
-    else if (!master || !strcmp (master, "127.0.0.1") || !strcmp (master, "localhost"))
-        snprintf (host, sizeof (host), "127.0.0.1");
-    else if (gethostname (host, sizeof (host)) < 0)
-        snprintf (host, sizeof (host), "127.0.0.1");
-    store.ctx = t->client;
-    store.set = kv_set_cb;
-    store.wait = kv_wait_cb;
-    struct dt_comm_params p = {
-        .rank = t->rank,
-        .size = t->world,
-        .rendezvous_dir = o->rendezvous_dir,
-        .store = &store,
-        .prefix = prefix,
-        .host = host,
-        .timeout_ms = o->comm_timeout_ms,
-    };
-    if (!o->rendezvous_dir && !dtclient_connected (t->client) && !getenv ("DT_RENDEZVOUS_DIR")) {
-        errprintf (err, "WORLD_SIZE=%d needs a rendezvous: --rendezvous-dir DIR, an agent, "
-                   "or DT_RENDEZVOUS_DIR", t->world);
-        return NULL;
-    }
-    if (t->k->is_device)
-        return dt_comm_nccl_create (&p, err);
-    return dt_comm_gloo_create (&p, err);
-}
-
-/* --- learning rate ------------------------------------------------------------ */
 
 /* Linear scaling rule (Goyal et al. 2017): peak = lr * B / ref; linear
  * warmup from peak/warmup to peak, then cosine decay to min_lr_frac * peak. */
@@ -170,67 +66,6 @@ static double lr_at (const struct train_opts *o, int64_t s)
     if (p > 1)
         p = 1;
     return floor + 0.5 * (peak - floor) * (1.0 + cos (M_PI * p));
-}
-
-static int overlap_start (struct trainer *t);
-static void overlap_stop (struct trainer *t);
-
-/* --- setup ---------------------------------------------------------------------- */
-
-static int resume (struct trainer *t, int *exit_code, dt_error_t *err)
-{
-    const struct train_opts *o = &t->o;
-    char stepdir[1024], from[1024];
-    int64_t step;
-    int world, parallel;
-    size_t n = t->model.nparams;
-
-    if (o->resume)
-        snprintf (from, sizeof (from), "%s", o->resume);
-    else if (o->resume_step > 0 && o->checkpoint_dir)
-        snprintf (from, sizeof (from), "%s/step-%" PRId64, o->checkpoint_dir, o->resume_step);
-    else
-        return 0;
-    int rc = ckpt_find (from, stepdir, sizeof (stepdir), err);
-    if (rc < 0)
-        return -1;
-    if (rc == 1) {
-        /* An explicit request names something that must exist. */
-        return errprintf (err, "resume: no checkpoint in %s (no rank-0.ckpt, no committed step-*)",
-                          from);
-    }
-    float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
-    if (!p || !m || !v) {
-        free (p), free (m), free (v);
-        return errprintf (err, "resume: out of memory");
-    }
-    dtclient_set_busy (t->client, 1);
-    int64_t t0 = dt_mono_ns ();
-    if (ckpt_load_named (stepdir, t->config, t->model.t, t->model.ntensors, n, p, m, v, &step,
-                         &world, &parallel, err) < 0) {
-        *exit_code = errno == EBADMSG ? EXIT_CKPT_CORRUPT
-                   : errno == EINVAL ? EXIT_CKPT_MISMATCH : EXIT_TRAIN_ERR;
-        free (p), free (m), free (v);
-        dtclient_set_busy (t->client, 0);
-        return -1;
-    }
-    size_t off = o->parallel == PAR_ZERO1 ? t->lo : 0;
-    if (t->k->upload (t->model.params, p, n * 4) < 0
-        || t->k->upload (t->m, m + off, t->opt_elems * 4) < 0
-        || t->k->upload (t->v, v + off, t->opt_elems * 4) < 0) {
-        free (p), free (m), free (v);
-        dtclient_set_busy (t->client, 0);
-        return errprintf (err, "resume: %s", t->k->last_error);
-    }
-    free (p), free (m), free (v);
-    dtclient_set_busy (t->client, 0);
-    t->step = t->start_step = step;
-    t->last_saved = step;
-    if (t->rank == 0)
-        dt_log (LOG_NOTICE, "resumed from %s: step %" PRId64 ", saved by %d rank%s (%s), now %d (%s), load %.3f s",
-                stepdir, step, world, world == 1 ? "" : "s", parallel ? "zero1" : "dp", t->world,
-                o->parallel ? "zero1" : "dp", (dt_mono_ns () - t0) / 1e9);
-    return 0;
 }
 
 struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
@@ -308,17 +143,17 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
 
     /* Resume (before the communicator: the start step names its keys). */
-    if (resume (t, exit_code, err) < 0)
+    if (train_resume (t, exit_code, err) < 0)
         goto error;
 
-    if (!(t->comm = comm_open (t, err))) {
+    if (!(t->comm = train_comm_open (t, err))) {
         *exit_code = EXIT_COMM;
         goto error;
     }
     /* The agent learns when this rank is blocked on its peers, so a stall
      * is blamed on the rank that froze, not on those waiting for it. */
     if (dtclient_connected (t->client))
-        dt_comm_set_wait_hook (t->comm, client_waiting, t->client);
+        dt_comm_set_wait_hook (t->comm, train_client_waiting, t->client);
     t->bucket = (size_t)(o->bucket_mb * 1048576.0 / 4);
     if (t->bucket < 1024)
         t->bucket = 1024;
@@ -368,8 +203,6 @@ void trainer_destroy (struct trainer *t)
     free (t->config);
     free (t);
 }
-
-/* --- one step ---------------------------------------------------------------------- */
 
 static int comm_fail (struct trainer *t, dt_error_t *err)
 {
@@ -562,218 +395,6 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
-static void ctrl_fill (struct trainer *t, double loss_sum, double sumsq);
-static void maybe_commit (struct trainer *t);
-
-/* The optimizer update is the first thing since checkpoint () that
- * changes params and moments: a snapshot the writer thread is still
- * copying (during this step's forward, backward and allreduce) must be
- * complete before it.  The time blocked here is the checkpoint's stall. */
-static void snapshot_barrier (struct trainer *t)
-{
-    double stall;
-
-    if (ckpt_snapshot_wait (t->writer, &stall) == 0)
-        return;
-    t->ckpt_stall_s += stall;
-    if (t->rank == 0)
-        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": snapshot taken in the background, "
-                "waited %.3f ms for it", t->last_saved, stall * 1e3);
-}
-
-static int checkpoint (struct trainer *t, dt_error_t *err)
-{
-    double stall;
-
-    /* The previous checkpoint is not committed yet (a rank was still
-     * writing at the last control exchange): finish it and exchange once
-     * more, so it is not lost.  pending_commit is the same on every rank
-     * (it changes only on allreduced data), so all ranks come here. */
-    if (t->pending_commit) {
-        ckpt_wait (t->writer);
-        ctrl_fill (t, 0, 0);
-        if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, err) < 0)
-            return -1;
-        maybe_commit (t);
-    }
-    struct ckpt_meta meta = {
-        .root = t->o.checkpoint_dir,
-        .job = t->o.job,
-        .step = t->step,
-        .rank = t->rank,
-        .world = t->world,
-        .parallel = t->o.parallel,
-        .nparams = t->model.nparams,
-        .lo = t->lo,
-        .hi = t->hi,
-        .seed = t->o.seed,
-        .data_cursor = (uint64_t)t->step * t->o.global_batch,
-        .config = t->config,
-        .tensors = t->model.t,
-        .ntensors = t->model.ntensors,
-    };
-    size_t off = t->o.parallel == PAR_ZERO1 ? 0 : t->lo;
-    dtclient_set_busy (t->client, 1);
-    int rc = ckpt_save_async (t->writer, t->k, &meta, t->model.params + t->lo, t->m + off,
-                              t->v + off, &stall, err);
-    dtclient_set_busy (t->client, 0);
-    if (rc < 0)
-        return -1;
-    t->ckpt_stall_s += stall;
-    t->nckpt++;
-    t->last_saved = t->step;
-    t->pending_commit = t->step;
-    if (t->rank == 0)
-        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": %.3f ms to start, copying and writing "
-                "in the background", t->step, stall * 1e3);
-    return 0;
-}
-
-/* Fill this rank's slots of the control vector. */
-static void ctrl_fill (struct trainer *t, double loss_sum, double sumsq)
-{
-    int W = t->world, r = t->rank;
-    struct ckpt_done d;
-    memset (t->ctrl, 0, t->nctrl * sizeof (double));
-    ckpt_last_done (t->writer, &d);
-    t->ctrl[0] = loss_sum;
-    t->ctrl[1 + r] = sumsq;
-    t->ctrl[1 + W + r] = (double)t->my_ckpt_req;
-    t->ctrl[1 + 2 * W + r] = (double)t->my_stop_req;
-    t->ctrl[1 + 3 * W + r] = d.failed ? -1.0 : (double)d.step;
-    t->ctrl[1 + 4 * W + r] = (double)d.crc;
-    t->ctrl[1 + 5 * W + r] = (double)d.bytes;
-    if (d.failed && d.step > 0 && d.step == t->pending_commit)
-        dt_log (LOG_ERR, "rank %d: checkpoint step %" PRId64 " failed: %s", r, d.step, d.error);
-}
-
-static double ctrl_max (struct trainer *t, int field)
-{
-    double mx = 0;
-    for (int r = 0; r < t->world; r++)
-        if (t->ctrl[1 + field * t->world + r] > mx)
-            mx = t->ctrl[1 + field * t->world + r];
-    return mx;
-}
-
-/* Standalone commit: every rank's write of pending_commit is done. */
-static void maybe_commit (struct trainer *t)
-{
-    int W = t->world;
-    if (!t->pending_commit)
-        return;
-    for (int r = 0; r < W; r++)
-        if ((int64_t)t->ctrl[1 + 3 * W + r] != t->pending_commit)
-            return;
-    if (t->rank == 0 && !dtclient_connected (t->client)) {
-        uint64_t bytes[W];
-        uint32_t crc[W];
-        dt_error_t err;
-        for (int r = 0; r < W; r++) {
-            crc[r] = (uint32_t)t->ctrl[1 + 4 * W + r];
-            bytes[r] = (uint64_t)t->ctrl[1 + 5 * W + r];
-        }
-        if (ckpt_write_manifest (t->o.checkpoint_dir, t->o.job, t->pending_commit, W,
-                                 t->o.parallel, bytes, crc, &err) < 0)
-            dt_log (LOG_ERR, "commit of checkpoint step %" PRId64 ": %s", t->pending_commit,
-                    err.text);
-        else
-            dt_log (LOG_INFO, "checkpoint step %" PRId64 " committed (%d shard%s)",
-                    t->pending_commit, W, W > 1 ? "s" : "");
-    }
-    struct ckpt_done d;
-    ckpt_last_done (t->writer, &d);
-    t->ckpt_snapshot_s += d.snapshot_s;
-    t->ckpt_write_s += d.write_s;
-    t->pending_commit = 0;
-}
-
-/* SIGTERM / SIGUSR1 (Slurm's warning before the time limit): stop at the
- * next step boundary with a checkpoint, like a STOP command.  One rank
- * receiving it is enough: the control allreduce tells the others.  The
- * signals are blocked in every thread (gloo's I/O threads must not see
- * EINTR) and collected here, between steps, with sigtimedwait.
- * Threads that started before main (OpenBLAS's pool) do not block them, so
- * a handler that only records the signal catches it there. */
-static sigset_t stop_set;
-static volatile sig_atomic_t stop_caught;
-
-static void stop_handler (int sig)
-{
-    stop_caught = sig;
-}
-
-void trainer_catch_stop_signals (void)
-{
-    struct sigaction sa;
-    memset (&sa, 0, sizeof (sa));
-    sa.sa_handler = stop_handler;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset (&sa.sa_mask);
-    sigaction (SIGTERM, &sa, NULL);
-    sigaction (SIGUSR1, &sa, NULL);
-    sigemptyset (&stop_set);
-    sigaddset (&stop_set, SIGTERM);
-    sigaddset (&stop_set, SIGUSR1);
-    pthread_sigmask (SIG_BLOCK, &stop_set, NULL);
-}
-
-static int stop_signal_pending (void)
-{
-    struct timespec zero = { 0, 0 };
-    siginfo_t si;
-    if (stop_caught)
-        return stop_caught;
-    if (sigisemptyset (&stop_set))
-        return 0;
-    return sigtimedwait (&stop_set, &si, &zero) > 0 ? si.si_signo : 0;
-}
-
-static void poll_commands (struct trainer *t)
-{
-    dtclient_cmd_t cmd;
-
-    int sig = stop_signal_pending ();
-    if (sig && !t->my_stop_req) {
-        dt_log (LOG_NOTICE, "rank %d: %s: stopping after step %" PRId64 " with a checkpoint",
-                t->rank, strsignal (sig), t->step + 1);
-        t->my_stop_req = t->step + 1;
-    }
-    while (dtclient_poll (t->client, &cmd)) {
-        switch (cmd.kind) {
-        case DTCLIENT_CMD_CHECKPOINT:
-            if (cmd.step > t->my_ckpt_req)
-                t->my_ckpt_req = cmd.step;
-            break;
-        case DTCLIENT_CMD_STOP:
-            t->my_stop_req = cmd.step > 0 ? cmd.step : t->step + 1;
-            break;
-        case DTCLIENT_CMD_ABORT:
-            dt_log (LOG_NOTICE, "rank %d: abort requested by the controller at step %" PRId64,
-                    t->rank, t->step);
-            exit (EXIT_TRAIN_ERR);
-        default:
-            break;
-        }
-    }
-}
-
-static void inject (struct trainer *t)
-{
-    const struct train_opts *o = &t->o;
-    if (o->crash_rank == t->rank && o->crash_step == t->step) {
-        fprintf (stderr, "dttrain: rank %d: injected crash at step %" PRId64 "\n", t->rank, t->step);
-        fflush (stderr);
-        _exit (EXIT_INJECTED);
-    }
-    if (o->hang_rank == t->rank && o->hang_step == t->step) {
-        fprintf (stderr, "dttrain: rank %d: injected hang at step %" PRId64 "\n", t->rank, t->step);
-        fflush (stderr);
-        for (;;)
-            pause ();
-    }
-}
-
 /* --dump-tensors: step 1's reduced gradients (before clipping) and loss. */
 static int dump_step1 (struct trainer *t, dt_error_t *err)
 {
@@ -834,7 +455,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         return comm_fail (t, err);
     if (t->k->sumsq (t->hi - t->lo, m->grads + t->lo, &sumsq) < 0)
         return errprintf (err, "%s", t->k->last_error);
-    ctrl_fill (t, loss_sum, sumsq);
+    train_ctrl_fill (t, loss_sum, sumsq);
     if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, err) < 0)
         return comm_fail (t, err);
     double norm2 = 0;
@@ -847,7 +468,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         return -1;
 
     /* update (zero1: own shard, then allgather) */
-    snapshot_barrier (t);
+    train_snapshot_barrier (t);
     int64_t t2 = dt_mono_ns ();
     double comm_before = comm;
     if (optimizer_step (t, gscale, &comm, err) < 0)
@@ -872,99 +493,6 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
-/* --- just-in-time checkpoint (issue 7) -------------------------------------------
- * A collective failed: a peer is lost (or hung).  In dp every rank holds
- * the whole state as of its last completed step: a failure inside step k's
- * collectives (gradient buckets, control vector) comes before step k's
- * optimizer update, which needs no collective in dp, so params and moments
- * are still exactly those of step k-1's end (t->step).  This rank then
- * writes every rank's shard of that step - the balanced slices rank K
- * would have written - into a directory of its own, reports them, and
- * exits EXIT_JIT.  The survivors can no longer agree on anything, so each
- * writes its own set and the controller commits the first complete one.
- * zero1: the lost ranks' moment shards are gone; the controller falls back
- * to the last committed checkpoint. */
-static void jit_report_cb (void *arg, int shard_rank, const struct ckpt_done *d)
-{
-    struct trainer *t = arg;
-    dtclient_shard_written_jit (t->client, d->step, shard_rank, d->path, d->bytes, d->crc);
-}
-
-/* The exit status after a failed collective: EXIT_JIT when a just-in-time
- * checkpoint was written and reported, else EXIT_COMM. */
-static int comm_lost (struct trainer *t)
-{
-    const struct train_opts *o = &t->o;
-    size_t n = t->model.nparams;
-    dt_error_t err;
-    char dir[1024];
-
-    if (!o->jit || t->world < 2 || !o->checkpoint_dir || !dtclient_connected (t->client))
-        return EXIT_COMM;
-    if (o->parallel != PAR_DP) {
-        dt_log (LOG_NOTICE, "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
-                "optimizer shards are gone)", t->rank);
-        return EXIT_COMM;
-    }
-    if (t->step <= t->start_step)
-        return EXIT_COMM;       /* nothing since the checkpoint resumed from */
-    int64_t t0 = dt_mono_ns ();
-    ckpt_wait (t->writer);      /* a periodic write in flight finishes first */
-    float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
-    int rc = -1;
-    if (!p || !m || !v)
-        errprintf (&err, "out of memory");
-    else if (t->k->download (p, t->model.params, n * 4) < 0
-             || t->k->download (m, t->m, n * 4) < 0 || t->k->download (v, t->v, n * 4) < 0)
-        errprintf (&err, "%s", t->k->last_error);
-    else {
-        struct ckpt_meta meta = {
-            .root = o->checkpoint_dir,
-            .job = o->job,
-            .step = t->step,
-            .world = t->world,
-            .parallel = o->parallel,
-            .nparams = n,
-            .seed = o->seed,
-            .data_cursor = (uint64_t)t->step * o->global_batch,
-            .config = t->config,
-            .tensors = t->model.t,
-            .ntensors = t->model.ntensors,
-        };
-        snprintf (dir, sizeof (dir), "%s/jit-%" PRId64 "-r%d", o->checkpoint_dir, t->step,
-                  t->rank);
-        dtclient_set_busy (t->client, 1);
-        rc = ckpt_save_jit (&meta, dir, p, m, v, jit_report_cb, t, &err);
-        dtclient_set_busy (t->client, 0);
-    }
-    free (p), free (m), free (v);
-    if (rc < 0) {
-        dt_log (LOG_ERR, "rank %d: just-in-time checkpoint of step %" PRId64 ": %s", t->rank,
-                t->step, err.text);
-        return EXIT_COMM;
-    }
-    dt_log (LOG_NOTICE, "rank %d: just-in-time checkpoint of step %" PRId64 " written to %s "
-            "(%d shards, %.1f ms)", t->rank, t->step, dir, t->world, (dt_mono_ns () - t0) / 1e6);
-    return EXIT_JIT;
-}
-
-static uint32_t params_crc (struct trainer *t)
-{
-    size_t n = t->model.nparams;
-    float *h = malloc (n * 4);
-    uint32_t crc = 0;
-    if (h && t->k->download (h, t->model.params, n * 4) == 0) {
-        crc = dt_crc32c (0, h, n * 4);
-        if (t->o.dump_params && t->rank == 0) {
-            FILE *f = fopen (t->o.dump_params, "wb");
-            if (!f || fwrite (h, 4, n, f) != n || fclose (f) != 0)
-                dt_log (LOG_ERR, "--dump-params %s: %s", t->o.dump_params, strerror (errno));
-        }
-    }
-    free (h);
-    return crc;
-}
-
 int trainer_run (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
@@ -974,20 +502,20 @@ int trainer_run (struct trainer *t)
     int64_t t0 = dt_mono_ns ();
 
     while (t->step < o->steps) {
-        inject (t);
-        poll_commands (t);
+        train_inject (t);
+        train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
-                return comm_lost (t);
+                return train_comm_lost (t);
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
             return EXIT_TRAIN_ERR;
         }
         t->last_loss = loss;
-        maybe_commit (t);
+        train_maybe_commit (t);
 
         /* Checkpoint: every N, on command (all ranks saw the same max),
          * on stop, and at the end. */
-        int64_t creq = (int64_t)ctrl_max (t, 1), sreq = (int64_t)ctrl_max (t, 2);
+        int64_t creq = (int64_t)train_ctrl_max (t, 1), sreq = (int64_t)train_ctrl_max (t, 2);
         int want = 0;
         if (o->checkpoint_every && t->step % o->checkpoint_every == 0)
             want = 1;
@@ -1000,17 +528,17 @@ int trainer_run (struct trainer *t)
         if (t->step == o->steps)
             want = 1;
         if (want && o->checkpoint_dir && t->last_saved != t->step
-            && checkpoint (t, &err) < 0) {
+            && train_checkpoint (t, &err) < 0) {
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
-                return comm_lost (t);
+                return train_comm_lost (t);
             return EXIT_TRAIN_ERR;
         }
         if (o->val_every && t->step % o->val_every == 0 && t->step < o->steps) {
             double vl;
             int rc = validate (t, &vl, &err);
             if (rc < 0)
-                return comm_fail (t, &err), comm_lost (t);
+                return comm_fail (t, &err), train_comm_lost (t);
             if (rc == 0 && t->rank == 0)
                 dt_log (LOG_INFO, "step %" PRId64 " val loss %.4f (%.3f bits/byte)", t->step, vl,
                         vl / M_LN2);
@@ -1023,21 +551,21 @@ int trainer_run (struct trainer *t)
     /* Finish the last write and commit it (one more control exchange). */
     ckpt_wait (t->writer);
     if (t->world > 1 || t->pending_commit) {
-        ctrl_fill (t, 0, 0);
+        train_ctrl_fill (t, 0, 0);
         if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, &err) < 0)
-            return comm_fail (t, &err), comm_lost (t);
-        maybe_commit (t);
+            return comm_fail (t, &err), train_comm_lost (t);
+        train_maybe_commit (t);
     }
     int vrc = validate (t, &t->val_loss, &err);
     if (vrc < 0)
-        return comm_fail (t, &err), comm_lost (t);
+        return comm_fail (t, &err), train_comm_lost (t);
     t->have_val = vrc == 0;
 
     /* Every replica must hold the same parameters: compare CRCs. */
-    uint32_t crc = params_crc (t);
+    uint32_t crc = train_params_crc (t);
     int64_t mm[2] = { crc, -(int64_t)crc };
     if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
-        return comm_fail (t, &err), comm_lost (t);
+        return comm_fail (t, &err), train_comm_lost (t);
     if (mm[0] != -mm[1]) {
         dt_log (LOG_ERR, "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
                 "%08x..%08x", t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);

@@ -68,8 +68,10 @@ const char *dtclient_strerror (dtclient_err_t e)
 
 /* ---- socket helpers ------------------------------------------------------ */
 
-/* DT_AGENT_SOCKET is a path, or "@name" for a Linux abstract socket (used by
- * the agent when the path would be too long for sun_path). */
+/* DT_AGENT_SOCKET is the path of the agent's socket, in its private run
+ * directory.  An abstract name ("@name") is refused (EINVAL): it has no
+ * permissions, so anyone could have bound it; and the peer must run as
+ * this process's own user (SO_PEERCRED), else EPERM. */
 static int connect_agent (const char *path)
 {
     struct sockaddr_un sun;
@@ -81,12 +83,12 @@ static int connect_agent (const char *path)
         errno = ENAMETOOLONG;
         return -1;
     }
+    if (path[0] != '/') {
+        errno = EINVAL;
+        return -1;
+    }
     memcpy (sun.sun_path, path, n);
     sl = offsetof (struct sockaddr_un, sun_path) + n + 1;
-    if (path[0] == '@') {
-        sun.sun_path[0] = '\0';
-        sl = offsetof (struct sockaddr_un, sun_path) + n;
-    }
     int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -94,6 +96,14 @@ static int connect_agent (const char *path)
         int e = errno;
         close (fd);
         errno = e;
+        return -1;
+    }
+    struct ucred cr;
+    socklen_t crl = sizeof (cr);
+    if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || crl != sizeof (cr)
+        || cr.uid != geteuid ()) {
+        close (fd);
+        errno = EPERM;
         return -1;
     }
     return fd;
@@ -514,7 +524,7 @@ static dtclient_err_t rdv_set (dtclient_t *c, const char *key, const void *val, 
     if (rdv_path (c, key, path, sizeof (path)) < 0)
         return DTCLIENT_ERR_INVAL;
     snprintf (tmp, sizeof (tmp), "%s.tmp.%d", path, (int)getpid ());
-    int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return DTCLIENT_ERR_IO;
     /* Written to a temporary name and renamed: a reader never sees half. */
@@ -544,7 +554,7 @@ static dtclient_err_t rdv_get (dtclient_t *c, const char *key, void **val, size_
     char path[4096];
     if (rdv_path (c, key, path, sizeof (path)) < 0)
         return DTCLIENT_ERR_INVAL;
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    int fd = open (path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? DTCLIENT_ERR_NOTFOUND : DTCLIENT_ERR_IO;
     size_t cap = 4096, n = 0;

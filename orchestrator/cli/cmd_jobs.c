@@ -109,6 +109,71 @@ static json_t *load_spec (const struct cmd *cmd, const char *path)
     return spec;
 }
 
+/* One flag of "dtctl submit" into 'flags' (the spec fields it sets). */
+static void submit_flag (const struct cmd *cmd, json_t *flags, int c)
+{
+    switch (c) {
+        case 'J':
+            json_object_set_new (flags, "name", json_string (optarg));
+            break;
+        case 'N':
+            json_object_set_new (flags, "nodes", json_integer (int_arg (cmd, "--nodes", optarg, 1)));
+            break;
+        case OPT_SPARE:
+            json_object_set_new (flags, "spare_nodes",
+                                 json_integer (int_arg (cmd, "--spare-nodes", optarg, 0)));
+            break;
+        case 'n':
+            json_object_set_new (flags, "ranks_per_node",
+                                 json_integer (int_arg (cmd, "--ranks-per-node", optarg, 1)));
+            break;
+        case 'p':
+            json_object_set_new (flags, "partition", json_string (optarg));
+            break;
+        case 't':
+            /* Passed as written: the controller parses Slurm's forms
+             * and names the field if it is wrong. */
+            json_object_set_new (flags, "time_limit", json_string (optarg));
+            break;
+        case 'D':
+            json_object_set_new (flags, "workdir", abs_path (optarg));
+            break;
+        case 'e': {
+            const char *eq = strchr (optarg, '=');
+            if (!eq || eq == optarg)
+                cmd_usage_error (cmd->name, "--env: expected KEY=VALUE, not '%s'", optarg);
+            json_t *env = sub_obj (cmd, flags, "env");
+            char *key = strndup (optarg, (size_t)(eq - optarg));
+            json_object_set_new (env, key, json_string (eq + 1));
+            free (key);
+            break;
+        }
+        case OPT_CKPT_DIR:
+            json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "dir", abs_path (optarg));
+            break;
+        case OPT_CKPT_EVERY:
+            json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "every_steps",
+                                 json_integer (int_arg (cmd, "--checkpoint-every", optarg, 0)));
+            break;
+        case OPT_CKPT_KEEP:
+            json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "keep",
+                                 json_integer (int_arg (cmd, "--checkpoint-keep", optarg, 1)));
+            break;
+        case OPT_MAX_RESTARTS:
+            json_object_set_new (sub_obj (cmd, flags, "restart"), "max_restarts",
+                                 json_integer (int_arg (cmd, "--max-restarts", optarg, 0)));
+            break;
+        case OPT_MIN_NODES:
+            json_object_set_new (sub_obj (cmd, flags, "restart"), "min_nodes",
+                                 json_integer (int_arg (cmd, "--min-nodes", optarg, 1)));
+            break;
+        case OPT_STRAGGLER_ACTION:
+            json_object_set_new (sub_obj (cmd, flags, "straggler"), "action",
+                                 json_string (optarg));
+            break;
+    }
+}
+
 int cmd_submit (struct ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -146,66 +211,7 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
         }
 
     while ((c = cmd_getopt (cmd, ctl, nopt, argv, ":hJ:N:n:p:t:D:e:", opts)) != -1) {
-        switch (c) {
-            case 'J':
-                json_object_set_new (flags, "name", json_string (optarg));
-                break;
-            case 'N':
-                json_object_set_new (flags, "nodes", json_integer (int_arg (cmd, "--nodes", optarg, 1)));
-                break;
-            case OPT_SPARE:
-                json_object_set_new (flags, "spare_nodes",
-                                     json_integer (int_arg (cmd, "--spare-nodes", optarg, 0)));
-                break;
-            case 'n':
-                json_object_set_new (flags, "ranks_per_node",
-                                     json_integer (int_arg (cmd, "--ranks-per-node", optarg, 1)));
-                break;
-            case 'p':
-                json_object_set_new (flags, "partition", json_string (optarg));
-                break;
-            case 't':
-                /* Passed as written: the controller parses Slurm's forms
-                 * and names the field if it is wrong. */
-                json_object_set_new (flags, "time_limit", json_string (optarg));
-                break;
-            case 'D':
-                json_object_set_new (flags, "workdir", abs_path (optarg));
-                break;
-            case 'e': {
-                const char *eq = strchr (optarg, '=');
-                if (!eq || eq == optarg)
-                    cmd_usage_error (cmd->name, "--env: expected KEY=VALUE, not '%s'", optarg);
-                json_t *env = sub_obj (cmd, flags, "env");
-                char *key = strndup (optarg, (size_t)(eq - optarg));
-                json_object_set_new (env, key, json_string (eq + 1));
-                free (key);
-                break;
-            }
-            case OPT_CKPT_DIR:
-                json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "dir", abs_path (optarg));
-                break;
-            case OPT_CKPT_EVERY:
-                json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "every_steps",
-                                     json_integer (int_arg (cmd, "--checkpoint-every", optarg, 0)));
-                break;
-            case OPT_CKPT_KEEP:
-                json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "keep",
-                                     json_integer (int_arg (cmd, "--checkpoint-keep", optarg, 1)));
-                break;
-            case OPT_MAX_RESTARTS:
-                json_object_set_new (sub_obj (cmd, flags, "restart"), "max_restarts",
-                                     json_integer (int_arg (cmd, "--max-restarts", optarg, 0)));
-                break;
-            case OPT_MIN_NODES:
-                json_object_set_new (sub_obj (cmd, flags, "restart"), "min_nodes",
-                                     json_integer (int_arg (cmd, "--min-nodes", optarg, 1)));
-                break;
-            case OPT_STRAGGLER_ACTION:
-                json_object_set_new (sub_obj (cmd, flags, "straggler"), "action",
-                                     json_string (optarg));
-                break;
-        }
+        submit_flag (cmd, flags, c);
     }
     if (nopt - optind > 1)
         cmd_usage_error (cmd->name, "unexpected argument '%s' (put the trainer command after '--')",

@@ -74,6 +74,7 @@ ctld_start () {
         echo "ListenAddress=127.0.0.1"
         echo "ListenPort=0"
         echo "StateDir=$T/state"
+        echo "UserDir=$T/users"
         echo "Launcher=local"
         echo "AuthType=munge"
         echo "CheckpointRoot=$T/ckpt"
@@ -155,7 +156,7 @@ has_event () { [ -n "$(event_time "$@")" ]; }
 # rank_pid R: the pid of rank R (steptrainer writes it first in its stderr).
 rank_pid () {
     local f
-    f=$(find "$T/state" -name "rank-$1.err" 2>/dev/null | head -1)
+    f=$(find "$T/users" -name "rank-$1.err" 2>/dev/null | head -1)
     [ -n "$f" ] && sed -n 's/^rank [0-9]*\/[0-9]*: pid \([0-9]*\),.*/\1/p' "$f" | head -1
 }
 

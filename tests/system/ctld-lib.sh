@@ -45,6 +45,7 @@ write_conf () {
         echo "ListenAddress=127.0.0.1"
         case " $* " in *" ListenPort="*) ;; *) echo "ListenPort=0" ;; esac
         echo "StateDir=$TMP/state"
+        echo "UserDir=$TMP/users"
         echo "Launcher=local"
         echo "AuthType=munge"
         echo "CheckpointRoot=$TMP/ckpt"
@@ -85,7 +86,8 @@ status () { cat "$TMP/status"; }
 # environment of one of its agents (DT_TOKEN, next to DT_JOB and this
 # controller's DT_CONTROLLER; the database holds only the token's SHA-256).
 attempt_token () {
-    python3 - "$1" "$URL" <<'PYEOF'
+    # The agents dial the agents' listener (AgentPort), named by /healthz.
+    python3 - "$1" "$(curl -s "$URL/healthz" | jq -r '.data.agent_url // empty')" <<'PYEOF'
 import os, sys
 job, url = sys.argv[1], sys.argv[2]
 for p in os.listdir("/proc"):

@@ -14,6 +14,17 @@ DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 # this run's evidence (stderr_tail).  A private workdir for the jobs.
 FT_WORKDIR=$TMP/work
 mkdir -p "$FT_WORKDIR"
+# DT_SUBMIT_USER=NAME (set before sourcing, e.g. $DT_USER_A of
+# users-lib.sh): every request of the test (submit, status, cancel) carries
+# that ordinary user's MUNGE credential, so the jobs run as that user; the
+# job's workdir is the user's and the checkpoint root is open to it
+# (sticky, as /tmp).  Unset: root, as before.
+if [ -n "${DT_SUBMIT_USER:-}" ]; then
+    . "$(dirname "$0")/users-lib.sh"
+    dt_users_setup
+    export DT_SUBMIT_USER
+    chown "$DT_SUBMIT_USER" "$FT_WORKDIR"
+fi
 
 # ft_slurm_up NODES: lock, testbed of NODES nodes, dtctld on the Slurm
 # launcher listening on the bridge (agents in the node namespaces dial it).
@@ -30,6 +41,7 @@ ft_slurm_up () {
         echo "ListenPort=$port"
         echo "ControllerURL=$URL"
         echo "StateDir=$TMP/state"
+        echo "UserDir=$TMP/users"
         echo "Launcher=slurm"
         echo "AuthType=munge"
         echo "CheckpointRoot=$TMP/ckpt"
@@ -40,6 +52,7 @@ ft_slurm_up () {
         echo "LogLevel=debug"
     } > "$TMP/dtctld.conf"
     mkdir -p "$TMP/state" "$TMP/ckpt" "$TMP/bin"
+    chmod 1777 "$TMP/ckpt"
     # Users authenticate with MUNGE: ft-lib.sh's plain curl calls get a
     # credential bound to their request from the dtcurl wrapper first in
     # PATH (munge-lib.sh, set up by ctld-lib.sh; DTCURL_USER or
@@ -57,7 +70,7 @@ ft_slurm_cleanup () {
     local rc=$?
     if [ "${failed:-0}" != 0 ] || [ "$rc" != 0 ]; then
         echo "# dtctld log (tail):"; tail -n 60 "$TMP/ctld.log" 2>/dev/null | sed 's/^/#   /'
-        for f in "$TMP"/state/logs/*batch*; do
+        for f in "$TMP"/users/*/*batch*; do
             [ -f "$f" ] && { echo "# $f:"; tail -n 20 "$f" | sed 's/^/#   /'; }
         done
     fi
@@ -74,3 +87,17 @@ ft_slurm_ids () {
 rank_node () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r ".data[] | select(.rank == $2) | .node"; }
 # Process ids of every trainer of this test still alive on any node.
 ft_trainers_left () { pgrep -f -- "--data $CORPUS" 2>/dev/null; }
+# ft_check_user ID SLURMJOB: with DT_SUBMIT_USER, the job belongs to that
+# user, its Slurm job runs as that user, and the batch output is in the
+# user's own directory (UserDir/<uid>, mode 0700, owned by the user).
+ft_check_user () {
+    [ -n "${DT_SUBMIT_USER:-}" ] || return 0
+    local uid id=$1 sj=$2
+    uid=$(id -u "$DT_SUBMIT_USER")
+    check "the job belongs to $DT_SUBMIT_USER" \
+        test "$(curl -s "$URL/v1/jobs/$id" | jq -r .data.user)" = "$DT_SUBMIT_USER"
+    check "Slurm job $sj runs as $DT_SUBMIT_USER" \
+        eval 'scontrol show job "$sj" | grep -q "UserId=$DT_SUBMIT_USER("'
+    check "batch output in $TMP/users/$uid (the user's, 0700)" \
+        eval '[ "$(stat -c "%U %a" "$TMP/users/$uid")" = "$DT_SUBMIT_USER 700" ] && ls "$TMP/users/$uid/job-$id.1.batch.log" >/dev/null'
+}

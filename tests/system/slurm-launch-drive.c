@@ -37,7 +37,7 @@ static void print_status (const struct launcher_status *st)
 {
     printf ("state=%s cause=%s exit=%d jobid=%lld nodes=%s batch_host=%s detail=%s\n",
             state_str (st->state), st->cause[0] ? st->cause : "-", st->exit_code,
-            (long long) st->slurm_job_id, st->nodelist[0] ? st->nodelist : "-",
+            (long long) st->sched_id, st->nodelist[0] ? st->nodelist : "-",
             st->batch_host[0] ? st->batch_host : "-", st->detail);
 }
 

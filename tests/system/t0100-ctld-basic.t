@@ -122,7 +122,7 @@ api POST /v1/jobs/$ID/cancel > "$TMP/cancel.json"
 check "cancel: 200" test "$(status)" = 200
 check "cancel: job is cancelled" jqt '.data.state == "cancelled"' "$TMP/cancel.json"
 check "the attempt ends as cancelled" wait_for 20 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[-1].state')\" = cancelled"
-check "no agent of the job survives" wait_for 10 sh -c "! pgrep -f -- '[-]-state-dir $TMP/state/agents/job-$ID[.]' >/dev/null"
+check "no agent of the job survives" wait_for 10 sh -c "! pgrep -f -- '[-]-state-dir $TMP/users/0/agents/job-$ID[.]' >/dev/null"
 api POST /v1/agent/heartbeat -H "Authorization: Bearer $TOKEN" -d '{"node":"local1","ranks":[]}' >/dev/null
 check "token of an ended attempt: 410" test "$(status)" = 410
 
@@ -193,7 +193,7 @@ DTCURL_USER=$DT_USER_A api POST /v1/jobs/$HID/cancel >/dev/null
 check "after a good SIGHUP: $DT_USER_A is no longer admin (403)" test "$(status)" = 403
 DTCURL_USER=$DT_USER_B api POST /v1/jobs/$HID/cancel >/dev/null
 check "after a good SIGHUP: $DT_USER_B is admin (200)" test "$(status)" = 200
-check "the cancelled jobs' agents are gone" wait_for 20 sh -c "! pgrep -f -- '[-]-state-dir $TMP/state/agents/' >/dev/null"
+check "the cancelled jobs' agents are gone" wait_for 20 sh -c "! pgrep -f -- '[-]-state-dir $TMP/users/0/agents/' >/dev/null"
 
 # ---- SIGTERM: clean exit, PID file removed --------------------------------------------------
 kill -TERM "$DPID"

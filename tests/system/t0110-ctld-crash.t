@@ -37,7 +37,7 @@ check "agents keep heartbeating the new controller (no node_lost after the node 
 api POST /v1/jobs/$ID/cancel >/dev/null
 check "the reloaded job can be cancelled" test "$(status)" = 200
 check "its attempt ends cancelled" wait_for 20 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[-1].state')\" = cancelled"
-check "its agent is gone" wait_for 10 sh -c "! pgrep -f -- '[-]-state-dir $TMP/state/agents/job-$ID[.]' >/dev/null"
+check "its agent is gone" wait_for 10 sh -c "! pgrep -f -- '[-]-state-dir $TMP/users/0/agents/job-$ID[.]' >/dev/null"
 
 # ---- a burst of acknowledged submits, then kill -9 -----------------------------------
 acked=0

@@ -42,6 +42,7 @@ ListenAddress=10.77.0.1
 ListenPort=$port
 ControllerURL=$URL
 StateDir=$S
+UserDir=$TB_TMP/users
 Launcher=slurm
 AuthType=munge
 DtagentPath=$DTAGENT

@@ -15,7 +15,7 @@ check "job submitted" test -n "$JOB"
 
 ranks_up () { local r; for r in 0 1 2 3; do [ -n "$(rank_pid $r)" ] || return 1; done; }
 check "4 ranks started" wait_for 30 ranks_up
-rendezvous_done () { grep -q "rendezvous: rank 3 is pid" "$(find "$T/state" -name rank-0.err | head -1)"; }
+rendezvous_done () { grep -q "rendezvous: rank 3 is pid" "$(find "$T/users" -name rank-0.err | head -1)"; }
 check "ranks rendezvous through the agents' kv relay" wait_for 20 rendezvous_done
 
 # The torchrun environment of rank 3 (node rank 1, local rank 1).

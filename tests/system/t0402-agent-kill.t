@@ -36,7 +36,7 @@ check "... within the node timeout (plus 1 s of slack)" test -n "$t2" -a "$((t2 
 check "no process of the attempt left" wait_for 20 none_alive $ALL
 
 # 2. Grandchildren: sh -c '<steptrainer> ...; true' keeps the shell between.
-rm -rf "$T/state/agents"
+rm -rf "$T"/users/*/agents
 JOB2=$(submit "{\"name\": \"t0402b\", \"nodes\": 1, \"ranks_per_node\": 2,
   \"command\": [\"/bin/sh\", \"-c\", \"$STEPTRAINER --steps 100000 --step-ms 50; true\"],
   \"workdir\": \"$T/work\", \"restart\": {\"max_restarts\": 0},

@@ -19,7 +19,7 @@ ended () { case $(job_state "$JOB") in completed|failed|cancelled) return 0;; es
 check "the job ended" wait_for 180 ended
 check "the job completed" test "$(job_state "$JOB")" = completed
 for r in 0 1 2 3; do
-    f=$(find "$T/state" -name "rank-$r.log" | head -1)
+    f=$(find "$T/users" -name "rank-$r.log" | head -1)
     check "rank $r trained and its replica matches the others" \
         grep -q "^rank $r/4 local $((r % 2)): loss .* replicas identical: True" "$f"
     [ $failed = 0 ] || { diag < "$f"; diag < "${f%.log}.err"; }

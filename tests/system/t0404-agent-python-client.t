@@ -18,7 +18,7 @@ check "the job completed" test "$(job_state "$JOB")" = completed
 [ "$(job_state "$JOB")" = completed ] \
     || api GET "/v1/jobs/$JOB/events" | jq -c '.data[] | [.kind, .node, .rank, .detail]' | diag
 for r in 0 1; do
-    f=$(find "$T/state" -name "rank-$r.err" | head -1)
+    f=$(find "$T/users" -name "rank-$r.err" | head -1)
     check "rank $r: connected and rendezvoused with both ranks" \
         grep -q "^rank $r: peers \[[0-9]*, [0-9]*\]" "$f"
     grep -q "agent connected" "$f" || diag < "$f"

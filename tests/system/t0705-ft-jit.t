@@ -76,7 +76,7 @@ check "1: the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'trainer_exit'")" = 1
 check "1: rank 0 logged its just-in-time checkpoint" \
     grep -q "rank 0: just-in-time checkpoint of step $(jq '.data.attempts[1].resume_step' "$TMP/j.json") written" \
-    "$TMP/state/agents/job-$ID.1/local1/dt-$ID-a1/rank-0.err"
+    "$TMP"/users/0/agents/job-$ID.1/local1/dt-$ID-a1*/rank-0.err
 check "1: the rank_exit evidence carries the killed rank's last step" \
     jqt '.data.attempts[0].evidence.last_step >= 45' "$TMP/j.json"
 jit_checks "$ID" 1

@@ -12,7 +12,7 @@ start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 BASE=$(baseline 2) || bail "the baseline run failed"
 submit "$(dttrain_spec tlimit 2 "--inject-slow 0:25")" || bail "submit failed"
 check "the job runs past step 45" wait_step "$ID" 45 90
-AGENT=$(pgrep -f -- "--state-dir $TMP/state/agents/job-$ID.1/local1" | head -1)
+AGENT=$(pgrep -f -- "--state-dir $TMP/users/0/agents/job-$ID.1/local1" | head -1)
 T0=$(now_ms)
 check "SIGUSR1 to the agent on local1 (pid $AGENT)" kill -USR1 "$AGENT"
 check "the job completes" wait_state "$ID" completed 120

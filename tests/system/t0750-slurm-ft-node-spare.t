@@ -5,7 +5,11 @@
 # a new srun step in the SAME Slurm allocation (same Slurm job id, no trip
 # through the queue) with the spare in the dead node's place, the job
 # completes, and its params_crc32c equals an uninterrupted run's (world 3).
-: "${FT_STEPS:=200}"
+# 300 steps: the node must die mid-run, also on a loaded machine (at 200
+# the job sometimes finished between step 50 and the kill).
+: "${FT_STEPS:=300}"
+# As an ordinary user (users-lib.sh), as on a shared cluster.
+DT_SUBMIT_USER=dtalice
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 4
 BASE=$(baseline 3) || bail "the baseline run failed"
@@ -21,6 +25,8 @@ echo "# Slurm job $SJ; killing $VICTIM (rank 1's node)"
 T0=$(now_ms)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
 check "the job completes" wait_state "$ID" completed 120
+# (after the injection, so that these checks do not delay it)
+ft_check_user "$ID" "$SJ"
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
 timeline "$ID" "$T0"

@@ -6,6 +6,8 @@
 # is excluded, the spare takes its place), the job completes, and
 # params_crc32c equals an uninterrupted run's (world 2).
 : "${FT_STEPS:=200}"
+# As an ordinary user (users-lib.sh), as on a shared cluster.
+DT_SUBMIT_USER=dtalice
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 3
 BASE=$(baseline 2) || bail "the baseline run failed"
@@ -22,6 +24,8 @@ echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
 T0=$(now_ms)
 check "kill -9 rank 1" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 120
+# (after the injection, so that these checks do not delay it)
+ft_check_user "$ID" "$SJ"
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
 timeline "$ID" "$T0"

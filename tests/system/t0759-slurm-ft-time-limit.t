@@ -32,7 +32,7 @@ check "the job completes" wait_state "$ID" completed 120
 wait_att "$ID" succeeded 20
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
-grep -h 'SIGUSR1' "$TMP"/state/logs/*batch* 2>/dev/null | head -2 | sed 's/^/# batch: /'
+grep -h 'SIGUSR1' "$TMP"/users/*/*batch* 2>/dev/null | head -2 | sed 's/^/# batch: /'
 # The failure is injected by slurmctld: the moment the controller got the
 # warning (its 'signal' event) is the injection of the timeline.
 api GET "/v1/jobs/$ID/events" > "$TMP/ev.json"

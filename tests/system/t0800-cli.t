@@ -2,11 +2,12 @@
 # t0800-cli: every dtctl command against a real dtctld (local launcher,
 # MUNGE auth, real agents), output checked with jq; and the error paths:
 # unknown job, bad spec (field path shown), permission denied for another
-# uid, MUNGE unreachable, controller unreachable, bad config file.
+# uid, MUNGE unreachable, controller unreachable, bad config file.  Jobs
+# belong to an ordinary user (users-lib.sh: dtalice), the other (dtbob) is
+# refused on them.
 . "$(dirname "$0")/ctld-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 STEPTRAINER=$TOP_BUILDDIR/tests/system/steptrainer
-USER2=dtctltest
 # As ctld-lib's, but a failed check returns 1 so "check ... || diag" works.
 check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; return 1; fi; }
 diag () { sed 's/^/# /' "$@"; }
@@ -29,11 +30,14 @@ if ! munge -n </dev/null >/dev/null 2>&1; then
     wait_for 5 sh -c 'munge -n </dev/null >/dev/null 2>&1' || bail "munged did not come up"
 fi
 
-# ---- a second, unprivileged user -----------------------------------------
-id -u "$USER2" >/dev/null 2>&1 \
-    || useradd --system --no-create-home --shell /usr/sbin/nologin "$USER2" \
-    || skip_all "cannot create user $USER2"
-as_user2 () { runuser -u "$USER2" -- "$@"; }
+# ---- the two ordinary users (users-lib.sh) ---------------------------------
+# Jobs are submitted, checkpointed, cancelled and resubmitted by
+# $DT_USER_A, as on a shared cluster; $DT_USER_B tries the same on them;
+# root (an admin) reads and clears nodes.
+. "$(dirname "$0")/users-lib.sh"
+dt_users_setup
+dta () { as_user "$DT_USER_A" env DTCTL_CONTROLLER="$DTCTL_CONTROLLER" "$DTCTL" "$@"; }
+dtb () { as_user "$DT_USER_B" env DTCTL_CONTROLLER="$DTCTL_CONTROLLER" "$DTCTL" "$@"; }
 
 free_port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -69,36 +73,36 @@ check "ControllerURL from DTCTL_CONF" eval 'DTCTL_CONTROLLER= DTCTL_CONF=$TMP/dt
 long_cmd=("$STEPTRAINER" --steps 100000 --step-ms 100)
 short_cmd=("$STEPTRAINER" --steps 20 --step-ms 50)
 cd "$TMP/work"
-long=$("$DTCTL" submit --name long -N 2 -n 1 --checkpoint-every 0 -- "${long_cmd[@]}" 2>"$TMP/err")
+long=$(dta submit --name long -N 2 -n 1 --checkpoint-every 0 -- "${long_cmd[@]}" 2>"$TMP/err")
 check "submit with flags prints a job id" eval '[[ "$long" =~ ^[0-9]+$ ]]' || diag "$TMP/err"
 jq -n --arg c "${short_cmd[*]}" '{name: "short", nodes: 1, command: ($c | split(" "))}' >"$TMP/short.json"
-short=$("$DTCTL" submit "$TMP/short.json" 2>"$TMP/err")
+short=$(dta submit "$TMP/short.json" 2>"$TMP/err")
 check "submit JOB.json prints a job id" eval '[[ "$short" =~ ^[0-9]+$ ]]' || diag "$TMP/err"
 check "submit --json: data.spec holds the flags" \
-    eval '"$DTCTL" submit --json -J j3 -N 1 -e K=V -- true | jq -e ".spec.env.K == \"V\" and .spec.name == \"j3\" and .spec.workdir == \"$TMP/work\"" >/dev/null'
+    eval 'dta submit --json -J j3 -N 1 -e K=V -- true | jq -e ".spec.env.K == \"V\" and .spec.name == \"j3\" and .spec.workdir == \"$TMP/work\"" >/dev/null'
 
 # Bad specs: the controller's field path reaches the user.
 echo '{"command": ["true"], "checkpoint": {"every_steps": -5}}' >"$TMP/bad1.json"
-"$DTCTL" submit "$TMP/bad1.json" 2>"$TMP/err" >/dev/null; rc=$?
+dta submit "$TMP/bad1.json" 2>"$TMP/err" >/dev/null; rc=$?
 check "bad spec: exit 1" test $rc -eq 1
 check "bad spec: the field path checkpoint.every_steps is shown" grep -q "checkpoint.every_steps" "$TMP/err"
 check "bad spec: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
 echo '{"command": ["true"], "nodez": 2}' >"$TMP/bad2.json"
-"$DTCTL" submit "$TMP/bad2.json" 2>"$TMP/err" >/dev/null; rc=$?
+dta submit "$TMP/bad2.json" 2>"$TMP/err" >/dev/null; rc=$?
 check "unknown spec field: exit 1 naming it" eval '[ $rc -eq 1 ] && grep -q "nodez" "$TMP/err"'
 echo '{"command": [' >"$TMP/bad3.json"
-"$DTCTL" submit "$TMP/bad3.json" 2>"$TMP/err" >/dev/null; rc=$?
+dta submit "$TMP/bad3.json" 2>"$TMP/err" >/dev/null; rc=$?
 check "malformed JSON file: exit 1 with file:line:col" eval '[ $rc -eq 1 ] && grep -q "bad3.json:[0-9]*:[0-9]*: " "$TMP/err"'
 
 # ---- list -----------------------------------------------------------------
 "$DTCTL" list >"$TMP/out"
 check "list: squeue-like header" grep -Eq '^ID +NAME +USER +STATE +NODES +STEP +LOSS +RESTARTS +AGE$' "$TMP/out"
-check "list: both jobs, owned by root" \
-    eval 'grep -Eq "^$long +long +root " "$TMP/out" && grep -Eq "^$short +short +root " "$TMP/out"'
+check "list: both jobs, owned by $DT_USER_A" \
+    eval 'grep -Eq "^$long +long +$DT_USER_A " "$TMP/out" && grep -Eq "^$short +short +$DT_USER_A " "$TMP/out"'
 check "list --json parses, newest first" \
     eval '"$DTCTL" list --json | jq -e "length >= 3 and (.[0].id > .[-1].id)" >/dev/null'
 check "list --name filters" eval '"$DTCTL" list --json --name long | jq -e "length == 1 and .[0].id == $long" >/dev/null'
-check "list --user filters" eval '"$DTCTL" list --json --user root | jq -e "all(.user == \"root\")" >/dev/null'
+check "list --user filters" eval '"$DTCTL" list --json --user $DT_USER_A | jq -e "length >= 3 and all(.user == \"$DT_USER_A\")" >/dev/null'
 check "list --state completed holds only completed jobs" \
     eval '"$DTCTL" list --json --state completed | jq -e "all(.state == \"completed\")" >/dev/null'
 "$DTCTL" list --state bogus 2>"$TMP/err" >/dev/null; rc=$?
@@ -107,8 +111,11 @@ check "list --state bogus: exit 1" test $rc -eq 1
 # ---- show, unknown job -------------------------------------------------------
 check "long job turns running" \
     wait_for 30 sh -c '"$0" show --json "$1" | jq -e ".state == \"running\"" >/dev/null' "$DTCTL" "$long"
+uid_a=$(user_uid "$DT_USER_A")
+check "its agents run as $DT_USER_A, from $DT_USER_A's own directory (0700)" \
+    eval 'p=$(pgrep -f -- "--state-dir $TMP/users/$uid_a/agents/job-$long[.]" | head -1) && [ "$(ps -o user= -p "$p")" = "$DT_USER_A" ] && [ "$(stat -c "%U %a" "$TMP/users/$uid_a")" = "$DT_USER_A 700" ]'
 "$DTCTL" show "$long" >"$TMP/out"
-check "show: header with id, name, owner, state" grep -Eq "^Job $long long +user=root +state=running" "$TMP/out"
+check "show: header with id, name, owner, state" grep -Eq "^Job $long long +user=$DT_USER_A +state=running" "$TMP/out"
 check "show: attempts table with local nodes" eval 'grep -q "^Attempts:" "$TMP/out" && grep -q "local1,local2" "$TMP/out"'
 check "show --json: the job with its attempts" \
     eval '"$DTCTL" show --json "$long" | jq -e ".id == $long and .spec.nodes == 2 and (.attempts | length) == 1" >/dev/null'
@@ -124,7 +131,7 @@ check "watch --json: one object per refresh with 2 ranks" \
     wait_for 20 sh -c '"$0" watch --json -c 1 "$1" | jq -e ".job.id == $1 and (.ranks | length) == 2" >/dev/null' "$DTCTL" "$long"
 
 # ---- checkpoint -------------------------------------------------------------
-out=$("$DTCTL" checkpoint "$long" 2>"$TMP/err"); rc=$?
+out=$(dta checkpoint "$long" 2>"$TMP/err"); rc=$?
 check "checkpoint: prints the step" eval '[ $rc -eq 0 ] && [[ "$out" =~ "checkpoint requested at step "[0-9]+ ]]' \
     || diag "$TMP/err"
 step=${out##* }
@@ -134,18 +141,18 @@ check "checkpoint: listed by show" eval '"$DTCTL" show "$long" | grep -Eq "^ +$s
 
 # ---- permission denied for another uid -------------------------------------
 for c in cancel checkpoint resubmit; do
-    as_user2 "$DTCTL" "$c" "$long" 2>"$TMP/err" >/dev/null; rc=$?
-    check "$USER2 may not $c root's job: exit 4" test $rc -eq 4
-    check "$USER2 $c: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
+    dtb "$c" "$long" 2>"$TMP/err" >/dev/null; rc=$?
+    check "$DT_USER_B may not $c $DT_USER_A's job: exit 4" test $rc -eq 4
+    check "$DT_USER_B $c: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
 done
 check "the job is untouched" eval '"$DTCTL" show --json "$long" | jq -e ".state == \"running\"" >/dev/null'
 # Routes another part of the project may not serve yet: skip, saying so.
 route_missing () { grep -q "no such resource" "$1"; }
 skip () { n=$((n + 1)); echo "ok $n - $* # SKIP route not served by this dtctld"; }
-as_user2 "$DTCTL" nodes clear local1 2>"$TMP/err" >/dev/null; rc=$?
-if route_missing "$TMP/err"; then skip "$USER2 may not clear a node"
-else check "$USER2 may not clear a node: exit 4" test $rc -eq 4; fi
-check "$USER2 may read: list works" eval 'as_user2 "$DTCTL" list --json | jq -e "length >= 3" >/dev/null'
+dtb nodes clear local1 2>"$TMP/err" >/dev/null; rc=$?
+if route_missing "$TMP/err"; then skip "$DT_USER_B may not clear a node"
+else check "$DT_USER_B may not clear a node: exit 4" test $rc -eq 4; fi
+check "$DT_USER_B may read: list works" eval 'dtb list --json | jq -e "length >= 3" >/dev/null'
 
 # MUNGE unreachable: hide munged's socket from dtctl only.
 if unshare -m true 2>/dev/null; then
@@ -156,7 +163,7 @@ fi
 
 # ---- nodes -------------------------------------------------------------------
 # A job whose trainer exits 1 at once: the failure is blamed on its node.
-bad=$("$DTCTL" submit -J bad -N 1 --max-restarts 0 -- false 2>"$TMP/err")
+bad=$(dta submit -J bad -N 1 --max-restarts 0 -- false 2>"$TMP/err")
 check "a job whose trainer exits 1 fails" \
     wait_for 30 sh -c '"$0" show --json "$1" | jq -e ".state == \"failed\"" >/dev/null' "$DTCTL" "$bad" \
     || diag "$TMP/err"
@@ -206,20 +213,20 @@ check "nodes suspect of an unknown node: exit 3" test $rc -eq 3
 check "cleared again: local1 is ok" eval '"$DTCTL" nodes --json | jq -e "any(.[]; .name == \"local1\" and .health == \"ok\")" >/dev/null'
 
 # ---- cancel, illegal transitions, resubmit ---------------------------------
-out=$("$DTCTL" cancel "$long" 2>"$TMP/err"); rc=$?
+out=$(dta cancel "$long" 2>"$TMP/err"); rc=$?
 check "cancel: exit 0" test $rc -eq 0
 check "cancelled job and its attempt reach state cancelled" \
     wait_for 20 sh -c '"$0" show --json "$1" | jq -e ".state == \"cancelled\" and .attempts[-1].state == \"cancelled\"" >/dev/null' "$DTCTL" "$long"
-"$DTCTL" cancel "$long" 2>"$TMP/err" >/dev/null; rc=$?
+dta cancel "$long" 2>"$TMP/err" >/dev/null; rc=$?
 check "cancel a cancelled job: exit 5 (conflict)" test $rc -eq 5
 check "conflict: one line on stderr" test "$(wc -l <"$TMP/err")" -eq 1
-out=$("$DTCTL" resubmit "$long" --exclude local2 2>"$TMP/err"); rc=$?
+out=$(dta resubmit "$long" --exclude local2 2>"$TMP/err"); rc=$?
 check "resubmit --exclude: exit 0" eval '[ $rc -eq 0 ] && [[ "$out" =~ "Job $long resubmitted" ]]' || diag "$TMP/err"
 check "resubmit: a second attempt excluding local2" \
     eval '"$DTCTL" show --json "$long" | jq -e "(.attempts | length) == 2 and (.attempts[-1].exclude | index(\"local2\"))" >/dev/null'
-"$DTCTL" resubmit "$long" 2>/dev/null >/dev/null; rc=$?
+dta resubmit "$long" 2>/dev/null >/dev/null; rc=$?
 check "resubmit a live job: exit 5" test $rc -eq 5
-"$DTCTL" cancel "$long" >/dev/null 2>&1
+dta cancel "$long" >/dev/null 2>&1
 
 # ---- the short job: completion, watch until the end, report, history -------
 check "short job completes" \

@@ -35,7 +35,10 @@ mkdir -p "$TMP/alice" && chown "$A" "$TMP/alice"
     echo "Launcher=external"; echo "AuthType=none"; echo "CheckpointRoot=$TMP/alice/ckpt"
 } > "$TMP/alice/dtctld.conf"
 chmod 644 "$TMP/alice/dtctld.conf"
-as_user "$A" "$DTCTLD" -c "$TMP/alice/dtctld.conf" --foreground --port-file "$TMP/alice/port" \
+# setpriv execs (runuser would stay the parent): $! is dtalice's dtctld,
+# which the cleanup kills.
+setpriv --reuid="$A" --regid="$(id -g "$A")" --clear-groups -- env -i HOME=/tmp PATH=/usr/bin:/bin \
+    "$DTCTLD" -c "$TMP/alice/dtctld.conf" --foreground --port-file "$TMP/alice/port" \
     > "$TMP/alice.log" 2>&1 &
 ALICE_PID=$!
 CTLD_PIDS="$CTLD_PIDS $ALICE_PID"
@@ -46,6 +49,7 @@ AURL=http://127.0.0.1:$(cat "$TMP/alice/port" 2>/dev/null)
 check "X-Dtctl-Uid: 0 is ignored: the job belongs to dtalice, not root" \
     jqt --argjson u "$(user_uid "$A")" '.data.uid == $u and .data.uid != 0' "$TMP/asroot.json"
 kill "$ALICE_PID" 2>/dev/null; wait "$ALICE_PID" 2>/dev/null
+check "dtalice's dtctld is gone" sh -c "! kill -0 $ALICE_PID 2>/dev/null"
 
 # ---- the real controller (root, MUNGE) ---------------------------------------------
 mkdir -p "$TMP/state" && chmod 755 "$TMP/state"     # opened up by a careless admin

@@ -31,6 +31,10 @@ tb_require () {
 tb_setup () {
     tb_require
     TB_TMP=$(mktemp -d /tmp/dt-test.XXXXXX)
+    # Jobs run as ordinary users: slurmstepd, as the user, executes the
+    # batch script from slurmd's spool and srun reads slurm.conf, both in
+    # here.
+    chmod 755 "$TB_TMP"
     export DT_TESTBED_DIR=$TB_TMP/testbed
     local lock=/tmp/dtctl-slurm-testbed.lock
     [ -d /run/lock ] && lock=/run/lock/dtctl-slurm-testbed.lock

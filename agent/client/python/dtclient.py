@@ -25,6 +25,7 @@ one) if the agent goes away.
 
 import builtins
 import collections
+import errno
 import json
 import mmap
 import os
@@ -151,9 +152,17 @@ class Client:
             if self._page is not None:
                 self._nreports = _REPORT.unpack_from(self._page, _REPORT_OFF + 8)[5]
         try:
+            # A file in the agent's private directory only (an abstract
+            # name has no permissions), and the agent must be this user.
+            if not path.startswith("/"):
+                raise OSError(errno.EINVAL, "not an absolute path")
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect("\0" + path[1:] if path.startswith("@") else path)
             self._sock = s
+            s.connect(path)
+            _, uid, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))
+            if uid != os.geteuid():
+                raise OSError(errno.EPERM, "the socket belongs to uid %d, not to this user" % uid)
             self._request(HELLO, [(T_RANK, self.rank), (T_PID, os.getpid())])
         except (OSError, DTClientError) as e:
             sys.stderr.write("dtclient: connect to the agent at DT_AGENT_SOCKET=%s: %s\n" % (path, e))

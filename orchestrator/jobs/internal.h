@@ -1,0 +1,134 @@
+/* internal.h: what the files of the job manager (orchestrator/jobs/) share.
+ *
+ * One context (struct jobs) and one file per concern, each file's part
+ * listed below under its name.  Nothing here is for the rest of dtctld:
+ * its interface is orchestrator/jobs.h.  Every function that changes a
+ * job's or an attempt's state does it through transact() (transition.c),
+ * so that the change and its event are one SQLite transaction.
+ *
+ * The decisions that need no I/O live in pure files with their own
+ * headers and unit tests (tests/unit/orchestrator/test_*policy.c):
+ * hangpolicy.c (whom the hang watchdog blames), ckptpolicy.c (checkpoint
+ * steps, just-in-time sets), restartpolicy.c (what a failure's cause
+ * means for the restart), stragglerpolicy.c (windows, medians), besides
+ * ../ftpolicy.c (restart verdict, backoff, automatic hang timeout).
+ */
+#ifndef DT_JOBS_INTERNAL_H
+#define DT_JOBS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common/dtime.h"
+#include "common/errprintf.h"
+#include "common/fsutil.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "orchestrator/auth.h"
+#include "orchestrator/ckptpath.h"
+#include "orchestrator/ctld.h"
+#include "orchestrator/fsm.h"
+#include "orchestrator/ftpolicy.h"
+#include "orchestrator/jobs.h"
+#include "orchestrator/provenance.h"
+#include "orchestrator/report.h"
+#include "orchestrator/sha256.h"
+#include "orchestrator/spec.h"
+#include "orchestrator/userfs.h"
+
+struct jobs {
+    struct ctld *ctx;
+    struct job *list;
+    int64_t next_flush_ms;
+    int flush_stream;           /* where the next bounded flush starts (tx_flush) */
+    uint64_t restarts;
+    uint64_t ckpts;
+    /* Deafness: the controller cannot hear heartbeats while its own loop is
+     * held up (an fsync under checkpoint traffic, a slow libslurm call).
+     * After such a stall every agent looks silent; node loss counts
+     * silence from heard_since_ms at the earliest, so the controller's own
+     * stall never blames a healthy node. */
+    int64_t tick_end_ms;
+    int64_t heard_since_ms;
+};
+
+/* A state change run by transact(): 0, or -1 with err (rolled back). */
+typedef int (*tx_f) (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                     dt_error_t *err);
+
+/* Rows one bounded flush writes at most (flush.c explains the figure). */
+extern const int flush_rows_max;
+
+/* transition.c: state changes in one transaction with their event */
+int job_set_state (struct jobs *jobs, struct job *job, enum job_state to,
+                   const char *reason, dt_error_t *err);
+int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to,
+                   dt_error_t *err);
+int transact (struct jobs *jobs, struct job *job, struct attempt *att, tx_f fn,
+              void *arg, dt_error_t *err);
+
+/* attempt.c: allocation, launch, rendezvous, success, cancel, finish, polling */
+void attempt_destroy (struct attempt *att);
+struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
+                               bool from_scratch, dt_error_t *err);
+int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt *att,
+                       dt_error_t *err);
+void attempt_cancel (struct jobs *jobs, struct attempt *att);
+void attempt_succeed (struct jobs *jobs, struct attempt *att);
+int attempt_launch (struct jobs *jobs, struct attempt *att);
+bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now);
+void attempt_tick_ending (struct jobs *jobs, struct attempt *att, int64_t now);
+
+/* detect.c: failures: node loss, the launcher's word, the hang watchdog */
+void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
+                              const struct launcher_status *st, int64_t now);
+void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now);
+
+/* restart.c: the decision after a failure, backoff, the next attempt */
+int64_t backoff_ms (const struct job *job);
+int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
+                       dt_error_t *err);
+void job_restart (struct jobs *jobs, struct job *job);
+
+/* checkpoint.c: two-phase commit, retention, scheduling, partial and bad checkpoints */
+/* The job's checkpoint directory <checkpoint.dir>/<id>; -1 ENAMETOOLONG
+ * (an attempt is never launched then, so the other callers may ignore it). */
+int job_ckpt_dir (const struct job *job, char *buf, size_t len);
+int64_t ckpt_lookahead (struct attempt *att);
+void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step);
+int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
+                    int64_t step, const char *sdir, const char *kind,
+                    const json_t *extra, int64_t **deleted, int *ndeleted,
+                    dt_error_t *err);
+void rm_dir_files (const struct job *job, const char *cdir, const char *name);
+/* Whose rights the controller uses in the job's directories (userfs.h). */
+void job_fs_id (const struct job *job, struct userfs_id *id);
+void ckpt_schedule (struct jobs *jobs, struct attempt *att, int64_t min_step);
+void ckpt_clean_partial (struct jobs *jobs, struct job *job);
+
+/* jit.c: just-in-time checkpoints and their window */
+void jit_window_open (struct attempt *att);
+void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why);
+bool jit_survivors_running (struct attempt *att, int64_t now);
+bool jit_may_help (struct attempt *att, const char *cause);
+
+/* progress.c: the attempt-wide pass, planned stops */
+void attempt_stop (struct jobs *jobs, struct attempt *att, const char *cause,
+                   const char *node, int rank, const char *detail);
+int64_t progress_gap_ms (struct attempt *att);
+
+/* straggler.c: the straggler pass: scores, events, exclusion */
+int straggler_window (struct job *job);
+void straggler_pass (struct jobs *jobs, struct attempt *att);
+
+/* flush.c: the bounded flush of live state */
+bool jobs_flush_some (struct jobs *jobs, int budget);
+
+/* reload.c: rebuilding live state at start-up */
+int jobs_reload (struct jobs *jobs, dt_error_t *err);
+
+/* jobs.c: create/destroy, user operations, the tick, views */
+void job_destroy (struct job *job);
+
+#endif

@@ -1,0 +1,271 @@
+/* jit.c: just-in-time checkpoints.  After a failure the launcher's cancel
+ * waits (the just-in-time window) while surviving data-parallel ranks may
+ * report a set of every rank's shard of one step; the first complete set
+ * newer than the last committed checkpoint is committed (kind "jit").
+ */
+#include <config.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "orchestrator/jobs/internal.h"
+#include "orchestrator/jobs/restartpolicy.h"
+#include "orchestrator/jobs/ckptpolicy.h"
+
+/* Just-in-time sets tracked per attempt: each holds world_size entries, so
+ * that every rank reporting one would hold world_size squared. */
+static const int jit_sets_max = 16;
+
+/* How long an ending attempt waits for a survivor's just-in-time shard
+ * set before its processes are cancelled: writing the whole state once
+ * takes well under a second for the models dttrain trains here; the wait
+ * ends sooner when a set is committed or every surviving rank exited. */
+static const int64_t jit_wait_ms = 5000;
+
+bool jobs_jit_window (const struct attempt *att)
+{
+    return att->jit_open && att->row.state == ATT_ENDING;
+}
+
+bool jobs_jit_reporter (const struct attempt *att, int rank)
+{
+    return att->jit && rank >= 0 && rank < att->row.world_size && att->jit[rank].step > 0;
+}
+
+struct jit_arg {
+    int rank;                   /* the reporting rank */
+    int64_t step;
+    const char *node, *sdir;
+    int64_t *deleted;
+    int ndeleted;
+};
+
+static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
+                          dt_error_t *err)
+{
+    struct jit_arg *a = arg;
+    struct jit_set *js = &att->jit[a->rank];
+    store_t *st = jobs->ctx->store;
+    int64_t now = dt_real_ms ();
+    char path[PATH_MAX];
+
+    if (store_ckpt_put_pending (st, job->row.id, a->step, att->row.attempt, a->sdir,
+                                att->row.world_size, now, err) < 0)
+        return -1;
+    for (int k = 0; k < att->row.world_size; k++) {
+        if (dt_pathf (path, sizeof (path), "%s/rank-%d.ckpt", a->sdir, k) < 0)
+            return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
+        if (store_shard_put (st, job->row.id, a->step, k, att->row.attempt, js->node, path,
+                             js->shards[k].bytes, js->shards[k].crc32c, now, err) < 0)
+            return -1;
+    }
+    json_t *extra = json_pack ("{s:i s:s s:I}", "written_by_rank", a->rank, "node", js->node,
+                               "attempt", (json_int_t)att->row.attempt);
+    int rc = ckpt_commit_tx (jobs, job, att, a->step, a->sdir, "jit", extra, &a->deleted,
+                             &a->ndeleted, err);
+    json_decref (extra);
+    return rc;
+}
+
+/* Every shard of the set of 'rank' is in: move its directory into place as
+ * step-<S> and commit it. */
+static int jit_commit (struct jobs *jobs, struct attempt *att, int rank, dt_error_t *err)
+{
+    struct job *job = att->job;
+    struct jit_set *js = &att->jit[rank];
+    char cdir[PATH_MAX], jdir[64], sdir[PATH_MAX], sname[48], old[64], state[32] = "";
+    struct jit_arg a = { rank, js->step, js->node, sdir, NULL, 0 };
+    struct userfs_id id;
+    int rc;
+
+    job_fs_id (job, &id);
+    snprintf (jdir, sizeof (jdir), "jit-%lld-r%d", (long long)js->step, rank);
+    snprintf (sname, sizeof (sname), "step-%lld", (long long)js->step);
+    snprintf (old, sizeof (old), ".partial-step-%lld-a%d", (long long)js->step,
+              att->row.attempt);
+    if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0
+        || dt_pathf (sdir, sizeof (sdir), "%s/%s", cdir, sname) < 0)
+        return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
+    if (store_ckpt_state (jobs->ctx->store, job->row.id, js->step, state, sizeof (state), err)
+        < 0 && errno != ENOENT)
+        return -1;
+    if (!strcmp (state, "committed"))
+        return 0;               /* the ranks committed that step themselves */
+    /* A partial regular checkpoint of the same step (its writers died or
+     * were waited for): its shards hold the same state; set it aside. */
+    if ((rc = userfs_exists (&id, cdir, sname, err)) < 0)
+        return -1;
+    if (rc == 1) {
+        rm_dir_files (job, cdir, old);
+        if (userfs_rename (&id, cdir, sname, old, err) < 0)
+            return -1;
+    }
+    if (userfs_rename (&id, cdir, jdir, sname, err) < 0)
+        return -1;
+    rm_dir_files (job, cdir, old);
+    if (transact (jobs, job, att, tx_jit_commit, &a, err) < 0) {
+        free (a.deleted);
+        return -1;
+    }
+    att->jit_step = js->step;
+    att->committed_any = true;
+    jobs->ckpts++;
+    dt_log (LOG_NOTICE, "job %lld: just-in-time checkpoint of step %lld committed (written by "
+            "rank %d on %s)", (long long)att->row.job_id, (long long)js->step, rank, js->node);
+    for (int i = 0; i < a.ndeleted; i++)
+        ckpt_remove_files (jobs, job, a.deleted[i]);
+    free (a.deleted);
+    return 0;
+}
+
+int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                    int shard_rank, int64_t step, const char *path, int64_t bytes,
+                    const char *crc32c, dt_error_t *err)
+{
+    int W = att->row.world_size;
+    char cdir[PATH_MAX], want[PATH_MAX], dir[1024], sha[65];
+    int64_t latest = -1;
+
+    if (rank < 0 || rank >= W)
+        return errnoprintf (err, EINVAL, "rank: %d is outside the world (size %d)", rank, W);
+    if (shard_rank < 0 || shard_rank >= W)
+        return errnoprintf (err, EINVAL, "shard_rank: %d is outside the world (size %d)",
+                            shard_rank, W);
+    /* The controller moves this directory: it must be exactly where a
+     * just-in-time set of this rank goes, inside the job's checkpoint dir. */
+    job_ckpt_dir (att->job, cdir, sizeof (cdir));
+    if (dt_pathf (want, sizeof (want), "%s/jit-%lld-r%d/rank-%d.ckpt", cdir, (long long)step,
+               rank, shard_rank) < 0 || strcmp (path, want))
+        return errnoprintf (err, EINVAL, "path: a just-in-time shard of rank %d must be %s",
+                            rank, want);
+    if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (!att->jit[rank].shards && att->jit_nsets >= jit_sets_max) {
+        /* Each set costs world_size entries: a few survivors write one,
+         * and the first complete set wins; the sets of more ranks are
+         * ignored (their files stay in the job's directory, removed with
+         * the job's other just-in-time directories). */
+        if (!att->jit_refused_logged)
+            dt_log (LOG_WARNING, "job %lld attempt %d: rank %d reports a just-in-time set "
+                    "but %d ranks already do; ignored", (long long)att->row.job_id,
+                    att->row.attempt, rank, jit_sets_max);
+        att->jit_refused_logged = true;
+        return 0;
+    }
+    if (!att->jit[rank].shards)
+        att->jit_nsets++;
+    int complete = jit_set_add (&att->jit[rank], W, node, shard_rank, step, bytes, crc32c);
+    if (complete < 0)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (!complete)
+        return 0;
+
+    /* A complete set: the first of a step newer than every committed
+     * checkpoint wins; the others are identical or older, and removed. */
+    int rc = store_ckpt_latest (jobs->ctx->store, att->row.job_id, &latest, dir, sizeof (dir),
+                                sha, sizeof (sha), err);
+    if (rc < 0)
+        return -1;
+    char jdir[64], detail[192];
+    snprintf (jdir, sizeof (jdir), "jit-%lld-r%d", (long long)step, rank);
+    if (!jit_set_needed (att->jit_step, rc == 1, latest, step)) {
+        snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld by rank %d "
+                  "not needed (%s %lld)", (long long)step, rank,
+                  att->jit_step > 0 ? "just-in-time checkpoint committed at step"
+                  : "a committed checkpoint has step", (long long)(att->jit_step > 0
+                                                                  ? att->jit_step : latest));
+        rm_dir_files (att->job, cdir, jdir);
+        return jobs_note (jobs, att, "jit_checkpoint_unused", node, rank, detail, NULL, err);
+    }
+    return jit_commit (jobs, att, rank, err);
+}
+
+/* Open the window in which surviving ranks may still report a set. */
+void jit_window_open (struct attempt *att)
+{
+    att->jit_open = true;
+    att->jit_opened_ms = dt_real_ms ();
+    att->jit_until_ms = att->jit_opened_ms + jit_wait_ms;
+}
+
+/* The end of the window: record what it gave (the caller cancels). */
+void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
+{
+    dt_error_t err;
+    char detail[256];
+    if (!att->jit_open)
+        return;
+    att->jit_open = false;
+    int64_t waited = dt_real_ms () - att->jit_opened_ms;
+    if (att->jit_step > 0)
+        snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld committed; "
+                  "the next attempt resumes from it (waited %lld ms)", (long long)att->jit_step,
+                  (long long)waited);
+    else
+        snprintf (detail, sizeof (detail), "no just-in-time checkpoint (%s, waited %lld ms): "
+                  "the next attempt resumes from the last committed checkpoint", why,
+                  (long long)waited);
+    json_t *data = json_pack ("{s:s s:I s:I s:s}", "resume_source",
+                              att->jit_step > 0 ? "jit" : "committed", "jit_step",
+                              (json_int_t)att->jit_step, "waited_ms", (json_int_t)waited,
+                              "why", why);
+    if (jobs_note (jobs, att, "jit_window", NULL, -1, detail, data, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    json_decref (data);
+    dt_log (LOG_INFO, "job %lld attempt %d: %s", (long long)att->row.job_id, att->row.attempt,
+            detail);
+}
+
+/* A surviving rank (one that may write a just-in-time checkpoint) is still
+ * running: it has libdtclient, is not on the failed node, and its agent
+ * is not silent. */
+bool jit_survivors_running (struct attempt *att, int64_t now)
+{
+    int64_t hb = att->job->spec.hb.interval_ms;
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        if (!rk->seen || !rk->client || strcmp (rk->state, "running")
+            || (att->row.cause_node[0] && !strcmp (rk->node, att->row.cause_node)))
+            continue;
+        struct agent *ag = jobs_agent_find (att, rk->node);
+        if (ag && !ag->done && now - ag->last_hb_ms <= 3 * hb + 1000)
+            return true;
+    }
+    return false;
+}
+
+/* After a failure: may survivors still save the state?  Only when the job
+ * checkpoints, will restart, and some libdtclient rank still runs. */
+bool jit_may_help (struct attempt *att, const char *cause)
+{
+    return att->row.world_size > 1 && att->job->spec.ckpt.dir
+           && att->job->row.state == JOB_RESTARTING
+           /* a named hung rank is killed (jobs_commands_text): its peers,
+            * blocked on it, then lose a peer like any other */
+           && restart_jit_cause (cause, att->row.cause_rank)
+           && jit_survivors_running (att, dt_real_ms ());
+}
+
+void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                         int exit_code)
+{
+    dt_error_t err;
+    char detail[192];
+    snprintf (detail, sizeof (detail), "rank %d on %s exited with code %d after writing a "
+              "just-in-time checkpoint: it lost a peer", rank, node, exit_code);
+    json_t *data = json_pack ("{s:i s:b s:I}", "exit_code", exit_code, "survivor", 1,
+                              "last_step", (json_int_t)att->ranks[rank].step);
+    if (jobs_note (jobs, att, "rank_exit", node, rank, detail, data, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
+    json_decref (data);
+    if (att->row.state == ATT_RUNNING && att->survivor_exit_ms == 0)
+        att->survivor_exit_ms = dt_real_ms ();
+}

@@ -1,0 +1,150 @@
+/* reload.c: rebuilding the live jobs, attempts, agents and ranks from
+ * SQLite when dtctld starts.
+ */
+#include <config.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "orchestrator/jobs/internal.h"
+
+/* Rebuild a live attempt's agents and ranks from the store after a restart
+ * of the controller.  The agents get a fresh heartbeat grace period. */
+static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *att,
+                           dt_error_t *err)
+{
+    int64_t now = dt_real_ms ();
+    json_t *j = store_job_json (jobs->ctx->store, job->row.id, true, err);
+    json_t *atts, *a, *n;
+    size_t i, k;
+
+    if (!j)
+        return -1;
+    atts = json_object_get (j, "attempts");
+    json_array_foreach (atts, i, a) {
+        if (json_integer_value (json_object_get (a, "attempt")) != att->row.attempt)
+            continue;
+        json_t *nodes = json_object_get (a, "nodes");
+        json_array_foreach (nodes, k, n) {
+            if (att->nagents == att->cap) {
+                int cap = att->cap ? att->cap * 2 : 8;
+                struct agent *p = realloc (att->agents, cap * sizeof (*p));
+                if (!p) {
+                    json_decref (j);
+                    return errnoprintf (err, ENOMEM, "out of memory");
+                }
+                att->agents = p;
+                att->cap = cap;
+            }
+            struct agent *ag = &att->agents[att->nagents++];
+            memset (ag, 0, sizeof (*ag));
+            snprintf (ag->node, sizeof (ag->node), "%s",
+                      json_string_value (json_object_get (n, "node")));
+            ag->order = json_integer_value (json_object_get (n, "node_order"));
+            json_t *nr = json_object_get (n, "node_rank");
+            ag->node_rank = json_is_integer (nr) ? json_integer_value (nr) : -1;
+            ag->spare = json_is_true (json_object_get (n, "spare"));
+            snprintf (ag->addr, sizeof (ag->addr), "%s",
+                      json_string_value (json_object_get (n, "addr")) ?: "");
+            ag->port = json_integer_value (json_object_get (n, "port"));
+            ag->pid = json_integer_value (json_object_get (n, "pid"));
+            const char *state = json_string_value (json_object_get (n, "state"));
+            ag->done = state && !strcmp (state, "done");
+            ag->register_time = now;
+            ag->last_hb_ms = now;
+            int rpn = att->row.ranks_per_node;
+            for (int l = 0; ag->node_rank >= 0 && l < rpn; l++) {
+                int r = ag->node_rank * rpn + l;
+                if (r < att->row.world_size) {
+                    snprintf (att->ranks[r].node, sizeof (att->ranks[r].node), "%s", ag->node);
+                    att->ranks[r].local_rank = l;
+                }
+            }
+        }
+    }
+    json_decref (j);
+    if (att->row.state == ATT_STARTING)
+        att->deadline_ms = now + jobs->ctx->cfg->rendezvous_timeout_ms;
+    if (att->row.state == ATT_ENDING) {
+        att->ending_since_ms = now;
+        if (!strcmp (att->row.cause, "cancelled"))
+            att->end_state = ATT_CANCELLED;
+        else if (job->row.state == JOB_COMPLETED)
+            att->end_state = ATT_SUCCEEDED;
+        else
+            att->end_state = ATT_FAILED;
+    }
+    return 0;
+}
+
+int jobs_reload (struct jobs *jobs, dt_error_t *err)
+{
+    int64_t *ids;
+    int n;
+
+    if (store_live_jobs (jobs->ctx->store, &ids, &n, err) < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct job *job = calloc (1, sizeof (*job));
+        if (!job) {
+            free (ids);
+            return errnoprintf (err, ENOMEM, "out of memory");
+        }
+        if (store_job_load (jobs->ctx->store, ids[i], &job->row, err) < 0) {
+            free (job);
+            free (ids);
+            return -1;
+        }
+        spec_parse (job->row.spec, &job->spec);
+        job->last_metric_step = job->row.last_step;
+        /* Restart-policy state kept in the failure record. */
+        job->no_progress_streak = json_integer_value (json_object_get (job->row.failure,
+                                                                       "no_progress_streak"));
+        if (job->row.state == JOB_RESTARTING)
+            job->next_nodes = json_integer_value (json_object_get (job->row.failure,
+                                                                   "next_nodes"));
+        store_metrics_count (jobs->ctx->store, job->row.id, &job->metrics_rows, err);
+        if (job->row.attempts > 0) {
+            struct attempt *att = calloc (1, sizeof (*att));
+            if (!att || store_attempt_load (jobs->ctx->store, job->row.id, job->row.attempts,
+                                            &att->row, err) < 0) {
+                free (att);
+                job_destroy (job);
+                free (ids);
+                return -1;
+            }
+            att->job = job;
+            att->ranks = calloc (att->row.world_size ? att->row.world_size : 1,
+                                 sizeof (*att->ranks));
+            for (int r = 0; att->ranks && r < att->row.world_size; r++) {
+                att->ranks[r].step = -1;
+                att->ranks[r].loss = att->ranks[r].compute_ms = att->ranks[r].comm_ms = NAN;
+                att->ranks[r].score = NAN;
+                att->ranks[r].samples = -1;
+                att->ranks[r].exit_code = att->ranks[r].signal = -1;
+            }
+            job->att = att;
+            if (!att->ranks || attempt_reload (jobs, job, att, err) < 0) {
+                job_destroy (job);
+                free (ids);
+                return -1;
+            }
+        }
+        job->restart_at_ms = dt_real_ms ();
+        job->next = jobs->list;
+        jobs->list = job;
+        dt_log (LOG_INFO, "job %lld reloaded: %s, attempt %d %s", (long long)job->row.id,
+                fsm_job_state_name (job->row.state), job->row.attempts,
+                job->att ? fsm_attempt_state_name (job->att->row.state) : "-");
+    }
+    free (ids);
+    return 0;
+}

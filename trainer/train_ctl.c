@@ -1,0 +1,175 @@
+/* train_ctl.c: dttrain and its controller: the bootstrap store over
+ * libdtclient's key-value service, opening the communicator, commands
+ * (checkpoint at S, stop at S) and stop signals, fault injection. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/dtime.h"
+#include "common/log.h"
+#include "kernels/kernels.h"
+#include "trainer/ckpt.h"
+#include "trainer/comm.h"
+#include "trainer/data.h"
+#include "trainer/model.h"
+#include "trainer/train.h"
+#include "trainer/train_int.h"
+
+static int kv_set_cb (void *ctx, const char *key, const void *val, size_t len)
+{
+    return dtclient_kv_set (ctx, key, val, len) == DTCLIENT_OK ? 0 : -1;
+}
+
+static int kv_wait_cb (void *ctx, const char *key, long timeout_ms, void **val, size_t *len)
+{
+    return dtclient_kv_wait (ctx, key, (int)timeout_ms, val, len) == DTCLIENT_OK ? 0 : -1;
+}
+
+void train_client_waiting (void *client, int waiting)
+{
+    dtclient_collective (client, waiting);
+}
+
+dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
+{
+    const struct train_opts *o = &t->o;
+    static dt_comm_store_t store;
+    char prefix[256], host[256];
+    const char *attempt = getenv ("DT_ATTEMPT");
+    if (!attempt)
+        attempt = getenv ("TORCHELASTIC_RESTART_COUNT");
+    const char *master = getenv ("MASTER_ADDR");
+
+    if (t->world == 1)
+        return dt_comm_self_create (err);
+    /* Keys are unique per job, attempt and start step, so a restart never
+     * meets the keys of the generation it replaces. */
+    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64, o->job,
+              attempt ? attempt : "0", t->start_step);
+    for (char *c = prefix; *c; c++)     /* kv keys: [A-Za-z0-9_.:/-] */
+        if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
+            *c = '_';
+    if (o->comm_host)
+        snprintf (host, sizeof (host), "%s", o->comm_host);
+    else if (!master || !strcmp (master, "127.0.0.1") || !strcmp (master, "localhost"))
+        snprintf (host, sizeof (host), "127.0.0.1");
+    else if (gethostname (host, sizeof (host)) < 0)
+        snprintf (host, sizeof (host), "127.0.0.1");
+    store.ctx = t->client;
+    store.set = kv_set_cb;
+    store.wait = kv_wait_cb;
+    struct dt_comm_params p = {
+        .rank = t->rank,
+        .size = t->world,
+        .rendezvous_dir = o->rendezvous_dir,
+        .store = &store,
+        .prefix = prefix,
+        .host = host,
+        .timeout_ms = o->comm_timeout_ms,
+    };
+    if (!o->rendezvous_dir && !dtclient_connected (t->client) && !getenv ("DT_RENDEZVOUS_DIR")) {
+        errprintf (err, "WORLD_SIZE=%d needs a rendezvous: --rendezvous-dir DIR, an agent, "
+                   "or DT_RENDEZVOUS_DIR", t->world);
+        return NULL;
+    }
+    if (t->k->is_device)
+        return dt_comm_nccl_create (&p, err);
+    return dt_comm_gloo_create (&p, err);
+}
+
+/* SIGTERM / SIGUSR1 (Slurm's warning before the time limit): stop at the
+ * next step boundary with a checkpoint, like a STOP command.  One rank
+ * receiving it is enough: the control allreduce tells the others.  The
+ * signals are blocked in every thread (gloo's I/O threads must not see
+ * EINTR) and collected here, between steps, with sigtimedwait.
+ * Threads that started before main (OpenBLAS's pool) do not block them, so
+ * a handler that only records the signal catches it there. */
+static sigset_t stop_set;
+static volatile sig_atomic_t stop_caught;
+
+static void stop_handler (int sig)
+{
+    stop_caught = sig;
+}
+
+void trainer_catch_stop_signals (void)
+{
+    struct sigaction sa;
+    memset (&sa, 0, sizeof (sa));
+    sa.sa_handler = stop_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGUSR1, &sa, NULL);
+    sigemptyset (&stop_set);
+    sigaddset (&stop_set, SIGTERM);
+    sigaddset (&stop_set, SIGUSR1);
+    pthread_sigmask (SIG_BLOCK, &stop_set, NULL);
+}
+
+static int stop_signal_pending (void)
+{
+    struct timespec zero = { 0, 0 };
+    siginfo_t si;
+    if (stop_caught)
+        return stop_caught;
+    if (sigisemptyset (&stop_set))
+        return 0;
+    return sigtimedwait (&stop_set, &si, &zero) > 0 ? si.si_signo : 0;
+}
+
+void train_poll_commands (struct trainer *t)
+{
+    dtclient_cmd_t cmd;
+
+    int sig = stop_signal_pending ();
+    if (sig && !t->my_stop_req) {
+        dt_log (LOG_NOTICE, "rank %d: %s: stopping after step %" PRId64 " with a checkpoint",
+                t->rank, strsignal (sig), t->step + 1);
+        t->my_stop_req = t->step + 1;
+    }
+    while (dtclient_poll (t->client, &cmd)) {
+        switch (cmd.kind) {
+        case DTCLIENT_CMD_CHECKPOINT:
+            if (cmd.step > t->my_ckpt_req)
+                t->my_ckpt_req = cmd.step;
+            break;
+        case DTCLIENT_CMD_STOP:
+            t->my_stop_req = cmd.step > 0 ? cmd.step : t->step + 1;
+            break;
+        case DTCLIENT_CMD_ABORT:
+            dt_log (LOG_NOTICE, "rank %d: abort requested by the controller at step %" PRId64,
+                    t->rank, t->step);
+            exit (EXIT_TRAIN_ERR);
+        default:
+            break;
+        }
+    }
+}
+
+void train_inject (struct trainer *t)
+{
+    const struct train_opts *o = &t->o;
+    if (o->crash_rank == t->rank && o->crash_step == t->step) {
+        fprintf (stderr, "dttrain: rank %d: injected crash at step %" PRId64 "\n", t->rank, t->step);
+        fflush (stderr);
+        _exit (EXIT_INJECTED);
+    }
+    if (o->hang_rank == t->rank && o->hang_step == t->step) {
+        fprintf (stderr, "dttrain: rank %d: injected hang at step %" PRId64 "\n", t->rank, t->step);
+        fflush (stderr);
+        for (;;)
+            pause ();
+    }
+}
