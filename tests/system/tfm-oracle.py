@@ -164,6 +164,12 @@ def main():
         print("grad %-16s %-12s rel %.2e%s" % (name, "x".join(map(str, shape)), e, flag))
         bad += e > a.tol
     print("gradients: worst relative error %.2e (tolerance %.0e)" % (worst, a.tol))
+    # For scale: PyTorch's own float32 run of the same step, against the
+    # same float64 reference (not asserted).
+    p32 = {k: v.detach().to(torch.float32).requires_grad_(True) for k, v in p.items()}
+    forward(p32, tok, tgt, a).backward()
+    w32 = max(rel(p32[n].grad.to(torch.float64), p[n].grad) for n, _, _, _, _ in tab)
+    print("for scale: PyTorch float32's own worst gradient error against float64: %.2e" % w32)
     for name, off, cnt, _, shape in tab:
         if name.endswith("attn.bqkv"):
             gk = g[off + a.width:off + 2 * a.width].norm().item()
