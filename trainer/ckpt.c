@@ -695,7 +695,8 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
 
 /* Load one shard into out (full arrays).  With the model's tensors (mt),
  * a version 2 shard is placed by the names in its tensor table; without
- * them, or for version 1, by flat offset. */
+ * them, for version 1, or for a shard written without a layout (an empty
+ * table), by flat offset. */
 static int load_shard (const char *path, int rank_expect, const char *config, uint64_t nparams,
                        const struct model_tensor *mt, int nmt, float *out[CKPT_NT],
                        struct ckpt_hdr *h, dt_error_t *err)
@@ -753,7 +754,7 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
     }
     size_t count = h->hi - h->lo;
     int rc = -1;
-    if (h->version >= 2 && mt) {
+    if (h->version >= 2 && mt && t[CKPT_NT].count > 0) {
         /* By name: the slices and the table, each checked, then placed. */
         void *part[CKPT_NTENT] = { NULL, NULL, NULL, NULL };
         size_t koff[CKPT_NT];

@@ -65,6 +65,7 @@ int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
                       const float *const slice[CKPT_KINDS], size_t n_slice,
                       float *const out[CKPT_KINDS], dt_error_t *err)
 {
+    size_t placed[CKPT_KINDS] = { 0, 0, 0 };
     for (size_t j = 0; j < ne; j++) {
         char name[sizeof (e[j].name) + 1];
         size_t pre;
@@ -99,6 +100,14 @@ int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
                                 "points outside its tensor or slice", path, name);
         memcpy (out[k] + mt->off + e[j].first, slice[k] + (e[j].offset - koff[k]) / 4,
                 e[j].count * 4);
+        placed[k] += e[j].count;
     }
+    /* Entries do not overlap (each lies in its tensor, tensors in their
+     * slice): the counts adding up to the slice means all of it is named. */
+    for (int k = 0; k < CKPT_KINDS; k++)
+        if (placed[k] != n_slice)
+            return errnoprintf (err, EBADMSG, "checkpoint shard %s: the tensor table names %zu "
+                                "of the %zu %s values", path, placed[k], n_slice,
+                                ckpt_kind_names[k]);
     return 0;
 }

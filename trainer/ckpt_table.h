@@ -42,9 +42,10 @@ size_t ckpt_table_build (const struct model_tensor *t, int nt, uint64_t lo, uint
  * of that name in t[0..nt), check its shape, and copy its elements from
  * slice[kind] (the shard's slices as read, starting at file offsets
  * koff[kind]) into out[kind] + tensor offset + first.  The entries must
- * lie inside the slices (n_slice floats each).  0, or -1 with err (errno
- * EINVAL: a name or shape this model lacks; EBADMSG: a malformed entry)
- * naming the shard (path) and the tensor. */
+ * lie inside the slices (n_slice floats each) and cover them.  0, or -1
+ * with err (errno EINVAL: a name or shape this model lacks; EBADMSG: a
+ * malformed entry, or a table that leaves part of a slice unnamed) naming
+ * the shard (path) and the tensor. */
 int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
                       const struct model_tensor *t, int nt, const size_t koff[CKPT_KINDS],
                       const float *const slice[CKPT_KINDS], size_t n_slice,

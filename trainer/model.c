@@ -99,9 +99,15 @@ int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, i
 int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct train_opts *o,
                        int mb)
 {
+    int rc;
+    k->last_error[0] = '\0';
     if (o->model == MODEL_TRANSFORMER)
-        return tfm_create (m, k, o->context, o->width, o->heads, o->layers, mb, o->seed);
-    return model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
+        rc = tfm_create (m, k, o->context, o->width, o->heads, o->layers, mb, o->seed);
+    else
+        rc = model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
+    if (rc < 0 && !k->last_error[0])
+        snprintf (k->last_error, sizeof (k->last_error), "out of %s memory", k->name);
+    return rc;
 }
 
 void model_destroy (struct model *m)

@@ -111,6 +111,13 @@ static void test_refusals (void)
     CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n, a_model.t, a_model.ntensors, koff, slice,
                                        10, out, &err), -1);
     CU_ASSERT_EQUAL (errno, EBADMSG);
+    /* A table that leaves part of the slice unnamed. */
+    n = ckpt_table_build (a_model.t, a_model.ntensors, 0, 10, koff, e);
+    errno = 0;
+    CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n - 1, a_model.t, a_model.ntensors, koff,
+                                       slice, 10, out, &err), -1);
+    CU_ASSERT_EQUAL (errno, EBADMSG);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "names 6 of the 10 adam_v values"));
     /* An unknown kind. */
     n = ckpt_table_build (a_model.t, a_model.ntensors, 0, 10, koff, e);
     memcpy (e[0].name, "grads/x", 8);
