@@ -1,4 +1,5 @@
-/* cpu_tfm.c: the CPU backend's transformer kernels - LayerNorm, causal attention, embeddings.
+/* cpu_tfm.c: the CPU backend's transformer kernels - LayerNorm, causal attention,
+ * embeddings.
  *
  * Attention is a loop over (sample, head) of OpenBLAS GEMMs on strided
  * views of the packed q|k|v rows (OpenBLAS 0.3.21 has no batched GEMM),
@@ -14,7 +15,7 @@
 #include "kernels/cpu_tfm.h"
 #include "kernels/kernels.h"
 
-#pragma GCC optimize ("O3")
+#pragma GCC optimize("O3")
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HOT __attribute__ ((target_clones ("avx512f", "avx2,fma", "default")))
 #else
@@ -33,8 +34,14 @@ static inline float tree16 (const float *p)
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-HOT int cpu_layernorm_fwd (int M, int N, const float *x, const float *g, const float *b,
-                           float *y, float *mean, float *rstd)
+HOT int cpu_layernorm_fwd (int M,
+                           int N,
+                           const float *x,
+                           const float *g,
+                           const float *b,
+                           float *y,
+                           float *mean,
+                           float *rstd)
 {
     for (int i = 0; i < M; i++) {
         const float *xr = x + (size_t)i * N;
@@ -62,8 +69,16 @@ HOT int cpu_layernorm_fwd (int M, int N, const float *x, const float *g, const f
 }
 
 /* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g. */
-HOT int cpu_layernorm_bwd (int M, int N, const float *x, const float *g, const float *mean,
-                           const float *rstd, const float *dy, float *dx, float *dg, float *db)
+HOT int cpu_layernorm_bwd (int M,
+                           int N,
+                           const float *x,
+                           const float *g,
+                           const float *mean,
+                           const float *rstd,
+                           const float *dy,
+                           float *dx,
+                           float *dg,
+                           float *db)
 {
     for (int i = 0; i < M; i++) {
         const float *xr = x + (size_t)i * N, *dyr = dy + (size_t)i * N;
@@ -95,12 +110,18 @@ HOT int cpu_layernorm_bwd (int M, int N, const float *x, const float *g, const f
     return 0;
 }
 
-HOT int cpu_embed_pos_fwd (int B, int T, int E, const uint8_t *tok, const float *wte,
-                           const float *wpe, float *x)
+HOT int cpu_embed_pos_fwd (int B,
+                           int T,
+                           int E,
+                           const uint8_t *tok,
+                           const float *wte,
+                           const float *wpe,
+                           float *x)
 {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *te = wte + (size_t)tok[(size_t)b * T + t] * E, *pe = wpe + (size_t)t * E;
+            const float *te = wte + (size_t)tok[(size_t)b * T + t] * E,
+                        *pe = wpe + (size_t)t * E;
             float *xr = x + ((size_t)b * T + t) * E;
             for (int e = 0; e < E; e++)
                 xr[e] = te[e] + pe[e];
@@ -108,12 +129,18 @@ HOT int cpu_embed_pos_fwd (int B, int T, int E, const uint8_t *tok, const float 
     return 0;
 }
 
-HOT int cpu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const float *dx,
-                           float *dwte, float *dwpe)
+HOT int cpu_embed_pos_bwd (int B,
+                           int T,
+                           int E,
+                           const uint8_t *tok,
+                           const float *dx,
+                           float *dwte,
+                           float *dwpe)
 {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            float *te = dwte + (size_t)tok[(size_t)b * T + t] * E, *pe = dwpe + (size_t)t * E;
+            float *te = dwte + (size_t)tok[(size_t)b * T + t] * E,
+                  *pe = dwpe + (size_t)t * E;
             const float *d = dx + ((size_t)b * T + t) * E;
             for (int e = 0; e < E; e++) {
                 te[e] += d[e];
@@ -157,11 +184,35 @@ int cpu_attn_fwd (int B, int T, int NH, int D, const float *qkv, float *att, flo
             const float *k = q + E, *v = q + 2 * E;
             float *S = att + ((size_t)b * NH + h) * T * T;
             float *o = out + (size_t)b * T * E + (size_t)h * D;
-            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, q, E3, k, E3,
-                         0.0f, S, T);
+            cblas_sgemm (CblasRowMajor,
+                         CblasNoTrans,
+                         CblasTrans,
+                         T,
+                         T,
+                         D,
+                         scale,
+                         q,
+                         E3,
+                         k,
+                         E3,
+                         0.0f,
+                         S,
+                         T);
             masked_softmax (T, S);
-            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, S, T, v, E3,
-                         0.0f, o, E);
+            cblas_sgemm (CblasRowMajor,
+                         CblasNoTrans,
+                         CblasNoTrans,
+                         T,
+                         D,
+                         T,
+                         1.0f,
+                         S,
+                         T,
+                         v,
+                         E3,
+                         0.0f,
+                         o,
+                         E);
         }
     return 0;
 }
@@ -182,8 +233,15 @@ HOT static void softmax_bwd (int T, const float *P, float *dP)
     }
 }
 
-int cpu_attn_bwd (int B, int T, int NH, int D, const float *qkv, const float *att,
-                  const float *dout, float *dqkv, float *work)
+int cpu_attn_bwd (int B,
+                  int T,
+                  int NH,
+                  int D,
+                  const float *qkv,
+                  const float *att,
+                  const float *dout,
+                  float *dqkv,
+                  float *work)
 {
     int E = NH * D, E3 = 3 * E;
     float scale = 1.0f / sqrtf ((float)D);
@@ -196,16 +254,64 @@ int cpu_attn_bwd (int B, int T, int NH, int D, const float *qkv, const float *at
             float *dS = work + ((size_t)b * NH + h) * T * T;
             const float *dO = dout + (size_t)b * T * E + (size_t)h * D;
             /* dP = dO v^T; dv = P^T dO */
-            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, dO, E, v, E3,
-                         0.0f, dS, T);
-            cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, P, T, dO, E,
-                         0.0f, dv, E3);
+            cblas_sgemm (CblasRowMajor,
+                         CblasNoTrans,
+                         CblasTrans,
+                         T,
+                         T,
+                         D,
+                         1.0f,
+                         dO,
+                         E,
+                         v,
+                         E3,
+                         0.0f,
+                         dS,
+                         T);
+            cblas_sgemm (CblasRowMajor,
+                         CblasTrans,
+                         CblasNoTrans,
+                         T,
+                         D,
+                         T,
+                         1.0f,
+                         P,
+                         T,
+                         dO,
+                         E,
+                         0.0f,
+                         dv,
+                         E3);
             softmax_bwd (T, P, dS);
             /* dq = scale dS k; dk = scale dS^T q */
-            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, scale, dS, T, k, E3,
-                         0.0f, dq, E3);
-            cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, scale, dS, T, q, E3,
-                         0.0f, dk, E3);
+            cblas_sgemm (CblasRowMajor,
+                         CblasNoTrans,
+                         CblasNoTrans,
+                         T,
+                         D,
+                         T,
+                         scale,
+                         dS,
+                         T,
+                         k,
+                         E3,
+                         0.0f,
+                         dq,
+                         E3);
+            cblas_sgemm (CblasRowMajor,
+                         CblasTrans,
+                         CblasNoTrans,
+                         T,
+                         D,
+                         T,
+                         scale,
+                         dS,
+                         T,
+                         q,
+                         E3,
+                         0.0f,
+                         dk,
+                         E3);
         }
     return 0;
 }

@@ -20,23 +20,27 @@
 
 /* The three kinds of state, in the order of the shard's slices. */
 #define CKPT_KINDS 3
-extern const char *const ckpt_kind_names[CKPT_KINDS];   /* params, adam_m, adam_v */
+extern const char *const ckpt_kind_names[CKPT_KINDS]; /* params, adam_m, adam_v */
 
 /* One entry, 112 bytes, little-endian on disk (as the rest of the shard). */
 struct ckpt_named {
-    char name[48];              /* "<kind>/<tensor>", e.g. "adam_m/h0.attn.wqkv" */
-    uint32_t ndim;              /* 1 or 2 (up to 4) */
-    uint32_t dtype;             /* 0: float32 */
-    uint64_t shape[4];          /* the tensor's global shape (unused dims 0) */
-    uint64_t first, count;      /* row-major elements [first, first + count) are here */
-    uint64_t offset;            /* file offset of element 'first' */
+    char name[48];         /* "<kind>/<tensor>", e.g. "adam_m/h0.attn.wqkv" */
+    uint32_t ndim;         /* 1 or 2 (up to 4) */
+    uint32_t dtype;        /* 0: float32 */
+    uint64_t shape[4];     /* the tensor's global shape (unused dims 0) */
+    uint64_t first, count; /* row-major elements [first, first + count) are here */
+    uint64_t offset;       /* file offset of element 'first' */
 };
 
 /* Fill out (when non-NULL) with the entries for the slice [lo, hi) of a
  * flat vector laid out as t[0..nt), the three kinds' slices starting at
  * file offsets koff[kind].  Returns the number of entries. */
-size_t ckpt_table_build (const struct model_tensor *t, int nt, uint64_t lo, uint64_t hi,
-                         const size_t koff[CKPT_KINDS], struct ckpt_named *out);
+size_t ckpt_table_build (const struct model_tensor *t,
+                         int nt,
+                         uint64_t lo,
+                         uint64_t hi,
+                         const size_t koff[CKPT_KINDS],
+                         struct ckpt_named *out);
 
 /* Place the entries' data by name: for each entry, find the model tensor
  * of that name in t[0..nt), check its shape, and copy its elements from
@@ -46,9 +50,15 @@ size_t ckpt_table_build (const struct model_tensor *t, int nt, uint64_t lo, uint
  * with err (errno EINVAL: a name or shape this model lacks; EBADMSG: a
  * malformed entry, or a table that leaves part of a slice unnamed) naming
  * the shard (path) and the tensor. */
-int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
-                      const struct model_tensor *t, int nt, const size_t koff[CKPT_KINDS],
-                      const float *const slice[CKPT_KINDS], size_t n_slice,
-                      float *const out[CKPT_KINDS], dt_error_t *err);
+int ckpt_table_place (const char *path,
+                      const struct ckpt_named *e,
+                      size_t ne,
+                      const struct model_tensor *t,
+                      int nt,
+                      const size_t koff[CKPT_KINDS],
+                      const float *const slice[CKPT_KINDS],
+                      size_t n_slice,
+                      float *const out[CKPT_KINDS],
+                      dt_error_t *err);
 
 #endif

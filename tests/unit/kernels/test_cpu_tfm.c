@@ -14,7 +14,7 @@
 static struct dt_kern_ops *k;
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
-static double urand (void)      /* [-1, 1) */
+static double urand (void) /* [-1, 1) */
 {
     rng ^= rng << 13;
     rng ^= rng >> 7;
@@ -35,8 +35,12 @@ static void widen (const float *x, double *y, size_t n)
 }
 
 /* |got - want| <= atol + rtol * |want| everywhere; prints the worst. */
-static int close_enough (const char *what, const float *got, const double *want, size_t n,
-                         double rtol, double atol)
+static int close_enough (const char *what,
+                         const float *got,
+                         const double *want,
+                         size_t n,
+                         double rtol,
+                         double atol)
 {
     double worst = 0;
     size_t wi = 0;
@@ -50,7 +54,8 @@ static int close_enough (const char *what, const float *got, const double *want,
             ok = 0;
     }
     if (!ok)
-        fprintf (stderr, "%s: element %zu got %.9g want %.9g\n", what, wi, got[wi], want[wi]);
+        fprintf (
+          stderr, "%s: element %zu got %.9g want %.9g\n", what, wi, got[wi], want[wi]);
     return ok;
 }
 
@@ -79,7 +84,7 @@ static void fd_grad (loss_f f, void *arg, double *x, size_t n, double *g)
 enum { LM = 6, LN = 11 };
 struct ln_arg {
     double x[LM * LN], g[LN], b[LN], r[LM * LN];
-    int which;                  /* 0: x varies, 1: g, 2: b */
+    int which; /* 0: x varies, 1: g, 2: b */
 };
 
 static void ln_ref (const double *x, const double *g, const double *b, double *y)
@@ -101,7 +106,8 @@ static double ln_loss (const double *v, void *arg)
 {
     struct ln_arg *a = arg;
     double y[LM * LN], l = 0;
-    ln_ref (a->which == 0 ? v : a->x, a->which == 1 ? v : a->g, a->which == 2 ? v : a->b, y);
+    ln_ref (
+      a->which == 0 ? v : a->x, a->which == 1 ? v : a->g, a->which == 2 ? v : a->b, y);
     for (int i = 0; i < LM * LN; i++)
         l += a->r[i] * y[i];
     return l;
@@ -116,11 +122,12 @@ static void test_layernorm (void)
 
     fill (x, LM * LN, 3.0);
     for (int j = 0; j < LM * LN; j++)
-        x[j] += 2.0f;           /* a non-zero mean */
+        x[j] += 2.0f; /* a non-zero mean */
     fill (g, LN, 1.0);
     fill (b, LN, 0.5);
     fill (r, LM * LN, 1.0);
-    widen (x, a.x, LM * LN), widen (g, a.g, LN), widen (b, a.b, LN), widen (r, a.r, LM * LN);
+    widen (x, a.x, LM * LN), widen (g, a.g, LN), widen (b, a.b, LN),
+      widen (r, a.r, LM * LN);
     ln_ref (a.x, a.g, a.b, want);
     CU_ASSERT_EQUAL (k->layernorm_fwd (LM, LN, x, g, b, y, mean, rstd), 0);
     CU_ASSERT (close_enough ("layernorm_fwd", y, want, LM * LN, 1e-5, 1e-6));
@@ -173,7 +180,8 @@ static void attn_ref (const double *qkv, double *out)
                 for (int d = 0; d < AD; d++) {
                     o[d] = 0;
                     for (int j = 0; j <= i; j++)
-                        o[d] += s[j] / sum * qkv[((size_t)b * AT + j) * 3 * AE + 2 * AE + h * AD + d];
+                        o[d] += s[j] / sum *
+                                qkv[((size_t)b * AT + j) * 3 * AE + 2 * AE + h * AD + d];
                 }
             }
 }
@@ -217,7 +225,8 @@ static void attn_case (double scale, double rtol)
         }
     CU_ASSERT_EQUAL (k->attn_bwd (AB, AT, AH, AD, qkv, att, r, dqkv, work), 0);
     fd_grad (attn_loss, &a, q64, NQ, g);
-    CU_ASSERT (close_enough ("attn_bwd dqkv", dqkv, g, NQ, 1e-3 * (scale > 2 ? 10 : 1), 1e-5 * scale));
+    CU_ASSERT (close_enough (
+      "attn_bwd dqkv", dqkv, g, NQ, 1e-3 * (scale > 2 ? 10 : 1), 1e-5 * scale));
 }
 
 static void test_attention (void)
@@ -238,7 +247,8 @@ static void test_embed_pos (void)
 {
     enum { B = 3, T = 4, E = 5 };
     uint8_t tok[B * T] = { 7, 0, 255, 7, 7, 1, 2, 3, 255, 255, 0, 9 };
-    float wte[256 * E], wpe[T * E], x[B * T * E], dx[B * T * E], dwte[256 * E], dwpe[T * E];
+    float wte[256 * E], wpe[T * E], x[B * T * E], dx[B * T * E], dwte[256 * E],
+      dwpe[T * E];
     double wx[B * T * E], wdte[256 * E], wdpe[T * E];
 
     fill (wte, 256 * E, 1.0);
@@ -248,7 +258,8 @@ static void test_embed_pos (void)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int e = 0; e < E; e++)
-                wx[(b * T + t) * E + e] = (double)wte[tok[b * T + t] * E + e] + wpe[t * E + e];
+                wx[(b * T + t) * E + e] =
+                  (double)wte[tok[b * T + t] * E + e] + wpe[t * E + e];
     CU_ASSERT (close_enough ("embed_pos_fwd", x, wx, B * T * E, 1e-7, 0));
     /* The loss sum dx .* x is linear: its gradient is exact, by FD too. */
     for (int i = 0; i < 256 * E; i++)
@@ -259,7 +270,8 @@ static void test_embed_pos (void)
         for (int t = 0; t < T; t++)
             for (int e = 0; e < E; e++) {
                 double d = dx[(b * T + t) * E + e];
-                wdte[tok[b * T + t] * E + e] += ((d * (1 + H_FD)) - (d * (1 - H_FD))) / (2 * H_FD);
+                wdte[tok[b * T + t] * E + e] +=
+                  ((d * (1 + H_FD)) - (d * (1 - H_FD))) / (2 * H_FD);
                 wdpe[t * E + e] += d;
             }
     CU_ASSERT_EQUAL (k->embed_pos_bwd (B, T, E, tok, dx, dwte, dwpe), 0);
@@ -270,7 +282,8 @@ static void test_embed_pos (void)
 static const struct dt_unit_test tests[] = {
     { "layernorm forward vs float64, backward (dx +=, dg, db) vs FD", test_layernorm },
     { "causal attention forward vs float64, backward vs FD", test_attention },
-    { "causal attention with large scores: stable, still matches", test_attention_large_scores },
+    { "causal attention with large scores: stable, still matches",
+      test_attention_large_scores },
     { "token + position embeddings: gather, scatter-add", test_embed_pos },
     { NULL, NULL },
 };
