@@ -140,6 +140,17 @@ row("4 train", "dttrain 1 rank tokens/s", "train.dt1", ref="PyTorch", ref_key="t
 row("4 train", "dttrain 2 ranks tokens/s (gloo)", "train.dt2", ref="PyTorch DDP gloo", ref_key="train.pt2",
     ratio_key="train.ratio2")
 
+# 4b. the transformer
+row("4b transformer", "dttrain transformer 1 thread tokens/s", "tfm.dt_tps", ref="PyTorch same model",
+    ref_key="tfm.pt_tps", ratio_key="tfm.ratio", goal="ratio >= 1.2",
+    ok=lambda st, a, b: None if not b else b["median"] >= 1.2)
+row("4b transformer", "dttrain transformer model GFLOP/s", "tfm.dt_gflops",
+    ref="OpenBLAS SGEMM same shapes", ref_key="tfm.sgemm_gflops", ratio_key="tfm.frac_sgemm",
+    goal=">= 60% of SGEMM", ok=lambda st, a, b: None if not b else b["median"] >= 0.6)
+row("4b transformer", "val bits/byte after the same wall time: transformer", "tfm.bpb_tfm",
+    ref="MLP", ref_key="tfm.bpb_mlp", goal="transformer lower",
+    ok=lambda st, a, b: None if not (st and a) else st["median"] < a["median"])
+
 # 5. orchestration overhead
 row("5 overhead", "dttrain 2 ranks via dtctld+dtagent tokens/s", "overhead.via", ref="bare",
     ref_key="overhead.bare", ratio_key="overhead.ratio", goal="ratio >= 0.99",

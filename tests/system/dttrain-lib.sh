@@ -27,6 +27,11 @@ corpus () {
     echo "$TMP/corpus.txt"
 }
 
+# The kernel backend of every launch (a test's own --backend comes later
+# and wins): the CPU, so that these tests mean the same on a GPU machine,
+# where several local ranks would need a GPU each.
+: "${DTTRAIN_BACKEND:=cpu}"
+
 # launch W NAME args... : start W ranks in the background; outputs in
 # $TMP/NAME.R.{out,err}; exit codes in $TMP/NAME.R.rc once waited.
 launch () {
@@ -40,7 +45,7 @@ launch () {
         if [ "${LAUNCH_KV:-0}" = 1 ]; then rdvarg=""; export DT_RENDEZVOUS_DIR=$rdv
         else rdvarg="--rendezvous-dir $rdv"; fi
         ( RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 OPENBLAS_NUM_THREADS=1 \
-            exec "$DTTRAIN" $rdvarg "$@" \
+            exec "$DTTRAIN" $rdvarg --backend "$DTTRAIN_BACKEND" "$@" \
             >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" ) &
         LAUNCHED="$LAUNCHED $!"
         PIDS="$PIDS $!"
