@@ -30,6 +30,12 @@ check "... and not before the hang timeout" test -n "$t1" -a "$((t1 - t0))" -ge 
 check "the stopped rank was killed" wait_for 10 none_alive "$P1"
 check "no process of the attempt left (those seen, and any process naming the test's directory)" \
     wait_for 20 eval 'none_alive $ALL && none_left'
+# The agents ended every rank's process group themselves: their subreaper
+# safety net, which logs what it still finds at exit, found nothing.
+logs=$(ls "$T"/users/0/job-"$JOB".1.local*.log 2>/dev/null)
+check "both agents' logs are there" test "$(echo "$logs" | grep -c .)" -eq 2
+check "the agents killed the ranks' process groups (no leftover for the subreaper)" \
+    eval '[ -n "$logs" ] && ! grep -h "leftover process" $logs' || cat $logs | diag
 check "the job failed" wait_for 10 eval '[ "$(job_state "$JOB")" = failed ]'
 check "its attempt failed with cause hang, blamed on rank 1 on local1" \
     wait_for 20 eval 'api GET "/v1/jobs/$JOB" | jqt ".data.attempts[-1].state == \"failed\" and .data.attempts[-1].cause == \"hang\"
