@@ -131,9 +131,16 @@ static void submit_flag (const struct cmd *cmd, json_t *flags, int c)
             json_object_set_new (flags, "partition", json_string (optarg));
             break;
         case 't':
-            /* Passed as written: the controller parses Slurm's forms
+            /* As sbatch: a bare number is minutes.  Anything else is passed
+             * as written: the controller parses Slurm's forms and units
              * and names the field if it is wrong. */
-            json_object_set_new (flags, "time_limit", json_string (optarg));
+            if (*optarg && optarg[strspn (optarg, "0123456789")] == '\0'
+                && strlen (optarg) < 32) {
+                char m[40];
+                snprintf (m, sizeof (m), "%sm", optarg);
+                json_object_set_new (flags, "time_limit", json_string (m));
+            } else
+                json_object_set_new (flags, "time_limit", json_string (optarg));
             break;
         case 'D':
             json_object_set_new (flags, "workdir", abs_path (optarg));

@@ -81,6 +81,12 @@ check "submit JOB.json prints a job id" eval '[[ "$short" =~ ^[0-9]+$ ]]' || dia
 check "submit --json: data.spec holds the flags" \
     eval 'dta submit --json -J j3 -N 1 -e K=V -- true | jq -e ".spec.env.K == \"V\" and .spec.name == \"j3\" and .spec.workdir == \"$TMP/work\"" >/dev/null'
 
+# -t as sbatch reads it: a bare number is minutes, Slurm's forms as written.
+check "submit -t 30: thirty minutes, as sbatch (time_limit 1800)" \
+    eval 'dta submit --json -J t30 -N 1 -t 30 -- true | jq -e ".spec.time_limit == 1800" >/dev/null'
+check "submit -t 1:30:00 and -t 90s: Slurm's form and a unit" \
+    eval 'dta submit --json -N 1 -t 1:30:00 -- true | jq -e ".spec.time_limit == 5400" >/dev/null && dta submit --json -N 1 -t 90s -- true | jq -e ".spec.time_limit == 90" >/dev/null'
+
 # Bad specs: the controller's field path reaches the user.
 echo '{"command": ["true"], "checkpoint": {"every_steps": -5}}' >"$TMP/bad1.json"
 dta submit "$TMP/bad1.json" 2>"$TMP/err" >/dev/null; rc=$?
@@ -201,8 +207,8 @@ else
 fi
 "$DTCTL" nodes clear 2>/dev/null; check "nodes clear without NODE: exit 1" test $? -eq 1
 # An admin may mark a node suspect (and clear it again); another user may not.
-as_user2 "$DTCTL" nodes suspect local1 2>"$TMP/err" >/dev/null; rc=$?
-check "$USER2 may not mark a node suspect: exit 4" test $rc -eq 4
+dtb nodes suspect local1 2>"$TMP/err" >/dev/null; rc=$?
+check "$DT_USER_B may not mark a node suspect: exit 4" test $rc -eq 4
 out=$("$DTCTL" nodes suspect local1 2>"$TMP/err"); rc=$?
 check "nodes suspect NODE (root): exit 0, says so" eval '[ $rc -eq 0 ] && [[ "$out" == "Node local1 marked suspect" ]]' || diag "$TMP/err"
 check "the node is suspect, noted as marked by root" \
