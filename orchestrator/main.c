@@ -350,7 +350,13 @@ int main (int argc, char **argv)
     /* Configuration (errors go to the terminal: not daemonized yet). */
     dt_log_init ("dtctld", DT_LOG_STDERR, LOG_INFO);
     if (!(ctx.cfg = config_load (conf_path, &ov, &err))) {
+        int e = errno;
         fprintf (stderr, "dtctld: %s\n", err.text);
+        /* make install puts only the example there; the systemd unit
+         * names the real file. */
+        if (e == ENOENT && conf_path)
+            fprintf (stderr, "dtctld: start from the example: cp %s/dtctld/dtctld.conf.example "
+                     "%s and edit it (see dtctld.conf(5))\n", SYSCONFDIR, conf_path);
         return 1;
     }
     dt_log_set_level (ctx.cfg->log_level);
