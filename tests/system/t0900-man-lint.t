@@ -58,7 +58,7 @@ for p in $pages; do
     fi
     # Cross-references to this project's pages name pages that exist.
     bad=""
-    for r in $(grep -ho '^\.BR \(dt\|libdt\)[a-z.\\-]* ([0-9])' "$f" | sed 's/^\.BR //; s/\\-/-/g; s/ (\([0-9]\))/.\1/' | sort -u); do
+    for r in $(grep -o '\b\(dt\|libdt\)[a-z_.\\-]* ([0-9])' "$f" | sed 's/\\-/-/g; s/ (\([0-9]\))/.\1/' | sort -u); do
         case " $pages " in *" $r "*) ;; *) bad="$bad $r" ;; esac
     done
     check "$p: cross-references exist${bad:+ (missing:$bad)}" test -z "$bad"
