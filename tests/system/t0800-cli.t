@@ -260,6 +260,9 @@ check "history --json: every attempt of every job" \
 # ---- events ------------------------------------------------------------------
 check "events: the submission is recorded" eval '"$DTCTL" events "$long" | grep -q "job_submitted"'
 check "events --json" eval '"$DTCTL" events --json "$long" | jq -e "length >= 2" >/dev/null'
+# dtctl pages with ?after= until an empty answer: every event once, in order.
+check "events --json: each event once, oldest first (paged with after=)" \
+    eval '"$DTCTL" events --json "$long" | jq -e "[.[].id] as \$i | \$i == (\$i | unique)" >/dev/null'
 
 # ---- the controller goes away ---------------------------------------------
 kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
