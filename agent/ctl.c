@@ -145,7 +145,7 @@ error:
 
 /* Decode the "ready" answer.  Unknown keys are tolerated (the controller
  * may add fields in a later minor version); every known one is checked. */
-static int parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
+int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
 {
     int64_t v;
     const char *s;
@@ -278,7 +278,7 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
             json_t *sv = json_object_get (data, "state");
             state = json_is_string (sv) ? json_string_value (sv) : "";
             if (strcmp (state, "ready") == 0) {
-                rc = parse_layout (data, out, err);
+                rc = ctl_parse_layout (data, out, err);
                 if (rc < 0)
                     errno = EPROTO;
                 json_decref (data);

@@ -63,6 +63,12 @@ int ctl_kv_put (ctl_t *c, const char *key, const void *val, size_t len, long *st
 int ctl_kv_get (ctl_t *c, const char *key, void **val, size_t *len, long *status,
                 dt_error_t *err);
 
+/* Decode the data of the controller's "ready" answer (borrowed) into *l
+ * (cleared first; the caller clears it after a success).  Unknown keys are
+ * tolerated, every known one is checked.  Exposed for tests.  0, or -1
+ * with err (EPROTO naming the field) and *l cleared. */
+int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err);
+
 /* base64 (RFC 4648, with padding), exposed for tests.  encode: new string;
  * decode: new buffer, -1 (EINVAL) on bad input. */
 char *b64_encode (const void *p, size_t n);

@@ -176,7 +176,7 @@ static void nccl_version (char *buf, size_t len)
 }
 
 /* GPU model, driver and CUDA versions (nvidia-smi), NCCL, and the Slurm
- * version (srun --version) for the run record (issue 10); empty strings
+ * version (srun --version) for the run record; empty strings
  * where absent. */
 static void host_versions (json_t *hi, bool have_gpus)
 {

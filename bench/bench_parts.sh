@@ -227,6 +227,24 @@ part_train () {
     done
 }
 
+# --- 4b. the transformer: vs PyTorch, vs SGEMM, bits per byte vs the MLP ------------------
+part_transformer () {
+    local d=$TMP/tfm
+    mkdir -p "$d"
+    say "transformer: dttrain vs PyTorch (same model, 1 thread), model FLOP/s vs SGEMM, val bits/byte after ${TFM_BUDGET:-60} s vs the MLP; x $REPS"
+    REPS=$REPS BUDGET=${TFM_BUDGET:-60} "$SRC/bench/bench_transformer.sh" "$B" > "$d/out" 2>&1
+    sed 's/^/   /' "$d/out" | grep -v '^   {' >&2
+    grep '"bench_transformer": "speed"' "$d/out" | while read -r l; do
+        local dt pt df s
+        dt=$(echo "$l" | jq .dttrain_tokens_per_s); pt=$(echo "$l" | jq .torch_tokens_per_s)
+        df=$(echo "$l" | jq .dttrain_gflops); s=$(echo "$l" | jq .sgemm_gflops)
+        rec tfm.dt_tps "$dt"; rec tfm.pt_tps "$pt"; rec tfm.ratio "$(calc "$dt / $pt")"
+        rec tfm.dt_gflops "$df"; rec tfm.sgemm_gflops "$s"; rec tfm.frac_sgemm "$(calc "$df / $s")"
+    done
+    rec tfm.bpb_mlp "$(grep '"model": "mlp"' "$d/out" | jq .val_bpb)"
+    rec tfm.bpb_tfm "$(grep '"model": "transformer"' "$d/out" | jq .val_bpb)"
+}
+
 # --- 5. orchestration overhead ------------------------------------------------------------
 # job_ended ID: job ID of the controller at $URL is in a final state.
 job_ended () {
@@ -300,4 +318,5 @@ part_overhead () {
     stop_ctld
 }
 
+. "$SRC/bench/bench_local.sh"
 . "$SRC/bench/bench_recovery.sh"

@@ -140,12 +140,42 @@ row("4 train", "dttrain 1 rank tokens/s", "train.dt1", ref="PyTorch", ref_key="t
 row("4 train", "dttrain 2 ranks tokens/s (gloo)", "train.dt2", ref="PyTorch DDP gloo", ref_key="train.pt2",
     ratio_key="train.ratio2")
 
+# 4b. the transformer
+row("4b transformer", "dttrain transformer 1 thread tokens/s", "tfm.dt_tps", ref="PyTorch same model",
+    ref_key="tfm.pt_tps", ratio_key="tfm.ratio", goal="ratio >= 1.2",
+    ok=lambda st, a, b: None if not b else b["median"] >= 1.2)
+row("4b transformer", "dttrain transformer model GFLOP/s", "tfm.dt_gflops",
+    ref="OpenBLAS SGEMM same shapes", ref_key="tfm.sgemm_gflops", ratio_key="tfm.frac_sgemm",
+    goal=">= 60% of SGEMM", ok=lambda st, a, b: None if not b else b["median"] >= 0.6)
+row("4b transformer", "val bits/byte after the same wall time: transformer", "tfm.bpb_tfm",
+    ref="MLP", ref_key="tfm.bpb_mlp", goal="transformer lower",
+    ok=lambda st, a, b: None if not (st and a) else st["median"] < a["median"])
+
 # 5. orchestration overhead
 row("5 overhead", "dttrain 2 ranks via dtctld+dtagent tokens/s", "overhead.via", ref="bare",
     ref_key="overhead.bare", ratio_key="overhead.ratio", goal="ratio >= 0.99",
     ok=lambda st, a, b: None if not b else b["median"] >= 0.99)
 row("5 overhead", "submit to completed s (bare: start to exit)", "overhead.via_wall_s", ref="bare",
     ref_key="overhead.bare_wall_s")
+
+# 7. local launcher: the run record and detection (timings the system tests
+# t1000 and t0400-t0402 check only for presence)
+row("7 local", "failure-free 6 s job: ETTR", "local.ettr", goal="> 0.75",
+    ok=lambda st, a, b: None if not st else st["median"] > 0.75)
+row("7 local", "failure-free job: ETTR without start-up and shutdown", "local.ettr_steady", goal="> 0.95",
+    ok=lambda st, a, b: None if not st else st["median"] > 0.95)
+row("7 local", "step time p50 ms (steps of 250 ms)", "local.step_p50_ms", goal="250 +- 10%",
+    ok=lambda st, a, b: None if not st else 225 < st["median"] < 275)
+row("7 local", "samples per second (2 ranks x 32 / 0.25 s = 256)", "local.samples_per_s", goal="200..300",
+    ok=lambda st, a, b: None if not st else 200 < st["median"] < 300)
+row("7 local", "lost work time / (lost steps x 250 ms)", "local.lost_work_ratio", goal="1 +- 50%",
+    ok=lambda st, a, b: None if not st else 0.5 < st["median"] < 1.5)
+row("7 local", "kill -9 of a rank to trainer_exit recorded ms", "local.detect_kill_ms", goal="<= 1000",
+    ok=lambda st, a, b: None if not st else st["max"] <= 1000, digits=0)
+row("7 local", "SIGSTOP of a rank: hang recorded, ms after the 3 s hang timeout", "local.detect_hang_over_ms",
+    goal="<= 1000", ok=lambda st, a, b: None if not st else st["max"] <= 1000, digits=0)
+row("7 local", "kill -9 of an agent to its trainers gone ms", "local.agent_kill_gone_ms", goal="<= 2000",
+    ok=lambda st, a, b: None if not st else st["max"] <= 2000, digits=0)
 
 # 6. libdtclient
 row("6 dtclient", "dtclient_step ns per call (agent attached)", "dtclient.step_ns", ref="no agent",

@@ -40,6 +40,14 @@ struct dt_kern_ops *dt_kern_select (const char *want, char *err, size_t errlen)
     if (!want || !strcasecmp (want, "auto")) {
         if (dt_kern_cuda_available (why, sizeof (why)))
             return dt_kern_cuda ();
+#if HAVE_CUDA
+        /* GPUs present but not one for this rank: an error, not a silent
+         * run on the CPU. */
+        if (dt_kern_cuda_fatal ()) {
+            snprintf (err, errlen, "%s", why);
+            return NULL;
+        }
+#endif
         return dt_kern_cpu ();
     }
     if (!strcasecmp (want, "cpu"))

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kernels/cpu_tfm.h"
 #include "kernels/kernels.h"
 
 /* The element-wise loops are compiled at O3 and cloned for AVX-512, AVX2
@@ -277,6 +278,12 @@ static struct dt_kern_ops cpu_ops = {
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .adamw = cpu_adamw,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .embed_pos_fwd = cpu_embed_pos_fwd,
+    .embed_pos_bwd = cpu_embed_pos_bwd,
+    .attn_fwd = cpu_attn_fwd,
+    .attn_bwd = cpu_attn_bwd,
 };
 
 static int cpu_threads_set;

@@ -87,8 +87,41 @@ struct dt_kern_ops {
                   float lr, float b1, float b2, float eps, float wd,
                   float bc1, float bc2, float gscale);
 
+    /* --- transformer kernels (NULL where a backend lacks them) --- */
+
+    /* LayerNorm over each row of x[M,N] (eps DT_LN_EPS):
+     * y = (x - mean) * rstd * g + b; mean[M], rstd[M] kept for backward. */
+    int (*layernorm_fwd) (int M, int N, const float *x, const float *g, const float *b,
+                          float *y, float *mean, float *rstd);
+    /* dx += dL/dx (so a residual stream's gradient accumulates);
+     * dg += column sums of dy * xhat; db += column sums of dy. */
+    int (*layernorm_bwd) (int M, int N, const float *x, const float *g, const float *mean,
+                          const float *rstd, const float *dy, float *dx, float *dg,
+                          float *db);
+
+    /* x[B*T, E] row (b, t) = wte[tok[b*T + t]] + wpe[t]. */
+    int (*embed_pos_fwd) (int B, int T, int E, const uint8_t *tok, const float *wte,
+                          const float *wpe, float *x);
+    /* dwte[256,E] += scatter of dx by tok; dwpe[T,E] += sum over b (fixed order). */
+    int (*embed_pos_bwd) (int B, int T, int E, const uint8_t *tok, const float *dx,
+                          float *dwte, float *dwpe);
+
+    /* Causal multi-head self-attention, NH heads of width D (E = NH*D):
+     * qkv[B*T, 3E] holds q | k | v, head h in columns h*D .. h*D+D of each;
+     * att[B, NH, T, T] gets the softmax probabilities of
+     * q k^T / sqrt(D) with key > query masked (0 there), kept for
+     * backward; out[B*T, E] = att v (head h in columns h*D ..). */
+    int (*attn_fwd) (int B, int T, int NH, int D, const float *qkv, float *att, float *out);
+    /* dqkv[B*T, 3E] = gradient (overwritten) given dout; work: scratch of
+     * B*NH*T*T floats. */
+    int (*attn_bwd) (int B, int T, int NH, int D, const float *qkv, const float *att,
+                     const float *dout, float *dqkv, float *work);
+
     char last_error[256];
 };
+
+/* LayerNorm's epsilon (PyTorch's default). */
+#define DT_LN_EPS 1e-5f
 
 /* The CPU backend (always available).  Borrowed, static. */
 struct dt_kern_ops *dt_kern_cpu (void);

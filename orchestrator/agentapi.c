@@ -48,7 +48,7 @@ static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
     }
     if ((att = jobs_attempt_by_token (ctx->jobs, tok))) {
         /* An ending attempt is still heard while it waits for surviving
-         * ranks' just-in-time checkpoint (issue 7). */
+         * ranks' just-in-time checkpoint. */
         if ((att->row.state == ATT_ENDING && !jobs_jit_window (att))
             || fsm_attempt_terminal (att->row.state)) {
             dt_http_reply_error (req, 410, NULL, "attempt %d of job %lld has ended (%s)",
@@ -312,7 +312,7 @@ static void field_copy (char *dst, size_t len, const char *src)
 
 static struct agent *agent_of (struct attempt *att, const char *node)
 {
-    return jobs_agent_find (att, node);        /* hashed (issue 9) */
+    return jobs_agent_find (att, node);        /* hashed */
 }
 
 static void heartbeat_cb (dt_http_req_t *req, void *arg)
@@ -399,7 +399,7 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
             jobs_rank_heartbeat (ctx->jobs, att, h->rank, now);
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
-     * for a small attempt, from the tick for a large one (issue 9). */
+     * for a small attempt, from the tick for a large one. */
     if (att->row.state == ATT_RUNNING)      /* goodput accounting */
         report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)

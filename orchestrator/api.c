@@ -604,7 +604,7 @@ static void node_show_cb (dt_http_req_t *req, void *arg)
     dt_http_reply_json (req, 200, n);
 }
 
-/* POST /v1/nodes/{name}/clear (issue 7): an admin puts a suspect node back
+/* POST /v1/nodes/{name}/clear: an admin puts a suspect node back
  * into service; answers the node list. */
 static void node_clear_cb (dt_http_req_t *req, void *arg)
 {

@@ -46,7 +46,7 @@ struct ctld_config {
     int log_level;               /* LogLevel */
     char *dtagent_path;          /* DtagentPath */
     int64_t max_body;            /* MaxBodySize (bytes) */
-    /* Fault tolerance (issue 7) */
+    /* Fault tolerance */
     int64_t hang_floor_ms;       /* HangTimeoutFloor: floor of the auto hang timeout */
     int64_t suspect_jobs;        /* SuspectJobs: failures in this many jobs ... */
     int64_t suspect_window_ms;   /* SuspectWindow: ... within this window -> suspect */

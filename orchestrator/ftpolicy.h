@@ -1,4 +1,4 @@
-/* ftpolicy.h: the pure decisions of fault tolerance (issue 7).
+/* ftpolicy.h: the pure decisions of fault tolerance.
  *
  * No I/O, no clock, no global state: the job manager (orchestrator/jobs/) feeds these
  * functions what it observed and acts on the answer, and the unit tests

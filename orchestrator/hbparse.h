@@ -2,7 +2,7 @@
  * decoded and validated without building a JSON tree.
  *
  * A heartbeat has one fixed shape, {"node": ..., "ranks": [{...}, ...]},
- * and the controller takes 10,000 of them a second (issue 9).  The fast
+ * and the controller takes 10,000 of them a second.  The fast
  * path reads that shape in one pass, with no allocation once the rank
  * buffer has grown to a heartbeat's size, and accepts only what the
  * general path (jansson, strict, as every other route) accepts; anything

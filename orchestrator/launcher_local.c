@@ -49,7 +49,7 @@ struct local {
 };
 
 /* Node numbers of the pretend cluster: local1, local2, ...  The k-th node
- * of an attempt is the k-th name not in the exclude list (issue 7: a new
+ * of an attempt is the k-th name not in the exclude list (a new
  * attempt never runs on a node that failed); LocalNodes bounds the list. */
 static bool excluded (const char *const *exclude, int num)
 {

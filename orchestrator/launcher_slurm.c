@@ -233,7 +233,7 @@ static int parse_mem_mb (const char *val, uint64_t *mb)
 
     errno = 0;
     v = strtoull (val, &end, 10);
-    if (errno || end == val)
+    if (errno || end == val || strchr (val, '-'))   /* strtoull takes "-3" */
         return -1;
     switch (*end) {
         case '\0': break;

@@ -173,7 +173,7 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     head (&b, "dtctld_http_requests_cut_total", "counter",
           "Connections closed because their request ran past RequestTimeout.");
     put (&b, "dtctld_http_requests_cut_total %llu\n",
-         (unsigned long long)dt_httpd_cut_count (m->ctx->httpd));
+         (unsigned long long)(m->ctx->httpd ? dt_httpd_cut_count (m->ctx->httpd) : 0));
     head (&b, "dtctld_start_time_seconds", "gauge", "When this dtctld started (Unix time).");
     put (&b, "dtctld_start_time_seconds %.3f\n", m->start_ms / 1000.0);
     /* Goodput of the jobs not ended (report.c). */

@@ -1,4 +1,4 @@
-/* provenance.h: what is needed to reproduce an attempt (issue 10).
+/* provenance.h: what is needed to reproduce an attempt.
  *
  * Each attempt carries a JSON object in attempts.provenance (shown per
  * attempt by GET /v1/jobs/{id} and copied into every checkpoint manifest

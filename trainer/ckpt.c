@@ -17,11 +17,16 @@
 #include "common/fsutil.h"
 #include "common/dtime.h"
 #include "trainer/ckpt.h"
+#include "trainer/ckpt_table.h"
 #include "trainer/opts.h"
 
 #define CKPT_MAGIC "DTCKPT\r\n"
-#define CKPT_VERSION 1
-#define CKPT_NT 3
+/* Version 2 adds the named tensor table (ckpt_table.h) as a fourth
+ * table entry after the three slices; version 1 shards (no table) still
+ * load, by flat offset. */
+#define CKPT_VERSION 2
+#define CKPT_NT 3               /* the slices: params, adam_m, adam_v */
+#define CKPT_NTENT (CKPT_NT + 1) /* and the tensor table (version 2) */
 
 struct ckpt_hdr {
     char magic[8];
@@ -43,7 +48,7 @@ struct ckpt_tent {
     uint64_t reserved;
 };
 
-static const char *tensor_names[CKPT_NT] = { "params", "adam_m", "adam_v" };
+static const char *tensor_names[CKPT_NTENT] = { "params", "adam_m", "adam_v", "tensor_table" };
 
 /* The most config text a shard header may announce: the options are a few
  * hundred bytes; a larger value is a corrupt or forged header (and
@@ -186,16 +191,32 @@ static size_t align_io (size_t x)
     return (x + CKPT_ALIGN - 1) & ~(size_t)(CKPT_ALIGN - 1);
 }
 
-/* File offsets of the three tensors of a shard of count floats each, and
- * the file size (the format of version 1: every tensor 64-byte aligned). */
-static size_t shard_layout (size_t count, size_t cfg, size_t off[CKPT_NT])
+/* File offsets of the three slices of a shard of count floats each and of
+ * its tensor table (ntab entries), and the file size (every part 64-byte
+ * aligned). */
+static size_t shard_layout (size_t count, size_t cfg, size_t ntab, size_t off[CKPT_NTENT])
 {
-    size_t o = align64 (sizeof (struct ckpt_hdr) + sizeof (struct ckpt_tent[CKPT_NT]) + cfg);
+    size_t o = align64 (sizeof (struct ckpt_hdr) + sizeof (struct ckpt_tent[CKPT_NTENT]) + cfg);
     for (int i = 0; i < CKPT_NT; i++) {
         off[i] = o;
         o = align64 (o + count * 4);
     }
-    return off[CKPT_NT - 1] + count * 4;
+    /* An empty table adds nothing: the file ends with adam_v. */
+    off[CKPT_NT] = ntab ? o : off[CKPT_NT - 1] + count * 4;
+    return off[CKPT_NT] + ntab * sizeof (struct ckpt_named);
+}
+
+/* Length in bytes of part i of a shard laid out by shard_layout. */
+static size_t part_bytes (int i, size_t count, size_t ntab)
+{
+    return i < CKPT_NT ? count * 4 : ntab * sizeof (struct ckpt_named);
+}
+
+/* shard_layout for meta's slice; *ntab: its table's entries. */
+static size_t meta_layout (const struct ckpt_meta *m, size_t off[CKPT_NTENT], size_t *ntab)
+{
+    *ntab = ckpt_table_build (m->tensors, m->ntensors, m->lo, m->hi, NULL, NULL);
+    return shard_layout (m->hi - m->lo, strlen (m->config), *ntab, off);
 }
 
 /* Room for a shard of 'bytes' plus the padding to the next block. */
@@ -231,9 +252,9 @@ static int image_copy (struct ckpt_image *img, const struct ckpt_meta *m,
                        const float *const src[CKPT_NT], copy_f copy, const char *copy_error,
                        char *error, size_t errlen)
 {
-    size_t count = m->hi - m->lo, off[CKPT_NT];
+    size_t count = m->hi - m->lo, off[CKPT_NTENT], ntab;
 
-    shard_layout (count, strlen (m->config), off);
+    meta_layout (m, off, &ntab);
     for (int i = 0; i < CKPT_NT; i++)
         if (count && copy (img->buf + off[i], src[i], count * 4) < 0) {
             snprintf (error, errlen, "checkpoint snapshot: %s", copy_error);
@@ -247,19 +268,21 @@ static int image_copy (struct ckpt_image *img, const struct ckpt_meta *m,
 static void image_seal (struct ckpt_image *img, const struct ckpt_meta *m, size_t *bytes,
                         uint32_t *crc)
 {
-    size_t count = m->hi - m->lo, cfg = strlen (m->config), off[CKPT_NT];
-    size_t total = shard_layout (count, cfg, off);
+    size_t count = m->hi - m->lo, cfg = strlen (m->config), off[CKPT_NTENT], ntab;
+    size_t total = meta_layout (m, off, &ntab);
     struct ckpt_hdr h;
-    struct ckpt_tent t[CKPT_NT];
+    struct ckpt_tent t[CKPT_NTENT];
     char *b = img->buf;
 
+    ckpt_table_build (m->tensors, m->ntensors, m->lo, m->hi, off,
+                      (struct ckpt_named *)(b + off[CKPT_NT]));
     memset (t, 0, sizeof (t));
-    for (int i = 0; i < CKPT_NT; i++) {
+    for (int i = 0; i < CKPT_NTENT; i++) {
         snprintf (t[i].name, sizeof (t[i].name), "%s", tensor_names[i]);
         t[i].offset = off[i];
-        t[i].count = count;
-        t[i].dtype = 0; /* float32 */
-        t[i].crc = dt_crc32c (0, b + off[i], count * 4);
+        t[i].count = i < CKPT_NT ? count : ntab;
+        t[i].dtype = i < CKPT_NT ? 0 : 1; /* float32; table entries */
+        t[i].crc = dt_crc32c (0, b + off[i], part_bytes (i, count, ntab));
     }
     memset (&h, 0, sizeof (h));
     memcpy (h.magic, CKPT_MAGIC, 8);
@@ -269,7 +292,7 @@ static void image_seal (struct ckpt_image *img, const struct ckpt_meta *m, size_
     h.rank = m->rank;
     h.world = m->world;
     h.parallel = m->parallel;
-    h.ntensors = CKPT_NT;
+    h.ntensors = CKPT_NTENT;
     h.nparams = m->nparams;
     h.lo = m->lo;
     h.hi = m->hi;
@@ -284,17 +307,18 @@ static void image_seal (struct ckpt_image *img, const struct ckpt_meta *m, size_
     /* The gaps are zeros: between the config and each tensor, and after
      * the last one up to the block the O_DIRECT write ends on. */
     size_t gap = sizeof (h) + sizeof (t) + cfg;
-    for (int i = 0; i < CKPT_NT; i++) {
+    for (int i = 0; i < CKPT_NTENT; i++) {
         memset (b + gap, 0, off[i] - gap);
-        gap = off[i] + count * 4;
+        gap = off[i] + part_bytes (i, count, ntab);
     }
     memset (b + total, 0, align_io (total) - total);
     /* The file's CRC32C: the head, then each tensor's (already known)
      * combined, then the gap after it. */
     uint32_t c = dt_crc32c (0, b, off[0]);
-    for (int i = 0; i < CKPT_NT; i++) {
-        c = crc32c_combine (c, t[i].crc, (uint64_t)count * 4);
-        size_t end = off[i] + count * 4, next = i + 1 < CKPT_NT ? off[i + 1] : total;
+    for (int i = 0; i < CKPT_NTENT; i++) {
+        size_t len = part_bytes (i, count, ntab);
+        c = crc32c_combine (c, t[i].crc, (uint64_t)len);
+        size_t end = off[i] + len, next = i + 1 < CKPT_NTENT ? off[i + 1] : total;
         c = dt_crc32c (c, b + end, next - end);
     }
     *bytes = total;
@@ -437,7 +461,7 @@ int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct 
                      double *stall_s, dt_error_t *err)
 {
     int64_t t0 = dt_mono_ns ();
-    size_t off[CKPT_NT];
+    size_t off[CKPT_NTENT], ntab;
 
     ckpt_wait (w);
     if (!xstrdup_into (&w->config, meta->config) || !xstrdup_into (&w->root, meta->root)
@@ -447,7 +471,7 @@ int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct 
     w->meta.config = w->config;
     w->meta.root = w->root;
     w->meta.job = w->job;
-    if (image_reserve (&w->img, shard_layout (meta->hi - meta->lo, strlen (w->config), off)) < 0)
+    if (image_reserve (&w->img, meta_layout (&w->meta, off, &ntab)) < 0)
         return errprintf (err, "checkpoint snapshot: out of memory");
     w->k = k;
     w->src[0] = params;
@@ -507,7 +531,7 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
     const float *full[CKPT_NT] = { params, m, v };
     uint64_t n = meta->nparams;
     struct ckpt_image img = { NULL, 0 };
-    size_t off[CKPT_NT];
+    size_t off[CKPT_NTENT];
     int rc = -1;
 
     /* Training has stopped: synchronous, through the same image and
@@ -515,8 +539,10 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
      * bytes), one image sized for the largest slice. */
     if (dt_mkdir_p (dir, 0755) < 0)
         return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir, strerror (errno));
+    /* A slice meets at most every tensor: ntensors entries per kind. */
     if (image_reserve (&img, shard_layout ((n + meta->world - 1) / meta->world,
-                                           strlen (meta->config), off)) < 0)
+                                           strlen (meta->config),
+                                           (size_t)meta->ntensors * CKPT_NT, off)) < 0)
         return errprintf (err, "just-in-time checkpoint: out of memory");
     for (int k = 0; k < meta->world; k++) {
         struct ckpt_meta sm = *meta;
@@ -645,10 +671,37 @@ static int read_at (int fd, void *buf, size_t len, off_t off)
     return 0;
 }
 
-static int load_shard (const char *path, int rank_expect, const char *config, uint64_t nparams,
-                       float *out[CKPT_NT], struct ckpt_hdr *h, dt_error_t *err)
+/* Read part i (n elements of size bytes) into a new buffer and check its
+ * CRC32C.  NULL with err (EBADMSG) on failure. */
+static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int i,
+                        size_t size, dt_error_t *err)
 {
-    struct ckpt_tent t[CKPT_NT];
+    void *p = NULL;
+    if (strncmp (t->name, tensor_names[i], sizeof (t->name))
+        || !(p = malloc (t->count * size + 1)) || read_at (fd, p, t->count * size, t->offset) < 0) {
+        free (p);
+        errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s truncated or missing", path,
+                     tensor_names[i]);
+        return NULL;
+    }
+    if (dt_crc32c (0, p, t->count * size) != t->crc) {
+        free (p);
+        errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s fails its CRC32C", path,
+                     tensor_names[i]);
+        return NULL;
+    }
+    return p;
+}
+
+/* Load one shard into out (full arrays).  With the model's tensors (mt),
+ * a version 2 shard is placed by the names in its tensor table; without
+ * them, for version 1, or for a shard written without a layout (an empty
+ * table), by flat offset. */
+static int load_shard (const char *path, int rank_expect, const char *config, uint64_t nparams,
+                       const struct model_tensor *mt, int nmt, float *out[CKPT_NT],
+                       struct ckpt_hdr *h, dt_error_t *err)
+{
+    struct ckpt_tent t[CKPT_NTENT];
     char *cfg = NULL;
     int fd = open (path, O_RDONLY | O_CLOEXEC);
 
@@ -662,10 +715,13 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
         close (fd);
         return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch", path);
     }
-    if (h->version != CKPT_VERSION || h->ntensors != CKPT_NT || h->hdr_bytes != sizeof (*h)) {
+    if (!((h->version == 1 && h->ntensors == CKPT_NT)
+          || (h->version == CKPT_VERSION && h->ntensors == CKPT_NTENT))
+        || h->hdr_bytes != sizeof (*h)) {
         close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: unsupported version %u", path,
-                            h->version);
+        return errnoprintf (err, EBADMSG, "checkpoint shard %s: unsupported version %u "
+                            "(this dttrain reads versions 1 and %d)", path, h->version,
+                            CKPT_VERSION);
     }
     if (h->config_bytes > ckpt_config_max) {
         close (fd);
@@ -673,8 +729,9 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
                             " bytes of config (at most %" PRIu64 ")", path, h->config_bytes,
                             ckpt_config_max);
     }
-    if (read_at (fd, t, sizeof (t), sizeof (*h)) < 0 || !(cfg = calloc (1, h->config_bytes + 1))
-        || read_at (fd, cfg, h->config_bytes, sizeof (*h) + sizeof (t)) < 0) {
+    size_t tbytes = h->ntensors * sizeof (struct ckpt_tent);
+    if (read_at (fd, t, tbytes, sizeof (*h)) < 0 || !(cfg = calloc (1, h->config_bytes + 1))
+        || read_at (fd, cfg, h->config_bytes, sizeof (*h) + tbytes) < 0) {
         free (cfg);
         close (fd);
         return errnoprintf (err, EBADMSG, "checkpoint shard %s: truncated", path);
@@ -696,6 +753,37 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
         return errnoprintf (err, EBADMSG, "checkpoint shard %s: inconsistent rank or slice", path);
     }
     size_t count = h->hi - h->lo;
+    int rc = -1;
+    if (h->version >= 2 && mt && t[CKPT_NT].count > 0) {
+        /* By name: the slices and the table, each checked, then placed. */
+        void *part[CKPT_NTENT] = { NULL, NULL, NULL, NULL };
+        size_t koff[CKPT_NT];
+        if (t[CKPT_NT].count > (uint64_t)CKPT_NT * MODEL_MAX_TENSORS) {
+            errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor table of %" PRIu64
+                         " entries", path, t[CKPT_NT].count);
+            goto named_out;
+        }
+        for (int i = 0; i < CKPT_NTENT; i++) {
+            if (i < CKPT_NT && t[i].count != count) {
+                errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s truncated or missing",
+                             path, tensor_names[i]);
+                goto named_out;
+            }
+            if (!(part[i] = read_part (fd, path, &t[i], i,
+                                       i < CKPT_NT ? 4 : sizeof (struct ckpt_named), err)))
+                goto named_out;
+            if (i < CKPT_NT)
+                koff[i] = t[i].offset;
+        }
+        const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
+        rc = ckpt_table_place (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff, slice,
+                               count, out, err);
+named_out:
+        for (int i = 0; i < CKPT_NTENT; i++)
+            free (part[i]);
+        close (fd);
+        return rc;
+    }
     for (int i = 0; i < CKPT_NT; i++) {
         if (strncmp (t[i].name, tensor_names[i], sizeof (t[i].name)) || t[i].count != count
             || read_at (fd, out[i] + h->lo, count * 4, t[i].offset) < 0) {
@@ -754,6 +842,14 @@ int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
                float *params, float *m, float *v, int64_t *step, int *world,
                int *parallel, dt_error_t *err)
 {
+    return ckpt_load_named (stepdir, config, NULL, 0, nparams, params, m, v, step, world,
+                            parallel, err);
+}
+
+int ckpt_load_named (const char *stepdir, const char *config, const struct model_tensor *mt,
+                     int nmt, uint64_t nparams, float *params, float *m, float *v,
+                     int64_t *step, int *world, int *parallel, dt_error_t *err)
+{
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
     char path[1100];
@@ -762,12 +858,12 @@ int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
     int rc = -1;
 
     snprintf (path, sizeof (path), "%s/rank-0.ckpt", stepdir);
-    if (load_shard (path, 0, config, nparams, out, &h0, err) < 0)
+    if (load_shard (path, 0, config, nparams, mt, nmt, out, &h0, err) < 0)
         return -1;
     for (uint32_t r = 0; r < h0.world; r++) {
         if (r > 0) {
             snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-            if (load_shard (path, r, config, nparams, out, &h, err) < 0)
+            if (load_shard (path, r, config, nparams, mt, nmt, out, &h, err) < 0)
                 goto done;
             if (h.step != h0.step || h.world != h0.world) {
                 errnoprintf (err, EBADMSG, "checkpoint shard %s: step %" PRId64

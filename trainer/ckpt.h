@@ -7,8 +7,12 @@
  * on any world size regathers the full state from all shards.
  *
  * File: a fixed header (magic, version, job, step, rank, world size,
- * parallel layout, slice, seed, data cursor, header CRC32C), a tensor table
- * (name, offset, count, CRC32C each), the config text, the tensor data.
+ * parallel layout, slice, seed, data cursor, header CRC32C), a table of
+ * parts (name, offset, count, CRC32C each), the config text, the three
+ * slices (params, adam_m, adam_v) and, from version 2, the named tensor
+ * table (ckpt_table.h: each model tensor's name, global shape and the
+ * range of it this shard holds, per kind), which the loader uses to place
+ * the data by name.  Version 1 shards (no table) load by flat offset.
  * Written to a temporary name, fsync'd, renamed, directory fsync'd.
  *
  * Writing: the snapshot is the file's image in one block-aligned buffer,
@@ -28,6 +32,8 @@
 #include "common/errprintf.h"
 #include "kernels/kernels.h"
 
+struct model_tensor;
+
 struct ckpt_meta {
     const char *root;           /* checkpoint dir (job included) */
     const char *job;
@@ -36,6 +42,9 @@ struct ckpt_meta {
     uint64_t nparams, lo, hi;
     uint64_t seed, data_cursor;
     const char *config;         /* borrowed; copied by the writer */
+    const struct model_tensor *tensors; /* the layout (borrowed, must outlive
+                                         * the write); NULL: an empty table */
+    int ntensors;
 };
 
 struct ckpt_done {
@@ -79,7 +88,7 @@ void ckpt_wait (struct ckpt_writer *w);
 /* The last finished write (thread-safe snapshot). */
 void ckpt_last_done (struct ckpt_writer *w, struct ckpt_done *out);
 
-/* Just-in-time checkpoint (issue 7): write every shard 0..world-1 of the
+/* Just-in-time checkpoint: write every shard 0..world-1 of the
  * full state (params, m, v: host arrays of nparams floats each) into
  * 'dir' (created), shard K holding the balanced slice
  * [n K / world, n (K+1) / world) exactly as rank K would have written it,
@@ -108,5 +117,12 @@ int ckpt_find (const char *dir, char *stepdir, size_t len, dt_error_t *err);
 int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
                float *params, float *m, float *v, int64_t *step, int *world,
                int *parallel, dt_error_t *err);
+
+/* ckpt_load, placing version 2 shards' data by the names in their tensor
+ * tables into the layout mt[0..nmt) (a name or shape this layout lacks is
+ * errno EINVAL, naming the tensor). */
+int ckpt_load_named (const char *stepdir, const char *config, const struct model_tensor *mt,
+                     int nmt, uint64_t nparams, float *params, float *m, float *v,
+                     int64_t *step, int *world, int *parallel, dt_error_t *err);
 
 #endif

@@ -8,15 +8,20 @@
 
 #include "trainer/data.h"
 #include "trainer/model.h"
+#include "trainer/opts.h"
+#include "trainer/transformer.h"
 
-static void add_tensor (struct model *m, const char *name, size_t count, int decay)
+void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0, int64_t d1)
 {
     struct model_tensor *t = &m->t[m->ntensors++];
     snprintf (t->name, sizeof (t->name), "%s", name);
     t->off = m->nparams;
-    t->count = count;
+    t->count = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     t->decay = decay;
-    m->nparams += count;
+    t->ndim = d1 > 0 ? 2 : 1;
+    t->shape[0] = d0;
+    t->shape[1] = d1 > 0 ? d1 : 0;
+    m->nparams += t->count;
 }
 
 /* Uniform in [-a, a) from the counter-based hash. */
@@ -36,15 +41,16 @@ int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, i
     memset (m, 0, sizeof (*m));
     m->k = k;
     m->C = C, m->E = E, m->H = H, m->L = L, m->mb = mb;
-    add_tensor (m, "embed", (size_t)MODEL_VOCAB * E, 0);
+    model_add_tensor (m, "embed", 0, MODEL_VOCAB, E);
     for (int l = 0; l < L; l++) {
         snprintf (name, sizeof (name), "w%d", l);
-        add_tensor (m, name, (l == 0 ? in : (size_t)H) * H, 1);
+        model_add_tensor (m, name, 1, l == 0 ? (int64_t)in : H, H);
         snprintf (name, sizeof (name), "b%d", l);
-        add_tensor (m, name, H, 0);
+        model_add_tensor (m, name, 0, H, 0);
     }
-    add_tensor (m, "w_out", (size_t)H * MODEL_VOCAB, 1);
-    add_tensor (m, "b_out", MODEL_VOCAB, 0);
+    model_add_tensor (m, "w_out", 1, H, MODEL_VOCAB);
+    model_add_tensor (m, "b_out", 0, MODEL_VOCAB, 0);
+    m->tokens_per_sample = 1;
     m->flops_per_sample = 6.0 * ((double)in * H + (double)(L - 1) * H * H
                                  + (double)H * MODEL_VOCAB);
 
@@ -90,11 +96,29 @@ int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, i
     return 0;
 }
 
+int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct train_opts *o,
+                       int mb)
+{
+    int rc;
+    k->last_error[0] = '\0';
+    if (o->model == MODEL_TRANSFORMER)
+        rc = tfm_create (m, k, o->context, o->width, o->heads, o->layers, mb, o->seed);
+    else
+        rc = model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
+    if (rc < 0 && !k->last_error[0])
+        snprintf (k->last_error, sizeof (k->last_error), "out of %s memory", k->name);
+    return rc;
+}
+
 void model_destroy (struct model *m)
 {
     struct dt_kern_ops *k = m->k;
     if (!k)
         return;
+    if (m->kind == MODEL_TRANSFORMER) {
+        tfm_destroy (m);
+        return;
+    }
     k->free (m->params);
     k->free (m->grads);
     k->free (m->tok);
@@ -155,6 +179,8 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
 int model_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
                 double *loss_sum)
 {
+    if (m->kind == MODEL_TRANSFORMER)
+        return tfm_eval (m, n, ctx, tgt, loss_sum);
     return forward (m, n, ctx, tgt, 0.0f, loss_sum);
 }
 
@@ -164,9 +190,7 @@ void model_set_ready_cb (struct model *m, model_ready_f cb, void *arg)
     m->ready_arg = arg;
 }
 
-/* Gradients from tensor i on are final: tell the trainer (after the queued
- * kernels are done, for a device backend). */
-static int ready (struct model *m, int i)
+int model_ready (struct model *m, int i)
 {
     if (!m->ready_cb)
         return 0;
@@ -184,6 +208,8 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
     int in = C * E;
     int o = 1 + 2 * L;
 
+    if (m->kind == MODEL_TRANSFORMER)
+        return tfm_step (m, n, ctx, tgt, scale, loss_sum);
     if (forward (m, n, ctx, tgt, scale, loss_sum) < 0)
         return -1;
     /* m->logits now holds dlogits. */
@@ -193,7 +219,7 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
         || k->bias_bwd (n, MODEL_VOCAB, m->logits, G (o + 1)) < 0
         || k->sgemm (0, 1, n, H, MODEL_VOCAB, 1.0f, m->logits, MODEL_VOCAB, P (o),
                      MODEL_VOCAB, 0.0f, m->d1, H) < 0
-        || ready (m, o) < 0)
+        || model_ready (m, o) < 0)
         return -1;
     float *dy = m->d1, *dx = m->d2;
     for (int l = L - 1; l >= 0; l--) {
@@ -203,7 +229,7 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
         if (k->bias_gelu_bwd (n, H, m->u[l], dy, dy, G (2 + 2 * l)) < 0
             || k->sgemm (1, 0, xw, H, n, 1.0f, xin, xw, dy, H, 1.0f, G (1 + 2 * l), H) < 0
             || k->sgemm (0, 1, n, xw, H, 1.0f, dy, H, P (1 + 2 * l), H, 0.0f, dx, xw) < 0
-            || ready (m, 1 + 2 * l) < 0)
+            || model_ready (m, 1 + 2 * l) < 0)
             return -1;
         float *t = dy;
         dy = dx;
@@ -212,5 +238,5 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
     /* dy is d x0 */
     if (k->embed_bwd (n, C, E, m->tok, dy, G (0)) < 0)
         return -1;
-    return ready (m, 0);
+    return model_ready (m, 0);
 }

@@ -1,8 +1,11 @@
-/* model.h: the byte-level language model - layout of the flat parameter vector, forward, backward.
+/* model.h: the byte-level language models - layout of the flat parameter vector, forward, backward.
  *
- * Parameters live in one flat float vector in a fixed order (embedding,
- * then W_l, b_l per hidden layer, then W_out, b_out), so that buckets,
- * ZeRO-1 shards, checkpoints and params_crc32c are all slices of it. */
+ * Two models share this interface (--model): the fixed-window MLP
+ * (model.c: embedding, then W_l, b_l per hidden layer, then W_out, b_out)
+ * and the decoder-only transformer (transformer.c).  Parameters live in
+ * one flat float vector in a fixed order, so that buckets, ZeRO-1 shards,
+ * checkpoints and params_crc32c are all slices of it; the tensor table
+ * (name, offset, shape) names every piece of it. */
 #ifndef DT_TRAINER_MODEL_H
 #define DT_TRAINER_MODEL_H
 
@@ -12,7 +15,13 @@
 #include "kernels/kernels.h"
 
 #define MODEL_VOCAB 256
-#define MODEL_MAX_TENSORS (2 * 256 + 3)
+/* The transformer: 2 embeddings + 12 tensors per block (at most 256) + 3. */
+#define MODEL_MAX_TENSORS (12 * 256 + 8)
+
+enum model_kind { MODEL_MLP = 0, MODEL_TRANSFORMER = 1 };
+
+struct train_opts;
+struct tfm_act;
 
 /* Called during the backward pass when every gradient at flat offset >= off
  * is final for this micro-batch (so the trainer can start reducing it). */
@@ -22,11 +31,16 @@ struct model_tensor {
     char name[24];
     size_t off, count;
     int decay;                  /* weight decay applies (matrices) */
+    int ndim;                   /* 1 or 2 */
+    int64_t shape[2];           /* row-major [in, out] for matrices */
 };
 
 struct model {
     struct dt_kern_ops *k;
-    int C, E, H, L, mb;         /* mb: largest micro-batch */
+    enum model_kind kind;
+    int C, E, H, L, mb;         /* mb: largest micro-batch; transformer: E
+                                 * width, H heads, L blocks, C context */
+    struct tfm_act *tf;         /* the transformer's activations */
     size_t nparams;
     int ntensors;
     struct model_tensor t[MODEL_MAX_TENSORS];
@@ -36,6 +50,7 @@ struct model {
     float *x0, **u, **y, *logits, *d1, *d2, *loss;
     float *loss_host;
     double flops_per_sample;    /* forward + backward GEMM flops */
+    int tokens_per_sample;      /* predictions per sample: 1 (mlp), C (transformer) */
     model_ready_f ready_cb;
     void *ready_arg;
 };
@@ -46,6 +61,15 @@ int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, i
                   int mb, uint64_t seed);
 void model_destroy (struct model *m);
 
+/* The model the options name (--model, and its sizes): model_create or
+ * tfm_create.  0 or -1 (out of memory, or a backend without the kernels:
+ * k->last_error says which). */
+int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct train_opts *o,
+                       int mb);
+
+/* Append a tensor to the layout (for the model files). */
+void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0, int64_t d1);
+
 /* Forward + backward on n <= mb windows (host ctx[n*C], tgt[n]); gradients
  * accumulate into m->grads with scale (1 / global batch).  *loss_sum gets
  * the sum of the n losses (nats), summed in order in double. */
@@ -54,6 +78,10 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
 
 /* Set (or clear, cb NULL) the backward-progress callback. */
 void model_set_ready_cb (struct model *m, model_ready_f cb, void *arg);
+
+/* Gradients from tensor i on are final: tell the trainer (after the queued
+ * kernels are done, for a device backend).  0 or -1. */
+int model_ready (struct model *m, int i);
 
 /* Forward only (validation). */
 int model_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,

@@ -10,13 +10,17 @@
 #include <string.h>
 
 #include "common/version.h"
+#include "trainer/model.h"
 #include "trainer/opts.h"
 
 /* Defaults that train sensibly on any text file in seconds on one core. */
 static const struct train_opts defaults = {
     .steps = 200,
     .global_batch = 64,
+    .model = MODEL_MLP,
     .context = 32,
+    .width = 64,
+    .heads = 4,
     .embed = 16,
     .hidden = 256,
     .layers = 2,
@@ -50,17 +54,24 @@ static const struct train_opts defaults = {
 
 static const char usage_text[] =
 "Usage: dttrain --data FILE [OPTIONS]\n"
-"Train a byte-level language model (context bytes -> embeddings -> GEMM+bias+GELU\n"
-"layers -> 256-way softmax), data-parallel over RANK/WORLD_SIZE from the environment.\n"
+"Train a byte-level language model, data-parallel over RANK/WORLD_SIZE from the\n"
+"environment: --model mlp (context bytes -> embeddings -> GEMM+bias+GELU layers ->\n"
+"256-way softmax, predicting the next byte) or --model transformer (decoder-only:\n"
+"pre-LayerNorm blocks of causal self-attention and a 4x GELU MLP, predicting\n"
+"every next byte of the window).\n"
 "\n"
 "Model and data (must match when resuming):\n"
 "  --data FILE            training text (memory-mapped; the tail is held out)\n"
 "  --steps N              optimizer steps (200)\n"
 "  --global-batch B       samples per step, independent of world size (64)\n"
+"  --model mlp|transformer  the model (mlp)\n"
 "  --context C            context bytes (32)\n"
-"  --embed E              embedding width per byte (16)\n"
-"  --hidden H             hidden width (256)\n"
-"  --layers L             hidden layers (2)\n"
+"  --layers L             mlp: hidden layers; transformer: blocks (2)\n"
+"  --embed E              mlp: embedding width per byte (16)\n"
+"  --hidden H             mlp: hidden width (256)\n"
+"  --width E              transformer: model width (64); on a GPU e.g.\n"
+"                         --width 768 --heads 12 --layers 12 --context 1024\n"
+"  --heads N              transformer: attention heads, dividing the width (4)\n"
 "  --lr LR                peak learning rate at --lr-ref-batch samples (3e-3)\n"
 "  --lr-ref-batch N       linear scaling rule: peak = LR * B / N (64)\n"
 "  --warmup-steps N       linear warmup steps, then cosine decay (20)\n"
@@ -95,6 +106,10 @@ static const char usage_text[] =
 "  --quiet                no per-step lines\n"
 "  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
 "  --dump-params FILE     rank 0 writes the final parameters (raw float32) to FILE\n"
+"  --dump-tensors DIR     rank 0 writes DIR/tensors.txt (name, offset, shape of\n"
+"                         each tensor), DIR/init.f32 (initial parameters) and\n"
+"                         DIR/grads-1.f32, DIR/loss-1.txt (step 1's reduced\n"
+"                         gradients, before clipping, and loss) for oracle tests\n"
 "Fault injection (tests):\n"
 "  --inject-crash R:S     rank R exits with status 17 at step S\n"
 "  --inject-hang R:S      rank R stops making progress at step S\n"
@@ -109,7 +124,7 @@ enum {
     O_DATA = 256, O_STEPS, O_GB, O_CTX, O_EMB, O_HID, O_LAY, O_LR, O_LRREF, O_WARM,
     O_MINLR, O_WD, O_CLIP, O_SEED, O_VALFRAC, O_VALN, O_MB, O_PAR, O_CKDIR, O_CKEV,
     O_RESUME, O_RDV, O_VALEV, O_BACKEND, O_THREADS, O_BUCKET, O_TIMEOUT, O_HOST,
-    O_JOB, O_QUIET, O_LOGEVERY, O_DUMP, O_NOOV, O_OV, O_NOJIT, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
+    O_JOB, O_QUIET, O_LOGEVERY, O_DUMP, O_MODEL, O_WIDTH, O_HEADS, O_DUMPT, O_NOOV, O_OV, O_NOJIT, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -145,6 +160,10 @@ static const struct option longopts[] = {
     { "quiet", no_argument, NULL, O_QUIET },
     { "log-every", required_argument, NULL, O_LOGEVERY },
     { "dump-params", required_argument, NULL, O_DUMP },
+    { "dump-tensors", required_argument, NULL, O_DUMPT },
+    { "model", required_argument, NULL, O_MODEL },
+    { "width", required_argument, NULL, O_WIDTH },
+    { "heads", required_argument, NULL, O_HEADS },
     { "no-overlap", no_argument, NULL, O_NOOV },
     { "no-jit", no_argument, NULL, O_NOJIT },
     { "overlap", no_argument, NULL, O_OV },
@@ -263,6 +282,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     int c, ckev_set = 0, job_set = 0;
     int64_t v;
     double d;
+    const char *mlp_only = NULL, *tfm_only = NULL;   /* a size option of one model */
 
     *o = defaults;
     o->world = 1;
@@ -275,8 +295,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_STEPS: if (parse_i64 ("--steps", a, 0, INT64_MAX / 2, &o->steps, err)) return -1; break;
         case O_GB: if (parse_int ("--global-batch", a, 1, 1 << 24, &o->global_batch, err)) return -1; break;
         case O_CTX: if (parse_int ("--context", a, 1, 1 << 16, &o->context, err)) return -1; break;
-        case O_EMB: if (parse_int ("--embed", a, 1, 1 << 14, &o->embed, err)) return -1; break;
-        case O_HID: if (parse_int ("--hidden", a, 1, 1 << 16, &o->hidden, err)) return -1; break;
+        case O_EMB: mlp_only = "--embed"; if (parse_int ("--embed", a, 1, 1 << 14, &o->embed, err)) return -1; break;
+        case O_HID: mlp_only = "--hidden"; if (parse_int ("--hidden", a, 1, 1 << 16, &o->hidden, err)) return -1; break;
         case O_LAY: if (parse_int ("--layers", a, 1, 256, &o->layers, err)) return -1; break;
         case O_LR: if (parse_dbl ("--lr", a, 0, 100, &o->lr, err)) return -1; break;
         case O_LRREF: if (parse_int ("--lr-ref-batch", a, 1, 1 << 24, &o->lr_ref_batch, err)) return -1; break;
@@ -310,6 +330,14 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_QUIET: o->quiet = 1; break;
         case O_LOGEVERY: if (parse_int ("--log-every", a, 1, 1 << 30, &o->log_every, err)) return -1; break;
         case O_DUMP: o->dump_params = a; break;
+        case O_DUMPT: o->dump_tensors = a; break;
+        case O_MODEL:
+            if (!strcmp (a, "mlp")) o->model = MODEL_MLP;
+            else if (!strcmp (a, "transformer")) o->model = MODEL_TRANSFORMER;
+            else return errprintf (err, "--model: '%s' is not mlp or transformer", a);
+            break;
+        case O_WIDTH: tfm_only = "--width"; if (parse_int ("--width", a, 1, 1 << 14, &o->width, err)) return -1; break;
+        case O_HEADS: tfm_only = "--heads"; if (parse_int ("--heads", a, 1, 1024, &o->heads, err)) return -1; break;
         case O_NOOV: o->overlap = 0; break;
         case O_OV: o->overlap = 1; break;
         case O_NOJIT: o->jit = 0; break;
@@ -352,6 +380,14 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         return errprintf (err, "--data FILE is required (see --help)");
     if (o->min_lr_frac > 1)
         return errprintf (err, "--min-lr-frac must be at most 1");
+    if (o->model == MODEL_TRANSFORMER && mlp_only)
+        return errprintf (err, "%s sizes --model mlp; the transformer's are --width, --heads, "
+                          "--layers", mlp_only);
+    if (o->model == MODEL_MLP && tfm_only)
+        return errprintf (err, "%s sizes --model transformer; the MLP's are --embed, --hidden, "
+                          "--layers", tfm_only);
+    if (o->model == MODEL_TRANSFORMER && o->width % o->heads != 0)
+        return errprintf (err, "--width %d is not a multiple of --heads %d", o->width, o->heads);
     return 0;
 }
 
@@ -363,14 +399,21 @@ char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t da
     if (!f)
         return NULL;
     /* %.17g round-trips doubles exactly. */
-    fprintf (f, "model=byte-mlp-v1\n");
+    /* The MLP's lines are those of the first format, so its older
+     * checkpoints still resume. */
+    fprintf (f, "model=%s\n", o->model == MODEL_TRANSFORMER ? "byte-transformer-v1" : "byte-mlp-v1");
     fprintf (f, "data_bytes=%" PRIu64 "\n", data_bytes);
     fprintf (f, "data_crc32c=%08x\n", data_crc);
     fprintf (f, "steps=%" PRId64 "\n", o->steps);
     fprintf (f, "global_batch=%d\n", o->global_batch);
     fprintf (f, "context=%d\n", o->context);
-    fprintf (f, "embed=%d\n", o->embed);
-    fprintf (f, "hidden=%d\n", o->hidden);
+    if (o->model == MODEL_TRANSFORMER) {
+        fprintf (f, "width=%d\n", o->width);
+        fprintf (f, "heads=%d\n", o->heads);
+    } else {
+        fprintf (f, "embed=%d\n", o->embed);
+        fprintf (f, "hidden=%d\n", o->hidden);
+    }
     fprintf (f, "layers=%d\n", o->layers);
     fprintf (f, "lr=%.17g\n", o->lr);
     fprintf (f, "lr_ref_batch=%d\n", o->lr_ref_batch);

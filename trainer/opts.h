@@ -25,7 +25,10 @@ struct train_opts {
     const char *data;
     int64_t steps;
     int global_batch;
+    int model;              /* enum model_kind (trainer/model.h) */
     int context;
+    int width;              /* transformer: model width */
+    int heads;              /* transformer: attention heads */
     int embed;
     int hidden;
     int layers;
@@ -58,6 +61,8 @@ struct train_opts {
     int log_every;          /* rank 0's step lines: every Nth step; 0: steps/20 */
     int jit;                /* just-in-time checkpoint on a lost peer (dp; default 1) */
     const char *dump_params; /* rank 0 writes final params (raw float32) */
+    const char *dump_tensors; /* rank 0 writes the tensor table, initial
+                               * params and step 1's gradients there */
     /* fault injection */
     int crash_rank;
     int64_t crash_step;

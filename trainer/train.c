@@ -34,6 +34,7 @@
 #include "trainer/ckpt.h"
 #include "trainer/comm.h"
 #include "trainer/data.h"
+#include "trainer/dump.h"
 #include "trainer/model.h"
 #include "trainer/train.h"
 #include "trainer/train_int.h"
@@ -105,11 +106,14 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     if (t->mb < 1)
         t->mb = 1;
     (void)share;
-    if (model_create (&t->model, t->k, o->context, o->embed, o->hidden, o->layers, t->mb,
-                      o->seed) < 0) {
-        errprintf (err, "model: out of %s memory (%s)", t->k->name, t->k->last_error);
+    if (model_create_opts (&t->model, t->k, o, t->mb) < 0) {
+        errprintf (err, "model: %s (%s backend)", t->k->last_error, t->k->name);
         goto error;
     }
+    if (o->dump_tensors && t->rank == 0
+        && (dump_table (&t->model, o->dump_tensors, err) < 0
+            || dump_vector (&t->model, o->dump_tensors, "init.f32", t->model.params, err) < 0))
+        goto error;
 
     /* Partition (ZeRO-1 shards and checkpoint slices). */
     size_t n = t->model.nparams;
@@ -391,6 +395,17 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
+/* --dump-tensors: step 1's reduced gradients (before clipping) and loss. */
+static int dump_step1 (struct trainer *t, dt_error_t *err)
+{
+    char line[64];
+    snprintf (line, sizeof (line), "%.9g\n", t->ctrl[0] / t->o.global_batch);
+    if (dump_vector (&t->model, t->o.dump_tensors, "grads-1.f32", t->model.grads, err) < 0
+        || dump_text (t->o.dump_tensors, "loss-1.txt", line, err) < 0)
+        return -1;
+    return 0;
+}
+
 static int train_step (struct trainer *t, double *loss, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -449,6 +464,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     double norm = sqrt (norm2);
     double gscale = (o->clip > 0 && norm > o->clip) ? o->clip / norm : 1.0;
     comm += (dt_mono_ns () - t1) / 1e9;
+    if (o->dump_tensors && t->rank == 0 && t->step == 0 && dump_step1 (t, err) < 0)
+        return -1;
 
     /* update (zero1: own shard, then allgather) */
     train_snapshot_barrier (t);
@@ -557,7 +574,8 @@ int trainer_run (struct trainer *t)
 
     /* Summary */
     int64_t steps_run = t->step - t->start_step;
-    double tps = wall > 0 ? (double)steps_run * o->global_batch / wall : 0;
+    double tps = wall > 0 ? (double)steps_run * o->global_batch
+                            * t->model.tokens_per_sample / wall : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
     char json[1536], val[96];
     if (t->have_val && isfinite (t->val_loss))

@@ -56,7 +56,8 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     }
     dtclient_set_busy (t->client, 1);
     int64_t t0 = dt_mono_ns ();
-    if (ckpt_load (stepdir, t->config, n, p, m, v, &step, &world, &parallel, err) < 0) {
+    if (ckpt_load_named (stepdir, t->config, t->model.t, t->model.ntensors, n, p, m, v, &step,
+                         &world, &parallel, err) < 0) {
         *exit_code = errno == EBADMSG ? EXIT_CKPT_CORRUPT
                    : errno == EINVAL ? EXIT_CKPT_MISMATCH : EXIT_TRAIN_ERR;
         free (p), free (m), free (v);
@@ -126,6 +127,8 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
         .seed = t->o.seed,
         .data_cursor = (uint64_t)t->step * t->o.global_batch,
         .config = t->config,
+        .tensors = t->model.t,
+        .ntensors = t->model.ntensors,
     };
     size_t off = t->o.parallel == PAR_ZERO1 ? 0 : t->lo;
     dtclient_set_busy (t->client, 1);
@@ -259,6 +262,8 @@ int train_comm_lost (struct trainer *t)
             .seed = o->seed,
             .data_cursor = (uint64_t)t->step * o->global_batch,
             .config = t->config,
+            .tensors = t->model.t,
+            .ntensors = t->model.ntensors,
         };
         snprintf (dir, sizeof (dir), "%s/jit-%" PRId64 "-r%d", o->checkpoint_dir, t->step,
                   t->rank);

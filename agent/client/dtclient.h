@@ -87,7 +87,7 @@ dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *
                                        uint64_t bytes, uint32_t crc32c);
 dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *reason);
 
-/* A just-in-time checkpoint shard (issue 7) is durable: after a peer was
+/* A just-in-time checkpoint shard is durable: after a peer was
  * lost, a surviving data-parallel rank wrote shard 'shard_rank' of the
  * last completed step (it holds the whole state, so it writes every
  * rank's shard, into a directory of its own), verified its CRC32C by

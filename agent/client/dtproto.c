@@ -105,7 +105,7 @@ static const uint32_t type_required[DTPROTO_TYPE_MAX + 1] = {
     [DTPROTO_REPLY] = B (DTPROTO_T_STATUS),
 };
 static const uint32_t type_optional[DTPROTO_TYPE_MAX + 1] = {
-    /* A just-in-time shard (issue 7) is written by a surviving rank for
+    /* A just-in-time shard is written by a surviving rank for
      * every rank: 'rank' names the shard's rank, 'jit' marks it. */
     [DTPROTO_SHARD] = B (DTPROTO_T_RANK) | B (DTPROTO_T_JIT),
     [DTPROTO_REPLY] = B (DTPROTO_T_TEXT) | B (DTPROTO_T_VALUE),

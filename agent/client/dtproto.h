@@ -59,7 +59,7 @@ enum dtproto_tag {
     DTPROTO_T_VALUE = 9,  /* bytes, <= 64 KiB */
     DTPROTO_T_STATUS = 10,/* int, a dtclient_err_t */
     DTPROTO_T_JSON = 11,  /* string, a JSON object as text */
-    DTPROTO_T_JIT = 12,   /* int, 0 or 1: a just-in-time checkpoint shard (issue 7) */
+    DTPROTO_T_JIT = 12,   /* int, 0 or 1: a just-in-time checkpoint shard */
     DTPROTO_TAG_MAX = 12,
 };
 

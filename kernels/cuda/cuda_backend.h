@@ -15,6 +15,11 @@ extern "C" {
  * reason in why when there is no usable device.  Borrowed, static. */
 struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen);
 
+/* 1 when the probe found devices this rank must not use (LOCAL_RANK at or
+ * beyond the device count): "auto" must then fail, not fall back to the
+ * CPU. */
+int dt_kern_cuda_fatal (void);
+
 #ifdef __cplusplus
 }
 #endif

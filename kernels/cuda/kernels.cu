@@ -13,33 +13,12 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_internal.h"
 
-static struct dt_kern_ops cuda_ops;
-static cublasHandle_t cublas;
-static int probed, usable;
+struct dt_kern_ops cuda_ops;
+cublasHandle_t cublas;
+static int probed, usable, fatal;
 static char probe_why[200];
-
-#define CK(call)                                                              \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) {                                              \
-            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),      \
-                      "%s: %s (%d)", #call, cudaGetErrorString (e_), (int)e_); \
-            return -1;                                                        \
-        }                                                                     \
-    } while (0)
-
-#define CKLAUNCH(name) CK (cudaGetLastError ())
-
-#define CKB(call)                                                             \
-    do {                                                                      \
-        cublasStatus_t s_ = (call);                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
-            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),      \
-                      "%s: cuBLAS status %d", #call, (int)s_);                \
-            return -1;                                                        \
-        }                                                                     \
-    } while (0)
 
 #define GELU_K0 0.7978845608028654f
 #define GELU_K1 0.044715f
@@ -208,7 +187,7 @@ __global__ static void k_colsum_final (int N, int chunks, const float *part, flo
     db[j] += s;
 }
 
-static int colsum_add (int M, int N, const float *g, float *db)
+int colsum_add (int M, int N, const float *g, float *db)
 {
     int rows = 64;
     int chunks = (M + rows - 1) / rows;
@@ -466,6 +445,11 @@ static int cu_adamw (size_t n, float *p, const float *g, float *m, float *v,
     return 0;
 }
 
+extern "C" int dt_kern_cuda_fatal (void)
+{
+    return fatal;
+}
+
 extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
 {
     if (!probed) {
@@ -481,7 +465,18 @@ extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
             /* One device per local rank, before the cuBLAS handle binds
              * to the current device (LOCAL_RANK is set by dtagent). */
             const char *lr = getenv ("LOCAL_RANK");
-            int dev = lr ? atoi (lr) % n : 0;
+            int dev = lr ? atoi (lr) : 0;
+            if (dev < 0 || dev >= n) {
+                /* Two ranks on one GPU would both use it, and NCCL refuses
+                 * a communicator with two ranks on one device: say so
+                 * now, naming the counts. */
+                snprintf (probe_why, sizeof (probe_why), "LOCAL_RANK=%d but this node has %d "
+                          "CUDA device%s (one GPU per local rank: start at most %d rank%s "
+                          "per node, or use --backend cpu)", dev, n, n == 1 ? "" : "s", n,
+                          n == 1 ? "" : "s");
+                fatal = 1;
+                goto out;
+            }
             cudaError_t se = cudaSetDevice (dev < 0 ? 0 : dev);
             if (se != cudaSuccess) {
                 snprintf (probe_why, sizeof (probe_why), "cudaSetDevice(%d): %s", dev,
@@ -513,6 +508,7 @@ extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
                 cuda_ops.sumsq = cu_sumsq;
                 cuda_ops.scale = cu_scale;
                 cuda_ops.adamw = cu_adamw;
+                dt_cuda_tfm_install (&cuda_ops);
             }
         }
     }

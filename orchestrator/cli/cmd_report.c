@@ -1,5 +1,5 @@
 /* cmd_report.c: dtctl report JOB, the goodput summary of a job
- * (GET /v1/jobs/{id}/report, issue 10). */
+ * (GET /v1/jobs/{id}/report). */
 #include <config.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,14 +10,7 @@ STEPTRAINER=$TOP_BUILDDIR/tests/system/steptrainer
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 
-n=0; failed=0
-ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
-fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-diag () { sed 's/^/# /'; }
-skip_all () { echo "1..0 # SKIP $*"; exit 77; }
-bail () { echo "Bail out! $*"; exit 99; }
-finish () { echo "1..$n"; exit $failed; }
+. "$(dirname "$0")/tap-lib.sh"
 
 for b in "$DTCTLD" "$DTAGENT" "$STEPTRAINER"; do
     [ -x "$b" ] || skip_all "$b not built"
@@ -33,25 +26,9 @@ CTLD_PID=""
 # PIDs of every process of this test: anything whose command line or
 # environment names the test's private directory (agents get --state-dir
 # under it, ranks DT_AGENT_SOCKET under it), except the controller.
-test_pids () {
-    "$PY" - "$T" "$CTLD_PID" <<'PYEOF'
-import os, sys
-t, ctld = sys.argv[1].encode(), sys.argv[2]
-me = str(os.getpid())
-for p in os.listdir("/proc"):
-    if not p.isdigit() or p in (me, ctld):
-        continue
-    try:
-        with open("/proc/%s/stat" % p, "rb") as f:
-            if f.read().split(b") ")[-1][:1] == b"Z":
-                continue          # a zombie is not running
-        blob = open("/proc/%s/cmdline" % p, "rb").read() + open("/proc/%s/environ" % p, "rb").read()
-    except OSError:
-        continue
-    if t in blob and b"test_pids" not in blob:
-        print(p)
-PYEOF
-}
+test_pids () { procs_naming "$T" $CTLD_PID; }
+# none_left: no process of the test is left but the controller.
+none_left () { [ -z "$(test_pids)" ]; }
 
 cleanup () {
     local p

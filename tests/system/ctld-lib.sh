@@ -6,15 +6,11 @@ TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 DTCTLD=$TOP_BUILDDIR/orchestrator/dtctld
 DTAGENT=$TOP_BUILDDIR/agent/dtagent
 
-n=0; failed=0
-ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
-fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-skip_all () { echo "1..0 # SKIP $*"; exit 77; }
-bail () { echo "Bail out! $*"; exit 1; }
-done_testing () {
-    # With DT_API_VALIDATE set, every answer api() received was checked
-    # against schemas/openapi.json; a mismatch fails the test here.
+. "$(dirname "$0")/tap-lib.sh"
+# With DT_API_VALIDATE set, every answer api() received was checked against
+# schemas/openapi.json (api_validator_start, below); a mismatch fails the
+# test when it finishes.
+finish () {
     if [ -n "$API_VALIDATOR_PID" ]; then
         api_validator_stop
         check "every answer of the controller matches schemas/openapi.json" \
@@ -100,9 +96,11 @@ start_fg () {
 # The request carries a MUNGE credential of root, or of $DTCURL_USER.
 api () {
     local m=$1 p=$2; shift 2
+    rm -f "$TMP/body"   # a failed connection must not leave the previous answer
     curl -s -o "$TMP/body" -w '%{http_code}' -X "$m" "$URL$p" "$@" > "$TMP/status"
-    [ -n "$API_VALIDATOR_PID" ] && api_validate "$m" "$p" "$(cat "$TMP/status")" "$TMP/body"
-    cat "$TMP/body"
+    [ -n "$API_VALIDATOR_PID" ] && [ -f "$TMP/body" ] \
+        && api_validate "$m" "$p" "$(cat "$TMP/status")" "$TMP/body"
+    cat "$TMP/body" 2>/dev/null
 }
 # With DT_API_VALIDATE set, api() hands every answer to one validator
 # process (api-validate.py --serve) through the named pipe $TMP/api-fifo,
@@ -156,7 +154,5 @@ for p in os.listdir("/proc"):
         print(env[b"DT_TOKEN"].decode()); break
 PYEOF
 }
-# jqt FILTER [FILE]: jq -e without the output (a test).
-jqt () { jq -e "$@" >/dev/null; }
 job_state () { api GET "/v1/jobs/$1" | jq -r .data.state; }
 att_state () { api GET "/v1/jobs/$1" | jq -r ".data.attempts[-1].state"; }

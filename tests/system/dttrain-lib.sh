@@ -7,13 +7,9 @@ DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 
-n=0; failed=0
-ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
-fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-finish () { echo "1..$n"; exit $failed; }
+. "$(dirname "$0")/tap-lib.sh"
 
-[ -x "$DTTRAIN" ] || { echo "Bail out! $DTTRAIN not built"; exit 1; }
+[ -x "$DTTRAIN" ] || bail "$DTTRAIN not built"
 
 TMP=$(mktemp -d /tmp/dttrain-test.XXXXXX)
 PIDS=""
@@ -31,6 +27,11 @@ corpus () {
     echo "$TMP/corpus.txt"
 }
 
+# The kernel backend of every launch (a test's own --backend comes later
+# and wins): the CPU, so that these tests mean the same on a GPU machine,
+# where several local ranks would need a GPU each.
+: "${DTTRAIN_BACKEND:=cpu}"
+
 # launch W NAME args... : start W ranks in the background; outputs in
 # $TMP/NAME.R.{out,err}; exit codes in $TMP/NAME.R.rc once waited.
 launch () {
@@ -44,7 +45,7 @@ launch () {
         if [ "${LAUNCH_KV:-0}" = 1 ]; then rdvarg=""; export DT_RENDEZVOUS_DIR=$rdv
         else rdvarg="--rendezvous-dir $rdv"; fi
         ( RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 OPENBLAS_NUM_THREADS=1 \
-            exec "$DTTRAIN" $rdvarg "$@" \
+            exec "$DTTRAIN" $rdvarg --backend "$DTTRAIN_BACKEND" "$@" \
             >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" ) &
         LAUNCHED="$LAUNCHED $!"
         PIDS="$PIDS $!"

@@ -14,7 +14,10 @@ CORPUS=$TMP/corpus.txt
 cat "$TOP_SRCDIR"/man/*.in "$TOP_SRCDIR"/schemas/agent-api.md "$TOP_SRCDIR"/trainer/*.c \
     > "$CORPUS"
 : "${FT_STEPS:=120}"
-MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 --hidden 64 --layers 2 --val-samples 16 --quiet"
+# FT_MODEL: the model's options (e.g. "--model transformer --context 16
+# --width 32 --heads 4 --layers 2" runs these tests on the transformer).
+: "${FT_MODEL:=--hidden 64 --layers 2}"
+MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
 
 now_ms () { python3 -c 'import time; print(int(time.time() * 1000))'; }
 

@@ -31,7 +31,10 @@ fi
 ft_slurm_up () {
     tb_setup
     trap ft_slurm_cleanup EXIT
-    "$TESTBED" up "$1" > "$TMP/testbed.log" 2>&1 || { cat "$TMP/testbed.log"; bail "testbed up failed"; }
+    # The Slurm daemons get the PATH without the test's curl wrapper: they
+    # are the cluster, not processes of the test (ft_trainers_left).
+    PATH=${DT_PATH_NOWRAP:-$PATH} "$TESTBED" up "$1" > "$TMP/testbed.log" 2>&1 \
+        || { cat "$TMP/testbed.log"; bail "testbed up failed"; }
     local port
     port=$(tb_free_port)
     URL=http://10.77.0.1:$port
@@ -85,8 +88,11 @@ ft_slurm_ids () {
 }
 # Node of rank R of the live attempt.
 rank_node () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r ".data[] | select(.rank == $2) | .node"; }
-# Process ids of every trainer of this test still alive on any node.
-ft_trainers_left () { pgrep -f -- "--data $CORPUS" 2>/dev/null; }
+# Process ids of every process of this test's jobs still alive on any node
+# (the nodes share the host's process table): trainers, their agents,
+# batch shells and whatever they started all name the test's directory
+# (corpus, workdir, checkpoint dir) in their command line or environment.
+ft_trainers_left () { procs_naming "$TMP" $CTLD_PID; }
 # ft_check_user ID SLURMJOB: with DT_SUBMIT_USER, the job belongs to that
 # user, its Slurm job runs as that user, and the batch output is in the
 # user's own directory (UserDir/<uid>, mode 0700, owned by the user).

@@ -43,7 +43,7 @@ check "port taken: non-zero exit" test $rc -ne 0
 check "port taken: message says so" grep -qi "in use" <<<"$out"
 sed -i "s/^ListenPort=$PORT/ListenPort=0/" "$TMP/dtctld.conf"
 
-check "healthz" sh -c "curl -sf $URL/healthz | jq -e '.data.status == \"ok\"' >/dev/null"
+check "healthz" eval "curl -sf $URL/healthz | jqt '.data.status == \"ok\"'"
 
 # ---- submit, list, show ----------------------------------------------------
 SPEC='{"name":"sleeper","nodes":2,"ranks_per_node":2,"command":["sleep","300"],
@@ -56,11 +56,11 @@ check "submit: defaults were filled in" \
     jqt '.data.spec.checkpoint.keep == 2 and .data.spec.restart.max_restarts == 3
            and (.errors | length) == 0' "$TMP/submit.json"
 
-check "list shows the job" sh -c "curl -s $URL/v1/jobs | jq -e 'any(.data[]; .id == $ID)' >/dev/null"
+check "list shows the job" eval "curl -s $URL/v1/jobs | jqt 'any(.data[]; .id == $ID)'"
 check "list filter name=sleeper" \
-    sh -c "curl -s '$URL/v1/jobs?name=sleeper' | jq -e '(.data | length) == 1' >/dev/null"
+    eval "curl -s '$URL/v1/jobs?name=sleeper' | jqt '(.data | length) == 1'"
 check "list filter state=completed excludes it" \
-    sh -c "curl -s '$URL/v1/jobs?state=completed' | jq -e '(.data | length) == 0' >/dev/null"
+    eval "curl -s '$URL/v1/jobs?state=completed' | jqt '(.data | length) == 0'"
 api GET "/v1/jobs?state=bogus" >/dev/null
 check "list filter with a bad state: 400" test "$(status)" = 400
 
@@ -70,13 +70,13 @@ check "show: attempt 1 running on local1,local2" \
     jqt '.data.attempts[0].state == "running" and
            ([.data.attempts[0].nodes[].node] | sort) == ["local1","local2"] and
            .data.attempts[0].world_size == 4' "$TMP/show.json"
-check "ranks: 4 ranks reported" wait_for 10 sh -c "curl -s $URL/v1/jobs/$ID/ranks | jq -e '(.data | length) == 4' >/dev/null"
+check "ranks: 4 ranks reported" wait_for 10 eval "curl -s $URL/v1/jobs/$ID/ranks | jqt '(.data | length) == 4'"
 check "nodes: local1 and local2 known" \
-    sh -c "curl -s $URL/v1/nodes | jq -e '[.data[].name] | index(\"local1\") != null' >/dev/null"
+    eval "curl -s $URL/v1/nodes | jqt '[.data[].name] | index(\"local1\") != null'"
 check "events: submitted, registered, running" \
-    sh -c "curl -s $URL/v1/jobs/$ID/events | jq -e '[.data[].kind] | (index(\"job_submitted\") != null) and (index(\"agent_registered\") != null) and (.[0] == \"job_submitted\")' >/dev/null"
+    eval "curl -s $URL/v1/jobs/$ID/events | jqt '[.data[].kind] | (index(\"job_submitted\") != null) and (index(\"agent_registered\") != null) and (.[0] == \"job_submitted\")'"
 check "events carry UTC millisecond times" \
-    sh -c "curl -s $URL/v1/jobs/$ID/events | jq -e '.data[0].time | test(\"^[0-9-]{10}T[0-9:]{8}[.][0-9]{3}Z$\")' >/dev/null"
+    eval "curl -s $URL/v1/jobs/$ID/events | jqt '.data[0].time | test(\"^[0-9-]{10}T[0-9:]{8}[.][0-9]{3}Z$\")'"
 api GET /v1/jobs/$ID/checkpoints >/dev/null; check "checkpoints: 200" test "$(status)" = 200
 api GET /v1/jobs/$ID/metrics >/dev/null; check "metrics of a job: 200" test "$(status)" = 200
 
@@ -88,7 +88,7 @@ check "invalid spec: the field path is named" \
 api POST /v1/jobs -d '{"command":["x"],' >/dev/null
 check "malformed JSON: 400" test "$(status)" = 400
 api POST /v1/jobs -d '{"command":["x"],"color":"red"}' > "$TMP/bad.json"
-check "unknown field: 400 naming it" sh -c "test $(status) = 400 && jq -e '.errors[0].field == \"color\"' $TMP/bad.json >/dev/null"
+check "unknown field: 400 naming it" eval "test $(status) = 400 && jqt '.errors[0].field == \"color\"' $TMP/bad.json"
 head -c 2000000 /dev/zero | tr '\0' 'a' > "$TMP/big"
 api POST /v1/jobs --data-binary @"$TMP/big" >/dev/null
 check "oversized body: 413" test "$(status)" = 413
@@ -117,7 +117,7 @@ check "unknown token: 401" test "$(status)" = 401
 api PUT /v1/agent/kv/test/key -H "Authorization: Bearer $TOKEN" -d '{"value":"aGVsbG8="}' >/dev/null
 check "kv put: 200" test "$(status)" = 200
 check "kv get returns the value" \
-    sh -c "curl -s -H 'Authorization: Bearer $TOKEN' $URL/v1/agent/kv/test/key | jq -e '.data.value == \"aGVsbG8=\"' >/dev/null"
+    eval "curl -s -H 'Authorization: Bearer $TOKEN' $URL/v1/agent/kv/test/key | jqt '.data.value == \"aGVsbG8=\"'"
 api GET /v1/agent/kv/absent -H "Authorization: Bearer $TOKEN" >/dev/null
 check "kv get of an absent key: 404" test "$(status)" = 404
 api PUT /v1/agent/kv/bad -H "Authorization: Bearer $TOKEN" -d '{"value":"not base64!"}' >/dev/null
@@ -138,7 +138,7 @@ check "cancel a cancelled job: 409" test "$(status)" = 409
 api POST /v1/jobs/$ID/checkpoint >/dev/null
 check "checkpoint a cancelled job: 409" test "$(status)" = 409
 check "nothing changed by the refused requests" \
-    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID")" = "$nev"
+    same "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID")" "$nev"
 
 # ---- a job that completes; its transitions ------------------------------------------
 api POST /v1/jobs -d '{"name":"quick","nodes":1,"ranks_per_node":2,"command":["true"]}' > "$TMP/q.json"
@@ -165,7 +165,7 @@ check "both attempts failed with trainer_exit" \
     jqt '[.data.attempts[] | .state + "/" + .cause] == ["failed/trainer_exit","failed/trainer_exit"]' "$TMP/f.json"
 api POST /v1/jobs/$FID/resubmit -d '{"exclude":["local9"]}' > "$TMP/r.json"
 check "resubmit a failed job: 200, pending again with attempt 3" \
-    sh -c "test $(status) = 200 && jq -e '.data.attempt == 3 and (.data.exclude | index(\"local9\")) != null' $TMP/r.json >/dev/null"
+    eval "test $(status) = 200 && jqt '.data.attempt == 3 and (.data.exclude | index(\"local9\")) != null' $TMP/r.json"
 check "the resubmitted job fails again" wait_for 40 sh -c "test \"\$(curl -s $URL/v1/jobs/$FID | jq -r .data.state)\" = failed"
 
 # ---- /metrics ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ check "the job is there after the restart" test "$(status)" = 200
 check "same name and spec" jqt '.data.name == "acked" and .data.spec.command == ["sleep","300"]' "$TMP/j.json"
 check "its attempt 1 is there" jqt '.data.attempts[0].attempt == 1' "$TMP/j.json"
 check "its submit event is there" \
-    sh -c "curl -s $URL/v1/jobs/$ID/events | jq -e 'any(.data[]; .kind == \"job_submitted\")' >/dev/null"
+    eval "curl -s $URL/v1/jobs/$ID/events | jqt 'any(.data[]; .kind == \"job_submitted\")'"
 check "the job runs (reloaded and supervised)" \
     wait_for 30 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r .data.state)\" = running"
 
@@ -46,6 +46,7 @@ for i in 1 2 3 4 5; do
     [ "$(status)" = 201 ] && acked=$((acked + 1))
 done
 kill -9 "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
+check "all 5 submits of the burst were acknowledged (201)" test "$acked" -eq 5
 check "every acknowledged submit is in the database" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM jobs WHERE name = 'burst'")" = "$acked"
 check "each with its attempt and events" \

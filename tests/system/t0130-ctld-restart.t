@@ -50,7 +50,7 @@ check "each committed checkpoint has all 4 shards" \
 M=$TMP/ckpt/$ID/step-$NEWEST/manifest.json
 check "manifest.json written for step $NEWEST" jqt ".step == $NEWEST and .world_size == 4 and (.shards | length) == 4" "$M"
 check "the manifest's sha256 is the one committed in SQLite" \
-    test "$(sha256sum < "$M" | cut -d' ' -f1)" = "$(jq -r ".data[] | select(.step == $NEWEST) | .manifest_sha256" "$TMP/c.json")"
+    same "$(sha256sum < "$M" | cut -d' ' -f1)" "$(jq -r ".data[] | select(.step == $NEWEST) | .manifest_sha256" "$TMP/c.json")"
 check "the deleted checkpoint's files are gone" test ! -e "$TMP/ckpt/$ID/step-$OLDEST"
 check "the failure's event is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'trainer_exit'")" = 1

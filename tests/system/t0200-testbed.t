@@ -30,7 +30,7 @@ done
 "$TESTBED" kill-node node2 || fail "kill-node rc"
 check "kill-node leaves no process in the node" [ -z "$(ip netns pids dtnode2)" ]
 "$TESTBED" start-node node2 || fail "start-node rc"
-check "start-node: node2 idle again" tb_wait 20 test "$(idle_count)" -eq 2
+check "start-node: node2 idle again" tb_wait 20 eval '[ "$(idle_count)" -eq 2 ]'
 
 # A crash of the whole testbed (kill -9 every daemon): up again works.
 kill -9 $(node_pids) 2>/dev/null

@@ -64,7 +64,7 @@ out=$("$DRIVE" submit "$W/agent.sh" "$URL" 5 2>&1); rc=$?
 check "5 nodes on a 3-node partition refused" [ $rc -ne 0 ]
 echo "# $out" | tail -n1
 check "refusal carries Slurm's reason" eval 'echo "$out" | grep -q "Slurm cannot run this job: Partition.*partition debug has 3"'
-check "refused job left nothing queued" tb_wait 5 test -z "$(squeue -h)"
+check "refused job left nothing queued" tb_wait 5 eval '[ -z "$(squeue -h)" ]'
 
 # 3. Excluded node: never gets an agent.
 h=$(drive submit "$W/agent.sh" "$URL" 2 0 node2)
@@ -99,7 +99,7 @@ check "agent exit 3: cause failed, exit 3" eval '[ "$(echo "$st" | field cause)"
 echo sleep > mode
 h=$(drive submit "$W/agent.sh" "$URL" 3)
 drive wait "$h" running 20 >/dev/null
-tb_wait 10 test "$(wc -l < agents.$h)" -eq 3
+tb_wait 10 eval '[ "$(wc -l < agents.$h)" -eq 3 ]'
 "$TESTBED" kill-node node3 >/dev/null
 t0=$(date +%s.%N)
 st=$(drive wait "$h" ended 40)
@@ -122,5 +122,5 @@ check "SlurmExtraArgs --mem/-c: job runs with MinMemoryNode=500M" eval 'scontrol
 out=$("$DRIVE" "--conf=SlurmExtraArgs=--frob=1" poll 1 2>&1)
 check "SlurmExtraArgs: unsupported option named" eval 'echo "$out" | grep -q "unsupported option .--frob."'
 
-[ $tb_fail = 0 ] || { echo "# driver stderr:"; sed 's/^/# /' "$W/drive.err" | tail -n 20; TB_KEEP=1; }
+[ $failed = 0 ] || { echo "# driver stderr:"; sed 's/^/# /' "$W/drive.err" | tail -n 20; TB_KEEP=1; }
 finish

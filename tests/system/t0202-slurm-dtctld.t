@@ -60,8 +60,7 @@ export DTCTL_CONTROLLER=$URL
 cd "$TB_TMP/work" || bail "cd"
 
 show () { "$DTCTL" show --json "$1"; }
-jqt () { jq -e "$@" >/dev/null; }
-state_is () { show "$1" | jq -e --arg s "$2" '.state == $s' >/dev/null; }
+state_is () { show "$1" | jqt --arg s "$2" '.state == $s'; }
 submit () {   # submit NODES CMD...  -> job id
     local n=$1; shift
     printf '%s\n' "$@" | jq -R . | jq -s --argjson n "$n" --arg w "$TB_TMP/work" \
@@ -78,7 +77,7 @@ sj=$(show "$j" | jq -r '.attempts[0].slurm_job_id')
 check "the attempt is a Slurm job" eval '[ "$sj" -gt 0 ] && scontrol show job "$sj" | grep -q "JobName=dt-$j-a1"'
 check "job completes" tb_wait 60 state_is "$j" completed
 # The attempt ends only when Slurm's COMPLETING flag has cleared.
-check "attempt succeeded" tb_wait 20 eval 'show "$j" | jq -e ".attempts[0].state == \"succeeded\"" >/dev/null'
+check "attempt succeeded" tb_wait 20 eval 'show "$j" | jqt ".attempts[0].state == \"succeeded\""'
 show "$j" > "$TB_TMP/job.json"
 check "three agents from three nodes" \
     jqt '[.attempts[0].nodes[].node] | unique | length == 3' "$TB_TMP/job.json"
@@ -99,7 +98,7 @@ check "cancel: squeue no longer lists the Slurm job within 5 s" \
     tb_wait 5 eval '[ -z "$(squeue -h -j "$sj" 2>/dev/null)" ]'
 echo "# cancel->gone from squeue $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN{printf "%.2f", b-a}')s"
 check "job cancelled" tb_wait 10 state_is "$j" cancelled
-check "attempt recorded cancelled" tb_wait 20 eval 'show "$j" | jq -e ".attempts[0].state == \"cancelled\"" >/dev/null'
+check "attempt recorded cancelled" tb_wait 20 eval 'show "$j" | jqt ".attempts[0].state == \"cancelled\""'
 check "no agent or trainer left on any node" \
     tb_wait 10 eval '[ "$(ip netns pids dtnode1 | wc -l)$(ip netns pids dtnode2 | wc -l)$(ip netns pids dtnode3 | wc -l)" = 111 ]'
 
@@ -110,7 +109,7 @@ check "5 nodes on a 3-node partition refused at submission" [ $rc -ne 0 ]
 check "the error carries Slurm's reason" eval 'echo "$out" | grep -q "Slurm cannot run this job: Partition"'
 if [ $rc -eq 0 ]; then
     # The controller took the job instead: say what it recorded, stop it.
-    tb_wait 10 eval 'show "$out" | jq -e ".attempts[0].cause == \"launch_failed\"" >/dev/null'
+    tb_wait 10 eval 'show "$out" | jqt ".attempts[0].cause == \"launch_failed\""'
     echo "# accepted as job $out; attempt 1: $(show "$out" | jq -r '.attempts[0] | "\(.state) \(.cause): \(.detail)"')"
     "$DTCTL" cancel "$out" >/dev/null 2>&1
 fi
@@ -120,9 +119,9 @@ fi
 j2=$(submit 2 "${TRAIN[@]}" "${long[@]}") || bail "submit failed"
 tb_wait 60 state_is "$j2" running || fail "2-node job never ran"
 "$DTCTL" cancel "$j2" >/dev/null
-tb_wait 20 eval 'show "$j2" | jq -e ".attempts[0].state == \"cancelled\"" >/dev/null' || fail "2-node job not cancelled"
+tb_wait 20 eval 'show "$j2" | jqt ".attempts[0].state == \"cancelled\""' || fail "2-node job not cancelled"
 "$DTCTL" resubmit "$j2" --exclude node2 >/dev/null || fail "resubmit --exclude node2"
-check "resubmitted job runs" tb_wait 60 eval 'show "$j2" | jq -e ".state == \"running\" and (.attempts | length) == 2" >/dev/null'
+check "resubmitted job runs" tb_wait 60 eval 'show "$j2" | jqt ".state == \"running\" and (.attempts | length) == 2"'
 show "$j2" > "$TB_TMP/job2.json"
 check "excluded node2 has no agent" \
     jqt '[.attempts[-1].nodes[].node] | sort == ["node1","node3"]' "$TB_TMP/job2.json"
@@ -131,5 +130,5 @@ check "Slurm job excludes node2" \
 check "no process of the job on node2" [ "$(ip netns pids dtnode2 | wc -l)" -eq 1 ]
 "$DTCTL" cancel "$j2" >/dev/null
 
-[ $tb_fail = 0 ] || { echo "# dtctld log tail:"; tail -n 40 "$TB_TMP/dtctld.log" | sed 's/^/# /'; TB_KEEP=1; }
+[ $failed = 0 ] || { echo "# dtctld log tail:"; tail -n 40 "$TB_TMP/dtctld.log" | sed 's/^/# /'; TB_KEEP=1; }
 finish

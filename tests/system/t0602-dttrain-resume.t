@@ -28,14 +28,14 @@ for par in dp zero1; do
     check "$par: resumed from step 20" grep -q "resumed from .*step-20" "$TMP/resume-$par.0.err"
     got=$(summary resume-$par params_crc32c)
     echo "# $par: uninterrupted $ref, crashed+resumed $got"
-    check "$par: params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
+    check "$par: params_crc32c bit-identical to the uninterrupted run" same "$got" "$ref"
 done
 
 # Resume through the agent's environment (DT_CHECKPOINT_DIR + DT_RESUME_STEP).
 DT_CHECKPOINT_DIR="$TMP/ck-full-dp" DT_RESUME_STEP=20 run 2 envres $args
 check "DT_CHECKPOINT_DIR + DT_RESUME_STEP: exit 0" test "$(cat $TMP/envres.0.rc)" = 0
 check "DT_RESUME_STEP=20: resumed from step-20" grep -q "resumed from .*step-20" "$TMP/envres.0.err"
-check "DT_RESUME_STEP=20: same params as uninterrupted" test "$(summary envres params_crc32c)" = "$(summary full-dp params_crc32c)"
+check "DT_RESUME_STEP=20: same params as uninterrupted" same "$(summary envres params_crc32c)" "$(summary full-dp params_crc32c)"
 
 # zero1 checkpoint of 2 ranks resumed on 3 and on 1 rank: resharded.
 run 3 resh3 $args --parallel zero1 --checkpoint-dir "$TMP/ck-r3" --resume "$TMP/ck-zero1/step-20"

@@ -32,14 +32,15 @@ check "attempt 2 resumed from a committed checkpoint (step >= 20), not on local2
     jqt '.data.attempts[1].resume_step >= 20 and (.data.attempts[1].nodelist | test("local2") | not)' "$TMP/j.json"
 check "the resume source is recorded (committed)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = committed
-check "detected within 1 s of the kill (goal; slack 5 s)" test "$T_DETECT_MS" -ge 0 -a "$T_DETECT_MS" -le 5000
+# How soon: bench/run (parts local and recovery); here only that it was seen after the kill.
+check "the failure was detected after the kill ($T_DETECT_MS ms)" test "$T_DETECT_MS" -ge 0
 # The controller asks for the next multiple of 20 at least two heartbeats
 # ahead of the fastest rank, so with fast steps it may skip one: up to two
 # intervals are lost, counted exactly (the killed rank's last step).
-check "lost work is under two checkpoint intervals (2 x 20 steps + slack)" test "$STEPS_LOST" -le 50
+check "lost work is under two checkpoint intervals (2 x 20 steps + slack)" test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 50
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok
 done_testing

@@ -29,7 +29,8 @@ check "GET /v1/nodes/local1: 200, health suspect, never cleared" \
     jqt '.data.name == "local1" and .data.health == "suspect" and .data.cleared == null' "$TMP/h.json"
 check "history: a failure of job A and of job B, newest first, both counting" \
     jqt --argjson a "$JOB_A" --argjson b "$JOB_B" '[.data.history[] | select(.kind == "failure")] as $f
-        | ($f | map(.job) | index($b)) < ($f | map(.job) | rindex($a))
+        | ($f | map(.job) | index($b)) != null and ($f | map(.job) | rindex($a)) != null
+        and ($f | map(.job) | index($b)) < ($f | map(.job) | rindex($a))
         and all($f[]; .since_clear and (.cause | length) > 0 and .attempt == 1 and (.time | test("Z$")))' "$TMP/h.json"
 check "GET /v1/nodes: local1 with health and last failure" \
     jqt '.data[] | select(.name == "local1") | .health == "suspect" and .last_failure_time != null and .last_cause != null' "$TMP/n.json"
@@ -40,17 +41,17 @@ check "GET /v1/nodes/local1?limit=1: one history row" jqt '.data.history | lengt
 api GET "/v1/nodes/local1?limit=0" > /dev/null
 check "GET /v1/nodes/local1?limit=0: 400" test "$(status)" = 400
 submit "$(dttrain_spec after 1 "--steps 5" '{"restart": {"max_restarts": 0}}')" || bail "submit failed"
-check "a new job does not run on suspect local1" wait_for 30 sh -c \
-    "curl -s $URL/v1/jobs/$ID | jq -e '.data.attempts[0].nodelist == \"local2\" and (.data.attempts[0].exclude | index(\"local1\") != null)' >/dev/null"
+check "a new job does not run on suspect local1" wait_for 30 eval \
+    "curl -s $URL/v1/jobs/$ID | jqt '.data.attempts[0].nodelist == \"local2\" and (.data.attempts[0].exclude | index(\"local1\") != null)'"
 wait_state "$ID" completed 60
 api POST /v1/nodes/nosuchnode/clear > /dev/null
 check "clearing an unknown node: 404" test "$(status)" = 404
 api POST /v1/nodes/local1/clear > "$TMP/c.json"
 check "POST /v1/nodes/local1/clear: 200, local1 up" \
-    sh -c "test \"\$(cat $TMP/status)\" = 200 && jq -e '.data[] | select(.name == \"local1\") | .state == \"up\"' $TMP/c.json >/dev/null"
+    eval "test \"\$(cat $TMP/status)\" = 200 && jqt '.data[] | select(.name == \"local1\") | .state == \"up\"' $TMP/c.json"
 submit "$(dttrain_spec again 1 "--steps 5" '{"restart": {"max_restarts": 0}}')" || bail "submit failed"
-check "after the clear, new attempts use local1 again" wait_for 30 sh -c \
-    "curl -s $URL/v1/jobs/$ID | jq -e '.data.attempts[0].nodelist == \"local1\"' >/dev/null"
+check "after the clear, new attempts use local1 again" wait_for 30 eval \
+    "curl -s $URL/v1/jobs/$ID | jqt '.data.attempts[0].nodelist == \"local1\"'"
 wait_state "$ID" completed 60
 check "a failure after the clear does not make it suspect again at once" crash C
 check "local1 is up (history before the clear no longer counts)" test "$(node_state local1)" = up

@@ -16,6 +16,7 @@ submit "$(dttrain_spec ctlddown 2 "" '{"heartbeat": {"node_timeout_ms": 3000}}')
     || bail "submit failed"
 check "the job runs past step 10" wait_step "$ID" 10 90
 PIDS="$(rank_pid "$ID" 0) $(rank_pid "$ID" 1)"
+[[ "$PIDS" =~ ^[0-9]+\ [0-9]+$ ]] || bail "the processes of ranks 0 and 1 were not found ($PIDS)"
 kill -9 "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 alive () { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 # The trainers finish without a controller (their processes end).
@@ -31,5 +32,5 @@ check "one attempt, succeeded, no restart" jqt '.data.attempt == 1 and .data.res
 check "no node_lost event" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'node_lost'")" = 0
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 done_testing

@@ -20,6 +20,7 @@ submit "$(dttrain_spec spare 3 "--inject-slow 0:25" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 VICTIM=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; killing $VICTIM (rank 1's node)"
 T0=$(now_ms)
@@ -43,10 +44,10 @@ check "attempt 2 ran on 3 nodes" jqt '[.data.attempts[1].nodes[].node] | length 
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the restart went through the allocation's loop (alloc_step event)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'alloc_step'")" -ge 1
-check "one Slurm job for the whole run" test "$(ft_slurm_ids "$ID" | awk '{print $2}' | sort -u | wc -l)" = 1
+check "one Slurm job for the whole run" test "$(ft_slurm_ids "$ID" | awk '{print $2}' | sort -u)" = "$SJ"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

@@ -17,6 +17,7 @@ submit "$(dttrain_spec nospare 2 "--inject-slow 0:25" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 VICTIM=$(rank_node "$ID" 1)
 echo "# Slurm job $SJ; killing $VICTIM (rank 1's node, not the batch host)"
 T0=$(now_ms)
@@ -41,6 +42,6 @@ check "attempt 2 did not use $VICTIM" \
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

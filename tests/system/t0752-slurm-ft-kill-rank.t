@@ -18,8 +18,10 @@ submit "$(dttrain_spec killrank 2 "--inject-slow 0:25" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 PID=$(rank_pid "$ID" 1)
 NODE=$(rank_node "$ID" 1)
+[ -n "$PID" ] && [ -n "$NODE" ] || bail "rank 1's pid or node is unknown"
 echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
 T0=$(now_ms)
 check "kill -9 rank 1" kill -9 "$PID"
@@ -42,7 +44,7 @@ check "attempt 2 did not use $NODE" \
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

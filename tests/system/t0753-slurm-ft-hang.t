@@ -18,8 +18,10 @@ submit "$(dttrain_spec hang 2 "--inject-slow 0:25" \
     || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 PID=$(rank_pid "$ID" 1)
 NODE=$(rank_node "$ID" 1)
+[ -n "$PID" ] && [ -n "$NODE" ] || bail "rank 1's pid or node is unknown"
 echo "# Slurm job $SJ; SIGSTOP of rank 1 (pid $PID on $NODE)"
 T0=$(now_ms)
 check "SIGSTOP rank 1" kill -STOP "$PID"
@@ -33,6 +35,8 @@ echo "# blamed: node $(jq -r .data.attempts[0].cause_node "$TMP/j.json") rank $(
 check "the frozen rank 1 on $NODE is blamed, and only $NODE is excluded" \
     jqt ".data.attempts[0].cause_node == \"$NODE\" and .data.attempts[0].cause_rank == 1
          and .data.exclude == [\"$NODE\"]" "$TMP/j.json"
+check "attempt 2 is a new Slurm job (not $SJ)" \
+    jqt --argjson sj "$SJ" '(.data.attempts[1].slurm_job_id | type) == "number" and .data.attempts[1].slurm_job_id != $sj' "$TMP/j.json"
 check "attempt 2 does not run on $NODE" \
     jqt "[.data.attempts[1].nodes[].node] | index(\"$NODE\") == null" "$TMP/j.json"
 check "at most 1 step lost: the frozen rank was killed and its peer saved the state (lost $STEPS_LOST)" \
@@ -44,6 +48,6 @@ check "the first Slurm job $SJ is over" wait_for 20 eval '[ -z "$(squeue -h -j "
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

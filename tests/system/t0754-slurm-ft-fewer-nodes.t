@@ -24,6 +24,9 @@ submit "$(dttrain_spec fewer 3 "--inject-slow 0:25" \
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "the job runs past step 50" wait_step "$ID" 50 90
 VICTIM=$(rank_node "$ID" 2)
+SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
+[ -n "$VICTIM" ] || bail "rank 2's node is unknown"
 echo "# killing $VICTIM (rank 2's node)"
 T0=$(now_ms)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
@@ -36,6 +39,8 @@ check "attempt 1 failed with cause node_lost on $VICTIM" \
 check "attempt 2 ran on 2 nodes, world size 2, without $VICTIM" \
     jqt --arg v "$VICTIM" '.data.attempts[1].num_nodes == 2 and .data.attempts[1].world_size == 2
         and ([.data.attempts[1].nodes[].node] | index($v) == null)' "$TMP/j.json"
+check "attempt 2 is a new Slurm job (not $SJ)" \
+    jqt --argjson sj "$SJ" '(.data.attempts[1].slurm_job_id | type) == "number" and .data.attempts[1].slurm_job_id != $sj' "$TMP/j.json"
 check "the job result: $FT_STEPS steps on world size 2, global batch 32" \
     jqt ".data.result.steps == $FT_STEPS and .data.result.world_size == 2 and .data.result.global_batch == 32" "$TMP/j.json"
 VAL=$(jq -r .data.result.val_loss "$TMP/j.json")

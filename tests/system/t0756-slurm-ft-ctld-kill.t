@@ -15,6 +15,7 @@ submit "$(dttrain_spec ctldkill 2 "--inject-slow 0:40" '{"heartbeat": {"node_tim
     || bail "submit failed"
 check "the job runs past step 45" wait_step "$ID" 45 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 sqlite3 "$TMP/state/dtctld.db" "SELECT step FROM checkpoints WHERE job_id = $ID AND state IN ('committed', 'deleted') ORDER BY step" | sort > "$TMP/before.txt"
 S0=$(job_step "$ID")
 T0=$(now_ms)
@@ -51,7 +52,7 @@ check "checkpoints were committed after the kill too" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM checkpoints WHERE job_id = $ID AND commit_time > $T0")" -ge 1
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok

@@ -9,15 +9,7 @@ TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 TESTBED=$TOP_SRCDIR/scripts/slurm-testbed
 : "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"
 
-tb_n=0
-tb_fail=0
-ok ()   { tb_n=$((tb_n + 1)); echo "ok $tb_n - $*"; }
-fail () { tb_n=$((tb_n + 1)); tb_fail=1; echo "not ok $tb_n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
-not () { ! "$@"; }
-bail () { echo "Bail out! $*"; exit 1; }
-skip_all () { echo "1..0 # SKIP $*"; exit 77; }
-finish () { echo "1..$tb_n"; exit $tb_fail; }
+. "$(dirname "$0")/tap-lib.sh"
 
 # Skip (77) where the testbed cannot run: not root, no namespaces, no Slurm.
 tb_require () {

@@ -60,7 +60,7 @@ static void test_roundtrip_shard (void)
                              m.slen[DTPROTO_T_PATH]), 0);
     CU_ASSERT_FALSE (dtproto_has (&m, DTPROTO_T_JIT));
 
-    /* A just-in-time shard (issue 7): the shard's rank and the jit flag. */
+    /* A just-in-time shard: the shard's rank and the jit flag. */
     dtproto_begin (&b, DTPROTO_SHARD);
     dtproto_add_int (&b, DTPROTO_T_STEP, 117);
     dtproto_add_str (&b, DTPROTO_T_PATH, "/ckpt/4/jit-117-r0/rank-2.ckpt");
@@ -354,8 +354,20 @@ static void test_fuzz (void)
     uint8_t buf[256];
     unsigned seed = 12345;
     int accepted = 0;
+    /* A valid payload to mutate: a few changed bytes often still parse,
+     * so the checks of what is accepted below do run. */
+    struct dtproto_buf v = { 0 };
+    dtproto_begin (&v, DTPROTO_SHARD);
+    dtproto_add_int (&v, DTPROTO_T_STEP, 5);
+    dtproto_add_str (&v, DTPROTO_T_PATH, "/x/rank-0.ckpt");
+    dtproto_add_int (&v, DTPROTO_T_BYTES, 10);
+    dtproto_add_int (&v, DTPROTO_T_CRC32C, 1);
+    CU_ASSERT_EQUAL_FATAL (dtproto_end (&v), 0);
+    size_t vlen = v.len - DTPROTO_HDR_LEN;
+    CU_ASSERT_FATAL (vlen <= sizeof (buf));
     for (int iter = 0; iter < 20000; iter++) {
         size_t n = (size_t)(rand_r (&seed) % sizeof (buf));
+        int type = 1 + iter % DTPROTO_TYPE_MAX;
         for (size_t i = 0; i < n; i++)
             buf[i] = (uint8_t)rand_r (&seed);
         /* Small tags and lengths now and then, so some fields parse. */
@@ -363,13 +375,26 @@ static void test_fuzz (void)
             put16 (buf, (uint16_t)(1 + rand_r (&seed) % DTPROTO_TAG_MAX));
             put32 (buf + 2, (uint32_t)(rand_r (&seed) % 16));
         }
+        if (iter % 4 == 3) {    /* the valid payload, one byte changed */
+            n = vlen;
+            memcpy (buf, v.data + DTPROTO_HDR_LEN, n);
+            buf[rand_r (&seed) % n] ^= (uint8_t)(1u << (rand_r (&seed) % 8));
+            type = DTPROTO_SHARD;
+        }
         uint8_t *copy = malloc (n ? n : 1);
         memcpy (copy, buf, n);
-        int type = 1 + iter % DTPROTO_TYPE_MAX;
-        accepted += dtproto_decode (type, copy, n, &m, err, sizeof (err)) == 0;
+        if (dtproto_decode (type, copy, n, &m, err, sizeof (err)) == 0) {
+            /* What is accepted points inside the input, never past it. */
+            accepted++;
+            CU_ASSERT_EQUAL (m.type, type);
+            for (int t = 0; t <= DTPROTO_TAG_MAX; t++)
+                if (dtproto_has (&m, t) && m.s[t])
+                    CU_ASSERT (m.s[t] >= copy && m.s[t] + m.slen[t] <= copy + n);
+        }
         free (copy);
     }
-    CU_ASSERT (accepted < 20000);
+    dtproto_buf_free (&v);
+    CU_ASSERT (accepted > 0 && accepted < 20000);
 }
 
 struct race {

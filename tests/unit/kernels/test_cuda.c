@@ -160,12 +160,92 @@ static void test_adamw_sumsq (void)
     free (p), free (g), free (m), free (v);
 }
 
+/* ---- transformer kernels ---- */
+
+static void test_layernorm (void)
+{
+    enum { M = 70, N = 200 };
+    float *x = rnd (M * N, 3), *g = rnd (N, 1), *b = rnd (N, 1), *dy = rnd (M * N, 1);
+    float *y = malloc (M * N * 4), *mean = malloc (M * 4), *rstd = malloc (M * 4);
+    float *dx = rnd (M * N, 1), *dg = rnd (N, 1), *db = rnd (N, 1);
+    void *dx_ = dev (x, M * N * 4), *dg_ = dev (g, N * 4), *db_ = dev (b, N * 4);
+    void *ddy = dev (dy, M * N * 4), *dy_ = gpu->alloc (M * N * 4), *dmean = gpu->alloc (M * 4);
+    void *drstd = gpu->alloc (M * 4), *ddx = dev (dx, M * N * 4), *ddg = dev (dg, N * 4);
+    void *ddb = dev (db, N * 4);
+    CU_ASSERT_EQUAL (cpu->layernorm_fwd (M, N, x, g, b, y, mean, rstd), 0);
+    CU_ASSERT_EQUAL (gpu->layernorm_fwd (M, N, dx_, dg_, db_, dy_, dmean, drstd), 0);
+    CU_ASSERT (parity ("layernorm_fwd y", y, dy_, M * N, 1e-5, 1e-5));
+    CU_ASSERT (parity ("layernorm_fwd rstd", rstd, drstd, M, 1e-5, 1e-7));
+    CU_ASSERT_EQUAL (cpu->layernorm_bwd (M, N, x, g, mean, rstd, dy, dx, dg, db), 0);
+    CU_ASSERT_EQUAL (gpu->layernorm_bwd (M, N, dx_, dg_, dmean, drstd, ddy, ddx, ddg, ddb), 0);
+    CU_ASSERT (parity ("layernorm_bwd dx (+=)", dx, ddx, M * N, 1e-4, 1e-5));
+    CU_ASSERT (parity ("layernorm_bwd dg", dg, ddg, N, 1e-4, 1e-4));
+    CU_ASSERT (parity ("layernorm_bwd db", db, ddb, N, 1e-4, 1e-4));
+    gpu->free (dx_), gpu->free (dg_), gpu->free (db_), gpu->free (ddy), gpu->free (dy_);
+    gpu->free (dmean), gpu->free (drstd), gpu->free (ddx), gpu->free (ddg), gpu->free (ddb);
+    free (x), free (g), free (b), free (dy), free (y), free (mean), free (rstd);
+    free (dx), free (dg), free (db);
+}
+
+static void test_embed_pos (void)
+{
+    enum { B = 5, T = 33, E = 40 };
+    uint8_t tok[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (uint8_t)((i * 97 + 3) % 50);
+    float *wte = rnd (256 * E, 1), *wpe = rnd (T * E, 1), *x = malloc (B * T * E * 4);
+    float *dx = rnd (B * T * E, 1), *dwte = rnd (256 * E, 1), *dwpe = rnd (T * E, 1);
+    void *dtok = dev (tok, sizeof (tok)), *dwte_ = dev (wte, 256 * E * 4), *dwpe_ = dev (wpe, T * E * 4);
+    void *dx_ = gpu->alloc (B * T * E * 4), *ddx = dev (dx, B * T * E * 4);
+    void *ddwte = dev (dwte, 256 * E * 4), *ddwpe = dev (dwpe, T * E * 4);
+    CU_ASSERT_EQUAL (cpu->embed_pos_fwd (B, T, E, tok, wte, wpe, x), 0);
+    CU_ASSERT_EQUAL (gpu->embed_pos_fwd (B, T, E, dtok, dwte_, dwpe_, dx_), 0);
+    CU_ASSERT (parity ("embed_pos_fwd", x, dx_, B * T * E, 0, 1e-30));
+    CU_ASSERT_EQUAL (cpu->embed_pos_bwd (B, T, E, tok, dx, dwte, dwpe), 0);
+    CU_ASSERT_EQUAL (gpu->embed_pos_bwd (B, T, E, dtok, ddx, ddwte, ddwpe), 0);
+    CU_ASSERT (parity ("embed_pos_bwd dwte", dwte, ddwte, 256 * E, 1e-5, 1e-6));
+    CU_ASSERT (parity ("embed_pos_bwd dwpe", dwpe, ddwpe, T * E, 1e-5, 1e-6));
+    gpu->free (dtok), gpu->free (dwte_), gpu->free (dwpe_), gpu->free (dx_), gpu->free (ddx);
+    gpu->free (ddwte), gpu->free (ddwpe);
+    free (wte), free (wpe), free (x), free (dx), free (dwte), free (dwpe);
+}
+
+/* Both backends, several shapes: a head width that is not a multiple of
+ * anything, a context longer than a warp, large scores. */
+static void test_attention (void)
+{
+    int shapes[][5] = { { 2, 7, 3, 5, 1 }, { 3, 65, 4, 16, 1 }, { 1, 130, 2, 32, 8 } };
+    for (int s = 0; s < 3; s++) {
+        int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], D = shapes[s][3];
+        float a = (float)shapes[s][4];
+        int E = NH * D;
+        size_t nq = (size_t)B * T * 3 * E, no = (size_t)B * T * E, na = (size_t)B * NH * T * T;
+        float *qkv = rnd (nq, a), *dout = rnd (no, 1), *att = malloc (na * 4), *out = malloc (no * 4);
+        float *dqkv = malloc (nq * 4), *work = malloc (na * 4);
+        void *dq = dev (qkv, nq * 4), *ddout = dev (dout, no * 4), *datt = gpu->alloc (na * 4);
+        void *dout_ = gpu->alloc (no * 4), *ddq = gpu->alloc (nq * 4), *dwork = gpu->alloc (na * 4);
+        CU_ASSERT_EQUAL (cpu->attn_fwd (B, T, NH, D, qkv, att, out), 0);
+        CU_ASSERT_EQUAL (gpu->attn_fwd (B, T, NH, D, dq, datt, dout_), 0);
+        CU_ASSERT (parity ("attn_fwd att", att, datt, na, 1e-4, 1e-6));
+        CU_ASSERT (parity ("attn_fwd out", out, dout_, no, 1e-4, 1e-5));
+        CU_ASSERT_EQUAL (cpu->attn_bwd (B, T, NH, D, qkv, att, dout, dqkv, work), 0);
+        CU_ASSERT_EQUAL (gpu->attn_bwd (B, T, NH, D, dq, datt, ddout, ddq, dwork), 0);
+        CU_ASSERT (parity ("attn_bwd dqkv", dqkv, ddq, nq, 1e-3, 1e-4 * a));
+        gpu->free (dq), gpu->free (ddout), gpu->free (datt), gpu->free (dout_), gpu->free (ddq);
+        gpu->free (dwork);
+        free (qkv), free (dout), free (att), free (out), free (dqkv), free (work);
+    }
+}
+
 static const struct dt_unit_test tests[] = {
     { "sgemm NN, NT, TN", test_sgemm },
     { "bias+gelu and bias forward/backward", test_bias_gelu },
     { "embedding gather and scatter-add", test_embed },
     { "fused softmax cross-entropy", test_softmax_ce },
     { "adamw, sumsq, scale", test_adamw_sumsq },
+    { "layernorm forward and backward", test_layernorm },
+    { "token + position embeddings", test_embed_pos },
+    { "causal attention forward and backward, three shapes", test_attention },
     { NULL, NULL },
 };
 

@@ -164,7 +164,7 @@ static const struct {
 static void test_invalid (void)
 {
     size_t n = sizeof (invalid) / sizeof (invalid[0]);
-    CU_ASSERT (n >= 20);
+    _Static_assert (sizeof (invalid) / sizeof (invalid[0]) >= 20, "at least 20 invalid specs");
     for (size_t i = 0; i < n; i++) {
         dt_error_t err = { "" };
         char field[128];

@@ -108,7 +108,7 @@ static char *slurp (const char *path, size_t *len)
     return buf;
 }
 
-/* A just-in-time checkpoint (issue 7): one rank writes every shard from
+/* A just-in-time checkpoint: one rank writes every shard from
  * the full state; each file is byte-identical to the shard its rank writes
  * itself, and the set loads back to the full state. */
 static void test_jit_all_shards (void)
@@ -179,6 +179,7 @@ static void test_snapshot_then_change (void)
     };
     CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, dt_kern_cpu (), &meta, p, m, v, &stall, &err), 0);
     CU_ASSERT (stall >= 0);
+    stall = -1;                                             /* set by the wait */
     CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 1);
     CU_ASSERT (stall >= 0);
     CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 0);   /* once */

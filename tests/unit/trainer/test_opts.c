@@ -1,12 +1,174 @@
-/* test_opts.c: dttrain's options against the agent's DT_* environment -
- * options win, a conflict with what the controller needs is an error. */
+/* test_opts.c: dttrain's option parsing (trainer/opts.c): every option
+ * reaches its field, bad values are refused naming the option, the world
+ * comes from the environment, and the text form a checkpoint keeps round
+ * trips (the same options compare equal, one changed field is named);
+ * options win over the agent's DT_* variables, and a conflict with what
+ * the controller needs is an error. */
 #include <config.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/unit/unit.h"
 #include "trainer/opts.h"
+#include "tests/unit/unit.h"
 
+#define NARGS(a) ((int)(sizeof (a) / sizeof ((a)[0])))
+
+static void clear_env (void)
+{
+    const char *vars[] = { "WORLD_SIZE",    "RANK",
+                           "LOCAL_RANK",    "DT_CHECKPOINT_DIR",
+                           "DT_JOB",        "DT_RESUME_STEP",
+                           "DT_RESUME_DIR", "DT_CHECKPOINT_EVERY" };
+    for (size_t i = 0; i < sizeof (vars) / sizeof (vars[0]); i++)
+        unsetenv (vars[i]);
+}
+
+static void test_fields (void)
+{
+    char *argv[] = { "dttrain", "--data",         "/d.txt", "--steps",
+                     "77",      "--global-batch", "48",     "--context",
+                     "24",      "--embed",        "12",     "--hidden",
+                     "96",      "--layers",       "3",      "--lr",
+                     "0.25",    "--seed",         "9",      "--parallel",
+                     "zero1",   "--micro-batch",  "5",      "--inject-crash",
+                     "1:25",    "--inject-slow",  "2:3.5",  "--checkpoint-every",
+                     "10" };
+    struct train_opts o;
+    dt_error_t err = { "" };
+
+    clear_env ();
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (argv), argv, &err), 0);
+    CU_ASSERT_STRING_EQUAL (o.data, "/d.txt");
+    CU_ASSERT_EQUAL (o.steps, 77);
+    CU_ASSERT_EQUAL (o.global_batch, 48);
+    CU_ASSERT_EQUAL (o.context, 24);
+    CU_ASSERT_EQUAL (o.embed, 12);
+    CU_ASSERT_EQUAL (o.hidden, 96);
+    CU_ASSERT_EQUAL (o.layers, 3);
+    CU_ASSERT_DOUBLE_EQUAL (o.lr, 0.25, 0);
+    CU_ASSERT_EQUAL (o.seed, 9);
+    CU_ASSERT_EQUAL (o.parallel, PAR_ZERO1);
+    CU_ASSERT_EQUAL (o.micro_batch, 5);
+    CU_ASSERT_EQUAL (o.crash_rank, 1);
+    CU_ASSERT_EQUAL (o.crash_step, 25);
+    CU_ASSERT_EQUAL (o.slow_rank, 2);
+    CU_ASSERT_DOUBLE_EQUAL (o.slow_factor, 3.5, 0);
+    CU_ASSERT_EQUAL (o.checkpoint_every, 10);
+    CU_ASSERT_EQUAL (o.world, 1);
+    CU_ASSERT_EQUAL (o.rank, 0);
+}
+
+/* The torchrun environment and the agent's DT_* variables. */
+static void test_environment (void)
+{
+    char *argv[] = { "dttrain", "--data", "/d.txt" };
+    struct train_opts o;
+    dt_error_t err = { "" };
+
+    clear_env ();
+    setenv ("WORLD_SIZE", "4", 1);
+    setenv ("RANK", "3", 1);
+    setenv ("LOCAL_RANK", "1", 1);
+    setenv ("DT_CHECKPOINT_DIR", "/ck", 1);
+    setenv ("DT_RESUME_STEP", "40", 1);
+    setenv ("DT_CHECKPOINT_EVERY", "20", 1);
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (argv), argv, &err), 0);
+    CU_ASSERT_EQUAL (o.world, 4);
+    CU_ASSERT_EQUAL (o.rank, 3);
+    CU_ASSERT_EQUAL (o.local_rank, 1);
+    CU_ASSERT_STRING_EQUAL (o.checkpoint_dir, "/ck");
+    CU_ASSERT_EQUAL (o.resume_step, 40);
+    CU_ASSERT_EQUAL (o.checkpoint_every, 20);
+
+    setenv ("RANK", "4", 1); /* not below WORLD_SIZE */
+    CU_ASSERT_EQUAL (opts_parse (&o, NARGS (argv), argv, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "RANK=4"));
+    clear_env ();
+}
+
+/* Each bad command line is refused with the option (or value) named. */
+static void test_refused (void)
+{
+    struct {
+        char *argv[6];
+        int argc;
+        const char *needle;
+    } bad[] = {
+        { { "dttrain", "--steps", "5" }, 3, "--data" },
+        { { "dttrain", "--data", "x", "--steps", "-1" }, 5, "--steps" },
+        { { "dttrain", "--data", "x", "--global-batch", "0" }, 5, "--global-batch" },
+        { { "dttrain", "--data", "x", "--layers", "1000" }, 5, "--layers" },
+        { { "dttrain", "--data", "x", "--lr", "abc" }, 5, "--lr" },
+        { { "dttrain", "--data", "x", "--parallel", "tp" }, 5, "tp" },
+        { { "dttrain", "--data", "x", "--inject-crash", "3" }, 5, "RANK:STEP" },
+        { { "dttrain", "--data", "x", "--inject-slow", "1:0.5" }, 5, "--inject-slow" },
+        { { "dttrain", "--data", "x", "--bogus" }, 4, "--bogus" },
+        { { "dttrain", "--data", "x", "extra" }, 4, "extra" },
+        { { "dttrain", "--data", "x", "--min-lr-frac", "2" }, 5, "--min-lr-frac" },
+    };
+    clear_env ();
+    for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
+        struct train_opts o;
+        dt_error_t err = { "" };
+        CU_ASSERT_EQUAL (opts_parse (&o, bad[i].argc, bad[i].argv, &err), -1);
+        if (!strstr (err.text, bad[i].needle)) {
+            fprintf (stderr,
+                     "case %zu: error '%s' does not name '%s'\n",
+                     i,
+                     err.text,
+                     bad[i].needle);
+            CU_FAIL ("error names the option");
+        }
+    }
+}
+
+/* The checkpoint's config text: equal options compare equal, whatever the
+ * execution options; a model field changed is named with both values. */
+static void test_text_roundtrip (void)
+{
+    char *a1[] = { "dttrain", "--data", "/d",     "--hidden", "64",
+                   "--lr",    "0.1",    "--seed", "3" };
+    char *a2[] = { "dttrain", "--data",
+                   "/d",      "--hidden",
+                   "64",      "--lr",
+                   "0.1",     "--seed",
+                   "3",       "--parallel",
+                   "zero1",   "--micro-batch",
+                   "2",       "--checkpoint-every",
+                   "9" };
+    char *a3[] = { "dttrain", "--data", "/d",     "--hidden", "65",
+                   "--lr",    "0.1",    "--seed", "3" };
+    struct train_opts o1, o2, o3;
+    dt_error_t err = { "" };
+
+    clear_env ();
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o1, NARGS (a1), a1, &err), 0);
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o2, NARGS (a2), a2, &err), 0);
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o3, NARGS (a3), a3, &err), 0);
+    char *t1 = opts_to_text (&o1, 1000, 0xabcdef01);
+    char *t2 = opts_to_text (&o2, 1000, 0xabcdef01);
+    char *t3 = opts_to_text (&o3, 1000, 0xabcdef01);
+    char *t4 = opts_to_text (&o1, 1001, 0xabcdef01);
+    CU_ASSERT_FATAL (t1 && t2 && t3 && t4);
+    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "hidden=64\n"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "data_crc32c=abcdef01\n"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "lr=0.10000000000000001\n")); /* %.17g */
+    CU_ASSERT_STRING_EQUAL (t1, t2);
+    CU_ASSERT_EQUAL (opts_compare (t1, t2, &err), 0);
+    CU_ASSERT_EQUAL (opts_compare (t1, t3, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "'hidden'"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "64"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "65"));
+    CU_ASSERT_EQUAL (opts_compare (t1, t4, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "'data_bytes'"));
+    /* A field the checkpoint does not have is named too. */
+    CU_ASSERT_EQUAL (opts_compare ("model=byte-mlp-v1\n", t1, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "missing"));
+    free (t1), free (t2), free (t3), free (t4);
+}
+
+/* Options against the agent's DT_* environment: options win, a conflict
+ * with what the controller needs is an error. */
 static int parse (struct train_opts *o, const char *a1, const char *a2, dt_error_t *err)
 {
     char *argv[6] = { "dttrain", "--data", "x.txt", NULL, NULL, NULL };
@@ -16,15 +178,6 @@ static int parse (struct train_opts *o, const char *a1, const char *a2, dt_error
     if (a2)
         argv[argc++] = (char *)a2;
     return opts_parse (o, argc, argv, err);
-}
-
-static void clear_env (void)
-{
-    unsetenv ("DT_CHECKPOINT_DIR");
-    unsetenv ("DT_CHECKPOINT_EVERY");
-    unsetenv ("DT_RESUME_DIR");
-    unsetenv ("DT_RESUME_STEP");
-    unsetenv ("DT_JOB");
 }
 
 /* Without an option, the environment is the default. */
@@ -108,6 +261,10 @@ static void test_resume_conflict (void)
 }
 
 static const struct dt_unit_test tests[] = {
+    { "every option reaches its field", test_fields },
+    { "the world and DT_* come from the environment", test_environment },
+    { "bad command lines are refused, naming the option", test_refused },
+    { "the config text round trips and names a changed field", test_text_roundtrip },
     { "the DT_* environment is the default", test_env_default },
     { "--checkpoint-every 0 wins over DT_CHECKPOINT_EVERY", test_checkpoint_every_zero_wins },
     { "--job wins over DT_JOB", test_job_wins },

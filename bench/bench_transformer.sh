@@ -1,0 +1,69 @@
+#!/bin/bash
+# bench_transformer.sh: the transformer's benchmarks (numbers, not asserts).
+#  (1) tokens/s and model FLOP/s of dttrain's transformer against the same
+#      model in PyTorch (bench/torch_tfm_ref.py: same shapes, data, threads);
+#  (2) its model FLOP/s against OpenBLAS SGEMM on the model's own GEMM
+#      shapes, measured before and after in the same run;
+#  (3) validation bits per byte on the project's documentation after the
+#      same wall-clock budget: transformer vs MLP, each at its defaults
+#      (steps chosen from a short timing run of each to fill the budget).
+# Usage: bench/bench_transformer.sh [BUILDDIR]   (default: the current directory)
+# Env: THREADS (1), STEPS (10), BATCH (32), CTX (64), WIDTH (128), HEADS (4),
+#      LAYERS (4), BUDGET (60 s per model in (3)), REPS (1).
+# Prints one JSON line per figure at the end ("bench_transformer": ...).
+set -u
+B=$(cd "${1:-.}" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+DTTRAIN=$B/trainer/dttrain
+THREADS=${THREADS:-1} STEPS=${STEPS:-10} BATCH=${BATCH:-32} CTX=${CTX:-64} WIDTH=${WIDTH:-128}
+HEADS=${HEADS:-4} LAYERS=${LAYERS:-4} BUDGET=${BUDGET:-60} REPS=${REPS:-1}
+PY=/usr/bin/python3
+for p in "$DTTRAIN" "$B/bench/bench_sgemm"; do
+    [ -x "$p" ] || { echo "bench_transformer: $p not built" >&2; exit 1; }
+done
+TMP=$(mktemp -d /tmp/bench-tfm.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+export OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS
+# OpenBLAS 0.3.21 falls back to Prescott kernels on CPUs it does not know;
+# dttrain corrects that itself (re-exec), bench_sgemm gets the same here.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    core=$(OPENBLAS_VERBOSE=2 "$B/bench/bench_sgemm" --reps 1 8 8 8 2>&1 | sed -n 's/^Core: //p')
+    if [ "$core" = Prescott ]; then
+        grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=SkylakeX || export OPENBLAS_CORETYPE=Haswell
+        echo "# OpenBLAS detected core Prescott: using OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE for every program"
+    fi
+fi
+field () { $PY -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
+calc () { $PY -c "print('%.4g' % ($1))"; }
+
+cat "$SRC"/man/*.in "$SRC"/schemas/*.md "$SRC"/trainer/*.c "$SRC"/kernels/*.c "$SRC"/common/*.c > "$TMP/corpus.txt"
+model="--data $TMP/corpus.txt --global-batch $BATCH --context $CTX --width $WIDTH --heads $HEADS --layers $LAYERS"
+M=$((BATCH * CTX)); E=$WIDTH
+shapes="$M $((3 * E)) $E  $M $E $E  $M $((4 * E)) $E  $M $E $((4 * E))  $M 256 $E"
+
+echo "== (1)+(2) transformer B=$BATCH C=$CTX E=$WIDTH heads=$HEADS L=$LAYERS, $STEPS steps, $THREADS thread(s), x $REPS"
+for rep in $(seq "$REPS"); do
+    "$B/bench/bench_sgemm" --threads "$THREADS" --reps 3 $shapes > "$TMP/sg1" 2>&1
+    "$DTTRAIN" --model transformer $model --steps "$STEPS" --threads "$THREADS" --quiet > "$TMP/dt" 2>"$TMP/dt.err"
+    $PY "$SRC/bench/torch_tfm_ref.py" $model --steps "$STEPS" --threads "$THREADS" > "$TMP/pt" 2>"$TMP/pt.err"
+    "$B/bench/bench_sgemm" --threads "$THREADS" --reps 3 $shapes > "$TMP/sg2" 2>&1
+    s=$(calc "($(field "$TMP/sg1" sgemm_gflops) + $(field "$TMP/sg2" sgemm_gflops)) / 2")
+    dtt=$(field "$TMP/dt" tokens_per_s); dtf=$(field "$TMP/dt" model_gflops_per_s)
+    ptt=$(field "$TMP/pt" tokens_per_s); ptf=$(field "$TMP/pt" model_gflops_per_s)
+    echo "rep $rep: dttrain $dtt tokens/s ($dtf GFLOP/s), PyTorch $(field "$TMP/pt" torch) $(calc "$ptt") tokens/s ($(calc "$ptf") GFLOP/s): ratio $(calc "$dtt / $ptt") (goal >= 1.2)"
+    echo "rep $rep: OpenBLAS SGEMM on the model's shapes $s GFLOP/s; dttrain model FLOP/s = $(calc "100 * $dtf / $s") % of it (goal >= 60 %)"
+    echo "{\"bench_transformer\": \"speed\", \"threads\": $THREADS, \"dttrain_tokens_per_s\": $dtt, \"dttrain_gflops\": $dtf, \"torch_tokens_per_s\": $ptt, \"torch_gflops\": $ptf, \"sgemm_gflops\": $s}" >> "$TMP/json"
+done
+
+echo "== (3) validation bits per byte after $BUDGET s of training on 1 rank, $THREADS thread(s): transformer vs MLP (defaults)"
+cat "$SRC"/man/*.in "$SRC"/schemas/*.md "$SRC"/README.md > "$TMP/docs.txt"
+for m in mlp transformer; do
+    "$DTTRAIN" --model $m --data "$TMP/docs.txt" --steps 20 --threads "$THREADS" --val-samples 0 --quiet > "$TMP/cal.$m" 2>&1
+    per=$(calc "$(field "$TMP/cal.$m" wall_s) / 20")
+    n=$($PY -c "print(max(20, int($BUDGET / $per)))")
+    "$DTTRAIN" --model $m --data "$TMP/docs.txt" --steps "$n" --threads "$THREADS" --quiet > "$TMP/bpb.$m" 2>&1
+    bpb=$(field "$TMP/bpb.$m" val_bpb); wall=$(field "$TMP/bpb.$m" wall_s)
+    echo "$m: $n steps in $(calc "$wall") s, $(field "$TMP/bpb.$m" params) parameters: validation $bpb bits/byte"
+    echo "{\"bench_transformer\": \"bpb\", \"model\": \"$m\", \"steps\": $n, \"wall_s\": $wall, \"val_bpb\": $bpb}" >> "$TMP/json"
+done
+cat "$TMP/json"

@@ -1,0 +1,76 @@
+# tap-lib.sh: the TAP output of every system test (ok, fail, check, not,
+# diag, skip_all, bail, finish/done_testing) and jqt, the one way a test
+# asserts on JSON.  Sourced by ctld-lib.sh, testbed-lib.sh, agent-lib.sh,
+# dttrain-lib.sh and tests that use no other library; sourcing it twice
+# (ft-slurm-lib.sh reaches it through two libraries) keeps the counts.
+[ -n "${TAP_LIB_LOADED:-}" ] && return 0
+TAP_LIB_LOADED=1
+
+n=0; failed=0
+ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
+fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
+# check WHAT CMD...: one test point; returns CMD's failure, so that
+# "check ... || diag FILE" prints the evidence of a failed check.
+check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; return 1; fi; }
+not () { ! "$@"; }
+# diag [FILE...]: the files (or stdin) as TAP comments.
+diag () { sed 's/^/# /' "$@"; }
+skip_all () { echo "1..0 # SKIP $*"; exit 77; }
+# A hard error (automake's 99): the test cannot go on.
+bail () { echo "Bail out! $*"; exit 99; }
+finish () { echo "1..$n"; exit $failed; }
+done_testing () { finish; }
+
+# same A B: A and B are equal, and neither empty nor "null" (two missing
+# answers are no evidence that two results agree).
+same () {
+    [ -n "$1" ] && [ "$1" != null ] && [ "$1" = "$2" ] && return 0
+    echo "# same: '$1' vs '$2'"
+    return 1
+}
+
+# procs_naming DIR [PID...]: the live processes (zombies excluded) whose
+# command line or environment names DIR, a test's private directory, other
+# than the PIDs given.  Every process a test started (agents get a state
+# dir under it, ranks an agent socket under it, and whatever they start
+# inherits that environment) names it, so this finds every descendant,
+# including those that left their process group or were reparented.
+procs_naming () {
+    python3 - "$@" <<'PYEOF'
+import os, sys
+d, skip = sys.argv[1].encode(), set(sys.argv[2:]) | {str(os.getpid()), str(os.getppid())}
+for p in os.listdir("/proc"):
+    if not p.isdigit() or p in skip:
+        continue
+    try:
+        with open("/proc/%s/stat" % p, "rb") as f:
+            if f.read().split(b") ")[-1][:1] == b"Z":
+                continue
+        blob = open("/proc/%s/cmdline" % p, "rb").read() + open("/proc/%s/environ" % p, "rb").read()
+    except OSError:
+        continue
+    if d in blob:
+        print(p)
+PYEOF
+}
+
+# jqt [jq options] FILTER [FILE...]: true when FILTER's last output is
+# neither false nor null, like jq -e, output discarded.  Unlike jq -e (jq
+# 1.6 exits 0 on empty input), it fails when there is no input at all, so
+# that a dead controller or an empty answer fails the check; and when the
+# input does not parse or the filter outputs nothing.
+jqt () {
+    local opts=() filter
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --arg|--argjson|--slurpfile|--rawfile) opts+=("$1" "$2" "$3"); shift 3 ;;
+        --) shift; break ;;
+        -*) opts+=("$1"); shift ;;
+        *) break ;;
+        esac
+    done
+    [ $# -ge 1 ] || { echo "# jqt: no filter" >&2; return 2; }
+    filter=$1; shift
+    jq -e -n "${opts[@]}" "[inputs] | if length == 0 then error(\"jqt: empty input\") else .[] end | ($filter
+)" "$@" >/dev/null
+}

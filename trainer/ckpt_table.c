@@ -1,0 +1,150 @@
+/* ckpt_table.c: the named tensor table of a checkpoint shard (see ckpt_table.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trainer/ckpt_table.h"
+
+const char *const ckpt_kind_names[CKPT_KINDS] = { "params", "adam_m", "adam_v" };
+
+size_t ckpt_table_build (const struct model_tensor *t,
+                         int nt,
+                         uint64_t lo,
+                         uint64_t hi,
+                         const size_t koff[CKPT_KINDS],
+                         struct ckpt_named *out)
+{
+    size_t n = 0;
+    for (int k = 0; k < CKPT_KINDS; k++)
+        for (int i = 0; i < nt; i++) {
+            uint64_t a = t[i].off, b = t[i].off + t[i].count;
+            if (a < lo)
+                a = lo;
+            if (b > hi)
+                b = hi;
+            if (a >= b)
+                continue;
+            if (out) {
+                struct ckpt_named *e = &out[n];
+                memset (e, 0, sizeof (*e));
+                snprintf (
+                  e->name, sizeof (e->name), "%s/%s", ckpt_kind_names[k], t[i].name);
+                e->ndim = (uint32_t)t[i].ndim;
+                e->dtype = 0;
+                for (int d = 0; d < t[i].ndim && d < 4; d++)
+                    e->shape[d] = (uint64_t)t[i].shape[d];
+                e->first = a - t[i].off;
+                e->count = b - a;
+                e->offset = koff[k] + (a - lo) * 4;
+            }
+            n++;
+        }
+    return n;
+}
+
+static int find_kind (const char *name, size_t *len)
+{
+    for (int k = 0; k < CKPT_KINDS; k++) {
+        size_t l = strlen (ckpt_kind_names[k]);
+        if (!strncmp (name, ckpt_kind_names[k], l) && name[l] == '/') {
+            *len = l + 1;
+            return k;
+        }
+    }
+    return -1;
+}
+
+static void shape_text (char *buf, size_t len, uint32_t ndim, const uint64_t *shape)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (uint32_t d = 0; d < ndim && d < 4 && at < len; d++)
+        at += snprintf (buf + at, len - at, "%s%" PRIu64, d ? "x" : "", shape[d]);
+}
+
+int ckpt_table_place (const char *path,
+                      const struct ckpt_named *e,
+                      size_t ne,
+                      const struct model_tensor *t,
+                      int nt,
+                      const size_t koff[CKPT_KINDS],
+                      const float *const slice[CKPT_KINDS],
+                      size_t n_slice,
+                      float *const out[CKPT_KINDS],
+                      dt_error_t *err)
+{
+    size_t placed[CKPT_KINDS] = { 0, 0, 0 };
+    for (size_t j = 0; j < ne; j++) {
+        char name[sizeof (e[j].name) + 1];
+        size_t pre;
+        memcpy (name, e[j].name, sizeof (e[j].name));
+        name[sizeof (e[j].name)] = '\0';
+        int k = find_kind (name, &pre);
+        if (k < 0 || e[j].dtype != 0 || e[j].ndim < 1 || e[j].ndim > 4)
+            return errnoprintf (err,
+                                EBADMSG,
+                                "checkpoint shard %s: tensor table entry %zu "
+                                "('%.48s') is malformed",
+                                path,
+                                j,
+                                name);
+        const struct model_tensor *mt = NULL;
+        for (int i = 0; i < nt && !mt; i++)
+            if (!strcmp (t[i].name, name + pre))
+                mt = &t[i];
+        if (!mt)
+            return errnoprintf (err,
+                                EINVAL,
+                                "checkpoint shard %s: tensor '%s' is not in "
+                                "this model",
+                                path,
+                                name + pre);
+        uint64_t want[4] = { 0, 0, 0, 0 };
+        for (int d = 0; d < mt->ndim; d++)
+            want[d] = (uint64_t)mt->shape[d];
+        if (e[j].ndim != (uint32_t)mt->ndim ||
+            memcmp (want, e[j].shape, sizeof (want)) != 0) {
+            char a[64], b[64];
+            shape_text (a, sizeof (a), e[j].ndim, e[j].shape);
+            shape_text (b, sizeof (b), (uint32_t)mt->ndim, want);
+            return errnoprintf (err,
+                                EINVAL,
+                                "checkpoint shard %s: tensor '%s' has shape %s, "
+                                "this model %s",
+                                path,
+                                name + pre,
+                                a,
+                                b);
+        }
+        if (e[j].first > mt->count || e[j].count > mt->count - e[j].first ||
+            e[j].offset < koff[k] || (e[j].offset - koff[k]) % 4 != 0 ||
+            (e[j].offset - koff[k]) / 4 > n_slice ||
+            e[j].count > n_slice - (e[j].offset - koff[k]) / 4)
+            return errnoprintf (err,
+                                EBADMSG,
+                                "checkpoint shard %s: tensor table entry '%s' "
+                                "points outside its tensor or slice",
+                                path,
+                                name);
+        memcpy (out[k] + mt->off + e[j].first,
+                slice[k] + (e[j].offset - koff[k]) / 4,
+                e[j].count * 4);
+        placed[k] += e[j].count;
+    }
+    /* Entries do not overlap (each lies in its tensor, tensors in their
+     * slice): the counts adding up to the slice means all of it is named. */
+    for (int k = 0; k < CKPT_KINDS; k++)
+        if (placed[k] != n_slice)
+            return errnoprintf (err,
+                                EBADMSG,
+                                "checkpoint shard %s: the tensor table names %zu "
+                                "of the %zu %s values",
+                                path,
+                                placed[k],
+                                n_slice,
+                                ckpt_kind_names[k]);
+    return 0;
+}

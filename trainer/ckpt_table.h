@@ -1,0 +1,64 @@
+/* ckpt_table.h: the named tensor table of a checkpoint shard (format version 2).
+ *
+ * A shard holds the slice [lo, hi) of the flat parameter vector and of both
+ * AdamW moments.  The table says what that slice is, by name: one entry per
+ * (kind, model tensor) that intersects the slice, with the tensor's global
+ * shape, the range of its row-major elements held here and where they are
+ * in the file.  A loader that places data by these names does not depend
+ * on the flat order or on how the vector was cut into shards, which is
+ * what resharding between tensor- and pipeline-parallel layouts needs: a
+ * rank that owns some tensors (or a block of rows of one) reads exactly
+ * those entries from whichever shards hold them. */
+#ifndef DT_TRAINER_CKPT_TABLE_H
+#define DT_TRAINER_CKPT_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/errprintf.h"
+#include "trainer/model.h"
+
+/* The three kinds of state, in the order of the shard's slices. */
+#define CKPT_KINDS 3
+extern const char *const ckpt_kind_names[CKPT_KINDS]; /* params, adam_m, adam_v */
+
+/* One entry, 112 bytes, little-endian on disk (as the rest of the shard). */
+struct ckpt_named {
+    char name[48];         /* "<kind>/<tensor>", e.g. "adam_m/h0.attn.wqkv" */
+    uint32_t ndim;         /* 1 or 2 (up to 4) */
+    uint32_t dtype;        /* 0: float32 */
+    uint64_t shape[4];     /* the tensor's global shape (unused dims 0) */
+    uint64_t first, count; /* row-major elements [first, first + count) are here */
+    uint64_t offset;       /* file offset of element 'first' */
+};
+
+/* Fill out (when non-NULL) with the entries for the slice [lo, hi) of a
+ * flat vector laid out as t[0..nt), the three kinds' slices starting at
+ * file offsets koff[kind].  Returns the number of entries. */
+size_t ckpt_table_build (const struct model_tensor *t,
+                         int nt,
+                         uint64_t lo,
+                         uint64_t hi,
+                         const size_t koff[CKPT_KINDS],
+                         struct ckpt_named *out);
+
+/* Place the entries' data by name: for each entry, find the model tensor
+ * of that name in t[0..nt), check its shape, and copy its elements from
+ * slice[kind] (the shard's slices as read, starting at file offsets
+ * koff[kind]) into out[kind] + tensor offset + first.  The entries must
+ * lie inside the slices (n_slice floats each) and cover them.  0, or -1
+ * with err (errno EINVAL: a name or shape this model lacks; EBADMSG: a
+ * malformed entry, or a table that leaves part of a slice unnamed) naming
+ * the shard (path) and the tensor. */
+int ckpt_table_place (const char *path,
+                      const struct ckpt_named *e,
+                      size_t ne,
+                      const struct model_tensor *t,
+                      int nt,
+                      const size_t koff[CKPT_KINDS],
+                      const float *const slice[CKPT_KINDS],
+                      size_t n_slice,
+                      float *const out[CKPT_KINDS],
+                      dt_error_t *err);
+
+#endif

@@ -1,0 +1,445 @@
+/* transformer.c: the decoder-only byte transformer - layout, initialisation, forward,
+ * backward. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/data.h"
+#include "trainer/transformer.h"
+
+/* Tensors per block, and the index of block l's first. */
+#define TFM_PER_BLOCK 12
+#define BLK(l) (2 + TFM_PER_BLOCK * (l))
+enum { LN1G, LN1B, WQKV, BQKV, WO, BO, LN2G, LN2B, W1, B1, W2, B2 };
+
+/* Activations of one micro-batch (backend memory, carved from one block). */
+struct tfm_act {
+    void *block;
+    uint8_t *tok, *tgt; /* backend: tokens, targets [mb*C] */
+    uint8_t *tgt_host;
+    float *loss_host;
+    float **res;                /* L + 1 residual streams [M, E]: res[l] enters block l */
+    float **mid;                /* after block l's attention [M, E] */
+    float **ln1, **ln2, **yatt; /* [M, E] */
+    float **mean1, **rstd1, **mean2, **rstd2; /* [M] */
+    float **qkv;                              /* [M, 3E] */
+    float **att;                              /* [mb, NH, C, C] */
+    float **u, **g; /* MLP pre-activation and GELU output [M, 4E] */
+    float *lnf, *meanf, *rstdf, *logits, *loss;
+    float *dres, *dln, *dyatt, *dqkv, *dg, *work;
+};
+
+/* Uniform in [-a, a) from the counter-based hash (as model.c). */
+static float uniform (uint64_t seed, size_t i, float a)
+{
+    uint64_t h = data_hash (data_hash (seed ^ 0x7f3aULL) + i);
+    double u = (h >> 11) * (1.0 / 9007199254740992.0);
+    return (float)((2.0 * u - 1.0) * a);
+}
+
+static void layout (struct model *m)
+{
+    int C = m->C, E = m->E;
+    char name[24];
+    static const struct {
+        const char *name;
+        int decay, d0, d1;
+    } blk[TFM_PER_BLOCK] = {
+        /* d0, d1 in units of E (0: none) */
+        { "ln1.g", 0, 1, 0 },     { "ln1.b", 0, 1, 0 },   { "attn.wqkv", 1, 1, 3 },
+        { "attn.bqkv", 0, 3, 0 }, { "attn.wo", 1, 1, 1 }, { "attn.bo", 0, 1, 0 },
+        { "ln2.g", 0, 1, 0 },     { "ln2.b", 0, 1, 0 },   { "mlp.w1", 1, 1, 4 },
+        { "mlp.b1", 0, 4, 0 },    { "mlp.w2", 1, 4, 1 },  { "mlp.b2", 0, 1, 0 },
+    };
+
+    model_add_tensor (m, "wte", 0, MODEL_VOCAB, E);
+    model_add_tensor (m, "wpe", 0, C, E);
+    for (int l = 0; l < m->L; l++)
+        for (int i = 0; i < TFM_PER_BLOCK; i++) {
+            snprintf (name, sizeof (name), "h%d.%s", l, blk[i].name);
+            model_add_tensor (
+              m, name, blk[i].decay, (int64_t)blk[i].d0 * E, (int64_t)blk[i].d1 * E);
+        }
+    model_add_tensor (m, "lnf.g", 0, E, 0);
+    model_add_tensor (m, "lnf.b", 0, E, 0);
+    model_add_tensor (m, "head.w", 1, E, MODEL_VOCAB);
+}
+
+/* GPT-2's initialisation, with a uniform of the same standard deviation:
+ * 0.02 for embeddings and matrices, 0.02 / sqrt(2 L) for the two
+ * projections into the residual stream; LayerNorm gains 1; biases 0. */
+static void init (struct model *m, float *h, uint64_t seed)
+{
+    const float s3 = sqrtf (3.0f);
+    for (int i = 0; i < m->ntensors; i++) {
+        const struct model_tensor *t = &m->t[i];
+        const char *dot = strrchr (t->name, '.');
+        float sd = 0.0f;
+        if (dot && !strcmp (dot, ".g")) {
+            for (size_t j = 0; j < t->count; j++)
+                h[t->off + j] = 1.0f;
+            continue;
+        }
+        if (t->ndim == 2)
+            sd = 0.02f;
+        if (strstr (t->name, "attn.wo") || strstr (t->name, "mlp.w2"))
+            sd = 0.02f / sqrtf (2.0f * m->L);
+        for (size_t j = 0; sd > 0 && j < t->count; j++)
+            h[t->off + j] = uniform (seed, t->off + j, sd * s3);
+    }
+}
+
+/* Carve n floats from the block (64-byte aligned); with base NULL only
+ * count the size. */
+static float *carve (char *base, size_t *at, size_t n)
+{
+    float *p = base ? (float *)(base + *at) : NULL;
+    *at += (n * 4 + 63) & ~(size_t)63;
+    return p;
+}
+
+static int alloc_act (struct model *m)
+{
+    struct dt_kern_ops *k = m->k;
+    struct tfm_act *a = m->tf;
+    int L = m->L, C = m->C, E = m->E, NH = m->H;
+    size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * C;
+
+    if (!(a->res = calloc (L + 1, sizeof (float *))) ||
+        !(a->mid = calloc (L, sizeof (float *))) ||
+        !(a->ln1 = calloc (L, sizeof (float *))) ||
+        !(a->ln2 = calloc (L, sizeof (float *))) ||
+        !(a->yatt = calloc (L, sizeof (float *))) ||
+        !(a->mean1 = calloc (L, sizeof (float *))) ||
+        !(a->rstd1 = calloc (L, sizeof (float *))) ||
+        !(a->mean2 = calloc (L, sizeof (float *))) ||
+        !(a->rstd2 = calloc (L, sizeof (float *))) ||
+        !(a->qkv = calloc (L, sizeof (float *))) ||
+        !(a->att = calloc (L, sizeof (float *))) ||
+        !(a->u = calloc (L, sizeof (float *))) ||
+        !(a->g = calloc (L, sizeof (float *))) || !(a->tgt_host = malloc (M)) ||
+        !(a->loss_host = malloc (M * 4))) {
+        snprintf (k->last_error, sizeof (k->last_error), "out of host memory");
+        return -1;
+    }
+    /* Two passes: size, then carve. */
+    for (int pass = 0; pass < 2; pass++) {
+        char *b = pass ? a->block : NULL;
+        size_t at = 0;
+        a->res[0] = carve (b, &at, M * E);
+        for (int l = 0; l < L; l++) {
+            a->res[l + 1] = carve (b, &at, M * E);
+            a->mid[l] = carve (b, &at, M * E);
+            a->ln1[l] = carve (b, &at, M * E);
+            a->ln2[l] = carve (b, &at, M * E);
+            a->yatt[l] = carve (b, &at, M * E);
+            a->mean1[l] = carve (b, &at, M);
+            a->rstd1[l] = carve (b, &at, M);
+            a->mean2[l] = carve (b, &at, M);
+            a->rstd2[l] = carve (b, &at, M);
+            a->qkv[l] = carve (b, &at, M * 3 * E);
+            a->att[l] = carve (b, &at, att);
+            a->u[l] = carve (b, &at, M * 4 * E);
+            a->g[l] = carve (b, &at, M * 4 * E);
+        }
+        a->lnf = carve (b, &at, M * E);
+        a->meanf = carve (b, &at, M);
+        a->rstdf = carve (b, &at, M);
+        a->logits = carve (b, &at, M * MODEL_VOCAB);
+        a->loss = carve (b, &at, M);
+        a->dres = carve (b, &at, M * E);
+        a->dln = carve (b, &at, M * E);
+        a->dyatt = carve (b, &at, M * E);
+        a->dqkv = carve (b, &at, M * 3 * E);
+        a->dg = carve (b, &at, M * 4 * E);
+        a->work = carve (b, &at, att);
+        a->tok = (uint8_t *)carve (b, &at, (M + 3) / 4);
+        a->tgt = (uint8_t *)carve (b, &at, (M + 3) / 4);
+        if (!pass && !(a->block = k->alloc (at)))
+            return -1;
+    }
+    return 0;
+}
+
+int tfm_create (struct model *m,
+                struct dt_kern_ops *k,
+                int C,
+                int E,
+                int NH,
+                int L,
+                int mb,
+                uint64_t seed)
+{
+    memset (m, 0, sizeof (*m));
+    m->k = k;
+    m->kind = MODEL_TRANSFORMER;
+    m->C = C, m->E = E, m->H = NH, m->L = L, m->mb = mb;
+    if (!k->layernorm_fwd || !k->layernorm_bwd || !k->attn_fwd || !k->attn_bwd ||
+        !k->embed_pos_fwd || !k->embed_pos_bwd) {
+        snprintf (k->last_error,
+                  sizeof (k->last_error),
+                  "the %s backend has no transformer kernels",
+                  k->name);
+        return -1;
+    }
+    if (NH < 1 || E % NH != 0 || L < 1 || 2 + TFM_PER_BLOCK * L + 3 > MODEL_MAX_TENSORS) {
+        snprintf (k->last_error,
+                  sizeof (k->last_error),
+                  "width %d, %d heads, %d layers: not a valid transformer shape",
+                  E,
+                  NH,
+                  L);
+        return -1;
+    }
+    layout (m);
+    /* Model FLOPs per sample (C tokens), the usual count: 6 per matrix
+     * parameter per token, plus attention's q k^T and att v, forward and
+     * backward, over the full (unmasked) C x C. */
+    double nmat = (double)L * 12 * E * E + (double)E * MODEL_VOCAB;
+    m->tokens_per_sample = C;
+    m->flops_per_sample = (double)C * (6.0 * nmat + 12.0 * L * C * E);
+
+    float *h = calloc (m->nparams, sizeof (float));
+    if (!h || !(m->tf = calloc (1, sizeof (*m->tf)))) {
+        free (h);
+        snprintf (k->last_error, sizeof (k->last_error), "out of host memory");
+        return -1;
+    }
+    init (m, h, seed);
+    int rc = -1;
+    if ((m->params = k->alloc (m->nparams * 4)) &&
+        (m->grads = k->alloc (m->nparams * 4)) &&
+        k->upload (m->params, h, m->nparams * 4) == 0 && alloc_act (m) == 0)
+        rc = 0;
+    free (h);
+    return rc;
+}
+
+void tfm_destroy (struct model *m)
+{
+    struct dt_kern_ops *k = m->k;
+    struct tfm_act *a = m->tf;
+    k->free (m->params);
+    k->free (m->grads);
+    if (a) {
+        k->free (a->block);
+        free (a->res), free (a->mid), free (a->ln1), free (a->ln2), free (a->yatt);
+        free (a->mean1), free (a->rstd1), free (a->mean2), free (a->rstd2);
+        free (a->qkv), free (a->att), free (a->u), free (a->g);
+        free (a->tgt_host), free (a->loss_host);
+        free (a);
+    }
+    memset (m, 0, sizeof (*m));
+}
+
+#define P(i) (m->params + m->t[i].off)
+#define G(i) (m->grads + m->t[i].off)
+
+static int forward (struct model *m,
+                    int n,
+                    const uint8_t *ctx,
+                    const uint8_t *tgt,
+                    float scale,
+                    double *loss_sum)
+{
+    struct dt_kern_ops *k = m->k;
+    struct tfm_act *a = m->tf;
+    int C = m->C, E = m->E, NH = m->H, L = m->L, F = 4 * E, D = E / NH, M = n * C;
+    int f = BLK (L);
+
+    /* Targets: each window shifted by one byte, then the window's target. */
+    for (int i = 0; i < n; i++) {
+        memcpy (a->tgt_host + (size_t)i * C, ctx + (size_t)i * C + 1, C - 1);
+        a->tgt_host[(size_t)i * C + C - 1] = tgt[i];
+    }
+    if (k->upload (a->tok, ctx, (size_t)M) < 0 ||
+        k->upload (a->tgt, a->tgt_host, (size_t)M) < 0 ||
+        k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0)
+        return -1;
+    for (int l = 0; l < L; l++) {
+        int b = BLK (l);
+        if (k->layernorm_fwd (M,
+                              E,
+                              a->res[l],
+                              P (b + LN1G),
+                              P (b + LN1B),
+                              a->ln1[l],
+                              a->mean1[l],
+                              a->rstd1[l]) < 0 ||
+            k->sgemm (0,
+                      0,
+                      M,
+                      3 * E,
+                      E,
+                      1.0f,
+                      a->ln1[l],
+                      E,
+                      P (b + WQKV),
+                      3 * E,
+                      0.0f,
+                      a->qkv[l],
+                      3 * E) < 0 ||
+            k->bias_fwd (M, 3 * E, a->qkv[l], P (b + BQKV)) < 0 ||
+            k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l]) < 0
+            /* mid = res + yatt Wo + bo */
+            || k->copy (a->mid[l], a->res[l], (size_t)M * E * 4) < 0 ||
+            k->sgemm (
+              0, 0, M, E, E, 1.0f, a->yatt[l], E, P (b + WO), E, 1.0f, a->mid[l], E) <
+              0 ||
+            k->bias_fwd (M, E, a->mid[l], P (b + BO)) < 0 ||
+            k->layernorm_fwd (M,
+                              E,
+                              a->mid[l],
+                              P (b + LN2G),
+                              P (b + LN2B),
+                              a->ln2[l],
+                              a->mean2[l],
+                              a->rstd2[l]) < 0 ||
+            k->sgemm (
+              0, 0, M, F, E, 1.0f, a->ln2[l], E, P (b + W1), F, 0.0f, a->u[l], F) < 0 ||
+            k->bias_gelu_fwd (M, F, a->u[l], P (b + B1), a->g[l]) < 0
+            /* res' = mid + gelu(u) W2 + b2 */
+            || k->copy (a->res[l + 1], a->mid[l], (size_t)M * E * 4) < 0 ||
+            k->sgemm (
+              0, 0, M, E, F, 1.0f, a->g[l], F, P (b + W2), E, 1.0f, a->res[l + 1], E) <
+              0 ||
+            k->bias_fwd (M, E, a->res[l + 1], P (b + B2)) < 0)
+            return -1;
+    }
+    if (k->layernorm_fwd (M, E, a->res[L], P (f), P (f + 1), a->lnf, a->meanf, a->rstdf) <
+          0 ||
+        k->sgemm (0,
+                  0,
+                  M,
+                  MODEL_VOCAB,
+                  E,
+                  1.0f,
+                  a->lnf,
+                  E,
+                  P (f + 2),
+                  MODEL_VOCAB,
+                  0.0f,
+                  a->logits,
+                  MODEL_VOCAB) < 0 ||
+        k->softmax_ce (M, MODEL_VOCAB, a->logits, a->tgt, scale / C, a->loss, a->logits) <
+          0 ||
+        k->download (a->loss_host, a->loss, (size_t)M * 4) < 0)
+        return -1;
+    double s = 0.0;
+    for (int i = 0; i < M; i++)
+        s += a->loss_host[i];
+    *loss_sum = s / C;
+    return 0;
+}
+
+int tfm_eval (struct model *m,
+              int n,
+              const uint8_t *ctx,
+              const uint8_t *tgt,
+              double *loss_sum)
+{
+    return forward (m, n, ctx, tgt, 0.0f, loss_sum);
+}
+
+int tfm_step (struct model *m,
+              int n,
+              const uint8_t *ctx,
+              const uint8_t *tgt,
+              float scale,
+              double *loss_sum)
+{
+    struct dt_kern_ops *k = m->k;
+    struct tfm_act *a = m->tf;
+    int C = m->C, E = m->E, NH = m->H, L = m->L, F = 4 * E, D = E / NH, M = n * C;
+    int f = BLK (L), V = MODEL_VOCAB;
+
+    if (forward (m, n, ctx, tgt, scale, loss_sum) < 0)
+        return -1;
+    /* a->logits holds dlogits.  Head, then the final LayerNorm into dres. */
+    if (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f, G (f + 2), V) < 0 ||
+        k->sgemm (0, 1, M, E, V, 1.0f, a->logits, V, P (f + 2), V, 0.0f, a->dln, E) < 0 ||
+        k->zero (a->dres, (size_t)M * E * 4) < 0 ||
+        k->layernorm_bwd (
+          M, E, a->res[L], P (f), a->meanf, a->rstdf, a->dln, a->dres, G (f), G (f + 1)) <
+          0 ||
+        model_ready (m, f) < 0)
+        return -1;
+    for (int l = L - 1; l >= 0; l--) {
+        int b = BLK (l);
+        /* MLP: res[l+1] = mid + gelu(ln2 W1 + b1) W2 + b2; dres += through ln2 */
+        if (k->sgemm (1, 0, F, E, M, 1.0f, a->g[l], F, a->dres, E, 1.0f, G (b + W2), E) <
+              0 ||
+            k->bias_bwd (M, E, a->dres, G (b + B2)) < 0 ||
+            k->sgemm (0, 1, M, F, E, 1.0f, a->dres, E, P (b + W2), E, 0.0f, a->dg, F) <
+              0 ||
+            k->bias_gelu_bwd (M, F, a->u[l], a->dg, a->dg, G (b + B1)) < 0 ||
+            k->sgemm (1, 0, E, F, M, 1.0f, a->ln2[l], E, a->dg, F, 1.0f, G (b + W1), F) <
+              0 ||
+            k->sgemm (0, 1, M, E, F, 1.0f, a->dg, F, P (b + W1), F, 0.0f, a->dln, E) <
+              0 ||
+            k->layernorm_bwd (M,
+                              E,
+                              a->mid[l],
+                              P (b + LN2G),
+                              a->mean2[l],
+                              a->rstd2[l],
+                              a->dln,
+                              a->dres,
+                              G (b + LN2G),
+                              G (b + LN2B)) < 0)
+            return -1;
+        /* Attention: mid = res + attn(ln1 Wqkv + bqkv) Wo + bo */
+        if (k->sgemm (
+              1, 0, E, E, M, 1.0f, a->yatt[l], E, a->dres, E, 1.0f, G (b + WO), E) < 0 ||
+            k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 ||
+            k->sgemm (0, 1, M, E, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt, E) <
+              0 ||
+            k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv, a->work) <
+              0 ||
+            k->sgemm (1,
+                      0,
+                      E,
+                      3 * E,
+                      M,
+                      1.0f,
+                      a->ln1[l],
+                      E,
+                      a->dqkv,
+                      3 * E,
+                      1.0f,
+                      G (b + WQKV),
+                      3 * E) < 0 ||
+            k->bias_bwd (M, 3 * E, a->dqkv, G (b + BQKV)) < 0 ||
+            k->sgemm (0,
+                      1,
+                      M,
+                      E,
+                      3 * E,
+                      1.0f,
+                      a->dqkv,
+                      3 * E,
+                      P (b + WQKV),
+                      3 * E,
+                      0.0f,
+                      a->dln,
+                      E) < 0 ||
+            k->layernorm_bwd (M,
+                              E,
+                              a->res[l],
+                              P (b + LN1G),
+                              a->mean1[l],
+                              a->rstd1[l],
+                              a->dln,
+                              a->dres,
+                              G (b + LN1G),
+                              G (b + LN1B)) < 0 ||
+            model_ready (m, b) < 0)
+            return -1;
+    }
+    if (k->embed_pos_bwd (n, C, E, a->tok, a->dres, G (0), G (1)) < 0)
+        return -1;
+    return model_ready (m, 0);
+}
