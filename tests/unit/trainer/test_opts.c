@@ -266,10 +266,13 @@ static const struct dt_unit_test tests[] = {
     { "bad command lines are refused, naming the option", test_refused },
     { "the config text round trips and names a changed field", test_text_roundtrip },
     { "the DT_* environment is the default", test_env_default },
-    { "--checkpoint-every 0 wins over DT_CHECKPOINT_EVERY", test_checkpoint_every_zero_wins },
+    { "--checkpoint-every 0 wins over DT_CHECKPOINT_EVERY",
+      test_checkpoint_every_zero_wins },
     { "--job wins over DT_JOB", test_job_wins },
-    { "--checkpoint-dir other than DT_CHECKPOINT_DIR is an error", test_checkpoint_dir_conflict },
-    { "--resume other than DT_RESUME_DIR on a restart is an error", test_resume_conflict },
+    { "--checkpoint-dir other than DT_CHECKPOINT_DIR is an error",
+      test_checkpoint_dir_conflict },
+    { "--resume other than DT_RESUME_DIR on a restart is an error",
+      test_resume_conflict },
     { NULL, NULL },
 };
 
