@@ -1,4 +1,4 @@
-/* fsm.h: the job and attempt state machines of DESIGN.md ("Contracts").
+/* fsm.h: the job and attempt state machines (man/dtctl-job.5.in lists the states).
  *
  * Job:     pending -> running -> (restarting -> running)* -> completed | failed | cancelled
  * Attempt: submitted -> starting -> running -> ending -> succeeded | failed | cancelled

@@ -6,7 +6,7 @@
 
 #include "orchestrator/ftpolicy.h"
 
-/* Defaults: a floor well under stock PyTorch's 10 minutes (anchors.md) but
+/* Defaults: a floor well under stock PyTorch's 10-minute collective timeout but
  * long enough for a slow first collective; 10 x p99 leaves room for the
  * noise of shared machines; checkpoint I/O gets minutes of its own. */
 const struct ft_hang_params ft_hang_defaults = {

@@ -4,7 +4,7 @@
  * functions what it observed and acts on the answer, and the unit tests
  * (tests/unit/orchestrator/test_ftpolicy.c) check them on their own.
  *
- *   - the straggler score of DESIGN.md over a sliding window,
+ *   - the straggler score (man/dtctl-job.5.in, straggler) over a sliding window,
  *   - the automatic hang timeout (a multiple of the observed p99 step time,
  *     with a floor; a separate allowance while a rank is busy saving or
  *     loading a checkpoint),

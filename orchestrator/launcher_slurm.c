@@ -15,7 +15,7 @@
  * attempt gets a new Slurm job, excluding the nodes found dead.
  * Attempts are watched with slurm_load_job / slurm_get_job_steps (a step is
  * named dt-<job>-a<attempt>) and ended with slurm_kill_job.  Tested facts
- * behind the choices here: shared/notes/slurm-testbed.md.
+ * behind the choices here were found on the testbed of scripts/slurm-testbed.
  *
  * The handle of an attempt is the Slurm job id in decimal ("1234") for the
  * attempt that created the allocation, "1234:<attempt>" for later steps.

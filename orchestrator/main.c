@@ -181,6 +181,23 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
     dt_log (LOG_NOTICE, "configuration reloaded from %s", path ? path : "(defaults)");
 }
 
+/* The configuration at startup, or NULL with the error on stderr.  A
+ * missing file gets a hint: make install puts only the example next to
+ * where the systemd unit looks. */
+static struct ctld_config *startup_config (const char *path, const struct config_overrides *ov)
+{
+    dt_error_t err;
+    struct ctld_config *cfg = config_load (path, ov, &err);
+    if (!cfg) {
+        int e = errno;
+        fprintf (stderr, "dtctld: %s\n", err.text);
+        if (e == ENOENT && path)
+            fprintf (stderr, "dtctld: start from the example: cp %s/dtctld/dtctld.conf.example "
+                     "%s and edit it (see dtctld.conf(5))\n", SYSCONFDIR, path);
+    }
+    return cfg;
+}
+
 /* Parse the command line: -1 to go on, else the exit code (--help,
  * --version, a usage error). */
 static int options (int argc, char **argv, struct config_overrides *ov, const char **conf_path,
@@ -349,10 +366,8 @@ int main (int argc, char **argv)
 
     /* Configuration (errors go to the terminal: not daemonized yet). */
     dt_log_init ("dtctld", DT_LOG_STDERR, LOG_INFO);
-    if (!(ctx.cfg = config_load (conf_path, &ov, &err))) {
-        fprintf (stderr, "dtctld: %s\n", err.text);
+    if (!(ctx.cfg = startup_config (conf_path, &ov)))
         return 1;
-    }
     dt_log_set_level (ctx.cfg->log_level);
 
     /* Daemonize; from here on, startup errors travel through the pipe. */

@@ -107,7 +107,7 @@ static char *join_names (char *const *v, int n)
  * probe_timeout_ms.  The probe is what makes the fast path safe: the
  * controller detects a lost node (missing heartbeats) seconds before Slurm
  * does, and a step spanning a dead node must not be killed before that
- * node has left the allocation (shared/notes/slurm-testbed.md: it would
+ * node has left the allocation (found on scripts/slurm-testbed: it would
  * wedge the allocation).  A crashed machine refuses (its kernel answers)
  * or stays silent; both count as dead.  dead[i] set; -1 on ENOMEM. */
 int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead)

@@ -1,6 +1,6 @@
 /* ckpt.h: checkpoint shards - asynchronous writer and loader.
  *
- * Layout (DESIGN.md "Checkpoints"): <dir>/step-<S>/rank-<R>.ckpt, where dir
+ * Layout (man/dttrain.1.in, --checkpoint-dir): <dir>/step-<S>/rank-<R>.ckpt, where dir
  * already names the job.  A shard holds this rank's slice [lo, hi) of the
  * flat parameter vector and of both AdamW moments (the same balanced
  * partition as ZeRO-1), so dp and zero1 write the same files and a resume

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,8 @@ static const char usage_text[] =
 "  --micro-batch M        samples per forward/backward pass (default: a rank's share)\n"
 "  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
 "  --checkpoint-dir DIR   shards go to DIR/step-S/rank-R.ckpt (env DT_CHECKPOINT_DIR)\n"
-"  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command)\n"
+"  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command;\n"
+"                         wins over env DT_CHECKPOINT_EVERY)\n"
 "  --no-jit               no just-in-time checkpoint when a peer is lost (dp: by\n"
 "                         default the survivors save the last completed step, exit 6)\n"
 "  --resume DIR           a step-S directory, or a checkpoint root (latest committed)\n"
@@ -232,9 +234,52 @@ static int env_int (const char *name, int lo, int hi, int *out, dt_error_t *err)
     return parse_int (name, s, lo, hi, out, err);
 }
 
+/* Two paths name the same directory (textually, or once resolved). */
+static int same_dir (const char *a, const char *b)
+{
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (!strcmp (a, b))
+        return 1;
+    return realpath (a, ra) && realpath (b, rb) && !strcmp (ra, rb);
+}
+
+/* The agent's DT_* variables (agent/ranks.c) are defaults: an option given
+ * on the command line wins, and where the controller depends on the value
+ * (it reads and commits shards in DT_CHECKPOINT_DIR; a restart continues
+ * from the step in DT_RESUME_DIR) a different option is an error rather
+ * than silently ignored. */
+static int opts_env (struct train_opts *o, int ckev_set, int job_set, dt_error_t *err)
+{
+    const char *s;
+    if ((s = getenv ("DT_CHECKPOINT_DIR")) && *s) {
+        if (o->checkpoint_dir && !same_dir (o->checkpoint_dir, s))
+            return errprintf (err, "--checkpoint-dir %s conflicts with DT_CHECKPOINT_DIR=%s "
+                              "(the controller keeps the job's checkpoints there)",
+                              o->checkpoint_dir, s);
+        o->checkpoint_dir = s;
+    }
+    if (!job_set && (s = getenv ("DT_JOB")) && *s)
+        o->job = s;
+    if ((s = getenv ("DT_RESUME_STEP")) && *s
+        && parse_i64 ("DT_RESUME_STEP", s, 0, INT64_MAX, &o->resume_step, err) < 0)
+        return -1;
+    if ((s = getenv ("DT_RESUME_DIR")) && *s) {
+        if (o->resume && !same_dir (o->resume, s)
+            && !(o->checkpoint_dir && same_dir (o->resume, o->checkpoint_dir)))
+            return errprintf (err, "--resume %s conflicts with DT_RESUME_DIR=%s (a restart "
+                              "continues from the controller's checkpoint)", o->resume, s);
+        o->resume = s;
+    }
+    /* The job's checkpoint.every_steps; --checkpoint-every wins, even 0. */
+    if (!ckev_set && (s = getenv ("DT_CHECKPOINT_EVERY")) && *s
+        && parse_i64 ("DT_CHECKPOINT_EVERY", s, 0, INT64_MAX / 2, &o->checkpoint_every, err) < 0)
+        return -1;
+    return 0;
+}
+
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
-    int c;
+    int c, ckev_set = 0, job_set = 0;
     int64_t v;
     double d;
     const char *mlp_only = NULL, *tfm_only = NULL;   /* a size option of one model */
@@ -269,7 +314,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
             else return errprintf (err, "--parallel: '%s' is not dp or zero1", a);
             break;
         case O_CKDIR: o->checkpoint_dir = a; break;
-        case O_CKEV: if (parse_i64 ("--checkpoint-every", a, 0, INT64_MAX / 2, &o->checkpoint_every, err)) return -1; break;
+        case O_CKEV: if (parse_i64 ("--checkpoint-every", a, 0, INT64_MAX / 2, &o->checkpoint_every, err)) return -1; ckev_set = 1; break;
         case O_RESUME: o->resume = a; break;
         case O_RDV: o->rendezvous_dir = a; break;
         case O_VALEV: if (parse_i64 ("--val-every", a, 0, INT64_MAX / 2, &o->val_every, err)) return -1; break;
@@ -281,7 +326,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
             o->comm_timeout_ms = (long)(d * 1000);
             break;
         case O_HOST: o->comm_host = a; break;
-        case O_JOB: o->job = a; break;
+        case O_JOB: o->job = a; job_set = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_LOGEVERY: if (parse_int ("--log-every", a, 1, 1 << 30, &o->log_every, err)) return -1; break;
         case O_DUMP: o->dump_params = a; break;
@@ -328,19 +373,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         return -1;
     if (o->rank >= o->world)
         return errprintf (err, "RANK=%d is not below WORLD_SIZE=%d", o->rank, o->world);
-    const char *s;
-    if ((s = getenv ("DT_CHECKPOINT_DIR")) && *s)
-        o->checkpoint_dir = s;
-    if ((s = getenv ("DT_JOB")) && *s)
-        o->job = s;
-    if ((s = getenv ("DT_RESUME_STEP")) && *s
-        && parse_i64 ("DT_RESUME_STEP", s, 0, INT64_MAX, &o->resume_step, err) < 0)
-        return -1;
-    if ((s = getenv ("DT_RESUME_DIR")) && *s)
-        o->resume = s;
-    /* The job's checkpoint.every_steps, from the agent; --checkpoint-every wins. */
-    if (o->checkpoint_every == 0 && (s = getenv ("DT_CHECKPOINT_EVERY")) && *s
-        && parse_i64 ("DT_CHECKPOINT_EVERY", s, 0, INT64_MAX / 2, &o->checkpoint_every, err) < 0)
+    if (opts_env (o, ckev_set, job_set, err) < 0)
         return -1;
 
     if (!o->data)

@@ -76,7 +76,8 @@ struct train_opts {
 };
 
 /* Fill defaults, then parse argv and the environment (RANK, WORLD_SIZE,
- * LOCAL_RANK, DT_CHECKPOINT_DIR, DT_RESUME_DIR, DT_RESUME_STEP, DT_JOB).
+ * LOCAL_RANK, DT_CHECKPOINT_DIR, DT_RESUME_DIR, DT_RESUME_STEP, DT_JOB,
+ * DT_CHECKPOINT_EVERY); options win over the DT_* defaults.
  * Returns 0, 1 when --help/--version was printed, or -1 with err. */
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err);
 

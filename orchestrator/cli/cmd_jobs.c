@@ -131,9 +131,16 @@ static void submit_flag (const struct cmd *cmd, json_t *flags, int c)
             json_object_set_new (flags, "partition", json_string (optarg));
             break;
         case 't':
-            /* Passed as written: the controller parses Slurm's forms
+            /* As sbatch: a bare number is minutes.  Anything else is passed
+             * as written: the controller parses Slurm's forms and units
              * and names the field if it is wrong. */
-            json_object_set_new (flags, "time_limit", json_string (optarg));
+            if (*optarg && optarg[strspn (optarg, "0123456789")] == '\0'
+                && strlen (optarg) < 32) {
+                char m[40];
+                snprintf (m, sizeof (m), "%sm", optarg);
+                json_object_set_new (flags, "time_limit", json_string (m));
+            } else
+                json_object_set_new (flags, "time_limit", json_string (optarg));
             break;
         case 'D':
             json_object_set_new (flags, "workdir", abs_path (optarg));
@@ -693,7 +700,23 @@ int cmd_events (struct ctl *ctl, int argc, char **argv)
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
     id = job_arg (cmd, argc - optind, argv + optind);
-    events = ctl_call (ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), NULL);
+    /* The controller answers at most a page of events (10,000) from the
+     * one after 'after': ask again after the last until a page is empty. */
+    events = json_array ();
+    for (json_int_t after = 0;;) {
+        char q[384];
+        snprintf (q, sizeof (q), "%s?after=%lld",
+                  ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), (long long)after);
+        json_t *page = ctl_call (ctl, "GET", q, NULL);
+        size_t n = json_array_size (page);
+        json_int_t last = n ? json_integer_value (json_object_get (json_array_get (page, n - 1),
+                                                                   "id")) : 0;
+        json_array_extend (events, page);
+        json_decref (page);
+        if (n == 0 || last <= after)
+            break;
+        after = last;
+    }
     if (ctl->json) {
         out_json (events);
         json_decref (events);

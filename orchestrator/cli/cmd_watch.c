@@ -11,7 +11,7 @@
 #include "orchestrator/cli/ctl.h"
 #include "orchestrator/cli/out.h"
 
-/* The straggler threshold when the spec does not say (DESIGN.md). */
+/* The straggler threshold when the spec does not say (the spec default, orchestrator/spec.c). */
 static const double straggler_threshold_default = 0.75;
 
 static bool ended (const json_t *job)

@@ -1,7 +1,7 @@
 /* ctl.h: dtctl's connection to dtctld: controller URL, MUNGE auth,
  * requests, and the mapping of answers to documented exit codes.
  *
- * The CLI dies on the first error (STYLE.md rule 8): ctl_call prints one
+ * The CLI dies on the first error: ctl_call prints one
  * line on stderr and exits with the code below, so commands only handle
  * the success path.
  */

@@ -14,6 +14,12 @@ out=$("$DTCTLD" -c "$TMP/dtctld.conf" 2>&1); rc=$?
 check "bad config: non-zero exit" test $rc -ne 0
 check "bad config: the message names the key" grep -q "ListenPort" <<<"$out"
 
+# A missing file (systemd's, before the admin copied the example) names
+# the example that make install put there.
+out=$("$DTCTLD" -c "$TMP/missing.conf" 2>&1); rc=$?
+check "missing config: non-zero exit, pointing at dtctld.conf.example" \
+    eval '[ $rc -ne 0 ] && grep -q "missing.conf: No such file" <<<"$out" && grep -q "cp .*/dtctld.conf.example $TMP/missing.conf" <<<"$out"'
+
 write_conf
 sed -i 's/^AuthType=munge$/AuthType=none/' "$TMP/dtctld.conf"
 out=$("$DTCTLD" -c "$TMP/dtctld.conf" --listen 0.0.0.0 2>&1); rc=$?

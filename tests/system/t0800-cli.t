@@ -78,6 +78,12 @@ check "submit JOB.json prints a job id" eval '[[ "$short" =~ ^[0-9]+$ ]]' || dia
 check "submit --json: data.spec holds the flags" \
     eval 'dta submit --json -J j3 -N 1 -e K=V -- true | jqt ".spec.env.K == \"V\" and .spec.name == \"j3\" and .spec.workdir == \"$TMP/work\""'
 
+# -t as sbatch reads it: a bare number is minutes, Slurm's forms as written.
+check "submit -t 30: thirty minutes, as sbatch (time_limit 1800)" \
+    eval 'dta submit --json -J t30 -N 1 -t 30 -- true | jqt ".spec.time_limit == 1800"'
+check "submit -t 1:30:00 and -t 90s: Slurm's form and a unit" \
+    eval 'dta submit --json -N 1 -t 1:30:00 -- true | jqt ".spec.time_limit == 5400" && dta submit --json -N 1 -t 90s -- true | jqt ".spec.time_limit == 90"'
+
 # Bad specs: the controller's field path reaches the user.
 echo '{"command": ["true"], "checkpoint": {"every_steps": -5}}' >"$TMP/bad1.json"
 dta submit "$TMP/bad1.json" 2>"$TMP/err" >/dev/null; rc=$?
@@ -240,6 +246,9 @@ check "history --json: every attempt of every job" \
 # ---- events ------------------------------------------------------------------
 check "events: the submission is recorded" eval '"$DTCTL" events "$long" | grep -q "job_submitted"'
 check "events --json" eval '"$DTCTL" events --json "$long" | jqt "length >= 2"'
+# dtctl pages with ?after= until an empty answer: every event once, in order.
+check "events --json: each event once, oldest first (paged with after=)" \
+    eval '"$DTCTL" events --json "$long" | jqt "[.[].id] as \$i | \$i == (\$i | unique)"'
 
 # ---- the controller goes away ---------------------------------------------
 kill "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null

@@ -1,6 +1,8 @@
 #!/bin/bash
 # t0900-man-lint: every man page is clean for mandoc (nothing above style
-# level), has the sections it must have, has no unsubstituted @var@, and
+# level) and for groff -ww, renders no raw request (a macro glued to text,
+# quotes of a .B that should be .BR), names only pages that exist among its
+# own, has the sections it must have, has no unsubstituted @var@, and
 # documents every option the programs' --help lists; the example config
 # and the systemd unit are consistent with the pages.
 TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,7 +18,11 @@ not_grep () { ! grep -q "$@"; }
 command -v mandoc >/dev/null 2>&1 || { echo "1..0 # SKIP mandoc not installed"; exit 77; }
 [ -f "$MAN/dtctl.1" ] || { echo "Bail out! $MAN/dtctl.1 not built (run make first)"; exit 1; }
 
-pages="dtctl.1 dttrain.1 libdtclient.3 dtctld.conf.5 dtagent.8 dtctld.8"
+have_groff=
+command -v groff >/dev/null 2>&1 && have_groff=1
+[ -n "$have_groff" ] || echo "# groff not installed: skipping groff -ww and the raw-request check"
+raw_re='(^|[^A-Za-z0-9])\.{1,2}(TP|TQ|B|BR|BI|RB|IR|I|IP|PP|P|SH|SS|RS|RE|EX|EE|br|sp|nf|fi)([^A-Za-z]|$)|[^ ] +,( |$)'
+pages="dtctl.1 dttrain.1 libdtclient.3 dtctld.conf.5 dtctl-job.5 dtagent.8 dtctld.8"
 
 has_section () { grep -q "^\.SH \"\?$2\"\?\$" "$MAN/$1"; }
 
@@ -40,6 +46,22 @@ for p in $pages; do
     done
     # The page renders (catches macro errors that lint tolerates).
     check "$p: renders" eval 'mandoc -T utf8 "$f" >/dev/null 2>&1'
+    if [ -n "$have_groff" ]; then
+        out=$(groff -ww -man -Tutf8 "$f" 2>&1 >/dev/null)
+        check "$p: groff -ww reports nothing" test -z "$out"
+        [ -n "$out" ] && echo "$out" | sed 's/^/# /'
+        # A request that reached the text: "..TP" glued to a sentence, or
+        # '.B \-s ", " \-\-state' (bold quotes: ".BR" was meant).
+        out=$(groff -man -Tutf8 "$f" 2>/dev/null | sed "s/.\x08//g" | grep -nE "$raw_re")
+        check "$p: no raw request in the rendered page" test -z "$out"
+        [ -n "$out" ] && echo "$out" | sed 's/^/# /'
+    fi
+    # Cross-references to this project's pages name pages that exist.
+    bad=""
+    for r in $(grep -o '\b\(dt\|libdt\)[a-z_.\\-]* ([0-9])' "$f" | sed 's/\\-/-/g; s/ (\([0-9]\))/.\1/' | sort -u); do
+        case " $pages " in *" $r "*) ;; *) bad="$bad $r" ;; esac
+    done
+    check "$p: cross-references exist${bad:+ (missing:$bad)}" test -z "$bad"
 done
 
 # Every long option of a program's --help appears in its page.

@@ -1,5 +1,5 @@
 /* test_fsm.c: every legal and every illegal transition of the job and
- * attempt state machines (orchestrator/fsm.c), against DESIGN.md. */
+ * attempt state machines (orchestrator/fsm.c), against orchestrator/fsm.h. */
 #include <config.h>
 #include <string.h>
 #include "orchestrator/fsm.h"
@@ -69,7 +69,7 @@ static void test_attempt_matrix (void)
 
 static void test_main_lines (void)
 {
-    /* DESIGN.md's main line, step by step. */
+    /* The main line of fsm.h, step by step. */
     CU_ASSERT (fsm_job_ok (JOB_PENDING, JOB_RUNNING));
     CU_ASSERT (fsm_job_ok (JOB_RUNNING, JOB_RESTARTING));
     CU_ASSERT (fsm_job_ok (JOB_RESTARTING, JOB_RUNNING));

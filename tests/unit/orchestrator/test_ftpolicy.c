@@ -19,7 +19,7 @@ static void test_median (void)
 
 static void test_straggler_score (void)
 {
-    /* DESIGN.md: fastest median / own median, in (0, 1]. */
+    /* The straggler score: fastest median / own median, in (0, 1]. */
     CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 40), 1.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 80), 0.5, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 20), 1.0, 1e-12);   /* clamped */
