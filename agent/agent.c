@@ -45,23 +45,23 @@ struct agent {
     struct agent_opts opts;
     char *rundir;
     char *sock;
-    char *sockdir;              /* a second private dir for a long socket path */
+    char *sockdir; /* a second private dir for a long socket path */
     chan_t *chan;
     ranks_t *ranks;
 
-    json_t *events;            /* not yet accepted by the controller */
-    size_t ev_chunk;           /* bytes of JSON per events request */
-    int64_t next_ev_ms;        /* 0: send now */
+    json_t *events;     /* not yet accepted by the controller */
+    size_t ev_chunk;    /* bytes of JSON per events request */
+    int64_t next_ev_ms; /* 0: send now */
     int64_t ev_backoff_ms;
     int64_t next_hb_ms;
     int64_t hb_backoff_ms;
-    bool unreachable;          /* last call to the controller failed */
+    bool unreachable; /* last call to the controller failed */
 
-    bool gone;                 /* 410: the attempt is over */
-    bool stopping;             /* stop requested (signal or command) */
+    bool gone;     /* 410: the attempt is over */
+    bool stopping; /* stop requested (signal or command) */
     int64_t stop_deadline_ms;
     bool abort;
-    int64_t last_ckpt_step;    /* de-duplication of repeated commands */
+    int64_t last_ckpt_step; /* de-duplication of repeated commands */
     bool stop_applied;
 };
 
@@ -115,7 +115,8 @@ static void events_flush (agent_t *a)
         json_t *body = events_chunk (a, &count), *data = NULL;
         long status = 0;
         dt_error_t err;
-        int rc = body ? ctl_post (a->ctl, "/v1/agent/events", body, &status, &data, &err) : -1;
+        int rc =
+          body ? ctl_post (a->ctl, "/v1/agent/events", body, &status, &data, &err) : -1;
         json_decref (body);
         int64_t now = dt_mono_ms ();
         if (rc < 0 || status >= 500) {
@@ -123,7 +124,8 @@ static void events_flush (agent_t *a)
                 dt_log (LOG_WARNING, "controller unreachable, keeping %zu events: %s",
                         json_array_size (a->events), err.text);
             else if (rc == 0)
-                dt_log (LOG_WARNING, "controller answered HTTP %ld to %zu events: keeping them",
+                dt_log (LOG_WARNING,
+                        "controller answered HTTP %ld to %zu events: keeping them",
                         status, count);
             a->unreachable = rc < 0;
             a->ev_backoff_ms = a->ev_backoff_ms ? a->ev_backoff_ms * 2 : 200;
@@ -148,7 +150,8 @@ static void events_flush (agent_t *a)
                 a->ev_chunk = a->ev_chunk / 2 > 1 ? a->ev_chunk / 2 : 1;
                 continue;
             }
-            dt_log (LOG_ERR, "controller refused an event as too large (HTTP 413): dropped");
+            dt_log (LOG_ERR,
+                    "controller refused an event as too large (HTTP 413): dropped");
             json_array_remove (a->events, 0);
             continue;
         }
@@ -157,8 +160,8 @@ static void events_flush (agent_t *a)
             /* The whole request was refused (a bad envelope), or an older
              * controller answered 200 without per-event results. */
             if (status != 200)
-                dt_log (LOG_ERR, "controller refused %zu events (HTTP %ld): dropped", count,
-                        status);
+                dt_log (LOG_ERR, "controller refused %zu events (HTTP %ld): dropped",
+                        count, status);
             for (size_t i = 0; i < count; i++)
                 json_array_remove (a->events, 0);
             json_decref (data);
@@ -174,7 +177,8 @@ static void events_flush (agent_t *a)
             if (st && !strcmp (st, "accepted"))
                 continue;
             if (st && !strcmp (st, "refused")) {
-                dt_log (LOG_ERR, "controller refused an event: %s", why ? why : "(no reason)");
+                dt_log (LOG_ERR, "controller refused an event: %s",
+                        why ? why : "(no reason)");
                 continue;
             }
             json_array_append (keep, json_array_get (a->events, i));
@@ -208,9 +212,10 @@ static void on_rank_exit (struct rank *rk, void *arg)
     if (rk->killed)
         return;
     ranks_stderr_tail (rk, tail, sizeof (tail));
-    json_t *ev = json_pack ("{s:s, s:i, s:i, s:i, s:s}", "kind", "rank_exit", "rank", rk->rank,
-                            "exit_code", rk->signal ? 128 + rk->signal : rk->exit_code,
-                            "signal", rk->signal, "stderr_tail", tail);
+    json_t *ev =
+      json_pack ("{s:s, s:i, s:i, s:i, s:s}", "kind", "rank_exit", "rank", rk->rank,
+                 "exit_code", rk->signal ? 128 + rk->signal : rk->exit_code, "signal",
+                 rk->signal, "stderr_tail", tail);
     /* The last step it reported (read from its page at the exit, not at
      * the last heartbeat), so the controller counts the lost work exactly. */
     if (ev && rk->client && rk->last.step >= 0 && rk->last.nreports > 0)
@@ -225,8 +230,10 @@ static void on_rank_hang (struct rank *rk, int64_t idle_ms, bool stopped, void *
     snprintf (detail, sizeof (detail), "no step progress for %lld ms (last step %lld)%s",
               (long long)idle_ms, (long long)rk->last.step,
               stopped ? "; the process is stopped (SIGSTOP or a debugger)"
-              : rk->last.waiting ? "; blocked in a collective all that time: the collective "
-                                   "itself hangs" : "");
+              : rk->last.waiting
+                ? "; blocked in a collective all that time: the collective "
+                  "itself hangs"
+                : "");
     dt_log (LOG_WARNING, "rank %d hangs: %s", rk->rank, detail);
     event_add (a, json_pack ("{s:s, s:i, s:s}", "kind", "hang", "rank", rk->rank,
                              "detail", detail));
@@ -291,7 +298,8 @@ static void apply_commands (agent_t *a, const json_t *cmds)
 {
     size_t i;
     json_t *c;
-    json_array_foreach (cmds, i, c) {
+    json_array_foreach (cmds, i, c)
+    {
         json_t *k = json_object_get (c, "kind"), *s = json_object_get (c, "step");
         const char *kind = json_is_string (k) ? json_string_value (k) : "";
         int64_t step = json_is_integer (s) ? json_integer_value (s) : 0;
@@ -304,31 +312,37 @@ static void apply_commands (agent_t *a, const json_t *cmds)
                 a->last_ckpt_step = step;
                 ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
             }
-        } else if (strcmp (kind, "stop") == 0) {
+        }
+        else if (strcmp (kind, "stop") == 0) {
             if (!a->stop_applied) {
-                dt_log (LOG_INFO, "command: stop (checkpoint at step %lld)", (long long)step);
+                dt_log (LOG_INFO, "command: stop (checkpoint at step %lld)",
+                        (long long)step);
                 a->stop_applied = true;
                 stop_ranks (a, step);
             }
-        } else if (strcmp (kind, "kill") == 0) {
+        }
+        else if (strcmp (kind, "kill") == 0) {
             /* A rank the controller found hung: SIGKILL at once, so that
              * its peers' collective fails and they save the state. */
             json_t *rj = json_object_get (c, "rank");
             struct rank *rk = json_is_integer (rj)
-                              ? ranks_find (a->ranks, (int)json_integer_value (rj)) : NULL;
+                                ? ranks_find (a->ranks, (int)json_integer_value (rj))
+                                : NULL;
             if (rk && rk->state == RANK_RUNNING && !rk->kill_now) {
                 dt_log (LOG_NOTICE, "command: kill rank %d (hung)", rk->rank);
                 rk->kill_now = true;
                 ranks_kill (a->ranks, rk, 0);
             }
-        } else if (strcmp (kind, "abort") == 0) {
+        }
+        else if (strcmp (kind, "abort") == 0) {
             if (!a->abort) {
                 dt_log (LOG_NOTICE, "command: abort: killing the ranks");
                 a->abort = true;
                 ranks_command (a->ranks, DTCLIENT_CMD_ABORT, 0);
                 ranks_kill_all (a->ranks, 0);
             }
-        } else {
+        }
+        else {
             dt_log (LOG_WARNING, "command '%s' unknown: ignored", kind);
         }
     }
@@ -337,12 +351,13 @@ static void apply_commands (agent_t *a, const json_t *cmds)
 static void heartbeat (agent_t *a)
 {
     int64_t interval = a->l->heartbeat_interval_ms;
-    json_t *body = json_pack ("{s:s, s:o}", "node", a->ni->name,
-                              "ranks", ranks_heartbeat_json (a->ranks));
+    json_t *body = json_pack ("{s:s, s:o}", "node", a->ni->name, "ranks",
+                              ranks_heartbeat_json (a->ranks));
     json_t *data = NULL;
     long status = 0;
     dt_error_t err;
-    int rc = body ? ctl_post (a->ctl, "/v1/agent/heartbeat", body, &status, &data, &err) : -1;
+    int rc =
+      body ? ctl_post (a->ctl, "/v1/agent/heartbeat", body, &status, &data, &err) : -1;
     json_decref (body);
     int64_t now = dt_mono_ms ();
     if (rc < 0) {
@@ -379,15 +394,45 @@ static void heartbeat (agent_t *a)
 
 /* ---- the trainer socket -------------------------------------------------- */
 
-static void on_request (const struct dtproto_msg *m, int *conn_rank, struct dtproto_buf *reply,
-                        void *arg)
+/* A rank's shard is durable: an event for the controller, which checks
+ * its path against the one it assigned. */
+static void on_shard (agent_t *a, const struct dtproto_msg *m, int conn_rank,
+                      struct dtproto_buf *reply)
+{
+    char crc[16], *path = malloc (m->slen[DTPROTO_T_PATH] + 1);
+    if (!path) {
+        chan_reply_status (reply, DTCLIENT_ERR_IO, "out of memory");
+        return;
+    }
+    memcpy (path, m->s[DTPROTO_T_PATH], m->slen[DTPROTO_T_PATH]);
+    path[m->slen[DTPROTO_T_PATH]] = '\0';
+    snprintf (crc, sizeof (crc), "%08x", (unsigned)m->i[DTPROTO_T_CRC32C]);
+    json_t *ev =
+      json_pack ("{s:s, s:i, s:I, s:s, s:I, s:s}", "kind", "shard", "rank", conn_rank,
+                 "step", (json_int_t)m->i[DTPROTO_T_STEP], "path", path, "bytes",
+                 (json_int_t)m->i[DTPROTO_T_BYTES], "crc32c", crc);
+    /* A just-in-time shard: written by this rank for 'shard_rank'. */
+    if (ev && dtproto_has (m, DTPROTO_T_JIT) && m->i[DTPROTO_T_JIT]) {
+        json_object_set_new (ev, "jit", json_true ());
+        json_object_set_new (ev, "shard_rank",
+                             json_integer (dtproto_has (m, DTPROTO_T_RANK)
+                                             ? m->i[DTPROTO_T_RANK]
+                                             : conn_rank));
+    }
+    event_add (a, ev);
+    free (path);
+    chan_reply_status (reply, DTCLIENT_OK, NULL);
+}
+
+static void on_request (const struct dtproto_msg *m, int *conn_rank,
+                        struct dtproto_buf *reply, void *arg)
 {
     agent_t *a = arg;
     dt_error_t err;
     char key[DTPROTO_MAX_KEY + 1], text[DTPROTO_MAX_TEXT + 1];
     long status = 0;
 
-#define STR(tag, buf)                                                   \
+#define STR(tag, buf)                                                                    \
     (memcpy ((buf), m->s[tag], m->slen[tag]), (buf)[m->slen[tag]] = '\0', (buf))
 
     switch (m->type) {
@@ -401,32 +446,10 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank, struct dtpr
         *conn_rank = (int)m->i[DTPROTO_T_RANK];
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
-    case DTPROTO_SHARD: {
-        char crc[16], *path = malloc (m->slen[DTPROTO_T_PATH] + 1);
-        if (!path) {
-            chan_reply_status (reply, DTCLIENT_ERR_IO, "out of memory");
-            return;
-        }
-        snprintf (crc, sizeof (crc), "%08x", (unsigned)m->i[DTPROTO_T_CRC32C]);
-        json_t *ev = json_pack ("{s:s, s:i, s:I, s:s, s:I, s:s}", "kind", "shard",
-                                "rank", *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
-                                "path", STR (DTPROTO_T_PATH, path),
-                                "bytes", (json_int_t)m->i[DTPROTO_T_BYTES], "crc32c", crc);
-        /* A just-in-time shard: written by this rank for 'shard_rank'. */
-        if (ev && dtproto_has (m, DTPROTO_T_JIT) && m->i[DTPROTO_T_JIT]) {
-            json_object_set_new (ev, "jit", json_true ());
-            json_object_set_new (ev, "shard_rank",
-                                 json_integer (dtproto_has (m, DTPROTO_T_RANK)
-                                               ? m->i[DTPROTO_T_RANK] : *conn_rank));
-        }
-        event_add (a, ev);
-        free (path);
-        chan_reply_status (reply, DTCLIENT_OK, NULL);
-        return;
-    }
+    case DTPROTO_SHARD: on_shard (a, m, *conn_rank, reply); return;
     case DTPROTO_SHARD_FAILED:
-        event_add (a, json_pack ("{s:s, s:i, s:I, s:s}", "kind", "shard_failed",
-                                 "rank", *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
+        event_add (a, json_pack ("{s:s, s:i, s:I, s:s}", "kind", "shard_failed", "rank",
+                                 *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
                                  "detail", STR (DTPROTO_T_TEXT, text)));
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
@@ -435,7 +458,8 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank, struct dtpr
                                      m->slen[DTPROTO_T_JSON], &err);
         if (!json_is_object (res)) {
             json_decref (res);
-            dt_log (LOG_WARNING, "rank %d: result refused: not a JSON object", *conn_rank);
+            dt_log (LOG_WARNING, "rank %d: result refused: not a JSON object",
+                    *conn_rank);
             chan_reply_status (reply, DTCLIENT_ERR_INVAL, "result: not a JSON object");
             return;
         }
@@ -457,21 +481,23 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank, struct dtpr
         else {
             snprintf (text, sizeof (text), "kv set %s: controller answered HTTP %ld", key,
                       status);
-            chan_reply_status (reply, status == 400 ? DTCLIENT_ERR_INVAL : DTCLIENT_ERR_IO,
-                               text);
+            chan_reply_status (
+              reply, status == 400 ? DTCLIENT_ERR_INVAL : DTCLIENT_ERR_IO, text);
         }
         return;
     case DTPROTO_KV_GET: {
         void *val = NULL;
         size_t len = 0;
-        if (ctl_kv_get (a->ctl, STR (DTPROTO_T_KEY, key), &val, &len, &status, &err) < 0) {
+        if (ctl_kv_get (a->ctl, STR (DTPROTO_T_KEY, key), &val, &len, &status, &err) <
+            0) {
             chan_reply_status (reply, DTCLIENT_ERR_IO, err.text);
             return;
         }
         if (status == 200) {
             if (len > DTPROTO_MAX_VALUE) {
                 chan_reply_status (reply, DTCLIENT_ERR_PROTO, "value larger than 64 KiB");
-            } else {
+            }
+            else {
                 dtproto_begin (reply, DTPROTO_REPLY);
                 dtproto_add_int (reply, DTPROTO_T_STATUS, DTCLIENT_OK);
                 dtproto_add_bytes (reply, DTPROTO_T_VALUE, val, len);
@@ -544,13 +570,14 @@ void agent_destroy (agent_t *a)
     if (!a)
         return;
     int saved = errno;
-    ranks_destroy (a->ranks);  /* SIGKILLs whatever still runs */
+    ranks_destroy (a->ranks); /* SIGKILLs whatever still runs */
     /* ... and whatever a rank left behind, even outside its process group
      * and session (the agent is their subreaper): nothing of the attempt
      * outlives it. */
     int k = reaper_kill_all (2000);
     if (k > 0)
-        dt_log (LOG_NOTICE, "killed %d leftover process%s of the ranks", k, k == 1 ? "" : "es");
+        dt_log (LOG_NOTICE, "killed %d leftover process%s of the ranks", k,
+                k == 1 ? "" : "es");
     chan_destroy (a->chan);
     if (a->sockdir)
         rmdir (a->sockdir);
@@ -571,8 +598,10 @@ static void final_flush (agent_t *a)
         events_flush (a);
         if (json_array_size (a->events) > 0) {
             if (!said)
-                dt_log (LOG_NOTICE, "the ranks are over; delivering their last %zu events "
-                        "(for up to %lld s)", json_array_size (a->events),
+                dt_log (LOG_NOTICE,
+                        "the ranks are over; delivering their last %zu events "
+                        "(for up to %lld s)",
+                        json_array_size (a->events),
                         (long long)agent_final_flush_ms / 1000);
             said = true;
             usleep (200 * 1000);
@@ -594,10 +623,12 @@ int agent_run (agent_t *a)
     else {
         dt_log (LOG_INFO, "node rank %d of %d, ranks %d..%d of %d, run dir %s",
                 a->l->node_rank, a->l->num_nodes, a->l->node_rank * a->l->ranks_per_node,
-                (a->l->node_rank + 1) * a->l->ranks_per_node - 1, a->l->world_size, a->rundir);
+                (a->l->node_rank + 1) * a->l->ranks_per_node - 1, a->l->world_size,
+                a->rundir);
         if (ranks_start (a->ranks, &err) < 0) {
             dt_log (LOG_ERR, "%s", err.text);
-            event_add (a, json_pack ("{s:s, s:s}", "kind", "node_failure", "detail", err.text));
+            event_add (
+              a, json_pack ("{s:s, s:s}", "kind", "node_failure", "detail", err.text));
             ranks_kill_all (a->ranks, 0);
             final_flush (a);
             return 3;
@@ -633,7 +664,8 @@ int agent_run (agent_t *a)
 
         /* ---- is the agent done? ---- */
         if (a->gone) {
-            dt_log (LOG_NOTICE, "the attempt is over (HTTP 410): killing the ranks, exiting");
+            dt_log (LOG_NOTICE,
+                    "the attempt is over (HTTP 410): killing the ranks, exiting");
             ranks_kill_all (a->ranks, 0);
             return 2;
         }

@@ -12,9 +12,9 @@
 typedef struct agent agent_t;
 
 struct agent_opts {
-    const char *state_dir;     /* where the attempt's directory goes; NULL: workdir */
-    int64_t stop_grace_ms;     /* after a stop request (signal/stop), before SIGKILL */
-    int64_t kill_grace_ms;     /* after SIGTERM of a hung rank, before SIGKILL */
+    const char *state_dir; /* where the attempt's directory goes; NULL: workdir */
+    int64_t stop_grace_ms; /* after a stop request (signal/stop), before SIGKILL */
+    int64_t kill_grace_ms; /* after SIGTERM of a hung rank, before SIGKILL */
 };
 
 /* Build the agent of a registered node.  ctl, ni and l are borrowed and

@@ -21,20 +21,20 @@
 
 struct conn {
     int fd;
-    int rank;                   /* from hello, -1 before */
+    int rank; /* from hello, -1 before */
     uint8_t hdr[DTPROTO_HDR_LEN];
     size_t hdr_got;
     int type;
-    uint8_t *payload;           /* DTPROTO_MAX_PAYLOAD bytes, once a header is in */
+    uint8_t *payload; /* DTPROTO_MAX_PAYLOAD bytes, once a header is in */
     uint32_t plen, pgot;
-    uint8_t *out;               /* pending reply bytes */
+    uint8_t *out; /* pending reply bytes */
     size_t out_len, out_off;
-    int closing;                /* close once 'out' is written */
+    int closing; /* close once 'out' is written */
 };
 
 struct chan {
     int lfd;
-    char *path;                 /* file to unlink */
+    char *path; /* file to unlink */
     chan_request_f cb;
     void *arg;
     struct conn *conns[CHAN_MAX_CONNS];
@@ -75,8 +75,8 @@ chan_t *chan_create (const char *path, chan_request_f cb, void *arg, dt_error_t 
         goto error;
     }
     c->lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->lfd < 0 || bind (c->lfd, (struct sockaddr *)&sun, sl) < 0
-        || listen (c->lfd, 64) < 0) {
+    if (c->lfd < 0 || bind (c->lfd, (struct sockaddr *)&sun, sl) < 0 ||
+        listen (c->lfd, 64) < 0) {
         errnoprintf (err, errno, "listen on %s: %s", path, strerror (errno));
         goto error;
     }
@@ -178,7 +178,8 @@ static int conn_flush (struct conn *k)
 
 static void conn_refuse (chan_t *c, struct conn *k, const char *why, int fatal)
 {
-    dt_log (LOG_WARNING, "trainer connection (rank %d): refused message: %s", k->rank, why);
+    dt_log (LOG_WARNING, "trainer connection (rank %d): refused message: %s", k->rank,
+            why);
     chan_reply_status (&c->reply, DTCLIENT_ERR_PROTO, why);
     conn_queue (k, &c->reply);
     if (fatal)
@@ -194,11 +195,13 @@ static int conn_read (chan_t *c, struct conn *k)
             return 0;
         ssize_t r;
         if (k->hdr_got < DTPROTO_HDR_LEN) {
-            r = recv (k->fd, k->hdr + k->hdr_got, DTPROTO_HDR_LEN - k->hdr_got, MSG_DONTWAIT);
-        } else {
+            r = recv (k->fd, k->hdr + k->hdr_got, DTPROTO_HDR_LEN - k->hdr_got,
+                      MSG_DONTWAIT);
+        }
+        else {
             r = k->plen > k->pgot
-                    ? recv (k->fd, k->payload + k->pgot, k->plen - k->pgot, MSG_DONTWAIT)
-                    : 0;
+                  ? recv (k->fd, k->payload + k->pgot, k->plen - k->pgot, MSG_DONTWAIT)
+                  : 0;
             if (k->plen == 0)
                 r = -2; /* no payload to read: dispatch now */
         }
@@ -213,7 +216,8 @@ static int conn_read (chan_t *c, struct conn *k)
             k->hdr_got += (size_t)r;
             if (k->hdr_got < DTPROTO_HDR_LEN)
                 continue;
-            if (dtproto_header_decode (k->hdr, &k->type, &k->plen, err, sizeof (err)) < 0) {
+            if (dtproto_header_decode (k->hdr, &k->type, &k->plen, err, sizeof (err)) <
+                0) {
                 conn_refuse (c, k, err, 1);
                 return 0;
             }
@@ -226,7 +230,8 @@ static int conn_read (chan_t *c, struct conn *k)
             k->pgot = 0;
             if (k->plen > 0)
                 continue;
-        } else if (r > 0) {
+        }
+        else if (r > 0) {
             k->pgot += (uint32_t)r;
         }
         if (k->pgot < k->plen)
@@ -262,10 +267,12 @@ static void chan_accept (chan_t *c)
          * directory is private already; this holds even for root. */
         struct ucred cr;
         socklen_t crl = sizeof (cr);
-        if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || crl != sizeof (cr)
-            || cr.uid != geteuid ()) {
-            dt_log (LOG_WARNING, "trainer socket: connection from pid %ld uid %ld refused: "
-                    "not this job's user (uid %ld)", crl == sizeof (cr) ? (long)cr.pid : -1L,
+        if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 ||
+            crl != sizeof (cr) || cr.uid != geteuid ()) {
+            dt_log (LOG_WARNING,
+                    "trainer socket: connection from pid %ld uid %ld refused: "
+                    "not this job's user (uid %ld)",
+                    crl == sizeof (cr) ? (long)cr.pid : -1L,
                     crl == sizeof (cr) ? (long)cr.uid : -1L, (long)geteuid ());
             close (fd);
             continue;

@@ -91,8 +91,8 @@ int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json
         return -1;
     if (*status >= 400) {
         const char *e = dt_httpc_envelope_error (reply);
-        dt_log (*status == CTL_GONE ? LOG_INFO : LOG_WARNING, "POST %s: HTTP %ld%s%s", path,
-                *status, e ? ": " : "", e ? e : "");
+        dt_log (*status == CTL_GONE ? LOG_INFO : LOG_WARNING, "POST %s: HTTP %ld%s%s",
+                path, *status, e ? ": " : "", e ? e : "");
     }
     if (data) {
         json_t *d = reply ? json_object_get (reply, "data") : NULL;
@@ -152,25 +152,27 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     json_t *o;
     memset (l, 0, sizeof (*l));
     l->resume_step = -1;
-#define INT_FIELD(key, req, min, max, dflt, dst)                          \
-    do {                                                                  \
-        if (get_int (d, key, req, min, max, dflt, &v, err) < 0)           \
-            goto error;                                                   \
-        dst = v;                                                          \
+#define INT_FIELD(key, req, min, max, dflt, dst)                                         \
+    do {                                                                                 \
+        if (get_int (d, key, req, min, max, dflt, &v, err) < 0)                          \
+            goto error;                                                                  \
+        dst = v;                                                                         \
     } while (0)
     INT_FIELD ("job", true, 0, INT64_MAX, 0, l->job);
     INT_FIELD ("attempt", true, 0, INT32_MAX, 0, l->attempt);
-    INT_FIELD ("node_rank", false, -1, 1000000, 0, l->node_rank);   /* -1: a spare */
+    INT_FIELD ("node_rank", false, -1, 1000000, 0, l->node_rank); /* -1: a spare */
     INT_FIELD ("num_nodes", false, 0, 1000000, 1, l->num_nodes);
     INT_FIELD ("ranks_per_node", false, 0, 4096, 1, l->ranks_per_node);
     INT_FIELD ("world_size", false, 0, INT32_MAX, 1, l->world_size);
     INT_FIELD ("master_port", false, 0, 65535, 0, l->master_port);
     INT_FIELD ("restart_count", false, 0, INT32_MAX, 0, l->restart_count);
     INT_FIELD ("max_restarts", false, 0, INT32_MAX, 0, l->max_restarts);
-    INT_FIELD ("heartbeat_interval_ms", false, 10, 3600000, 1000, l->heartbeat_interval_ms);
+    INT_FIELD ("heartbeat_interval_ms", false, 10, 3600000, 1000,
+               l->heartbeat_interval_ms);
     INT_FIELD ("hang_timeout_ms", false, 0, INT64_MAX, 30000, l->hang_timeout_ms);
     INT_FIELD ("node_timeout_ms", false, 0, INT64_MAX, 10000, l->node_timeout_ms);
-    INT_FIELD ("checkpoint_every_steps", false, 0, INT64_MAX, 0, l->checkpoint_every_steps);
+    INT_FIELD ("checkpoint_every_steps", false, 0, INT64_MAX, 0,
+               l->checkpoint_every_steps);
 #undef INT_FIELD
     if (dt_json_get_bool (d, "data", "spare", false, &l->spare, err) < 0)
         goto error;
@@ -190,8 +192,10 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     if (json_is_array (o) && json_array_size (o) > 0) {
         if (!(l->command = str_array (o, "data.command", err)))
             goto error;
-    } else if (!l->spare) {
-        errnoprintf (err, EPROTO, "data.command: required (a non-empty array of strings)");
+    }
+    else if (!l->spare) {
+        errnoprintf (err, EPROTO,
+                     "data.command: required (a non-empty array of strings)");
         goto error;
     }
     o = json_object_get (d, "env");
@@ -203,7 +207,8 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     if (n) {
         const char *k;
         json_t *val;
-        json_object_foreach (o, k, val) {
+        json_object_foreach (o, k, val)
+        {
             if (!json_is_string (val)) {
                 errnoprintf (err, EPROTO, "data.env.%s: expected string", k);
                 goto error;
@@ -222,7 +227,8 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
             goto error;
         l->resume_step = st;
         l->resume_dir = dup_opt_str (o, "dir");
-    } else if (o && !json_is_null (o)) {
+    }
+    else if (o && !json_is_null (o)) {
         errnoprintf (err, EPROTO, "data.resume: expected object or null");
         goto error;
     }
@@ -246,12 +252,11 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
     int64_t deadline = dt_mono_ms () + timeout_ms;
     int delay = 100;
     int rc = -1;
-    json_t *body = json_pack ("{s:s, s:i, s:s, s:i, s:I, s:I, s:I, s:o}",
-                              "node", ni->name, "node_order", ni->order, "addr", ni->addr,
-                              "port", ni->port, "pid", (json_int_t)getpid (),
-                              "slurm_job_id", (json_int_t)ni->slurm_job_id,
-                              "slurm_step_id", (json_int_t)ni->slurm_step_id,
-                              "hostinfo", node_hostinfo ());
+    json_t *body = json_pack (
+      "{s:s, s:i, s:s, s:i, s:I, s:I, s:I, s:o}", "node", ni->name, "node_order",
+      ni->order, "addr", ni->addr, "port", ni->port, "pid", (json_int_t)getpid (),
+      "slurm_job_id", (json_int_t)ni->slurm_job_id, "slurm_step_id",
+      (json_int_t)ni->slurm_step_id, "hostinfo", node_hostinfo ());
     if (!body)
         return errnoprintf (err, ENOMEM, "out of memory");
     /* node_hostinfo ran helper commands (popen: srun --version under
@@ -273,7 +278,8 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
         if (ctl_post (c, "/v1/agent/register", body, &status, &data, &e) < 0) {
             dt_log (tries == 1 || tries % 20 == 0 ? LOG_WARNING : LOG_DEBUG,
                     "register (try %d): %s", tries, e.text);
-        } else if (status == 200 && data) {
+        }
+        else if (status == 200 && data) {
             const char *state = NULL;
             json_t *sv = json_object_get (data, "state");
             state = json_is_string (sv) ? json_string_value (sv) : "";
@@ -285,25 +291,31 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
                 break;
             }
             if (strcmp (state, "waiting") != 0) {
-                errnoprintf (err, EPROTO, "register: data.state '%s' is neither ready nor waiting",
+                errnoprintf (err, EPROTO,
+                             "register: data.state '%s' is neither ready nor waiting",
                              state);
                 json_decref (data);
                 break;
             }
             dt_log (LOG_DEBUG, "register: waiting for the other agents");
-        } else if (status == CTL_GONE) {
+        }
+        else if (status == CTL_GONE) {
             errnoprintf (err, ESTALE, "register: the attempt is over (HTTP 410)");
             json_decref (data);
             break;
-        } else if (status == 401 || status == 403) {
+        }
+        else if (status == 401 || status == 403) {
             errnoprintf (err, EACCES, "register: token refused (HTTP %ld)", status);
             json_decref (data);
             break;
-        } else if (status == 400) {
-            errnoprintf (err, EPROTO, "register: controller refused the request (HTTP 400)");
+        }
+        else if (status == 400) {
+            errnoprintf (err, EPROTO,
+                         "register: controller refused the request (HTTP 400)");
             json_decref (data);
             break;
-        } else {
+        }
+        else {
             dt_log (LOG_WARNING, "register: HTTP %ld, retrying", status);
         }
         json_decref (data);
@@ -329,7 +341,7 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
 /* ---- kv relay ------------------------------------------------------------ */
 
 static const char b64chars[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 char *b64_encode (const void *p, size_t n)
 {
@@ -338,7 +350,8 @@ char *b64_encode (const void *p, size_t n)
     if (!out)
         return NULL;
     for (size_t i = 0; i < n; i += 3) {
-        unsigned v = s[i] << 16 | (i + 1 < n ? s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        unsigned v =
+          s[i] << 16 | (i + 1 < n ? s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
         *o++ = b64chars[(v >> 18) & 63];
         *o++ = b64chars[(v >> 12) & 63];
         *o++ = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
@@ -369,12 +382,14 @@ int b64_decode (const char *s, void **out, size_t *outlen)
         int a = b64_val (s[i]), b = b64_val (s[i + 1]);
         int pad2 = s[i + 2] == '=', pad3 = s[i + 3] == '=';
         int c = pad2 ? 0 : b64_val (s[i + 2]), d = pad3 ? 0 : b64_val (s[i + 3]);
-        if (a < 0 || b < 0 || c < 0 || d < 0 || (pad2 && !pad3) || ((pad2 || pad3) && i + 4 != n)) {
+        if (a < 0 || b < 0 || c < 0 || d < 0 || (pad2 && !pad3) ||
+            ((pad2 || pad3) && i + 4 != n)) {
             free (o);
             errno = EINVAL;
             return -1;
         }
-        unsigned v = (unsigned)a << 18 | (unsigned)b << 12 | (unsigned)c << 6 | (unsigned)d;
+        unsigned v =
+          (unsigned)a << 18 | (unsigned)b << 12 | (unsigned)c << 6 | (unsigned)d;
         o[k++] = (v >> 16) & 0xff;
         if (!pad2)
             o[k++] = (v >> 8) & 0xff;
@@ -418,7 +433,8 @@ int ctl_kv_get (ctl_t *c, const char *key, void **val, size_t *len, long *status
         json_t *d = reply ? json_object_get (reply, "data") : NULL;
         json_t *v = d ? json_object_get (d, "value") : NULL;
         if (!json_is_string (v) || b64_decode (json_string_value (v), val, len) < 0)
-            rc = errnoprintf (err, EPROTO, "GET %s: data.value: expected base64 string", path);
+            rc = errnoprintf (err, EPROTO, "GET %s: data.value: expected base64 string",
+                              path);
     }
     json_decref (reply);
     return rc;

@@ -22,12 +22,12 @@ struct layout {
     char *master_addr;
     int master_port;
     int restart_count, max_restarts;
-    char **command;           /* NULL-terminated argv (NULL for a spare) */
-    char **env;               /* NULL-terminated "K=V" */
-    char *workdir;            /* may be NULL: the agent's cwd */
-    char *checkpoint_dir;     /* may be NULL */
-    int64_t resume_step;      /* -1: no checkpoint to resume from */
-    char *resume_dir;         /* may be NULL */
+    char **command;       /* NULL-terminated argv (NULL for a spare) */
+    char **env;           /* NULL-terminated "K=V" */
+    char *workdir;        /* may be NULL: the agent's cwd */
+    char *checkpoint_dir; /* may be NULL */
+    int64_t resume_step;  /* -1: no checkpoint to resume from */
+    char *resume_dir;     /* may be NULL */
     int64_t heartbeat_interval_ms, hang_timeout_ms, node_timeout_ms;
     int64_t checkpoint_every_steps; /* 0: only on command; DT_CHECKPOINT_EVERY */
 };
@@ -52,8 +52,8 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
 /* POST body (borrowed) to path.  0 with *status and, when data != NULL,
  * *data = the envelope's "data" (new reference, may be NULL); -1 with err
  * when the controller could not be reached. */
-int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status,
-              json_t **data, dt_error_t *err);
+int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
+              dt_error_t *err);
 
 /* The kv relay: 0 with *status (200, 404, 410...); for get on 200, *val
  * (new, malloc'ed) and *len.  -1 with err when unreachable or the answer is

@@ -33,19 +33,21 @@ static const int64_t default_kill_grace_ms = 3000;
 
 static void usage (FILE *f)
 {
-    fprintf (f,
-             "Usage: dtagent --controller URL [OPTIONS]\n"
-             "  -c, --controller URL      controller (default: $DT_CONTROLLER)\n"
-             "  -n, --node NAME           node name (default: $SLURMD_NODENAME, hostname)\n"
-             "  -o, --node-order N        node order (default: $SLURM_NODEID, 0)\n"
-             "  -s, --state-dir DIR       where the attempt directory goes (default: workdir)\n"
-             "  -r, --register-timeout T  give up registering after T (default 10m)\n"
-             "  -g, --stop-grace T        after a stop request, before SIGKILL (default 20s)\n"
-             "  -k, --kill-grace T        after SIGTERM of a hung rank, before SIGKILL (default 3s)\n"
-             "  -l, --log-level LEVEL     debug, info, notice, warning, error (default info)\n"
-             "  -V, --version             print the version\n"
-             "  -h, --help                this text\n"
-             "The attempt token is read from $DT_TOKEN.\n");
+    fprintf (
+      f,
+      "Usage: dtagent --controller URL [OPTIONS]\n"
+      "  -c, --controller URL      controller (default: $DT_CONTROLLER)\n"
+      "  -n, --node NAME           node name (default: $SLURMD_NODENAME, hostname)\n"
+      "  -o, --node-order N        node order (default: $SLURM_NODEID, 0)\n"
+      "  -s, --state-dir DIR       where the attempt directory goes (default: workdir)\n"
+      "  -r, --register-timeout T  give up registering after T (default 10m)\n"
+      "  -g, --stop-grace T        after a stop request, before SIGKILL (default 20s)\n"
+      "  -k, --kill-grace T        after SIGTERM of a hung rank, before SIGKILL (default "
+      "3s)\n"
+      "  -l, --log-level LEVEL     debug, info, notice, warning, error (default info)\n"
+      "  -V, --version             print the version\n"
+      "  -h, --help                this text\n"
+      "The attempt token is read from $DT_TOKEN.\n");
 }
 
 static int parse_ms (const char *opt, const char *s, int64_t *out)
@@ -155,14 +157,16 @@ int main (int argc, char **argv)
         return 3;
     }
     if (!controller || !*controller) {
-        fprintf (stderr, "dtagent: no controller: give --controller URL or set DT_CONTROLLER\n");
+        fprintf (stderr,
+                 "dtagent: no controller: give --controller URL or set DT_CONTROLLER\n");
         return 3;
     }
     dt_log_init ("dtagent", DT_LOG_STDERR, level);
 
     /* ---- the ranks' orphans come to us, so that none outlives the attempt ---- */
     if (reaper_init () < 0)
-        dt_log_errno (LOG_WARNING, "PR_SET_CHILD_SUBREAPER (a rank's orphans go to init)");
+        dt_log_errno (LOG_WARNING,
+                      "PR_SET_CHILD_SUBREAPER (a rank's orphans go to init)");
 
     /* ---- signals: all through one signalfd in the event loop ---- */
     if ((sigfd = signals_init ()) < 0) {
@@ -198,7 +202,7 @@ int main (int argc, char **argv)
     dt_log (LOG_INFO, "exiting with code %d", exit_code);
 
 cleanup:
-    agent_destroy (agent);  /* kills any rank still running: every exit path */
+    agent_destroy (agent); /* kills any rank still running: every exit path */
     layout_clear (&layout);
     ctl_destroy (ctl);
     if (sigfd >= 0)

@@ -52,8 +52,8 @@ static int free_port (void)
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = 0 };
     sin.sin_addr.s_addr = htonl (INADDR_ANY);
     socklen_t sl = sizeof (sin);
-    if (bind (fd, (struct sockaddr *)&sin, sizeof (sin)) < 0
-        || getsockname (fd, (struct sockaddr *)&sin, &sl) < 0) {
+    if (bind (fd, (struct sockaddr *)&sin, sizeof (sin)) < 0 ||
+        getsockname (fd, (struct sockaddr *)&sin, &sl) < 0) {
         close (fd);
         return -1;
     }
@@ -75,7 +75,8 @@ static int env_int (const char *name, int64_t *out)
     return 1;
 }
 
-int node_detect (struct node_info *ni, const char *opt_name, int opt_order, dt_error_t *err)
+int node_detect (struct node_info *ni, const char *opt_name, int opt_order,
+                 dt_error_t *err)
 {
     memset (ni, 0, sizeof (*ni));
     const char *s = getenv ("SLURMD_NODENAME");
@@ -157,8 +158,11 @@ static void cmd_line (const char *cmd, const char *key, char *buf, size_t len)
 /* NCCL's version from its library's file name (libnccl.so.2.18.3). */
 static void nccl_version (char *buf, size_t len)
 {
-    static const char *const dirs[] = { "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-                                        "/usr/local/cuda/lib64", "/usr/lib64", "/usr/local/lib",
+    static const char *const dirs[] = { "/usr/lib/x86_64-linux-gnu",
+                                        "/usr/lib/aarch64-linux-gnu",
+                                        "/usr/local/cuda/lib64",
+                                        "/usr/lib64",
+                                        "/usr/local/lib",
                                         NULL };
     buf[0] = '\0';
     for (int i = 0; dirs[i] && !buf[0]; i++) {
@@ -168,7 +172,8 @@ static void nccl_version (char *buf, size_t len)
             continue;
         while ((e = readdir (d))) {
             /* the longest name is the full version */
-            if (!strncmp (e->d_name, "libnccl.so.", 11) && strlen (e->d_name + 11) > strlen (buf))
+            if (!strncmp (e->d_name, "libnccl.so.", 11) &&
+                strlen (e->d_name + 11) > strlen (buf))
                 snprintf (buf, len, "%s", e->d_name + 11);
         }
         closedir (d);
@@ -187,11 +192,12 @@ static void host_versions (json_t *hi, bool have_gpus)
         json_object_set_new (hi, "slurm_version", json_string (b));
     }
     if (have_gpus) {
-        cmd_line ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", NULL, b,
-                  sizeof (b));
+        cmd_line ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", NULL,
+                  b, sizeof (b));
         json_object_set_new (hi, "gpu_model", json_string (b));
-        cmd_line ("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null",
-                  NULL, b, sizeof (b));
+        cmd_line (
+          "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null", NULL,
+          b, sizeof (b));
         json_object_set_new (hi, "gpu_driver", json_string (b));
         cmd_line ("nvidia-smi 2>/dev/null", "CUDA Version", b, sizeof (b));
         json_object_set_new (hi, "cuda_version", json_string (b));
@@ -205,7 +211,8 @@ json_t *node_hostinfo (void)
     char model[256];
     cpu_model (model, sizeof (model));
     long pages = sysconf (_SC_PHYS_PAGES), psz = sysconf (_SC_PAGESIZE);
-    json_int_t mem_mb = pages > 0 && psz > 0 ? (json_int_t)pages * psz / (1024 * 1024) : 0;
+    json_int_t mem_mb =
+      pages > 0 && psz > 0 ? (json_int_t)pages * psz / (1024 * 1024) : 0;
     json_t *gpus = json_array ();
     /* GPUs by their device nodes: cheap, and needs no NVML. */
     DIR *d = opendir ("/dev");
@@ -221,10 +228,10 @@ json_t *node_hostinfo (void)
         closedir (d);
     const char *sv = getenv ("SLURM_VERSION");
     bool have_gpus = json_array_size (gpus) > 0;
-    json_t *hi = json_pack ("{s:s, s:I, s:I, s:o, s:s}", "cpu_model", model,
-                            "cores", (json_int_t)sysconf (_SC_NPROCESSORS_ONLN),
-                            "mem_mb", mem_mb, "gpus", gpus ? gpus : json_array (),
-                            "slurm_version", sv ? sv : "");
+    json_t *hi =
+      json_pack ("{s:s, s:I, s:I, s:o, s:s}", "cpu_model", model, "cores",
+                 (json_int_t)sysconf (_SC_NPROCESSORS_ONLN), "mem_mb", mem_mb, "gpus",
+                 gpus ? gpus : json_array (), "slurm_version", sv ? sv : "");
     if (hi)
         host_versions (hi, have_gpus);
     return hi;

@@ -8,10 +8,10 @@
 #include "common/errprintf.h"
 
 struct node_info {
-    char name[256];      /* SLURMD_NODENAME, else --node, else hostname */
-    int order;           /* SLURM_NODEID, else --node-order, else 0 */
-    char addr[64];       /* first non-loopback IPv4, else 127.0.0.1 */
-    int port;            /* a TCP port free right now on this node */
+    char name[256]; /* SLURMD_NODENAME, else --node, else hostname */
+    int order;      /* SLURM_NODEID, else --node-order, else 0 */
+    char addr[64];  /* first non-loopback IPv4, else 127.0.0.1 */
+    int port;       /* a TCP port free right now on this node */
     int64_t slurm_job_id;
     int64_t slurm_step_id;
 };
@@ -19,7 +19,8 @@ struct node_info {
 /* Fill *ni from the environment and the options (opt_name may be NULL,
  * opt_order < 0 when not given).  -1 with err on a bad SLURM_NODEID or when
  * no free port can be found. */
-int node_detect (struct node_info *ni, const char *opt_name, int opt_order, dt_error_t *err);
+int node_detect (struct node_info *ni, const char *opt_name, int opt_order,
+                 dt_error_t *err);
 
 /* {"cpu_model":..., "cores":N, "mem_mb":N, "gpus":[...], "slurm_version":"..."}:
  * new reference. */

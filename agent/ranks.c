@@ -21,7 +21,7 @@
 #include "ranks.h"
 
 struct ranks {
-    const struct layout *l;        /* borrowed from the agent */
+    const struct layout *l; /* borrowed from the agent */
     char *rundir;
     char *sock;
     int n;
@@ -41,7 +41,8 @@ static char *xasprintf (const char *fmt, ...)
     return s;
 }
 
-static volatile struct dtshm_page *page_create (const char *path, int rank, dt_error_t *err)
+static volatile struct dtshm_page *page_create (const char *path, int rank,
+                                                dt_error_t *err)
 {
     /* A fresh file in the agent's private run directory: never an existing
      * one, never through a symbolic link. */
@@ -80,8 +81,8 @@ ranks_t *ranks_create (const struct layout *l, const char *rundir, const char *s
     }
     r->l = l;
     r->n = l->spare ? 0 : l->ranks_per_node;
-    if (!(r->rundir = strdup (rundir)) || !(r->sock = strdup (sock))
-        || !(r->v = calloc ((size_t)r->n + 1, sizeof (struct rank)))) {
+    if (!(r->rundir = strdup (rundir)) || !(r->sock = strdup (sock)) ||
+        !(r->v = calloc ((size_t)r->n + 1, sizeof (struct rank)))) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;
     }
@@ -218,8 +219,10 @@ static void child_exec (ranks_t *r, struct rank *rk)
     /* New files in the agent's private run directory (rundir.h): a
      * failure's evidence (the stderr tail) is this rank's own, and nothing
      * planted there (a symbolic link, an old file) is ever written. */
-    int out = open (rk->log_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
-    int er = open (rk->err_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
+    int out =
+      open (rk->log_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
+    int er =
+      open (rk->err_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND, 0600);
     if (in < 0 || out < 0 || er < 0)
         _exit (126);
     dup2 (in, 0);
@@ -285,7 +288,8 @@ int ranks_start (ranks_t *r, dt_error_t *err)
         struct rank *rk = &r->v[i];
         pid_t pid = fork ();
         if (pid < 0)
-            return errnoprintf (err, errno, "fork for rank %d: %s", rk->rank, strerror (errno));
+            return errnoprintf (err, errno, "fork for rank %d: %s", rk->rank,
+                                strerror (errno));
         if (pid == 0)
             child_exec (r, rk);
         /* Also in the parent, so a kill(-pid) right after fork cannot miss. */
@@ -317,7 +321,8 @@ void ranks_reap (ranks_t *r, ranks_exit_f cb, void *arg)
         if (WIFEXITED (status)) {
             rk->exit_code = WEXITSTATUS (status);
             rk->signal = 0;
-        } else {
+        }
+        else {
             rk->exit_code = -1;
             rk->signal = WIFSIGNALED (status) ? WTERMSIG (status) : 0;
         }
@@ -325,9 +330,9 @@ void ranks_reap (ranks_t *r, ranks_exit_f cb, void *arg)
         kill (-pid, SIGKILL);
         if (rk->page)
             dtshm_read_report (rk->page, &rk->last);
-        dt_log (rk->exit_code == 0 ? LOG_INFO : LOG_WARNING, "rank %d (pid %d) exited: %s %d",
-                rk->rank, (int)pid, rk->signal ? "signal" : "code",
-                rk->signal ? rk->signal : rk->exit_code);
+        dt_log (rk->exit_code == 0 ? LOG_INFO : LOG_WARNING,
+                "rank %d (pid %d) exited: %s %d", rk->rank, (int)pid,
+                rk->signal ? "signal" : "code", rk->signal ? rk->signal : rk->exit_code);
         if (cb)
             cb (rk, arg);
     }
@@ -348,8 +353,8 @@ void ranks_tick (ranks_t *r, int64_t now, int64_t hang_timeout_ms, ranks_hang_f 
         }
         struct dtshm_report rep;
         if (rk->page && dtshm_read_report (rk->page, &rep) == 0) {
-            if (rep.nreports != rk->last.nreports || rep.step != rk->last.step
-                || rep.busy != rk->last.busy || rep.waiting != rk->last.waiting)
+            if (rep.nreports != rk->last.nreports || rep.step != rk->last.step ||
+                rep.busy != rk->last.busy || rep.waiting != rk->last.waiting)
                 rk->progress_ms = now;
             rk->last = rep;
         }
@@ -362,7 +367,8 @@ void ranks_tick (ranks_t *r, int64_t now, int64_t hang_timeout_ms, ranks_hang_f 
          * blocked in a collective are not the cause.  Only a process that
          * was stopped while in one is. */
         bool stopped = ranks_stopped (rk);
-        if (rk->last.waiting && !stopped && idle <= ranks_waiting_multiple * hang_timeout_ms)
+        if (rk->last.waiting && !stopped &&
+            idle <= ranks_waiting_multiple * hang_timeout_ms)
             continue;
         rk->killed = true;
         if (hang_cb)
@@ -441,13 +447,13 @@ json_t *ranks_heartbeat_json (ranks_t *r)
     for (int i = 0; a && i < r->n; i++) {
         struct rank *rk = &r->v[i];
         json_t *o = json_pack ("{s:i, s:i, s:i, s:s, s:b, s:I, s:f, s:I, s:f, s:f, s:b}",
-                               "rank", rk->rank, "local_rank", rk->local_rank,
-                               "pid", (int)(rk->client_pid ? rk->client_pid : rk->pid),
-                               "state", rk->state == RANK_RUNNING ? "running" : "exited",
-                               "client", rk->client, "step", (json_int_t)rk->last.step,
-                               "loss", rk->last.loss, "samples", (json_int_t)rk->last.samples,
-                               "compute_ms", rk->last.compute_ms, "comm_ms", rk->last.comm_ms,
-                               "busy", rk->last.busy != 0);
+                               "rank", rk->rank, "local_rank", rk->local_rank, "pid",
+                               (int)(rk->client_pid ? rk->client_pid : rk->pid), "state",
+                               rk->state == RANK_RUNNING ? "running" : "exited", "client",
+                               rk->client, "step", (json_int_t)rk->last.step, "loss",
+                               rk->last.loss, "samples", (json_int_t)rk->last.samples,
+                               "compute_ms", rk->last.compute_ms, "comm_ms",
+                               rk->last.comm_ms, "busy", rk->last.busy != 0);
         /* What tells a hung rank from one blocked on it (the controller's
          * watchdog uses them too). */
         if (o && rk->client && rk->state == RANK_RUNNING) {

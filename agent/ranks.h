@@ -13,25 +13,25 @@
 #include "ctl.h"
 
 enum rank_state {
-    RANK_IDLE = 0,      /* not started */
+    RANK_IDLE = 0, /* not started */
     RANK_RUNNING = 1,
-    RANK_EXITED = 2,    /* reaped */
+    RANK_EXITED = 2, /* reaped */
 };
 
 struct rank {
     int rank, local_rank;
-    pid_t pid;                     /* also its process group id */
+    pid_t pid; /* also its process group id */
     enum rank_state state;
-    int exit_code;                 /* when exited normally, else -1 */
-    int signal;                    /* when killed by a signal, else 0 */
-    bool client;                   /* said hello through libdtclient */
+    int exit_code; /* when exited normally, else -1 */
+    int signal;    /* when killed by a signal, else 0 */
+    bool client;   /* said hello through libdtclient */
     pid_t client_pid;
-    bool killed;                   /* the agent killed it (hang, abort, stop) */
-    bool kill_now;                 /* the controller's kill command was applied */
+    bool killed;   /* the agent killed it (hang, abort, stop) */
+    bool kill_now; /* the controller's kill command was applied */
     volatile struct dtshm_page *page;
-    struct dtshm_report last;      /* latest report read from the page */
-    int64_t progress_ms;           /* when the report last changed (or hello) */
-    int64_t kill_at_ms;            /* SIGKILL deadline after a SIGTERM; 0: none */
+    struct dtshm_report last; /* latest report read from the page */
+    int64_t progress_ms;      /* when the report last changed (or hello) */
+    int64_t kill_at_ms;       /* SIGKILL deadline after a SIGTERM; 0: none */
     char *log_path, *err_path, *shm_path;
 };
 
@@ -49,11 +49,11 @@ void ranks_destroy (ranks_t *r);
 int ranks_start (ranks_t *r, dt_error_t *err);
 
 int ranks_count (const ranks_t *r);
-struct rank *ranks_at (ranks_t *r, int i);          /* borrowed */
-struct rank *ranks_find (ranks_t *r, int rank);     /* borrowed, NULL if not here */
-int ranks_running (const ranks_t *r);               /* how many still run */
+struct rank *ranks_at (ranks_t *r, int i);      /* borrowed */
+struct rank *ranks_find (ranks_t *r, int rank); /* borrowed, NULL if not here */
+int ranks_running (const ranks_t *r);           /* how many still run */
 bool ranks_started (const ranks_t *r);
-bool ranks_all_succeeded (const ranks_t *r);        /* all exited 0 */
+bool ranks_all_succeeded (const ranks_t *r); /* all exited 0 */
 
 /* Reap exited children (after SIGCHLD); calls cb once per rank that
  * exited.  Its process group is then killed, so helpers of a dead rank do
@@ -70,8 +70,8 @@ void ranks_reap (ranks_t *r, ranks_exit_f cb, void *arg);
  * deadline. */
 enum { ranks_waiting_multiple = 2 };
 typedef void (*ranks_hang_f) (struct rank *rk, int64_t idle_ms, bool stopped, void *arg);
-void ranks_tick (ranks_t *r, int64_t now_ms, int64_t hang_timeout_ms, ranks_hang_f hang_cb,
-                 void *arg);
+void ranks_tick (ranks_t *r, int64_t now_ms, int64_t hang_timeout_ms,
+                 ranks_hang_f hang_cb, void *arg);
 
 /* Whether the rank's trainer process (the one that said hello, else the
  * one started) is stopped: state T or t in /proc (SIGSTOP, a debugger). */

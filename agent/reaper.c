@@ -63,7 +63,8 @@ static int descendants (pid_t root, pid_t **out)
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 256;
-            pid_t *a = realloc (pid, cap * sizeof (*a)), *b = a ? realloc (ppid, cap * sizeof (*b)) : NULL;
+            pid_t *a = realloc (pid, cap * sizeof (*a)),
+                  *b = a ? realloc (ppid, cap * sizeof (*b)) : NULL;
             if (a)
                 pid = a;
             if (!a || !b) {
@@ -126,7 +127,8 @@ int reaper_kill_all (int timeout_ms)
         if (n <= 0)
             break;
         clock_gettime (CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms)
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
+            timeout_ms)
             break;
         usleep (10 * 1000);
     }

@@ -16,17 +16,20 @@ int rundir_check_base (const char *base, dt_error_t *err)
 {
     struct stat st;
     if (stat (base, &st) < 0)
-        return errnoprintf (err, errno, "run directory base %s: %s", base, strerror (errno));
+        return errnoprintf (err, errno, "run directory base %s: %s", base,
+                            strerror (errno));
     if (!S_ISDIR (st.st_mode))
         return errnoprintf (err, ENOTDIR, "run directory base %s: not a directory", base);
     if (st.st_uid != geteuid () && st.st_uid != 0)
-        return errnoprintf (err, EPERM, "run directory base %s: owned by uid %ld, not by "
-                            "this user (uid %ld) or root: refused", base, (long)st.st_uid,
-                            (long)geteuid ());
+        return errnoprintf (err, EPERM,
+                            "run directory base %s: owned by uid %ld, not by "
+                            "this user (uid %ld) or root: refused",
+                            base, (long)st.st_uid, (long)geteuid ());
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-        return errnoprintf (err, EPERM, "run directory base %s: writable by others without "
-                            "the sticky bit (mode %04o): refused", base,
-                            (unsigned)(st.st_mode & 07777));
+        return errnoprintf (err, EPERM,
+                            "run directory base %s: writable by others without "
+                            "the sticky bit (mode %04o): refused",
+                            base, (unsigned)(st.st_mode & 07777));
     return 0;
 }
 
@@ -46,8 +49,8 @@ char *rundir_make (const char *base, const char *prefix, dt_error_t *err)
         return NULL;
     }
     /* mkdtemp made it 0700 and ours; check anyway, without following a link. */
-    if (lstat (dir, &st) < 0 || !S_ISDIR (st.st_mode) || st.st_uid != geteuid ()
-        || (st.st_mode & 077)) {
+    if (lstat (dir, &st) < 0 || !S_ISDIR (st.st_mode) || st.st_uid != geteuid () ||
+        (st.st_mode & 077)) {
         errnoprintf (err, EPERM, "run directory %s: not a private directory of this user",
                      dir);
         free (dir);

@@ -36,8 +36,8 @@ static int cmp_double (const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void hello_ok (const struct dtproto_msg *m, int *conn_rank, struct dtproto_buf *reply,
-                      void *arg)
+static void hello_ok (const struct dtproto_msg *m, int *conn_rank,
+                      struct dtproto_buf *reply, void *arg)
 {
     *conn_rank = (int)m->i[DTPROTO_T_RANK];
     chan_reply_status (reply, DTCLIENT_OK, NULL);
@@ -93,7 +93,8 @@ int main (int argc, char **argv)
     int fd = open (shm, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || ftruncate (fd, DTSHM_SIZE) < 0)
         return 1;
-    struct dtshm_page *page = mmap (NULL, DTSHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    struct dtshm_page *page =
+      mmap (NULL, DTSHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close (fd);
     if (page == MAP_FAILED)
         return 1;
@@ -115,7 +116,8 @@ int main (int argc, char **argv)
     if (!dtclient_connected (c)) {
         fprintf (stderr, "bench_dtclient: could not connect to the bench agent\n");
         rc = 1;
-    } else {
+    }
+    else {
         measure ("dtclient_step(agent)", c, calls, runs);
         dtclient_cmd_t cmd;
         double t0 = now_ns ();

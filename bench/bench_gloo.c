@@ -41,14 +41,18 @@ int main (int argc, char **argv)
     int rank = rs ? atoi (rs) : 0, world = ws ? atoi (ws) : 1;
     if (!dir || world < 2 || reps < 1) {
         fprintf (stderr, "usage: RANK=r WORLD_SIZE=w>1 bench_gloo --rendezvous-dir DIR "
-                 "[--floats N] [--bucket-floats B] [--reps R]\n");
+                         "[--floats N] [--bucket-floats B] [--reps R]\n");
         return 2;
     }
     if (bucket == 0 || bucket > n)
         bucket = n;
     struct dt_comm_params p = {
-        .rank = rank, .size = world, .rendezvous_dir = dir, .prefix = "bench_gloo",
-        .host = "127.0.0.1", .timeout_ms = 60000,
+        .rank = rank,
+        .size = world,
+        .rendezvous_dir = dir,
+        .prefix = "bench_gloo",
+        .host = "127.0.0.1",
+        .timeout_ms = 60000,
     };
     dt_comm_t *c = dt_comm_gloo_create (&p, &err);
     if (!c) {

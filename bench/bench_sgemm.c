@@ -1,4 +1,5 @@
-/* bench_sgemm.c: OpenBLAS SGEMM rate on the shapes of a dttrain model (the roofline for benchmark 1).
+/* bench_sgemm.c: OpenBLAS SGEMM rate on the shapes of a dttrain model (the roofline for
+ * benchmark 1).
  *
  * Usage: bench_sgemm [--threads T] [--reps R] M N K [M N K ...]
  * Runs C = A B (row-major, NN), then NT and TN of the same flop count,
@@ -42,7 +43,8 @@ int main (int argc, char **argv)
         for (size_t j = 0; j < big; j++)
             buf[j] = (float)((j * 2654435761u) % 1000) / 1000.0f - 0.5f;
         for (int pass = 0; pass < 3; pass++) {
-            /* the three GEMMs of a layer: Y = X W (NN), dX = dY W^T (NT), dW = X^T dY (TN) */
+            /* the three GEMMs of a layer: Y = X W (NN), dX = dY W^T (NT), dW = X^T dY
+             * (TN) */
             int ta = pass == 2, tb = pass == 1;
             int m = pass == 0 ? M : pass == 1 ? M : K;
             int n = pass == 0 ? N : pass == 1 ? K : N;
@@ -52,21 +54,24 @@ int main (int argc, char **argv)
             float *c = pass == 0 ? C : pass == 1 ? A : B;
             int lda = ta ? m : k, ldb = tb ? k : n;
             cblas_sgemm (CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                         tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+                         tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+                         0.0f, c, n);
             int64_t t0 = dt_mono_ns ();
             for (int r = 0; r < reps; r++)
                 cblas_sgemm (CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                             tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
-                             0.0f, c, n);
+                             tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b,
+                             ldb, 0.0f, c, n);
             double s = (dt_mono_ns () - t0) / 1e9;
             double fl = 2.0 * m * n * k * reps;
             tot_flops += fl;
             tot_s += s;
-            printf ("{\"shape\": \"%s%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"gflops\": %.2f}\n",
+            printf ("{\"shape\": \"%s%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"gflops\": "
+                    "%.2f}\n",
                     ta ? "T" : "N", tb ? "T" : "N", m, n, k, fl / s / 1e9);
         }
         free (buf);
     }
-    printf ("{\"threads\": %d, \"sgemm_gflops\": %.2f}\n", threads, tot_flops / tot_s / 1e9);
+    printf ("{\"threads\": %d, \"sgemm_gflops\": %.2f}\n", threads,
+            tot_flops / tot_s / 1e9);
     return 0;
 }

@@ -37,21 +37,21 @@
 
 struct agent {
     int fd;
-    int idx;            /* index among all simulated agents */
-    int local;          /* index among the agents of its attempt */
-    const char *token;  /* its attempt's token */
-    char *req;          /* the current request, fully formatted */
+    int idx;           /* index among all simulated agents */
+    int local;         /* index among the agents of its attempt */
+    const char *token; /* its attempt's token */
+    char *req;         /* the current request, fully formatted */
     size_t req_len;
     size_t req_off;
     char resp[4096];
     size_t resp_len;
-    int64_t sched_ns;   /* when the in-flight request was due */
-    int64_t next_ns;    /* when the next one is due */
+    int64_t sched_ns; /* when the in-flight request was due */
+    int64_t next_ns;  /* when the next one is due */
     int busy;
     int registered;
-    int want_out;       /* EPOLLOUT armed: a request is partly written */
-    int64_t reg_delay;  /* register retry delay (ns), backing off */
-    int gone;           /* 410: its attempt has ended; it stops, as dtagent does */
+    int want_out;      /* EPOLLOUT armed: a request is partly written */
+    int64_t reg_delay; /* register retry delay (ns), backing off */
+    int gone;          /* 410: its attempt has ended; it stops, as dtagent does */
 };
 
 static int64_t now_ns (void)
@@ -69,9 +69,9 @@ static double opt_hz = 1.0;
 static double opt_duration = 10.0;
 static double opt_warmup = 2.0;
 static double opt_register_timeout = 120.0;
-static const char *opt_mark = NULL;    /* created when the measurement starts */
+static const char *opt_mark = NULL; /* created when the measurement starts */
 static const char *opt_token = NULL;
-static char **tokens;   /* opt_token split at commas */
+static char **tokens; /* opt_token split at commas */
 static int ntokens;
 static const char *opt_prefix = "lg";
 
@@ -104,24 +104,28 @@ static void build_request (struct agent *a, int64_t step)
                       "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
                       "\"hostinfo\":{}}",
                       opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid ());
-    } else {
-        n = snprintf (body, sizeof (body), "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, a->local);
+    }
+    else {
+        n = snprintf (body, sizeof (body), "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix,
+                      a->local);
         for (int r = 0; r < opt_ranks; r++)
-            n += snprintf (body + n, sizeof (body) - n,
-                           "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":\"running\","
-                           "\"client\":true,\"step\":%" PRId64 ",\"loss\":%.4f,\"samples\":%" PRId64
-                           ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
-                           r ? "," : "", a->local * opt_ranks + r, r, 1000 + r, step,
-                           3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
+            n += snprintf (
+              body + n, sizeof (body) - n,
+              "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":\"running\","
+              "\"client\":true,\"step\":%" PRId64 ",\"loss\":%.4f,\"samples\":%" PRId64
+              ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
+              r ? "," : "", a->local * opt_ranks + r, r, 1000 + r, step,
+              3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
         n += snprintf (body + n, sizeof (body) - n, "]}");
     }
     size_t cap = n + 512;
     a->req = malloc (cap);
-    a->req_len = snprintf (a->req, cap,
-                           "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
-                           "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                           "Content-Length: %zu\r\n\r\n%s",
-                           a->registered ? "heartbeat" : "register", opt_host, a->token, n, body);
+    a->req_len =
+      snprintf (a->req, cap,
+                "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
+                "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                "Content-Length: %zu\r\n\r\n%s",
+                a->registered ? "heartbeat" : "register", opt_host, a->token, n, body);
     a->req_off = 0;
     a->resp_len = 0;
 }
@@ -160,27 +164,35 @@ static int cmp_i64 (const void *x, const void *y)
 
 static void usage (void)
 {
-    fprintf (stderr,
-             "Usage: loadgen --token TOKEN[,TOKEN...] [--host H] [--port P] [--agents N] [--ranks R]\n"
-             "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
-             "               [--register-timeout S] [--mark FILE]\n"
-             "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
-             "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
-             "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
-             "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n");
+    fprintf (
+      stderr,
+      "Usage: loadgen --token TOKEN[,TOKEN...] [--host H] [--port P] [--agents N] "
+      "[--ranks R]\n"
+      "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
+      "               [--register-timeout S] [--mark FILE]\n"
+      "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
+      "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
+      "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
+      "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n");
     exit (1);
 }
 
 int main (int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "host", required_argument, 0, 'H' }, { "port", required_argument, 0, 'p' },
-        { "agents", required_argument, 0, 'a' }, { "ranks", required_argument, 0, 'r' },
-        { "hz", required_argument, 0, 'z' }, { "duration", required_argument, 0, 'd' },
-        { "warmup", required_argument, 0, 'w' }, { "token", required_argument, 0, 't' },
-        { "prefix", required_argument, 0, 'x' }, { "help", no_argument, 0, 'h' },
-        { "register-timeout", required_argument, 0, 'R' },
-        { "mark", required_argument, 0, 'm' }, { 0 } };
+    static const struct option longopts[] = { { "host", required_argument, 0, 'H' },
+                                              { "port", required_argument, 0, 'p' },
+                                              { "agents", required_argument, 0, 'a' },
+                                              { "ranks", required_argument, 0, 'r' },
+                                              { "hz", required_argument, 0, 'z' },
+                                              { "duration", required_argument, 0, 'd' },
+                                              { "warmup", required_argument, 0, 'w' },
+                                              { "token", required_argument, 0, 't' },
+                                              { "prefix", required_argument, 0, 'x' },
+                                              { "help", no_argument, 0, 'h' },
+                                              { "register-timeout", required_argument, 0,
+                                                'R' },
+                                              { "mark", required_argument, 0, 'm' },
+                                              { 0 } };
     int c;
 
     while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
@@ -316,7 +328,8 @@ int main (int argc, char **argv)
                     want_write (ep, a, 0);
             }
             if (evs[k].events & EPOLLIN) {
-                ssize_t r = read (a->fd, a->resp + a->resp_len, sizeof (a->resp) - 1 - a->resp_len);
+                ssize_t r =
+                  read (a->fd, a->resp + a->resp_len, sizeof (a->resp) - 1 - a->resp_len);
                 if (r <= 0) {
                     errors++;
                     epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
@@ -352,14 +365,16 @@ int main (int argc, char **argv)
                             a->registered = 1;
                             nreg++;
                             a->next_ns = phase2 ? t : INT64_MAX;
-                        } else {
+                        }
+                        else {
                             if (status != 200)
                                 non2xx++;
                             a->next_ns = t + a->reg_delay;
                             if (a->reg_delay < 1000000000)
                                 a->reg_delay = a->reg_delay * 3 / 2;
                         }
-                    } else {
+                    }
+                    else {
                         if (status < 200 || status > 299)
                             non2xx++;
                         if (a->sched_ns >= t_measure && nlat < lat_cap) {
@@ -386,7 +401,8 @@ int main (int argc, char **argv)
         }
         /* Heartbeats due in the window but never sent (the connection was
          * still waiting for an earlier answer): the same lower bound. */
-        for (int64_t due = a->next_ns; a->registered && phase2 && due < t_end; due += period)
+        for (int64_t due = a->next_ns; a->registered && phase2 && due < t_end;
+             due += period)
             if (due >= t_measure && nlat < lat_cap) {
                 lat[nlat++] = t_stop - due;
                 unanswered++;
@@ -394,13 +410,15 @@ int main (int argc, char **argv)
     }
     qsort (lat, nlat, sizeof (*lat), cmp_i64);
 #define PCT(p) (nlat ? lat[(size_t)((p) * (nlat - 1))] / 1e6 : -1.0)
-    printf ("{\"agents\":%d,\"ranks_per_agent\":%d,\"hz\":%g,\"duration_s\":%g,"
-            "\"registered\":%d,\"register_s\":%.3f,\"offered_rank_hb_per_s\":%.0f,\"achieved_rank_hb_per_s\":%.0f,"
-            "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"gone_410\":%d,\"unanswered\":%ld,"
-            "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
-            opt_agents, opt_ranks, opt_hz, opt_duration, reg, register_s,
-            opt_agents * opt_hz * opt_ranks, done_measured * opt_ranks / opt_duration,
-            sent, errors, non2xx, ngone, unanswered, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
-            nlat ? lat[nlat - 1] / 1e6 : -1.0);
+    printf (
+      "{\"agents\":%d,\"ranks_per_agent\":%d,\"hz\":%g,\"duration_s\":%g,"
+      "\"registered\":%d,\"register_s\":%.3f,\"offered_rank_hb_per_s\":%.0f,\"achieved_"
+      "rank_hb_per_s\":%.0f,"
+      "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"gone_410\":%d,\"unanswered\":%ld,"
+      "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
+      opt_agents, opt_ranks, opt_hz, opt_duration, reg, register_s,
+      opt_agents * opt_hz * opt_ranks, done_measured * opt_ranks / opt_duration, sent,
+      errors, non2xx, ngone, unanswered, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
+      nlat ? lat[nlat - 1] / 1e6 : -1.0);
     return 0;
 }

@@ -57,8 +57,9 @@ static dt_conf_t *conf_new (const char *name, const char *const known[])
 
     while (known && known[n])
         n++;
-    if (!(conf = calloc (1, sizeof (*conf))) || !(conf->name = strdup (name ? name : "(config)"))
-        || !(conf->entries = calloc (n ? n : 1, sizeof (conf->entries[0]))))
+    if (!(conf = calloc (1, sizeof (*conf))) ||
+        !(conf->name = strdup (name ? name : "(config)")) ||
+        !(conf->entries = calloc (n ? n : 1, sizeof (conf->entries[0]))))
         goto nomem;
     for (int i = 0; i < n; i++) {
         if (!(conf->entries[i].key = strdup (known[i])))
@@ -124,15 +125,16 @@ dt_conf_t *dt_conf_parse (const char *name, const char *text, const char *const 
         if (*line == '\0')
             continue;
         if (!(eq = strchr (line, '='))) {
-            errnoprintf (err, EINVAL, "%s:%d: expected Key=Value, got '%.40s'", conf->name,
-                         lineno, line);
+            errnoprintf (err, EINVAL, "%s:%d: expected Key=Value, got '%.40s'",
+                         conf->name, lineno, line);
             goto error;
         }
         *eq = '\0';
         key = trim (line);
         value = trim (eq + 1);
         if (!valid_key (key)) {
-            errnoprintf (err, EINVAL, "%s:%d: invalid key '%.40s'", conf->name, lineno, key);
+            errnoprintf (err, EINVAL, "%s:%d: invalid key '%.40s'", conf->name, lineno,
+                         key);
             goto error;
         }
         /* Slurm allows Key="value with spaces". */
@@ -142,7 +144,8 @@ dt_conf_t *dt_conf_parse (const char *name, const char *text, const char *const 
             value++;
         }
         if (!(e = conf_find (conf, key))) {
-            errnoprintf (err, EINVAL, "%s:%d: unknown key '%.40s'", conf->name, lineno, key);
+            errnoprintf (err, EINVAL, "%s:%d: unknown key '%.40s'", conf->name, lineno,
+                         key);
             goto error;
         }
         if (e->value) {
@@ -235,7 +238,8 @@ static int conf_err (const dt_conf_t *conf, const struct conf_entry *e, dt_error
                      int errnum, const char *what)
 {
     if (e->line > 0)
-        return errnoprintf (err, errnum, "%s:%d: %s: %s", conf->name, e->line, e->key, what);
+        return errnoprintf (err, errnum, "%s:%d: %s: %s", conf->name, e->line, e->key,
+                            what);
     return errnoprintf (err, errnum, "%s: %s", e->key, what);
 }
 

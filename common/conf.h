@@ -20,8 +20,8 @@ typedef struct dt_conf dt_conf_t;
 dt_conf_t *dt_conf_load (const char *path, const char *const known[], dt_error_t *err);
 
 /* Same, parsing 'text' (used by tests); 'name' is shown in errors. */
-dt_conf_t *dt_conf_parse (const char *name, const char *text,
-                          const char *const known[], dt_error_t *err);
+dt_conf_t *dt_conf_parse (const char *name, const char *text, const char *const known[],
+                          dt_error_t *err);
 
 void dt_conf_destroy (dt_conf_t *conf);
 
@@ -33,10 +33,10 @@ const char *dt_conf_get (const dt_conf_t *conf, const char *key, const char *dfl
 
 /* Typed getters: the default when unset; -1 with err "file:line: Key: ..."
  * when set but not valid (not a number, out of [min,max], overflow). */
-int dt_conf_get_int (const dt_conf_t *conf, const char *key, int64_t dflt,
-                     int64_t min, int64_t max, int64_t *out, dt_error_t *err);
-int dt_conf_get_bool (const dt_conf_t *conf, const char *key, bool dflt,
-                      bool *out, dt_error_t *err);
+int dt_conf_get_int (const dt_conf_t *conf, const char *key, int64_t dflt, int64_t min,
+                     int64_t max, int64_t *out, dt_error_t *err);
+int dt_conf_get_bool (const dt_conf_t *conf, const char *key, bool dflt, bool *out,
+                      dt_error_t *err);
 /* A duration in Slurm's forms (see dtime.h), in milliseconds. */
 int dt_conf_get_duration_ms (const dt_conf_t *conf, const char *key, int64_t dflt_ms,
                              int64_t *out_ms, dt_error_t *err);

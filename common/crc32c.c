@@ -48,10 +48,10 @@ uint32_t dt_crc32c_sw (uint32_t crc, const void *buf, size_t len)
         w = __builtin_bswap64 (w);
 #endif
         w ^= crc;
-        crc = table[7][w & 0xff] ^ table[6][(w >> 8) & 0xff]
-              ^ table[5][(w >> 16) & 0xff] ^ table[4][(w >> 24) & 0xff]
-              ^ table[3][(w >> 32) & 0xff] ^ table[2][(w >> 40) & 0xff]
-              ^ table[1][(w >> 48) & 0xff] ^ table[0][w >> 56];
+        crc = table[7][w & 0xff] ^ table[6][(w >> 8) & 0xff] ^
+              table[5][(w >> 16) & 0xff] ^ table[4][(w >> 24) & 0xff] ^
+              table[3][(w >> 32) & 0xff] ^ table[2][(w >> 40) & 0xff] ^
+              table[1][(w >> 48) & 0xff] ^ table[0][w >> 56];
         p += 8;
         len -= 8;
     }

@@ -15,7 +15,8 @@ uint32_t dt_crc32c (uint32_t crc, const void *buf, size_t len);
 
 /* The two implementations, exposed for tests and benchmarks. */
 uint32_t dt_crc32c_sw (uint32_t crc, const void *buf, size_t len);
-uint32_t dt_crc32c_hw (uint32_t crc, const void *buf, size_t len); /* only if dt_crc32c_hw_available() */
+uint32_t dt_crc32c_hw (uint32_t crc, const void *buf,
+                       size_t len); /* only if dt_crc32c_hw_available() */
 bool dt_crc32c_hw_available (void);
 
 #endif

@@ -23,39 +23,27 @@ static int errno_from_sqlite (sqlite3 *h, int rc)
     switch (rc & 0xff) {
     case SQLITE_OK:
     case SQLITE_ROW:
-    case SQLITE_DONE:
-        return 0;
+    case SQLITE_DONE: return 0;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return EBUSY;
-    case SQLITE_NOMEM:
-        return ENOMEM;
-    case SQLITE_READONLY:
-        return EROFS;
+    case SQLITE_LOCKED: return EBUSY;
+    case SQLITE_NOMEM: return ENOMEM;
+    case SQLITE_READONLY: return EROFS;
     case SQLITE_PERM:
-    case SQLITE_AUTH:
-        return EPERM;
-    case SQLITE_FULL:
-        return ENOSPC;
-    case SQLITE_CONSTRAINT:
-        return EEXIST;
-    case SQLITE_TOOBIG:
-        return E2BIG;
+    case SQLITE_AUTH: return EPERM;
+    case SQLITE_FULL: return ENOSPC;
+    case SQLITE_CONSTRAINT: return EEXIST;
+    case SQLITE_TOOBIG: return E2BIG;
     case SQLITE_MISMATCH:
     case SQLITE_RANGE:
-    case SQLITE_ERROR:
-        return EINVAL;
+    case SQLITE_ERROR: return EINVAL;
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-        return EILSEQ;
+    case SQLITE_NOTADB: return EILSEQ;
     case SQLITE_CANTOPEN: {
         int e = h ? sqlite3_system_errno (h) : 0;
         return e ? e : ENOENT;
     }
-    case SQLITE_INTERRUPT:
-        return EINTR;
-    default:
-        return EIO;
+    case SQLITE_INTERRUPT: return EINTR;
+    default: return EIO;
     }
 }
 
@@ -63,8 +51,8 @@ int dt_db_error (dt_db_t *db, int rc, const char *context, dt_error_t *err)
 {
     sqlite3 *h = db ? db->h : NULL;
     int e = errno_from_sqlite (h, rc);
-    const char *msg = (h && sqlite3_errcode (h) != SQLITE_OK) ? sqlite3_errmsg (h)
-                                                              : sqlite3_errstr (rc);
+    const char *msg =
+      (h && sqlite3_errcode (h) != SQLITE_OK) ? sqlite3_errmsg (h) : sqlite3_errstr (rc);
     if (e == 0)
         e = EIO;
     /* A constraint violation is usually an expected answer (duplicate
@@ -236,7 +224,8 @@ dt_db_t *dt_db_open (const char *path, const struct dt_db_migration *migs, int n
         goto error;
     }
     if (strcmp (mode, "wal") != 0) {
-        errnoprintf (err, EIO, "%s: cannot enable WAL mode (journal_mode=%s)", path, mode);
+        errnoprintf (err, EIO, "%s: cannot enable WAL mode (journal_mode=%s)", path,
+                     mode);
         goto error;
     }
     /* FULL: a committed transaction survives power loss, not just a crash
@@ -248,9 +237,10 @@ dt_db_t *dt_db_open (const char *path, const struct dt_db_migration *migs, int n
         goto error;
     db->version = version;
     if (version > newest) {
-        errnoprintf (err, EPROTO,
-                     "%s: database schema version %d is newer than this program knows (%d)",
-                     path, version, newest);
+        errnoprintf (
+          err, EPROTO,
+          "%s: database schema version %d is newer than this program knows (%d)", path,
+          version, newest);
         goto error;
     }
     for (int i = 0; i < nmigs; i++) {

@@ -34,9 +34,9 @@ int dt_db_exec (dt_db_t *db, const char *sql, dt_error_t *err);
 /* Prepare a statement kept by the caller (finalize it with sqlite3_finalize). */
 int dt_db_prepare (dt_db_t *db, const char *sql, sqlite3_stmt **stmt, dt_error_t *err);
 
-int dt_db_begin (dt_db_t *db, dt_error_t *err);   /* BEGIN IMMEDIATE */
+int dt_db_begin (dt_db_t *db, dt_error_t *err); /* BEGIN IMMEDIATE */
 int dt_db_commit (dt_db_t *db, dt_error_t *err);
-int dt_db_rollback (dt_db_t *db);                 /* never fails loudly */
+int dt_db_rollback (dt_db_t *db); /* never fails loudly */
 
 /* Map an SQLite result code to errno, write "context: sqlite message" to
  * err, log it.  Always returns -1. */

@@ -44,8 +44,8 @@ static int read_digits (const char **p, int64_t *out)
         return -1;
     }
     while (isdigit ((unsigned char)*s)) {
-        if (__builtin_mul_overflow (v, 10, &v)
-            || __builtin_add_overflow (v, *s - '0', &v)) {
+        if (__builtin_mul_overflow (v, 10, &v) ||
+            __builtin_add_overflow (v, *s - '0', &v)) {
             errno = ERANGE;
             return -1;
         }
@@ -60,7 +60,8 @@ static int read_digits (const char **p, int64_t *out)
 static int accumulate (int64_t *acc, int64_t v, int64_t mult_ms)
 {
     int64_t t;
-    if (__builtin_mul_overflow (v, mult_ms, &t) || __builtin_add_overflow (*acc, t, acc)) {
+    if (__builtin_mul_overflow (v, mult_ms, &t) ||
+        __builtin_add_overflow (*acc, t, acc)) {
         errno = ERANGE;
         return -1;
     }
@@ -132,9 +133,9 @@ static int parse_slurm (const char *s, int64_t *out)
         /* D-HH, D-HH:MM, D-HH:MM:SS */
         if (f[0] >= 24 || (nf > 1 && f[1] >= 60) || (nf > 2 && f[2] >= 60))
             goto range;
-        if (accumulate (&acc, days, MS_D) < 0 || accumulate (&acc, f[0], MS_H) < 0
-            || (nf > 1 && accumulate (&acc, f[1], MS_M) < 0)
-            || (nf > 2 && accumulate (&acc, f[2], MS_S) < 0))
+        if (accumulate (&acc, days, MS_D) < 0 || accumulate (&acc, f[0], MS_H) < 0 ||
+            (nf > 1 && accumulate (&acc, f[1], MS_M) < 0) ||
+            (nf > 2 && accumulate (&acc, f[2], MS_S) < 0))
             return -1;
     }
     else if (nf == 2) {
@@ -148,8 +149,8 @@ static int parse_slurm (const char *s, int64_t *out)
         /* HH:MM:SS */
         if (f[1] >= 60 || f[2] >= 60)
             goto range;
-        if (accumulate (&acc, f[0], MS_H) < 0 || accumulate (&acc, f[1], MS_M) < 0
-            || accumulate (&acc, f[2], MS_S) < 0)
+        if (accumulate (&acc, f[0], MS_H) < 0 || accumulate (&acc, f[1], MS_M) < 0 ||
+            accumulate (&acc, f[2], MS_S) < 0)
             return -1;
     }
     else

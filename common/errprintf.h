@@ -13,10 +13,10 @@ typedef struct {
 
 /* Format into err->text (err may be NULL).  Preserves errno.  Always -1. */
 int errprintf (dt_error_t *err, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+  __attribute__ ((format (printf, 2, 3)));
 
 /* Like errprintf, then sets errno = errnum.  Always -1. */
 int errnoprintf (dt_error_t *err, int errnum, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+  __attribute__ ((format (printf, 3, 4)));
 
 #endif

@@ -78,8 +78,8 @@ int dt_write_atomic (const char *dir, const char *name, const void *data, size_t
     size_t off = 0;
     int fd;
 
-    if (dt_pathf (tmp, sizeof (tmp), "%s/.%s.tmp", dir, name) < 0
-        || dt_pathf (path, sizeof (path), "%s/%s", dir, name) < 0)
+    if (dt_pathf (tmp, sizeof (tmp), "%s/.%s.tmp", dir, name) < 0 ||
+        dt_pathf (path, sizeof (path), "%s/%s", dir, name) < 0)
         return errnoprintf (err, ENAMETOOLONG, "%s/%s: path too long", dir, name);
     if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return errnoprintf (err, errno, "%s: %s", tmp, strerror (errno));
@@ -100,11 +100,11 @@ int dt_write_atomic (const char *dir, const char *name, const void *data, size_t
     if (rename (tmp, path) < 0 || dt_fsync_dir (dir) < 0)
         goto error;
     return 0;
-error: {
-        int e = errno;
-        if (fd >= 0)
-            close (fd);
-        unlink (tmp);
-        return errnoprintf (err, e, "%s: %s", path, strerror (e));
-    }
+error : {
+    int e = errno;
+    if (fd >= 0)
+        close (fd);
+    unlink (tmp);
+    return errnoprintf (err, e, "%s: %s", path, strerror (e));
+}
 }

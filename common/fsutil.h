@@ -14,7 +14,7 @@
 /* snprintf for paths: a path that does not fit is an error
  * (ENAMETOOLONG), never a silently different, truncated file name. */
 int dt_pathf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+  __attribute__ ((format (printf, 3, 4)));
 
 /* mkdir -p: create 'path' and its missing parents with 'mode'; existing
  * directories are fine; the parent of each directory it creates is fsync'd, so

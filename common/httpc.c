@@ -73,7 +73,8 @@ dt_httpc_t *dt_httpc_create (const char *base_url, const struct dt_httpc_opts *o
     dt_httpc_t *c;
     size_t l;
 
-    if (!base_url || (strncmp (base_url, "http://", 7) && strncmp (base_url, "https://", 8))) {
+    if (!base_url ||
+        (strncmp (base_url, "http://", 7) && strncmp (base_url, "https://", 8))) {
         errnoprintf (err, EINVAL, "invalid base URL '%s' (expected http://host:port)",
                      base_url ? base_url : "(null)");
         return NULL;
@@ -155,31 +156,22 @@ static bool transport_retryable (CURLcode rc)
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_OUT_OF_MEMORY:
     case CURLE_WRITE_ERROR:
-    case CURLE_BAD_FUNCTION_ARGUMENT:
-        return false;
-    default:
-        return true;
+    case CURLE_BAD_FUNCTION_ARGUMENT: return false;
+    default: return true;
     }
 }
 
 static int errno_from_curl (CURLcode rc)
 {
     switch (rc) {
-    case CURLE_COULDNT_CONNECT:
-        return ECONNREFUSED;
-    case CURLE_OPERATION_TIMEDOUT:
-        return ETIMEDOUT;
-    case CURLE_COULDNT_RESOLVE_HOST:
-        return EHOSTUNREACH;
-    case CURLE_OUT_OF_MEMORY:
-        return ENOMEM;
+    case CURLE_COULDNT_CONNECT: return ECONNREFUSED;
+    case CURLE_OPERATION_TIMEDOUT: return ETIMEDOUT;
+    case CURLE_COULDNT_RESOLVE_HOST: return EHOSTUNREACH;
+    case CURLE_OUT_OF_MEMORY: return ENOMEM;
     case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-        return EINVAL;
-    case CURLE_WRITE_ERROR:
-        return EFBIG;
-    default:
-        return EIO;
+    case CURLE_UNSUPPORTED_PROTOCOL: return EINVAL;
+    case CURLE_WRITE_ERROR: return EFBIG;
+    default: return EIO;
     }
 }
 
@@ -253,8 +245,8 @@ static CURLcode perform (dt_httpc_t *c, const char *method, const char *url,
 }
 
 int dt_httpc_raw (dt_httpc_t *c, const char *method, const char *path, const char *body,
-                  size_t body_len, const char *content_type, long *status, char **reply_body,
-                  size_t *reply_len, dt_error_t *err)
+                  size_t body_len, const char *content_type, long *status,
+                  char **reply_body, size_t *reply_len, dt_error_t *err)
 {
     struct curl_slist *headers = NULL;
     char errbuf[CURL_ERROR_SIZE];
@@ -296,7 +288,8 @@ int dt_httpc_raw (dt_httpc_t *c, const char *method, const char *path, const cha
         if (!retry || attempt >= c->opts.retries)
             break;
         dt_log (LOG_DEBUG, "httpc: %s %s: %s, retrying (%d/%d)", method, url,
-                rc != CURLE_OK ? (errbuf[0] ? errbuf : curl_easy_strerror (rc)) : "gateway error",
+                rc != CURLE_OK ? (errbuf[0] ? errbuf : curl_easy_strerror (rc))
+                               : "gateway error",
                 attempt + 1, c->opts.retries);
         backoff_sleep (c, attempt);
     }
@@ -325,8 +318,8 @@ int dt_httpc_raw (dt_httpc_t *c, const char *method, const char *path, const cha
     return 0;
 }
 
-int dt_httpc_json (dt_httpc_t *c, const char *method, const char *path, const json_t *body,
-                   long *status, json_t **reply, dt_error_t *err)
+int dt_httpc_json (dt_httpc_t *c, const char *method, const char *path,
+                   const json_t *body, long *status, json_t **reply, dt_error_t *err)
 {
     char *s = NULL;
     char *rbody = NULL;
@@ -350,9 +343,9 @@ int dt_httpc_json (dt_httpc_t *c, const char *method, const char *path, const js
 const char *dt_httpc_envelope_error (const json_t *reply)
 {
     json_t *errors, *e, *text;
-    if (!json_is_object (reply) || !(errors = json_object_get (reply, "errors"))
-        || !json_is_array (errors) || !(e = json_array_get (errors, 0))
-        || !(text = json_object_get (e, "error")) || !json_is_string (text))
+    if (!json_is_object (reply) || !(errors = json_object_get (reply, "errors")) ||
+        !json_is_array (errors) || !(e = json_array_get (errors, 0)) ||
+        !(text = json_object_get (e, "error")) || !json_is_string (text))
         return NULL;
     return json_string_value (text);
 }

@@ -39,9 +39,9 @@ int dt_httpc_json (dt_httpc_t *c, const char *method, const char *path,
                    const json_t *body, long *status, json_t **reply, dt_error_t *err);
 
 /* Same with raw bodies; *reply_body is malloc'ed (caller frees). */
-int dt_httpc_raw (dt_httpc_t *c, const char *method, const char *path,
-                  const char *body, size_t body_len, const char *content_type,
-                  long *status, char **reply_body, size_t *reply_len, dt_error_t *err);
+int dt_httpc_raw (dt_httpc_t *c, const char *method, const char *path, const char *body,
+                  size_t body_len, const char *content_type, long *status,
+                  char **reply_body, size_t *reply_len, dt_error_t *err);
 
 /* Text of the first error of an envelope ("errors":[{"error":...}]) or
  * NULL; borrowed from 'reply'. */

@@ -46,7 +46,7 @@ static const int httpd_listen_backlog = 4096;
  * its signals) for seconds. */
 static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
 
-#define HTTPD_MAX_PARAMS 12     /* httpd.h; kv keys of dtctld have up to 12 segments */
+#define HTTPD_MAX_PARAMS 12 /* httpd.h; kv keys of dtctld have up to 12 segments */
 #define HTTPD_MAX_SEGS 16
 
 struct route {
@@ -68,18 +68,18 @@ struct listener {
 struct dt_httpd {
     struct listener ls[HTTPD_MAX_LISTENERS];
     int nls;
-    int epfd;                   /* the listeners' epoll fds, for one poll */
-    int listen_fd;              /* bound, not yet handed to MHD */
+    int epfd;      /* the listeners' epoll fds, for one poll */
+    int listen_fd; /* bound, not yet handed to MHD */
     size_t max_body;
-    size_t body_budget;         /* bodies buffered at once, all requests; 0 none */
-    size_t body_bytes;          /* buffered now */
+    size_t body_budget; /* bodies buffered at once, all requests; 0 none */
+    size_t body_bytes;  /* buffered now */
     unsigned int idle_timeout_s;
-    struct httpd_conns conns;   /* busy connections, the request timeout */
-    bool running;               /* inside dt_httpd_run */
+    struct httpd_conns conns; /* busy connections, the request timeout */
+    bool running;             /* inside dt_httpd_run */
     int64_t run_start_ns;
     struct MHD_Connection **deferred; /* suspended: handled in the next run */
     size_t ndeferred, deferred_cap;
-    size_t dispatched;          /* requests handled in the current (last) run */
+    size_t dispatched; /* requests handled in the current (last) run */
     dt_http_gate_f gate;
     void *gate_arg;
     struct route *routes;
@@ -100,10 +100,10 @@ struct dt_http_req {
     size_t len;
     size_t cap;
     bool too_big;
-    bool over_budget;           /* the global body budget was full */
+    bool over_budget; /* the global body budget was full */
     bool replied;
-    int cls;                    /* the listener's class */
-    void *data;                 /* dt_http_req_set_data */
+    int cls;    /* the listener's class */
+    void *data; /* dt_http_req_set_data */
     void (*data_free) (void *);
     int status;
     size_t reply_len;
@@ -234,7 +234,8 @@ static void allowed_methods (dt_http_req_t *req, char *buf, size_t len)
             if (!is_param (r->segs[j]) && strcmp (r->segs[j], segs[j]) != 0)
                 ok = false;
         if (ok && used < len) {
-            int w = snprintf (buf + used, len - used, "%s%s", used ? ", " : "", r->method);
+            int w =
+              snprintf (buf + used, len - used, "%s%s", used ? ", " : "", r->method);
             if (w > 0)
                 used += w;
         }
@@ -412,7 +413,8 @@ void dt_http_reply_json (dt_http_req_t *req, int status, json_t *data)
     reply_envelope (req, status, data, NULL, NULL);
 }
 
-void dt_http_reply_json_text (dt_http_req_t *req, int status, const char *data, size_t len)
+void dt_http_reply_json_text (dt_http_req_t *req, int status, const char *data,
+                              size_t len)
 {
     static const char pre[] = "{\"data\":", mid[] = ",\"errors\":[],\"warnings\":";
     char *w = NULL, *s;
@@ -511,7 +513,8 @@ static void set_peer (dt_http_req_t *req)
 
 static void reply_busy (dt_http_req_t *req)
 {
-    dt_http_reply_error (req, 503, NULL, "controller busy: request bodies buffered "
+    dt_http_reply_error (req, 503, NULL,
+                         "controller busy: request bodies buffered "
                          "at once are limited to %zu bytes (MaxBodyBuffer); retry later",
                          req->h->body_budget);
 }
@@ -594,8 +597,8 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         if (req->route_status == 405) {
             char allow[128];
             allowed_methods (req, allow, sizeof (allow));
-            reply_error_allow (req, 405, allow, "method %s not allowed on %s", req->method,
-                               req->path);
+            reply_error_allow (req, 405, allow, "method %s not allowed on %s",
+                               req->method, req->path);
             return MHD_YES;
         }
         if (req->route_status != 0) {
@@ -671,8 +674,8 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         req->body[req->len] = '\0';
         return MHD_YES;
     }
-    if (h->running && dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns
-        && defer (h, conn) == 0)
+    if (h->running && dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns &&
+        defer (h, conn) == 0)
         return MHD_YES;
     h->dispatched++;
     dispatch (req);
@@ -786,7 +789,8 @@ static int listen_socket (const char *addr, int port, dt_error_t *err)
     if ((fd = socket (ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
         return errprintf (err, "socket: %s", strerror (errno));
     setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof (one));
-    if (bind (fd, (struct sockaddr *)&ss, sl) < 0 || listen (fd, httpd_listen_backlog) < 0) {
+    if (bind (fd, (struct sockaddr *)&ss, sl) < 0 ||
+        listen (fd, httpd_listen_backlog) < 0) {
         e = errno;
         close (fd);
         return errnoprintf (err, e, "listen on %s:%d: %s", addr, port, strerror (e));
@@ -805,8 +809,8 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
     h->listen_fd = -1;
     h->max_body = conf->max_body;
     h->body_budget = conf->body_budget;
-    h->idle_timeout_s = conf->idle_timeout_s ? conf->idle_timeout_s
-                                             : httpd_connection_timeout_s;
+    h->idle_timeout_s =
+      conf->idle_timeout_s ? conf->idle_timeout_s : httpd_connection_timeout_s;
     h->conns.timeout_ns = conf->request_timeout_ms * 1000000LL;
     if ((h->epfd = epoll_create1 (EPOLL_CLOEXEC)) < 0) {
         errprintf (err, "epoll_create1: %s", strerror (errno));
@@ -840,26 +844,23 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     l->port = ntohs (ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     /* The logger must be the first option to catch every message. */
-    l->d = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0,
-                             NULL, NULL, access_cb, l,
-                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h,
-                             MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-                             MHD_OPTION_CONNECTION_LIMIT,
-                             lc->max_connections ? lc->max_connections
-                                                 : httpd_connection_limit,
-                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, lc->per_address,
-                             MHD_OPTION_CONNECTION_TIMEOUT, h->idle_timeout_s,
-                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, httpd_connection_memory,
-                             MHD_OPTION_NOTIFY_CONNECTION, notify_cb, l,
-                             MHD_OPTION_URI_LOG_CALLBACK, uri_cb, l,
-                             MHD_OPTION_NOTIFY_COMPLETED, completed_cb, l, MHD_OPTION_END);
+    l->d = MHD_start_daemon (
+      MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
+      access_cb, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h, MHD_OPTION_LISTEN_SOCKET,
+      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+      lc->max_connections ? lc->max_connections : httpd_connection_limit,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, lc->per_address, MHD_OPTION_CONNECTION_TIMEOUT,
+      h->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, httpd_connection_memory,
+      MHD_OPTION_NOTIFY_CONNECTION, notify_cb, l, MHD_OPTION_URI_LOG_CALLBACK, uri_cb, l,
+      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, l, MHD_OPTION_END);
     if (!l->d) {
-        errnoprintf (err, errno ? errno : EIO, "cannot start HTTP server on port %d", l->port);
+        errnoprintf (err, errno ? errno : EIO, "cannot start HTTP server on port %d",
+                     l->port);
         goto error;
     }
     h->listen_fd = -1; /* now owned (and closed) by MHD */
-    if (!(di = MHD_get_daemon_info (l->d, MHD_DAEMON_INFO_EPOLL_FD))
-        || epoll_ctl (h->epfd, EPOLL_CTL_ADD, di->epoll_fd, &ev) < 0) {
+    if (!(di = MHD_get_daemon_info (l->d, MHD_DAEMON_INFO_EPOLL_FD)) ||
+        epoll_ctl (h->epfd, EPOLL_CTL_ADD, di->epoll_fd, &ev) < 0) {
         errprintf (err, "epoll_ctl: %s", strerror (errno ? errno : EINVAL));
         MHD_stop_daemon (l->d);
         l->d = NULL;
@@ -897,7 +898,8 @@ void dt_httpd_destroy (dt_httpd_t *h)
 {
     if (h) {
         int saved = errno;
-        resume_deferred (h, SIZE_MAX); /* MHD stops no daemon with suspended connections */
+        resume_deferred (h,
+                         SIZE_MAX); /* MHD stops no daemon with suspended connections */
         for (int i = 0; i < h->nls; i++)
             if (h->ls[i].d)
                 MHD_stop_daemon (h->ls[i].d);
@@ -944,7 +946,8 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
         return 0;
     for (int i = 0; i < h->nls; i++) {
         MHD_UNSIGNED_LONG_LONG t;
-        if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && (best < 0 || (int64_t)t < best))
+        if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES &&
+            (best < 0 || (int64_t)t < best))
             best = t > INT_MAX ? INT_MAX : (int64_t)t;
     }
     int64_t left = httpd_conn_next_ms (&h->conns);

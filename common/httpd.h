@@ -37,24 +37,24 @@ typedef void (*dt_http_handler_f) (dt_http_req_t *req, void *arg);
 
 /* Limits shared by every listener of a server. */
 struct dt_httpd_conf {
-    size_t max_body;            /* bytes of one request body (else 413) */
-    size_t body_budget;         /* bytes of all bodies buffered at once (else 503); 0 none */
+    size_t max_body;    /* bytes of one request body (else 413) */
+    size_t body_budget; /* bytes of all bodies buffered at once (else 503); 0 none */
     unsigned int idle_timeout_s; /* idle keep-alive connections; 0: 300 s */
-    int64_t request_timeout_ms; /* absolute: from accept, or from a request line on a
-                                 * kept-alive connection, to the end of its answer;
-                                 * a connection past it is cut.  0 none */
+    int64_t request_timeout_ms;  /* absolute: from accept, or from a request line on a
+                                  * kept-alive connection, to the end of its answer;
+                                  * a connection past it is cut.  0 none */
 };
 
 /* One listening socket.  'cls' is the class of its connections, which the
  * gate reads (dt_http_req_class): e.g. users and agents on two ports, so
  * that one class cannot use up the other's connections. */
 struct dt_httpd_listen {
-    const char *addr;           /* NULL: 0.0.0.0 */
-    int port;                   /* 0: a free one */
+    const char *addr; /* NULL: 0.0.0.0 */
+    int port;         /* 0: a free one */
     int cls;
     unsigned int max_connections; /* 0: 20000 */
-    unsigned int per_address;   /* connections from one address (more are closed at
-                                 * accept); 0 none */
+    unsigned int per_address;     /* connections from one address (more are closed at
+                                   * accept); 0 none */
 };
 
 /* A server with no listener yet.  NULL with err on failure. */
@@ -66,7 +66,8 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *l, dt_error_t 
 /* dt_httpd_new plus one listener of class 0 on addr:port (port 0 picks a
  * free one, see dt_httpd_port).  max_body in bytes.  NULL with err on
  * failure (port taken: EADDRINUSE). */
-dt_httpd_t *dt_httpd_create (const char *addr, int port, size_t max_body, dt_error_t *err);
+dt_httpd_t *dt_httpd_create (const char *addr, int port, size_t max_body,
+                             dt_error_t *err);
 void dt_httpd_destroy (dt_httpd_t *h);
 
 /* The port of listener 0 / of listener 'idx' (-1 if none). */
@@ -97,31 +98,31 @@ int dt_httpd_run (dt_httpd_t *h);
 /* Request accessors; all strings borrowed, valid until the reply. */
 const char *dt_http_req_method (const dt_http_req_t *req);
 const char *dt_http_req_path (const dt_http_req_t *req);
-const char *dt_http_req_param (const dt_http_req_t *req, const char *name);   /* {name} */
-const char *dt_http_req_query (const dt_http_req_t *req, const char *name);   /* ?name= */
+const char *dt_http_req_param (const dt_http_req_t *req, const char *name); /* {name} */
+const char *dt_http_req_query (const dt_http_req_t *req, const char *name); /* ?name= */
 const char *dt_http_req_header (const dt_http_req_t *req, const char *name);
-const char *dt_http_req_body (const dt_http_req_t *req, size_t *len);        /* NUL-terminated */
-const char *dt_http_req_peer (const dt_http_req_t *req);                     /* "127.0.0.1" */
+const char *dt_http_req_body (const dt_http_req_t *req, size_t *len); /* NUL-terminated */
+const char *dt_http_req_peer (const dt_http_req_t *req);              /* "127.0.0.1" */
 /* The class of the listener the request came in on (dt_httpd_listen). */
 int dt_http_req_class (const dt_http_req_t *req);
 /* Data that the gate leaves for the handler (e.g. a decoded credential):
  * steals 'data', freed with free_fn (may be NULL) when the request ends. */
 void dt_http_req_set_data (dt_http_req_t *req, void *data, void (*free_fn) (void *));
-void *dt_http_req_data (const dt_http_req_t *req);   /* borrowed, or NULL */
+void *dt_http_req_data (const dt_http_req_t *req); /* borrowed, or NULL */
 
 /* Answers.  dt_http_reply_json steals 'data' (may be NULL -> null).
  * Warnings added before the reply go into the envelope. */
 void dt_http_add_warning (dt_http_req_t *req, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+  __attribute__ ((format (printf, 2, 3)));
 void dt_http_reply_json (dt_http_req_t *req, int status, json_t *data);
 /* The same envelope around 'data', a JSON text already serialized (len
  * bytes, borrowed, copied): for hot routes that build their answer without
  * a JSON tree.  The caller vouches that it is valid JSON. */
-void dt_http_reply_json_text (dt_http_req_t *req, int status, const char *data, size_t len);
+void dt_http_reply_json_text (dt_http_req_t *req, int status, const char *data,
+                              size_t len);
 /* Error envelope with data null; 'field' may be NULL. */
 void dt_http_reply_error (dt_http_req_t *req, int status, const char *field,
-                          const char *fmt, ...)
-    __attribute__ ((format (printf, 4, 5)));
+                          const char *fmt, ...) __attribute__ ((format (printf, 4, 5)));
 /* A non-JSON body (e.g. Prometheus text); body is copied. */
 void dt_http_reply_text (dt_http_req_t *req, int status, const char *content_type,
                          const char *body, size_t len);

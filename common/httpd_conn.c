@@ -49,9 +49,7 @@ bool httpd_conn_log_allowed (struct httpd_conns *cs)
         if (cs->log_dropped)
             dt_log (LOG_WARNING,
                     "httpd: %d more warnings not logged (%d per %llds at most)",
-                    cs->log_dropped,
-                    log_burst,
-                    (long long)(log_window_ns / 1000000000));
+                    cs->log_dropped, log_burst, (long long)(log_window_ns / 1000000000));
         cs->log_window_ns = now;
         cs->log_count = cs->log_dropped = 0;
     }
@@ -77,8 +75,7 @@ void httpd_conn_cut_expired (struct httpd_conns *cs)
             shutdown (c->fd, SHUT_RDWR);
         cs->cut++;
         if (httpd_conn_log_allowed (cs))
-            dt_log (LOG_WARNING,
-                    "httpd: connection cut: request not done within %lld ms",
+            dt_log (LOG_WARNING, "httpd: connection cut: request not done within %lld ms",
                     (long long)(cs->timeout_ns / 1000000));
     }
 }

@@ -58,7 +58,8 @@ int dt_json_check_object (const json_t *v, const char *path, const char *const a
 
     if (!json_is_object (v))
         return errnoprintf (err, EPROTO, "%s: expected object", self (path));
-    json_object_foreach ((json_t *)v, key, val) {
+    json_object_foreach ((json_t *)v, key, val)
+    {
         bool ok = false;
         for (int i = 0; allowed && allowed[i]; i++) {
             if (!strcmp (key, allowed[i])) {
@@ -103,7 +104,8 @@ int dt_json_get_int (const json_t *obj, const char *path, const char *key, bool 
     json_int_t i = json_integer_value (v);
     if (i < min || i > max)
         return errnoprintf (err, ERANGE,
-                            "%s: %" JSON_INTEGER_FORMAT " out of range [%" JSON_INTEGER_FORMAT
+                            "%s: %" JSON_INTEGER_FORMAT
+                            " out of range [%" JSON_INTEGER_FORMAT
                             ", %" JSON_INTEGER_FORMAT "]",
                             p, i, min, max);
     *out = i;

@@ -22,8 +22,8 @@ json_t *dt_json_parse (const char *buf, size_t len, dt_error_t *err);
 /* Require 'v' to be an object whose keys are all in 'allowed' (NULL-terminated).
  * 'path' is the object's own path ("" for the root).  Error text:
  * "<path>.<key>: unknown field" or "<path>: expected object". */
-int dt_json_check_object (const json_t *v, const char *path,
-                          const char *const allowed[], dt_error_t *err);
+int dt_json_check_object (const json_t *v, const char *path, const char *const allowed[],
+                          dt_error_t *err);
 
 /* Getters of one member of object 'obj' (whose path is 'path').  If the key
  * is absent: required -> "<path>.<key>: required field missing"; otherwise

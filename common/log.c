@@ -55,14 +55,9 @@ static const struct {
     const char *name;
     int level;
 } level_names[] = {
-    { "debug", LOG_DEBUG },
-    { "info", LOG_INFO },
-    { "notice", LOG_NOTICE },
-    { "warning", LOG_WARNING },
-    { "warn", LOG_WARNING },
-    { "error", LOG_ERR },
-    { "err", LOG_ERR },
-    { "crit", LOG_CRIT },
+    { "debug", LOG_DEBUG },     { "info", LOG_INFO },    { "notice", LOG_NOTICE },
+    { "warning", LOG_WARNING }, { "warn", LOG_WARNING }, { "error", LOG_ERR },
+    { "err", LOG_ERR },         { "crit", LOG_CRIT },
 };
 
 int dt_log_level_parse (const char *name)
@@ -99,8 +94,8 @@ static void log_write (int level, bool tag, const char *suffix, const char *fmt,
         syslog (level, "%s%s", buf, suffix ? suffix : "");
         return;
     }
-    n = snprintf (buf, sizeof (buf), "%s: %s", log_ident,
-                  tag ? level_prefix (level) : "");
+    n =
+      snprintf (buf, sizeof (buf), "%s: %s", log_ident, tag ? level_prefix (level) : "");
     if (n < 0 || (size_t)n >= sizeof (buf))
         n = 0;
     int m = vsnprintf (buf + n, sizeof (buf) - n, fmt, ap);

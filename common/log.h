@@ -25,23 +25,28 @@ int dt_log_get_level (void);
  * into a syslog level.  Returns -1 for anything else. */
 int dt_log_level_parse (const char *name);
 
-void dt_log_msg (int level, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+void dt_log_msg (int level, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 /* As dt_log_msg, with ": strerror(errno)" appended. Preserves errno. */
 void dt_log_errno_msg (int level, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+  __attribute__ ((format (printf, 2, 3)));
 
 /* The level is checked before the arguments are evaluated. */
-#define dt_log(level, ...) \
-    do { if ((level) <= dt_log_get_level ()) dt_log_msg ((level), __VA_ARGS__); } while (0)
-#define dt_log_errno(level, ...) \
-    do { if ((level) <= dt_log_get_level ()) dt_log_errno_msg ((level), __VA_ARGS__); } while (0)
+#define dt_log(level, ...)                                                               \
+    do {                                                                                 \
+        if ((level) <= dt_log_get_level ())                                              \
+            dt_log_msg ((level), __VA_ARGS__);                                           \
+    } while (0)
+#define dt_log_errno(level, ...)                                                         \
+    do {                                                                                 \
+        if ((level) <= dt_log_get_level ())                                              \
+            dt_log_errno_msg ((level), __VA_ARGS__);                                     \
+    } while (0)
 
 /* For CLIs and the trainer: print "ident: message" to stderr and exit(1);
  * log_errn_exit appends strerror(errno). */
 void log_msg_exit (const char *fmt, ...)
-    __attribute__ ((format (printf, 1, 2), noreturn));
+  __attribute__ ((format (printf, 1, 2), noreturn));
 void log_err_exit (const char *fmt, ...)
-    __attribute__ ((format (printf, 1, 2), noreturn));
+  __attribute__ ((format (printf, 1, 2), noreturn));
 
 #endif

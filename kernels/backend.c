@@ -1,4 +1,5 @@
-/* backend.c: chooses the kernel backend - the only file that knows whether CUDA was built.
+/* backend.c: chooses the kernel backend - the only file that knows whether CUDA was
+ * built.
  *
  * CUDA is used only when it was built (HAVE_CUDA) and cudaGetDeviceCount
  * finds a device at run time; otherwise the CPU backend runs. */

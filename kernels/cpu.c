@@ -19,7 +19,7 @@
 /* The element-wise loops are compiled at O3 and cloned for AVX-512, AVX2
  * and baseline x86-64 (chosen once at load by the CPU): each machine always
  * runs the same clone, so results stay bit-reproducible on it. */
-#pragma GCC optimize ("O3")
+#pragma GCC optimize("O3")
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HOT __attribute__ ((target_clones ("avx512f", "avx2,fma", "default")))
 #else
@@ -111,13 +111,12 @@ static int cpu_sync (void)
     return 0;
 }
 
-static int cpu_sgemm (int ta, int tb, int M, int N, int K, float alpha,
-                      const float *A, int lda, const float *B, int ldb,
-                      float beta, float *C, int ldc)
+static int cpu_sgemm (int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     cblas_sgemm (CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                 tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
-                 beta, C, ldc);
+                 tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                 ldc);
     return 0;
 }
 
@@ -136,7 +135,7 @@ HOT static int cpu_bias_gelu_fwd (int M, int N, float *u, const float *b, float 
 }
 
 HOT static int cpu_bias_gelu_bwd (int M, int N, const float *u, const float *dy,
-                              float *du, float *db)
+                                  float *du, float *db)
 {
     for (int i = 0; i < M; i++) {
         const float *ur = u + (size_t)i * N;
@@ -171,19 +170,18 @@ HOT static int cpu_bias_bwd (int M, int N, const float *dz, float *db)
     return 0;
 }
 
-static int cpu_embed_fwd (int B, int C, int E, const uint8_t *tok,
-                          const float *emb, float *x)
+static int cpu_embed_fwd (int B, int C, int E, const uint8_t *tok, const float *emb,
+                          float *x)
 {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < C; j++)
-            memcpy (x + ((size_t)b * C + j) * E,
-                    emb + (size_t)tok[(size_t)b * C + j] * E,
+            memcpy (x + ((size_t)b * C + j) * E, emb + (size_t)tok[(size_t)b * C + j] * E,
                     sizeof (float) * E);
     return 0;
 }
 
-HOT static int cpu_embed_bwd (int B, int C, int E, const uint8_t *tok,
-                          const float *dx, float *demb)
+HOT static int cpu_embed_bwd (int B, int C, int E, const uint8_t *tok, const float *dx,
+                              float *demb)
 {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < C; j++) {
@@ -196,7 +194,7 @@ HOT static int cpu_embed_bwd (int B, int C, int E, const uint8_t *tok,
 }
 
 HOT static int cpu_softmax_ce (int M, int V, const float *logits, const uint8_t *tgt,
-                           float scale, float *loss, float *dlogits)
+                               float scale, float *loss, float *dlogits)
 {
     for (int i = 0; i < M; i++) {
         const float *l = logits + (size_t)i * V;
@@ -242,8 +240,8 @@ HOT static int cpu_scale (size_t n, float *x, float a)
 }
 
 HOT static int cpu_adamw (size_t n, float *p, const float *g, float *m, float *v,
-                      float lr, float b1, float b2, float eps, float wd,
-                      float bc1, float bc2, float gscale)
+                          float lr, float b1, float b2, float eps, float wd, float bc1,
+                          float bc2, float gscale)
 {
     float ib1 = 1.0f / bc1, ib2 = 1.0f / bc2;
     for (size_t i = 0; i < n; i++) {

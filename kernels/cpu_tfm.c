@@ -34,14 +34,8 @@ static inline float tree16 (const float *p)
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-HOT int cpu_layernorm_fwd (int M,
-                           int N,
-                           const float *x,
-                           const float *g,
-                           const float *b,
-                           float *y,
-                           float *mean,
-                           float *rstd)
+HOT int cpu_layernorm_fwd (int M, int N, const float *x, const float *g, const float *b,
+                           float *y, float *mean, float *rstd)
 {
     for (int i = 0; i < M; i++) {
         const float *xr = x + (size_t)i * N;
@@ -69,16 +63,9 @@ HOT int cpu_layernorm_fwd (int M,
 }
 
 /* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g. */
-HOT int cpu_layernorm_bwd (int M,
-                           int N,
-                           const float *x,
-                           const float *g,
-                           const float *mean,
-                           const float *rstd,
-                           const float *dy,
-                           float *dx,
-                           float *dg,
-                           float *db)
+HOT int cpu_layernorm_bwd (int M, int N, const float *x, const float *g,
+                           const float *mean, const float *rstd, const float *dy,
+                           float *dx, float *dg, float *db)
 {
     for (int i = 0; i < M; i++) {
         const float *xr = x + (size_t)i * N, *dyr = dy + (size_t)i * N;
@@ -110,13 +97,8 @@ HOT int cpu_layernorm_bwd (int M,
     return 0;
 }
 
-HOT int cpu_embed_pos_fwd (int B,
-                           int T,
-                           int E,
-                           const uint8_t *tok,
-                           const float *wte,
-                           const float *wpe,
-                           float *x)
+HOT int cpu_embed_pos_fwd (int B, int T, int E, const uint8_t *tok, const float *wte,
+                           const float *wpe, float *x)
 {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -129,13 +111,8 @@ HOT int cpu_embed_pos_fwd (int B,
     return 0;
 }
 
-HOT int cpu_embed_pos_bwd (int B,
-                           int T,
-                           int E,
-                           const uint8_t *tok,
-                           const float *dx,
-                           float *dwte,
-                           float *dwpe)
+HOT int cpu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const float *dx,
+                           float *dwte, float *dwpe)
 {
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -184,35 +161,11 @@ int cpu_attn_fwd (int B, int T, int NH, int D, const float *qkv, float *att, flo
             const float *k = q + E, *v = q + 2 * E;
             float *S = att + ((size_t)b * NH + h) * T * T;
             float *o = out + (size_t)b * T * E + (size_t)h * D;
-            cblas_sgemm (CblasRowMajor,
-                         CblasNoTrans,
-                         CblasTrans,
-                         T,
-                         T,
-                         D,
-                         scale,
-                         q,
-                         E3,
-                         k,
-                         E3,
-                         0.0f,
-                         S,
-                         T);
+            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, q, E3,
+                         k, E3, 0.0f, S, T);
             masked_softmax (T, S);
-            cblas_sgemm (CblasRowMajor,
-                         CblasNoTrans,
-                         CblasNoTrans,
-                         T,
-                         D,
-                         T,
-                         1.0f,
-                         S,
-                         T,
-                         v,
-                         E3,
-                         0.0f,
-                         o,
-                         E);
+            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, S, T,
+                         v, E3, 0.0f, o, E);
         }
     return 0;
 }
@@ -233,15 +186,8 @@ HOT static void softmax_bwd (int T, const float *P, float *dP)
     }
 }
 
-int cpu_attn_bwd (int B,
-                  int T,
-                  int NH,
-                  int D,
-                  const float *qkv,
-                  const float *att,
-                  const float *dout,
-                  float *dqkv,
-                  float *work)
+int cpu_attn_bwd (int B, int T, int NH, int D, const float *qkv, const float *att,
+                  const float *dout, float *dqkv, float *work)
 {
     int E = NH * D, E3 = 3 * E;
     float scale = 1.0f / sqrtf ((float)D);
@@ -254,64 +200,16 @@ int cpu_attn_bwd (int B,
             float *dS = work + ((size_t)b * NH + h) * T * T;
             const float *dO = dout + (size_t)b * T * E + (size_t)h * D;
             /* dP = dO v^T; dv = P^T dO */
-            cblas_sgemm (CblasRowMajor,
-                         CblasNoTrans,
-                         CblasTrans,
-                         T,
-                         T,
-                         D,
-                         1.0f,
-                         dO,
-                         E,
-                         v,
-                         E3,
-                         0.0f,
-                         dS,
-                         T);
-            cblas_sgemm (CblasRowMajor,
-                         CblasTrans,
-                         CblasNoTrans,
-                         T,
-                         D,
-                         T,
-                         1.0f,
-                         P,
-                         T,
-                         dO,
-                         E,
-                         0.0f,
-                         dv,
-                         E3);
+            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, dO, E, v,
+                         E3, 0.0f, dS, T);
+            cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, P, T, dO,
+                         E, 0.0f, dv, E3);
             softmax_bwd (T, P, dS);
             /* dq = scale dS k; dk = scale dS^T q */
-            cblas_sgemm (CblasRowMajor,
-                         CblasNoTrans,
-                         CblasNoTrans,
-                         T,
-                         D,
-                         T,
-                         scale,
-                         dS,
-                         T,
-                         k,
-                         E3,
-                         0.0f,
-                         dq,
-                         E3);
-            cblas_sgemm (CblasRowMajor,
-                         CblasTrans,
-                         CblasNoTrans,
-                         T,
-                         D,
-                         T,
-                         scale,
-                         dS,
-                         T,
-                         q,
-                         E3,
-                         0.0f,
-                         dk,
-                         E3);
+            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, scale, dS, T,
+                         k, E3, 0.0f, dq, E3);
+            cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, scale, dS, T,
+                         q, E3, 0.0f, dk, E3);
         }
     return 0;
 }

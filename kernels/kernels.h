@@ -33,8 +33,8 @@ extern "C" {
 #endif
 
 struct dt_kern_ops {
-    const char *name;                   /* "cpu" or "cuda" */
-    int is_device;                      /* 1: pointers are GPU memory */
+    const char *name; /* "cpu" or "cuda" */
+    int is_device;    /* 1: pointers are GPU memory */
 
     /* Memory.  alloc returns zeroed memory, 64-byte aligned; NULL on error. */
     void *(*alloc) (size_t bytes);
@@ -43,36 +43,35 @@ struct dt_kern_ops {
     int (*download) (void *host_dst, const void *src, size_t bytes);
     int (*copy) (void *dst, const void *src, size_t bytes);
     int (*zero) (void *p, size_t bytes);
-    int (*sync) (void);                 /* wait for queued work */
+    int (*sync) (void); /* wait for queued work */
 
     /* C[M,N] = alpha * op(A) op(B) + beta * C; op(X) = X or X^T (ta/tb). */
-    int (*sgemm) (int ta, int tb, int M, int N, int K, float alpha,
-                  const float *A, int lda, const float *B, int ldb,
-                  float beta, float *C, int ldc);
+    int (*sgemm) (int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
     /* u[M,N] += b[N] (row broadcast), then y = gelu(u) (tanh form).
      * u keeps the pre-activation for the backward pass. */
     int (*bias_gelu_fwd) (int M, int N, float *u, const float *b, float *y);
     /* du = dy * gelu'(u); db[N] += column sums of du.  du may alias dy. */
-    int (*bias_gelu_bwd) (int M, int N, const float *u, const float *dy,
-                          float *du, float *db);
+    int (*bias_gelu_bwd) (int M, int N, const float *u, const float *dy, float *du,
+                          float *db);
     /* z[M,N] += b[N]. */
     int (*bias_fwd) (int M, int N, float *z, const float *b);
     /* db[N] += column sums of dz[M,N]. */
     int (*bias_bwd) (int M, int N, const float *dz, float *db);
 
     /* x[B, C*E] row b = concat of emb[tok[b*C + j], 0..E) for j < C. */
-    int (*embed_fwd) (int B, int C, int E, const uint8_t *tok,
-                      const float *emb, float *x);
+    int (*embed_fwd) (int B, int C, int E, const uint8_t *tok, const float *emb,
+                      float *x);
     /* demb[256,E] += scatter of dx[B, C*E] by tok (fixed order per row). */
-    int (*embed_bwd) (int B, int C, int E, const uint8_t *tok,
-                      const float *dx, float *demb);
+    int (*embed_bwd) (int B, int C, int E, const uint8_t *tok, const float *dx,
+                      float *demb);
 
     /* Fused softmax + cross-entropy over V classes for M rows:
      * loss[m] = -log softmax(logits[m])[tgt[m]]  (natural log),
      * dlogits[m] = (softmax - onehot) * scale  (may alias logits). */
-    int (*softmax_ce) (int M, int V, const float *logits, const uint8_t *tgt,
-                       float scale, float *loss, float *dlogits);
+    int (*softmax_ce) (int M, int V, const float *logits, const uint8_t *tgt, float scale,
+                       float *loss, float *dlogits);
 
     /* *out = sum of x[i]^2, accumulated in double in a fixed order
      * (out is host memory). */
@@ -83,9 +82,9 @@ struct dt_kern_ops {
     /* AdamW (Loshchilov & Hutter): g' = g * gscale;
      * m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
      * p -= lr * (m / bc1 / (sqrt(v / bc2) + eps) + wd * p). */
-    int (*adamw) (size_t n, float *p, const float *g, float *m, float *v,
-                  float lr, float b1, float b2, float eps, float wd,
-                  float bc1, float bc2, float gscale);
+    int (*adamw) (size_t n, float *p, const float *g, float *m, float *v, float lr,
+                  float b1, float b2, float eps, float wd, float bc1, float bc2,
+                  float gscale);
 
     /* --- transformer kernels (NULL where a backend lacks them) --- */
 
@@ -111,7 +110,8 @@ struct dt_kern_ops {
      * att[B, NH, T, T] gets the softmax probabilities of
      * q k^T / sqrt(D) with key > query masked (0 there), kept for
      * backward; out[B*T, E] = att v (head h in columns h*D ..). */
-    int (*attn_fwd) (int B, int T, int NH, int D, const float *qkv, float *att, float *out);
+    int (*attn_fwd) (int B, int T, int NH, int D, const float *qkv, float *att,
+                     float *out);
     /* dqkv[B*T, 3E] = gradient (overwritten) given dout; work: scratch of
      * B*NH*T*T floats. */
     int (*attn_bwd) (int B, int T, int NH, int D, const float *qkv, const float *att,

@@ -49,8 +49,8 @@ static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
     if ((att = jobs_attempt_by_token (ctx->jobs, tok))) {
         /* An ending attempt is still heard while it waits for surviving
          * ranks' just-in-time checkpoint. */
-        if ((att->row.state == ATT_ENDING && !jobs_jit_window (att))
-            || fsm_attempt_terminal (att->row.state)) {
+        if ((att->row.state == ATT_ENDING && !jobs_jit_window (att)) ||
+            fsm_attempt_terminal (att->row.state)) {
             dt_http_reply_error (req, 410, NULL, "attempt %d of job %lld has ended (%s)",
                                  att->row.attempt, (long long)att->row.job_id,
                                  fsm_attempt_state_name (att->row.state));
@@ -110,8 +110,8 @@ static void reply_field_error (dt_http_req_t *req, int status, const dt_error_t 
 /* --- register -------------------------------------------------------------------- */
 
 static const char *const register_keys[] = {
-    "node", "node_order", "addr", "port", "pid", "slurm_job_id", "slurm_step_id", "hostinfo",
-    NULL,
+    "node",         "node_order",    "addr",     "port", "pid",
+    "slurm_job_id", "slurm_step_id", "hostinfo", NULL,
 };
 
 static json_t *ready_answer (struct attempt *att, struct agent *ag)
@@ -122,42 +122,38 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     json_t *resume = json_null ();
     char run_id[64], cdir[PATH_MAX];
 
-    snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
+    snprintf (run_id, sizeof (run_id), "dt-%lld-a%d", (long long)job->row.id,
+              att->row.attempt);
     /* The launch checked that it fits (no attempt runs otherwise). */
-    if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir, (long long)job->row.id) < 0)
+    if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir,
+                  (long long)job->row.id) < 0)
         return NULL;
     if (att->row.resume_step >= 0)
-        resume = json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
-                            att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
-    return json_pack ("{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
-                      " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
-                      "state", "ready",
-                      "job", (json_int_t)job->row.id,
-                      "attempt", att->row.attempt,
-                      "run_id", run_id,
-                      "node_rank", ag->node_rank,
-                      "num_nodes", att->row.num_nodes,
-                      "ranks_per_node", att->row.ranks_per_node,
-                      "world_size", att->row.world_size,
-                      "spare", ag->spare,
-                      "master_addr", att->row.master_addr,
-                      "master_port", att->row.master_port,
-                      "restart_count", job->row.restarts,
-                      "max_restarts", (int)json_integer_value (json_object_get (
-                          json_object_get (spec, "restart"), "max_restarts")),
-                      "command", json_object_get (spec, "command"),
-                      "env", json_object_get (spec, "env"),
-                      "workdir", json_object_get (spec, "workdir"),
-                      "checkpoint_dir", cdir,
-                      "resume", resume,
-                      "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
-                      "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job),
-                      "node_timeout_ms", json_integer_value (json_object_get (hb, "node_timeout_ms")),
-                      /* Trainers that know it checkpoint at every multiple by
-                       * themselves, so no periodic checkpoint depends on a
-                       * command arriving ahead of the fastest rank. */
-                      "checkpoint_every_steps", (json_int_t)json_integer_value (
-                          json_object_get (json_object_get (spec, "checkpoint"), "every_steps")));
+        resume =
+          json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
+                     att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
+    return json_pack (
+      "{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
+      " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
+      "state", "ready", "job", (json_int_t)job->row.id, "attempt", att->row.attempt,
+      "run_id", run_id, "node_rank", ag->node_rank, "num_nodes", att->row.num_nodes,
+      "ranks_per_node", att->row.ranks_per_node, "world_size", att->row.world_size,
+      "spare", ag->spare, "master_addr", att->row.master_addr, "master_port",
+      att->row.master_port, "restart_count", job->row.restarts, "max_restarts",
+      (int)json_integer_value (
+        json_object_get (json_object_get (spec, "restart"), "max_restarts")),
+      "command", json_object_get (spec, "command"), "env", json_object_get (spec, "env"),
+      "workdir", json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume",
+      resume, "heartbeat_interval_ms",
+      json_integer_value (json_object_get (hb, "interval_ms")), "hang_timeout_ms",
+      (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
+      json_integer_value (json_object_get (hb, "node_timeout_ms")),
+      /* Trainers that know it checkpoint at every multiple by
+       * themselves, so no periodic checkpoint depends on a
+       * command arriving ahead of the fastest rank. */
+      "checkpoint_every_steps",
+      (json_int_t)json_integer_value (
+        json_object_get (json_object_get (spec, "checkpoint"), "every_steps")));
 }
 
 /* An agent's node name is blamed for failures and may end up in every
@@ -174,36 +170,46 @@ static bool node_refused (struct ctld *ctx, struct attempt *att, dt_http_req_t *
     if (!ft_node_name_ok (node)) {
         char shown[64];
         size_t k = 0;
-        for (const char *p = node; *p && k < 40; p++)      /* printable for the log */
+        for (const char *p = node; *p && k < 40; p++) /* printable for the log */
             shown[k++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
         shown[k] = '\0';
-        snprintf (detail, sizeof (detail), "an agent registered with node name '%s': not a "
+        snprintf (detail, sizeof (detail),
+                  "an agent registered with node name '%s': not a "
                   "node name (1-%d of [A-Za-z0-9._-], starting with a letter or digit); "
-                  "refused", shown, FT_NODE_NAME_MAX);
+                  "refused",
+                  shown, FT_NODE_NAME_MAX);
         if (jobs_note (ctx->jobs, att, "agent_refused", NULL, -1, detail, NULL, &err) < 0)
             dt_log (LOG_WARNING, "%s", err.text);
-        dt_http_reply_error (req, 400, "node", "node: '%s' is not a valid node name (1-%d "
-                             "characters of [A-Za-z0-9._-], starting with a letter or digit)",
-                             shown, FT_NODE_NAME_MAX);
+        dt_http_reply_error (
+          req, 400, "node",
+          "node: '%s' is not a valid node name (1-%d "
+          "characters of [A-Za-z0-9._-], starting with a letter or digit)",
+          shown, FT_NODE_NAME_MAX);
         return true;
     }
     if (ctx->lops->node_member)
-        member = ctx->lops->node_member (ctx->launcher, att->row.handle, att->row.nodelist,
-                                         node);
+        member = ctx->lops->node_member (ctx->launcher, att->row.handle,
+                                         att->row.nodelist, node);
     if (member == 0) {
-        snprintf (detail, sizeof (detail), "an agent registered as node %s, which is not a "
-                  "node of attempt %d's allocation (%.60s); refused", node, att->row.attempt,
+        snprintf (detail, sizeof (detail),
+                  "an agent registered as node %s, which is not a "
+                  "node of attempt %d's allocation (%.60s); refused",
+                  node, att->row.attempt,
                   att->row.nodelist[0] ? att->row.nodelist : att->row.handle);
         if (jobs_note (ctx->jobs, att, "agent_refused", NULL, -1, detail, NULL, &err) < 0)
             dt_log (LOG_WARNING, "%s", err.text);
         dt_log (LOG_WARNING, "job %lld: %s", (long long)att->row.job_id, detail);
-        dt_http_reply_error (req, 403, "node", "node: %s is not a node of attempt %d's "
-                             "allocation", node, att->row.attempt);
+        dt_http_reply_error (req, 403, "node",
+                             "node: %s is not a node of attempt %d's "
+                             "allocation",
+                             node, att->row.attempt);
         return true;
     }
     if (member < 0)
-        dt_log (LOG_DEBUG, "job %lld attempt %d: cannot check node %s against the allocation "
-                "yet", (long long)att->row.job_id, att->row.attempt, node);
+        dt_log (LOG_DEBUG,
+                "job %lld attempt %d: cannot check node %s against the allocation "
+                "yet",
+                (long long)att->row.job_id, att->row.attempt, node);
     return false;
 }
 
@@ -218,15 +224,17 @@ static void register_cb (dt_http_req_t *req, void *arg)
 
     if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
         return;
-    if (dt_json_check_object (body, "", register_keys, &err) < 0
-        || dt_json_get_str (body, "", "node", true, 255, false, &node, &err) < 0
-        || dt_json_get_int (body, "", "node_order", true, 0, 1000000, &order, &err) < 0
-        || dt_json_get_str (body, "", "addr", true, 63, false, &addr, &err) < 0
-        || dt_json_get_int (body, "", "port", true, 1, 65535, &port, &err) < 0
-        || dt_json_get_int (body, "", "pid", false, 0, 0x7fffffff, &pid, &err) < 0
-        || dt_json_get_int (body, "", "slurm_job_id", false, 0, INT64_MAX, &sjob, &err) < 0
-        || dt_json_get_int (body, "", "slurm_step_id", false, 0, INT64_MAX, &sstep, &err) < 0
-        || dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0) {
+    if (dt_json_check_object (body, "", register_keys, &err) < 0 ||
+        dt_json_get_str (body, "", "node", true, 255, false, &node, &err) < 0 ||
+        dt_json_get_int (body, "", "node_order", true, 0, 1000000, &order, &err) < 0 ||
+        dt_json_get_str (body, "", "addr", true, 63, false, &addr, &err) < 0 ||
+        dt_json_get_int (body, "", "port", true, 1, 65535, &port, &err) < 0 ||
+        dt_json_get_int (body, "", "pid", false, 0, 0x7fffffff, &pid, &err) < 0 ||
+        dt_json_get_int (body, "", "slurm_job_id", false, 0, INT64_MAX, &sjob, &err) <
+          0 ||
+        dt_json_get_int (body, "", "slurm_step_id", false, 0, INT64_MAX, &sstep, &err) <
+          0 ||
+        dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0) {
         reply_field_error (req, 400, &err);
         goto done;
     }
@@ -237,8 +245,10 @@ static void register_cb (dt_http_req_t *req, void *arg)
     bool first = false;
     if (!ag) {
         if (att->row.state == ATT_RUNNING || att->nagents >= expected) {
-            dt_http_reply_error (req, 409, "node", "attempt %d already has its %d nodes; "
-                                 "%s is not one of them", att->row.attempt, expected, node);
+            dt_http_reply_error (req, 409, "node",
+                                 "attempt %d already has its %d nodes; "
+                                 "%s is not one of them",
+                                 att->row.attempt, expected, node);
             goto done;
         }
         if (att->nagents == att->cap) {
@@ -275,7 +285,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
         if (jobs_agent_registered (ctx->jobs, att, ag, first, &err) < 0) {
             if (first) {
                 att->nagents--;
-                att->agent_hash_n = -1;     /* rebuild the node index */
+                att->agent_hash_n = -1; /* rebuild the node index */
             }
             dt_http_reply_error (req, errno == EBUSY ? 409 : 500, NULL, "%s", err.text);
             goto done;
@@ -287,11 +297,12 @@ static void register_cb (dt_http_req_t *req, void *arg)
     if (ready)
         dt_http_reply_json (req, 200, ready);
     else if (att->row.state == ATT_RUNNING && ag)
-        dt_http_reply_error (req, 500, NULL, "the job's checkpoint directory path is too long");
+        dt_http_reply_error (req, 500, NULL,
+                             "the job's checkpoint directory path is too long");
     else
-        dt_http_reply_json (req, 200, json_pack ("{s:s s:i s:i}", "state", "waiting",
-                                                 "registered", att->nagents, "expected",
-                                                 expected));
+        dt_http_reply_json (req, 200,
+                            json_pack ("{s:s s:i s:i}", "state", "waiting", "registered",
+                                       att->nagents, "expected", expected));
 done:
     json_decref (body);
 }
@@ -312,7 +323,7 @@ static void field_copy (char *dst, size_t len, const char *src)
 
 static struct agent *agent_of (struct attempt *att, const char *node)
 {
-    return jobs_agent_find (att, node);        /* hashed */
+    return jobs_agent_find (att, node); /* hashed */
 }
 
 static void heartbeat_cb (dt_http_req_t *req, void *arg)
@@ -342,13 +353,13 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         return;
     }
     if (rc != HB_OK && !m->node[0]) {
-        reply_field_error (req, 400, &err);     /* the top level is at fault */
+        reply_field_error (req, 400, &err); /* the top level is at fault */
         return;
     }
     /* An unknown node answers 409 before its rank entries are judged. */
     if (!(ag = agent_of (att, m->node))) {
-        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d", m->node,
-                             att->row.attempt);
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d",
+                             m->node, att->row.attempt);
         return;
     }
     if (rc != HB_OK) {
@@ -400,7 +411,7 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
     }
     /* Only this node's ranks were touched: the attempt-wide pass runs here
      * for a small attempt, from the tick for a large one. */
-    if (att->row.state == ATT_RUNNING)      /* goodput accounting */
+    if (att->row.state == ATT_RUNNING) /* goodput accounting */
         report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
@@ -428,10 +439,11 @@ struct ev_spec {
 };
 
 static const struct ev_spec ev_specs[] = {
-    { "rank_exit", { "kind", "rank", "exit_code", "signal", "stderr_tail", "step", NULL } },
+    { "rank_exit",
+      { "kind", "rank", "exit_code", "signal", "stderr_tail", "step", NULL } },
     { "hang", { "kind", "rank", "detail", NULL } },
-    { "shard", { "kind", "rank", "step", "path", "bytes", "crc32c", "jit", "shard_rank",
-                 NULL } },
+    { "shard",
+      { "kind", "rank", "step", "path", "bytes", "crc32c", "jit", "shard_rank", NULL } },
     { "shard_failed", { "kind", "rank", "step", "detail", NULL } },
     { "result", { "kind", "rank", "result", NULL } },
     { "node_failure", { "kind", "detail", NULL } },
@@ -455,24 +467,26 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
         if (!strcmp (ev_specs[k].kind, kind))
             spec = &ev_specs[k];
     if (!spec)
-        return errnoprintf (err, EINVAL, "%s.kind: unknown event kind '%.32s'", path, kind);
+        return errnoprintf (err, EINVAL, "%s.kind: unknown event kind '%.32s'", path,
+                            kind);
     if (dt_json_check_object (e, path, spec->keys, err) < 0)
         return -1;
-    bool need_rank = strcmp (kind, "node_failure") && strcmp (kind, "signal")
-                     && strcmp (kind, "done");
-    if (dt_json_get_int (e, path, "rank", need_rank, 0, att->row.world_size - 1, &i, err) < 0
-        || dt_json_get_int (e, path, "exit_code", false, -1024, 1024, &i, err) < 0
-        || dt_json_get_int (e, path, "signal", false, 0, 128, &i, err) < 0
-        || dt_json_get_str (e, path, "stderr_tail", false, 65536, true, &s, err) < 0
-        || dt_json_get_str (e, path, "detail", false, 4096, true, &s, err) < 0)
+    bool need_rank =
+      strcmp (kind, "node_failure") && strcmp (kind, "signal") && strcmp (kind, "done");
+    if (dt_json_get_int (e, path, "rank", need_rank, 0, att->row.world_size - 1, &i,
+                         err) < 0 ||
+        dt_json_get_int (e, path, "exit_code", false, -1024, 1024, &i, err) < 0 ||
+        dt_json_get_int (e, path, "signal", false, 0, 128, &i, err) < 0 ||
+        dt_json_get_str (e, path, "stderr_tail", false, 65536, true, &s, err) < 0 ||
+        dt_json_get_str (e, path, "detail", false, 4096, true, &s, err) < 0)
         return -1;
     if (!strcmp (kind, "shard") || !strcmp (kind, "shard_failed")) {
         if (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0)
             return -1;
     }
     /* rank_exit: the last step the rank reported (optional). */
-    if (!strcmp (kind, "rank_exit")
-        && dt_json_get_int (e, path, "step", false, 0, INT64_MAX, &i, err) < 0)
+    if (!strcmp (kind, "rank_exit") &&
+        dt_json_get_int (e, path, "step", false, 0, INT64_MAX, &i, err) < 0)
         return -1;
     /* shard: a just-in-time shard names the rank whose shard it is. */
     if (!strcmp (kind, "shard")) {
@@ -483,17 +497,19 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
                              att->row.world_size - 1, &i, err) < 0)
             return -1;
         if (!json_is_true (j) && json_object_get (e, "shard_rank"))
-            return errnoprintf (err, EINVAL, "%s.shard_rank: only for a just-in-time shard "
-                                "(\"jit\": true)", path);
+            return errnoprintf (err, EINVAL,
+                                "%s.shard_rank: only for a just-in-time shard "
+                                "(\"jit\": true)",
+                                path);
     }
     if (!strcmp (kind, "shard")) {
-        if (dt_json_get_str (e, path, "path", true, 4096, false, &s, err) < 0
-            || dt_json_get_int (e, path, "bytes", true, 0, INT64_MAX, &i, err) < 0
-            || dt_json_get_str (e, path, "crc32c", true, 16, false, &s, err) < 0)
+        if (dt_json_get_str (e, path, "path", true, 4096, false, &s, err) < 0 ||
+            dt_json_get_int (e, path, "bytes", true, 0, INT64_MAX, &i, err) < 0 ||
+            dt_json_get_str (e, path, "crc32c", true, 16, false, &s, err) < 0)
             return -1;
     }
-    if (!strcmp (kind, "result")
-        && dt_json_get_obj (e, path, "result", true, &o, err) < 0)
+    if (!strcmp (kind, "result") &&
+        dt_json_get_obj (e, path, "result", true, &o, err) < 0)
         return -1;
     return 0;
 }
@@ -509,11 +525,12 @@ static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
 
     if (dt_pathf (jobdir, sizeof (jobdir), "%s/%lld", att->job->spec.ckpt.dir,
                   (long long)att->job->row.id) < 0)
-        return errnoprintf (err, ENAMETOOLONG, "path: the checkpoint directory is too long");
-    return ckptpath_check_shard (jobdir, json_integer_value (json_object_get (e, "step")),
-                                 (int)rank, jit,
-                                 (int)json_integer_value (json_object_get (e, "shard_rank")),
-                                 json_string_value (json_object_get (e, "path")), err);
+        return errnoprintf (err, ENAMETOOLONG,
+                            "path: the checkpoint directory is too long");
+    return ckptpath_check_shard (
+      jobdir, json_integer_value (json_object_get (e, "step")), (int)rank, jit,
+      (int)json_integer_value (json_object_get (e, "shard_rank")),
+      json_string_value (json_object_get (e, "path")), err);
 }
 
 /* Events that add a row to the job's events table whenever an agent
@@ -521,12 +538,13 @@ static int shard_path_check (struct attempt *att, json_t *e, dt_error_t *err)
 static bool event_noted (json_t *e)
 {
     const char *kind = json_string_value (json_object_get (e, "kind"));
-    return kind && (!strcmp (kind, "result") || !strcmp (kind, "shard_failed")
-                    || !strcmp (kind, "signal"));
+    return kind && (!strcmp (kind, "result") || !strcmp (kind, "shard_failed") ||
+                    !strcmp (kind, "signal"));
 }
 
 /* A result is kept in the job's row and in its event: MaxResultSize. */
-static int event_result_check (struct ctld *ctx, json_t *e, const char *path, dt_error_t *err)
+static int event_result_check (struct ctld *ctx, json_t *e, const char *path,
+                               dt_error_t *err)
 {
     const char *kind = json_string_value (json_object_get (e, "kind"));
     size_t n;
@@ -535,9 +553,10 @@ static int event_result_check (struct ctld *ctx, json_t *e, const char *path, dt
         return 0;
     n = json_dumpb (json_object_get (e, "result"), NULL, 0, JSON_COMPACT);
     if ((int64_t)n > ctx->cfg->max_result_size)
-        return errnoprintf (err, EINVAL, "%s.result: %zu bytes of JSON, larger than "
-                            "MaxResultSize (%lld)", path, n,
-                            (long long)ctx->cfg->max_result_size);
+        return errnoprintf (err, EINVAL,
+                            "%s.result: %zu bytes of JSON, larger than "
+                            "MaxResultSize (%lld)",
+                            path, n, (long long)ctx->cfg->max_result_size);
     return 0;
 }
 
@@ -549,8 +568,8 @@ static int rank_of (json_t *e)
 
 /* A rank exited (event "rank_exit"): its last step, then a survivor's
  * exit, a failure, or a clean exit noted.  0, or -1 with err. */
-static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *node, int rank,
-                            const json_t *e, dt_error_t *err)
+static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *node,
+                            int rank, const json_t *e, dt_error_t *err)
 {
     char buf[256];
     int code = json_integer_value (json_object_get (e, "exit_code"));
@@ -567,20 +586,22 @@ static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *n
     if ((code != 0 || sig != 0) && !sig && jobs_jit_reporter (att, rank)) {
         /* It saved the state after losing a peer: a survivor. */
         jobs_survivor_exit (ctx->jobs, att, node, rank, code);
-    } else if (code != 0 || sig != 0) {
+    }
+    else if (code != 0 || sig != 0) {
         if (sig)
-            snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank,
-                      node, sig);
+            snprintf (buf, sizeof (buf), "rank %d on %s killed by signal %d", rank, node,
+                      sig);
         else
-            snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank,
-                      node, code);
-        json_t *ev = json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
-                                "stderr_tail", json_object_get (e, "stderr_tail"),
-                                "last_step", js);
+            snprintf (buf, sizeof (buf), "rank %d on %s exited with code %d", rank, node,
+                      code);
+        json_t *ev =
+          json_pack ("{s:i s:i s:O? s:O?}", "exit_code", code, "signal", sig,
+                     "stderr_tail", json_object_get (e, "stderr_tail"), "last_step", js);
         jobs_rank_exit_check (ctx->jobs, att, node, rank, code,
                               json_string_value (json_object_get (e, "stderr_tail")));
         jobs_attempt_fail (ctx->jobs, att, "trainer_exit", node, rank, buf, ev);
-    } else {
+    }
+    else {
         snprintf (buf, sizeof (buf), "rank %d on %s exited with code 0", rank, node);
         return jobs_note (ctx->jobs, att, "rank_exit", node, rank, buf, NULL, err);
     }
@@ -590,10 +611,12 @@ static int rank_exit_event (struct ctld *ctx, struct attempt *att, const char *n
 /* Append the answer for one event: {"status": ..., "error"?: ...}. */
 static void ev_result (json_t *results, const char *status, const char *error)
 {
-    json_array_append_new (results, json_pack ("{s:s, s:s*}", "status", status, "error", error));
+    json_array_append_new (results,
+                           json_pack ("{s:s, s:s*}", "status", status, "error", error));
 }
 
-static void ev_refused (json_t *results, int *refused, char *first, size_t len, const char *why)
+static void ev_refused (json_t *results, int *refused, char *first, size_t len,
+                        const char *why)
 {
     ev_result (results, "refused", why);
     if ((*refused)++ == 0)
@@ -613,49 +636,59 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
 
     if (!strcmp (kind, "rank_exit")) {
         rc = rank_exit_event (ctx, att, node, rank, e, err);
-    } else if (!strcmp (kind, "hang")) {
+    }
+    else if (!strcmp (kind, "hang")) {
         snprintf (buf, sizeof (buf), "rank %d on %s hangs: %s", rank, node,
                   detail ? detail : "no progress");
-        jobs_attempt_fail (ctx->jobs, att, "hang", node, rank, buf,
-                           json_pack ("{s:s?, s:s}", "detail", detail, "detected_by", "agent"));
-    } else if (!strcmp (kind, "shard") && shard_path_check (att, e, err) < 0) {
+        jobs_attempt_fail (
+          ctx->jobs, att, "hang", node, rank, buf,
+          json_pack ("{s:s?, s:s}", "detail", detail, "detected_by", "agent"));
+    }
+    else if (!strcmp (kind, "shard") && shard_path_check (att, e, err) < 0) {
         /* Refused: recorded, never stored, never touched. */
-        dt_log (LOG_WARNING, "job %lld: rank %d on %s: shard %s", (long long)att->row.job_id,
-                rank, node, err->text);
-        json_t *ev = json_pack ("{s:O s:O s:O?}", "step", json_object_get (e, "step"), "path",
-                                json_object_get (e, "path"), "shard_rank",
+        dt_log (LOG_WARNING, "job %lld: rank %d on %s: shard %s",
+                (long long)att->row.job_id, rank, node, err->text);
+        json_t *ev = json_pack ("{s:O s:O s:O?}", "step", json_object_get (e, "step"),
+                                "path", json_object_get (e, "path"), "shard_rank",
                                 json_object_get (e, "shard_rank"));
         snprintf (buf, sizeof (buf), "rank %d on %s: shard %s", rank, node, err->text);
         rc = jobs_note (ctx->jobs, att, "shard_refused", node, rank, buf, ev, err);
         json_decref (ev);
-    } else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
+    }
+    else if (!strcmp (kind, "shard") && json_is_true (json_object_get (e, "jit"))) {
         rc = jobs_shard_jit (ctx->jobs, att, node, rank,
                              json_integer_value (json_object_get (e, "shard_rank")),
                              json_integer_value (json_object_get (e, "step")),
                              json_string_value (json_object_get (e, "path")),
                              json_integer_value (json_object_get (e, "bytes")),
                              json_string_value (json_object_get (e, "crc32c")), err);
-    } else if (!strcmp (kind, "shard")) {
+    }
+    else if (!strcmp (kind, "shard")) {
         rc = jobs_shard (ctx->jobs, att, node, rank,
                          json_integer_value (json_object_get (e, "step")),
                          json_string_value (json_object_get (e, "path")),
                          json_integer_value (json_object_get (e, "bytes")),
                          json_string_value (json_object_get (e, "crc32c")), err);
-    } else if (!strcmp (kind, "shard_failed")) {
+    }
+    else if (!strcmp (kind, "shard_failed")) {
         int64_t step = json_integer_value (json_object_get (e, "step"));
         snprintf (buf, sizeof (buf), "rank %d could not write its shard of step %lld: %s",
                   rank, (long long)step, detail ? detail : "");
         rc = jobs_note (ctx->jobs, att, "shard_failed", node, rank, buf, e, err);
         if (att->ckpt_cmd_step == step)
             att->ckpt_cmd_step = 0;
-    } else if (!strcmp (kind, "result")) {
+    }
+    else if (!strcmp (kind, "result")) {
         rc = jobs_result (ctx->jobs, att, node, rank, json_object_get (e, "result"), err);
-    } else if (!strcmp (kind, "node_failure")) {
+    }
+    else if (!strcmp (kind, "node_failure")) {
         jobs_attempt_fail (ctx->jobs, att, "node_failure", node, -1,
                            detail ? detail : "agent reported a node failure", NULL);
-    } else if (!strcmp (kind, "signal")) {
+    }
+    else if (!strcmp (kind, "signal")) {
         jobs_signal (ctx->jobs, att, node, detail);
-    } else if (!strcmp (kind, "done")) {
+    }
+    else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");
         rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, err);
     }
@@ -669,13 +702,15 @@ static void note_refusals (struct ctld *ctx, struct attempt *att, const char *no
     char detail[512];
     dt_error_t nerr;
 
-    snprintf (detail, sizeof (detail), "%d event%s from the agent on %s refused; the first: %s",
-              refused, refused == 1 ? "" : "s", node, first);
+    snprintf (detail, sizeof (detail),
+              "%d event%s from the agent on %s refused; the first: %s", refused,
+              refused == 1 ? "" : "s", node, first);
     dt_log (LOG_WARNING, "job %lld attempt %d: %s", (long long)att->row.job_id,
             att->row.attempt, detail);
-    if (jobs_note (ctx->jobs, att, "agent_event_refused", node, -1, detail, NULL, &nerr) < 0)
-        dt_log (LOG_ERR, "job %lld: recording a refused event: %s", (long long)att->row.job_id,
-                nerr.text);
+    if (jobs_note (ctx->jobs, att, "agent_event_refused", node, -1, detail, NULL, &nerr) <
+        0)
+        dt_log (LOG_ERR, "job %lld: recording a refused event: %s",
+                (long long)att->row.job_id, nerr.text);
 }
 
 static void events_cb (dt_http_req_t *req, void *arg)
@@ -693,29 +728,29 @@ static void events_cb (dt_http_req_t *req, void *arg)
 
     if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
         return;
-    if (dt_json_check_object (body, "", ev_keys, &err) < 0
-        || dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0
-        || dt_json_get_arr (body, "", "events", true, &events, &err) < 0) {
+    if (dt_json_check_object (body, "", ev_keys, &err) < 0 ||
+        dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0 ||
+        dt_json_get_arr (body, "", "events", true, &events, &err) < 0) {
         reply_field_error (req, 400, &err);
         goto done;
     }
     if (!(ag = agent_of (att, node))) {
-        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d", node,
-                             att->row.attempt);
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d",
+                             node, att->row.attempt);
         goto done;
     }
     /* The job's events table is not the trainer's log: the events an agent
      * may add to it are counted (the others are bounded by the ranks); a
      * batch past the quota is refused whole, none of it recorded. */
     int64_t noted = 0, max_ev = ctx->cfg->max_events_per_job;
-    json_array_foreach (events, i, e)
-        if (event_noted (e))
-            noted++;
+    json_array_foreach (events, i, e) if (event_noted (e)) noted++;
     if (max_ev > 0 && att->job->agent_events + noted > max_ev) {
         metrics_refused (ctx->metrics, REFUSED_MAX_EVENTS_PER_JOB);
-        dt_http_reply_error (req, 429, NULL, "quota MaxEventsPerJob: job %lld has %lld events "
+        dt_http_reply_error (req, 429, NULL,
+                             "quota MaxEventsPerJob: job %lld has %lld events "
                              "from its agents, the limit is %lld; none of these %lld was "
-                             "recorded", (long long)att->job->row.id,
+                             "recorded",
+                             (long long)att->job->row.id,
                              (long long)att->job->agent_events, (long long)max_ev,
                              (long long)noted);
         goto done;
@@ -730,21 +765,26 @@ static void events_cb (dt_http_req_t *req, void *arg)
         goto done;
     }
     ag->last_hb_ms = dt_real_ms ();
-    json_array_foreach (events, i, e) {
+    json_array_foreach (events, i, e)
+    {
         dt_json_path_index (path, sizeof (path), "events", i);
         if (retry_rest) {
-            ev_result (results, "retry", "an earlier event of the batch must be taken first");
+            ev_result (results, "retry",
+                       "an earlier event of the batch must be taken first");
             continue;
         }
-        if (event_check (att, e, path, &err) < 0 || event_result_check (ctx, e, path, &err) < 0) {
-            ev_refused (results, &refused, first_refusal, sizeof (first_refusal), err.text);
+        if (event_check (att, e, path, &err) < 0 ||
+            event_result_check (ctx, e, path, &err) < 0) {
+            ev_refused (results, &refused, first_refusal, sizeof (first_refusal),
+                        err.text);
             continue;
         }
         if (event_apply (ctx, att, ag, node, e, &err) < 0) {
             char text[sizeof (err.text) + 80];
             snprintf (text, sizeof (text), "%s: %s", path, err.text);
             if (errno == EINVAL)
-                ev_refused (results, &refused, first_refusal, sizeof (first_refusal), text);
+                ev_refused (results, &refused, first_refusal, sizeof (first_refusal),
+                            text);
             else {
                 ev_result (results, "retry", text);
                 retry_rest = true;
@@ -758,8 +798,9 @@ static void events_cb (dt_http_req_t *req, void *arg)
     }
     if (refused > 0)
         note_refusals (ctx, att, node, refused, first_refusal);
-    dt_http_reply_json (req, 200, json_pack ("{s:i, s:i, s:o}", "accepted", accepted,
-                                             "refused", refused, "results", results));
+    dt_http_reply_json (req, 200,
+                        json_pack ("{s:i, s:i, s:o}", "accepted", accepted, "refused",
+                                   refused, "results", results));
     results = NULL;
 done:
     json_decref (results);
@@ -822,8 +863,8 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
     }
     if (!(body = body_json (req)))
         return;
-    if (dt_json_check_object (body, "", keys, &err) < 0
-        || dt_json_get_str (body, "", "value", true, 0, true, &value, &err) < 0) {
+    if (dt_json_check_object (body, "", keys, &err) < 0 ||
+        dt_json_get_str (body, "", "value", true, 0, true, &value, &err) < 0) {
         reply_field_error (req, 400, &err);
         goto done;
     }
@@ -848,12 +889,13 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
     /* Every attempt's store together (the controller's memory). */
     int64_t kv_max = ctx->cfg->max_kv_bytes;
     size_t kv_now = kv_max > 0 ? jobs_kv_bytes (ctx->jobs) : 0;
-    if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old
-        && kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
+    if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old &&
+        kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
         metrics_refused (ctx->metrics, REFUSED_MAX_KV_BYTES);
-        dt_http_reply_error (req, 429, NULL, "quota MaxKvBytes: the controller's key-value "
-                             "stores hold %zu bytes, the limit is %lld", kv_now,
-                             (long long)kv_max);
+        dt_http_reply_error (req, 429, NULL,
+                             "quota MaxKvBytes: the controller's key-value "
+                             "stores hold %zu bytes, the limit is %lld",
+                             kv_now, (long long)kv_max);
         goto done;
     }
     char *copy = strdup (value);
@@ -926,8 +968,8 @@ int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
     for (int d = 2; d <= 12; d++) {
         size_t l = strlen (deeper);
         snprintf (deeper + l, sizeof (deeper) - l, "/{k%d}", d);
-        if (dt_httpd_route (ctx->httpd, "PUT", deeper, kv_put_cb, ctx) < 0
-            || dt_httpd_route (ctx->httpd, "GET", deeper, kv_get_cb, ctx) < 0)
+        if (dt_httpd_route (ctx->httpd, "PUT", deeper, kv_put_cb, ctx) < 0 ||
+            dt_httpd_route (ctx->httpd, "GET", deeper, kv_get_cb, ctx) < 0)
             return errnoprintf (err, errno, "route %s: %s", deeper, strerror (errno));
     }
     /* The batch scripts' route (in-allocation restart): allocapi.c. */

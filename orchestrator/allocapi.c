@@ -68,8 +68,8 @@ static bool node_name_ok (const char *s)
     if (!s || !*s || strlen (s) > 63)
         return false;
     for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')
-              || *s == '-' || *s == '_' || *s == '.'))
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
             return false;
     return true;
 }
@@ -91,7 +91,8 @@ static void reply (dt_http_req_t *req, json_t *data)
             dt_http_reply_error (req, 500, NULL, "out of memory");
             return;
         }
-        json_object_foreach (data, k, v) {
+        json_object_foreach (data, k, v)
+        {
             if (json_is_string (v))
                 fprintf (f, "%s=%s\n", k, json_string_value (v));
             else if (json_is_integer (v))
@@ -101,7 +102,7 @@ static void reply (dt_http_req_t *req, json_t *data)
                 json_t *e;
                 fprintf (f, "%s=", k);
                 json_array_foreach (v, i, e)
-                    fprintf (f, "%s%s", i ? "," : "", json_string_value (e));
+                  fprintf (f, "%s%s", i ? "," : "", json_string_value (e));
                 fprintf (f, "\n");
             }
         }
@@ -143,12 +144,15 @@ static void next_cb (dt_http_req_t *req, void *arg)
     int running = 0;
     if (json_unpack_ex (body, &jerr, JSON_STRICT, "{s:I s:I s?b}", "slurm_job_id", &sjid,
                         "attempt", &cur, "step_running", &running) < 0) {
-        dt_http_reply_error (req, 400, NULL, "request body: %s (want slurm_job_id, attempt, "
-                             "optional step_running)", jerr.text);
+        dt_http_reply_error (req, 400, NULL,
+                             "request body: %s (want slurm_job_id, attempt, "
+                             "optional step_running)",
+                             jerr.text);
         goto done;
     }
     if (sjid < 1 || sjid > UINT32_MAX) {
-        dt_http_reply_error (req, 400, "slurm_job_id", "slurm_job_id: must be a Slurm job id");
+        dt_http_reply_error (req, 400, "slurm_job_id",
+                             "slurm_job_id: must be a Slurm job id");
         goto done;
     }
     if (cur < 1) {
@@ -170,8 +174,10 @@ static void next_cb (dt_http_req_t *req, void *arg)
         goto done;
     }
     if (!launcher_same_alloc (row.handle, alloc)) {
-        dt_http_reply_error (req, 403, "slurm_job_id", "this token does not belong to "
-                             "allocation %s", alloc);
+        dt_http_reply_error (req, 403, "slurm_job_id",
+                             "this token does not belong to "
+                             "allocation %s",
+                             alloc);
         goto done;
     }
 
@@ -185,21 +191,23 @@ static void next_cb (dt_http_req_t *req, void *arg)
         json_t *ex = json_array ();
         size_t i;
         json_t *v;
-        json_array_foreach (next.exclude, i, v)
-            if (node_name_ok (json_string_value (v)))
-                json_array_append (ex, v);
+        json_array_foreach (next.exclude, i, v) if (node_name_ok (json_string_value (v)))
+          json_array_append (ex, v);
         /* Only the token's hash survives a controller restart: an attempt
          * made before it gets a new token now (nobody holds the old one). */
         struct job *job = jobs_find (ctx->jobs, jobid);
-        if (!next.token[0] && (!job || !job->att || new_token (ctx, job->att, &err) < 0)) {
-            dt_http_reply_error (req, 500, NULL, "%s", job ? err.text : "the job is gone");
+        if (!next.token[0] &&
+            (!job || !job->att || new_token (ctx, job->att, &err) < 0)) {
+            dt_http_reply_error (req, 500, NULL, "%s",
+                                 job ? err.text : "the job is gone");
             json_decref (ex);
             goto done;
         }
         reply (req, json_pack ("{s:s s:i s:s s:i s:o}", "action", "run", "attempt",
-                               next.attempt, "token", next.token, "nodes", next.nodes, "exclude",
-                               ex));
-    } else
+                               next.attempt, "token", next.token, "nodes", next.nodes,
+                               "exclude", ex));
+    }
+    else
         reply (req, json_pack ("{s:s}", "action", "wait"));
 done:
     json_decref (body);

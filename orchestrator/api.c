@@ -57,8 +57,8 @@ static bool job_id (dt_http_req_t *req, int64_t *id)
     errno = 0;
     v = s ? strtoll (s, &end, 10) : 0;
     if (!s || !*s || *end || errno || v <= 0) {
-        dt_http_reply_error (req, 400, "id", "id: '%s' is not a job id (a positive integer)",
-                             s ? s : "");
+        dt_http_reply_error (req, 400, "id",
+                             "id: '%s' is not a job id (a positive integer)", s ? s : "");
         return false;
     }
     *id = v;
@@ -143,7 +143,8 @@ static void submit_cb (dt_http_req_t *req, void *arg)
         return;
     body = dt_http_req_body (req, &len);
     if (!body || len == 0) {
-        dt_http_reply_error (req, 400, NULL, "request body: expected a job spec (JSON object)");
+        dt_http_reply_error (req, 400, NULL,
+                             "request body: expected a job spec (JSON object)");
         return;
     }
     if (!(spec = dt_json_parse (body, len, &err))) {
@@ -177,7 +178,8 @@ static void list_cb (dt_http_req_t *req, void *arg)
     if (!user_auth (ctx, req, &uid, &gid))
         return;
     if (state && fsm_job_state_parse (state) < 0) {
-        dt_http_reply_error (req, 400, "state", "state: unknown job state '%.40s'", state);
+        dt_http_reply_error (req, 400, "state", "state: unknown job state '%.40s'",
+                             state);
         return;
     }
     if (user) {
@@ -197,8 +199,8 @@ static void list_cb (dt_http_req_t *req, void *arg)
         char *end;
         long v = strtol (lim, &end, 10);
         if (!*lim || *end || v < 1 || v > list_limit_max) {
-            dt_http_reply_error (req, 400, "limit", "limit: must be an integer in [1, %d]",
-                                 list_limit_max);
+            dt_http_reply_error (req, 400, "limit",
+                                 "limit: must be an integer in [1, %d]", list_limit_max);
             return;
         }
         limit = v;
@@ -217,7 +219,8 @@ static void list_cb (dt_http_req_t *req, void *arg)
     }
     size_t i;
     json_t *j;
-    json_array_foreach (a, i, j) {
+    json_array_foreach (a, i, j)
+    {
         jobs_overlay (ctx->jobs, j);
         privacy_redact (ctx->cfg, j, uid, privacy_owner (j));
     }
@@ -238,10 +241,10 @@ static const int64_t view_cache_ms = 1000;
 enum { VIEW_CACHE_SLOTS = 4 };
 
 struct view_cache {
-    int64_t id;                 /* 0: free */
+    int64_t id; /* 0: free */
     int64_t built_ms;
     uint64_t sig;
-    char *text;                 /* the serialized job view */
+    char *text; /* the serialized job view */
     size_t len;
 };
 static struct view_cache view_cache[VIEW_CACHE_SLOTS];
@@ -252,9 +255,10 @@ static uint64_t view_sig (struct ctld *ctx, int64_t id)
     const struct attempt *att = job ? job->att : NULL;
     if (!att || att->row.num_nodes + att->row.spare_nodes <= STORE_VIEW_NODES_MAX)
         return 0;
-    uint64_t h = 1469598103934665603ULL;       /* FNV-1a over the fields */
-    int64_t f[] = { job->row.state, job->row.attempts, job->row.restarts, att->row.attempt,
-                    att->row.state, att->stopping, att->nagents, (int64_t)api_generation };
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the fields */
+    int64_t f[] = { job->row.state,   job->row.attempts,      job->row.restarts,
+                    att->row.attempt, att->row.state,         att->stopping,
+                    att->nagents,     (int64_t)api_generation };
     for (size_t i = 0; i < sizeof (f) / sizeof (f[0]); i++)
         h = (h ^ (uint64_t)f[i]) * 1099511628211ULL;
     return h ? h : 1;
@@ -272,8 +276,8 @@ static void show_cb (dt_http_req_t *req, void *arg)
         return;
     /* A kept view is the full one: only for those who see everything. */
     struct job *live = jobs_find (ctx->jobs, id);
-    uint64_t sig = live && privacy_sees_all (ctx->cfg, uid, live->row.uid) ? view_sig (ctx, id)
-                                                                            : 0;
+    uint64_t sig =
+      live && privacy_sees_all (ctx->cfg, uid, live->row.uid) ? view_sig (ctx, id) : 0;
     int64_t now = dt_mono_ms ();
     struct view_cache *slot = NULL;
     if (sig) {
@@ -297,8 +301,9 @@ static void show_cb (dt_http_req_t *req, void *arg)
     }
     json_decref (j);
     free (slot->text);
-    *slot = (struct view_cache){ .id = id, .built_ms = now, .sig = sig, .text = text,
-                                 .len = strlen (text) };
+    *slot = (struct view_cache){
+        .id = id, .built_ms = now, .sig = sig, .text = text, .len = strlen (text)
+    };
     dt_http_reply_json_text (req, 200, text, slot->len);
 }
 
@@ -340,7 +345,8 @@ static void events_cb (dt_http_req_t *req, void *arg)
         char *end;
         after = strtoll (a, &end, 10);
         if (!*a || *end || after < 0) {
-            dt_http_reply_error (req, 400, "after", "after: must be an event id (integer >= 0)");
+            dt_http_reply_error (req, 400, "after",
+                                 "after: must be an event id (integer >= 0)");
             return;
         }
     }
@@ -379,8 +385,8 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
     if (!(p = store_metrics_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
     else
-        dt_http_reply_json (req, 200, json_pack ("{s:I s:o}", "job", (json_int_t)id, "points",
-                                                 p));
+        dt_http_reply_json (req, 200,
+                            json_pack ("{s:I s:o}", "job", (json_int_t)id, "points", p));
 }
 
 static void ranks_cb (dt_http_req_t *req, void *arg)
@@ -453,10 +459,11 @@ static void cancel_cb (dt_http_req_t *req, void *arg)
 
     api_changed ();
 
-    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) || !body_object (req, &body))
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) ||
+        !body_object (req, &body))
         return;
-    if (dt_json_check_object (body, "", keys, &err) < 0
-        || dt_json_get_str (body, "", "reason", false, 200, true, &reason, &err) < 0) {
+    if (dt_json_check_object (body, "", keys, &err) < 0 ||
+        dt_json_get_str (body, "", "reason", false, 200, true, &reason, &err) < 0) {
         reply_err (req, 400, &err);
         goto done;
     }
@@ -485,17 +492,21 @@ static void resubmit_cb (dt_http_req_t *req, void *arg)
 
     api_changed ();
 
-    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) || !body_object (req, &body))
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) ||
+        !body_object (req, &body))
         return;
-    if (dt_json_check_object (body, "", keys, &err) < 0
-        || dt_json_get_arr (body, "", "exclude", false, &exclude, &err) < 0
-        || dt_json_get_bool (body, "", "from_scratch", false, &scratch, &err) < 0) {
+    if (dt_json_check_object (body, "", keys, &err) < 0 ||
+        dt_json_get_arr (body, "", "exclude", false, &exclude, &err) < 0 ||
+        dt_json_get_bool (body, "", "from_scratch", false, &scratch, &err) < 0) {
         reply_err (req, 400, &err);
         goto done;
     }
-    json_array_foreach (exclude, i, v) {
-        if (!json_is_string (v) || json_string_length (v) == 0 || json_string_length (v) > 63) {
-            dt_http_reply_error (req, 400, "exclude", "exclude[%zu]: expected a node name", i);
+    json_array_foreach (exclude, i, v)
+    {
+        if (!json_is_string (v) || json_string_length (v) == 0 ||
+            json_string_length (v) > 63) {
+            dt_http_reply_error (req, 400, "exclude",
+                                 "exclude[%zu]: expected a node name", i);
             goto done;
         }
     }
@@ -522,7 +533,8 @@ static void checkpoint_cb (dt_http_req_t *req, void *arg)
 
     api_changed ();
 
-    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) || !body_object (req, &body))
+    if (!user_auth (ctx, req, &uid, &gid) || !job_id (req, &id) ||
+        !body_object (req, &body))
         return;
     if (dt_json_check_object (body, "", keys, &err) < 0) {
         reply_err (req, 400, &err);
@@ -558,7 +570,8 @@ static const char *node_name (dt_http_req_t *req)
 {
     const char *name = dt_http_req_param (req, "name");
     if (!name || !*name || strlen (name) > 63) {
-        dt_http_reply_error (req, 400, "name", "name: expected a node name (1 to 63 characters)");
+        dt_http_reply_error (req, 400, "name",
+                             "name: expected a node name (1 to 63 characters)");
         return NULL;
     }
     return name;
@@ -582,7 +595,8 @@ static void node_show_cb (dt_http_req_t *req, void *arg)
         char *end;
         long v = strtol (lim, &end, 10);
         if (!*lim || *end || v < 1 || v > node_history_max) {
-            dt_http_reply_error (req, 400, "limit", "limit: must be an integer in [1, %d]",
+            dt_http_reply_error (req, 400, "limit",
+                                 "limit: must be an integer in [1, %d]",
                                  node_history_max);
             return;
         }
@@ -590,16 +604,18 @@ static void node_show_cb (dt_http_req_t *req, void *arg)
     }
     if (!(n = store_node_json (ctx->store, name, limit, &err))) {
         int e = errno;
-        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL, "%s",
-                             err.text);
+        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL,
+                             "%s", err.text);
         return;
     }
     /* Who cleared it, by name where the uid is known here. */
     c = json_object_get (n, "cleared");
     if (json_is_integer (json_object_get (c, "uid"))) {
-        struct passwd *pw = getpwuid ((uid_t)json_integer_value (json_object_get (c, "uid")));
+        struct passwd *pw =
+          getpwuid ((uid_t)json_integer_value (json_object_get (c, "uid")));
         json_object_set_new (c, "user", pw ? json_string (pw->pw_name) : json_null ());
-    } else if (json_is_object (c))
+    }
+    else if (json_is_object (c))
         json_object_set_new (c, "user", json_null ());
     dt_http_reply_json (req, 200, n);
 }
@@ -654,17 +670,19 @@ static void node_suspect_cb (dt_http_req_t *req, void *arg)
         return;
     }
     snprintf (note, sizeof (note), "marked suspect by uid %ld", (long)uid);
-    snprintf (detail, sizeof (detail), "node %s marked suspect by uid %ld: excluded from new "
-              "attempts until cleared", name, (long)uid);
-    if (store_begin (ctx->store, &err) < 0
-        || store_node_mark_suspect (ctx->store, name, now, note, &changed, &err) < 0
-        || (changed && store_event (ctx->store, now, 0, 0, "node_suspect", name, -1, detail,
-                                    NULL, &err) < 0)
-        || store_commit (ctx->store, &err) < 0) {
+    snprintf (detail, sizeof (detail),
+              "node %s marked suspect by uid %ld: excluded from new "
+              "attempts until cleared",
+              name, (long)uid);
+    if (store_begin (ctx->store, &err) < 0 ||
+        store_node_mark_suspect (ctx->store, name, now, note, &changed, &err) < 0 ||
+        (changed && store_event (ctx->store, now, 0, 0, "node_suspect", name, -1, detail,
+                                 NULL, &err) < 0) ||
+        store_commit (ctx->store, &err) < 0) {
         int e = errno;
         store_rollback (ctx->store);
-        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL, "%s",
-                             err.text);
+        dt_http_reply_error (req, e == ENOENT ? 404 : 500, e == ENOENT ? "name" : NULL,
+                             "%s", err.text);
         return;
     }
     if (changed)
@@ -694,8 +712,9 @@ static void healthz_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
     /* agent_url: what agents dial (the agents' listener, or ControllerURL). */
-    dt_http_reply_json (req, 200, json_pack ("{s:s s:s s:s}", "status", "ok", "version",
-                                             dt_version_string (), "agent_url", ctx->url));
+    dt_http_reply_json (req, 200,
+                        json_pack ("{s:s s:s s:s}", "status", "ok", "version",
+                                   dt_version_string (), "agent_url", ctx->url));
 }
 
 int api_register_routes (struct ctld *ctx, dt_error_t *err)

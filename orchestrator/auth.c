@@ -39,7 +39,7 @@ int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err)
 struct auth_ident {
     uid_t uid;
     gid_t gid;
-    void *payload;              /* the credential's payload (malloc'ed), or NULL */
+    void *payload; /* the credential's payload (malloc'ed), or NULL */
     int len;
 };
 
@@ -66,12 +66,14 @@ static int auth_decode (const struct ctld_config *cfg, dt_http_req_t *req, uid_t
     }
     const char *cred = dt_http_req_header (req, "X-Munge-Credential");
     if (!cred)
-        return errnoprintf (err, EACCES, "authentication required: no X-Munge-Credential header");
+        return errnoprintf (err, EACCES,
+                            "authentication required: no X-Munge-Credential header");
     munge_err_t e = munge_decode (cred, NULL, payload, len, uid, gid);
     if (e != EMUNGE_SUCCESS) {
         free (*payload);
         *payload = NULL;
-        return errnoprintf (err, EACCES, "MUNGE credential refused: %s", munge_strerror (e));
+        return errnoprintf (err, EACCES, "MUNGE credential refused: %s",
+                            munge_strerror (e));
     }
     return 0;
 }
@@ -125,16 +127,17 @@ int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gi
         char want[AUTHDIGEST_LEN + 1];
         size_t blen;
         const char *body = dt_http_req_body (req, &blen);
-        if (authdigest_compute (dt_http_req_method (req), dt_http_req_path (req), body, blen,
-                                want) < 0)
+        if (authdigest_compute (dt_http_req_method (req), dt_http_req_path (req), body,
+                                blen, want) < 0)
             return errnoprintf (err, ENOMEM, "out of memory");
-        if (!(id->len == AUTHDIGEST_LEN && id->payload
-              && auth_equal (id->payload, want, AUTHDIGEST_LEN)))
-            return errnoprintf (err, EACCES, "MUNGE credential refused: %s", id->len == 0
-                                ? "its payload is empty; it must be the SHA-256 of this "
-                                  "request (\"METHOD\\nPATH\\n\" and the body)"
-                                : "it was made for another request (its payload is not the "
-                                  "SHA-256 of this method, path and body)");
+        if (!(id->len == AUTHDIGEST_LEN && id->payload &&
+              auth_equal (id->payload, want, AUTHDIGEST_LEN)))
+            return errnoprintf (
+              err, EACCES, "MUNGE credential refused: %s",
+              id->len == 0 ? "its payload is empty; it must be the SHA-256 of this "
+                             "request (\"METHOD\\nPATH\\n\" and the body)"
+                           : "it was made for another request (its payload is not the "
+                             "SHA-256 of this method, path and body)");
     }
     *uid = id->uid;
     *gid = id->gid;

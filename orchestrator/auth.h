@@ -9,7 +9,7 @@
 #include "common/httpd.h"
 #include "orchestrator/ctldconf.h"
 
-#define AUTH_TOKEN_LEN 64   /* hex chars of a 256-bit token */
+#define AUTH_TOKEN_LEN 64 /* hex chars of a 256-bit token */
 
 /* A new random token (256 bits from getrandom) as 64 hex chars + NUL. */
 int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err);

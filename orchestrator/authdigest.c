@@ -7,8 +7,8 @@
 #include "orchestrator/authdigest.h"
 #include "orchestrator/sha256.h"
 
-int authdigest_compute (const char *method, const char *path, const void *body, size_t len,
-                        char out[AUTHDIGEST_LEN + 1])
+int authdigest_compute (const char *method, const char *path, const void *body,
+                        size_t len, char out[AUTHDIGEST_LEN + 1])
 {
     size_t ml = strlen (method), pl = strlen (path);
     char *buf = malloc (ml + pl + 2 + len + 1);

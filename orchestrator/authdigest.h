@@ -16,13 +16,13 @@
 
 #include <stddef.h>
 
-#define AUTHDIGEST_LEN 64   /* hex chars */
+#define AUTHDIGEST_LEN 64 /* hex chars */
 
 /* The digest of (method, path, body[0..len)) into out (64 hex + NUL).
  * 'path' is used as given (the server's decoded path).  -1 with errno
  * ENOMEM, else 0. */
-int authdigest_compute (const char *method, const char *path, const void *body, size_t len,
-                        char out[AUTHDIGEST_LEN + 1]);
+int authdigest_compute (const char *method, const char *path, const void *body,
+                        size_t len, char out[AUTHDIGEST_LEN + 1]);
 
 /* The path part of a request target as a server sees it: 'target' up to
  * its '?', with %XX escapes decoded, into buf.  -1 with errno ENAMETOOLONG

@@ -13,7 +13,7 @@ bool ckptpath_is_normal (const char *p)
     if (!p || p[0] != '/')
         return false;
     if (p[1] == '\0')
-        return true;                    /* "/" itself */
+        return true; /* "/" itself */
     for (const char *c = p + 1;;) {
         size_t n = strcspn (c, "/");
         if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
@@ -46,17 +46,22 @@ int ckptpath_check_shard (const char *jobdir, int64_t step, int rank, bool jit,
     char want[PATH_MAX];
 
     if (!ckptpath_is_normal (jobdir))
-        return errnoprintf (err, EINVAL, "path: the job's checkpoint directory '%.60s' is not "
-                            "a normal absolute path", jobdir);
+        return errnoprintf (err, EINVAL,
+                            "path: the job's checkpoint directory '%.60s' is not "
+                            "a normal absolute path",
+                            jobdir);
     if (step < 0 || rank < 0 || (jit && shard_rank < 0))
         return errnoprintf (err, EINVAL, "path: step or rank out of range");
     if (ckptpath_shard (want, sizeof (want), jobdir, step, rank, jit, shard_rank) < 0)
         return errnoprintf (err, ENAMETOOLONG, "path: the checkpoint path is too long");
     if (!path || strcmp (path, want) != 0)
-        return errnoprintf (err, EINVAL, "path: '%.48s%s' refused: a %sshard of rank %d, step "
-                            "%" PRId64 " must be %.48s%s", path ? path : "(none)",
-                            path && strlen (path) > 48 ? "..." : "", jit ? "just-in-time " : "",
-                            jit ? shard_rank : rank, step, want, strlen (want) > 48 ? "..." : "");
+        return errnoprintf (err, EINVAL,
+                            "path: '%.48s%s' refused: a %sshard of rank %d, step "
+                            "%" PRId64 " must be %.48s%s",
+                            path ? path : "(none)",
+                            path && strlen (path) > 48 ? "..." : "",
+                            jit ? "just-in-time " : "", jit ? shard_rank : rank, step,
+                            want, strlen (want) > 48 ? "..." : "");
     return 0;
 }
 

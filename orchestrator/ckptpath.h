@@ -20,10 +20,10 @@
 
 /* The name of each kind of entry of a job's checkpoint directory. */
 enum ckptpath_kind {
-    CKPTPATH_OTHER = 0,         /* not one of ours: never touched */
-    CKPTPATH_STEP,              /* step-<S> */
-    CKPTPATH_JIT,               /* jit-<S>-r<W> */
-    CKPTPATH_PARTIAL,           /* .partial-step-<S>-a<A> */
+    CKPTPATH_OTHER = 0, /* not one of ours: never touched */
+    CKPTPATH_STEP,      /* step-<S> */
+    CKPTPATH_JIT,       /* jit-<S>-r<W> */
+    CKPTPATH_PARTIAL,   /* .partial-step-<S>-a<A> */
 };
 
 /* The path rank 'rank' must report for its shard of 'step' into buf: a

@@ -18,16 +18,16 @@ struct metrics;
 struct report;
 
 struct ctld {
-    struct ctld_config *cfg;            /* current config (replaced on reload) */
+    struct ctld_config *cfg; /* current config (replaced on reload) */
     store_t *store;
     dt_httpd_t *httpd;
     const struct launcher_ops *lops;
-    void *launcher;                     /* lops' context */
+    void *launcher; /* lops' context */
     struct jobs *jobs;
     struct metrics *metrics;
-    struct report *report;              /* goodput accounting (report.c) */
-    char url[256];                      /* the URL agents are given */
-    bool stop;                          /* leave the event loop */
+    struct report *report; /* goodput accounting (report.c) */
+    char url[256];         /* the URL agents are given */
+    bool stop;             /* leave the event loop */
 };
 
 #endif

@@ -70,20 +70,50 @@ static const int64_t default_max_events_per_job = 10000;
 static const int64_t default_max_result_size = 65536;
 
 const char *const config_keys[] = {
-    "ListenAddress", "ListenPort", "ControllerURL", "DatabasePath", "StateDir", "PidFile",
-    "Launcher", "AuthType", "AdminUsers", "CheckpointRoot", "HeartbeatInterval",
-    "NodeTimeout", "HangTimeout", "RendezvousTimeout", "LogLevel", "DtagentPath",
-    "MaxBodySize", "UserDir",
+    "ListenAddress",
+    "ListenPort",
+    "ControllerURL",
+    "DatabasePath",
+    "StateDir",
+    "PidFile",
+    "Launcher",
+    "AuthType",
+    "AdminUsers",
+    "CheckpointRoot",
+    "HeartbeatInterval",
+    "NodeTimeout",
+    "HangTimeout",
+    "RendezvousTimeout",
+    "LogLevel",
+    "DtagentPath",
+    "MaxBodySize",
+    "UserDir",
     /* read by launcher_slurm.c */
-    "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds",
+    "SlurmAccount",
+    "SlurmQos",
+    "SlurmPartition",
+    "SlurmExtraArgs",
+    "SlurmWarnSeconds",
     /* read by the job manager (hang floor, node health) and launcher_local.c */
-    "HangTimeoutFloor", "SuspectJobs", "SuspectWindow", "LocalNodes",
+    "HangTimeoutFloor",
+    "SuspectJobs",
+    "SuspectWindow",
+    "LocalNodes",
     /* multi-user safety: node health, what other users see */
-    "SuspectUsers", "SuspectCauses", "PrivateData",
+    "SuspectUsers",
+    "SuspectCauses",
+    "PrivateData",
     /* denial of service: listeners, requests, quotas */
-    "AgentPort", "MaxConnections", "MaxAgentConnections", "MaxConnectionsPerAddress",
+    "AgentPort",
+    "MaxConnections",
+    "MaxAgentConnections",
+    "MaxConnectionsPerAddress",
     "MaxAgentConnectionsPerAddress",
-    "RequestTimeout", "MaxBodyBuffer", "MaxJobsPerUser", "MaxJobCount", "MaxKvBytes",
+    "RequestTimeout",
+    "MaxBodyBuffer",
+    "MaxJobsPerUser",
+    "MaxJobCount",
+    "MaxKvBytes",
     "MaxEventsPerJob",
     "MaxResultSize",
     NULL,
@@ -182,8 +212,10 @@ static int parse_private_data (struct ctld_config *cfg, const char *v, dt_error_
         else if (!strcmp (w, "jobs"))
             cfg->private_data |= PRIVATE_JOBS | PRIVATE_ENV | PRIVATE_STDERR;
         else if (strcmp (w, "none"))
-            return errnoprintf (err, EINVAL, "PrivateData: unknown word '%.40s' (env, stderr, "
-                                "jobs, none)", w);
+            return errnoprintf (err, EINVAL,
+                                "PrivateData: unknown word '%.40s' (env, stderr, "
+                                "jobs, none)",
+                                w);
     }
     return 0;
 }
@@ -197,23 +229,23 @@ static int load_numbers (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t
     if (dt_conf_get_int (c, "ListenPort", default_listen_port, 0, 65535, &n, err) < 0)
         return -1;
     cfg->listen_port = (int)n;
-    if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30, &cfg->max_body,
-                         err) < 0
-        || dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
-                                    &cfg->heartbeat_interval_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,
-                                    &cfg->node_timeout_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "HangTimeout", default_hang_timeout_ms,
-                                    &cfg->hang_timeout_ms, err) < 0
-        || dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
-                                    &cfg->rendezvous_timeout_ms, err) < 0)
+    if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30,
+                         &cfg->max_body, err) < 0 ||
+        dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
+                                 &cfg->heartbeat_interval_ms, err) < 0 ||
+        dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,
+                                 &cfg->node_timeout_ms, err) < 0 ||
+        dt_conf_get_duration_ms (c, "HangTimeout", default_hang_timeout_ms,
+                                 &cfg->hang_timeout_ms, err) < 0 ||
+        dt_conf_get_duration_ms (c, "RendezvousTimeout", default_rendezvous_timeout_ms,
+                                 &cfg->rendezvous_timeout_ms, err) < 0)
         return -1;
     if (dt_conf_get_duration_ms (c, "HangTimeoutFloor", default_hang_floor_ms,
-                                 &cfg->hang_floor_ms, err) < 0
-        || dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
-                            &cfg->suspect_jobs, err) < 0
-        || dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
-                                    &cfg->suspect_window_ms, err) < 0)
+                                 &cfg->hang_floor_ms, err) < 0 ||
+        dt_conf_get_int (c, "SuspectJobs", default_suspect_jobs, 1, 1000,
+                         &cfg->suspect_jobs, err) < 0 ||
+        dt_conf_get_duration_ms (c, "SuspectWindow", default_suspect_window_ms,
+                                 &cfg->suspect_window_ms, err) < 0)
         return -1;
     if (cfg->hang_floor_ms < 1000) {
         errnoprintf (err, EINVAL, "HangTimeoutFloor: must be at least 1s");
@@ -228,7 +260,8 @@ static int load_numbers (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t
         return -1;
     }
     if (cfg->node_timeout_ms < 2 * cfg->heartbeat_interval_ms) {
-        errnoprintf (err, EINVAL, "NodeTimeout: must be at least twice HeartbeatInterval");
+        errnoprintf (err, EINVAL,
+                     "NodeTimeout: must be at least twice HeartbeatInterval");
         return -1;
     }
     if (cfg->hang_timeout_ms != 0 && cfg->hang_timeout_ms < 1000) {
@@ -248,47 +281,51 @@ static int load_limits (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t 
 {
     int64_t n;
 
-    if (dt_conf_get_int (c, "AgentPort",
-                         cfg->listen_port && cfg->listen_port < 65535 ? cfg->listen_port + 1 : 0,
-                         0, 65535, &n, err) < 0)
+    if (dt_conf_get_int (
+          c, "AgentPort",
+          cfg->listen_port && cfg->listen_port < 65535 ? cfg->listen_port + 1 : 0, 0,
+          65535, &n, err) < 0)
         return -1;
     cfg->agent_port = (int)n;
     cfg->agent_port_set = dt_conf_get (c, "AgentPort", NULL) != NULL;
     if (cfg->agent_port && cfg->agent_port == cfg->listen_port) {
-        errnoprintf (err, EINVAL, "AgentPort: must differ from ListenPort (%d): agents "
-                     "have a listener of their own", cfg->listen_port);
+        errnoprintf (err, EINVAL,
+                     "AgentPort: must differ from ListenPort (%d): agents "
+                     "have a listener of their own",
+                     cfg->listen_port);
         return -1;
     }
     if (dt_conf_get_int (c, "MaxConnections", default_max_connections, 16, 1000000,
-                         &cfg->max_connections, err) < 0
-        || dt_conf_get_int (c, "MaxAgentConnections", default_max_agent_connections, 16,
-                            1000000, &cfg->max_agent_connections, err) < 0
-        || dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
-                            1000000, &cfg->max_conn_per_address, err) < 0
-        || dt_conf_get_int (c, "MaxAgentConnectionsPerAddress",
-                            default_max_agent_conn_per_address, 0, 1000000,
-                            &cfg->max_agent_conn_per_address, err) < 0
-        || dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
-                                    &cfg->request_timeout_ms, err) < 0
-        || dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,
-                            &cfg->max_body_buffer, err) < 0
-        || dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
-                            &cfg->max_jobs_per_user, err) < 0
-        || dt_conf_get_int (c, "MaxJobCount", default_max_job_count, 0, 100000000,
-                            &cfg->max_job_count, err) < 0
-        || dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
-                            &cfg->max_kv_bytes, err) < 0
-        || dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,
-                            &cfg->max_events_per_job, err) < 0
-        || dt_conf_get_int (c, "MaxResultSize", default_max_result_size, 2, 1 << 30,
-                            &cfg->max_result_size, err) < 0)
+                         &cfg->max_connections, err) < 0 ||
+        dt_conf_get_int (c, "MaxAgentConnections", default_max_agent_connections, 16,
+                         1000000, &cfg->max_agent_connections, err) < 0 ||
+        dt_conf_get_int (c, "MaxConnectionsPerAddress", default_max_conn_per_address, 0,
+                         1000000, &cfg->max_conn_per_address, err) < 0 ||
+        dt_conf_get_int (c, "MaxAgentConnectionsPerAddress",
+                         default_max_agent_conn_per_address, 0, 1000000,
+                         &cfg->max_agent_conn_per_address, err) < 0 ||
+        dt_conf_get_duration_ms (c, "RequestTimeout", default_request_timeout_ms,
+                                 &cfg->request_timeout_ms, err) < 0 ||
+        dt_conf_get_int (c, "MaxBodyBuffer", default_max_body_buffer, 1024, INT64_MAX,
+                         &cfg->max_body_buffer, err) < 0 ||
+        dt_conf_get_int (c, "MaxJobsPerUser", default_max_jobs_per_user, 0, 100000000,
+                         &cfg->max_jobs_per_user, err) < 0 ||
+        dt_conf_get_int (c, "MaxJobCount", default_max_job_count, 0, 100000000,
+                         &cfg->max_job_count, err) < 0 ||
+        dt_conf_get_int (c, "MaxKvBytes", default_max_kv_bytes, 0, INT64_MAX,
+                         &cfg->max_kv_bytes, err) < 0 ||
+        dt_conf_get_int (c, "MaxEventsPerJob", default_max_events_per_job, 0, INT64_MAX,
+                         &cfg->max_events_per_job, err) < 0 ||
+        dt_conf_get_int (c, "MaxResultSize", default_max_result_size, 2, 1 << 30,
+                         &cfg->max_result_size, err) < 0)
         return -1;
     if (cfg->request_timeout_ms < 1000) {
         errnoprintf (err, EINVAL, "RequestTimeout: must be at least 1s");
         return -1;
     }
     if (cfg->max_body_buffer < cfg->max_body) {
-        errnoprintf (err, EINVAL, "MaxBodyBuffer: must be at least MaxBodySize (%lld bytes)",
+        errnoprintf (err, EINVAL,
+                     "MaxBodyBuffer: must be at least MaxBodySize (%lld bytes)",
                      (long long)cfg->max_body);
         return -1;
     }
@@ -310,13 +347,52 @@ static int load_sharing (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t
     else if (!strcmp (v, "any"))
         cfg->suspect_any_cause = true;
     else {
-        errnoprintf (err, EINVAL, "SuspectCauses: must be 'infrastructure' or 'any', not "
-                     "'%.40s'", v);
+        errnoprintf (err, EINVAL,
+                     "SuspectCauses: must be 'infrastructure' or 'any', not "
+                     "'%.40s'",
+                     v);
         return -1;
     }
     if (parse_private_data (cfg, dt_conf_get (c, "PrivateData", default_private_data),
                             err) < 0)
         return -1;
+    return 0;
+}
+
+/* The directories of the configuration: absolute, normal where jobs'
+ * paths are compared with them, and no user's directory under the
+ * StateDir. */
+static int check_paths (const struct ctld_config *cfg, dt_error_t *err)
+{
+    if (cfg->checkpoint_root[0] != '/' || cfg->state_dir[0] != '/') {
+        errnoprintf (err, EINVAL, "%s: must be an absolute path",
+                     cfg->checkpoint_root[0] != '/' ? "CheckpointRoot" : "StateDir");
+        return -1;
+    }
+    /* Jobs' checkpoint.dir defaults to it and must be a normal path
+     * (spec.c), and dtctld compares it with theirs as a string. */
+    if (!ckptpath_is_normal (cfg->checkpoint_root)) {
+        errnoprintf (err, EINVAL,
+                     "CheckpointRoot: '%.80s' is not a normal path (no '//', "
+                     "'.', '..' or trailing '/')",
+                     cfg->checkpoint_root);
+        return -1;
+    }
+    if (cfg->user_dir[0] != '/') {
+        errnoprintf (err, EINVAL, "UserDir: must be an absolute path");
+        return -1;
+    }
+    size_t sl = strlen (cfg->state_dir);
+    while (sl > 1 && cfg->state_dir[sl - 1] == '/')
+        sl--;
+    if (strncmp (cfg->user_dir, cfg->state_dir, sl) == 0 &&
+        (cfg->user_dir[sl] == '\0' || cfg->user_dir[sl] == '/')) {
+        errnoprintf (err, EINVAL,
+                     "UserDir %s: must not be the StateDir or under it (jobs' "
+                     "processes write there as their users)",
+                     cfg->user_dir);
+        return -1;
+    }
     return 0;
 }
 
@@ -331,10 +407,11 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         return NULL;
     }
     if (path) {
-        if (!(cfg->path = strdup (path))
-            || !(cfg->conf = dt_conf_load (path, config_keys, err)))
+        if (!(cfg->path = strdup (path)) ||
+            !(cfg->conf = dt_conf_load (path, config_keys, err)))
             goto error;
-    } else if (!(cfg->conf = dt_conf_parse ("(defaults)", "", config_keys, err)))
+    }
+    else if (!(cfg->conf = dt_conf_parse ("(defaults)", "", config_keys, err)))
         goto error;
     for (int i = 0; ov && i < ov->n; i++) {
         if (dt_conf_set (cfg->conf, ov->kv[i].key, ov->kv[i].value, err) < 0)
@@ -343,21 +420,22 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
 
     const dt_conf_t *c = cfg->conf;
     cfg->state_dir = strdup (dt_conf_get (c, "StateDir", default_state_dir));
-    cfg->listen_address = strdup (dt_conf_get (c, "ListenAddress", default_listen_address));
+    cfg->listen_address =
+      strdup (dt_conf_get (c, "ListenAddress", default_listen_address));
     cfg->controller_url = strdup (dt_conf_get (c, "ControllerURL", ""));
-    cfg->database_path = dup_or_join (dt_conf_get (c, "DatabasePath", NULL), cfg->state_dir,
-                                      "dtctld.db");
-    cfg->pid_file = dup_or_join (dt_conf_get (c, "PidFile", NULL), cfg->state_dir,
-                                 "dtctld.pid");
+    cfg->database_path =
+      dup_or_join (dt_conf_get (c, "DatabasePath", NULL), cfg->state_dir, "dtctld.db");
+    cfg->pid_file =
+      dup_or_join (dt_conf_get (c, "PidFile", NULL), cfg->state_dir, "dtctld.pid");
     cfg->launcher = strdup (dt_conf_get (c, "Launcher", default_launcher));
-    cfg->checkpoint_root = strdup (dt_conf_get (c, "CheckpointRoot", default_checkpoint_root));
+    cfg->checkpoint_root =
+      strdup (dt_conf_get (c, "CheckpointRoot", default_checkpoint_root));
     cfg->user_dir = strdup (dt_conf_get (c, "UserDir", default_user_dir));
     v = dt_conf_get (c, "DtagentPath", NULL);
     cfg->dtagent_path = v ? strdup (v) : NULL;
-    if (!cfg->state_dir || !cfg->listen_address || !cfg->controller_url
-        || !cfg->database_path || !cfg->pid_file || !cfg->launcher || !cfg->checkpoint_root
-        || !cfg->user_dir
-        || (v && !cfg->dtagent_path)) {
+    if (!cfg->state_dir || !cfg->listen_address || !cfg->controller_url ||
+        !cfg->database_path || !cfg->pid_file || !cfg->launcher ||
+        !cfg->checkpoint_root || !cfg->user_dir || (v && !cfg->dtagent_path)) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;
     }
@@ -367,9 +445,10 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
     if (load_limits (cfg, c, err) < 0 || load_sharing (cfg, c, err) < 0)
         goto error;
 
-    if (strcmp (cfg->launcher, "local") && strcmp (cfg->launcher, "slurm")
-        && strcmp (cfg->launcher, "external")) {
-        errnoprintf (err, EINVAL, "Launcher: must be 'local', 'slurm' or 'external', not '%.40s'",
+    if (strcmp (cfg->launcher, "local") && strcmp (cfg->launcher, "slurm") &&
+        strcmp (cfg->launcher, "external")) {
+        errnoprintf (err, EINVAL,
+                     "Launcher: must be 'local', 'slurm' or 'external', not '%.40s'",
                      cfg->launcher);
         goto error;
     }
@@ -382,50 +461,33 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
         errnoprintf (err, EINVAL, "AuthType: must be 'munge' or 'none', not '%.40s'", v);
         goto error;
     }
-    if (cfg->auth == AUTH_NONE && strcmp (cfg->listen_address, "127.0.0.1")
-        && strcmp (cfg->listen_address, "::1") && strcmp (cfg->listen_address, "localhost")) {
-        errnoprintf (err, EINVAL, "AuthType=none is allowed only with a loopback "
-                     "ListenAddress (127.0.0.1, ::1), not '%.40s'", cfg->listen_address);
+    if (cfg->auth == AUTH_NONE && strcmp (cfg->listen_address, "127.0.0.1") &&
+        strcmp (cfg->listen_address, "::1") &&
+        strcmp (cfg->listen_address, "localhost")) {
+        errnoprintf (err, EINVAL,
+                     "AuthType=none is allowed only with a loopback "
+                     "ListenAddress (127.0.0.1, ::1), not '%.40s'",
+                     cfg->listen_address);
         goto error;
     }
     /* With AuthType=none every request is the daemon's own user: as root
      * that would make every local user root. */
     if (cfg->auth == AUTH_NONE && geteuid () == 0) {
-        errnoprintf (err, EPERM, "AuthType=none is refused when dtctld runs as root (every "
+        errnoprintf (err, EPERM,
+                     "AuthType=none is refused when dtctld runs as root (every "
                      "local user would act as root): use AuthType=munge");
         goto error;
     }
     v = dt_conf_get (c, "LogLevel", "info");
     if ((cfg->log_level = dt_log_level_parse (v)) < 0) {
-        errnoprintf (err, EINVAL, "LogLevel: unknown level '%.40s' (debug, info, notice, "
-                     "warning, error)", v);
+        errnoprintf (err, EINVAL,
+                     "LogLevel: unknown level '%.40s' (debug, info, notice, "
+                     "warning, error)",
+                     v);
         goto error;
     }
-    if (cfg->checkpoint_root[0] != '/' || cfg->state_dir[0] != '/') {
-        errnoprintf (err, EINVAL, "%s: must be an absolute path",
-                     cfg->checkpoint_root[0] != '/' ? "CheckpointRoot" : "StateDir");
+    if (check_paths (cfg, err) < 0)
         goto error;
-    }
-    /* Jobs' checkpoint.dir defaults to it and must be a normal path
-     * (spec.c), and dtctld compares it with theirs as a string. */
-    if (!ckptpath_is_normal (cfg->checkpoint_root)) {
-        errnoprintf (err, EINVAL, "CheckpointRoot: '%.80s' is not a normal path (no '//', "
-                     "'.', '..' or trailing '/')", cfg->checkpoint_root);
-        goto error;
-    }
-    if (cfg->user_dir[0] != '/') {
-        errnoprintf (err, EINVAL, "UserDir: must be an absolute path");
-        goto error;
-    }
-    size_t sl = strlen (cfg->state_dir);
-    while (sl > 1 && cfg->state_dir[sl - 1] == '/')
-        sl--;
-    if (strncmp (cfg->user_dir, cfg->state_dir, sl) == 0
-        && (cfg->user_dir[sl] == '\0' || cfg->user_dir[sl] == '/')) {
-        errnoprintf (err, EINVAL, "UserDir %s: must not be the StateDir or under it (jobs' "
-                     "processes write there as their users)", cfg->user_dir);
-        goto error;
-    }
     if (parse_admins (cfg, dt_conf_get (c, "AdminUsers", ""), err) < 0)
         goto error;
     return cfg;

@@ -30,8 +30,8 @@ int daemon_start (dt_error_t *err)
         char buf[512];
         ssize_t n, total = 0;
         close (fds[1]);
-        while (total < (ssize_t)sizeof (buf) - 1
-               && (n = read (fds[0], buf + total, sizeof (buf) - 1 - total)) != 0) {
+        while (total < (ssize_t)sizeof (buf) - 1 &&
+               (n = read (fds[0], buf + total, sizeof (buf) - 1 - total)) != 0) {
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -106,11 +106,11 @@ int daemon_pidfile_write (const char *path, dt_error_t *err)
 
     if ((f = fopen (path, "r"))) {
         long pid = 0;
-        if (fscanf (f, "%ld", &pid) == 1 && pid > 0 && pid != getpid ()
-            && kill ((pid_t)pid, 0) == 0) {
+        if (fscanf (f, "%ld", &pid) == 1 && pid > 0 && pid != getpid () &&
+            kill ((pid_t)pid, 0) == 0) {
             fclose (f);
-            return errnoprintf (err, EEXIST, "%s: dtctld already running as pid %ld", path,
-                                pid);
+            return errnoprintf (err, EEXIST, "%s: dtctld already running as pid %ld",
+                                path, pid);
         }
         fclose (f);
     }
@@ -142,8 +142,8 @@ int daemon_state_dir (const char *path, dt_error_t *err)
     if ((fd = open (path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return errnoprintf (err, errno, "StateDir %s: %s", path,
                             errno == ENOTDIR || errno == ELOOP
-                                ? "not a directory (a symbolic link is refused)"
-                                : strerror (errno));
+                              ? "not a directory (a symbolic link is refused)"
+                              : strerror (errno));
     if (fstat (fd, &sb) < 0) {
         int e = errno;
         close (fd);
@@ -151,20 +151,25 @@ int daemon_state_dir (const char *path, dt_error_t *err)
     }
     if (sb.st_uid != geteuid ()) {
         close (fd);
-        return errnoprintf (err, EPERM, "StateDir %s: owned by uid %ld, not by dtctld's user "
+        return errnoprintf (err, EPERM,
+                            "StateDir %s: owned by uid %ld, not by dtctld's user "
                             "(uid %ld); refusing it (its owner could read or change the "
-                            "controller's state)", path, (long)sb.st_uid, (long)geteuid ());
+                            "controller's state)",
+                            path, (long)sb.st_uid, (long)geteuid ());
     }
     if (sb.st_mode & 077) {
         if (fchmod (fd, 0700) < 0) {
             int e = errno;
             close (fd);
-            return errnoprintf (err, e, "StateDir %s: mode %04o lets other users in, and "
-                                "chmod 0700 failed: %s", path, (unsigned)(sb.st_mode & 07777),
-                                strerror (e));
+            return errnoprintf (err, e,
+                                "StateDir %s: mode %04o lets other users in, and "
+                                "chmod 0700 failed: %s",
+                                path, (unsigned)(sb.st_mode & 07777), strerror (e));
         }
-        dt_log (LOG_WARNING, "StateDir %s was mode %04o (other users could read the "
-                "database): now 0700", path, (unsigned)(sb.st_mode & 07777));
+        dt_log (LOG_WARNING,
+                "StateDir %s was mode %04o (other users could read the "
+                "database): now 0700",
+                path, (unsigned)(sb.st_mode & 07777));
     }
     close (fd);
     return 0;
@@ -183,13 +188,16 @@ int daemon_private_file (const char *path, dt_error_t *err)
         if ((fd = open (p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
             if (errno == ENOENT)
                 continue;
-            return errnoprintf (err, errno, "%s: %s", p, errno == ELOOP
-                                ? "a symbolic link (refused)" : strerror (errno));
+            return errnoprintf (err, errno, "%s: %s", p,
+                                errno == ELOOP ? "a symbolic link (refused)"
+                                               : strerror (errno));
         }
         if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || sb.st_uid != geteuid ()) {
             close (fd);
-            return errnoprintf (err, EPERM, "%s: not a regular file owned by dtctld's user "
-                                "(uid %ld); refusing it", p, (long)geteuid ());
+            return errnoprintf (err, EPERM,
+                                "%s: not a regular file owned by dtctld's user "
+                                "(uid %ld); refusing it",
+                                p, (long)geteuid ());
         }
         if (sb.st_mode & 077) {
             if (fchmod (fd, 0600) < 0) {
@@ -197,8 +205,8 @@ int daemon_private_file (const char *path, dt_error_t *err)
                 close (fd);
                 return errnoprintf (err, e, "%s: chmod 0600: %s", p, strerror (e));
             }
-            dt_log (LOG_WARNING, "%s was mode %04o (other users could read it): now 0600", p,
-                    (unsigned)(sb.st_mode & 07777));
+            dt_log (LOG_WARNING, "%s was mode %04o (other users could read it): now 0600",
+                    p, (unsigned)(sb.st_mode & 07777));
         }
         close (fd);
     }

@@ -15,23 +15,17 @@ static const char *attempt_names[ATT_STATE_COUNT] = {
 /* job_table[from][to] */
 static const bool job_table[JOB_STATE_COUNT][JOB_STATE_COUNT] = {
     /*                 pend   run    rest   comp   fail   canc */
-    [JOB_PENDING]    = { 0,     1,     1,     0,     1,     1 },
-    [JOB_RUNNING]    = { 0,     0,     1,     1,     1,     1 },
-    [JOB_RESTARTING] = { 0,     1,     0,     0,     1,     1 },
-    [JOB_COMPLETED]  = { 0,     0,     0,     0,     0,     0 },
-    [JOB_FAILED]     = { 1,     0,     0,     0,     0,     0 },
-    [JOB_CANCELLED]  = { 1,     0,     0,     0,     0,     0 },
+    [JOB_PENDING] = { 0, 1, 1, 0, 1, 1 },    [JOB_RUNNING] = { 0, 0, 1, 1, 1, 1 },
+    [JOB_RESTARTING] = { 0, 1, 0, 0, 1, 1 }, [JOB_COMPLETED] = { 0, 0, 0, 0, 0, 0 },
+    [JOB_FAILED] = { 1, 0, 0, 0, 0, 0 },     [JOB_CANCELLED] = { 1, 0, 0, 0, 0, 0 },
 };
 
 static const bool attempt_table[ATT_STATE_COUNT][ATT_STATE_COUNT] = {
     /*                 subm   start  run    end    succ   fail   canc */
-    [ATT_SUBMITTED] = { 0,     1,     0,     1,     0,     1,     1 },
-    [ATT_STARTING]  = { 0,     0,     1,     1,     0,     1,     1 },
-    [ATT_RUNNING]   = { 0,     0,     0,     1,     0,     0,     0 },
-    [ATT_ENDING]    = { 0,     0,     0,     0,     1,     1,     1 },
-    [ATT_SUCCEEDED] = { 0,     0,     0,     0,     0,     0,     0 },
-    [ATT_FAILED]    = { 0,     0,     0,     0,     0,     0,     0 },
-    [ATT_CANCELLED] = { 0,     0,     0,     0,     0,     0,     0 },
+    [ATT_SUBMITTED] = { 0, 1, 0, 1, 0, 1, 1 }, [ATT_STARTING] = { 0, 0, 1, 1, 0, 1, 1 },
+    [ATT_RUNNING] = { 0, 0, 0, 1, 0, 0, 0 },   [ATT_ENDING] = { 0, 0, 0, 0, 1, 1, 1 },
+    [ATT_SUCCEEDED] = { 0, 0, 0, 0, 0, 0, 0 }, [ATT_FAILED] = { 0, 0, 0, 0, 0, 0, 0 },
+    [ATT_CANCELLED] = { 0, 0, 0, 0, 0, 0, 0 },
 };
 
 const char *fsm_job_state_name (enum job_state s)

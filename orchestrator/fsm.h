@@ -1,7 +1,8 @@
 /* fsm.h: the job and attempt state machines (man/dtctl-job.5.in lists the states).
  *
- * Job:     pending -> running -> (restarting -> running)* -> completed | failed | cancelled
- * Attempt: submitted -> starting -> running -> ending -> succeeded | failed | cancelled
+ * Job:     pending -> running -> (restarting -> running)* -> completed | failed |
+ * cancelled Attempt: submitted -> starting -> running -> ending -> succeeded | failed |
+ * cancelled
  *
  * Pure functions: which transitions are legal, names <-> enums.  The job
  * manager asks fsm_*_ok() before every change and answers 409 (changing

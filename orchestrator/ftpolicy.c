@@ -62,7 +62,7 @@ double ft_percentile (const double *v, int n, double p)
     double *s, x;
     if (n <= 0 || p <= 0 || p > 100 || !(s = sorted (v, n)))
         return NAN;
-    int k = (int)ceil (p / 100.0 * n) - 1;   /* nearest rank */
+    int k = (int)ceil (p / 100.0 * n) - 1; /* nearest rank */
     if (k < 0)
         k = 0;
     if (k >= n)
@@ -72,8 +72,8 @@ double ft_percentile (const double *v, int n, double p)
     return x;
 }
 
-int64_t ft_hang_timeout_ms (const struct ft_hang_params *p, int64_t fixed_ms, double p99_ms,
-                            int nsamples, bool busy)
+int64_t ft_hang_timeout_ms (const struct ft_hang_params *p, int64_t fixed_ms,
+                            double p99_ms, int nsamples, bool busy)
 {
     int64_t t;
     if (fixed_ms > 0)
@@ -148,14 +148,14 @@ bool ft_node_name_ok (const char *name)
 {
     size_t n = 0;
 
-    if (!name || !((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z')
-                   || (*name >= '0' && *name <= '9')))
+    if (!name || !((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') ||
+                   (*name >= '0' && *name <= '9')))
         return false;
     for (const char *p = name; *p; p++, n++) {
         char c = *p;
-        if (n >= FT_NODE_NAME_MAX
-            || !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-                 || c == '.' || c == '_' || c == '-'))
+        if (n >= FT_NODE_NAME_MAX ||
+            !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
             return false;
     }
     return true;

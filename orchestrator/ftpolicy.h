@@ -40,11 +40,11 @@ bool ft_straggler_flag (double score, int nsamples, int window, double threshold
 double ft_percentile (const double *v, int n, double p);
 
 struct ft_hang_params {
-    int64_t floor_ms;           /* never below this */
-    double multiple;            /* k in k x p99 */
-    int64_t busy_floor_ms;      /* while busy (checkpoint save/load) */
-    double busy_multiple;       /* busy allowance = max(busy_floor, this x timeout) */
-    int min_samples;            /* below this many step times: floor only */
+    int64_t floor_ms;      /* never below this */
+    double multiple;       /* k in k x p99 */
+    int64_t busy_floor_ms; /* while busy (checkpoint save/load) */
+    double busy_multiple;  /* busy allowance = max(busy_floor, this x timeout) */
+    int min_samples;       /* below this many step times: floor only */
 };
 
 /* The defaults dtctld uses (floor 30 s, 10 x p99, busy: max(120 s, 4 x)). */
@@ -53,8 +53,8 @@ extern const struct ft_hang_params ft_hang_defaults;
 /* The hang timeout: 'fixed_ms' when > 0 (the job set hang_timeout_ms);
  * else max(floor, multiple x p99_ms) once min_samples step times are known,
  * else the floor.  When 'busy', the busy allowance instead. */
-int64_t ft_hang_timeout_ms (const struct ft_hang_params *p, int64_t fixed_ms, double p99_ms,
-                            int nsamples, bool busy);
+int64_t ft_hang_timeout_ms (const struct ft_hang_params *p, int64_t fixed_ms,
+                            double p99_ms, int nsamples, bool busy);
 
 /* --- restarts -------------------------------------------------------------- */
 
@@ -67,20 +67,20 @@ bool ft_attempt_progressed (int64_t resume_step, int64_t max_step, bool committe
 int ft_no_progress_streak (int streak, bool progressed);
 
 enum ft_verdict {
-    FT_RESTART = 0,             /* start a new attempt on *nodes nodes */
-    FT_GIVE_UP_RESTARTS,        /* max_restarts reached: failed with the attempt's cause */
-    FT_GIVE_UP_NO_PROGRESS,     /* failed with cause "no_progress" */
-    FT_GIVE_UP_NO_NODES,        /* fewer healthy nodes than restart.min_nodes */
+    FT_RESTART = 0,         /* start a new attempt on *nodes nodes */
+    FT_GIVE_UP_RESTARTS,    /* max_restarts reached: failed with the attempt's cause */
+    FT_GIVE_UP_NO_PROGRESS, /* failed with cause "no_progress" */
+    FT_GIVE_UP_NO_NODES,    /* fewer healthy nodes than restart.min_nodes */
 };
 
 struct ft_restart_in {
-    int restarts;               /* restarts so far (before this one) */
+    int restarts; /* restarts so far (before this one) */
     int max_restarts;
-    int no_progress_streak;     /* consecutive attempts without progress, this one included */
-    int no_progress_limit;      /* K: give up when the streak reaches it (0: never) */
-    int nodes;                  /* nodes the job asks for */
-    int min_nodes;              /* restart.min_nodes (<= nodes) */
-    int available;              /* healthy nodes the launcher can offer (< 0: unknown = enough) */
+    int no_progress_streak; /* consecutive attempts without progress, this one included */
+    int no_progress_limit;  /* K: give up when the streak reaches it (0: never) */
+    int nodes;              /* nodes the job asks for */
+    int min_nodes;          /* restart.min_nodes (<= nodes) */
+    int available; /* healthy nodes the launcher can offer (< 0: unknown = enough) */
 };
 
 /* What to do after an attempt failed; *nodes gets the size of the next

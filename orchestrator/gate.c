@@ -91,9 +91,7 @@ static int gate_cb (dt_http_req_t *req, void *arg)
         return gate_agent (ctx, req);
     if (dt_http_req_class (req) == GATE_CLASS_AGENT && strcmp (path, "/healthz")) {
         metrics_refused (ctx->metrics, REFUSED_LISTENER);
-        dt_http_reply_error (req,
-                             403,
-                             NULL,
+        dt_http_reply_error (req, 403, NULL,
                              "this is the agents' listener (AgentPort); "
                              "user requests go to ListenPort %d",
                              dt_httpd_port (ctx->httpd));
@@ -114,26 +112,19 @@ static int gate_cb (dt_http_req_t *req, void *arg)
             char name[64];
             metrics_refused (ctx->metrics, REFUSED_MAX_JOBS_PER_USER);
             dt_http_reply_error (
-              req,
-              429,
-              NULL,
+              req, 429, NULL,
               "quota MaxJobsPerUser: user %s has %d live "
               "jobs, the limit is %lld; wait for one to end or cancel one",
-              auth_user_name (uid, name, sizeof (name)),
-              live,
-              (long long)max);
+              auth_user_name (uid, name, sizeof (name)), live, (long long)max);
             return -1;
         }
         if (all > 0 && total >= all) {
             metrics_refused (ctx->metrics, REFUSED_MAX_JOB_COUNT);
             dt_http_reply_error (
-              req,
-              429,
-              NULL,
+              req, 429, NULL,
               "quota MaxJobCount: the controller holds %d "
               "live jobs, the limit is %lld; retry when jobs have ended",
-              total,
-              (long long)all);
+              total, (long long)all);
             return -1;
         }
     }

@@ -56,7 +56,8 @@ struct cur {
 
 static inline void skip_ws (struct cur *c)
 {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+    while (c->p < c->end &&
+           (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
         c->p++;
 }
 
@@ -129,7 +130,7 @@ static bool boolean (struct cur *c, bool *b)
 
 /* Exact powers of ten (the ones a double holds exactly). */
 static const double pow10_exact[] = {
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 };
 
@@ -156,7 +157,7 @@ static bool number (struct cur *c, bool *is_int, int64_t *i, double *d)
     if (*q == '0') {
         q++;
         if (q < c->end && *q >= '0' && *q <= '9')
-            return false;       /* leading zero: invalid JSON */
+            return false; /* leading zero: invalid JSON */
     }
     else {
         while (q < c->end && *q >= '0' && *q <= '9') {
@@ -174,7 +175,7 @@ static bool number (struct cur *c, bool *is_int, int64_t *i, double *d)
             return false;
         while (q < c->end && *q >= '0' && *q <= '9') {
             if (++ndig > 18)
-                mant = -1;      /* too long for the exact path below */
+                mant = -1; /* too long for the exact path below */
             else
                 mant = mant * 10 + (*q - '0');
             nfrac++;
@@ -217,7 +218,7 @@ static bool number (struct cur *c, bool *is_int, int64_t *i, double *d)
     errno = 0;
     double v = strtod (tmp, NULL);
     if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL))
-        return false;           /* jansson: "real number overflow" */
+        return false; /* jansson: "real number overflow" */
     *d = v;
     return true;
 }
@@ -236,7 +237,7 @@ static bool real_in (struct cur *c, double min, double max, double *out)
     return number (c, &is_int, &i, out) && isfinite (*out) && *out >= min && *out <= max;
 }
 
-enum { K_RANK = 1 << 12 };      /* next to the enum hb_field bits */
+enum { K_RANK = 1 << 12 }; /* next to the enum hb_field bits */
 
 /* One rank entry: the keys of hb_rank_keys (agentapi.c's contract) once
  * each, "rank" required, null = not given for the others. */
@@ -249,7 +250,7 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
     if (!eat (c, '{'))
         return false;
     if (eat (c, '}'))
-        return false;           /* "rank" missing */
+        return false; /* "rank" missing */
     do {
         unsigned bit;
         int64_t i;
@@ -283,10 +284,10 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
         else if (KEY ("stopped"))
             bit = HB_STOPPED;
         else
-            return false;       /* unknown field */
+            return false; /* unknown field */
 #undef KEY
         if (seen & bit)
-            return false;       /* duplicate key */
+            return false; /* duplicate key */
         seen |= bit;
         if (bit != K_RANK && null (c))
             continue;
@@ -407,8 +408,8 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 
 static const char *const hb_keys[] = { "node", "ranks", NULL };
 static const char *const hb_rank_keys[] = {
-    "rank", "local_rank", "pid", "state", "client", "step", "loss", "samples", "compute_ms",
-    "comm_ms", "busy", "waiting", "stopped", NULL,
+    "rank",    "local_rank", "pid",     "state", "client",  "step",    "loss",
+    "samples", "compute_ms", "comm_ms", "busy",  "waiting", "stopped", NULL,
 };
 
 /* Is 'key' of 'o' given (present and not null)? */
@@ -440,33 +441,38 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
         errnoprintf (err, EPROTO, "expected a JSON object");
         return HB_ERR_BODY;
     }
-    if (dt_json_check_object (root, "", hb_keys, err) < 0
-        || dt_json_get_str (root, "", "node", true, hb_node_max, false, &node, err) < 0
-        || dt_json_get_arr (root, "", "ranks", true, &ranks, err) < 0)
+    if (dt_json_check_object (root, "", hb_keys, err) < 0 ||
+        dt_json_get_str (root, "", "node", true, hb_node_max, false, &node, err) < 0 ||
+        dt_json_get_arr (root, "", "ranks", true, &ranks, err) < 0)
         goto done;
     snprintf (m->node, sizeof (m->node), "%s", node);
-    json_array_foreach (ranks, i, r) {
+    json_array_foreach (ranks, i, r)
+    {
         json_int_t rank, lr = 0, pid = 0, step = 0, samples = 0;
         double loss = 0, comp = 0, comm = 0;
         bool client = false, busy = false, waiting = false, stopped = false;
         const char *st = NULL;
         dt_json_path_index (path, sizeof (path), "ranks", i);
-        if (dt_json_check_object (r, path, hb_rank_keys, err) < 0
-            || dt_json_get_int (r, path, "rank", true, 0, (json_int_t)world_size - 1, &rank,
-                                err) < 0
-            || dt_json_get_int (r, path, "local_rank", false, 0, hb_local_rank_max, &lr,
-                                err) < 0
-            || dt_json_get_int (r, path, "pid", false, 0, hb_pid_max, &pid, err) < 0
-            || dt_json_get_str (r, path, "state", false, hb_state_max, false, &st, err) < 0
-            || dt_json_get_bool (r, path, "client", false, &client, err) < 0
-            || dt_json_get_bool (r, path, "busy", false, &busy, err) < 0
-            || dt_json_get_bool (r, path, "waiting", false, &waiting, err) < 0
-            || dt_json_get_bool (r, path, "stopped", false, &stopped, err) < 0
-            || dt_json_get_int (r, path, "step", false, -1, INT64_MAX, &step, err) < 0
-            || dt_json_get_int (r, path, "samples", false, -1, INT64_MAX, &samples, err) < 0
-            || dt_json_get_real (r, path, "loss", false, -INFINITY, INFINITY, &loss, err) < 0
-            || dt_json_get_real (r, path, "compute_ms", false, 0, hb_ms_max, &comp, err) < 0
-            || dt_json_get_real (r, path, "comm_ms", false, 0, hb_ms_max, &comm, err) < 0)
+        if (dt_json_check_object (r, path, hb_rank_keys, err) < 0 ||
+            dt_json_get_int (r, path, "rank", true, 0, (json_int_t)world_size - 1, &rank,
+                             err) < 0 ||
+            dt_json_get_int (r, path, "local_rank", false, 0, hb_local_rank_max, &lr,
+                             err) < 0 ||
+            dt_json_get_int (r, path, "pid", false, 0, hb_pid_max, &pid, err) < 0 ||
+            dt_json_get_str (r, path, "state", false, hb_state_max, false, &st, err) <
+              0 ||
+            dt_json_get_bool (r, path, "client", false, &client, err) < 0 ||
+            dt_json_get_bool (r, path, "busy", false, &busy, err) < 0 ||
+            dt_json_get_bool (r, path, "waiting", false, &waiting, err) < 0 ||
+            dt_json_get_bool (r, path, "stopped", false, &stopped, err) < 0 ||
+            dt_json_get_int (r, path, "step", false, -1, INT64_MAX, &step, err) < 0 ||
+            dt_json_get_int (r, path, "samples", false, -1, INT64_MAX, &samples, err) <
+              0 ||
+            dt_json_get_real (r, path, "loss", false, -INFINITY, INFINITY, &loss, err) <
+              0 ||
+            dt_json_get_real (r, path, "compute_ms", false, 0, hb_ms_max, &comp, err) <
+              0 ||
+            dt_json_get_real (r, path, "comm_ms", false, 0, hb_ms_max, &comm, err) < 0)
             goto done;
         struct hb_rank *e = rank_next (m);
         if (!e) {
@@ -492,10 +498,17 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
             const char *key;
             unsigned bit;
         } opt[] = {
-            { "local_rank", HB_LOCAL_RANK }, { "pid", HB_PID }, { "state", HB_STATE },
-            { "client", HB_CLIENT }, { "step", HB_STEP }, { "loss", HB_LOSS },
-            { "samples", HB_SAMPLES }, { "compute_ms", HB_COMPUTE_MS },
-            { "comm_ms", HB_COMM_MS }, { "busy", HB_BUSY }, { "waiting", HB_WAITING },
+            { "local_rank", HB_LOCAL_RANK },
+            { "pid", HB_PID },
+            { "state", HB_STATE },
+            { "client", HB_CLIENT },
+            { "step", HB_STEP },
+            { "loss", HB_LOSS },
+            { "samples", HB_SAMPLES },
+            { "compute_ms", HB_COMPUTE_MS },
+            { "comm_ms", HB_COMM_MS },
+            { "busy", HB_BUSY },
+            { "waiting", HB_WAITING },
             { "stopped", HB_STOPPED },
         };
         for (size_t k = 0; k < sizeof (opt) / sizeof (opt[0]); k++)

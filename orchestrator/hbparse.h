@@ -37,7 +37,7 @@ enum hb_field {
 };
 
 struct hb_rank {
-    unsigned has;               /* enum hb_field bits */
+    unsigned has; /* enum hb_field bits */
     int rank;
     int local_rank;
     int pid;
@@ -50,7 +50,7 @@ struct hb_rank {
 /* One decoded heartbeat.  The rank buffer is kept from one call to the
  * next (hb_msg_free releases it). */
 struct hb_msg {
-    char node[64];              /* "" until the top level is valid */
+    char node[64]; /* "" until the top level is valid */
     struct hb_rank *ranks;
     size_t nranks;
     size_t cap;
@@ -58,10 +58,10 @@ struct hb_msg {
 
 enum hb_result {
     HB_OK = 0,
-    HB_ERR_BODY,                /* 400 "request body: <err>" (not JSON, not an object) */
-    HB_ERR_FIELD,               /* 400 "<field path>: ...": m->node is set when the top
-                                 * level was valid and only a rank entry is at fault */
-    HB_ERR_NOMEM,               /* 500 */
+    HB_ERR_BODY,  /* 400 "request body: <err>" (not JSON, not an object) */
+    HB_ERR_FIELD, /* 400 "<field path>: ...": m->node is set when the top
+                   * level was valid and only a rank entry is at fault */
+    HB_ERR_NOMEM, /* 500 */
 };
 
 void hb_msg_init (struct hb_msg *m);

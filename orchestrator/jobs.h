@@ -38,16 +38,16 @@ struct ctld;
 /* One registered agent (= node) of an attempt. */
 struct agent {
     char node[64];
-    int order;                  /* node_order (Slurm node id) */
+    int order; /* node_order (Slurm node id) */
     char addr[64];
     int port;
     int pid;
-    int node_rank;              /* -1: spare or not assigned yet */
+    int node_rank; /* -1: spare or not assigned yet */
     bool spare;
-    bool done;                  /* reported "done" */
-    bool dirty;                 /* heartbeat time not flushed */
-    int64_t register_time;      /* epoch ms */
-    int64_t last_hb_ms;         /* epoch ms of the last heartbeat/registration */
+    bool done;             /* reported "done" */
+    bool dirty;            /* heartbeat time not flushed */
+    int64_t register_time; /* epoch ms */
+    int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
     json_t *hostinfo;
 };
 
@@ -65,7 +65,7 @@ struct rank {
     double loss;
     int64_t samples;
     double compute_ms, comm_ms;
-    double score;               /* straggler score, NAN unknown */
+    double score; /* straggler score, NAN unknown */
     bool flagged;
     int exit_code, signal;
     int64_t updated;
@@ -74,20 +74,20 @@ struct rank {
     double ring[STRAGGLER_RING];
     int nring, ring_pos;
     int64_t ring_step;
-    double median;              /* of ring[0..nring), cached; NAN none */
-    bool median_stale;          /* ring changed since 'median' */
+    double median;     /* of ring[0..nring), cached; NAN none */
+    bool median_stale; /* ring changed since 'median' */
     /* controller-side hang watchdog */
-    bool busy;                  /* saving/loading a checkpoint (libdtclient) */
-    bool waiting;               /* in a collective: blocked on its peers */
-    bool stopped;               /* its process is stopped (SIGSTOP, a debugger) */
-    int64_t progress_ms;        /* epoch ms of the last step change; 0 not yet seen */
-    int64_t progress_step;      /* the step seen then */
+    bool busy;             /* saving/loading a checkpoint (libdtclient) */
+    bool waiting;          /* in a collective: blocked on its peers */
+    bool stopped;          /* its process is stopped (SIGSTOP, a debugger) */
+    int64_t progress_ms;   /* epoch ms of the last step change; 0 not yet seen */
+    int64_t progress_step; /* the step seen then */
 };
 
 struct kv {
     struct kv *next;
     char *key;
-    char *value;                /* base64 text as received */
+    char *value; /* base64 text as received */
 };
 
 struct job;
@@ -95,14 +95,14 @@ struct job;
 /* Just-in-time checkpoint shards reported by one surviving rank:
  * it writes every rank's shard of one step into a directory of its own. */
 struct jit_set {
-    int64_t step;               /* 0: none yet */
+    int64_t step; /* 0: none yet */
     int nhave;
     char node[64];
     struct jit_shard {
         bool got;
         int64_t bytes;
         char crc32c[16];
-    } *shards;                  /* [world_size] */
+    } * shards; /* [world_size] */
 };
 
 struct attempt {
@@ -110,23 +110,23 @@ struct attempt {
     struct store_attempt_row row;
     struct agent *agents;
     int nagents, cap;
-    struct rank *ranks;         /* [world_size] */
+    struct rank *ranks; /* [world_size] */
     struct kv *kv;
     size_t kv_bytes;
-    int64_t deadline_ms;        /* rendezvous deadline (starting) */
+    int64_t deadline_ms; /* rendezvous deadline (starting) */
     int64_t ending_since_ms;
     bool cancel_sent;
     enum attempt_state end_state; /* where ending leads */
     int64_t next_poll_ms;
-    int64_t ckpt_cmd_step;      /* the outstanding checkpoint command, 0 none */
+    int64_t ckpt_cmd_step; /* the outstanding checkpoint command, 0 none */
     int64_t max_step;
     int64_t tp_step, tp_time_ms; /* throughput: the slowest rank's step, then */
     /* recent step times, for the automatic hang timeout */
 #define STEPTIME_RING 256
     double steptime[STEPTIME_RING]; /* recent step times (compute + comm), ms */
     int nsteptime, steptime_pos;
-    bool committed_any;         /* this attempt committed a checkpoint */
-    bool first_step_noted;      /* event "first_step" written (past resume_step) */
+    bool committed_any;    /* this attempt committed a checkpoint */
+    bool first_step_noted; /* event "first_step" written (past resume_step) */
     /* A planned end (time-limit warning, preemption, straggler exclusion):
      * the ranks checkpoint at stop_step and exit; the attempt then ends
      * with stop_cause instead of succeeding. */
@@ -134,27 +134,27 @@ struct attempt {
     char stop_node[64];
     int stop_rank;
     char stop_detail[192];
-    int64_t stop_step;          /* 0: at the ranks' next step */
+    int64_t stop_step; /* 0: at the ranks' next step */
     bool stopping;
     /* Just-in-time checkpoint.  After a failure the launcher's
      * cancel waits (the JIT window) while surviving ranks may still
      * report a just-in-time shard set; the first complete set of a step
      * newer than the last committed checkpoint is committed (kind jit). */
-    bool jit_open;              /* the window is open: ending, cancel deferred */
-    int64_t jit_until_ms;       /* the window closes at the latest then */
+    bool jit_open;        /* the window is open: ending, cancel deferred */
+    int64_t jit_until_ms; /* the window closes at the latest then */
     int64_t jit_opened_ms;
-    int64_t jit_step;           /* the JIT checkpoint committed, 0 none */
-    struct jit_set *jit;        /* [world_size], per reporting rank; lazily */
-    int jit_nsets;              /* ranks with a set in jit[] (at most jit_sets_max) */
-    bool jit_refused_logged;    /* a rank past that was logged */
-    int64_t survivor_exit_ms;   /* a rank exited after writing a JIT set (a victim) */
-    char resume_source[16];     /* "jit", "committed" or "none" */
+    int64_t jit_step;         /* the JIT checkpoint committed, 0 none */
+    struct jit_set *jit;      /* [world_size], per reporting rank; lazily */
+    int jit_nsets;            /* ranks with a set in jit[] (at most jit_sets_max) */
+    bool jit_refused_logged;  /* a rank past that was logged */
+    int64_t survivor_exit_ms; /* a rank exited after writing a JIT set (a victim) */
+    char resume_source[16];   /* "jit", "committed" or "none" */
     /* Heartbeat ingest: a heartbeat updates only its node's
      * ranks and marks the attempt; the attempt-wide pass (jobs_progress)
      * runs at most every progress_gap_ms, from the heartbeat or the tick. */
     bool progress_dirty;
-    int64_t progress_last_ms;   /* monotonic ms of the last attempt-wide pass */
-    int64_t watchdog_last_ms;   /* monotonic ms of the last hang watchdog run */
+    int64_t progress_last_ms; /* monotonic ms of the last attempt-wide pass */
+    int64_t watchdog_last_ms; /* monotonic ms of the last hang watchdog run */
     /* node name -> index into agents[] (open addressing, index + 1; 0
      * empty), rebuilt when agents[] changed (count or order). */
     int *agent_hash;
@@ -167,17 +167,17 @@ struct attempt {
 struct job {
     struct job *next;
     struct store_job_row row;
-    struct job_spec spec;       /* row.spec decoded (borrows from it) */
-    struct attempt *att;        /* latest attempt, or NULL */
-    int64_t restart_at_ms;      /* restarting: when to start the next attempt */
+    struct job_spec spec;  /* row.spec decoded (borrows from it) */
+    struct attempt *att;   /* latest attempt, or NULL */
+    int64_t restart_at_ms; /* restarting: when to start the next attempt */
     int64_t metrics_rows;
     int64_t last_metric_step;
-    bool dirty;                 /* row's live fields not flushed */
+    bool dirty; /* row's live fields not flushed */
     /* restart policy */
-    int no_progress_streak;     /* consecutive failed attempts without progress */
-    int next_nodes;             /* size of the next attempt (0: the spec's nodes) */
-    char reuse_handle[64];      /* allocation kept for an in-allocation restart */
-    int64_t agent_events;       /* events its agents added (MaxEventsPerJob), since start */
+    int no_progress_streak; /* consecutive failed attempts without progress */
+    int next_nodes;         /* size of the next attempt (0: the spec's nodes) */
+    char reuse_handle[64];  /* allocation kept for an in-allocation restart */
+    int64_t agent_events;   /* events its agents added (MaxEventsPerJob), since start */
 };
 
 struct jobs;
@@ -196,8 +196,8 @@ void jobs_flush (struct jobs *jobs);
  * *status (400, 403, 404, 409, 500) and err. */
 int jobs_submit (struct jobs *jobs, const json_t *spec, uid_t uid, gid_t gid, int64_t *id,
                  int *status, dt_error_t *err);
-int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason, int *status,
-                 dt_error_t *err);
+int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason,
+                 int *status, dt_error_t *err);
 int jobs_resubmit (struct jobs *jobs, int64_t id, uid_t uid, const json_t *exclude,
                    bool from_scratch, int *status, dt_error_t *err);
 int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, int *status,
@@ -227,8 +227,8 @@ int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent 
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
                         const char *node, int rank, const char *detail, json_t *evidence);
 /* An agent reported done; may complete the attempt and the job. */
-int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag, int exit_code,
-                     dt_error_t *err);
+int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag,
+                     int exit_code, dt_error_t *err);
 /* A rank reported a shard; may commit the checkpoint. */
 int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int rank,
                 int64_t step, const char *path, int64_t bytes, const char *crc32c,
@@ -247,8 +247,8 @@ bool jobs_jit_reporter (const struct attempt *att, int rank);
 /* A rank that wrote a just-in-time checkpoint exited: it is a survivor of
  * a peer's failure, not its cause; the attempt waits for the cause (a
  * peer's exit, a node timeout) a little before failing without blame. */
-void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
-                         int exit_code);
+void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node,
+                         int rank, int exit_code);
 /* A rank exited after reporting 'step' last (the agent read its page):
  * the step bookkeeping (max step, goodput) gets the exact figure. */
 void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int64_t step);
@@ -284,13 +284,14 @@ int64_t jobs_hang_timeout_ms (const struct job *job);
  * preemption): the ranks checkpoint and stop; the attempt then ends with
  * cause time_limit / preempted and the next attempt resumes from that
  * final checkpoint. */
-void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node, const char *detail);
+void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node,
+                  const char *detail);
 /* A rank exited: when it is a dttrain-style corrupt-shard exit (code 3,
  * stderr naming a shard of the checkpoint this attempt resumed from), mark
  * that checkpoint bad so the next attempt resumes from the previous one.
  * Call before jobs_attempt_fail. */
-void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *node, int rank,
-                           int exit_code, const char *stderr_tail);
+void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *node,
+                           int rank, int exit_code, const char *stderr_tail);
 /* POST /v1/nodes/{name}/clear: admins only (403), unknown node 404. */
 int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status,
                      dt_error_t *err);
@@ -300,17 +301,17 @@ int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status
  * next.  'alloc': its handle; 'cur': the attempt it ran last;
  * 'step_running': that attempt's processes still end. */
 enum jobs_alloc_action {
-    JOBS_ALLOC_WAIT,            /* keep going: nothing decided yet */
-    JOBS_ALLOC_RUN,             /* start 'attempt' as a new step */
-    JOBS_ALLOC_EXIT,            /* the job is over or goes on elsewhere: end */
+    JOBS_ALLOC_WAIT, /* keep going: nothing decided yet */
+    JOBS_ALLOC_RUN,  /* start 'attempt' as a new step */
+    JOBS_ALLOC_EXIT, /* the job is over or goes on elsewhere: end */
 };
 struct jobs_alloc_next {
     enum jobs_alloc_action action;
-    const char *why;            /* EXIT: why (static text) */
-    int attempt;                /* RUN: the attempt, its token, its nodes */
-    const char *token;          /* borrowed from the attempt */
+    const char *why;   /* EXIT: why (static text) */
+    int attempt;       /* RUN: the attempt, its token, its nodes */
+    const char *token; /* borrowed from the attempt */
     int nodes;
-    const json_t *exclude;      /* RUN: node names not to use (borrowed) */
+    const json_t *exclude; /* RUN: node names not to use (borrowed) */
 };
 /* The job manager's answer; a RUN makes the attempt run without spares (a
  * reused allocation runs exactly num_nodes agents) and notes the step. */

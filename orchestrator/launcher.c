@@ -15,4 +15,3 @@ const struct launcher_ops *launcher_lookup (const char *name)
     errno = ENOENT;
     return NULL;
 }
-

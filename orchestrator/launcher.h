@@ -67,13 +67,13 @@ struct launcher_conf {
  * submit call. */
 struct launcher_req {
     int64_t job_id;
-    int attempt;                /* 1, 2, ... */
-    const char *job_name;       /* the spec's name (Slurm job name "dt-<name>") */
-    const char *token;          /* 64 hex chars; passed as DT_TOKEN only */
-    uid_t uid;                  /* owner of the job: agents run as this user */
+    int attempt;          /* 1, 2, ... */
+    const char *job_name; /* the spec's name (Slurm job name "dt-<name>") */
+    const char *token;    /* 64 hex chars; passed as DT_TOKEN only */
+    uid_t uid;            /* owner of the job: agents run as this user */
     gid_t gid;
-    int nodes;                  /* nodes that run ranks */
-    int spare_nodes;            /* extra idle nodes in the allocation */
+    int nodes;       /* nodes that run ranks */
+    int spare_nodes; /* extra idle nodes in the allocation */
     int ranks_per_node;
     const char *partition;      /* NULL: the cluster's default */
     int64_t time_limit_s;       /* 0: no limit (the partition's) */
@@ -118,9 +118,9 @@ struct launcher_req {
 };
 
 enum launcher_state {
-    LAUNCHER_PENDING = 0,       /* queued, no process started yet */
-    LAUNCHER_RUNNING = 1,       /* agents started (some may have exited) */
-    LAUNCHER_ENDED = 2,         /* nothing of the attempt is running any more */
+    LAUNCHER_PENDING = 0, /* queued, no process started yet */
+    LAUNCHER_RUNNING = 1, /* agents started (some may have exited) */
+    LAUNCHER_ENDED = 2,   /* nothing of the attempt is running any more */
 };
 
 /* What ended an attempt, as far as the launcher's scheduler says. */
@@ -144,13 +144,13 @@ struct launcher_status {
      *   "launch_failed"   could not start at all (e.g. sbatch rejected it)
      *   "lost"            the launcher no longer knows the handle */
     char cause[32];
-    int exit_code;              /* when ENDED; -1 if unknown */
-    char detail[160];           /* human text, e.g. "batch job 17 state NODE_FAIL" */
+    int exit_code;    /* when ENDED; -1 if unknown */
+    char detail[160]; /* human text, e.g. "batch job 17 state NODE_FAIL" */
     /* The scheduler's numeric id of the allocation (Slurm: the job id),
      * recorded with the attempt (the API calls it slurm_job_id); 0 none. */
     int64_t sched_id;
-    char nodelist[256];         /* "node[1-3]" or "local1,local2"; "" if unknown */
-    char batch_host[64];        /* the node running the batch script; "" if none */
+    char nodelist[256];  /* "node[1-3]" or "local1,local2"; "" if unknown */
+    char batch_host[64]; /* the node running the batch script; "" if none */
     /* When ENDED, the launcher's own time of the end where it knows one
      * (Slurm: the job's EndTime, e.g. when slurmctld set a node DOWN for
      * NODE_FAIL), epoch ms; 0 unknown.  The controller records a failure
@@ -178,7 +178,7 @@ enum launcher_cancel_flags {
 };
 
 struct launcher_ops {
-    const char *name;           /* "local", "slurm" */
+    const char *name; /* "local", "slurm" */
 
     /* New launcher context, or NULL with err. */
     void *(*create) (const struct launcher_conf *conf, dt_error_t *err);
@@ -226,7 +226,8 @@ struct launcher_ops {
      * what poll last reported for it ("" if nothing yet).  An agent that
      * registers with another name is refused: its name would be blamed
      * for failures and end up in exclude lists. */
-    int (*node_member) (void *ctx, const char *handle, const char *nodelist, const char *node);
+    int (*node_member) (void *ctx, const char *handle, const char *nodelist,
+                        const char *node);
 };
 
 extern const struct launcher_ops launcher_local_ops;

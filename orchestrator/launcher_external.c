@@ -32,7 +32,7 @@ struct xcancelled {
 
 struct external {
     struct xcancelled *cancelled;
-    char *dir;                  /* StateDir/external */
+    char *dir; /* StateDir/external */
 };
 
 static void *external_create (const struct launcher_conf *conf, dt_error_t *err)
@@ -80,19 +80,24 @@ static int external_submit (void *ctx, const struct launcher_req *req,
     snprintf (path, sizeof (path), "%s/job-%" PRId64 ".%d.token", x->dir, req->job_id,
               req->attempt);
     unlink (path);
-    if ((fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
-        return errnoprintf (err, errno, "external launcher: %s: %s", path, strerror (errno));
+    if ((fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) <
+        0)
+        return errnoprintf (err, errno, "external launcher: %s: %s", path,
+                            strerror (errno));
     if (dprintf (fd, "%s\n", req->token ? req->token : "") < 0) {
         int e = errno;
         close (fd);
         return errnoprintf (err, e, "external launcher: %s: %s", path, strerror (e));
     }
     if (close (fd) < 0)
-        return errnoprintf (err, errno, "external launcher: %s: %s", path, strerror (errno));
-    snprintf (handle, LAUNCHER_HANDLE_MAX, "ext:%" PRId64 ".%d", req->job_id, req->attempt);
-    dt_log (LOG_INFO, "external launcher: attempt %" PRId64 ".%d recorded (%d nodes x %d ranks); "
-                 "its agents are started by someone else", req->job_id, req->attempt,
-                 req->nodes, req->ranks_per_node);
+        return errnoprintf (err, errno, "external launcher: %s: %s", path,
+                            strerror (errno));
+    snprintf (handle, LAUNCHER_HANDLE_MAX, "ext:%" PRId64 ".%d", req->job_id,
+              req->attempt);
+    dt_log (LOG_INFO,
+            "external launcher: attempt %" PRId64 ".%d recorded (%d nodes x %d ranks); "
+            "its agents are started by someone else",
+            req->job_id, req->attempt, req->nodes, req->ranks_per_node);
     return 0;
 }
 
@@ -115,8 +120,10 @@ static int external_poll (void *ctx, const char *handle, struct launcher_status 
     if (is_cancelled (x, handle)) {
         st->state = LAUNCHER_ENDED;
         snprintf (st->cause, sizeof (st->cause), "cancelled");
-        snprintf (st->detail, sizeof (st->detail), "external attempt %s cancelled", handle);
-    } else {
+        snprintf (st->detail, sizeof (st->detail), "external attempt %s cancelled",
+                  handle);
+    }
+    else {
         st->state = LAUNCHER_RUNNING;
         snprintf (st->detail, sizeof (st->detail), "external attempt %s", handle);
     }

@@ -33,18 +33,18 @@ struct lgroup {
     pid_t pgid;
     pid_t *pids;
     int n, alive;
-    int exit_code;              /* first non-zero exit, else 0 */
+    int exit_code; /* first non-zero exit, else 0 */
     bool any_signal;
-    int64_t term_ms;            /* when SIGTERM was sent, 0 none */
+    int64_t term_ms; /* when SIGTERM was sent, 0 none */
     bool cancelled;
-    char nodelist[256];         /* "local1,local3" */
+    char nodelist[256]; /* "local1,local3" */
 };
 
 struct local {
     char *url;
     char *agent;
     char *state_dir;
-    int64_t max_nodes;          /* LocalNodes: 0 unlimited */
+    int64_t max_nodes; /* LocalNodes: 0 unlimited */
     struct lgroup *groups;
 };
 
@@ -79,9 +79,9 @@ static void local_destroy (void *ctx);
 static void *local_create (const struct launcher_conf *conf, dt_error_t *err)
 {
     struct local *l = calloc (1, sizeof (*l));
-    if (!l || !(l->url = strdup (conf->controller_url))
-        || !(l->agent = strdup (conf->dtagent_path))
-        || !(l->state_dir = strdup (conf->state_dir))) {
+    if (!l || !(l->url = strdup (conf->controller_url)) ||
+        !(l->agent = strdup (conf->dtagent_path)) ||
+        !(l->state_dir = strdup (conf->state_dir))) {
         if (l) {
             free (l->url);
             free (l->agent);
@@ -90,7 +90,8 @@ static void *local_create (const struct launcher_conf *conf, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (dt_conf_get_int (conf->conf, "LocalNodes", 0, 0, 100000, &l->max_nodes, err) < 0) {
+    if (dt_conf_get_int (conf->conf, "LocalNodes", 0, 0, 100000, &l->max_nodes, err) <
+        0) {
         local_destroy (l);
         return NULL;
     }
@@ -124,7 +125,8 @@ static void expand_output (const char *pattern, const char *node, char *out, siz
             if (o >= len)
                 o = len - 1;
             p++;
-        } else
+        }
+        else
             out[o++] = *p;
     }
     out[o] = '\0';
@@ -159,7 +161,7 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     const char *base = req->user_dir && *req->user_dir ? req->user_dir : l->state_dir;
 
     setpgid (0, pgid);
-    umask (022);    /* the job's usual umask, not dtctld's private 077 */
+    umask (022); /* the job's usual umask, not dtctld's private 077 */
     /* Default signal dispositions and mask for the agent. */
     sigset_t none;
     sigemptyset (&none);
@@ -188,7 +190,8 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
         if (fd >= 0) {
             dup2 (fd, STDOUT_FILENO);
             dup2 (fd, STDERR_FILENO);
-        } else
+        }
+        else
             fprintf (stderr, "dtagent (local launcher): %s: %s\n", out,
                      errno == ELOOP ? "a symbolic link: not used" : strerror (errno));
     }
@@ -200,7 +203,8 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
         fprintf (stderr, "dtagent (local launcher): chdir %s: %s\n", req->workdir,
                  strerror (errno));
     if (mkdirs (sdir, 0700) < 0) {
-        fprintf (stderr, "dtagent (local launcher): mkdir %s: %s\n", sdir, strerror (errno));
+        fprintf (stderr, "dtagent (local launcher): mkdir %s: %s\n", sdir,
+                 strerror (errno));
         _exit (126);
     }
     /* The same variables the Slurm batch script exports, plus the job's. */
@@ -210,9 +214,10 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     setenv ("DT_CONTROLLER", l->url, 1);
     setenv ("DT_JOB", job, 1);
     setenv ("DT_ATTEMPT", att, 1);
-    execl (l->agent, l->agent, "--controller", l->url, "--node", node, "--node-order", order,
-           "--state-dir", sdir, (char *)NULL);
-    fprintf (stderr, "dtagent (local launcher): exec %s: %s\n", l->agent, strerror (errno));
+    execl (l->agent, l->agent, "--controller", l->url, "--node", node, "--node-order",
+           order, "--state-dir", sdir, (char *)NULL);
+    fprintf (stderr, "dtagent (local launcher): exec %s: %s\n", l->agent,
+             strerror (errno));
     _exit (127);
 }
 
@@ -231,8 +236,10 @@ static int local_submit (void *ctx, const struct launcher_req *req,
         return errnoprintf (err, ENOMEM, "out of memory");
     if (pick_nodes (l, req->exclude, n, num) < 0) {
         free (num);
-        return errnoprintf (err, ENOSPC, "local launcher: %d nodes wanted, but LocalNodes=%lld "
-                            "less the excluded ones leaves fewer", n, (long long)l->max_nodes);
+        return errnoprintf (err, ENOSPC,
+                            "local launcher: %d nodes wanted, but LocalNodes=%lld "
+                            "less the excluded ones leaves fewer",
+                            n, (long long)l->max_nodes);
     }
     /* The agents' directories are made by the agents' processes, as the
      * job's user (exec_agent). */
@@ -260,7 +267,7 @@ static int local_submit (void *ctx, const struct launcher_req *req,
             exec_agent (l, req, k, num[k], g->pgid);
         if (k == 0)
             g->pgid = pid;
-        setpgid (pid, g->pgid);        /* also in the parent: no race */
+        setpgid (pid, g->pgid); /* also in the parent: no race */
         g->pids[k] = pid;
     }
     for (int k = 0, off = 0; k < n && off < (int)sizeof (g->nodelist); k++)
@@ -338,7 +345,8 @@ static int local_poll (void *ctx, const char *handle, struct launcher_status *st
         }
         st->state = LAUNCHER_ENDED;
         snprintf (st->cause, sizeof (st->cause), "lost");
-        snprintf (st->detail, sizeof (st->detail), "process group %ld is gone", (long)pgid);
+        snprintf (st->detail, sizeof (st->detail), "process group %ld is gone",
+                  (long)pgid);
         return 0;
     }
     reap (g);
@@ -360,8 +368,10 @@ static int local_poll (void *ctx, const char *handle, struct launcher_status *st
         snprintf (st->cause, sizeof (st->cause), "failed");
     else
         snprintf (st->cause, sizeof (st->cause), "completed");
-    snprintf (st->detail, sizeof (st->detail), "%d local agents ended (first non-zero exit "
-              "%d%s)", g->n, g->exit_code, g->any_signal ? ", some killed by a signal" : "");
+    snprintf (st->detail, sizeof (st->detail),
+              "%d local agents ended (first non-zero exit "
+              "%d%s)",
+              g->n, g->exit_code, g->any_signal ? ", some killed by a signal" : "");
     return 0;
 }
 
@@ -379,7 +389,8 @@ static int local_cancel (void *ctx, const char *handle, int flags, dt_error_t *e
             g->term_ms = dt_mono_ms ();
     }
     if (kill (-pgid, SIGTERM) < 0 && errno != ESRCH)
-        return errnoprintf (err, errno, "kill -TERM -%ld: %s", (long)pgid, strerror (errno));
+        return errnoprintf (err, errno, "kill -TERM -%ld: %s", (long)pgid,
+                            strerror (errno));
     return 0;
 }
 
@@ -389,7 +400,7 @@ static int local_capacity (void *ctx, const char *partition, const char *const *
     struct local *l = ctx;
     int n = 0;
     if (l->max_nodes <= 0) {
-        *nodes = 1 << 20;                /* unlimited */
+        *nodes = 1 << 20; /* unlimited */
         return 0;
     }
     for (int c = 1; c <= l->max_nodes; c++)
@@ -408,7 +419,8 @@ static int local_node_member (void *ctx, const char *handle, const char *nodelis
     const char *list = nodelist;
     size_t len = strlen (node);
 
-    if (handle && !strncmp (handle, "pgid:", 5) && (g = find (l, (pid_t)atol (handle + 5))))
+    if (handle && !strncmp (handle, "pgid:", 5) &&
+        (g = find (l, (pid_t)atol (handle + 5))))
         list = g->nodelist;
     if (!list || !*list)
         return -1;

@@ -90,14 +90,11 @@ static const double backoff_max_s = 10.0;
  * no amount of waiting fixes.  Checked once right after submission, so the
  * job is refused at submission with Slurm's reason. */
 static const enum job_state_reason hopeless_reasons[] = {
-    WAIT_PART_NODE_LIMIT,       /* more nodes than the partition has */
-    WAIT_PART_TIME_LIMIT,       /* longer than the partition allows */
-    WAIT_PART_CONFIG,           /* requested partition configuration unavailable */
-    FAIL_BAD_CONSTRAINTS,       /* constraints cannot be satisfied */
-    WAIT_PART_DOWN,
-    WAIT_PART_INACTIVE,
-    FAIL_ACCOUNT,
-    FAIL_QOS,
+    WAIT_PART_NODE_LIMIT, /* more nodes than the partition has */
+    WAIT_PART_TIME_LIMIT, /* longer than the partition allows */
+    WAIT_PART_CONFIG,     /* requested partition configuration unavailable */
+    FAIL_BAD_CONSTRAINTS, /* constraints cannot be satisfied */
+    WAIT_PART_DOWN,       WAIT_PART_INACTIVE, FAIL_ACCOUNT, FAIL_QOS,
 };
 
 double mono_now (void)
@@ -110,15 +107,14 @@ double mono_now (void)
 /* A communication error: slurmctld down, restarting, or too slow. */
 bool is_comm_error (int e)
 {
-    return (e >= SLURM_COMMUNICATIONS_CONNECTION_ERROR
-                && e <= SLURM_COMMUNICATIONS_MISSING_SOCKET_ERROR)
-        || (e >= SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR
-                && e <= SLURMCTLD_COMMUNICATIONS_SHUTDOWN_ERROR)
-        || e == SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT
-        || e == SLURM_PROTOCOL_AUTHENTICATION_ERROR
-        || e == ESLURM_IN_STANDBY_MODE
-        || e == ECONNREFUSED || e == ETIMEDOUT || e == ECONNRESET
-        || e == EHOSTUNREACH || e == ENETUNREACH || e == EAGAIN;
+    return (e >= SLURM_COMMUNICATIONS_CONNECTION_ERROR &&
+            e <= SLURM_COMMUNICATIONS_MISSING_SOCKET_ERROR) ||
+           (e >= SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR &&
+            e <= SLURMCTLD_COMMUNICATIONS_SHUTDOWN_ERROR) ||
+           e == SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT ||
+           e == SLURM_PROTOCOL_AUTHENTICATION_ERROR || e == ESLURM_IN_STANDBY_MODE ||
+           e == ECONNREFUSED || e == ETIMEDOUT || e == ECONNRESET || e == EHOSTUNREACH ||
+           e == ENETUNREACH || e == EAGAIN;
 }
 
 /* Called before every RPC: -1 (EAGAIN) while backing off. */
@@ -131,8 +127,7 @@ int ctld_gate (struct slurm_launcher *sl, dt_error_t *err)
     now = mono_now ();
     if (now >= sl->next_try)
         return 0;
-    return errnoprintf (err, EAGAIN,
-                        "slurmctld unreachable for %.0fs, next try in %.1fs",
+    return errnoprintf (err, EAGAIN, "slurmctld unreachable for %.0fs, next try in %.1fs",
                         now - sl->down_since, sl->next_try - now);
 }
 
@@ -233,15 +228,28 @@ static int parse_mem_mb (const char *val, uint64_t *mb)
 
     errno = 0;
     v = strtoull (val, &end, 10);
-    if (errno || end == val || strchr (val, '-'))   /* strtoull takes "-3" */
+    if (errno || end == val || strchr (val, '-')) /* strtoull takes "-3" */
         return -1;
     switch (*end) {
-        case '\0': break;
-        case 'M': case 'm': end++; break;
-        case 'K': case 'k': v = (v + 1023) / 1024; end++; break;
-        case 'G': case 'g': v *= 1024; end++; break;
-        case 'T': case 't': v *= 1024 * 1024; end++; break;
-        default: return -1;
+    case '\0': break;
+    case 'M':
+    case 'm': end++; break;
+    case 'K':
+    case 'k':
+        v = (v + 1023) / 1024;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        v *= 1024;
+        end++;
+        break;
+    case 'T':
+    case 't':
+        v *= 1024 * 1024;
+        end++;
+        break;
+    default: return -1;
     }
     if (*end != '\0' || v == 0)
         return -1;
@@ -260,7 +268,7 @@ static int parse_extra_args (struct slurm_launcher *sl, const char *args, dt_err
     for (tok = strtok_r (copy, " \t", &save); tok; tok = strtok_r (NULL, " \t", &save)) {
         char opt[64];
         const char *val = NULL, *eq = strchr (tok, '=');
-        size_t olen = eq ? (size_t) (eq - tok) : strlen (tok);
+        size_t olen = eq ? (size_t)(eq - tok) : strlen (tok);
 
         if (olen >= sizeof (opt))
             olen = sizeof (opt) - 1;
@@ -304,15 +312,19 @@ static int parse_extra_args (struct slurm_launcher *sl, const char *args, dt_err
             char *end;
             long v = strtol (val, &end, 10);
             if (*end || v < 1 || v > 65535) {
-                errnoprintf (err, EINVAL, "SlurmExtraArgs: %s: bad count '%.40s'", opt, val);
+                errnoprintf (err, EINVAL, "SlurmExtraArgs: %s: bad count '%.40s'", opt,
+                             val);
                 goto done;
             }
-            sl->cpus_per_task = (uint16_t) v;
+            sl->cpus_per_task = (uint16_t)v;
         }
         else {
-            errnoprintf (err, EINVAL, "SlurmExtraArgs: unsupported option '%.40s' "
-                         "(supported: --exclusive --oversubscribe --gres --constraint "
-                         "--mem --cpus-per-task --reservation --qos --account --partition)", opt);
+            errnoprintf (
+              err, EINVAL,
+              "SlurmExtraArgs: unsupported option '%.40s' "
+              "(supported: --exclusive --oversubscribe --gres --constraint "
+              "--mem --cpus-per-task --reservation --qos --account --partition)",
+              opt);
             goto done;
         }
         if (e < 0) {
@@ -333,7 +345,8 @@ static void *slurm_launcher_create (const struct launcher_conf *conf, dt_error_t
     struct stat sb;
 
     if (!conf->controller_url || !conf->dtagent_path) {
-        errnoprintf (err, EINVAL, "slurm launcher: controller URL and dtagent path are required");
+        errnoprintf (err, EINVAL,
+                     "slurm launcher: controller URL and dtagent path are required");
         return NULL;
     }
     if (!(sl = calloc (1, sizeof (*sl)))) {
@@ -349,35 +362,41 @@ static void *slurm_launcher_create (const struct launcher_conf *conf, dt_error_t
     if (stat (path, &sb) < 0 || !S_ISREG (sb.st_mode) || access (path, R_OK) < 0) {
         errnoprintf (err, errno ? errno : EINVAL,
                      "slurm launcher: no Slurm configuration at %s "
-                     "(set SLURM_CONF in dtctld's environment)", path);
+                     "(set SLURM_CONF in dtctld's environment)",
+                     path);
         goto error;
     }
-    if (!(sl->conf_path = strdup (path))
-        || !(sl->controller_url = strdup (conf->controller_url))
-        || !(sl->dtagent_path = strdup (conf->dtagent_path))
-        || !(sl->state_dir = strdup (conf->state_dir ? conf->state_dir : "/tmp"))) {
+    if (!(sl->conf_path = strdup (path)) ||
+        !(sl->controller_url = strdup (conf->controller_url)) ||
+        !(sl->dtagent_path = strdup (conf->dtagent_path)) ||
+        !(sl->state_dir = strdup (conf->state_dir ? conf->state_dir : "/tmp"))) {
         errnoprintf (err, ENOMEM, "slurm launcher: out of memory");
         goto error;
     }
-    if (dt_conf_get_int (conf->conf, "SlurmWarnSeconds", default_warn_time_s,
-                         0, 65535, &sl->warn_time_s, err) < 0)
+    if (dt_conf_get_int (conf->conf, "SlurmWarnSeconds", default_warn_time_s, 0, 65535,
+                         &sl->warn_time_s, err) < 0)
         goto error;
     sl->exclusive = true;
-    if ((v = dt_conf_get (conf->conf, "SlurmAccount", NULL)) && *v && set_str (&sl->account, v) < 0)
+    if ((v = dt_conf_get (conf->conf, "SlurmAccount", NULL)) && *v &&
+        set_str (&sl->account, v) < 0)
         goto nomem;
-    if ((v = dt_conf_get (conf->conf, "SlurmQos", NULL)) && *v && set_str (&sl->qos, v) < 0)
+    if ((v = dt_conf_get (conf->conf, "SlurmQos", NULL)) && *v &&
+        set_str (&sl->qos, v) < 0)
         goto nomem;
-    if ((v = dt_conf_get (conf->conf, "SlurmPartition", NULL)) && *v && set_str (&sl->partition, v) < 0)
+    if ((v = dt_conf_get (conf->conf, "SlurmPartition", NULL)) && *v &&
+        set_str (&sl->partition, v) < 0)
         goto nomem;
-    if ((v = dt_conf_get (conf->conf, "SlurmExtraArgs", NULL)) && parse_extra_args (sl, v, err) < 0)
+    if ((v = dt_conf_get (conf->conf, "SlurmExtraArgs", NULL)) &&
+        parse_extra_args (sl, v, err) < 0)
         goto error;
     /* Every libslurm client honours SLURM_CONF; srun inside the jobs gets
      * slurmd's own path from slurmstepd. */
     setenv ("SLURM_CONF", sl->conf_path, 1);
     slurm_init (sl->conf_path);
-    dt_log (LOG_INFO, "slurm: launcher ready (SLURM_CONF=%s, built against Slurm %d.%02d)",
-            sl->conf_path, (int) SLURM_VERSION_MAJOR (SLURM_VERSION_NUMBER),
-            (int) SLURM_VERSION_MINOR (SLURM_VERSION_NUMBER));
+    dt_log (LOG_INFO,
+            "slurm: launcher ready (SLURM_CONF=%s, built against Slurm %d.%02d)",
+            sl->conf_path, (int)SLURM_VERSION_MAJOR (SLURM_VERSION_NUMBER),
+            (int)SLURM_VERSION_MINOR (SLURM_VERSION_NUMBER));
     return sl;
 nomem:
     errnoprintf (err, ENOMEM, "slurm launcher: out of memory");
@@ -399,10 +418,11 @@ void partition_size (const char *name, char *buf, size_t len)
 {
     partition_info_msg_t *pm = NULL;
 
-    if (!name || slurm_load_partitions ((time_t) 0, &pm, SHOW_ALL) != SLURM_SUCCESS)
+    if (!name || slurm_load_partitions ((time_t)0, &pm, SHOW_ALL) != SLURM_SUCCESS)
         return;
     for (uint32_t i = 0; i < pm->record_count; i++) {
-        if (pm->partition_array[i].name && strcmp (pm->partition_array[i].name, name) == 0) {
+        if (pm->partition_array[i].name &&
+            strcmp (pm->partition_array[i].name, name) == 0) {
             snprintf (buf, len, ", partition %s has %u", name,
                       pm->partition_array[i].total_nodes);
             break;
@@ -411,17 +431,16 @@ void partition_size (const char *name, char *buf, size_t len)
     slurm_free_partition_info_msg (pm);
 }
 
-
 /* The job description's scheduling options: dtctld.conf's Slurm keys, the
  * request's partition, time limit, exclusions, working directory and
  * user; batch_out: the batch shell's output file. */
-static void desc_options (struct slurm_launcher *sl, const struct launcher_req *req, char *exc,
-                          char *batch_out, job_desc_msg_t *d)
+static void desc_options (struct slurm_launcher *sl, const struct launcher_req *req,
+                          char *exc, char *batch_out, job_desc_msg_t *d)
 {
     if (sl->exclusive)
         d->shared = JOB_SHARED_NONE;
     if (req->partition && *req->partition)
-        d->partition = (char *) req->partition;
+        d->partition = (char *)req->partition;
     else if (sl->partition)
         d->partition = sl->partition;
     if (sl->account)
@@ -439,11 +458,11 @@ static void desc_options (struct slurm_launcher *sl, const struct launcher_req *
     if (sl->cpus_per_task)
         d->cpus_per_task = sl->cpus_per_task;
     if (req->time_limit_s > 0) {
-        d->time_limit = (uint32_t) ((req->time_limit_s + 59) / 60);
+        d->time_limit = (uint32_t)((req->time_limit_s + 59) / 60);
         /* Warn before the end: batch shell only (Slurm's --signal=B:USR1@N). */
         if (sl->warn_time_s > 0) {
             d->warn_signal = SIGUSR1;
-            d->warn_time = (uint16_t) sl->warn_time_s;
+            d->warn_time = (uint16_t)sl->warn_time_s;
             d->warn_flags = KILL_JOB_BATCH;
         }
     }
@@ -452,8 +471,9 @@ static void desc_options (struct slurm_launcher *sl, const struct launcher_req *
     /* slurmstepd enters work_dir and opens std_out as the job's user: the
      * job's workdir, else the user's own directory (never the StateDir,
      * which is root's alone). */
-    d->work_dir = (char *) (req->workdir && *req->workdir ? req->workdir
-                            : req->user_dir && *req->user_dir ? req->user_dir : "/tmp");
+    d->work_dir = (char *)(req->workdir && *req->workdir     ? req->workdir
+                           : req->user_dir && *req->user_dir ? req->user_dir
+                                                             : "/tmp");
     d->std_out = batch_out;
     d->open_mode = OPEN_MODE_APPEND;
     d->user_id = req->uid;
@@ -494,17 +514,18 @@ static int slurm_launcher_submit (void *ctx, const struct launcher_req *req,
         out_path = strdup (req->output);
     else if (asprintf (&out_path, "%s/dt-%" PRId64 "-a%d-%%n.out",
                        req->user_dir && *req->user_dir ? req->user_dir
-                       : req->workdir && *req->workdir ? req->workdir : "/tmp",
+                       : req->workdir && *req->workdir ? req->workdir
+                                                       : "/tmp",
                        req->job_id, req->attempt) < 0)
         out_path = NULL;
-    if (!out_path
-        || !(batch_out = subst_node (out_path, "batch"))
-        || !(step_out = subst_node (out_path, "%N"))) {
+    if (!out_path || !(batch_out = subst_node (out_path, "batch")) ||
+        !(step_out = subst_node (out_path, "%N"))) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto done;
     }
-    if (!(script = make_script (sl, req, strcmp (batch_out, step_out) ? step_out : NULL))
-        || !(env = make_env (sl, req, &envc))) {
+    if (!(script =
+            make_script (sl, req, strcmp (batch_out, step_out) ? step_out : NULL)) ||
+        !(env = make_env (sl, req, &envc))) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto done;
     }
@@ -520,12 +541,12 @@ static int slurm_launcher_submit (void *ctx, const struct launcher_req *req,
 
     slurm_init_job_desc_msg (&d);
     d.name = name;
-    d.comment = (char *) (req->job_name ? req->job_name : "");
+    d.comment = (char *)(req->job_name ? req->job_name : "");
     d.script = script;
     d.environment = env;
-    d.env_size = (uint32_t) envc;
-    d.min_nodes = d.max_nodes = (uint32_t) total;
-    d.num_tasks = (uint32_t) total;
+    d.env_size = (uint32_t)envc;
+    d.min_nodes = d.max_nodes = (uint32_t)total;
+    d.num_tasks = (uint32_t)total;
     d.ntasks_per_node = 1;
     desc_options (sl, req, exc, batch_out, &d);
 
@@ -541,8 +562,8 @@ static int slurm_launcher_submit (void *ctx, const struct launcher_req *req,
         goto done;
     snprintf (handle, LAUNCHER_HANDLE_MAX, "%u", resp->job_id);
     dt_log (LOG_INFO, "slurm: job %" PRId64 " attempt %d is Slurm job %u (%d nodes%s%s)",
-            req->job_id, req->attempt, resp->job_id, total,
-            exc ? ", excluding " : "", exc ? exc : "");
+            req->job_id, req->attempt, resp->job_id, total, exc ? ", excluding " : "",
+            exc ? exc : "");
     rc = 0;
 done:
     if (resp)
@@ -557,7 +578,8 @@ done:
     return rc;
 }
 
-static int slurm_launcher_cancel (void *ctx, const char *handle, int flags, dt_error_t *err)
+static int slurm_launcher_cancel (void *ctx, const char *handle, int flags,
+                                  dt_error_t *err)
 {
     struct slurm_launcher *sl = ctx;
     uint32_t jobid;
@@ -590,15 +612,16 @@ static int slurm_launcher_cancel (void *ctx, const char *handle, int flags, dt_e
                             "slurm_kill_job %u: %s", jobid, slurm_strerror (e));
     }
     ctld_result (sl, 0);
-    dt_log (LOG_INFO, "slurm: cancelled %s of Slurm job %u",
-            kflags ? "the steps" : "all", jobid);
+    dt_log (LOG_INFO, "slurm: cancelled %s of Slurm job %u", kflags ? "the steps" : "all",
+            jobid);
     return 0;
 }
 
 /* Submission-time refusal: a job asking for more nodes than its partition
  * has (or for a partition that does not exist) could only pend forever,
  * since Slurm's default EnforcePartLimits=NO accepts it. */
-static int slurm_launcher_check (void *ctx, const char *partition, int nodes, dt_error_t *err)
+static int slurm_launcher_check (void *ctx, const char *partition, int nodes,
+                                 dt_error_t *err)
 {
     struct slurm_launcher *sl = ctx;
     partition_info_msg_t *pm = NULL;
@@ -608,11 +631,11 @@ static int slurm_launcher_check (void *ctx, const char *partition, int nodes, dt
         return -1;
     if (!partition || !*partition)
         partition = sl->partition;
-    if (slurm_load_partitions ((time_t) 0, &pm, SHOW_ALL) != SLURM_SUCCESS) {
+    if (slurm_load_partitions ((time_t)0, &pm, SHOW_ALL) != SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
-        return errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO, "loading partitions: %s",
-                            slurm_strerror (e));
+        return errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO,
+                            "loading partitions: %s", slurm_strerror (e));
     }
     ctld_result (sl, 0);
     for (uint32_t i = 0; i < pm->record_count && !found; i++) {
@@ -622,13 +645,16 @@ static int slurm_launcher_check (void *ctx, const char *partition, int nodes, dt
             continue;
         found = 1;
         if (nodes > 0 && (uint32_t)nodes > p->total_nodes)
-            rc = errnoprintf (err, EINVAL, "Slurm cannot run this job: PartitionConfig "
-                              "(%d nodes requested, partition %s has %u)", nodes,
-                              p->name ? p->name : "?", p->total_nodes);
+            rc = errnoprintf (err, EINVAL,
+                              "Slurm cannot run this job: PartitionConfig "
+                              "(%d nodes requested, partition %s has %u)",
+                              nodes, p->name ? p->name : "?", p->total_nodes);
     }
     if (!found)
-        rc = errnoprintf (err, EINVAL, "Slurm cannot run this job: InvalidPartition "
-                          "(no partition %s)", partition ? partition : "marked Default");
+        rc = errnoprintf (err, EINVAL,
+                          "Slurm cannot run this job: InvalidPartition "
+                          "(no partition %s)",
+                          partition ? partition : "marked Default");
     slurm_free_partition_info_msg (pm);
     return rc;
 }
@@ -636,7 +662,8 @@ static int slurm_launcher_check (void *ctx, const char *partition, int nodes, dt
 /* How many nodes of the partition a new attempt could get: those Slurm
  * does not report DOWN, DRAIN, FAIL or NOT_RESPONDING, less 'exclude'. */
 static int slurm_launcher_capacity (void *ctx, const char *partition,
-                                    const char *const *exclude, int *nodes, dt_error_t *err)
+                                    const char *const *exclude, int *nodes,
+                                    dt_error_t *err)
 {
     struct slurm_launcher *sl = ctx;
     partition_info_msg_t *pm = NULL;
@@ -649,12 +676,12 @@ static int slurm_launcher_capacity (void *ctx, const char *partition,
         return -1;
     if (!partition || !*partition)
         partition = sl->partition;
-    if (slurm_load_partitions ((time_t) 0, &pm, SHOW_ALL) != SLURM_SUCCESS
-        || slurm_load_node ((time_t) 0, &ni, SHOW_ALL) != SLURM_SUCCESS) {
+    if (slurm_load_partitions ((time_t)0, &pm, SHOW_ALL) != SLURM_SUCCESS ||
+        slurm_load_node ((time_t)0, &ni, SHOW_ALL) != SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
-        errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO, "loading partitions and nodes: %s",
-                     slurm_strerror (e));
+        errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO,
+                     "loading partitions and nodes: %s", slurm_strerror (e));
         goto done;
     }
     ctld_result (sl, 0);
@@ -682,9 +709,9 @@ static int slurm_launcher_capacity (void *ctx, const char *partition,
             if (!nd->name || strcmp (nd->name, names[i]))
                 continue;
             uint32_t base = nd->node_state & NODE_STATE_BASE;
-            if (base != NODE_STATE_DOWN && base != NODE_STATE_UNKNOWN
-                && !(nd->node_state & (NODE_STATE_DRAIN | NODE_STATE_FAIL
-                                       | NODE_STATE_NO_RESPOND)))
+            if (base != NODE_STATE_DOWN && base != NODE_STATE_UNKNOWN &&
+                !(nd->node_state &
+                  (NODE_STATE_DRAIN | NODE_STATE_FAIL | NODE_STATE_NO_RESPOND)))
                 count++;
         }
     }
@@ -699,8 +726,8 @@ done:
 
 /* The attempt's nodes: the nodelist poll saw, else the allocation's as
  * slurmctld has it now (an agent may register before the first poll). */
-static int slurm_launcher_node_member (void *ctx, const char *handle, const char *nodelist,
-                                       const char *node)
+static int slurm_launcher_node_member (void *ctx, const char *handle,
+                                       const char *nodelist, const char *node)
 {
     struct slurm_launcher *sl = ctx;
     job_info_msg_t *msg = NULL;

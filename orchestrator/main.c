@@ -36,21 +36,22 @@
 static const int tick_ms = 100;
 
 static const char *usage_text =
-    "Usage: dtctld [OPTIONS]\n"
-    "  -c, --config=FILE        dtctld.conf (default " SYSCONFDIR "/dtctld/dtctld.conf if it exists)\n"
-    "  -f, --foreground         stay in the foreground, log to stderr\n"
-    "  -l, --listen=ADDR        ListenAddress\n"
-    "  -p, --port=PORT          ListenPort (0: any free port)\n"
-    "  -d, --database=FILE      DatabasePath\n"
-    "  -s, --state-dir=DIR      StateDir\n"
-    "  -L, --launcher=NAME      Launcher (local | slurm)\n"
-    "  -a, --auth=TYPE          AuthType (munge | none)\n"
-    "  -v, --log-level=LEVEL    LogLevel (debug, info, notice, warning, error)\n"
-    "  -P, --pid-file=FILE      PidFile\n"
-    "      --dtagent=PATH       DtagentPath\n"
-    "      --port-file=FILE     write the port actually bound to FILE (tests)\n"
-    "  -V, --version            print the version and exit\n"
-    "  -h, --help               this text\n";
+  "Usage: dtctld [OPTIONS]\n"
+  "  -c, --config=FILE        dtctld.conf (default " SYSCONFDIR
+  "/dtctld/dtctld.conf if it exists)\n"
+  "  -f, --foreground         stay in the foreground, log to stderr\n"
+  "  -l, --listen=ADDR        ListenAddress\n"
+  "  -p, --port=PORT          ListenPort (0: any free port)\n"
+  "  -d, --database=FILE      DatabasePath\n"
+  "  -s, --state-dir=DIR      StateDir\n"
+  "  -L, --launcher=NAME      Launcher (local | slurm)\n"
+  "  -a, --auth=TYPE          AuthType (munge | none)\n"
+  "  -v, --log-level=LEVEL    LogLevel (debug, info, notice, warning, error)\n"
+  "  -P, --pid-file=FILE      PidFile\n"
+  "      --dtagent=PATH       DtagentPath\n"
+  "      --port-file=FILE     write the port actually bound to FILE (tests)\n"
+  "  -V, --version            print the version and exit\n"
+  "  -h, --help               this text\n";
 
 static const struct option longopts[] = {
     { "config", required_argument, NULL, 'c' },
@@ -137,9 +138,9 @@ static void controller_url (struct ctld *ctx)
             host = "127.0.0.1";
     }
     /* Agents dial their own listener (gate.h). */
-    snprintf (ctx->url, sizeof (ctx->url), strchr (host, ':') ? "http://[%s]:%d"
-                                                              : "http://%s:%d",
-              host, dt_httpd_listener_port (ctx->httpd, GATE_CLASS_AGENT));
+    snprintf (ctx->url, sizeof (ctx->url),
+              strchr (host, ':') ? "http://[%s]:%d" : "http://%s:%d", host,
+              dt_httpd_listener_port (ctx->httpd, GATE_CLASS_AGENT));
 }
 
 /* SIGHUP: parse again; keep the old config if the new one is bad. */
@@ -153,16 +154,19 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
         return;
     }
     /* A new UserDir is made and checked like at startup, or refused. */
-    if (strcmp (cfg->user_dir, ctx->cfg->user_dir) && userdir_setup (cfg->user_dir, &err) < 0) {
+    if (strcmp (cfg->user_dir, ctx->cfg->user_dir) &&
+        userdir_setup (cfg->user_dir, &err) < 0) {
         dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
         config_destroy (cfg);
         return;
     }
-    if (strcmp (cfg->listen_address, ctx->cfg->listen_address)
-        || cfg->listen_port != ctx->cfg->listen_port || cfg->agent_port != ctx->cfg->agent_port
-        || strcmp (cfg->database_path, ctx->cfg->database_path)
-        || strcmp (cfg->launcher, ctx->cfg->launcher))
-        dt_log (LOG_WARNING, "reload: ListenAddress, ListenPort, AgentPort, DatabasePath and "
+    if (strcmp (cfg->listen_address, ctx->cfg->listen_address) ||
+        cfg->listen_port != ctx->cfg->listen_port ||
+        cfg->agent_port != ctx->cfg->agent_port ||
+        strcmp (cfg->database_path, ctx->cfg->database_path) ||
+        strcmp (cfg->launcher, ctx->cfg->launcher))
+        dt_log (LOG_WARNING,
+                "reload: ListenAddress, ListenPort, AgentPort, DatabasePath and "
                 "Launcher take effect only at restart");
     /* Keep what the running daemon is bound to. */
     free (cfg->listen_address);
@@ -184,7 +188,8 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
 /* The configuration at startup, or NULL with the error on stderr.  A
  * missing file gets a hint: make install puts only the example next to
  * where the systemd unit looks. */
-static struct ctld_config *startup_config (const char *path, const struct config_overrides *ov)
+static struct ctld_config *startup_config (const char *path,
+                                           const struct config_overrides *ov)
 {
     dt_error_t err;
     struct ctld_config *cfg = config_load (path, ov, &err);
@@ -192,19 +197,22 @@ static struct ctld_config *startup_config (const char *path, const struct config
         int e = errno;
         fprintf (stderr, "dtctld: %s\n", err.text);
         if (e == ENOENT && path)
-            fprintf (stderr, "dtctld: start from the example: cp %s/dtctld/dtctld.conf.example "
-                     "%s and edit it (see dtctld.conf(5))\n", SYSCONFDIR, path);
+            fprintf (stderr,
+                     "dtctld: start from the example: cp %s/dtctld/dtctld.conf.example "
+                     "%s and edit it (see dtctld.conf(5))\n",
+                     SYSCONFDIR, path);
     }
     return cfg;
 }
 
 /* Parse the command line: -1 to go on, else the exit code (--help,
  * --version, a usage error). */
-static int options (int argc, char **argv, struct config_overrides *ov, const char **conf_path,
-                    const char **port_file, bool *foreground)
+static int options (int argc, char **argv, struct config_overrides *ov,
+                    const char **conf_path, const char **port_file, bool *foreground)
 {
     int opt;
-    while ((opt = getopt_long (argc, argv, "c:fl:p:d:s:L:a:v:P:Vh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long (argc, argv, "c:fl:p:d:s:L:a:v:P:Vh", longopts, NULL)) !=
+           -1) {
         switch (opt) {
         case 'c': *conf_path = optarg; break;
         case 'f': *foreground = true; break;
@@ -224,7 +232,8 @@ static int options (int argc, char **argv, struct config_overrides *ov, const ch
         }
     }
     if (optind < argc) {
-        fprintf (stderr, "dtctld: unexpected argument '%s'\n%s", argv[optind], usage_text);
+        fprintf (stderr, "dtctld: unexpected argument '%s'\n%s", argv[optind],
+                 usage_text);
         return 2;
     }
     if (!*conf_path && access (SYSCONFDIR "/dtctld/dtctld.conf", R_OK) == 0)
@@ -285,28 +294,35 @@ static void start_listeners (struct ctld *ctx)
         .request_timeout_ms = ctx->cfg->request_timeout_ms,
     };
     struct dt_httpd_listen users = {
-        .addr = ctx->cfg->listen_address, .port = ctx->cfg->listen_port,
-        .cls = GATE_CLASS_USER, .max_connections = ctx->cfg->max_connections,
+        .addr = ctx->cfg->listen_address,
+        .port = ctx->cfg->listen_port,
+        .cls = GATE_CLASS_USER,
+        .max_connections = ctx->cfg->max_connections,
         .per_address = ctx->cfg->max_conn_per_address,
     };
     struct dt_httpd_listen agents = {
-        .addr = ctx->cfg->listen_address, .port = ctx->cfg->agent_port,
-        .cls = GATE_CLASS_AGENT, .max_connections = ctx->cfg->max_agent_connections,
+        .addr = ctx->cfg->listen_address,
+        .port = ctx->cfg->agent_port,
+        .cls = GATE_CLASS_AGENT,
+        .max_connections = ctx->cfg->max_agent_connections,
         .per_address = ctx->cfg->max_agent_conn_per_address,
     };
     if (!(ctx->httpd = dt_httpd_new (&hconf, &err)))
         die ("HTTP server: %s", err.text);
     if (dt_httpd_listen (ctx->httpd, &users, &err) < 0)
-        die ("listen on %s:%d: %s", ctx->cfg->listen_address, ctx->cfg->listen_port, err.text);
+        die ("listen on %s:%d: %s", ctx->cfg->listen_address, ctx->cfg->listen_port,
+             err.text);
     if (dt_httpd_listen (ctx->httpd, &agents, &err) < 0) {
         /* ListenPort + 1 taken by someone else: any free port will do
          * when nobody chose it (agents are given the URL). */
         agents.port = 0;
-        if (errno != EADDRINUSE || ctx->cfg->agent_port_set
-            || dt_httpd_listen (ctx->httpd, &agents, &err) < 0)
+        if (errno != EADDRINUSE || ctx->cfg->agent_port_set ||
+            dt_httpd_listen (ctx->httpd, &agents, &err) < 0)
             die ("AgentPort: %s", err.text);
-        dt_log (LOG_WARNING, "AgentPort %d (ListenPort + 1) is in use: agents' listener on "
-                "port %d", ctx->cfg->agent_port, dt_httpd_listener_port (ctx->httpd, 1));
+        dt_log (LOG_WARNING,
+                "AgentPort %d (ListenPort + 1) is in use: agents' listener on "
+                "port %d",
+                ctx->cfg->agent_port, dt_httpd_listener_port (ctx->httpd, 1));
     }
 }
 
@@ -391,8 +407,8 @@ int main (int argc, char **argv)
 
     /* State directory (private: the database holds every job's spec and
      * the agents' token hashes) and PID file. */
-    if (daemon_state_dir (ctx.cfg->state_dir, &err) < 0
-        || daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
+    if (daemon_state_dir (ctx.cfg->state_dir, &err) < 0 ||
+        daemon_pidfile_write (ctx.cfg->pid_file, &err) < 0)
         die ("%s", err.text);
     /* The parent of the per-user output directories (jobs' processes
      * write there as their users; never under the StateDir). */
@@ -414,7 +430,8 @@ int main (int argc, char **argv)
     start_listeners (&ctx);
     gate_install (&ctx);
     if (ctx.cfg->auth == AUTH_NONE)
-        dt_log (LOG_WARNING, "AuthType=none: every request acts as this daemon's user (uid %ld)",
+        dt_log (LOG_WARNING,
+                "AuthType=none: every request acts as this daemon's user (uid %ld)",
                 (long)getuid ());
     controller_url (&ctx);
 
@@ -422,18 +439,17 @@ int main (int argc, char **argv)
     dtagent = start_launcher (&ctx);
 
     /* Metrics, jobs (reloads live jobs from the store), routes. */
-    if (!(ctx.metrics = metrics_create (&ctx, &err))
-        || !(ctx.jobs = jobs_create (&ctx, &err))
-        || !(ctx.report = report_create (ctx.store, &err))
-        || api_register_routes (&ctx, &err) < 0
-        || agentapi_register_routes (&ctx, &err) < 0)
+    if (!(ctx.metrics = metrics_create (&ctx, &err)) ||
+        !(ctx.jobs = jobs_create (&ctx, &err)) ||
+        !(ctx.report = report_create (ctx.store, &err)) ||
+        api_register_routes (&ctx, &err) < 0 || agentapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
     if (port_file)
         write_port_file (port_file, dt_httpd_port (ctx.httpd));
     dt_log (LOG_NOTICE, "%s listening on %s:%d, agents at %s (launcher %s, agent %s)",
-            dt_version_string (), ctx.cfg->listen_address, dt_httpd_port (ctx.httpd), ctx.url,
-            ctx.lops->name, dtagent);
+            dt_version_string (), ctx.cfg->listen_address, dt_httpd_port (ctx.httpd),
+            ctx.url, ctx.lops->name, dtagent);
     daemon_ready ();
 
     /* The event loop: HTTP, signals, the tick. */

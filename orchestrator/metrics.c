@@ -15,8 +15,8 @@
 #include "orchestrator/report.h"
 
 /* Heartbeat handling is meant to take well under a millisecond. */
-static const double hb_buckets[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                     0.025, 0.1 };
+static const double hb_buckets[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                     0.005,  0.01,    0.025,  0.1 };
 #define NBUCKETS (sizeof (hb_buckets) / sizeof (hb_buckets[0]))
 
 struct metrics {
@@ -30,8 +30,8 @@ struct metrics {
 
 /* Label values of dtctld_requests_refused_total, by enum metrics_refusal. */
 static const char *const refusal_names[REFUSED_COUNT] = {
-    "unauthenticated", "listener", "MaxJobsPerUser", "MaxJobCount", "MaxKvBytes",
-    "MaxEventsPerJob",
+    "unauthenticated", "listener",   "MaxJobsPerUser",
+    "MaxJobCount",     "MaxKvBytes", "MaxEventsPerJob",
 };
 
 struct metrics *metrics_create (struct ctld *ctx, dt_error_t *err)
@@ -72,7 +72,8 @@ struct buf {
     bool oom;
 };
 
-static void put (struct buf *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+static void put (struct buf *b, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
 static void put (struct buf *b, const char *fmt, ...)
 {
     va_list ap;
@@ -138,7 +139,8 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     head (&b, "dtctld_attempt_failures", "gauge",
           "Failed attempts in the database by cause.");
     o = json_object_get (counts, "failures");
-    json_object_foreach (o, k, v) {
+    json_object_foreach (o, k, v)
+    {
         /* causes are our own words ([a-z_]); never user text */
         put (&b, "dtctld_attempt_failures{cause=\"%s\"} %lld\n", k,
              (long long)json_integer_value (v));
@@ -148,8 +150,9 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     put (&b, "dtctld_restarts_total %llu\n", (unsigned long long)js.restarts);
     head (&b, "dtctld_checkpoints_committed", "gauge",
           "Committed checkpoints in the database.");
-    put (&b, "dtctld_checkpoints_committed %lld\n",
-         (long long)json_integer_value (json_object_get (counts, "checkpoints_committed")));
+    put (
+      &b, "dtctld_checkpoints_committed %lld\n",
+      (long long)json_integer_value (json_object_get (counts, "checkpoints_committed")));
     head (&b, "dtctld_live_attempts", "gauge", "Attempts being supervised.");
     put (&b, "dtctld_live_attempts %d\n", js.live_attempts);
     head (&b, "dtctld_heartbeats_received_total", "counter",
@@ -158,12 +161,13 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     head (&b, "dtctld_heartbeat_handling_seconds", "histogram",
           "Time to handle one agent heartbeat.");
     for (size_t i = 0; i < NBUCKETS; i++)
-        put (&b, "dtctld_heartbeat_handling_seconds_bucket{le=\"%g\"} %llu\n", hb_buckets[i],
-             (unsigned long long)m->hb_bucket[i]);
+        put (&b, "dtctld_heartbeat_handling_seconds_bucket{le=\"%g\"} %llu\n",
+             hb_buckets[i], (unsigned long long)m->hb_bucket[i]);
     put (&b, "dtctld_heartbeat_handling_seconds_bucket{le=\"+Inf\"} %llu\n",
          (unsigned long long)m->hb_count);
     put (&b, "dtctld_heartbeat_handling_seconds_sum %.9f\n", m->hb_sum);
-    put (&b, "dtctld_heartbeat_handling_seconds_count %llu\n", (unsigned long long)m->hb_count);
+    put (&b, "dtctld_heartbeat_handling_seconds_count %llu\n",
+         (unsigned long long)m->hb_count);
     head (&b, "dtctld_requests_refused_total", "counter",
           "Requests refused on their headers or by a quota, by reason, since this dtctld "
           "started.");
@@ -174,7 +178,8 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
           "Connections closed because their request ran past RequestTimeout.");
     put (&b, "dtctld_http_requests_cut_total %llu\n",
          (unsigned long long)(m->ctx->httpd ? dt_httpd_cut_count (m->ctx->httpd) : 0));
-    head (&b, "dtctld_start_time_seconds", "gauge", "When this dtctld started (Unix time).");
+    head (&b, "dtctld_start_time_seconds", "gauge",
+          "When this dtctld started (Unix time).");
     put (&b, "dtctld_start_time_seconds %.3f\n", m->start_ms / 1000.0);
     /* Goodput of the jobs not ended (report.c). */
     char *goodput = m->ctx->report ? report_prometheus (m->ctx->report, err) : NULL;

@@ -15,8 +15,8 @@ void metrics_heartbeat (struct metrics *m, double seconds);
 
 /* Why a request was refused before its handler (gate.c) or by a quota. */
 enum metrics_refusal {
-    REFUSED_UNAUTHENTICATED,    /* no valid credential or agent token */
-    REFUSED_LISTENER,           /* a user request on the agents' listener */
+    REFUSED_UNAUTHENTICATED, /* no valid credential or agent token */
+    REFUSED_LISTENER,        /* a user request on the agents' listener */
     REFUSED_MAX_JOBS_PER_USER,
     REFUSED_MAX_JOB_COUNT,
     REFUSED_MAX_KV_BYTES,

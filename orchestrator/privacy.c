@@ -23,19 +23,21 @@ static void redact (json_t *v, int what, int depth)
     if (depth > 32)
         return;
     if (json_is_array (v)) {
-        json_array_foreach (v, i, x)
-            redact (x, what, depth + 1);
+        json_array_foreach (v, i, x) redact (x, what, depth + 1);
         return;
     }
     if (!json_is_object (v))
         return;
-    json_object_foreach (v, k, x) {
+    json_object_foreach (v, k, x)
+    {
         if ((what & PRIVATE_ENV) && !strcmp (k, "env") && json_is_object (x)) {
             const char *ek;
             json_t *ev;
             json_object_foreach (x, ek, ev)
-                json_object_set_new (x, ek, json_string (PRIVACY_HIDDEN));
-        } else if ((what & PRIVATE_STDERR) && !strcmp (k, "stderr_tail") && json_is_string (x))
+              json_object_set_new (x, ek, json_string (PRIVACY_HIDDEN));
+        }
+        else if ((what & PRIVATE_STDERR) && !strcmp (k, "stderr_tail") &&
+                 json_is_string (x))
             json_object_set_new (v, k, json_string (PRIVACY_HIDDEN));
         else
             redact (x, what, depth + 1);

@@ -29,8 +29,9 @@ static const int files_max = 32;
 
 /* Interpreters whose first non-option argument is the trainer's script. */
 static const char *const interpreters[] = {
-    "sh", "bash", "dash", "zsh", "ksh", "python", "python2", "python3", "perl", "ruby",
-    "Rscript", "julia", "node", "lua", "torchrun", "accelerate", "deepspeed", NULL,
+    "sh",      "bash",    "dash",     "zsh",        "ksh",       "python",
+    "python2", "python3", "perl",     "ruby",       "Rscript",   "julia",
+    "node",    "lua",     "torchrun", "accelerate", "deepspeed", NULL,
 };
 
 static bool is_interpreter (const char *arg0)
@@ -89,9 +90,9 @@ static bool resolve_command (const char *arg0, const char *workdir, const char *
         if (n == 0)
             snprintf (dir, sizeof (dir), ".");
         size_t l;
-        if (resolve (dir, workdir, out, len) && (l = strlen (out)) < len
-            && snprintf (out + l, len - l, "/%s", arg0) < (int)(len - l)
-            && stat (out, &sb) == 0 && S_ISREG (sb.st_mode) && (sb.st_mode & 0111))
+        if (resolve (dir, workdir, out, len) && (l = strlen (out)) < len &&
+            snprintf (out + l, len - l, "/%s", arg0) < (int)(len - l) &&
+            stat (out, &sb) == 0 && S_ISREG (sb.st_mode) && (sb.st_mode & 0111))
             return true;
         p += n;
         if (*p == ':')
@@ -150,10 +151,12 @@ static json_t *hash_file (const char *arg, const char *path, int64_t *budget)
         close (fd);
         return file_error (arg, path, "not a regular file: not hashed");
     }
-    int64_t cost = sb.st_size <= provenance_full_hash_max ? sb.st_size : 2 * (int64_t)part_bytes;
+    int64_t cost =
+      sb.st_size <= provenance_full_hash_max ? sb.st_size : 2 * (int64_t)part_bytes;
     if (cost > *budget) {
         close (fd);
-        snprintf (how, sizeof (how), "not hashed: the attempt's budget of %lld bytes is spent",
+        snprintf (how, sizeof (how),
+                  "not hashed: the attempt's budget of %lld bytes is spent",
                   (long long)provenance_budget_bytes);
         return file_error (arg, path, how);
     }
@@ -166,18 +169,22 @@ static json_t *hash_file (const char *arg, const char *path, int64_t *budget)
     if (sb.st_size <= provenance_full_hash_max) {
         rc = hash_range (fd, &c, 0, (size_t)sb.st_size, buf, bufsz, &spent);
         snprintf (how, sizeof (how), "sha256");
-    } else {
+    }
+    else {
         /* "size mtime_ns\n" + first MiB + last MiB */
         char head[64];
-        int hn = snprintf (head, sizeof (head), "%lld %lld.%09ld\n", (long long)sb.st_size,
-                           (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
+        int hn =
+          snprintf (head, sizeof (head), "%lld %lld.%09ld\n", (long long)sb.st_size,
+                    (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
         sha256_update (&c, head, hn);
         rc = hash_range (fd, &c, 0, part_bytes, buf, bufsz, &spent);
         if (rc == 0)
-            rc = hash_range (fd, &c, sb.st_size - (off_t)part_bytes, part_bytes, buf, bufsz,
-                             &spent);
-        snprintf (how, sizeof (how), "sha256 of size, mtime, first and last MiB (file larger "
-                  "than %lld bytes)", (long long)provenance_full_hash_max);
+            rc = hash_range (fd, &c, sb.st_size - (off_t)part_bytes, part_bytes, buf,
+                             bufsz, &spent);
+        snprintf (how, sizeof (how),
+                  "sha256 of size, mtime, first and last MiB (file larger "
+                  "than %lld bytes)",
+                  (long long)provenance_full_hash_max);
     }
     int e = errno;
     free (buf);
@@ -188,8 +195,8 @@ static json_t *hash_file (const char *arg, const char *path, int64_t *budget)
     sha256_final_hex (&c, sha);
     return json_pack ("{s:s s:s s:I s:s s:s s:s}", "arg", arg, "path", path, "bytes",
                       (json_int_t)sb.st_size, "mtime",
-                      dt_format_time (mtime_ms, tbuf, sizeof (tbuf)), "sha256", sha, "hash",
-                      how);
+                      dt_format_time (mtime_ms, tbuf, sizeof (tbuf)), "sha256", sha,
+                      "hash", how);
 }
 
 json_t *provenance_file (const char *arg, const char *path)
@@ -199,8 +206,8 @@ json_t *provenance_file (const char *arg, const char *path)
 }
 
 /* The files of a request: {trainer, script?, files, hashing} (new). */
-static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, const char *workdir,
-                             const char *path_env)
+static json_t *hash_command (const struct userfs_id *id, const json_t *cmd,
+                             const char *workdir, const char *path_env)
 {
     char path[PATH_MAX];
     json_t *out = json_object (), *files = json_array ();
@@ -218,8 +225,9 @@ static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, cons
         if (resolve_command (arg0, workdir, path_env, path, sizeof (path)))
             json_object_set_new (out, "trainer", hash_file (arg0, path, &budget));
         else
-            json_object_set_new (out, "trainer", json_pack ("{s:s s:s}", "arg", arg0, "error",
-                                                            "not found in PATH/workdir"));
+            json_object_set_new (
+              out, "trainer",
+              json_pack ("{s:s s:s}", "arg", arg0, "error", "not found in PATH/workdir"));
         /* An interpreter's script: its first non-option argument, unless the
          * program is inline (-c) or a module (-m). */
         if (is_interpreter (arg0)) {
@@ -249,8 +257,8 @@ static json_t *hash_command (const struct userfs_id *id, const json_t *cmd, cons
             a = eq + 1;
         if (!*a || a[0] == '-')
             continue;
-        if (resolve (a, workdir, path, sizeof (path)) && stat (path, &sb) == 0
-            && !S_ISDIR (sb.st_mode)) {
+        if (resolve (a, workdir, path, sizeof (path)) && stat (path, &sb) == 0 &&
+            !S_ISDIR (sb.st_mode)) {
             json_t *f = hash_file (a, path, &budget);
             if (f)
                 json_array_append_new (files, f);
@@ -275,9 +283,9 @@ struct request {
     int attempt;
     uid_t uid;
     gid_t gid;
-    json_t *cmd;                /* owned: a deep copy */
-    char *workdir, *path_env;   /* owned, may be NULL */
-    json_t *result;             /* owned, set by the worker */
+    json_t *cmd;              /* owned: a deep copy */
+    char *workdir, *path_env; /* owned, may be NULL */
+    json_t *result;           /* owned, set by the worker */
 };
 
 static struct {
@@ -319,8 +327,8 @@ static void *worker_main (void *arg)
         dt_error_t err;
         userfs_id_init (&id, r->uid, r->gid);
         if (userfs_enter (&id, &sv, &err) < 0)
-            r->result = json_pack ("{s:{s:s s:s}}", "hashing", "state", "refused", "error",
-                                   err.text);
+            r->result = json_pack ("{s:{s:s s:s}}", "hashing", "state", "refused",
+                                   "error", err.text);
         else {
             r->result = hash_command (&id, r->cmd, r->workdir, r->path_env);
             userfs_leave (&sv);
@@ -378,8 +386,8 @@ void provenance_tick (struct jobs *jobs)
         struct job *job = jobs_find (jobs, r->job_id);
         /* Still the job's attempt: its row is stored at its next state
          * change (and copied into the manifests it commits). */
-        if (job && job->att && job->att->row.attempt == r->attempt
-            && json_is_object (job->att->row.provenance) && json_is_object (r->result))
+        if (job && job->att && job->att->row.attempt == r->attempt &&
+            json_is_object (job->att->row.provenance) && json_is_object (r->result))
             json_object_update (job->att->row.provenance, r->result);
         request_free (r);
     }
@@ -425,7 +433,8 @@ static json_t *agent_env (const struct job *job, const struct attempt *att)
     json_t *o = json_object ();
 
     json_object_set_new (o, "RANK", json_string ("per rank: 0..WORLD_SIZE-1"));
-    json_object_set_new (o, "LOCAL_RANK", json_string ("per rank: 0..LOCAL_WORLD_SIZE-1"));
+    json_object_set_new (o, "LOCAL_RANK",
+                         json_string ("per rank: 0..LOCAL_WORLD_SIZE-1"));
     json_object_set_new (o, "GROUP_RANK", json_string ("per node: its node rank"));
     json_object_set_new (o, "ROLE_RANK", json_string ("per rank: = RANK"));
     snprintf (buf, sizeof (buf), "%d", att->row.world_size);
@@ -441,8 +450,9 @@ static json_t *agent_env (const struct job *job, const struct attempt *att)
     json_object_set_new (o, "MASTER_PORT", json_string (buf));
     snprintf (buf, sizeof (buf), "%d", job->row.restarts);
     json_object_set_new (o, "TORCHELASTIC_RESTART_COUNT", json_string (buf));
-    snprintf (buf, sizeof (buf), "%lld", (long long)json_integer_value (
-                  json_object_get (json_object_get (spec, "restart"), "max_restarts")));
+    snprintf (buf, sizeof (buf), "%lld",
+              (long long)json_integer_value (
+                json_object_get (json_object_get (spec, "restart"), "max_restarts")));
     json_object_set_new (o, "TORCHELASTIC_MAX_RESTARTS", json_string (buf));
     snprintf (buf, sizeof (buf), "dt-%lld-a%d", (long long)job->row.id, att->row.attempt);
     json_object_set_new (o, "TORCHELASTIC_RUN_ID", json_string (buf));
@@ -458,9 +468,12 @@ static json_t *agent_env (const struct job *job, const struct attempt *att)
     json_object_set_new (o, "DT_RESUME_STEP", json_string (buf));
     if (att->row.resume_step >= 0)
         json_object_set_new (o, "DT_RESUME_DIR", json_string (att->row.resume_dir));
-    json_object_set_new (o, "DT_AGENT_SOCKET", json_string ("per node: the agent's socket"));
-    json_object_set_new (o, "DT_AGENT_SHM", json_string ("per rank: its shared-memory file"));
-    json_object_set_new (o, "DT_RUN_DIR", json_string ("per node: the agent's run directory"));
+    json_object_set_new (o, "DT_AGENT_SOCKET",
+                         json_string ("per node: the agent's socket"));
+    json_object_set_new (o, "DT_AGENT_SHM",
+                         json_string ("per rank: its shared-memory file"));
+    json_object_set_new (o, "DT_RUN_DIR",
+                         json_string ("per node: the agent's run directory"));
     if (!json_object_get (env, "OMP_NUM_THREADS"))
         json_object_set_new (o, "OMP_NUM_THREADS", json_string ("1"));
     if (!json_object_get (env, "OPENBLAS_NUM_THREADS"))
@@ -474,34 +487,29 @@ json_t *provenance_attempt_new (const struct job *job, const struct attempt *att
     const json_t *spec = job->row.spec;
     const json_t *cmd = json_object_get (spec, "command");
     const char *workdir = spec_str (spec, NULL, "workdir");
-    const char *path_env = json_string_value (json_object_get (json_object_get (spec, "env"),
-                                                               "PATH"));
+    const char *path_env =
+      json_string_value (json_object_get (json_object_get (spec, "env"), "PATH"));
     char sha[65];
     json_t *p;
 
     char *text = json_dumps (spec, JSON_COMPACT | JSON_SORT_KEYS);
     sha256_hex (text ? text : "", text ? strlen (text) : 0, sha);
     free (text);
-    p = json_pack ("{s:s s:s s:s s:O s:s s:O s:s? s:O s:o s:o s:[] s:{s:s}}",
-                   "dtctl_version", PACKAGE_VERSION,
-                   "source_revision", DT_GIT_REV,
-                   "version", dt_version_string (),
-                   "spec", spec,
-                   "spec_sha256", sha,
-                   "command", cmd,
-                   "workdir", workdir,
-                   "env", json_object_get (spec, "env"),
-                   "env_set_by_agent", agent_env (job, att),
-                   "machine", json_pack ("{s:s}", "launcher", launcher ? launcher : ""),
-                   "files",
-                   "hashing", "state", "pending");
+    p = json_pack (
+      "{s:s s:s s:s s:O s:s s:O s:s? s:O s:o s:o s:[] s:{s:s}}", "dtctl_version",
+      PACKAGE_VERSION, "source_revision", DT_GIT_REV, "version", dt_version_string (),
+      "spec", spec, "spec_sha256", sha, "command", cmd, "workdir", workdir, "env",
+      json_object_get (spec, "env"), "env_set_by_agent", agent_env (job, att), "machine",
+      json_pack ("{s:s}", "launcher", launcher ? launcher : ""), "files", "hashing",
+      "state", "pending");
     if (!p)
         return NULL;
     if (att->row.resume_step >= 0)
         json_object_set_new (p, "resumed_from",
                              json_pack ("{s:I s:s s:s}", "step",
-                                        (json_int_t)att->row.resume_step, "manifest_sha256",
-                                        att->row.resume_sha256, "dir", att->row.resume_dir));
+                                        (json_int_t)att->row.resume_step,
+                                        "manifest_sha256", att->row.resume_sha256, "dir",
+                                        att->row.resume_dir));
     else
         json_object_set_new (p, "resumed_from", json_null ());
 
@@ -521,14 +529,15 @@ json_t *provenance_attempt_new (const struct job *job, const struct attempt *att
     }
     int qrc = -1;
     if (r && r->cmd && (!workdir || r->workdir) && (!path_env || r->path_env))
-        qrc = worker_queue (r);         /* steals r */
+        qrc = worker_queue (r); /* steals r */
     else {
         request_free (r);
         errno = ENOMEM;
     }
     if (qrc < 0)
-        json_object_set_new (p, "hashing", json_pack ("{s:s s:s}", "state", "refused", "error",
-                                                      strerror (errno)));
+        json_object_set_new (
+          p, "hashing",
+          json_pack ("{s:s s:s}", "state", "refused", "error", strerror (errno)));
     return p;
 }
 
@@ -551,8 +560,8 @@ void provenance_set_machine (struct attempt *att)
          * gpu driver/CUDA/NCCL versions where present. */
         if (json_is_object (ag->hostinfo)) {
             json_object_update_missing (o, ag->hostinfo);
-            const char *sv = json_string_value (json_object_get (ag->hostinfo,
-                                                                 "slurm_version"));
+            const char *sv =
+              json_string_value (json_object_get (ag->hostinfo, "slurm_version"));
             if (sv && *sv && !slurm_version)
                 slurm_version = sv;
         }
@@ -560,11 +569,12 @@ void provenance_set_machine (struct attempt *att)
     }
     json_t *m = json_object_get (att->row.provenance, "machine");
     const char *launcher = json_string_value (json_object_get (m, "launcher"));
-    json_t *machine = json_pack ("{s:s s:s? s:I s:s s:o}", "launcher", launcher ? launcher : "",
-                                 "slurm_version", slurm_version, "slurm_job_id",
-                                 (json_int_t)att->row.slurm_job_id, "nodelist",
-                                 att->row.nodelist, "nodes", nodes);
+    json_t *machine = json_pack ("{s:s s:s? s:I s:s s:o}", "launcher",
+                                 launcher ? launcher : "", "slurm_version", slurm_version,
+                                 "slurm_job_id", (json_int_t)att->row.slurm_job_id,
+                                 "nodelist", att->row.nodelist, "nodes", nodes);
     if (machine)
         json_object_set_new (att->row.provenance, "machine", machine);
-    json_object_set_new (att->row.provenance, "env_set_by_agent", agent_env (att->job, att));
+    json_object_set_new (att->row.provenance, "env_set_by_agent",
+                         agent_env (att->job, att));
 }

@@ -30,11 +30,11 @@ struct gstat {
     struct gstat *next;
     int64_t job;
     int attempt;
-    int64_t start_step;         /* resume step, or 0 */
+    int64_t start_step; /* resume step, or 0 */
     int64_t train_start, first_step, first_step_time, last_step, last_step_time;
     int64_t hb_samples, busy_samples, step_samples, batch_samples;
-    bool last_busy;             /* the last heartbeat had a busy rank */
-    bool running;               /* the attempt runs: keep it in memory */
+    bool last_busy; /* the last heartbeat had a busy rank */
+    bool running;   /* the attempt runs: keep it in memory */
     double step_ms_sum;
     uint32_t hist[REPORT_HIST_BUCKETS];
     bool dirty;
@@ -58,7 +58,7 @@ int report_hist_bucket (double ms)
 
 double report_hist_value (int b)
 {
-    return hist_base_ms * pow (hist_ratio, b + 0.5);   /* geometric middle */
+    return hist_base_ms * pow (hist_ratio, b + 0.5); /* geometric middle */
 }
 
 static double hist_pct (const uint32_t *h, double q)
@@ -94,7 +94,8 @@ static void hist_load (uint32_t *h, const char *text)
     json_t *o = text ? json_loads (text, 0, NULL) : NULL;
     json_t *c = json_object_get (o, "counts"), *e;
     size_t i;
-    json_array_foreach (c, i, e) {
+    json_array_foreach (c, i, e)
+    {
         json_int_t b = json_integer_value (json_array_get (e, 0));
         if (b >= 0 && b < REPORT_HIST_BUCKETS)
             h[b] = (uint32_t)json_integer_value (json_array_get (e, 1));
@@ -107,11 +108,17 @@ static void hist_load (uint32_t *h, const char *text)
 static int gstat_put (struct report *rp, const struct gstat *g, dt_error_t *err)
 {
     struct store_goodput_row row = {
-        .job_id = g->job, .attempt = g->attempt, .train_start = g->train_start,
-        .first_step = g->first_step, .first_step_time = g->first_step_time,
-        .last_step = g->last_step, .last_step_time = g->last_step_time,
-        .hb_samples = g->hb_samples, .busy_samples = g->busy_samples,
-        .step_samples = g->step_samples, .batch_samples = g->batch_samples,
+        .job_id = g->job,
+        .attempt = g->attempt,
+        .train_start = g->train_start,
+        .first_step = g->first_step,
+        .first_step_time = g->first_step_time,
+        .last_step = g->last_step,
+        .last_step_time = g->last_step_time,
+        .hb_samples = g->hb_samples,
+        .busy_samples = g->busy_samples,
+        .step_samples = g->step_samples,
+        .batch_samples = g->batch_samples,
         .step_ms_sum = g->step_ms_sum,
     };
     json_t *h = hist_json (g->hist);
@@ -167,7 +174,8 @@ static struct gstat *gstat_get (struct report *rp, int64_t job, int attempt, boo
     gstat_init (g, job, attempt);
     /* After a controller restart: continue from what was written. */
     if (load && gstat_load (rp, g, &err) < 0)
-        dt_log (LOG_WARNING, "job %lld attempt %d: %s", (long long)job, attempt, err.text);
+        dt_log (LOG_WARNING, "job %lld attempt %d: %s", (long long)job, attempt,
+                err.text);
     g->next = rp->list;
     rp->list = g;
     return g;
@@ -207,7 +215,8 @@ void report_progress (struct report *rp, const struct report_sample *sm)
     if (g->first_step < 0) {
         /* The first step began about (steps done) x (step time) ago, but
          * not before the attempt was running. */
-        double back = isnan (sm->step_ms) ? 0 : (sm->min_step - g->start_step) * sm->step_ms;
+        double back =
+          isnan (sm->step_ms) ? 0 : (sm->min_step - g->start_step) * sm->step_ms;
         int64_t lo = sm->start_time > 0 ? sm->start_time : now;
         g->train_start = now - (int64_t)back;
         if (g->train_start < lo)
@@ -241,7 +250,7 @@ void report_rank_exit (struct report *rp, int64_t job, int attempt, bool running
         return;
     g->running = running;
     if (g->first_step < 0)
-        return;                 /* training was never seen: heartbeats decide */
+        return; /* training was never seen: heartbeats decide */
     if (min_step > g->last_step) {
         g->last_step = min_step;
         g->last_step_time = dt_real_ms ();
@@ -332,18 +341,26 @@ void report_destroy (struct report *rp)
 /* --- the accounting ------------------------------------------------------------ */
 
 enum part {
-    P_KEPT, P_LOST, P_DETECT, P_RESTART, P_QUEUE, P_STALL, P_STARTUP, P_SHUTDOWN, P_IDLE,
+    P_KEPT,
+    P_LOST,
+    P_DETECT,
+    P_RESTART,
+    P_QUEUE,
+    P_STALL,
+    P_STARTUP,
+    P_SHUTDOWN,
+    P_IDLE,
     P_COUNT
 };
 static const char *const part_names[P_COUNT] = {
-    "kept_training_s", "lost_work_s", "detection_s", "restart_s", "queue_s",
-    "checkpoint_stall_s", "startup_s", "shutdown_s", "idle_s",
+    "kept_training_s",    "lost_work_s", "detection_s", "restart_s", "queue_s",
+    "checkpoint_stall_s", "startup_s",   "shutdown_s",  "idle_s",
 };
 
 struct cursor {
     int64_t t, w1;
-    double part[P_COUNT];       /* ms */
-    double *apart;              /* the current attempt's parts (ms) */
+    double part[P_COUNT]; /* ms */
+    double *apart;        /* the current attempt's parts (ms) */
 };
 
 static int64_t clampt (const struct cursor *c, int64_t x)
@@ -380,8 +397,8 @@ static void kept_lineage (const struct report_job *job, const struct report_atte
                           int n, int64_t *kept, int64_t *steps)
 {
     int64_t bound = INT64_MAX;
-    if (n > 0 && (atts[n - 1].failed || !strcmp (job->state, "cancelled")
-                  || !strcmp (job->state, "failed") || job->live_restart))
+    if (n > 0 && (atts[n - 1].failed || !strcmp (job->state, "cancelled") ||
+                  !strcmp (job->state, "failed") || job->live_restart))
         bound = job->latest_ckpt_step >= 0 ? job->latest_ckpt_step : 0;
     for (int i = n - 1; i >= 0; i--) {
         const struct report_attempt *a = &atts[i];
@@ -436,60 +453,52 @@ static void seg_training (struct cursor *c, const struct report_attempt *a, enum
 /* o[key] += 1 (a missing key counts 0). */
 static void count_add (json_t *o, const char *key)
 {
-    json_object_set_new (o, key, json_integer (json_integer_value (json_object_get (o, key)) + 1));
+    json_object_set_new (
+      o, key, json_integer (json_integer_value (json_object_get (o, key)) + 1));
 }
 
 /* One failure of the report's list; next_resume: the step the next
  * attempt resumed from, -1 none. */
 static json_t *failure_json (const struct report_attempt *a, int64_t next_resume)
 {
-    return json_pack ("{s:i s:s s:s? s:o s:o s:o s:o}", "attempt", a->attempt,
-                           "cause", a->cause, "node", *a->node ? a->node : NULL,
-                           "rank", a->rank >= 0 ? json_integer (a->rank) : json_null (),
-                           "time", time_or_null (a->fail),
-                           "step_reached", a->last_step >= 0
-                               ? json_integer (a->last_step) : json_null (),
-                           "next_resume_step", next_resume >= 0
-                               ? json_integer (next_resume) : json_null ());
+    return json_pack ("{s:i s:s s:s? s:o s:o s:o s:o}", "attempt", a->attempt, "cause",
+                      a->cause, "node", *a->node ? a->node : NULL, "rank",
+                      a->rank >= 0 ? json_integer (a->rank) : json_null (), "time",
+                      time_or_null (a->fail), "step_reached",
+                      a->last_step >= 0 ? json_integer (a->last_step) : json_null (),
+                      "next_resume_step",
+                      next_resume >= 0 ? json_integer (next_resume) : json_null ());
 }
 
 /* One attempt of the report from its parts (ms), kept and done steps. */
-static json_t *attempt_json (const struct report_attempt *a, const double *apart, int64_t kept,
-                             int64_t steps)
+static json_t *attempt_json (const struct report_attempt *a, const double *apart,
+                             int64_t kept, int64_t steps)
 {
     double p50 = a->hist ? hist_pct (a->hist, 0.50) : NAN;
     double p90 = a->hist ? hist_pct (a->hist, 0.90) : NAN;
     double p99 = a->hist ? hist_pct (a->hist, 0.99) : NAN;
     double mean = a->step_samples > 0 ? a->step_ms_sum / a->step_samples : NAN;
-    double sps = a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
+    double sps =
+      a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
     double tr = apart[P_KEPT] + apart[P_LOST];
-    return json_pack ("{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
-                           " s:f s:o s:o s:o s:o s:o}",
-                           "attempt", a->attempt, "state", a->state,
-                           "cause", *a->cause ? a->cause : NULL,
-                           "node", *a->node ? a->node : NULL,
-                           "resume_step", a->resume_step >= 0
-                               ? json_integer (a->resume_step) : json_null (),
-                           "first_step", a->first_step >= 0
-                               ? json_integer (a->first_step) : json_null (),
-                           "last_step", a->last_step >= 0
-                               ? json_integer (a->last_step) : json_null (),
-                           "kept_steps", (json_int_t)kept,
-                           "lost_steps", (json_int_t)(steps - kept),
-                           "wall_s", json_real ((apart[P_QUEUE] + apart[P_STARTUP]
-                                                 + apart[P_RESTART] + tr
-                                                 + apart[P_STALL]
-                                                 + apart[P_DETECT]) / 1000.0),
-                           "queue_s", apart[P_QUEUE] / 1000.0,
-                           "startup_s", (apart[P_STARTUP] + apart[P_RESTART]) / 1000.0,
-                           "training_s", tr / 1000.0,
-                           "checkpoint_stall_s", apart[P_STALL] / 1000.0,
-                           "detection_s", apart[P_DETECT] / 1000.0,
-                           "step_ms_p50", num_or_null (p50),
-                           "step_ms_p90", num_or_null (p90),
-                           "step_ms_p99", num_or_null (p99),
-                           "step_ms_mean", num_or_null (mean),
-                           "samples_per_s", num_or_null (sps));
+    return json_pack (
+      "{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
+      " s:f s:o s:o s:o s:o s:o}",
+      "attempt", a->attempt, "state", a->state, "cause", *a->cause ? a->cause : NULL,
+      "node", *a->node ? a->node : NULL, "resume_step",
+      a->resume_step >= 0 ? json_integer (a->resume_step) : json_null (), "first_step",
+      a->first_step >= 0 ? json_integer (a->first_step) : json_null (), "last_step",
+      a->last_step >= 0 ? json_integer (a->last_step) : json_null (), "kept_steps",
+      (json_int_t)kept, "lost_steps", (json_int_t)(steps - kept), "wall_s",
+      json_real ((apart[P_QUEUE] + apart[P_STARTUP] + apart[P_RESTART] + tr +
+                  apart[P_STALL] + apart[P_DETECT]) /
+                 1000.0),
+      "queue_s", apart[P_QUEUE] / 1000.0, "startup_s",
+      (apart[P_STARTUP] + apart[P_RESTART]) / 1000.0, "training_s", tr / 1000.0,
+      "checkpoint_stall_s", apart[P_STALL] / 1000.0, "detection_s",
+      apart[P_DETECT] / 1000.0, "step_ms_p50", num_or_null (p50), "step_ms_p90",
+      num_or_null (p90), "step_ms_p99", num_or_null (p99), "step_ms_mean",
+      num_or_null (mean), "samples_per_s", num_or_null (sps));
 }
 
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
@@ -526,7 +535,8 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
         enum part sp = chain_start ? P_STARTUP : P_RESTART;
         if (a->last_step_time > 0 && steps[i] > 0) {
             seg_training (&c, a, sp, apart[i], kept[i], steps[i], now);
-        } else if (a->live)
+        }
+        else if (a->live)
             seg (&c, sp, now);
         else
             seg (&c, sp, stop);
@@ -552,8 +562,8 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
     double train_ms = 0, samples_done = 0, kept_samples = 0;
     for (int i = 0; i < n; i++) {
         const struct report_attempt *a = &atts[i];
-        int64_t next_resume = i + 1 < n ? (atts[i + 1].resume_step > 0
-                                           ? atts[i + 1].resume_step : 0) : -1;
+        int64_t next_resume =
+          i + 1 < n ? (atts[i + 1].resume_step > 0 ? atts[i + 1].resume_step : 0) : -1;
         kept_steps += kept[i];
         lost_steps += steps[i] - kept[i];
         if (a->last_step > reached)
@@ -574,35 +584,25 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
         json_array_append_new (alist, attempt_json (a, apart[i], kept[i], steps[i]));
     }
     double ettr = since_start > 0 ? c.part[P_KEPT] / since_start : NAN;
-    out = json_pack ("{s:I s:s s:s s:b s:o s:o s:f s:f s:o s:o s:I s:I s:o s:o s:o s:o}",
-                     "job", (json_int_t)job->id,
-                     "name", job->name ? job->name : "",
-                     "state", job->state,
-                     "final", job->final,
-                     "submit_time", time_or_null (w0),
-                     "end_time", time_or_null (job->end),
-                     "wall_s", wall / 1000.0,
-                     "wall_since_start_s", since_start / 1000.0,
-                     "ettr", num_or_null (ettr),
-                     "breakdown", bd,
-                     "kept_steps", (json_int_t)kept_steps,
-                     "lost_steps", (json_int_t)lost_steps,
-                     "steps_reached", reached >= 0 ? json_integer (reached) : json_null (),
-                     "throughput", json_pack ("{s:o s:o}",
-                                              "samples_per_s", num_or_null (
-                                                  train_ms > 0 ? samples_done * 1000.0 / train_ms
-                                                               : NAN),
-                                              "goodput_samples_per_s", num_or_null (
-                                                  since_start > 0 && kept_samples > 0
-                                                      ? kept_samples * 1000.0 / since_start
-                                                      : NAN)),
-                     "failures", json_pack ("{s:i s:o s:o s:o s:o}", "count", nfail,
-                                            "mtbf_s", nfail > 0
-                                                ? json_real (since_start / 1000.0 / nfail)
-                                                : json_null (),
-                                            "by_cause", by_cause, "by_node", by_node,
-                                            "list", flist),
-                     "attempts", alist);
+    out = json_pack (
+      "{s:I s:s s:s s:b s:o s:o s:f s:f s:o s:o s:I s:I s:o s:o s:o s:o}", "job",
+      (json_int_t)job->id, "name", job->name ? job->name : "", "state", job->state,
+      "final", job->final, "submit_time", time_or_null (w0), "end_time",
+      time_or_null (job->end), "wall_s", wall / 1000.0, "wall_since_start_s",
+      since_start / 1000.0, "ettr", num_or_null (ettr), "breakdown", bd, "kept_steps",
+      (json_int_t)kept_steps, "lost_steps", (json_int_t)lost_steps, "steps_reached",
+      reached >= 0 ? json_integer (reached) : json_null (), "throughput",
+      json_pack ("{s:o s:o}", "samples_per_s",
+                 num_or_null (train_ms > 0 ? samples_done * 1000.0 / train_ms : NAN),
+                 "goodput_samples_per_s",
+                 num_or_null (since_start > 0 && kept_samples > 0
+                                ? kept_samples * 1000.0 / since_start
+                                : NAN)),
+      "failures",
+      json_pack ("{s:i s:o s:o s:o s:o}", "count", nfail, "mtbf_s",
+                 nfail > 0 ? json_real (since_start / 1000.0 / nfail) : json_null (),
+                 "by_cause", by_cause, "by_node", by_node, "list", flist),
+      "attempts", alist);
 done:
     free (apart);
     free (kept);
@@ -639,10 +639,10 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
     /* An ending attempt with a failure recorded (not a cancel) ends
      * failed: a success records none, and nothing is recorded over a
      * cancel or another failure once an attempt is ending. */
-    r->failed = a->fail_time > 0 && strcmp (a->cause, "cancelled")
-                && (a->state == ATT_FAILED || a->state == ATT_ENDING);
-    r->live = a->state == ATT_SUBMITTED || a->state == ATT_STARTING
-              || a->state == ATT_RUNNING;
+    r->failed = a->fail_time > 0 && strcmp (a->cause, "cancelled") &&
+                (a->state == ATT_FAILED || a->state == ATT_ENDING);
+    r->live =
+      a->state == ATT_SUBMITTED || a->state == ATT_STARTING || a->state == ATT_RUNNING;
     r->submit = a->submit_time;
     struct store_attempt_timeline tl;
     if (store_attempt_timeline (rp->store, id, number, &tl, err) < 0)
@@ -676,8 +676,8 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
      * event when they were done (dttrain's wall_s: when they began). */
     int64_t rt = tl.result_time;
     json_t *rs = json_object_get (result, "steps");
-    if (rt > 0 && json_is_integer (rs) && json_integer_value (rs) > r->last_step
-        && a->state != ATT_FAILED) {
+    if (rt > 0 && json_is_integer (rs) && json_integer_value (rs) > r->last_step &&
+        a->state != ATT_FAILED) {
         double w = json_number_value (json_object_get (result, "wall_s"));
         r->last_step = json_integer_value (rs);
         if (rt > r->last_step_time)
@@ -703,9 +703,9 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
     if (store_job_load (rp->store, id, &jr, err) < 0)
         return NULL;
     int na = jr.attempts;
-    if (!(ar = calloc (na > 0 ? na : 1, sizeof (*ar)))
-        || !(ra = calloc (na > 0 ? na : 1, sizeof (*ra)))
-        || !(gs = calloc (na > 0 ? na : 1, sizeof (*gs)))) {
+    if (!(ar = calloc (na > 0 ? na : 1, sizeof (*ar))) ||
+        !(ra = calloc (na > 0 ? na : 1, sizeof (*ra))) ||
+        !(gs = calloc (na > 0 ? na : 1, sizeof (*gs)))) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto done;
     }
@@ -729,9 +729,11 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
             goto done;
         const char *state = fsm_job_state_name (jr.state);
         struct report_job rj = {
-            .id = id, .name = jr.name, .state = state,
-            .final = fsm_job_terminal (jr.state)
-                     && (na == 0 || fsm_attempt_terminal (ar[na - 1].state)),
+            .id = id,
+            .name = jr.name,
+            .state = state,
+            .final = fsm_job_terminal (jr.state) &&
+                     (na == 0 || fsm_attempt_terminal (ar[na - 1].state)),
             .live_restart = jr.state == JOB_RESTARTING,
             .submit = jr.submit_time,
             .end = fsm_job_terminal (jr.state) ? jr.end_time : 0,
@@ -744,7 +746,8 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
             json_object_set_new (out, "time", time_or_null (now));
             json_t *tps = json_object_get (jr.result, "tokens_per_s");
             if (json_is_number (tps))
-                json_object_set (json_object_get (out, "throughput"), "tokens_per_s", tps);
+                json_object_set (json_object_get (out, "throughput"), "tokens_per_s",
+                                 tps);
         }
     }
 done:
@@ -760,7 +763,7 @@ done:
 /* --- Prometheus ------------------------------------------------------------- */
 
 static int appendf (char **buf, size_t *len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+  __attribute__ ((format (printf, 3, 4)));
 static int appendf (char **buf, size_t *len, const char *fmt, ...)
 {
     va_list ap;
@@ -788,10 +791,14 @@ char *report_prometheus (struct report *rp, dt_error_t *err)
     static const struct {
         const char *name, *help, *key;
     } gauges[] = {
-        { "dtctld_job_ettr", "Effective training time ratio of a job not ended (kept "
-          "training time / wall time since its first start).", "ettr" },
-        { "dtctld_job_lost_steps", "Training steps recomputed after rollbacks, per job not "
-          "ended.", "lost_steps" },
+        { "dtctld_job_ettr",
+          "Effective training time ratio of a job not ended (kept "
+          "training time / wall time since its first start).",
+          "ettr" },
+        { "dtctld_job_lost_steps",
+          "Training steps recomputed after rollbacks, per job not "
+          "ended.",
+          "lost_steps" },
         { "dtctld_job_kept_training_seconds", "Kept training time, per job not ended.",
           "breakdown.kept_training_s" },
         { "dtctld_job_wall_seconds", "Wall time since submission, per job not ended.",
@@ -823,7 +830,8 @@ char *report_prometheus (struct report *rp, dt_error_t *err)
             if (!v)
                 continue;
             if (!strncmp (gauges[k].key, "breakdown.", 10))
-                v = json_object_get (json_object_get (v, "breakdown"), gauges[k].key + 10);
+                v =
+                  json_object_get (json_object_get (v, "breakdown"), gauges[k].key + 10);
             else
                 v = json_object_get (v, gauges[k].key);
             if (!json_is_number (v))

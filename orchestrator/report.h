@@ -57,12 +57,12 @@ void report_heartbeat (struct report *rp, int64_t job, int attempt, bool busy);
 struct report_sample {
     int64_t job;
     int attempt;
-    int64_t resume_step;        /* -1: from scratch */
-    int64_t start_time;         /* when it began running (epoch ms), 0 unknown */
-    bool all_ranks;             /* every rank has reported a step */
-    int64_t min_step;           /* the lowest step of the ranks that reported; -1 none */
-    double step_ms;             /* the slowest rank's compute + comm, ms; NAN unknown */
-    int64_t batch;              /* samples of one step, summed over the ranks */
+    int64_t resume_step; /* -1: from scratch */
+    int64_t start_time;  /* when it began running (epoch ms), 0 unknown */
+    bool all_ranks;      /* every rank has reported a step */
+    int64_t min_step;    /* the lowest step of the ranks that reported; -1 none */
+    double step_ms;      /* the slowest rank's compute + comm, ms; NAN unknown */
+    int64_t batch;       /* samples of one step, summed over the ranks */
 };
 /* The attempt-wide pass (after heartbeats): the step every rank reached,
  * its step time. */
@@ -99,28 +99,28 @@ char *report_prometheus (struct report *rp, dt_error_t *err);
  * steps -1 = absent. */
 struct report_attempt {
     int attempt;
-    const char *state;          /* attempt state name */
-    const char *cause, *node;   /* "" = none */
+    const char *state;        /* attempt state name */
+    const char *cause, *node; /* "" = none */
     int rank;
-    bool failed;                /* ended by a failure (not success, not cancel) */
-    bool live;                  /* still submitted/starting/running */
-    bool resubmitted;           /* created by a manual resubmission */
+    bool failed;      /* ended by a failure (not success, not cancel) */
+    bool live;        /* still submitted/starting/running */
+    bool resubmitted; /* created by a manual resubmission */
     int64_t submit, leave_queue, end, fail;
-    int64_t resume_step;        /* -1: from scratch */
+    int64_t resume_step; /* -1: from scratch */
     int64_t train_start, first_step, first_step_time, last_step, last_step_time;
     int64_t hb_samples, busy_samples, step_samples, batch_samples;
     double step_ms_sum;
-    double stall_reported_s;    /* NAN: not reported */
-    const uint32_t *hist;       /* REPORT_HIST_BUCKETS counts, may be NULL */
+    double stall_reported_s; /* NAN: not reported */
+    const uint32_t *hist;    /* REPORT_HIST_BUCKETS counts, may be NULL */
 };
 
 struct report_job {
     int64_t id;
     const char *name, *state;
-    bool final;                 /* ended: the figures will not change */
-    bool live_restart;          /* the job is restarting (tail = restart) */
-    int64_t submit, end;        /* end 0: now */
-    int64_t latest_ckpt_step;   /* -1: none (what a restart would resume) */
+    bool final;               /* ended: the figures will not change */
+    bool live_restart;        /* the job is restarting (tail = restart) */
+    int64_t submit, end;      /* end 0: now */
+    int64_t latest_ckpt_step; /* -1: none (what a restart would resume) */
 };
 
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,

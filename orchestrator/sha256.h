@@ -9,8 +9,8 @@
 struct sha256_ctx {
     uint32_t h[8];
     unsigned char buf[64];
-    size_t n;                   /* bytes in buf */
-    uint64_t len;               /* bytes hashed so far */
+    size_t n;     /* bytes in buf */
+    uint64_t len; /* bytes hashed so far */
 };
 
 void sha256_init (struct sha256_ctx *c);

@@ -117,7 +117,8 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
     struct pollfd *pfd;
     int rc = 0;
 
-    if (!(fd = calloc (n ? n : 1, sizeof (*fd))) || !(pfd = calloc (n ? n : 1, sizeof (*pfd)))) {
+    if (!(fd = calloc (n ? n : 1, sizeof (*fd))) ||
+        !(pfd = calloc (n ? n : 1, sizeof (*pfd)))) {
         free (fd);
         return -1;
     }
@@ -125,9 +126,9 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
         dead[i] = false;
         fd[i] = -1;
     }
-    if (slurm_load_node ((time_t) 0, &ni, SHOW_ALL) != SLURM_SUCCESS) {
+    if (slurm_load_node ((time_t)0, &ni, SHOW_ALL) != SLURM_SUCCESS) {
         ctld_result (sl, slurm_get_errno ());
-        ni = NULL;          /* probe by name only */
+        ni = NULL; /* probe by name only */
     }
     for (int i = 0; i < n; i++) {
         const char *addr = names[i];
@@ -137,8 +138,8 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
             if (!nd->name || strcmp (nd->name, names[i]))
                 continue;
             uint32_t base = nd->node_state & NODE_STATE_BASE;
-            if (base == NODE_STATE_DOWN || (nd->node_state & (NODE_STATE_NO_RESPOND
-                                                               | NODE_STATE_FAIL)))
+            if (base == NODE_STATE_DOWN ||
+                (nd->node_state & (NODE_STATE_NO_RESPOND | NODE_STATE_FAIL)))
                 dead[i] = true;
             if (nd->node_addr && *nd->node_addr)
                 addr = nd->node_addr;
@@ -156,8 +157,8 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
             continue;
         }
         fd[i] = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd[i] >= 0 && connect (fd[i], ai->ai_addr, ai->ai_addrlen) < 0
-            && errno != EINPROGRESS) {
+        if (fd[i] >= 0 && connect (fd[i], ai->ai_addr, ai->ai_addrlen) < 0 &&
+            errno != EINPROGRESS) {
             close (fd[i]);
             fd[i] = -1;
         }
@@ -176,7 +177,7 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
                 pfd[m].revents = 0;
                 m++;
             }
-        left = (int) ((deadline - mono_now ()) * 1000);
+        left = (int)((deadline - mono_now ()) * 1000);
         if (m == 0 || left <= 0)
             break;
         if (poll (pfd, m, left) <= 0)
@@ -197,7 +198,7 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
         }
     }
     for (int i = 0; i < n; i++)
-        if (fd[i] >= 0) {           /* no answer in time */
+        if (fd[i] >= 0) { /* no answer in time */
             dead[i] = true;
             close (fd[i]);
         }
@@ -212,16 +213,16 @@ int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead
  * lets the allocation live on.  Only the first resize of a job works
  * without slurmdbd (the notes: later ones time out, blocking for seconds),
  * so it is not tried when the job was resized already. */
-static int shrink_alloc (struct slurm_launcher *sl, slurm_job_info_t *j, char *const *keep,
-                         int nkeep, dt_error_t *err)
+static int shrink_alloc (struct slurm_launcher *sl, slurm_job_info_t *j,
+                         char *const *keep, int nkeep, dt_error_t *err)
 {
     job_desc_msg_t u;
     char *list;
     int rc = 0;
 
     if (j->resize_time != 0)
-        return errnoprintf (err, EBUSY, "Slurm job %u was resized already (one resize per job)",
-                            j->job_id);
+        return errnoprintf (
+          err, EBUSY, "Slurm job %u was resized already (one resize per job)", j->job_id);
     if (!(list = join_names (keep, nkeep)))
         return errnoprintf (err, ENOMEM, "out of memory");
     slurm_init_job_desc_msg (&u);
@@ -230,8 +231,9 @@ static int shrink_alloc (struct slurm_launcher *sl, slurm_job_info_t *j, char *c
     if (slurm_update_job (&u) != SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
-        rc = errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO, "shrinking Slurm job %u to %s: %s",
-                          j->job_id, list, slurm_strerror (e));
+        rc = errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO,
+                          "shrinking Slurm job %u to %s: %s", j->job_id, list,
+                          slurm_strerror (e));
     }
     else {
         ctld_result (sl, 0);
@@ -250,9 +252,9 @@ static int load_job (struct slurm_launcher *sl, uint32_t jobid, job_info_msg_t *
     if (slurm_load_job (msg, jobid, SHOW_DETAIL) != SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
-        return errnoprintf (err, is_comm_error (e) ? EAGAIN : (e == ESLURM_INVALID_JOB_ID
-                                                                ? ENOENT : EIO),
-                            "slurm_load_job %u: %s", jobid, slurm_strerror (e));
+        return errnoprintf (
+          err, is_comm_error (e) ? EAGAIN : (e == ESLURM_INVALID_JOB_ID ? ENOENT : EIO),
+          "slurm_load_job %u: %s", jobid, slurm_strerror (e));
     }
     ctld_result (sl, 0);
     if ((*msg)->record_count < 1) {
@@ -266,7 +268,8 @@ static int load_job (struct slurm_launcher *sl, uint32_t jobid, job_info_msg_t *
 
 static bool job_live (const slurm_job_info_t *j)
 {
-    return (j->job_state & JOB_STATE_BASE) == JOB_RUNNING && !(j->job_state & JOB_COMPLETING);
+    return (j->job_state & JOB_STATE_BASE) == JOB_RUNNING &&
+           !(j->job_state & JOB_COMPLETING);
 }
 
 /* End the step of attempt 'attempt' in allocation j (and any older step of
@@ -293,11 +296,11 @@ int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long job,
         char **names = NULL, **alloc = NULL, **keep = NULL;
         bool *dead = NULL, any_dead = false, can_kill = true;
 
-        if (s->step_id.step_id >= SLURM_MAX_NORMAL_STEP_ID
-            || parse_step_name (s->name, &sj, &sa) < 0 || sj != job || sa > upto_attempt)
+        if (s->step_id.step_id >= SLURM_MAX_NORMAL_STEP_ID ||
+            parse_step_name (s->name, &sj, &sa) < 0 || sj != job || sa > upto_attempt)
             continue;
-        if (!(names = expand_hostlist (s->nodes, &n)) || !(dead = calloc (n + 1, 1))
-            || nodes_dead (sl, names, n, dead) < 0)
+        if (!(names = expand_hostlist (s->nodes, &n)) || !(dead = calloc (n + 1, 1)) ||
+            nodes_dead (sl, names, n, dead) < 0)
             goto next;
         for (int k = 0; k < n; k++)
             any_dead |= dead[k];
@@ -305,17 +308,20 @@ int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long job,
             /* Keep every allocated node except the dead ones. */
             bool *adead = NULL;
             can_kill = false;
-            if ((alloc = expand_hostlist (j->nodes, &nalloc))
-                && (adead = calloc (nalloc + 1, 1)) && (keep = calloc (nalloc + 1, sizeof (char *)))
-                && nodes_dead (sl, alloc, nalloc, adead) == 0) {
+            if ((alloc = expand_hostlist (j->nodes, &nalloc)) &&
+                (adead = calloc (nalloc + 1, 1)) &&
+                (keep = calloc (nalloc + 1, sizeof (char *))) &&
+                nodes_dead (sl, alloc, nalloc, adead) == 0) {
                 for (int k = 0; k < nalloc; k++)
                     if (!adead[k])
                         keep[nkeep++] = alloc[k];
-                if (nkeep > 0 && j->batch_host && name_in (j->batch_host, (const char *const *) keep)
-                    && shrink_alloc (sl, j, keep, nkeep, &err) == 0)
+                if (nkeep > 0 && j->batch_host &&
+                    name_in (j->batch_host, (const char *const *)keep) &&
+                    shrink_alloc (sl, j, keep, nkeep, &err) == 0)
                     can_kill = true;
                 else if (nkeep > 0)
-                    dt_log (LOG_NOTICE, "slurm: step %u.%u spans a dead node; not killing it "
+                    dt_log (LOG_NOTICE,
+                            "slurm: step %u.%u spans a dead node; not killing it "
                             "(%s): Slurm ends it when it sets the node DOWN",
                             j->job_id, s->step_id.step_id,
                             j->resize_time ? "allocation resized already" : err.text);
@@ -326,7 +332,8 @@ int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long job,
             /* What scancel does for a step with SIGKILL: terminate, which
              * also completes the step record (a plain signal did not
              * after a resize). */
-            if (slurm_terminate_job_step (j->job_id, s->step_id.step_id) != SLURM_SUCCESS) {
+            if (slurm_terminate_job_step (j->job_id, s->step_id.step_id) !=
+                SLURM_SUCCESS) {
                 int e = slurm_get_errno ();
                 ctld_result (sl, e);
                 if (e != 0 && e != ESLURM_ALREADY_DONE && e != ESLURM_INVALID_JOB_ID)
@@ -339,8 +346,8 @@ int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long job,
         }
         else
             left++;
-next:
-        free (keep);        /* borrowed names of alloc */
+    next:
+        free (keep); /* borrowed names of alloc */
         free_names (alloc);
         free_names (names);
         free (dead);
@@ -357,19 +364,21 @@ int check_startable (struct slurm_launcher *sl, uint32_t jobid, dt_error_t *err)
     job_info_msg_t *msg = NULL;
     int rc = 0;
 
-    if (slurm_load_job (&msg, jobid, SHOW_DETAIL) != SLURM_SUCCESS || msg->record_count < 1)
-        goto done;      /* cannot tell: let poll find out */
+    if (slurm_load_job (&msg, jobid, SHOW_DETAIL) != SLURM_SUCCESS ||
+        msg->record_count < 1)
+        goto done; /* cannot tell: let poll find out */
     slurm_job_info_t *j = &msg->job_array[0];
-    if ((j->job_state & JOB_STATE_BASE) == JOB_PENDING && reason_hopeless (j->state_reason)) {
+    if ((j->job_state & JOB_STATE_BASE) == JOB_PENDING &&
+        reason_hopeless (j->state_reason)) {
         char part[96] = "";
         partition_size (j->partition, part, sizeof (part));
-        rc = errnoprintf (err, EINVAL, "Slurm cannot run this job: %s%s%s (%u nodes requested%s)",
-                          slurm_job_reason_string (j->state_reason),
-                          j->state_desc ? ": " : "", j->state_desc ? j->state_desc : "",
-                          j->num_nodes, part);
+        rc = errnoprintf (
+          err, EINVAL, "Slurm cannot run this job: %s%s%s (%u nodes requested%s)",
+          slurm_job_reason_string (j->state_reason), j->state_desc ? ": " : "",
+          j->state_desc ? j->state_desc : "", j->num_nodes, part);
         if (slurm_kill_job (jobid, SIGKILL, 0) != SLURM_SUCCESS)
-            dt_log (LOG_WARNING, "slurm: cannot cancel refused job %u: %s",
-                    jobid, slurm_strerror (slurm_get_errno ()));
+            dt_log (LOG_WARNING, "slurm: cannot cancel refused job %u: %s", jobid,
+                    slurm_strerror (slurm_get_errno ()));
     }
 done:
     slurm_free_job_info_msg (msg);
@@ -399,12 +408,13 @@ int submit_reuse (struct slurm_launcher *sl, const struct launcher_req *req,
         snprintf (why, sizeof (why), "%s", err->text);
         goto fallback;
     }
-    if (!job_live (j) || parse_step_name (j->name, &job, &first) < 0 || job != req->job_id) {
+    if (!job_live (j) || parse_step_name (j->name, &job, &first) < 0 ||
+        job != req->job_id) {
         snprintf (why, sizeof (why), "Slurm job %u is no longer running", jobid);
         goto fallback;
     }
-    if (!(names = expand_hostlist (j->nodes, &n)) || !(dead = calloc (n + 1, 1))
-        || nodes_dead (sl, names, n, dead) < 0) {
+    if (!(names = expand_hostlist (j->nodes, &n)) || !(dead = calloc (n + 1, 1)) ||
+        nodes_dead (sl, names, n, dead) < 0) {
         snprintf (why, sizeof (why), "out of memory");
         goto fallback;
     }
@@ -417,7 +427,8 @@ int submit_reuse (struct slurm_launcher *sl, const struct launcher_req *req,
             usable++;
     }
     if (usable < want) {
-        snprintf (why, sizeof (why), "%d healthy nodes left in it, %d needed", usable, want);
+        snprintf (why, sizeof (why), "%d healthy nodes left in it, %d needed", usable,
+                  want);
         goto fallback;
     }
     /* The previous attempts' steps: gone already when the controller
@@ -428,21 +439,25 @@ int submit_reuse (struct slurm_launcher *sl, const struct launcher_req *req,
     struct step_track *t = track_get (sl, jobid, req->attempt, true);
     if (t)
         t->seen = t->kept = false;
-    dt_log (LOG_NOTICE, "slurm: job %" PRId64 " attempt %d runs in allocation %u "
-            "(in-allocation restart, %d of %d nodes usable)", req->job_id, req->attempt,
-            jobid, usable, n);
+    dt_log (LOG_NOTICE,
+            "slurm: job %" PRId64 " attempt %d runs in allocation %u "
+            "(in-allocation restart, %d of %d nodes usable)",
+            req->job_id, req->attempt, jobid, usable, n);
     rc = 0;
     goto done;
 fallback:
     /* End the kept allocation: no process of it may survive into the next
      * Slurm job. */
-    dt_log (LOG_NOTICE, "slurm: job %" PRId64 " attempt %d: not reusing allocation %u (%s): "
-            "ending it, submitting a new Slurm job", req->job_id, req->attempt, jobid, why);
+    dt_log (LOG_NOTICE,
+            "slurm: job %" PRId64 " attempt %d: not reusing allocation %u (%s): "
+            "ending it, submitting a new Slurm job",
+            req->job_id, req->attempt, jobid, why);
     if (slurm_kill_job (jobid, SIGKILL, 0) != SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
         if (is_comm_error (e)) {
-            rc = errnoprintf (err, EAGAIN, "slurm_kill_job %u: %s", jobid, slurm_strerror (e));
+            rc = errnoprintf (err, EAGAIN, "slurm_kill_job %u: %s", jobid,
+                              slurm_strerror (e));
             goto done;
         }
     }
@@ -493,22 +508,26 @@ int cancel_keep (struct slurm_launcher *sl, uint32_t jobid, int attempt, dt_erro
         char *bh = j->batch_host;
         bool dead = false;
         if (nodes_dead (sl, &bh, 1, &dead) == 0 && dead) {
-            dt_log (LOG_NOTICE, "slurm: batch host %s of Slurm job %u is lost: ending the "
-                    "allocation", j->batch_host, jobid);
+            dt_log (LOG_NOTICE,
+                    "slurm: batch host %s of Slurm job %u is lost: ending the "
+                    "allocation",
+                    j->batch_host, jobid);
             slurm_free_job_info_msg (msg);
             if (slurm_kill_job (jobid, SIGKILL, 0) != SLURM_SUCCESS) {
                 int e = slurm_get_errno ();
                 ctld_result (sl, e);
                 if (e != ESLURM_ALREADY_DONE && e != ESLURM_INVALID_JOB_ID)
                     return errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO,
-                                        "slurm_kill_job %u: %s", jobid, slurm_strerror (e));
+                                        "slurm_kill_job %u: %s", jobid,
+                                        slurm_strerror (e));
             }
             return 0;
         }
     }
     int left = end_steps (sl, j, job, attempt);
-    dt_log (LOG_INFO, "slurm: attempt %d of Slurm job %u ended, allocation kept%s", attempt,
-            jobid, left ? " (its step ends when Slurm sets the dead node DOWN)" : "");
+    dt_log (LOG_INFO, "slurm: attempt %d of Slurm job %u ended, allocation kept%s",
+            attempt, jobid,
+            left ? " (its step ends when Slurm sets the dead node DOWN)" : "");
     slurm_free_job_info_msg (msg);
     return 0;
 }

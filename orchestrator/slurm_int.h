@@ -26,17 +26,17 @@ struct slurm_launcher {
     char *account;
     char *qos;
     char *partition;
-    char *gres;                 /* tres_per_node: "gres:gpu:8,..." */
+    char *gres; /* tres_per_node: "gres:gpu:8,..." */
     char *features;
     char *reservation;
-    uint64_t mem_mb;            /* 0: not set */
-    uint16_t cpus_per_task;     /* 0: not set */
+    uint64_t mem_mb;        /* 0: not set */
+    uint16_t cpus_per_task; /* 0: not set */
     bool exclusive;
 
     /* slurmctld reachability */
-    bool down;                  /* last RPC failed with a communication error */
-    double down_since;          /* monotonic seconds */
-    double next_try;            /* no RPC before this */
+    bool down;         /* last RPC failed with a communication error */
+    double down_since; /* monotonic seconds */
+    double next_try;   /* no RPC before this */
     double backoff;
 
     /* Steps of attempts inside allocations (in-allocation restart). */
@@ -50,9 +50,9 @@ struct step_track {
     struct step_track *next;
     uint32_t jobid;
     int attempt;
-    bool seen;                  /* its step was seen running */
-    bool kept;                  /* cancelled with LAUNCHER_CANCEL_KEEP_ALLOC */
-    double used;                /* mono time of the last use (garbage collection) */
+    bool seen;   /* its step was seen running */
+    bool kept;   /* cancelled with LAUNCHER_CANCEL_KEEP_ALLOC */
+    double used; /* mono time of the last use (garbage collection) */
 };
 
 /* launcher_slurm.c: the ops, configuration, slurmctld reachability */

@@ -100,9 +100,12 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
 
     if (!agent || !url || (step_out && !out))
         goto done;
-    if (asprintf (&script,
+    if (
+      asprintf (
+        &script,
         "#!/bin/bash\n"
-        "# dtctl allocation runner (job %" PRId64 ", first attempt %d): one srun step per\n"
+        "# dtctl allocation runner (job %" PRId64
+        ", first attempt %d): one srun step per\n"
         "# attempt, as dtctld directs (POST /v1/alloc/next).\n"
         "url=%s\n"
         "agent=%s\n"
@@ -117,17 +120,21 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "log \"Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, batch host $(hostname)\"\n"
         "start_step () {\n"
         "    srun --ntasks-per-node=1 --kill-on-bad-exit=0 -N\"$nodes\" -n\"$nodes\" \\\n"
-        "        -J \"dt-$DT_JOB-a$DT_ATTEMPT\" ${step_exclude:+--exclude=\"$step_exclude\"} %s%s \\\n"
-        "        /bin/sh -c 'exec \"$0\" --controller \"$1\" --node \"$SLURMD_NODENAME\" --node-order \"$SLURM_NODEID\"' \\\n"
+        "        -J \"dt-$DT_JOB-a$DT_ATTEMPT\" "
+        "${step_exclude:+--exclude=\"$step_exclude\"} %s%s \\\n"
+        "        /bin/sh -c 'exec \"$0\" --controller \"$1\" --node \"$SLURMD_NODENAME\" "
+        "--node-order \"$SLURM_NODEID\"' \\\n"
         "        \"$agent\" \"$url\" &\n"
         "    srun_pid=$!\n"
-        "    log \"attempt $DT_ATTEMPT: step on $nodes nodes${step_exclude:+, excluding $step_exclude}\"\n"
+        "    log \"attempt $DT_ATTEMPT: step on $nodes nodes${step_exclude:+, excluding "
+        "$step_exclude}\"\n"
         "}\n"
         "# The step's exclusions: the controller's list plus the nodes Slurm\n"
         "# reports dead, both only where they are in the allocation.\n"
         "step_excludes () {\n"
         "    local alloc bad x out=\n"
-        "    alloc=$(scontrol show hostnames \"$(squeue -h -j \"$SLURM_JOB_ID\" -o %%N)\" 2>/dev/null)\n"
+        "    alloc=$(scontrol show hostnames \"$(squeue -h -j \"$SLURM_JOB_ID\" -o "
+        "%%N)\" 2>/dev/null)\n"
         "    bad=$(sinfo -h -N -t down,no_respond,fail,drain -o %%N 2>/dev/null)\n"
         "    for x in $(echo \"$1\" | tr ',' ' ') $bad; do\n"
         "        echo \"$alloc\" | grep -qx -- \"$x\" || continue\n"
@@ -138,7 +145,8 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "ask () {\n"
         "    curl -sf --max-time 5 -X POST -H \"Authorization: Bearer $alloc_token\" \\\n"
         "        -H 'Content-Type: application/json' \\\n"
-        "        -d \"{\\\"slurm_job_id\\\": $SLURM_JOB_ID, \\\"attempt\\\": $DT_ATTEMPT, \\\"step_running\\\": $1}\" \\\n"
+        "        -d \"{\\\"slurm_job_id\\\": $SLURM_JOB_ID, \\\"attempt\\\": "
+        "$DT_ATTEMPT, \\\"step_running\\\": $1}\" \\\n"
         "        \"$url/v1/alloc/next?format=sh\"\n"
         "}\n"
         "rc=0\n"
@@ -149,25 +157,29 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "    running=false\n"
         "    if [ -n \"$srun_pid\" ]; then\n"
         "        if kill -0 \"$srun_pid\" 2>/dev/null; then running=true\n"
-        "        else wait \"$srun_pid\"; rc=$?; srun_pid=; log \"step of attempt $DT_ATTEMPT ended rc=$rc\"; fi\n"
+        "        else wait \"$srun_pid\"; rc=$?; srun_pid=; log \"step of attempt "
+        "$DT_ATTEMPT ended rc=$rc\"; fi\n"
         "    fi\n"
         "    action=; a_attempt=; a_token=; a_nodes=; a_exclude=\n"
         "    if ans=$(ask $running); then\n"
         "        unreachable=0; answered=1\n"
         "        while IFS='=' read -r k v; do\n"
         "            case $k in\n"
-        "                action) action=$v ;; attempt) a_attempt=$v ;; token) a_token=$v ;;\n"
+        "                action) action=$v ;; attempt) a_attempt=$v ;; token) a_token=$v "
+        ";;\n"
         "                nodes) a_nodes=$v ;; exclude) a_exclude=$v ;;\n"
         "            esac\n"
         "        done <<< \"$ans\"\n"
         "    else\n"
         "        unreachable=$((unreachable + 1))\n"
         "        # The controller gone for ~10 minutes and no step left: give up.\n"
-        "        if ! $running && [ $unreachable -gt 2400 ]; then log \"controller unreachable, exiting\"; break; fi\n"
+        "        if ! $running && [ $unreachable -gt 2400 ]; then log \"controller "
+        "unreachable, exiting\"; break; fi\n"
         "        # No controller ever answered (the launcher driven on its own):\n"
         "        # a plain batch job, which ends with its step.\n"
         "        if ! $running && [ $answered -eq 0 ] && [ $unreachable -gt 8 ]; then\n"
-        "            log \"no controller answered: ending with the step's status $rc\"; break; fi\n"
+        "            log \"no controller answered: ending with the step's status $rc\"; "
+        "break; fi\n"
         "    fi\n"
         "    case $action in\n"
         "        run)\n"
@@ -180,7 +192,8 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "    esac\n"
         "    sleep 0.25\n"
         "done\n"
-        "if [ -n \"$srun_pid\" ] && kill -0 \"$srun_pid\" 2>/dev/null; then fwd TERM; fi\n"
+        "if [ -n \"$srun_pid\" ] && kill -0 \"$srun_pid\" 2>/dev/null; then fwd TERM; "
+        "fi\n"
         "exit $rc\n",
         req->job_id, req->attempt, url, agent, total,
         out ? "--open-mode=append --output=" : "", out ? out : "") < 0)
@@ -206,17 +219,18 @@ char **make_env (struct slurm_launcher *sl, const struct launcher_req *req, int 
     if (!(env = calloc (cap + 1, sizeof (*env))))
         return NULL;
     i = 0;
-    if (asprintf (&env[i++], "DT_TOKEN=%s", req->token ? req->token : "") < 0
-        || asprintf (&env[i++], "DT_CONTROLLER=%s", sl->controller_url) < 0
-        || asprintf (&env[i++], "DT_JOB=%" PRId64, req->job_id) < 0
-        || asprintf (&env[i++], "DT_ATTEMPT=%d", req->attempt) < 0
-        || asprintf (&env[i++], "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin") < 0
-        || asprintf (&env[i++], "SLURM_CONF=%s", sl->conf_path) < 0)
+    if (asprintf (&env[i++], "DT_TOKEN=%s", req->token ? req->token : "") < 0 ||
+        asprintf (&env[i++], "DT_CONTROLLER=%s", sl->controller_url) < 0 ||
+        asprintf (&env[i++], "DT_JOB=%" PRId64, req->job_id) < 0 ||
+        asprintf (&env[i++], "DT_ATTEMPT=%d", req->attempt) < 0 ||
+        asprintf (&env[i++], "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin") <
+          0 ||
+        asprintf (&env[i++], "SLURM_CONF=%s", sl->conf_path) < 0)
         goto error;
     for (n = 0; req->env && req->env[n]; n++)
         if (!(env[i++] = strdup (req->env[n])))
             goto error;
-    *count = (int) i;
+    *count = (int)i;
     return env;
 error:
     for (i = 0; i < cap; i++)

@@ -42,16 +42,18 @@ int parse_handle (const char *handle, uint32_t *jobid, int *attempt, dt_error_t 
         char *e2;
         a = strtol (end + 1, &e2, 10);
         if (errno || e2 == end + 1 || *e2 != '\0' || a < 1 || a > 1000000)
-            end = (char *) handle;      /* reject below */
+            end = (char *)handle; /* reject below */
         else
             end = e2;
     }
     if (!handle || errno || end == handle || *end != '\0' || v == 0 || v > UINT32_MAX)
-        return errnoprintf (err, EINVAL, "slurm launcher: bad handle '%s' (want a Slurm job id, "
-                            "optionally ':attempt')", handle ? handle : "(null)");
-    *jobid = (uint32_t) v;
+        return errnoprintf (err, EINVAL,
+                            "slurm launcher: bad handle '%s' (want a Slurm job id, "
+                            "optionally ':attempt')",
+                            handle ? handle : "(null)");
+    *jobid = (uint32_t)v;
     if (attempt)
-        *attempt = (int) a;
+        *attempt = (int)a;
     return 0;
 }
 
@@ -117,7 +119,8 @@ job_step_info_response_msg_t *load_steps (struct slurm_launcher *sl, uint32_t jo
 {
     job_step_info_response_msg_t *resp = NULL;
 
-    if (slurm_get_job_steps ((time_t) 0, jobid, NO_VAL, &resp, SHOW_ALL) != SLURM_SUCCESS) {
+    if (slurm_get_job_steps ((time_t)0, jobid, NO_VAL, &resp, SHOW_ALL) !=
+        SLURM_SUCCESS) {
         int e = slurm_get_errno ();
         ctld_result (sl, e);
         errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO, "slurm_get_job_steps %u: %s",
@@ -140,8 +143,8 @@ static job_step_info_t *find_step (job_step_info_response_msg_t *resp, long long
         job_step_info_t *s = &resp->job_steps[i];
         long long j;
         int a;
-        if (s->step_id.step_id >= SLURM_MAX_NORMAL_STEP_ID
-            || parse_step_name (s->name, &j, &a) < 0 || j != job)
+        if (s->step_id.step_id >= SLURM_MAX_NORMAL_STEP_ID ||
+            parse_step_name (s->name, &j, &a) < 0 || j != job)
             continue;
         if (a == attempt)
             found = s;
@@ -165,42 +168,35 @@ static int exit_code_of (uint32_t status)
 static const char *cause_of (uint32_t base, int exit_code)
 {
     switch (base) {
-        case JOB_COMPLETE:
-            return exit_code == 0 ? "completed" : "failed";
-        case JOB_CANCELLED:
-            return "cancelled";
-        case JOB_NODE_FAIL:
-            return "slurm_node_fail";
-        case JOB_TIMEOUT:
-        case JOB_DEADLINE:
-            return "time_limit";
-        case JOB_PREEMPTED:
-            return "preempted";
-        case JOB_BOOT_FAIL:
-            return "launch_failed";
-        case JOB_FAILED:
-        case JOB_OOM:
-        default:
-            return "failed";
+    case JOB_COMPLETE: return exit_code == 0 ? "completed" : "failed";
+    case JOB_CANCELLED: return "cancelled";
+    case JOB_NODE_FAIL: return "slurm_node_fail";
+    case JOB_TIMEOUT:
+    case JOB_DEADLINE: return "time_limit";
+    case JOB_PREEMPTED: return "preempted";
+    case JOB_BOOT_FAIL: return "launch_failed";
+    case JOB_FAILED:
+    case JOB_OOM:
+    default: return "failed";
     }
 }
 
 static const char *state_name (uint32_t base)
 {
     switch (base) {
-        case JOB_PENDING:   return "PENDING";
-        case JOB_RUNNING:   return "RUNNING";
-        case JOB_SUSPENDED: return "SUSPENDED";
-        case JOB_COMPLETE:  return "COMPLETED";
-        case JOB_CANCELLED: return "CANCELLED";
-        case JOB_FAILED:    return "FAILED";
-        case JOB_TIMEOUT:   return "TIMEOUT";
-        case JOB_NODE_FAIL: return "NODE_FAIL";
-        case JOB_PREEMPTED: return "PREEMPTED";
-        case JOB_BOOT_FAIL: return "BOOT_FAIL";
-        case JOB_DEADLINE:  return "DEADLINE";
-        case JOB_OOM:       return "OUT_OF_MEMORY";
-        default:            return "UNKNOWN";
+    case JOB_PENDING: return "PENDING";
+    case JOB_RUNNING: return "RUNNING";
+    case JOB_SUSPENDED: return "SUSPENDED";
+    case JOB_COMPLETE: return "COMPLETED";
+    case JOB_CANCELLED: return "CANCELLED";
+    case JOB_FAILED: return "FAILED";
+    case JOB_TIMEOUT: return "TIMEOUT";
+    case JOB_NODE_FAIL: return "NODE_FAIL";
+    case JOB_PREEMPTED: return "PREEMPTED";
+    case JOB_BOOT_FAIL: return "BOOT_FAIL";
+    case JOB_DEADLINE: return "DEADLINE";
+    case JOB_OOM: return "OUT_OF_MEMORY";
+    default: return "UNKNOWN";
     }
 }
 
@@ -244,12 +240,12 @@ static int step_poll (struct slurm_launcher *sl, slurm_job_info_t *j, uint32_t j
     dt_error_t err;
 
     if (parse_step_name (j->name, &job, &first) < 0)
-        return 0;                   /* not ours: job-level state only */
+        return 0; /* not ours: job-level state only */
     if (attempt == 0)
         attempt = first;
     t = track_get (sl, jobid, attempt, false);
     if (!(resp = load_steps (sl, jobid, &err)))
-        return 0;                   /* cannot tell: job-level state */
+        return 0; /* cannot tell: job-level state */
     job_step_info_t *s = find_step (resp, job, attempt, &later);
     if (s && !(t && t->kept)) {
         if ((t = track_get (sl, jobid, attempt, true)))
@@ -259,18 +255,22 @@ static int step_poll (struct slurm_launcher *sl, slurm_job_info_t *j, uint32_t j
     }
     slurm_free_job_step_info_response_msg (resp);
     if (s || !(later || (t && (t->seen || t->kept))))
-        return 0;                   /* kept but still running / not started yet */
+        return 0; /* kept but still running / not started yet */
     st->state = LAUNCHER_ENDED;
     st->end_time_ms = 0;
     if (t && t->kept) {
         snprintf (st->cause, sizeof (st->cause), "cancelled");
-        snprintf (st->detail, sizeof (st->detail), "step of attempt %d in Slurm job %u ended; "
-                  "allocation kept", attempt, jobid);
+        snprintf (st->detail, sizeof (st->detail),
+                  "step of attempt %d in Slurm job %u ended; "
+                  "allocation kept",
+                  attempt, jobid);
     }
     else {
         snprintf (st->cause, sizeof (st->cause), "failed");
-        snprintf (st->detail, sizeof (st->detail), "step of attempt %d in Slurm job %u ended "
-                  "while the allocation lives on", attempt, jobid);
+        snprintf (st->detail, sizeof (st->detail),
+                  "step of attempt %d in Slurm job %u ended "
+                  "while the allocation lives on",
+                  attempt, jobid);
     }
     return 1;
 }
@@ -299,8 +299,8 @@ int slurm_poll_job (void *ctx, const char *handle, struct launcher_status *st,
             /* Purged after MinJobAge, or never existed (state lost). */
             st->state = LAUNCHER_ENDED;
             snprintf (st->cause, sizeof (st->cause), "lost");
-            snprintf (st->detail, sizeof (st->detail),
-                      "Slurm no longer knows job %u", jobid);
+            snprintf (st->detail, sizeof (st->detail), "Slurm no longer knows job %u",
+                      jobid);
             return 0;
         }
         return errnoprintf (err, is_comm_error (e) ? EAGAIN : EIO,
@@ -324,34 +324,36 @@ int slurm_poll_job (void *ctx, const char *handle, struct launcher_status *st,
 
     if (base == JOB_PENDING) {
         st->state = LAUNCHER_PENDING;
-        snprintf (st->detail, sizeof (st->detail), "Slurm job %u PENDING (%s)",
-                  jobid, slurm_job_reason_string (j->state_reason));
+        snprintf (st->detail, sizeof (st->detail), "Slurm job %u PENDING (%s)", jobid,
+                  slurm_job_reason_string (j->state_reason));
     }
-    else if ((base == JOB_RUNNING || base == JOB_SUSPENDED) && !completing
-             && step_poll (sl, j, jobid, attempt, st) == 1) {
-        ;   /* the attempt's step ended; the allocation lives on */
+    else if ((base == JOB_RUNNING || base == JOB_SUSPENDED) && !completing &&
+             step_poll (sl, j, jobid, attempt, st) == 1) {
+        ; /* the attempt's step ended; the allocation lives on */
     }
-    else if (completing && base != JOB_RUNNING && base != JOB_SUSPENDED
-             && completing_only_dead (sl, j)) {
+    else if (completing && base != JOB_RUNNING && base != JOB_SUSPENDED &&
+             completing_only_dead (sl, j)) {
         st->state = LAUNCHER_ENDED;
-        st->end_time_ms = j->end_time > 0 ? (int64_t) j->end_time * 1000 : 0;
+        st->end_time_ms = j->end_time > 0 ? (int64_t)j->end_time * 1000 : 0;
         track_drop_job (sl, jobid);
         st->exit_code = exit_code_of (j->exit_code);
         snprintf (st->cause, sizeof (st->cause), "%s", cause_of (base, st->exit_code));
-        snprintf (st->detail, sizeof (st->detail), "Slurm job %u %s; only dead nodes (%.64s) "
-                  "still hold it in COMPLETING", jobid, state_name (base), st->nodelist);
-        st->nodelist[0] = '\0';    /* those are not the attempt's nodes */
+        snprintf (st->detail, sizeof (st->detail),
+                  "Slurm job %u %s; only dead nodes (%.64s) "
+                  "still hold it in COMPLETING",
+                  jobid, state_name (base), st->nodelist);
+        st->nodelist[0] = '\0'; /* those are not the attempt's nodes */
     }
     else if (base == JOB_RUNNING || base == JOB_SUSPENDED || completing) {
         /* A job is over only when COMPLETING has cleared: until then some
          * of its processes may still run. */
         st->state = LAUNCHER_RUNNING;
-        snprintf (st->detail, sizeof (st->detail), "Slurm job %u %s%s",
-                  jobid, state_name (base), completing ? "+COMPLETING" : "");
+        snprintf (st->detail, sizeof (st->detail), "Slurm job %u %s%s", jobid,
+                  state_name (base), completing ? "+COMPLETING" : "");
     }
     else {
         st->state = LAUNCHER_ENDED;
-        st->end_time_ms = j->end_time > 0 ? (int64_t) j->end_time * 1000 : 0;
+        st->end_time_ms = j->end_time > 0 ? (int64_t)j->end_time * 1000 : 0;
         track_drop_job (sl, jobid);
         st->exit_code = exit_code_of (j->exit_code);
         snprintf (st->cause, sizeof (st->cause), "%s", cause_of (base, st->exit_code));

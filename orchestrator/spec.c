@@ -21,20 +21,28 @@ static const double default_threshold = 0.75;
 static const json_int_t default_window_steps = 20;
 
 static const char *const top_keys[] = {
-    "name", "nodes", "spare_nodes", "ranks_per_node", "command", "env", "workdir",
-    "partition", "time_limit", "checkpoint", "restart", "heartbeat", "straggler", NULL,
+    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command", "env",
+    "workdir",   "partition", "time_limit",  "checkpoint",     "restart", "heartbeat",
+    "straggler", NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
-    "max_restarts", "exclude_failed_nodes", "min_nodes", NULL,
+    "max_restarts",
+    "exclude_failed_nodes",
+    "min_nodes",
+    NULL,
 };
 static const char *const heartbeat_keys[] = {
-    "interval_ms", "node_timeout_ms", "hang_timeout_ms", NULL,
+    "interval_ms",
+    "node_timeout_ms",
+    "hang_timeout_ms",
+    NULL,
 };
-static const char *const straggler_keys[] = { "threshold", "window_steps", "action", NULL };
+static const char *const straggler_keys[] = { "threshold", "window_steps", "action",
+                                              NULL };
 
 static int fail (dt_error_t *err, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+  __attribute__ ((format (printf, 2, 3)));
 
 static int fail (dt_error_t *err, const char *fmt, ...)
 {
@@ -82,7 +90,8 @@ static int check_path (const char *field, const char *p, dt_error_t *err)
         if (iscntrl ((unsigned char)*c))
             return fail (err, "%s: must not contain control characters", field);
     if (strlen (p) > PATH_MAX - path_room)
-        return fail (err, "%s: longer than %zu bytes", field, (size_t)PATH_MAX - path_room);
+        return fail (err, "%s: longer than %zu bytes", field,
+                     (size_t)PATH_MAX - path_room);
     if (p[1] == '\0')
         return 0;
     for (const char *c = p + 1;;) {
@@ -90,8 +99,8 @@ static int check_path (const char *field, const char *p, dt_error_t *err)
         if (n == 2 && c[0] == '.' && c[1] == '.')
             return fail (err, "%s: must not contain '..'", field);
         if (n == 0 || (n == 1 && c[0] == '.'))
-            return fail (err, "%s: must be a normal path (no '//', '/./' or trailing '/')",
-                         field);
+            return fail (
+              err, "%s: must be a normal path (no '//', '/./' or trailing '/')", field);
         if (c[n] == '\0')
             return 0;
         c += n + 1;
@@ -100,8 +109,8 @@ static int check_path (const char *field, const char *p, dt_error_t *err)
 
 /* Get sub-object 'key' of 'in' (checked against 'allowed'), or an empty
  * object when absent.  Returns a borrowed reference or NULL on error. */
-static json_t *get_section (const json_t *in, const char *key, const char *const allowed[],
-                            json_t *empty, dt_error_t *err)
+static json_t *get_section (const json_t *in, const char *key,
+                            const char *const allowed[], json_t *empty, dt_error_t *err)
 {
     json_t *o = NULL;
     if (dt_json_get_obj (in, "", key, false, &o, err) < 0)
@@ -115,8 +124,8 @@ static json_t *get_section (const json_t *in, const char *key, const char *const
 
 /* The sections of a spec (checkpoint, restart, heartbeat, straggler),
  * each with its defaults; 'nodes': the validated node count. */
-static int validate_sections (const json_t *in, const struct spec_defaults *d, json_int_t nodes,
-                              json_t *out, dt_error_t *err)
+static int validate_sections (const json_t *in, const struct spec_defaults *d,
+                              json_int_t nodes, json_t *out, dt_error_t *err)
 {
     const char *s;
     json_t *empty = NULL;
@@ -129,26 +138,28 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d, j
     json_t *sec;
     json_int_t every = default_every_steps, keep = default_keep;
     s = d->checkpoint_root;
-    if (!(sec = get_section (in, "checkpoint", checkpoint_keys, empty, err))
-        || dt_json_get_str (sec, "checkpoint", "dir", false, SPEC_MAX_STR, false, &s, err) < 0
-        || check_path ("checkpoint.dir", s, err) < 0
-        || dt_json_get_int (sec, "checkpoint", "every_steps", false, 0, 1000000000, &every,
-                            err) < 0
-        || dt_json_get_int (sec, "checkpoint", "keep", false, 1, 1000, &keep, err) < 0)
+    if (!(sec = get_section (in, "checkpoint", checkpoint_keys, empty, err)) ||
+        dt_json_get_str (sec, "checkpoint", "dir", false, SPEC_MAX_STR, false, &s, err) <
+          0 ||
+        check_path ("checkpoint.dir", s, err) < 0 ||
+        dt_json_get_int (sec, "checkpoint", "every_steps", false, 0, 1000000000, &every,
+                         err) < 0 ||
+        dt_json_get_int (sec, "checkpoint", "keep", false, 1, 1000, &keep, err) < 0)
         goto done;
-    json_object_set_new (out, "checkpoint",
-                         json_pack ("{s:s s:I s:I}", "dir", s, "every_steps", every,
-                                    "keep", keep));
+    json_object_set_new (
+      out, "checkpoint",
+      json_pack ("{s:s s:I s:I}", "dir", s, "every_steps", every, "keep", keep));
 
     /* restart */
     json_int_t maxr = default_max_restarts, minn = nodes;
     int excl = 1;
     bool b = true;
-    if (!(sec = get_section (in, "restart", restart_keys, empty, err))
-        || dt_json_get_int (sec, "restart", "max_restarts", false, 0, 1000, &maxr, err) < 0
-        || dt_json_get_bool (sec, "restart", "exclude_failed_nodes", false, &b, err) < 0
-        || dt_json_get_int (sec, "restart", "min_nodes", false, 1, SPEC_MAX_NODES, &minn,
-                            err) < 0)
+    if (!(sec = get_section (in, "restart", restart_keys, empty, err)) ||
+        dt_json_get_int (sec, "restart", "max_restarts", false, 0, 1000, &maxr, err) <
+          0 ||
+        dt_json_get_bool (sec, "restart", "exclude_failed_nodes", false, &b, err) < 0 ||
+        dt_json_get_int (sec, "restart", "min_nodes", false, 1, SPEC_MAX_NODES, &minn,
+                         err) < 0)
         goto done;
     excl = b;
     if (minn > nodes) {
@@ -160,16 +171,18 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d, j
                                     "exclude_failed_nodes", excl, "min_nodes", minn));
 
     /* heartbeat */
-    json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms, ht = d->hang_timeout_ms;
-    if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err))
-        || dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) < 0
-        || dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
-                            err) < 0
-        || dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
-                            err) < 0)
+    json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms,
+               ht = d->hang_timeout_ms;
+    if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err)) ||
+        dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) <
+          0 ||
+        dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
+                         err) < 0 ||
+        dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
+                         err) < 0)
         goto done;
     if (!json_object_get (sec, "node_timeout_ms") && nt < 2 * hb)
-        nt = 3 * hb;        /* a faster heartbeat than the conf's default timeout */
+        nt = 3 * hb; /* a faster heartbeat than the conf's default timeout */
     if (nt < 2 * hb) {
         fail (err, "heartbeat.node_timeout_ms: must be at least 2 * interval_ms (%lld)",
               (long long)(2 * hb));
@@ -180,17 +193,19 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d, j
         goto done;
     }
     json_object_set_new (out, "heartbeat",
-                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms", nt,
-                                    "hang_timeout_ms", ht));
+                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms",
+                                    nt, "hang_timeout_ms", ht));
 
     /* straggler */
     double thr = default_threshold;
     json_int_t win = default_window_steps;
     const char *action = "report";
-    if (!(sec = get_section (in, "straggler", straggler_keys, empty, err))
-        || dt_json_get_real (sec, "straggler", "threshold", false, 0.0, 1.0, &thr, err) < 0
-        || dt_json_get_int (sec, "straggler", "window_steps", false, 2, 100000, &win, err) < 0
-        || dt_json_get_str (sec, "straggler", "action", false, 16, false, &action, err) < 0)
+    if (!(sec = get_section (in, "straggler", straggler_keys, empty, err)) ||
+        dt_json_get_real (sec, "straggler", "threshold", false, 0.0, 1.0, &thr, err) <
+          0 ||
+        dt_json_get_int (sec, "straggler", "window_steps", false, 2, 100000, &win, err) <
+          0 ||
+        dt_json_get_str (sec, "straggler", "action", false, 16, false, &action, err) < 0)
         goto done;
     if (thr <= 0.0) {
         fail (err, "straggler.threshold: must be in (0, 1]");
@@ -201,12 +216,43 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d, j
         goto done;
     }
     json_object_set_new (out, "straggler",
-                         json_pack ("{s:f s:I s:s}", "threshold", thr, "window_steps", win,
-                                    "action", action));
+                         json_pack ("{s:f s:I s:s}", "threshold", thr, "window_steps",
+                                    win, "action", action));
     rc = 0;
 done:
     json_decref (empty);
     return rc;
+}
+
+/* command: a non-empty array of strings, the program first. */
+static int validate_command (const json_t *in, json_t *out, dt_error_t *err)
+{
+    json_t *a, *v;
+    char path[256];
+
+    if (dt_json_get_arr (in, "", "command", true, &a, err) < 0)
+        return -1;
+    if (json_array_size (a) == 0)
+        return fail (err, "command: must not be empty");
+    if (json_array_size (a) > SPEC_MAX_ARGS)
+        return fail (err, "command: more than %d arguments", SPEC_MAX_ARGS);
+    json_t *cmd = json_array ();
+    json_object_set_new (out, "command", cmd);
+    size_t i;
+    json_array_foreach (a, i, v)
+    {
+        dt_json_path_index (path, sizeof (path), "command", i);
+        if (!json_is_string (v))
+            return fail (err, "%s: expected string", path);
+        if (json_string_length (v) > SPEC_MAX_STR)
+            return fail (err, "%s: longer than %d characters", path, SPEC_MAX_STR);
+        if (strlen (json_string_value (v)) != json_string_length (v))
+            return fail (err, "%s: contains a NUL character", path);
+        if (i == 0 && json_string_length (v) == 0)
+            return fail (err, "%s: the program must not be empty", path);
+        json_array_append (cmd, v);
+    }
+    return 0;
 }
 
 static int do_validate (const json_t *in, const struct spec_defaults *d, json_t *out,
@@ -214,7 +260,7 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
 {
     const char *s;
     json_int_t nodes = 1, spares = 0, rpn = 1, tl = 0;
-    json_t *a, *v;
+    json_t *v;
     char path[256];
 
     if (!json_is_object (in))
@@ -231,41 +277,23 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
     json_object_set_new (out, "name", json_string (s));
 
     /* sizes */
-    if (dt_json_get_int (in, "", "nodes", false, 1, SPEC_MAX_NODES, &nodes, err) < 0
-        || dt_json_get_int (in, "", "spare_nodes", false, 0, SPEC_MAX_NODES, &spares, err) < 0
-        || dt_json_get_int (in, "", "ranks_per_node", false, 1, SPEC_MAX_RANKS_PER_NODE,
-                            &rpn, err) < 0)
+    if (dt_json_get_int (in, "", "nodes", false, 1, SPEC_MAX_NODES, &nodes, err) < 0 ||
+        dt_json_get_int (in, "", "spare_nodes", false, 0, SPEC_MAX_NODES, &spares, err) <
+          0 ||
+        dt_json_get_int (in, "", "ranks_per_node", false, 1, SPEC_MAX_RANKS_PER_NODE,
+                         &rpn, err) < 0)
         return -1;
     if (nodes * rpn > SPEC_MAX_WORLD)
-        return fail (err, "ranks_per_node: nodes * ranks_per_node exceeds %d", SPEC_MAX_WORLD);
+        return fail (err, "ranks_per_node: nodes * ranks_per_node exceeds %d",
+                     SPEC_MAX_WORLD);
     if (nodes + spares > SPEC_MAX_NODES)
         return fail (err, "spare_nodes: nodes + spare_nodes exceeds %d", SPEC_MAX_NODES);
     json_object_set_new (out, "nodes", json_integer (nodes));
     json_object_set_new (out, "spare_nodes", json_integer (spares));
     json_object_set_new (out, "ranks_per_node", json_integer (rpn));
 
-    /* command */
-    if (dt_json_get_arr (in, "", "command", true, &a, err) < 0)
+    if (validate_command (in, out, err) < 0)
         return -1;
-    if (json_array_size (a) == 0)
-        return fail (err, "command: must not be empty");
-    if (json_array_size (a) > SPEC_MAX_ARGS)
-        return fail (err, "command: more than %d arguments", SPEC_MAX_ARGS);
-    json_t *cmd = json_array ();
-    json_object_set_new (out, "command", cmd);
-    size_t i;
-    json_array_foreach (a, i, v) {
-        dt_json_path_index (path, sizeof (path), "command", i);
-        if (!json_is_string (v))
-            return fail (err, "%s: expected string", path);
-        if (json_string_length (v) > SPEC_MAX_STR)
-            return fail (err, "%s: longer than %d characters", path, SPEC_MAX_STR);
-        if (strlen (json_string_value (v)) != json_string_length (v))
-            return fail (err, "%s: contains a NUL character", path);
-        if (i == 0 && json_string_length (v) == 0)
-            return fail (err, "%s: the program must not be empty", path);
-        json_array_append (cmd, v);
-    }
 
     /* env */
     json_t *envin = NULL, *env = json_object ();
@@ -276,7 +304,8 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
         const char *k;
         if (json_object_size (envin) > SPEC_MAX_ENV)
             return fail (err, "env: more than %d variables", SPEC_MAX_ENV);
-        json_object_foreach (envin, k, v) {
+        json_object_foreach (envin, k, v)
+        {
             dt_json_path (path, sizeof (path), "env", k);
             if (!env_key_ok (k))
                 return fail (err, "%s: not a valid environment variable name", path);
@@ -284,8 +313,8 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
                 return fail (err, "%s: DT_* variables are reserved for dtctl", path);
             if (!json_is_string (v))
                 return fail (err, "%s: expected string", path);
-            if (json_string_length (v) > SPEC_MAX_STR
-                || strlen (json_string_value (v)) != json_string_length (v))
+            if (json_string_length (v) > SPEC_MAX_STR ||
+                strlen (json_string_value (v)) != json_string_length (v))
                 return fail (err, "%s: too long or contains a NUL character", path);
             json_object_set (env, k, v);
         }
@@ -293,8 +322,8 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
 
     /* workdir, partition */
     s = default_workdir;
-    if (dt_json_get_str (in, "", "workdir", false, SPEC_MAX_STR, false, &s, err) < 0
-        || check_path ("workdir", s, err) < 0)
+    if (dt_json_get_str (in, "", "workdir", false, SPEC_MAX_STR, false, &s, err) < 0 ||
+        check_path ("workdir", s, err) < 0)
         return -1;
     json_object_set_new (out, "workdir", json_string (s));
 
@@ -317,11 +346,13 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
         if (dt_parse_duration_ms (json_string_value (v), &ms, &e2) < 0)
             return fail (err, "time_limit: %s", e2.text);
         tl = (ms + 999) / 1000;
-    } else if (v && json_is_integer (v)) {
+    }
+    else if (v && json_is_integer (v)) {
         tl = json_integer_value (v);
         if (tl < 0)
             return fail (err, "time_limit: must be >= 0 seconds");
-    } else if (v && !json_is_null (v))
+    }
+    else if (v && !json_is_null (v))
         return fail (err, "time_limit: expected integer seconds or a duration string");
     if (tl > 365LL * 86400)
         return fail (err, "time_limit: longer than a year");
@@ -385,7 +416,8 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->ckpt.every_steps = json_integer_value (json_object_get (c, "every_steps"));
     js->ckpt.keep = json_integer_value (json_object_get (c, "keep"));
     js->restart.max_restarts = json_integer_value (json_object_get (r, "max_restarts"));
-    js->restart.exclude_failed_nodes = json_is_true (json_object_get (r, "exclude_failed_nodes"));
+    js->restart.exclude_failed_nodes =
+      json_is_true (json_object_get (r, "exclude_failed_nodes"));
     js->restart.min_nodes = json_integer_value (json_object_get (r, "min_nodes"));
     js->hb.interval_ms = json_integer_value (json_object_get (h, "interval_ms"));
     js->hb.node_timeout_ms = json_integer_value (json_object_get (h, "node_timeout_ms"));

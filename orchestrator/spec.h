@@ -17,10 +17,10 @@
 
 /* Defaults that come from dtctld.conf rather than from the schema. */
 struct spec_defaults {
-    const char *checkpoint_root;    /* CheckpointRoot */
-    int64_t heartbeat_interval_ms;  /* HeartbeatInterval */
-    int64_t node_timeout_ms;        /* NodeTimeout */
-    int64_t hang_timeout_ms;        /* HangTimeout (0: auto) */
+    const char *checkpoint_root;   /* CheckpointRoot */
+    int64_t heartbeat_interval_ms; /* HeartbeatInterval */
+    int64_t node_timeout_ms;       /* NodeTimeout */
+    int64_t hang_timeout_ms;       /* HangTimeout (0: auto) */
 };
 
 /* Limits (also in job.schema.json). */
@@ -45,13 +45,13 @@ json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error
  * it).  A missing field reads as 0 / NULL, as a lookup by name did. */
 struct job_spec {
     int nodes, spare_nodes, ranks_per_node;
-    const char *partition;          /* NULL: the launcher's default */
-    int64_t time_limit_s;           /* 0: none */
+    const char *partition; /* NULL: the launcher's default */
+    int64_t time_limit_s;  /* 0: none */
     const char *workdir;
-    json_t *env;                    /* object of strings */
+    json_t *env; /* object of strings */
     struct {
-        const char *dir;            /* checkpoint root of the job's directory */
-        int64_t every_steps;        /* 0: no periodic checkpoints */
+        const char *dir;     /* checkpoint root of the job's directory */
+        int64_t every_steps; /* 0: no periodic checkpoints */
         int keep;
     } ckpt;
     struct {
@@ -61,12 +61,12 @@ struct job_spec {
     } restart;
     struct {
         int64_t interval_ms, node_timeout_ms;
-        int64_t hang_timeout_ms;    /* 0: automatic */
+        int64_t hang_timeout_ms; /* 0: automatic */
     } hb;
     struct {
         double threshold;
         int window_steps;
-        const char *action;         /* "report" or "exclude" */
+        const char *action; /* "report" or "exclude" */
     } straggler;
 };
 

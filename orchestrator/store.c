@@ -37,11 +37,11 @@ const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migratio
 
 /* Columns holding JSON text: parsed into the API's objects. */
 static const char *const json_columns[] = {
-    "spec", "exclude", "failure", "result", "evidence", "provenance", "data", "hostinfo", NULL,
+    "spec",       "exclude", "failure",  "result", "evidence",
+    "provenance", "data",    "hostinfo", NULL,
 };
 /* Integer columns that are booleans. */
 static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };
-
 
 /* --- helpers --------------------------------------------------------------- */
 
@@ -53,7 +53,8 @@ sqlite3_stmt *store_stmt (store_t *st, enum stmt_id id, dt_error_t *err)
         if (dt_db_prepare (st->db, store_sql[id], &s, err) < 0)
             return NULL;
         st->stmt[id] = s;
-    } else {
+    }
+    else {
         sqlite3_reset (s);
         sqlite3_clear_bindings (s);
     }
@@ -74,8 +75,9 @@ int store_bind (store_t *st, sqlite3_stmt *s, dt_error_t *err, const char *fmt, 
     /* One format character per parameter: a format that does not match
      * its statement would bind values to the wrong columns. */
     if ((int)strlen (fmt) != sqlite3_bind_parameter_count (s))
-        return errnoprintf (err, EINVAL, "bind: %zu values for the %d parameters of: %.80s",
-                            strlen (fmt), sqlite3_bind_parameter_count (s), sqlite3_sql (s));
+        return errnoprintf (
+          err, EINVAL, "bind: %zu values for the %d parameters of: %.80s", strlen (fmt),
+          sqlite3_bind_parameter_count (s), sqlite3_sql (s));
     va_start (ap, fmt);
     for (const char *f = fmt; *f && rc == SQLITE_OK; f++, i++) {
         switch (*f) {
@@ -90,7 +92,9 @@ int store_bind (store_t *st, sqlite3_stmt *s, dt_error_t *err, const char *fmt, 
             rc = v == 0 ? sqlite3_bind_null (s, i) : sqlite3_bind_int64 (s, i, v);
             break;
         }
-        case 'S': rc = sqlite3_bind_text (s, i, va_arg (ap, const char *), -1, SQLITE_TRANSIENT);
+        case 'S':
+            rc =
+              sqlite3_bind_text (s, i, va_arg (ap, const char *), -1, SQLITE_TRANSIENT);
             break;
         case 's': {
             const char *v = va_arg (ap, const char *);
@@ -114,8 +118,7 @@ int store_bind (store_t *st, sqlite3_stmt *s, dt_error_t *err, const char *fmt, 
             break;
         }
         case '_': break;
-        default:
-            rc = SQLITE_MISUSE;
+        default: rc = SQLITE_MISUSE;
         }
     }
     va_end (ap);
@@ -145,7 +148,8 @@ void store_col_str (sqlite3_stmt *s, int i, char *buf, size_t len)
 
 int64_t store_col_int (sqlite3_stmt *s, int i, int64_t null_value)
 {
-    return sqlite3_column_type (s, i) == SQLITE_NULL ? null_value : sqlite3_column_int64 (s, i);
+    return sqlite3_column_type (s, i) == SQLITE_NULL ? null_value
+                                                     : sqlite3_column_int64 (s, i);
 }
 
 double store_col_real (sqlite3_stmt *s, int i)
@@ -172,9 +176,9 @@ static bool in_list (const char *const list[], const char *name)
 static bool is_time_column (const char *name)
 {
     size_t n = strlen (name);
-    return !strcmp (name, "time") || !strcmp (name, "first_seen") || !strcmp (name, "last_seen")
-           || !strcmp (name, "suspect_since")
-           || (n > 5 && !strcmp (name + n - 5, "_time"));
+    return !strcmp (name, "time") || !strcmp (name, "first_seen") ||
+           !strcmp (name, "last_seen") || !strcmp (name, "suspect_since") ||
+           (n > 5 && !strcmp (name + n - 5, "_time"));
 }
 
 /* One result row as a JSON object, named by the columns: times become
@@ -196,12 +200,15 @@ json_t *store_row_json (sqlite3_stmt *s)
             v = store_col_json (s, i);
             if (!v)
                 v = json_null ();
-        } else if (in_list (bool_columns, name))
+        }
+        else if (in_list (bool_columns, name))
             v = json_boolean (sqlite3_column_int (s, i));
         else if (is_time_column (name) && type == SQLITE_INTEGER) {
             char buf[40];
-            v = json_string (dt_format_time (sqlite3_column_int64 (s, i), buf, sizeof (buf)));
-        } else if (type == SQLITE_INTEGER)
+            v = json_string (
+              dt_format_time (sqlite3_column_int64 (s, i), buf, sizeof (buf)));
+        }
+        else if (type == SQLITE_INTEGER)
             v = json_integer (sqlite3_column_int64 (s, i));
         else if (type == SQLITE_FLOAT)
             v = json_real (sqlite3_column_double (s, i));
@@ -238,10 +245,14 @@ static int hash_plain_tokens (store_t *st, dt_error_t *err)
     sqlite3_stmt *sel = NULL, *upd = NULL;
     int rc, n = 0;
 
-    if (dt_db_prepare (st->db, "SELECT job_id, attempt, token FROM attempts"
-                       " WHERE token LIKE 'plain:%'", &sel, err) < 0
-        || dt_db_prepare (st->db, "UPDATE attempts SET token = ?3"
-                          " WHERE job_id = ?1 AND attempt = ?2", &upd, err) < 0)
+    if (dt_db_prepare (st->db,
+                       "SELECT job_id, attempt, token FROM attempts"
+                       " WHERE token LIKE 'plain:%'",
+                       &sel, err) < 0 ||
+        dt_db_prepare (st->db,
+                       "UPDATE attempts SET token = ?3"
+                       " WHERE job_id = ?1 AND attempt = ?2",
+                       &upd, err) < 0)
         goto error;
     while ((rc = sqlite3_step (sel)) == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text (sel, 2);
@@ -281,8 +292,8 @@ store_t *store_open (const char *path, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(st->db = dt_db_open (path, store_migrations, store_nmigrations, err))
-        || hash_plain_tokens (st, err) < 0)
+    if (!(st->db = dt_db_open (path, store_migrations, store_nmigrations, err)) ||
+        hash_plain_tokens (st, err) < 0)
         goto error;
     /* Prepare everything now, so that a schema/code mismatch shows at start. */
     for (int i = 0; i < S_COUNT; i++) {
@@ -372,10 +383,10 @@ int store_event (store_t *st, int64_t time, int64_t job, int attempt, const char
                  dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_EVENT, err))
-        || store_bind (st, s, err, "INNSsNsJ", time, job <= 0 ? (int64_t)-1 : job,
-                 attempt <= 0 ? (int64_t)-1 : (int64_t)attempt, kind, node, (int64_t)rank,
-                 detail, data) < 0)
+    if (!(s = store_stmt (st, S_EVENT, err)) ||
+        store_bind (st, s, err, "INNSsNsJ", time, job <= 0 ? (int64_t)-1 : job,
+                    attempt <= 0 ? (int64_t)-1 : (int64_t)attempt, kind, node,
+                    (int64_t)rank, detail, data) < 0)
         return -1;
     return store_run (st, s, "insert event", err);
 }
@@ -386,18 +397,19 @@ static int bind_job (store_t *st, sqlite3_stmt *s, const struct store_job_row *r
     static json_t *empty;
     if (!empty)
         empty = json_array ();
-    return store_bind (st, s, err, "ISIISSsJTTTIIJNDDIJJ", r->id, r->name, (int64_t)r->uid,
-                 (int64_t)r->gid, r->user, fsm_job_state_name (r->state), r->reason, r->spec,
-                 r->submit_time, r->start_time, r->end_time, (int64_t)r->attempts,
-                 (int64_t)r->restarts, r->exclude ? r->exclude : empty, r->last_step,
-                 r->last_loss, r->throughput, r->metrics_stride, r->failure, r->result);
+    return store_bind (
+      st, s, err, "ISIISSsJTTTIIJNDDIJJ", r->id, r->name, (int64_t)r->uid,
+      (int64_t)r->gid, r->user, fsm_job_state_name (r->state), r->reason, r->spec,
+      r->submit_time, r->start_time, r->end_time, (int64_t)r->attempts,
+      (int64_t)r->restarts, r->exclude ? r->exclude : empty, r->last_step, r->last_loss,
+      r->throughput, r->metrics_stride, r->failure, r->result);
 }
 
 int store_job_insert (store_t *st, struct store_job_row *r, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_JOB_INSERT, err)) || bind_job (st, s, r, err) < 0
-        || store_run (st, s, "insert job", err) < 0)
+    if (!(s = store_stmt (st, S_JOB_INSERT, err)) || bind_job (st, s, r, err) < 0 ||
+        store_run (st, s, "insert job", err) < 0)
         return -1;
     r->id = sqlite3_last_insert_rowid (dt_db_handle (st->db));
     return 0;
@@ -423,16 +435,15 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
         sha256_hex (r->token, strlen (r->token), hash);
     else
         snprintf (hash, sizeof (hash), "%s", r->token_sha256);
-    return store_bind (st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJ", r->job_id, (int64_t)r->attempt,
-                 fsm_attempt_state_name (r->state), hash, r->launcher, r->handle,
-                 r->slurm_job_id, r->batch_host, r->nodelist, (int64_t)r->num_nodes,
-                 (int64_t)r->spare_nodes, (int64_t)r->ranks_per_node, (int64_t)r->world_size,
-                 r->exclude ? r->exclude : empty, r->resume_step, r->resume_dir,
-                 r->resume_sha256, r->master_addr,
-                 r->master_port > 0 ? (int64_t)r->master_port : (int64_t)-1, r->cause,
-                 r->cause_node, (int64_t)r->cause_rank, r->detail, r->evidence, r->fail_time,
-                 (int64_t)r->exit_code, r->submit_time, r->start_time, r->end_time,
-                 r->provenance);
+    return store_bind (
+      st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJ", r->job_id, (int64_t)r->attempt,
+      fsm_attempt_state_name (r->state), hash, r->launcher, r->handle, r->slurm_job_id,
+      r->batch_host, r->nodelist, (int64_t)r->num_nodes, (int64_t)r->spare_nodes,
+      (int64_t)r->ranks_per_node, (int64_t)r->world_size, r->exclude ? r->exclude : empty,
+      r->resume_step, r->resume_dir, r->resume_sha256, r->master_addr,
+      r->master_port > 0 ? (int64_t)r->master_port : (int64_t)-1, r->cause, r->cause_node,
+      (int64_t)r->cause_rank, r->detail, r->evidence, r->fail_time, (int64_t)r->exit_code,
+      r->submit_time, r->start_time, r->end_time, r->provenance);
 }
 
 void store_prov_memo_forget (store_t *st, int64_t job, int attempt)
@@ -449,7 +460,7 @@ void store_prov_memo_forget (store_t *st, int64_t job, int attempt)
 /* A copy of attempt's provenance with at most nodes_max nodes; NULL with
  * err on failure. */
 json_t *store_prov_memo_get (store_t *st, int64_t job, int attempt, int nodes_max,
-                              dt_error_t *err)
+                             dt_error_t *err)
 {
     struct prov_memo *slot = &st->memo[0];
     for (int i = 0; i < PROV_MEMO_SLOTS; i++) {
@@ -462,15 +473,16 @@ json_t *store_prov_memo_get (store_t *st, int64_t job, int attempt, int nodes_ma
             slot = m;
     }
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_ATT_PROV_VIEW, err))
-        || store_bind (st, s, err, "III", job, (int64_t)attempt, (int64_t)nodes_max) < 0)
+    if (!(s = store_stmt (st, S_ATT_PROV_VIEW, err)) ||
+        store_bind (st, s, err, "III", job, (int64_t)attempt, (int64_t)nodes_max) < 0)
         return NULL;
     int rc = sqlite3_step (s);
     json_t *prov = NULL;
     if (rc == SQLITE_ROW)
         prov = store_col_json (s, 0);
     else if (rc == SQLITE_DONE)
-        errnoprintf (err, ENOENT, "job %lld attempt %d not found", (long long)job, attempt);
+        errnoprintf (err, ENOENT, "job %lld attempt %d not found", (long long)job,
+                     attempt);
     else
         dt_db_error (st->db, rc, "attempt provenance", err);
     sqlite3_reset (s);
@@ -480,8 +492,11 @@ json_t *store_prov_memo_get (store_t *st, int64_t job, int attempt, int nodes_ma
         return NULL;
     }
     json_decref (slot->prov);
-    *slot = (struct prov_memo){ .job = job, .attempt = attempt, .nodes_max = nodes_max,
-                                .prov = prov, .used = ++st->memo_clock };
+    *slot = (struct prov_memo){ .job = job,
+                                .attempt = attempt,
+                                .nodes_max = nodes_max,
+                                .prov = prov,
+                                .used = ++st->memo_clock };
     return json_deep_copy (prov);
 }
 
@@ -506,13 +521,15 @@ int store_attempt_update (store_t *st, const struct store_attempt_row *r, dt_err
 int store_attempt_node_put (store_t *st, int64_t job, int attempt, const char *node,
                             int node_order, int node_rank, bool spare, const char *addr,
                             int port, int pid, const char *state, int64_t register_time,
-                            int64_t last_heartbeat, const json_t *hostinfo, dt_error_t *err)
+                            int64_t last_heartbeat, const json_t *hostinfo,
+                            dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_ATTNODE_PUT, err))
-        || store_bind (st, s, err, "IISINIsNNSITJ", job, (int64_t)attempt, node, (int64_t)node_order,
-                 (int64_t)node_rank, (int64_t)spare, addr, (int64_t)port, (int64_t)pid, state,
-                 register_time, last_heartbeat, hostinfo) < 0)
+    if (!(s = store_stmt (st, S_ATTNODE_PUT, err)) ||
+        store_bind (st, s, err, "IISINIsNNSITJ", job, (int64_t)attempt, node,
+                    (int64_t)node_order, (int64_t)node_rank, (int64_t)spare, addr,
+                    (int64_t)port, (int64_t)pid, state, register_time, last_heartbeat,
+                    hostinfo) < 0)
         return -1;
     return store_run (st, s, "put attempt node", err);
 }
@@ -521,29 +538,30 @@ int store_rank_put (store_t *st, int64_t job, int attempt, const struct store_ra
                     dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_RANK_PUT, err))
-        || store_bind (st, s, err, "IIISINSINDNDDDNNI", job, (int64_t)attempt, (int64_t)r->rank,
-                 r->node, (int64_t)r->local_rank, (int64_t)r->pid, r->state, (int64_t)r->client,
-                 r->step, r->loss, r->samples, r->compute_ms, r->comm_ms, r->straggler_score,
-                 (int64_t)r->exit_code, (int64_t)r->signal, r->updated) < 0)
+    if (!(s = store_stmt (st, S_RANK_PUT, err)) ||
+        store_bind (st, s, err, "IIISINSINDNDDDNNI", job, (int64_t)attempt,
+                    (int64_t)r->rank, r->node, (int64_t)r->local_rank, (int64_t)r->pid,
+                    r->state, (int64_t)r->client, r->step, r->loss, r->samples,
+                    r->compute_ms, r->comm_ms, r->straggler_score, (int64_t)r->exit_code,
+                    (int64_t)r->signal, r->updated) < 0)
         return -1;
     return store_run (st, s, "put rank", err);
 }
 
 int store_metric_put (store_t *st, int64_t job, int64_t step, int attempt, int64_t time,
-                      double loss, double samples_per_s, double compute_ms, double comm_ms,
-                      dt_error_t *err)
+                      double loss, double samples_per_s, double compute_ms,
+                      double comm_ms, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_METRIC_PUT, err))
-        || store_bind (st, s, err, "IIIIDDDD", job, step, (int64_t)attempt, time, loss, samples_per_s,
-                 compute_ms, comm_ms) < 0)
+    if (!(s = store_stmt (st, S_METRIC_PUT, err)) ||
+        store_bind (st, s, err, "IIIIDDDD", job, step, (int64_t)attempt, time, loss,
+                    samples_per_s, compute_ms, comm_ms) < 0)
         return -1;
     return store_run (st, s, "put metric", err);
 }
 
-int store_query_int64 (store_t *st, sqlite3_stmt *s, int col, int64_t *out, const char *what,
-                        dt_error_t *err)
+int store_query_int64 (store_t *st, sqlite3_stmt *s, int col, int64_t *out,
+                       const char *what, dt_error_t *err)
 {
     int rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -561,7 +579,8 @@ int store_metrics_count (store_t *st, int64_t job, int64_t *n, dt_error_t *err)
 {
     sqlite3_stmt *s;
     *n = 0;
-    if (!(s = store_stmt (st, S_METRIC_COUNT, err)) || store_bind (st, s, err, "I", job) < 0)
+    if (!(s = store_stmt (st, S_METRIC_COUNT, err)) ||
+        store_bind (st, s, err, "I", job) < 0)
         return -1;
     return store_query_int64 (st, s, 0, n, "count metrics", err) < 0 ? -1 : 0;
 }
@@ -571,7 +590,8 @@ int store_metrics_thin (store_t *st, int64_t job, int64_t stride, dt_error_t *er
     sqlite3_stmt *s;
     if (stride < 1)
         return errnoprintf (err, EINVAL, "metrics stride must be >= 1");
-    if (!(s = store_stmt (st, S_METRIC_THIN, err)) || store_bind (st, s, err, "II", job, stride) < 0)
+    if (!(s = store_stmt (st, S_METRIC_THIN, err)) ||
+        store_bind (st, s, err, "II", job, stride) < 0)
         return -1;
     return store_run (st, s, "thin metrics", err);
 }

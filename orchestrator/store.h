@@ -34,46 +34,46 @@ struct store_job_row {
     char user[64];
     enum job_state state;
     char reason[32];
-    json_t *spec;               /* owned by the row */
+    json_t *spec; /* owned by the row */
     int64_t submit_time, start_time, end_time;
-    int attempts;               /* number of the latest attempt */
+    int attempts; /* number of the latest attempt */
     int restarts;
-    json_t *exclude;            /* array of node names; owned */
-    int64_t last_step;          /* -1: none */
-    double last_loss;           /* NAN: none */
-    double throughput;          /* NAN: none */
+    json_t *exclude;   /* array of node names; owned */
+    int64_t last_step; /* -1: none */
+    double last_loss;  /* NAN: none */
+    double throughput; /* NAN: none */
     int64_t metrics_stride;
-    json_t *failure;            /* owned, may be NULL */
-    json_t *result;             /* owned, may be NULL */
+    json_t *failure; /* owned, may be NULL */
+    json_t *result;  /* owned, may be NULL */
 };
 
 struct store_attempt_row {
     int64_t job_id;
     int attempt;
     enum attempt_state state;
-    char token[65];             /* in clear: only while this daemon made it ("" when loaded) */
-    char token_sha256[65];      /* what the database holds (loaded rows) */
+    char token[65];        /* in clear: only while this daemon made it ("" when loaded) */
+    char token_sha256[65]; /* what the database holds (loaded rows) */
     char launcher[16];
     char handle[64];
     int64_t slurm_job_id;
     char batch_host[64];
     char nodelist[256];
     int num_nodes, spare_nodes, ranks_per_node, world_size;
-    json_t *exclude;            /* owned */
-    int64_t resume_step;        /* -1: from scratch */
+    json_t *exclude;     /* owned */
+    int64_t resume_step; /* -1: from scratch */
     char resume_dir[1024];
     char resume_sha256[65];
     char master_addr[64];
     int master_port;
     char cause[32];
     char cause_node[64];
-    int cause_rank;             /* -1: none */
+    int cause_rank; /* -1: none */
     char detail[256];
-    json_t *evidence;           /* owned, may be NULL */
+    json_t *evidence; /* owned, may be NULL */
     int64_t fail_time;
-    int exit_code;              /* -1: none */
+    int exit_code; /* -1: none */
     int64_t submit_time, start_time, end_time;
-    json_t *provenance;         /* owned, may be NULL */
+    json_t *provenance; /* owned, may be NULL */
 };
 
 /* Zero a row and set the "absent" markers; free what a row owns. */
@@ -85,7 +85,7 @@ void store_attempt_row_clear (struct store_attempt_row *r);
 /* Open (creating and migrating) the database at 'path'. */
 store_t *store_open (const char *path, dt_error_t *err);
 void store_close (store_t *st);
-dt_db_t *store_db (store_t *st);   /* borrowed */
+dt_db_t *store_db (store_t *st); /* borrowed */
 
 /* The embedded migrations (generated from schemas/NNN-*.sql). */
 extern const struct dt_db_migration store_migrations[];
@@ -107,22 +107,27 @@ int store_event (store_t *st, int64_t time, int64_t job, int attempt, const char
 /* Insert a new job from r (r->id is set). */
 int store_job_insert (store_t *st, struct store_job_row *r, dt_error_t *err);
 int store_job_update (store_t *st, const struct store_job_row *r, dt_error_t *err);
-int store_attempt_insert (store_t *st, const struct store_attempt_row *r, dt_error_t *err);
-int store_attempt_update (store_t *st, const struct store_attempt_row *r, dt_error_t *err);
+int store_attempt_insert (store_t *st, const struct store_attempt_row *r,
+                          dt_error_t *err);
+int store_attempt_update (store_t *st, const struct store_attempt_row *r,
+                          dt_error_t *err);
 
 int store_attempt_node_put (store_t *st, int64_t job, int attempt, const char *node,
                             int node_order, int node_rank, bool spare, const char *addr,
                             int port, int pid, const char *state, int64_t register_time,
-                            int64_t last_heartbeat, const json_t *hostinfo, dt_error_t *err);
+                            int64_t last_heartbeat, const json_t *hostinfo,
+                            dt_error_t *err);
 
 /* Insert or refresh a node seen at registration/heartbeat. */
-int store_node_seen (store_t *st, const char *name, const char *addr, const json_t *hostinfo,
-                     int64_t now, int64_t job, int attempt, dt_error_t *err);
-int store_node_set_state (store_t *st, const char *name, const char *state, const char *note,
-                          dt_error_t *err);
+int store_node_seen (store_t *st, const char *name, const char *addr,
+                     const json_t *hostinfo, int64_t now, int64_t job, int attempt,
+                     dt_error_t *err);
+int store_node_set_state (store_t *st, const char *name, const char *state,
+                          const char *note, dt_error_t *err);
 /* A failure blamed on a node: node_health row + nodes.failures + 1. */
-int store_node_failure (store_t *st, const char *name, int64_t now, int64_t job, int attempt,
-                        const char *kind, const char *detail, dt_error_t *err);
+int store_node_failure (store_t *st, const char *name, int64_t now, int64_t job,
+                        int attempt, const char *kind, const char *detail,
+                        dt_error_t *err);
 
 struct store_rank_row {
     int rank;
@@ -131,10 +136,10 @@ struct store_rank_row {
     int pid;
     const char *state;
     bool client;
-    int64_t step;               /* -1: none */
-    double loss, compute_ms, comm_ms, straggler_score;   /* NAN: none */
-    int64_t samples;            /* -1: none */
-    int exit_code, signal;      /* -1: none */
+    int64_t step;                                      /* -1: none */
+    double loss, compute_ms, comm_ms, straggler_score; /* NAN: none */
+    int64_t samples;                                   /* -1: none */
+    int exit_code, signal;                             /* -1: none */
     int64_t updated;
 };
 int store_rank_put (store_t *st, int64_t job, int attempt, const struct store_rank_row *r,
@@ -143,20 +148,21 @@ int store_rank_put (store_t *st, int64_t job, int attempt, const struct store_ra
 /* Step metrics, downsampled: store_metrics_thin keeps only the first row
  * of each bucket of 'stride' steps (step / stride). */
 int store_metric_put (store_t *st, int64_t job, int64_t step, int attempt, int64_t time,
-                      double loss, double samples_per_s, double compute_ms, double comm_ms,
-                      dt_error_t *err);
+                      double loss, double samples_per_s, double compute_ms,
+                      double comm_ms, dt_error_t *err);
 int store_metrics_count (store_t *st, int64_t job, int64_t *n, dt_error_t *err);
 int store_metrics_thin (store_t *st, int64_t job, int64_t stride, dt_error_t *err);
 
 /* Checkpoints. */
 int store_ckpt_put_pending (store_t *st, int64_t job, int64_t step, int attempt,
-                            const char *dir, int world_size, int64_t now, dt_error_t *err);
+                            const char *dir, int world_size, int64_t now,
+                            dt_error_t *err);
 /* Record one shard; duplicate (same job, step, rank) replaces the old row. */
 int store_shard_put (store_t *st, int64_t job, int64_t step, int rank, int attempt,
-                     const char *node, const char *path, int64_t bytes, const char *crc32c,
-                     int64_t now, dt_error_t *err);
-int store_ckpt_shards (store_t *st, int64_t job, int64_t step, int *nshards, int64_t *bytes,
-                       dt_error_t *err);
+                     const char *node, const char *path, int64_t bytes,
+                     const char *crc32c, int64_t now, dt_error_t *err);
+int store_ckpt_shards (store_t *st, int64_t job, int64_t step, int *nshards,
+                       int64_t *bytes, dt_error_t *err);
 /* Set state (and, for committed, sha256 + commit time). */
 int store_ckpt_set_state (store_t *st, int64_t job, int64_t step, const char *state,
                           const char *sha256, int64_t commit_time, dt_error_t *err);
@@ -181,9 +187,9 @@ json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error
  * 'window_ms' before 'now' and since its last clear; only failures of an
  * infrastructure cause (ftpolicy.h) count unless 'any_cause'.
  * *suspect: true if it became suspect now (it was not before). */
-int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
-                             int jobs_threshold, int users_threshold, bool any_cause,
-                             bool *suspect, dt_error_t *err);
+int store_node_health_check (store_t *st, const char *name, int64_t now,
+                             int64_t window_ms, int jobs_threshold, int users_threshold,
+                             bool any_cause, bool *suspect, dt_error_t *err);
 /* An admin marks the node suspect (note says who): *changed false when it
  * already was.  -1 ENOENT for an unknown node. */
 int store_node_mark_suspect (store_t *st, const char *name, int64_t now, const char *note,
@@ -213,8 +219,8 @@ int store_attempt_by_token (store_t *st, const char *token, int64_t *job, int *a
 
 /* Load a job / an attempt into a row (row init'ed by the call). -1 ENOENT. */
 int store_job_load (store_t *st, int64_t id, struct store_job_row *r, dt_error_t *err);
-int store_attempt_load (store_t *st, int64_t job, int attempt, struct store_attempt_row *r,
-                        dt_error_t *err);
+int store_attempt_load (store_t *st, int64_t job, int attempt,
+                        struct store_attempt_row *r, dt_error_t *err);
 
 /* Ids of jobs that are not terminal, or whose latest attempt is not
  * terminal (new array, caller frees). */
@@ -257,14 +263,14 @@ int store_goodput_put (store_t *st, const struct store_goodput_row *g, const cha
                        dt_error_t *err);
 /* Load the row of (job, attempt): 1 found (*hist: its histogram text, new,
  * caller frees; NULL if none), 0 no row, -1 error. */
-int store_goodput_load (store_t *st, int64_t job, int attempt, struct store_goodput_row *g,
-                        char **hist, dt_error_t *err);
+int store_goodput_load (store_t *st, int64_t job, int attempt,
+                        struct store_goodput_row *g, char **hist, dt_error_t *err);
 
 /* Facts of an attempt's timeline that only its events hold. */
 struct store_attempt_timeline {
-    int64_t left_queue;         /* first became starting (epoch ms); 0 never */
-    bool resubmitted;           /* created by a manual resubmission */
-    int64_t result_time;        /* the trainer's result event; 0 none */
+    int64_t left_queue;  /* first became starting (epoch ms); 0 never */
+    bool resubmitted;    /* created by a manual resubmission */
+    int64_t result_time; /* the trainer's result event; 0 none */
 };
 int store_attempt_timeline (store_t *st, int64_t job, int attempt,
                             struct store_attempt_timeline *t, dt_error_t *err);

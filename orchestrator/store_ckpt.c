@@ -20,33 +20,34 @@ int store_ckpt_put_pending (store_t *st, int64_t job, int64_t step, int attempt,
                             const char *dir, int world_size, int64_t now, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_CKPT_PENDING, err))
-        || store_bind (st, s, err, "IIISII", job, step, (int64_t)attempt, dir, (int64_t)world_size,
-                 now) < 0)
+    if (!(s = store_stmt (st, S_CKPT_PENDING, err)) ||
+        store_bind (st, s, err, "IIISII", job, step, (int64_t)attempt, dir,
+                    (int64_t)world_size, now) < 0)
         return -1;
     return store_run (st, s, "put checkpoint", err);
 }
 
 int store_shard_put (store_t *st, int64_t job, int64_t step, int rank, int attempt,
-                     const char *node, const char *path, int64_t bytes, const char *crc32c,
-                     int64_t now, dt_error_t *err)
+                     const char *node, const char *path, int64_t bytes,
+                     const char *crc32c, int64_t now, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_SHARD_PUT, err))
-        || store_bind (st, s, err, "IIIIsSISI", job, step, (int64_t)rank, (int64_t)attempt, node, path,
-                 bytes, crc32c, now) < 0)
+    if (!(s = store_stmt (st, S_SHARD_PUT, err)) ||
+        store_bind (st, s, err, "IIIIsSISI", job, step, (int64_t)rank, (int64_t)attempt,
+                    node, path, bytes, crc32c, now) < 0)
         return -1;
     return store_run (st, s, "put shard", err);
 }
 
-int store_ckpt_shards (store_t *st, int64_t job, int64_t step, int *nshards, int64_t *bytes,
-                       dt_error_t *err)
+int store_ckpt_shards (store_t *st, int64_t job, int64_t step, int *nshards,
+                       int64_t *bytes, dt_error_t *err)
 {
     sqlite3_stmt *s;
     int rc;
     *nshards = 0;
     *bytes = 0;
-    if (!(s = store_stmt (st, S_CKPT_SHARDS, err)) || store_bind (st, s, err, "II", job, step) < 0)
+    if (!(s = store_stmt (st, S_CKPT_SHARDS, err)) ||
+        store_bind (st, s, err, "II", job, step) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -63,8 +64,8 @@ int store_ckpt_set_state (store_t *st, int64_t job, int64_t step, const char *st
                           const char *sha256, int64_t commit_time, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_CKPT_STATE, err))
-        || store_bind (st, s, err, "IISsT", job, step, state, sha256, commit_time) < 0)
+    if (!(s = store_stmt (st, S_CKPT_STATE, err)) ||
+        store_bind (st, s, err, "IISsT", job, step, state, sha256, commit_time) < 0)
         return -1;
     return store_run (st, s, "set checkpoint state", err);
 }
@@ -74,7 +75,8 @@ int store_ckpt_latest (store_t *st, int64_t job, int64_t *step, char *dir, size_
 {
     sqlite3_stmt *s;
     int rc;
-    if (!(s = store_stmt (st, S_CKPT_LATEST, err)) || store_bind (st, s, err, "I", job) < 0)
+    if (!(s = store_stmt (st, S_CKPT_LATEST, err)) ||
+        store_bind (st, s, err, "I", job) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -97,8 +99,8 @@ int store_ckpt_beyond_keep (store_t *st, int64_t job, int keep, int64_t **steps,
     int rc, cap = 0;
     *steps = NULL;
     *n = 0;
-    if (!(s = store_stmt (st, S_CKPT_COMMITTED, err))
-        || store_bind (st, s, err, "II", job, (int64_t)keep) < 0)
+    if (!(s = store_stmt (st, S_CKPT_COMMITTED, err)) ||
+        store_bind (st, s, err, "II", job, (int64_t)keep) < 0)
         return -1;
     while ((rc = sqlite3_step (s)) == SQLITE_ROW) {
         if (*n == cap) {
@@ -129,7 +131,8 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 {
     sqlite3_stmt *s;
     int rc;
-    if (!(s = store_stmt (st, S_CKPT_GETSTATE, err)) || store_bind (st, s, err, "II", job, step) < 0)
+    if (!(s = store_stmt (st, S_CKPT_GETSTATE, err)) ||
+        store_bind (st, s, err, "II", job, step) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -147,7 +150,8 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_CKPT_SHARDS_LIST, err)) || store_bind (st, s, err, "II", job, step) < 0)
+    if (!(s = store_stmt (st, S_CKPT_SHARDS_LIST, err)) ||
+        store_bind (st, s, err, "II", job, step) < 0)
         return NULL;
     return store_rows_json (st, s, "list shards", err);
 }
@@ -159,7 +163,8 @@ int store_ckpt_list (store_t *st, int64_t job, const char *state, int64_t **step
     int rc, cap = 0;
     *steps = NULL;
     *n = 0;
-    if (!(s = store_stmt (st, S_CKPT_IN_STATE, err)) || store_bind (st, s, err, "IS", job, state) < 0)
+    if (!(s = store_stmt (st, S_CKPT_IN_STATE, err)) ||
+        store_bind (st, s, err, "IS", job, state) < 0)
         return -1;
     while ((rc = sqlite3_step (s)) == SQLITE_ROW) {
         if (*n == cap) {

@@ -79,14 +79,14 @@ extern const char *const store_sql[S_COUNT];
  * again: dtctld is the database's only writer. */
 enum {
     PROV_MEMO_SLOTS = 8,
-    PROV_MEMO_MIN_BYTES = 65536,    /* smaller: read every time */
+    PROV_MEMO_MIN_BYTES = 65536, /* smaller: read every time */
 };
 
 struct prov_memo {
-    int64_t job;                /* 0: free */
+    int64_t job; /* 0: free */
     int attempt, nodes_max;
-    json_t *prov;               /* owned */
-    uint64_t used;              /* for eviction: the least recently used goes */
+    json_t *prov;  /* owned */
+    uint64_t used; /* for eviction: the least recently used goes */
 };
 
 struct store {
@@ -110,8 +110,8 @@ int store_bind (store_t *st, sqlite3_stmt *s, dt_error_t *err, const char *fmt, 
 int store_run (store_t *st, sqlite3_stmt *s, const char *what, dt_error_t *err);
 /* Step a statement returning one integer in column 'col': 1 row (*out
  * set), 0 none, -1 error. */
-int store_query_int64 (store_t *st, sqlite3_stmt *s, int col, int64_t *out, const char *what,
-                       dt_error_t *err);
+int store_query_int64 (store_t *st, sqlite3_stmt *s, int col, int64_t *out,
+                       const char *what, dt_error_t *err);
 /* Columns: "" for NULL text; 'null_value' / NAN for NULL numbers; a JSON
  * column parsed (new), NULL when NULL. */
 void store_col_str (sqlite3_stmt *s, int i, char *buf, size_t len);

@@ -17,44 +17,49 @@
 #include "orchestrator/store.h"
 #include "orchestrator/store_int.h"
 
-int store_node_seen (store_t *st, const char *name, const char *addr, const json_t *hostinfo,
-                     int64_t now, int64_t job, int attempt, dt_error_t *err)
+int store_node_seen (store_t *st, const char *name, const char *addr,
+                     const json_t *hostinfo, int64_t now, int64_t job, int attempt,
+                     dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_NODE_SEEN, err))
-        || store_bind (st, s, err, "SsJINN", name, addr, hostinfo, now, job, (int64_t)attempt) < 0)
+    if (!(s = store_stmt (st, S_NODE_SEEN, err)) ||
+        store_bind (st, s, err, "SsJINN", name, addr, hostinfo, now, job,
+                    (int64_t)attempt) < 0)
         return -1;
     return store_run (st, s, "node seen", err);
 }
 
-int store_node_set_state (store_t *st, const char *name, const char *state, const char *note,
-                          dt_error_t *err)
+int store_node_set_state (store_t *st, const char *name, const char *state,
+                          const char *note, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_NODE_STATE, err))
-        || store_bind (st, s, err, "SSsI", name, state, note, dt_real_ms ()) < 0)
+    if (!(s = store_stmt (st, S_NODE_STATE, err)) ||
+        store_bind (st, s, err, "SSsI", name, state, note, dt_real_ms ()) < 0)
         return -1;
     return store_run (st, s, "set node state", err);
 }
 
-int store_node_failure (store_t *st, const char *name, int64_t now, int64_t job, int attempt,
-                        const char *kind, const char *detail, dt_error_t *err)
+int store_node_failure (store_t *st, const char *name, int64_t now, int64_t job,
+                        int attempt, const char *kind, const char *detail,
+                        dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_NODE_FAIL_HEALTH, err))
-        || store_bind (st, s, err, "SINNSs", name, now, job, (int64_t)attempt, kind, detail) < 0
-        || store_run (st, s, "insert node health", err) < 0)
+    if (!(s = store_stmt (st, S_NODE_FAIL_HEALTH, err)) ||
+        store_bind (st, s, err, "SINNSs", name, now, job, (int64_t)attempt, kind,
+                    detail) < 0 ||
+        store_run (st, s, "insert node health", err) < 0)
         return -1;
-    if (!(s = store_stmt (st, S_NODE_FAIL_COUNT, err)) || store_bind (st, s, err, "SI", name, now) < 0)
+    if (!(s = store_stmt (st, S_NODE_FAIL_COUNT, err)) ||
+        store_bind (st, s, err, "SI", name, now) < 0)
         return -1;
     return store_run (st, s, "count node failure", err);
 }
 
 /* --- node health, checkpoint lists ---------------------------------------- */
 
-int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t window_ms,
-                             int jobs_threshold, int users_threshold, bool any_cause,
-                             bool *suspect, dt_error_t *err)
+int store_node_health_check (store_t *st, const char *name, int64_t now,
+                             int64_t window_ms, int jobs_threshold, int users_threshold,
+                             bool any_cause, bool *suspect, dt_error_t *err)
 {
     sqlite3_stmt *s;
     int64_t n = 0, users = 0;
@@ -62,8 +67,8 @@ int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t
     int rc;
 
     *suspect = false;
-    if (!(s = store_stmt (st, S_NODE_FAIL_JOBS, err))
-        || store_bind (st, s, err, "SII", name, now - window_ms, (int64_t)any_cause) < 0)
+    if (!(s = store_stmt (st, S_NODE_FAIL_JOBS, err)) ||
+        store_bind (st, s, err, "SII", name, now - window_ms, (int64_t)any_cause) < 0)
         return -1;
     if ((rc = sqlite3_step (s)) == SQLITE_ROW) {
         n = sqlite3_column_int64 (s, 0);
@@ -76,8 +81,9 @@ int store_node_health_check (store_t *st, const char *name, int64_t now, int64_t
         return 0;
     snprintf (note, sizeof (note), "failures in %lld jobs of %lld users within %lld s",
               (long long)n, (long long)users, (long long)(window_ms / 1000));
-    if (!(s = store_stmt (st, S_NODE_SUSPECT, err)) || store_bind (st, s, err, "SIS", name, now, note) < 0
-        || store_run (st, s, "mark node suspect", err) < 0)
+    if (!(s = store_stmt (st, S_NODE_SUSPECT, err)) ||
+        store_bind (st, s, err, "SIS", name, now, note) < 0 ||
+        store_run (st, s, "mark node suspect", err) < 0)
         return -1;
     *suspect = sqlite3_changes (dt_db_handle (st->db)) > 0;
     return 0;
@@ -90,13 +96,15 @@ int store_node_mark_suspect (store_t *st, const char *name, int64_t now, const c
     int64_t n = 0;
 
     *changed = false;
-    if (!(s = store_stmt (st, S_NODE_EXISTS, err)) || store_bind (st, s, err, "S", name) < 0
-        || store_query_int64 (st, s, 0, &n, "find node", err) < 0)
+    if (!(s = store_stmt (st, S_NODE_EXISTS, err)) ||
+        store_bind (st, s, err, "S", name) < 0 ||
+        store_query_int64 (st, s, 0, &n, "find node", err) < 0)
         return -1;
     if (n == 0)
         return errnoprintf (err, ENOENT, "node '%s' is not known", name);
-    if (!(s = store_stmt (st, S_NODE_SUSPECT, err)) || store_bind (st, s, err, "SIS", name, now, note) < 0
-        || store_run (st, s, "mark node suspect", err) < 0)
+    if (!(s = store_stmt (st, S_NODE_SUSPECT, err)) ||
+        store_bind (st, s, err, "SIS", name, now, note) < 0 ||
+        store_run (st, s, "mark node suspect", err) < 0)
         return -1;
     *changed = sqlite3_changes (dt_db_handle (st->db)) > 0;
     return 0;
@@ -106,13 +114,14 @@ int store_node_clear (store_t *st, const char *name, int64_t now, const char *no
                       dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_NODE_CLEAR, err)) || store_bind (st, s, err, "Ss", name, note) < 0
-        || store_run (st, s, "clear node", err) < 0)
+    if (!(s = store_stmt (st, S_NODE_CLEAR, err)) ||
+        store_bind (st, s, err, "Ss", name, note) < 0 ||
+        store_run (st, s, "clear node", err) < 0)
         return -1;
     if (sqlite3_changes (dt_db_handle (st->db)) == 0)
         return errnoprintf (err, ENOENT, "node '%s' is not known", name);
-    if (!(s = store_stmt (st, S_NODE_CLEARED_EVENT, err))
-        || store_bind (st, s, err, "SIs", name, now, note) < 0)
+    if (!(s = store_stmt (st, S_NODE_CLEARED_EVENT, err)) ||
+        store_bind (st, s, err, "SIs", name, now, note) < 0)
         return -1;
     return store_run (st, s, "record node clear", err);
 }
@@ -138,7 +147,8 @@ json_t *store_node_json (store_t *st, const char *name, int limit, dt_error_t *e
     json_t *node = NULL, *hist, *cleared = json_null ();
     int rc;
 
-    if (!(s = store_stmt (st, S_NODE_VIEW, err)) || store_bind (st, s, err, "S", name) < 0)
+    if (!(s = store_stmt (st, S_NODE_VIEW, err)) ||
+        store_bind (st, s, err, "S", name) < 0)
         return NULL;
     rc = sqlite3_step (s);
     if (rc != SQLITE_ROW) {
@@ -152,7 +162,8 @@ json_t *store_node_json (store_t *st, const char *name, int limit, dt_error_t *e
     node = store_row_json (s);
     sqlite3_reset (s);
 
-    if (!(s = store_stmt (st, S_NODE_LAST_CLEAR, err)) || store_bind (st, s, err, "S", name) < 0)
+    if (!(s = store_stmt (st, S_NODE_LAST_CLEAR, err)) ||
+        store_bind (st, s, err, "S", name) < 0)
         goto error;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -160,10 +171,10 @@ json_t *store_node_json (store_t *st, const char *name, int limit, dt_error_t *e
         long uid = clear_uid (detail);
         char buf[40];
         json_decref (cleared);
-        cleared = json_pack ("{s:s s:s? s:o}", "time",
-                             dt_format_time (sqlite3_column_int64 (s, 0), buf, sizeof (buf)),
-                             "detail", detail, "uid",
-                             uid < 0 ? json_null () : json_integer (uid));
+        cleared = json_pack (
+          "{s:s s:s? s:o}", "time",
+          dt_format_time (sqlite3_column_int64 (s, 0), buf, sizeof (buf)), "detail",
+          detail, "uid", uid < 0 ? json_null () : json_integer (uid));
     }
     sqlite3_reset (s);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -177,9 +188,9 @@ json_t *store_node_json (store_t *st, const char *name, int limit, dt_error_t *e
     json_object_set_new (node, "cleared", cleared);
     cleared = NULL;
 
-    if (!(s = store_stmt (st, S_NODE_HISTORY, err))
-        || store_bind (st, s, err, "SI", name, (int64_t)limit) < 0
-        || !(hist = store_rows_json (st, s, "node history", err)))
+    if (!(s = store_stmt (st, S_NODE_HISTORY, err)) ||
+        store_bind (st, s, err, "SI", name, (int64_t)limit) < 0 ||
+        !(hist = store_rows_json (st, s, "node history", err)))
         goto error;
     json_object_set_new (node, "history", hist);
     return node;
@@ -194,15 +205,15 @@ json_t *store_nodes_suspect (store_t *st, dt_error_t *err)
     sqlite3_stmt *s;
     json_t *rows, *names, *r;
     size_t i;
-    if (!(s = store_stmt (st, S_NODES_SUSPECT, err))
-        || !(rows = store_rows_json (st, s, "list suspect nodes", err)))
+    if (!(s = store_stmt (st, S_NODES_SUSPECT, err)) ||
+        !(rows = store_rows_json (st, s, "list suspect nodes", err)))
         return NULL;
     /* Every user's exclude list gets these: only safe node names (a row
      * written before names were checked at registration is left out). */
     names = json_array ();
-    json_array_foreach (rows, i, r)
-        if (ft_node_name_ok (json_string_value (json_object_get (r, "name"))))
-            json_array_append (names, json_object_get (r, "name"));
+    json_array_foreach (
+      rows, i, r) if (ft_node_name_ok (json_string_value (json_object_get (r, "name"))))
+      json_array_append (names, json_object_get (r, "name"));
     json_decref (rows);
     return names;
 }

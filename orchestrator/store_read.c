@@ -18,8 +18,7 @@
 #include "orchestrator/store_int.h"
 
 /* The jobs list is built at run time from the filters (all values bound). */
-static const char *const sql_jobs_list_head =
-    "SELECT id FROM jobs WHERE 1";
+static const char *const sql_jobs_list_head = "SELECT id FROM jobs WHERE 1";
 
 /* --- reads ----------------------------------------------------------------- */
 
@@ -30,7 +29,8 @@ int store_attempt_by_token (store_t *st, const char *token, int64_t *job, int *a
     int rc;
     char hash[65];
     sha256_hex (token, strlen (token), hash);
-    if (!(s = store_stmt (st, S_ATT_BY_TOKEN, err)) || store_bind (st, s, err, "S", hash) < 0)
+    if (!(s = store_stmt (st, S_ATT_BY_TOKEN, err)) ||
+        store_bind (st, s, err, "S", hash) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -95,16 +95,16 @@ int store_job_load (store_t *st, int64_t id, struct store_job_row *r, dt_error_t
     return 0;
 }
 
-int store_attempt_load (store_t *st, int64_t job, int attempt, struct store_attempt_row *r,
-                        dt_error_t *err)
+int store_attempt_load (store_t *st, int64_t job, int attempt,
+                        struct store_attempt_row *r, dt_error_t *err)
 {
     sqlite3_stmt *s;
     int rc;
     char buf[32];
 
     store_attempt_row_init (r);
-    if (!(s = store_stmt (st, S_ATT_LOAD, err))
-        || store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
+    if (!(s = store_stmt (st, S_ATT_LOAD, err)) ||
+        store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc != SQLITE_ROW) {
@@ -118,7 +118,7 @@ int store_attempt_load (store_t *st, int64_t job, int attempt, struct store_atte
     r->attempt = sqlite3_column_int (s, 1);
     store_col_str (s, 2, buf, sizeof (buf));
     r->state = fsm_attempt_state_parse (buf);
-    r->token[0] = '\0';    /* only its hash is stored */
+    r->token[0] = '\0'; /* only its hash is stored */
     store_col_str (s, 3, r->token_sha256, sizeof (r->token_sha256));
     store_col_str (s, 4, r->launcher, sizeof (r->launcher));
     store_col_str (s, 5, r->handle, sizeof (r->handle));
@@ -218,22 +218,24 @@ json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_m
     if (!with_attempts)
         return job;
 
-    if (!(s = store_stmt (st, S_ATT_VIEW, err))
-        || store_bind (st, s, err, "III", id, nodes_max < 0 ? (int64_t)-1 : (int64_t)nodes_max,
-                 (int64_t)PROV_MEMO_MIN_BYTES) < 0
-        || !(atts = store_rows_json (st, s, "attempt view", err))) {
+    if (!(s = store_stmt (st, S_ATT_VIEW, err)) ||
+        store_bind (st, s, err, "III", id,
+                    nodes_max < 0 ? (int64_t)-1 : (int64_t)nodes_max,
+                    (int64_t)PROV_MEMO_MIN_BYTES) < 0 ||
+        !(atts = store_rows_json (st, s, "attempt view", err))) {
         json_decref (job);
         return NULL;
     }
     size_t i;
     json_t *a;
-    json_array_foreach (atts, i, a) {
+    json_array_foreach (atts, i, a)
+    {
         json_t *nodes, *prov, *pn;
         int n = json_integer_value (json_object_get (a, "attempt"));
-        if (!(s = store_stmt (st, S_ATTNODES_VIEW, err))
-            || store_bind (st, s, err, "III", id, (int64_t)n,
-                     nodes_max < 0 ? (int64_t)-1 : (int64_t)nodes_max + 1) < 0
-            || !(nodes = store_rows_json (st, s, "attempt nodes view", err))) {
+        if (!(s = store_stmt (st, S_ATTNODES_VIEW, err)) ||
+            store_bind (st, s, err, "III", id, (int64_t)n,
+                        nodes_max < 0 ? (int64_t)-1 : (int64_t)nodes_max + 1) < 0 ||
+            !(nodes = store_rows_json (st, s, "attempt nodes view", err))) {
             json_decref (atts);
             json_decref (job);
             return NULL;
@@ -256,8 +258,8 @@ json_t *store_job_view (store_t *st, int64_t id, bool with_attempts, int nodes_m
         }
         json_object_del (a, "provenance_big");
         prov = json_object_get (json_object_get (a, "provenance"), "machine");
-        if (nodes_max >= 0 && (pn = json_object_get (prov, "nodes"))
-            && json_array_size (pn) > (size_t)nodes_max) {
+        if (nodes_max >= 0 && (pn = json_object_get (prov, "nodes")) &&
+            json_array_size (pn) > (size_t)nodes_max) {
             while (json_array_size (pn) > (size_t)nodes_max)
                 json_array_remove (pn, json_array_size (pn) - 1);
             json_object_set_new (prov, "nodes_truncated", json_true ());
@@ -316,8 +318,8 @@ json_t *store_events_json (store_t *st, int64_t job, int64_t after, int limit,
                            dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_EVENTS_VIEW, err))
-        || store_bind (st, s, err, "III", job, after, (int64_t)limit) < 0)
+    if (!(s = store_stmt (st, S_EVENTS_VIEW, err)) ||
+        store_bind (st, s, err, "III", job, after, (int64_t)limit) < 0)
         return NULL;
     return store_rows_json (st, s, "events view", err);
 }
@@ -325,7 +327,8 @@ json_t *store_events_json (store_t *st, int64_t job, int64_t after, int limit,
 json_t *store_ckpts_json (store_t *st, int64_t job, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_CKPTS_VIEW, err)) || store_bind (st, s, err, "I", job) < 0)
+    if (!(s = store_stmt (st, S_CKPTS_VIEW, err)) ||
+        store_bind (st, s, err, "I", job) < 0)
         return NULL;
     return store_rows_json (st, s, "checkpoints view", err);
 }
@@ -333,7 +336,8 @@ json_t *store_ckpts_json (store_t *st, int64_t job, dt_error_t *err)
 json_t *store_metrics_json (store_t *st, int64_t job, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_METRICS_VIEW, err)) || store_bind (st, s, err, "I", job) < 0)
+    if (!(s = store_stmt (st, S_METRICS_VIEW, err)) ||
+        store_bind (st, s, err, "I", job) < 0)
         return NULL;
     return store_rows_json (st, s, "metrics view", err);
 }
@@ -341,8 +345,8 @@ json_t *store_metrics_json (store_t *st, int64_t job, dt_error_t *err)
 json_t *store_ranks_json (store_t *st, int64_t job, int attempt, dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_RANKS_VIEW, err))
-        || store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
+    if (!(s = store_stmt (st, S_RANKS_VIEW, err)) ||
+        store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
         return NULL;
     return store_rows_json (st, s, "ranks view", err);
 }
@@ -359,8 +363,13 @@ json_t *store_nodes_json (store_t *st, dt_error_t *err)
  *  "checkpoints_committed": n} */
 json_t *store_counts_json (store_t *st, dt_error_t *err)
 {
-    static const struct { enum stmt_id id; const char *key; } groups[] = {
-        { S_JOB_COUNTS, "jobs" }, { S_ATT_COUNTS, "attempts" }, { S_FAIL_COUNTS, "failures" },
+    static const struct {
+        enum stmt_id id;
+        const char *key;
+    } groups[] = {
+        { S_JOB_COUNTS, "jobs" },
+        { S_ATT_COUNTS, "attempts" },
+        { S_FAIL_COUNTS, "failures" },
     };
     json_t *out = json_object ();
     sqlite3_stmt *s;
@@ -381,8 +390,8 @@ json_t *store_counts_json (store_t *st, dt_error_t *err)
             goto error;
         }
     }
-    if (!(s = store_stmt (st, S_CKPT_COUNT, err))
-        || store_query_int64 (st, s, 0, &n, "count checkpoints", err) < 0)
+    if (!(s = store_stmt (st, S_CKPT_COUNT, err)) ||
+        store_query_int64 (st, s, 0, &n, "count checkpoints", err) < 0)
         goto error;
     json_object_set_new (out, "checkpoints_committed", json_integer (n));
     return out;

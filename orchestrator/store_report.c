@@ -22,24 +22,24 @@ int store_goodput_put (store_t *st, const struct store_goodput_row *g, const cha
                        dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_GOODPUT_PUT, err))
-        || store_bind (st, s, err, "IITNTNTIIIDTsI", g->job_id, (int64_t)g->attempt, g->train_start,
-                 g->first_step, g->first_step_time, g->last_step, g->last_step_time,
-                 g->hb_samples, g->busy_samples, g->step_samples, g->step_ms_sum,
-                 g->batch_samples, hist, dt_real_ms ()) < 0)
+    if (!(s = store_stmt (st, S_GOODPUT_PUT, err)) ||
+        store_bind (st, s, err, "IITNTNTIIIDTsI", g->job_id, (int64_t)g->attempt,
+                    g->train_start, g->first_step, g->first_step_time, g->last_step,
+                    g->last_step_time, g->hb_samples, g->busy_samples, g->step_samples,
+                    g->step_ms_sum, g->batch_samples, hist, dt_real_ms ()) < 0)
         return -1;
     return store_run (st, s, "attempt_goodput", err);
 }
 
-int store_goodput_load (store_t *st, int64_t job, int attempt, struct store_goodput_row *g,
-                        char **hist, dt_error_t *err)
+int store_goodput_load (store_t *st, int64_t job, int attempt,
+                        struct store_goodput_row *g, char **hist, dt_error_t *err)
 {
     sqlite3_stmt *s;
     int rc;
 
     *hist = NULL;
-    if (!(s = store_stmt (st, S_GOODPUT_LOAD, err))
-        || store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
+    if (!(s = store_stmt (st, S_GOODPUT_LOAD, err)) ||
+        store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW) {
@@ -71,13 +71,15 @@ int store_goodput_load (store_t *st, int64_t job, int attempt, struct store_good
 
 /* One integer of a one-row aggregate over (job, attempt); NULL -> 'dflt'. */
 static int attempt_aggregate (store_t *st, enum stmt_id id, int64_t job, int attempt,
-                              int64_t dflt, int64_t *out, const char *what, dt_error_t *err)
+                              int64_t dflt, int64_t *out, const char *what,
+                              dt_error_t *err)
 {
     sqlite3_stmt *s;
     int rc;
 
     *out = dflt;
-    if (!(s = store_stmt (st, id, err)) || store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
+    if (!(s = store_stmt (st, id, err)) ||
+        store_bind (st, s, err, "II", job, (int64_t)attempt) < 0)
         return -1;
     rc = sqlite3_step (s);
     if (rc == SQLITE_ROW)
@@ -93,11 +95,11 @@ int store_attempt_timeline (store_t *st, int64_t job, int attempt,
 {
     int64_t n;
     if (attempt_aggregate (st, S_ATT_LEFT_QUEUE, job, attempt, 0, &t->left_queue,
-                           "attempt left the queue", err) < 0
-        || attempt_aggregate (st, S_ATT_RESUBMITTED, job, attempt, 0, &n,
-                              "attempt resubmitted", err) < 0
-        || attempt_aggregate (st, S_ATT_RESULT_TIME, job, attempt, 0, &t->result_time,
-                              "attempt result time", err) < 0)
+                           "attempt left the queue", err) < 0 ||
+        attempt_aggregate (st, S_ATT_RESUBMITTED, job, attempt, 0, &n,
+                           "attempt resubmitted", err) < 0 ||
+        attempt_aggregate (st, S_ATT_RESULT_TIME, job, attempt, 0, &t->result_time,
+                           "attempt result time", err) < 0)
         return -1;
     t->resubmitted = attempt > 1 && n > 0;
     return 0;

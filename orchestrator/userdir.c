@@ -25,11 +25,14 @@ static int check_root (int fd, const char *root, dt_error_t *err)
     if (!S_ISDIR (st.st_mode))
         return errnoprintf (err, ENOTDIR, "UserDir %s: not a directory", root);
     if (st.st_uid != geteuid ())
-        return errnoprintf (err, EPERM, "UserDir %s: owned by uid %ld, not by dtctld's uid %ld",
-                            root, (long)st.st_uid, (long)geteuid ());
+        return errnoprintf (err, EPERM,
+                            "UserDir %s: owned by uid %ld, not by dtctld's uid %ld", root,
+                            (long)st.st_uid, (long)geteuid ());
     if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return errnoprintf (err, EPERM, "UserDir %s: writable by group or others (mode %04o); "
-                            "make it %04o", root, (unsigned)(st.st_mode & 07777),
+        return errnoprintf (err, EPERM,
+                            "UserDir %s: writable by group or others (mode %04o); "
+                            "make it %04o",
+                            root, (unsigned)(st.st_mode & 07777),
                             (unsigned)userdir_root_mode);
     return 0;
 }
@@ -67,16 +70,21 @@ int userdir_setup (const char *root, dt_error_t *err)
          * users must reach their directories below it. */
         if (mkdir (buf, 0755) == 0) {
             if (chmod (buf, 0755) < 0)
-                return errnoprintf (err, errno, "UserDir: chmod %s: %s", buf, strerror (errno));
-        } else if (errno != EEXIST)
-            return errnoprintf (err, errno, "UserDir: mkdir %s: %s", buf, strerror (errno));
+                return errnoprintf (err, errno, "UserDir: chmod %s: %s", buf,
+                                    strerror (errno));
+        }
+        else if (errno != EEXIST)
+            return errnoprintf (err, errno, "UserDir: mkdir %s: %s", buf,
+                                strerror (errno));
         *p = '/';
     }
     if (mkdir (buf, userdir_root_mode) == 0) {
         /* mkdir applies the umask: set the mode the users need. */
         if (chmod (buf, userdir_root_mode) < 0)
-            return errnoprintf (err, errno, "UserDir: chmod %s: %s", buf, strerror (errno));
-    } else if (errno != EEXIST)
+            return errnoprintf (err, errno, "UserDir: chmod %s: %s", buf,
+                                strerror (errno));
+    }
+    else if (errno != EEXIST)
         return errnoprintf (err, errno, "UserDir: mkdir %s: %s", buf, strerror (errno));
     int fd = open_root (root, err);
     if (fd < 0)
@@ -108,8 +116,8 @@ int userdir_get (const char *root, uid_t uid, gid_t gid, char *out, size_t size,
     }
     if (!S_ISDIR (st.st_mode)) {
         errnoprintf (err, ENOTDIR, "%s: %s", out,
-                      S_ISLNK (st.st_mode) ? "a symbolic link, not a directory"
-                      : "not a directory");
+                     S_ISLNK (st.st_mode) ? "a symbolic link, not a directory"
+                                          : "not a directory");
         goto done;
     }
     if ((fd = openat (rfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
@@ -127,8 +135,8 @@ int userdir_get (const char *root, uid_t uid, gid_t gid, char *out, size_t size,
     }
     if (st.st_uid != uid || st.st_gid != gid) {
         if (fchown (fd, uid, gid) < 0) {
-            errnoprintf (err, errno, "%s: chown to %ld:%ld: %s", out, (long)uid, (long)gid,
-                         strerror (errno));
+            errnoprintf (err, errno, "%s: chown to %ld:%ld: %s", out, (long)uid,
+                         (long)gid, strerror (errno));
             goto done;
         }
     }
@@ -151,11 +159,15 @@ static int check_trusted (const char *path, const char *what, dt_error_t *err)
     if (stat (path, &st) < 0)
         return errnoprintf (err, errno, "%s: %s", what, strerror (errno));
     if (st.st_uid != 0 && st.st_uid != geteuid ())
-        return errnoprintf (err, EPERM, "%s: %s is owned by uid %ld: any user's job would run "
-                            "what that user puts there", what, path, (long)st.st_uid);
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(S_ISDIR (st.st_mode) && (st.st_mode & S_ISVTX)))
-        return errnoprintf (err, EPERM, "%s: %s is writable by group or others (mode %04o)",
-                            what, path, (unsigned)(st.st_mode & 07777));
+        return errnoprintf (err, EPERM,
+                            "%s: %s is owned by uid %ld: any user's job would run "
+                            "what that user puts there",
+                            what, path, (long)st.st_uid);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) &&
+        !(S_ISDIR (st.st_mode) && (st.st_mode & S_ISVTX)))
+        return errnoprintf (err, EPERM,
+                            "%s: %s is writable by group or others (mode %04o)", what,
+                            path, (unsigned)(st.st_mode & 07777));
     return 0;
 }
 
@@ -171,8 +183,8 @@ int userdir_check_program (const char *path, dt_error_t *err)
         goto done;
     }
     if (!(st.st_mode & S_IXOTH)) {
-        errnoprintf (err, EACCES, "%s: not executable by others: users' jobs cannot run it",
-                     path);
+        errnoprintf (err, EACCES,
+                     "%s: not executable by others: users' jobs cannot run it", path);
         goto done;
     }
     if (check_trusted (real, path, err) < 0)

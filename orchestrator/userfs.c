@@ -27,11 +27,11 @@ void userfs_id_init (struct userfs_id *id, uid_t uid, gid_t gid)
     id->gid = gid;
     id->ngroups = 1;
     id->groups[0] = gid;
-    if (getpwuid_r (uid, &pw, buf, sizeof (buf), &res) == 0 && res
-        && getgrouplist (pw.pw_name, gid, id->groups, &n) >= 0)
+    if (getpwuid_r (uid, &pw, buf, sizeof (buf), &res) == 0 && res &&
+        getgrouplist (pw.pw_name, gid, id->groups, &n) >= 0)
         id->ngroups = n;
     else
-        id->groups[0] = gid;            /* unknown user, or too many groups: its gid only */
+        id->groups[0] = gid; /* unknown user, or too many groups: its gid only */
 }
 
 /* Whether this process switches identities at all. */
@@ -56,7 +56,8 @@ int userfs_enter (const struct userfs_id *id, struct userfs_saved *sv, dt_error_
     sv->switched = true;
     /* setfsuid reports no error: read the value back (an invalid id is
      * refused and returns the current one). */
-    if ((uid_t)setfsuid ((uid_t)-1) != id->uid || (gid_t)setfsgid ((gid_t)-1) != id->gid) {
+    if ((uid_t)setfsuid ((uid_t)-1) != id->uid ||
+        (gid_t)setfsgid ((gid_t)-1) != id->gid) {
         userfs_leave (sv);
         return errnoprintf (err, EPERM, "cannot take the rights of uid %u gid %u",
                             (unsigned)id->uid, (unsigned)id->gid);
@@ -72,15 +73,16 @@ void userfs_leave (struct userfs_saved *sv)
     setfsuid (sv->fsuid);
     setfsgid (sv->fsgid);
     if (syscall (SYS_setgroups, (size_t)sv->ngroups, sv->groups) < 0)
-        abort ();                       /* never keep a user's groups as root */
+        abort (); /* never keep a user's groups as root */
     sv->switched = false;
     errno = e;
 }
 
-static int fail (dt_error_t *err, int e, const char *what, const char *dir, const char *name)
+static int fail (dt_error_t *err, int e, const char *what, const char *dir,
+                 const char *name)
 {
-    return errnoprintf (err, e, "%s %s%s%s: %s", what, dir, name ? "/" : "", name ? name : "",
-                        strerror (e));
+    return errnoprintf (err, e, "%s %s%s%s: %s", what, dir, name ? "/" : "",
+                        name ? name : "", strerror (e));
 }
 
 static int open_dir (const char *dir)
@@ -150,15 +152,16 @@ static int open_trusted (const char *path, dt_error_t *err)
         if (fstatat (fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
             /* 0755 whatever dtctld's umask (077): the jobs' users must
              * reach their own directories below it. */
-            if (errno != ENOENT || (mkdirat (fd, comp, 0755) < 0 && errno != EEXIST)
-                || fstatat (fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0
-                || (sb.st_uid == geteuid () && fchmodat (fd, comp, 0755, 0) < 0))
+            if (errno != ENOENT || (mkdirat (fd, comp, 0755) < 0 && errno != EEXIST) ||
+                fstatat (fd, comp, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+                (sb.st_uid == geteuid () && fchmodat (fd, comp, 0755, 0) < 0))
                 goto error;
         }
         if (S_ISLNK (sb.st_mode) && sb.st_uid != 0 && sb.st_uid != geteuid ())
             goto not_trusted;
-        next = openat (fd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC
-                                 | (S_ISLNK (sb.st_mode) ? 0 : O_NOFOLLOW));
+        next = openat (fd, comp,
+                       O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                         (S_ISLNK (sb.st_mode) ? 0 : O_NOFOLLOW));
         if (next < 0)
             goto error;
         close (fd);
@@ -169,15 +172,17 @@ static int open_trusted (const char *path, dt_error_t *err)
             goto not_trusted;
     }
     return fd;
-error: {
-        int e = errno;
-        close (fd);
-        return fail (err, e, "open", path, NULL);
-    }
+error : {
+    int e = errno;
+    close (fd);
+    return fail (err, e, "open", path, NULL);
+}
 not_trusted:
     close (fd);
-    return errnoprintf (err, EPERM, "%s: '%s' on the way is owned by uid %u, not by root or "
-                        "dtctld's user: refused", path, comp, (unsigned)sb.st_uid);
+    return errnoprintf (err, EPERM,
+                        "%s: '%s' on the way is owned by uid %u, not by root or "
+                        "dtctld's user: refused",
+                        path, comp, (unsigned)sb.st_uid);
 }
 
 int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *name,
@@ -195,14 +200,17 @@ int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *nam
             goto error_name;
         if ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX)) {
             close (dfd);
-            return errnoprintf (err, EPERM, "%s: writable by all without the sticky bit: "
-                                "refused", dir);
+            return errnoprintf (err, EPERM,
+                                "%s: writable by all without the sticky bit: "
+                                "refused",
+                                dir);
         }
         if ((rc = mkdir_owned (dfd, name, 0700, id->uid)) < 0)
             goto error_name;
         if (rc == 1) {
-            if ((fd = openat (dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0
-                || fchown (fd, id->uid, id->gid) < 0)
+            if ((fd = openat (dfd, name,
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+                fchown (fd, id->uid, id->gid) < 0)
                 goto error_name;
             close (fd);
             fsync (dfd);
@@ -231,17 +239,17 @@ int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *nam
     if (rc < 0)
         return fail (err, e, "mkdir", dir, name);
     return 0;
-error_name: {
-        int e = errno;
-        if (fd >= 0)
-            close (fd);
-        close (dfd);
-        return fail (err, e, "mkdir", dir, name);
-    }
+error_name : {
+    int e = errno;
+    if (fd >= 0)
+        close (fd);
+    close (dfd);
+    return fail (err, e, "mkdir", dir, name);
+}
 }
 
-int userfs_mkdir (const struct userfs_id *id, const char *dir, const char *name, mode_t mode,
-                  dt_error_t *err)
+int userfs_mkdir (const struct userfs_id *id, const char *dir, const char *name,
+                  mode_t mode, dt_error_t *err)
 {
     struct userfs_saved sv;
     int dfd, rc = -1, e = 0;
@@ -250,7 +258,8 @@ int userfs_mkdir (const struct userfs_id *id, const char *dir, const char *name,
         return -1;
     if ((dfd = open_dir (dir)) < 0)
         e = errno;
-    else if ((rc = mkdir_owned (dfd, name, mode, must_switch (id) ? id->uid : geteuid ())) < 0)
+    else if ((rc = mkdir_owned (dfd, name, mode,
+                                must_switch (id) ? id->uid : geteuid ())) < 0)
         e = errno;
     else if (rc == 1)
         fsync (dfd);
@@ -288,10 +297,10 @@ int userfs_write_atomic (const struct userfs_id *id, const char *dir, const char
         what = "unlink";
         goto error;
     }
-    if ((fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644))
-        < 0)
+    if ((fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0644)) < 0)
         goto error;
-    fchmod (fd, 0644);    /* the job's trainer reads it; dtctld's umask is 077 */
+    fchmod (fd, 0644); /* the job's trainer reads it; dtctld's umask is 077 */
     what = "write";
     while (off < len) {
         ssize_t n = write (fd, (const char *)data + off, len - off);
@@ -339,8 +348,8 @@ static int remove_dir (int dfd, const char *name, bool (*want) (const char *))
         if (errno == ENOENT)
             return 0;
         /* A link (or file) in the directory's place: remove it, never follow. */
-        if ((errno == ELOOP || errno == ENOTDIR)
-            && fstatat (dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR (sb.st_mode))
+        if ((errno == ELOOP || errno == ENOTDIR) &&
+            fstatat (dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR (sb.st_mode))
             return unlinkat (dfd, name, 0);
         return -1;
     }
@@ -357,8 +366,8 @@ static int remove_dir (int dfd, const char *name, bool (*want) (const char *))
             unlinkat (fd, e->d_name, 0);
     }
     closedir (d);
-    if (unlinkat (dfd, name, AT_REMOVEDIR) < 0 && errno != ENOTEMPTY && errno != EEXIST
-        && errno != ENOENT)
+    if (unlinkat (dfd, name, AT_REMOVEDIR) < 0 && errno != ENOTEMPTY && errno != EEXIST &&
+        errno != ENOENT)
         return -1;
     fsync (dfd);
     return 0;
@@ -401,8 +410,8 @@ int userfs_remove_dirs (const struct userfs_id *id, const char *dir,
         return e == ENOENT ? 0 : fail (err, e, "open", dir, NULL);
     }
     while ((de = readdir (d)))
-        if (strcmp (de->d_name, ".") && strcmp (de->d_name, "..") && pick (de->d_name)
-            && remove_dir (dfd, de->d_name, NULL) < 0 && !rc) {
+        if (strcmp (de->d_name, ".") && strcmp (de->d_name, "..") && pick (de->d_name) &&
+            remove_dir (dfd, de->d_name, NULL) < 0 && !rc) {
             rc = -1;
             e = errno;
         }
@@ -431,7 +440,8 @@ int userfs_rename (const struct userfs_id *id, const char *dir, const char *from
         return fail (err, e, "open", dir, NULL);
     close (dfd);
     if (rc < 0)
-        return errnoprintf (err, e, "rename %s/%s to %s: %s", dir, from, to, strerror (e));
+        return errnoprintf (err, e, "rename %s/%s to %s: %s", dir, from, to,
+                            strerror (e));
     return 0;
 }
 
@@ -468,7 +478,8 @@ int userfs_open_regular (const struct userfs_id *id, const char *path, struct st
         return -1;
     if (!(real = realpath (path, NULL)))
         e = errno;
-    else if ((fd = open (real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+    else if ((fd = open (real,
+                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
         e = errno;
     userfs_leave (&sv);
     free (real);
@@ -484,8 +495,8 @@ int userfs_open_regular (const struct userfs_id *id, const char *path, struct st
     return fd;
 }
 
-char *userfs_read_file (const struct userfs_id *id, const char *path, size_t max, size_t *len,
-                        dt_error_t *err)
+char *userfs_read_file (const struct userfs_id *id, const char *path, size_t max,
+                        size_t *len, dt_error_t *err)
 {
     struct stat sb;
     size_t off = 0;
@@ -509,7 +520,7 @@ char *userfs_read_file (const struct userfs_id *id, const char *path, size_t max
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            break;                      /* a file that shrank: what was there */
+            break; /* a file that shrank: what was there */
         off += n;
     }
     close (fd);

@@ -33,7 +33,7 @@
 struct userfs_id {
     uid_t uid;
     gid_t gid;
-    int ngroups;                        /* supplementary groups, -1: unknown */
+    int ngroups; /* supplementary groups, -1: unknown */
     gid_t groups[USERFS_GROUPS_MAX];
 };
 
@@ -67,8 +67,8 @@ int userfs_job_dir (const struct userfs_id *id, const char *dir, const char *nam
 
 /* mkdir dir/name as the user (an existing directory of the user's is
  * fine), then fsync dir. */
-int userfs_mkdir (const struct userfs_id *id, const char *dir, const char *name, mode_t mode,
-                  dt_error_t *err);
+int userfs_mkdir (const struct userfs_id *id, const char *dir, const char *name,
+                  mode_t mode, dt_error_t *err);
 
 /* Write 'len' bytes to dir/name atomically as the user: a temporary
  * ".name.tmp" (a stale one, or a link of that name, is removed first;
@@ -107,7 +107,7 @@ int userfs_open_regular (const struct userfs_id *id, const char *path, struct st
 /* Read all of 'path' (at most 'max' bytes; larger is EFBIG) as the user
  * with userfs_open_regular.  Returns a new NUL-terminated buffer (caller
  * frees) and its length in *len (may be NULL). */
-char *userfs_read_file (const struct userfs_id *id, const char *path, size_t max, size_t *len,
-                        dt_error_t *err);
+char *userfs_read_file (const struct userfs_id *id, const char *path, size_t max,
+                        size_t *len, dt_error_t *err);
 
 #endif /* DT_USERFS_H */

@@ -25,7 +25,7 @@
  * table entry after the three slices; version 1 shards (no table) still
  * load, by flat offset. */
 #define CKPT_VERSION 2
-#define CKPT_NT 3               /* the slices: params, adam_m, adam_v */
+#define CKPT_NT 3                /* the slices: params, adam_m, adam_v */
 #define CKPT_NTENT (CKPT_NT + 1) /* and the tensor table (version 2) */
 
 struct ckpt_hdr {
@@ -37,7 +37,7 @@ struct ckpt_hdr {
     uint32_t parallel, ntensors;
     uint64_t nparams, lo, hi, seed, data_cursor, config_bytes;
     char job[128];
-    uint32_t hdr_crc;           /* over the bytes before this field */
+    uint32_t hdr_crc; /* over the bytes before this field */
     uint32_t pad;
 };
 
@@ -48,7 +48,8 @@ struct ckpt_tent {
     uint64_t reserved;
 };
 
-static const char *tensor_names[CKPT_NTENT] = { "params", "adam_m", "adam_v", "tensor_table" };
+static const char *tensor_names[CKPT_NTENT] = { "params", "adam_m", "adam_v",
+                                                "tensor_table" };
 
 /* The most config text a shard header may announce: the options are a few
  * hundred bytes; a larger value is a corrupt or forged header (and
@@ -63,7 +64,7 @@ static const uint64_t ckpt_config_max = (uint64_t)1 << 20;
  * virtio ext4 disk: buffered + fsync 250-360 MB/s, O_DIRECT 1.3-1.5 GB/s
  * for a 66 MB shard). */
 struct ckpt_image {
-    char *buf;                  /* CKPT_ALIGN-aligned, cap bytes */
+    char *buf; /* CKPT_ALIGN-aligned, cap bytes */
     size_t cap;
 };
 
@@ -78,20 +79,20 @@ struct ckpt_image {
 struct ckpt_writer {
     dtclient_t *client;
     pthread_t thread;
-    int running;                /* a thread to join (main thread only) */
-    int snap_seen;              /* ckpt_snapshot_wait returned for it (main thread only) */
+    int running;   /* a thread to join (main thread only) */
+    int snap_seen; /* ckpt_snapshot_wait returned for it (main thread only) */
     /* the job, owned by the thread while running */
     struct ckpt_meta meta;
     char *config, *root, *job;
     struct dt_kern_ops *k;
-    const float *src[CKPT_NT];  /* borrowed until the snapshot is taken */
-    int copied;                 /* the image was filled before the thread started */
-    double copy_s;              /* the copy's time then */
+    const float *src[CKPT_NT]; /* borrowed until the snapshot is taken */
+    int copied;                /* the image was filled before the thread started */
+    double copy_s;             /* the copy's time then */
     struct ckpt_image img;
     /* results */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int snapped;                /* the thread no longer reads src */
+    int snapped; /* the thread no longer reads src */
     struct ckpt_done done;
 };
 
@@ -171,9 +172,9 @@ static uint32_t multmodp (uint32_t a, uint32_t b)
 
 static uint32_t crc32c_combine (uint32_t crc1, uint32_t crc2, uint64_t len2)
 {
-    uint32_t x2k = (uint32_t)1 << 23;   /* x^8 (bit 31 - j is x^j): one byte */
-    uint32_t p = (uint32_t)1 << 31;     /* x^0 */
-    for (; len2; len2 >>= 1) {          /* p = x^(8 len2) mod P */
+    uint32_t x2k = (uint32_t)1 << 23; /* x^8 (bit 31 - j is x^j): one byte */
+    uint32_t p = (uint32_t)1 << 31;   /* x^0 */
+    for (; len2; len2 >>= 1) {        /* p = x^(8 len2) mod P */
         if (len2 & 1)
             p = multmodp (x2k, p);
         x2k = multmodp (x2k, x2k);
@@ -196,7 +197,8 @@ static size_t align_io (size_t x)
  * aligned). */
 static size_t shard_layout (size_t count, size_t cfg, size_t ntab, size_t off[CKPT_NTENT])
 {
-    size_t o = align64 (sizeof (struct ckpt_hdr) + sizeof (struct ckpt_tent[CKPT_NTENT]) + cfg);
+    size_t o =
+      align64 (sizeof (struct ckpt_hdr) + sizeof (struct ckpt_tent[CKPT_NTENT]) + cfg);
     for (int i = 0; i < CKPT_NT; i++) {
         off[i] = o;
         o = align64 (o + count * 4);
@@ -213,7 +215,8 @@ static size_t part_bytes (int i, size_t count, size_t ntab)
 }
 
 /* shard_layout for meta's slice; *ntab: its table's entries. */
-static size_t meta_layout (const struct ckpt_meta *m, size_t off[CKPT_NTENT], size_t *ntab)
+static size_t meta_layout (const struct ckpt_meta *m, size_t off[CKPT_NTENT],
+                           size_t *ntab)
 {
     *ntab = ckpt_table_build (m->tensors, m->ntensors, m->lo, m->hi, NULL, NULL);
     return shard_layout (m->hi - m->lo, strlen (m->config), *ntab, off);
@@ -249,8 +252,8 @@ static int host_copy (void *dst, const void *src, size_t bytes)
  * which image_reserve sized.  This is all the step loop waits for.  0, or
  * -1 with error (the copy failed). */
 static int image_copy (struct ckpt_image *img, const struct ckpt_meta *m,
-                       const float *const src[CKPT_NT], copy_f copy, const char *copy_error,
-                       char *error, size_t errlen)
+                       const float *const src[CKPT_NT], copy_f copy,
+                       const char *copy_error, char *error, size_t errlen)
 {
     size_t count = m->hi - m->lo, off[CKPT_NTENT], ntab;
 
@@ -360,15 +363,15 @@ static int write_image (int fd, const char *buf, size_t bytes, int direct, int *
  * written, fsync'd, renamed, directory fsync'd.  Fills d's path, bytes,
  * crc and write_s (this I/O only).  Runs on the writer thread, or on the
  * main thread for a just-in-time checkpoint. */
-static int image_write (const struct ckpt_image *img, size_t bytes, uint32_t crc, int rank,
-                        const char *dir, struct ckpt_done *d)
+static int image_write (const struct ckpt_image *img, size_t bytes, uint32_t crc,
+                        int rank, const char *dir, struct ckpt_done *d)
 {
     char tmp[1100];
     int fd = -1, past;
     int64_t t0 = dt_mono_ns ();
 
-    if (dt_pathf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, rank) < 0
-        || dt_pathf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ()) < 0) {
+    if (dt_pathf (d->path, sizeof (d->path), "%s/rank-%d.ckpt", dir, rank) < 0 ||
+        dt_pathf (tmp, sizeof (tmp), "%s.tmp.%d", d->path, (int)getpid ()) < 0) {
         snprintf (d->error, sizeof (d->error), "checkpoint path too long: %.100s", dir);
         return -1;
     }
@@ -428,8 +431,8 @@ static void *writer_thread (void *arg)
      * backend's copy was made by ckpt_save_async. */
     int64_t t0 = dt_mono_ns ();
     if (!w->copied)
-        rc = image_copy (&w->img, &w->meta, w->src, w->k->download, w->k->last_error, d.error,
-                         sizeof (d.error));
+        rc = image_copy (&w->img, &w->meta, w->src, w->k->download, w->k->last_error,
+                         d.error, sizeof (d.error));
     pthread_mutex_lock (&w->lock);
     w->snapped = 1;
     pthread_cond_broadcast (&w->cond);
@@ -442,7 +445,8 @@ static void *writer_thread (void *arg)
     if (rc < 0 || image_write (&w->img, bytes, crc, w->meta.rank, dir, &d) < 0) {
         d.failed = 1;
         dtclient_shard_failed (w->client, d.step, d.error);
-    } else
+    }
+    else
         dtclient_shard_written (w->client, d.step, d.path, d.bytes, d.crc);
     pthread_mutex_lock (&w->lock);
     w->done = d;
@@ -456,16 +460,16 @@ static char *xstrdup_into (char **slot, const char *s)
     return *slot = strdup (s ? s : "");
 }
 
-int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct ckpt_meta *meta,
-                     const float *params, const float *m, const float *v,
-                     double *stall_s, dt_error_t *err)
+int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k,
+                     const struct ckpt_meta *meta, const float *params, const float *m,
+                     const float *v, double *stall_s, dt_error_t *err)
 {
     int64_t t0 = dt_mono_ns ();
     size_t off[CKPT_NTENT], ntab;
 
     ckpt_wait (w);
-    if (!xstrdup_into (&w->config, meta->config) || !xstrdup_into (&w->root, meta->root)
-        || !xstrdup_into (&w->job, meta->job))
+    if (!xstrdup_into (&w->config, meta->config) ||
+        !xstrdup_into (&w->root, meta->root) || !xstrdup_into (&w->job, meta->job))
         return errprintf (err, "checkpoint snapshot: out of memory");
     w->meta = *meta;
     w->meta.config = w->config;
@@ -487,7 +491,8 @@ int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct 
     if (k->is_device) {
         char e[160];
         int64_t t1 = dt_mono_ns ();
-        if (image_copy (&w->img, &w->meta, w->src, k->download, k->last_error, e, sizeof (e)) < 0)
+        if (image_copy (&w->img, &w->meta, w->src, k->download, k->last_error, e,
+                        sizeof (e)) < 0)
             return errprintf (err, "%s", e);
         w->copy_s = (dt_mono_ns () - t1) / 1e9;
         w->copied = 1;
@@ -526,7 +531,8 @@ static int file_crc (const char *path, uint32_t *crc, uint64_t *bytes)
 }
 
 int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *params,
-                   const float *m, const float *v, ckpt_jit_f cb, void *arg, dt_error_t *err)
+                   const float *m, const float *v, ckpt_jit_f cb, void *arg,
+                   dt_error_t *err)
 {
     const float *full[CKPT_NT] = { params, m, v };
     uint64_t n = meta->nparams;
@@ -538,7 +544,8 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
      * O_DIRECT writer as the periodic shards (so the files are the same
      * bytes), one image sized for the largest slice. */
     if (dt_mkdir_p (dir, 0755) < 0)
-        return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir, strerror (errno));
+        return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir,
+                          strerror (errno));
     /* A slice meets at most every tensor: ntensors entries per kind. */
     if (image_reserve (&img, shard_layout ((n + meta->world - 1) / meta->world,
                                            strlen (meta->config),
@@ -572,9 +579,10 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
             goto out;
         }
         if (crc != d.crc || bytes != d.bytes) {
-            errprintf (err, "just-in-time checkpoint: %s reads back as %" PRIu64
-                       " bytes CRC32C %08x, wrote %" PRIu64 " bytes %08x", d.path,
-                       bytes, crc, d.bytes, d.crc);
+            errprintf (err,
+                       "just-in-time checkpoint: %s reads back as %" PRIu64
+                       " bytes CRC32C %08x, wrote %" PRIu64 " bytes %08x",
+                       d.path, bytes, crc, d.bytes, d.crc);
             goto out;
         }
         /* image_write fsync'd the directory: the shard is durable.
@@ -602,12 +610,15 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
         return errprintf (err, "%s: checkpoint path too long", root);
     if (!(f = open_memstream (&text, &len)))
         return errprintf (err, "manifest: %s", strerror (errno));
-    fprintf (f, "{\"job\": \"%s\", \"step\": %" PRId64 ", \"world_size\": %d, "
+    fprintf (f,
+             "{\"job\": \"%s\", \"step\": %" PRId64 ", \"world_size\": %d, "
              "\"parallel\": \"%s\", \"committed_by\": \"dttrain\", \"shards\": [",
              job, step, world, parallel ? "zero1" : "dp");
     for (int r = 0; r < world; r++)
-        fprintf (f, "%s{\"rank\": %d, \"path\": \"rank-%d.ckpt\", \"bytes\": %" PRIu64
-                 ", \"crc32c\": \"%08x\"}", r ? ", " : "", r, r, bytes[r], crc[r]);
+        fprintf (f,
+                 "%s{\"rank\": %d, \"path\": \"rank-%d.ckpt\", \"bytes\": %" PRIu64
+                 ", \"crc32c\": \"%08x\"}",
+                 r ? ", " : "", r, r, bytes[r], crc[r]);
     fprintf (f, "]}\n");
     if (fclose (f) != 0) {
         free (text);
@@ -677,17 +688,18 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
                         size_t size, dt_error_t *err)
 {
     void *p = NULL;
-    if (strncmp (t->name, tensor_names[i], sizeof (t->name))
-        || !(p = malloc (t->count * size + 1)) || read_at (fd, p, t->count * size, t->offset) < 0) {
+    if (strncmp (t->name, tensor_names[i], sizeof (t->name)) ||
+        !(p = malloc (t->count * size + 1)) ||
+        read_at (fd, p, t->count * size, t->offset) < 0) {
         free (p);
-        errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s truncated or missing", path,
-                     tensor_names[i]);
+        errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s truncated or missing",
+                     path, tensor_names[i]);
         return NULL;
     }
     if (dt_crc32c (0, p, t->count * size) != t->crc) {
         free (p);
-        errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s fails its CRC32C", path,
-                     tensor_names[i]);
+        errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s fails its CRC32C",
+                     path, tensor_names[i]);
         return NULL;
     }
     return p;
@@ -697,9 +709,9 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
  * a version 2 shard is placed by the names in its tensor table; without
  * them, for version 1, or for a shard written without a layout (an empty
  * table), by flat offset. */
-static int load_shard (const char *path, int rank_expect, const char *config, uint64_t nparams,
-                       const struct model_tensor *mt, int nmt, float *out[CKPT_NT],
-                       struct ckpt_hdr *h, dt_error_t *err)
+static int load_shard (const char *path, int rank_expect, const char *config,
+                       uint64_t nparams, const struct model_tensor *mt, int nmt,
+                       float *out[CKPT_NT], struct ckpt_hdr *h, dt_error_t *err)
 {
     struct ckpt_tent t[CKPT_NTENT];
     char *cfg = NULL;
@@ -709,29 +721,34 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
         return errprintf (err, "checkpoint shard %s: %s", path, strerror (errno));
     if (read_at (fd, h, sizeof (*h), 0) < 0 || memcmp (h->magic, CKPT_MAGIC, 8) != 0) {
         close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: not a dttrain shard (bad magic)", path);
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: not a dttrain shard (bad magic)", path);
     }
     if (dt_crc32c (0, h, offsetof (struct ckpt_hdr, hdr_crc)) != h->hdr_crc) {
         close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch", path);
+        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch",
+                            path);
     }
-    if (!((h->version == 1 && h->ntensors == CKPT_NT)
-          || (h->version == CKPT_VERSION && h->ntensors == CKPT_NTENT))
-        || h->hdr_bytes != sizeof (*h)) {
+    if (!((h->version == 1 && h->ntensors == CKPT_NT) ||
+          (h->version == CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
+        h->hdr_bytes != sizeof (*h)) {
         close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: unsupported version %u "
-                            "(this dttrain reads versions 1 and %d)", path, h->version,
-                            CKPT_VERSION);
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: unsupported version %u "
+                            "(this dttrain reads versions 1 and %d)",
+                            path, h->version, CKPT_VERSION);
     }
     if (h->config_bytes > ckpt_config_max) {
         close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header announces %" PRIu64
-                            " bytes of config (at most %" PRIu64 ")", path, h->config_bytes,
-                            ckpt_config_max);
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: header announces %" PRIu64
+                            " bytes of config (at most %" PRIu64 ")",
+                            path, h->config_bytes, ckpt_config_max);
     }
     size_t tbytes = h->ntensors * sizeof (struct ckpt_tent);
-    if (read_at (fd, t, tbytes, sizeof (*h)) < 0 || !(cfg = calloc (1, h->config_bytes + 1))
-        || read_at (fd, cfg, h->config_bytes, sizeof (*h) + tbytes) < 0) {
+    if (read_at (fd, t, tbytes, sizeof (*h)) < 0 ||
+        !(cfg = calloc (1, h->config_bytes + 1)) ||
+        read_at (fd, cfg, h->config_bytes, sizeof (*h) + tbytes) < 0) {
         free (cfg);
         close (fd);
         return errnoprintf (err, EBADMSG, "checkpoint shard %s: truncated", path);
@@ -745,12 +762,16 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
     }
     free (cfg);
     /* After the config check, so a changed size names the field. */
-    if ((int)h->rank != rank_expect || h->nparams != nparams || h->lo > h->hi || h->hi > nparams) {
+    if ((int)h->rank != rank_expect || h->nparams != nparams || h->lo > h->hi ||
+        h->hi > nparams) {
         close (fd);
         if (h->nparams != nparams)
-            return errnoprintf (err, EINVAL, "checkpoint shard %s: %" PRIu64
-                                " parameters, this model has %" PRIu64, path, h->nparams, nparams);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: inconsistent rank or slice", path);
+            return errnoprintf (err, EINVAL,
+                                "checkpoint shard %s: %" PRIu64
+                                " parameters, this model has %" PRIu64,
+                                path, h->nparams, nparams);
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: inconsistent rank or slice", path);
     }
     size_t count = h->hi - h->lo;
     int rc = -1;
@@ -759,42 +780,48 @@ static int load_shard (const char *path, int rank_expect, const char *config, ui
         void *part[CKPT_NTENT] = { NULL, NULL, NULL, NULL };
         size_t koff[CKPT_NT];
         if (t[CKPT_NT].count > (uint64_t)CKPT_NT * MODEL_MAX_TENSORS) {
-            errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor table of %" PRIu64
-                         " entries", path, t[CKPT_NT].count);
+            errnoprintf (err, EBADMSG,
+                         "checkpoint shard %s: tensor table of %" PRIu64 " entries", path,
+                         t[CKPT_NT].count);
             goto named_out;
         }
         for (int i = 0; i < CKPT_NTENT; i++) {
             if (i < CKPT_NT && t[i].count != count) {
-                errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s truncated or missing",
-                             path, tensor_names[i]);
+                errnoprintf (err, EBADMSG,
+                             "checkpoint shard %s: tensor %s truncated or missing", path,
+                             tensor_names[i]);
                 goto named_out;
             }
-            if (!(part[i] = read_part (fd, path, &t[i], i,
-                                       i < CKPT_NT ? 4 : sizeof (struct ckpt_named), err)))
+            if (!(part[i] =
+                    read_part (fd, path, &t[i], i,
+                               i < CKPT_NT ? 4 : sizeof (struct ckpt_named), err)))
                 goto named_out;
             if (i < CKPT_NT)
                 koff[i] = t[i].offset;
         }
         const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
-        rc = ckpt_table_place (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff, slice,
-                               count, out, err);
-named_out:
+        rc = ckpt_table_place (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff,
+                               slice, count, out, err);
+    named_out:
         for (int i = 0; i < CKPT_NTENT; i++)
             free (part[i]);
         close (fd);
         return rc;
     }
     for (int i = 0; i < CKPT_NT; i++) {
-        if (strncmp (t[i].name, tensor_names[i], sizeof (t[i].name)) || t[i].count != count
-            || read_at (fd, out[i] + h->lo, count * 4, t[i].offset) < 0) {
+        if (strncmp (t[i].name, tensor_names[i], sizeof (t[i].name)) ||
+            t[i].count != count ||
+            read_at (fd, out[i] + h->lo, count * 4, t[i].offset) < 0) {
             close (fd);
-            return errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s truncated or missing",
+            return errnoprintf (err, EBADMSG,
+                                "checkpoint shard %s: tensor %s truncated or missing",
                                 path, tensor_names[i]);
         }
         if (dt_crc32c (0, out[i] + h->lo, count * 4) != t[i].crc) {
             close (fd);
-            return errnoprintf (err, EBADMSG, "checkpoint shard %s: tensor %s fails its CRC32C",
-                                path, tensor_names[i]);
+            return errnoprintf (err, EBADMSG,
+                                "checkpoint shard %s: tensor %s fails its CRC32C", path,
+                                tensor_names[i]);
         }
     }
     close (fd);
@@ -824,31 +851,36 @@ static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_
         if (s[i].lo == s[i].hi)
             continue;
         if (s[i].lo > at)
-            return errnoprintf (err, EBADMSG, "checkpoint %s: no shard holds parameters %"
-                                PRIu64 "..%" PRIu64, stepdir, at, s[i].lo - 1);
+            return errnoprintf (err, EBADMSG,
+                                "checkpoint %s: no shard holds parameters %" PRIu64
+                                "..%" PRIu64,
+                                stepdir, at, s[i].lo - 1);
         if (s[i].lo < at)
-            return errnoprintf (err, EBADMSG, "checkpoint %s: rank %u's slice %" PRIu64 "..%"
-                                PRIu64 " overlaps another shard's (up to %" PRIu64 ")", stepdir,
-                                s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
+            return errnoprintf (err, EBADMSG,
+                                "checkpoint %s: rank %u's slice %" PRIu64 "..%" PRIu64
+                                " overlaps another shard's (up to %" PRIu64 ")",
+                                stepdir, s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
         at = s[i].hi;
     }
     if (at != nparams)
-        return errnoprintf (err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64
-                            "..%" PRIu64, stepdir, at, nparams - 1);
+        return errnoprintf (
+          err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64 "..%" PRIu64,
+          stepdir, at, nparams - 1);
     return 0;
 }
 
-int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
-               float *params, float *m, float *v, int64_t *step, int *world,
-               int *parallel, dt_error_t *err)
+int ckpt_load (const char *stepdir, const char *config, uint64_t nparams, float *params,
+               float *m, float *v, int64_t *step, int *world, int *parallel,
+               dt_error_t *err)
 {
     return ckpt_load_named (stepdir, config, NULL, 0, nparams, params, m, v, step, world,
                             parallel, err);
 }
 
-int ckpt_load_named (const char *stepdir, const char *config, const struct model_tensor *mt,
-                     int nmt, uint64_t nparams, float *params, float *m, float *v,
-                     int64_t *step, int *world, int *parallel, dt_error_t *err)
+int ckpt_load_named (const char *stepdir, const char *config,
+                     const struct model_tensor *mt, int nmt, uint64_t nparams,
+                     float *params, float *m, float *v, int64_t *step, int *world,
+                     int *parallel, dt_error_t *err)
 {
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
@@ -866,12 +898,14 @@ int ckpt_load_named (const char *stepdir, const char *config, const struct model
             if (load_shard (path, r, config, nparams, mt, nmt, out, &h, err) < 0)
                 goto done;
             if (h.step != h0.step || h.world != h0.world) {
-                errnoprintf (err, EBADMSG, "checkpoint shard %s: step %" PRId64
+                errnoprintf (err, EBADMSG,
+                             "checkpoint shard %s: step %" PRId64
                              " world %u, rank 0 has step %" PRId64 " world %u",
                              path, h.step, h.world, h0.step, h0.world);
                 goto done;
             }
-        } else
+        }
+        else
             h = h0;
         if (nsl == cap) {
             struct slice *n = realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));

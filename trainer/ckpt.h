@@ -35,24 +35,24 @@
 struct model_tensor;
 
 struct ckpt_meta {
-    const char *root;           /* checkpoint dir (job included) */
+    const char *root; /* checkpoint dir (job included) */
     const char *job;
     int64_t step;
     int rank, world, parallel;
     uint64_t nparams, lo, hi;
     uint64_t seed, data_cursor;
-    const char *config;         /* borrowed; copied by the writer */
+    const char *config;                 /* borrowed; copied by the writer */
     const struct model_tensor *tensors; /* the layout (borrowed, must outlive
                                          * the write); NULL: an empty table */
     int ntensors;
 };
 
 struct ckpt_done {
-    int64_t step;               /* 0: none yet */
+    int64_t step; /* 0: none yet */
     uint64_t bytes;
-    uint32_t crc;               /* CRC32C of the whole file */
-    double snapshot_s;          /* copy into the image + CRC32Cs */
-    double write_s;             /* open to directory fsync'd */
+    uint32_t crc;      /* CRC32C of the whole file */
+    double snapshot_s; /* copy into the image + CRC32Cs */
+    double write_s;    /* open to directory fsync'd */
     int failed;
     char path[1024];
     char error[160];
@@ -73,9 +73,9 @@ void ckpt_writer_destroy (struct ckpt_writer *w);
  * owns the device).  A write still in progress is waited for first (never
  * two writers).  *stall_s: time this call blocked the step loop.  0 or -1;
  * a copy that fails on the thread fails the shard (ckpt_last_done). */
-int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k, const struct ckpt_meta *meta,
-                     const float *params, const float *m, const float *v,
-                     double *stall_s, dt_error_t *err);
+int ckpt_save_async (struct ckpt_writer *w, struct dt_kern_ops *k,
+                     const struct ckpt_meta *meta, const float *params, const float *m,
+                     const float *v, double *stall_s, dt_error_t *err);
 
 /* Block until the snapshot of the last ckpt_save_async is taken, so its
  * sources may change.  *stall_s: the time blocked.  1 the first time after
@@ -98,7 +98,8 @@ void ckpt_last_done (struct ckpt_writer *w, struct ckpt_done *out);
  * reported stay). */
 typedef void (*ckpt_jit_f) (void *arg, int shard_rank, const struct ckpt_done *d);
 int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *params,
-                   const float *m, const float *v, ckpt_jit_f cb, void *arg, dt_error_t *err);
+                   const float *m, const float *v, ckpt_jit_f cb, void *arg,
+                   dt_error_t *err);
 
 /* Write <root>/step-<S>/manifest.json atomically (standalone commit). */
 int ckpt_write_manifest (const char *root, const char *job, int64_t step, int world,
@@ -114,15 +115,16 @@ int ckpt_find (const char *dir, char *stepdir, size_t len, dt_error_t *err);
  * Verifies magic, header and tensor CRC32Cs (errno EBADMSG, err names the
  * shard) and the config (errno EINVAL, err names the field).  Fills step,
  * the saved world size and parallel layout. */
-int ckpt_load (const char *stepdir, const char *config, uint64_t nparams,
-               float *params, float *m, float *v, int64_t *step, int *world,
-               int *parallel, dt_error_t *err);
+int ckpt_load (const char *stepdir, const char *config, uint64_t nparams, float *params,
+               float *m, float *v, int64_t *step, int *world, int *parallel,
+               dt_error_t *err);
 
 /* ckpt_load, placing version 2 shards' data by the names in their tensor
  * tables into the layout mt[0..nmt) (a name or shape this layout lacks is
  * errno EINVAL, naming the tensor). */
-int ckpt_load_named (const char *stepdir, const char *config, const struct model_tensor *mt,
-                     int nmt, uint64_t nparams, float *params, float *m, float *v,
-                     int64_t *step, int *world, int *parallel, dt_error_t *err);
+int ckpt_load_named (const char *stepdir, const char *config,
+                     const struct model_tensor *mt, int nmt, uint64_t nparams,
+                     float *params, float *m, float *v, int64_t *step, int *world,
+                     int *parallel, dt_error_t *err);
 
 #endif

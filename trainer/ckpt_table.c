@@ -10,12 +10,8 @@
 
 const char *const ckpt_kind_names[CKPT_KINDS] = { "params", "adam_m", "adam_v" };
 
-size_t ckpt_table_build (const struct model_tensor *t,
-                         int nt,
-                         uint64_t lo,
-                         uint64_t hi,
-                         const size_t koff[CKPT_KINDS],
-                         struct ckpt_named *out)
+size_t ckpt_table_build (const struct model_tensor *t, int nt, uint64_t lo, uint64_t hi,
+                         const size_t koff[CKPT_KINDS], struct ckpt_named *out)
 {
     size_t n = 0;
     for (int k = 0; k < CKPT_KINDS; k++)
@@ -30,8 +26,8 @@ size_t ckpt_table_build (const struct model_tensor *t,
             if (out) {
                 struct ckpt_named *e = &out[n];
                 memset (e, 0, sizeof (*e));
-                snprintf (
-                  e->name, sizeof (e->name), "%s/%s", ckpt_kind_names[k], t[i].name);
+                snprintf (e->name, sizeof (e->name), "%s/%s", ckpt_kind_names[k],
+                          t[i].name);
                 e->ndim = (uint32_t)t[i].ndim;
                 e->dtype = 0;
                 for (int d = 0; d < t[i].ndim && d < 4; d++)
@@ -65,16 +61,10 @@ static void shape_text (char *buf, size_t len, uint32_t ndim, const uint64_t *sh
         at += snprintf (buf + at, len - at, "%s%" PRIu64, d ? "x" : "", shape[d]);
 }
 
-int ckpt_table_place (const char *path,
-                      const struct ckpt_named *e,
-                      size_t ne,
-                      const struct model_tensor *t,
-                      int nt,
-                      const size_t koff[CKPT_KINDS],
-                      const float *const slice[CKPT_KINDS],
-                      size_t n_slice,
-                      float *const out[CKPT_KINDS],
-                      dt_error_t *err)
+int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
+                      const struct model_tensor *t, int nt, const size_t koff[CKPT_KINDS],
+                      const float *const slice[CKPT_KINDS], size_t n_slice,
+                      float *const out[CKPT_KINDS], dt_error_t *err)
 {
     size_t placed[CKPT_KINDS] = { 0, 0, 0 };
     for (size_t j = 0; j < ne; j++) {
@@ -84,24 +74,19 @@ int ckpt_table_place (const char *path,
         name[sizeof (e[j].name)] = '\0';
         int k = find_kind (name, &pre);
         if (k < 0 || e[j].dtype != 0 || e[j].ndim < 1 || e[j].ndim > 4)
-            return errnoprintf (err,
-                                EBADMSG,
+            return errnoprintf (err, EBADMSG,
                                 "checkpoint shard %s: tensor table entry %zu "
                                 "('%.48s') is malformed",
-                                path,
-                                j,
-                                name);
+                                path, j, name);
         const struct model_tensor *mt = NULL;
         for (int i = 0; i < nt && !mt; i++)
             if (!strcmp (t[i].name, name + pre))
                 mt = &t[i];
         if (!mt)
-            return errnoprintf (err,
-                                EINVAL,
+            return errnoprintf (err, EINVAL,
                                 "checkpoint shard %s: tensor '%s' is not in "
                                 "this model",
-                                path,
-                                name + pre);
+                                path, name + pre);
         uint64_t want[4] = { 0, 0, 0, 0 };
         for (int d = 0; d < mt->ndim; d++)
             want[d] = (uint64_t)mt->shape[d];
@@ -110,27 +95,20 @@ int ckpt_table_place (const char *path,
             char a[64], b[64];
             shape_text (a, sizeof (a), e[j].ndim, e[j].shape);
             shape_text (b, sizeof (b), (uint32_t)mt->ndim, want);
-            return errnoprintf (err,
-                                EINVAL,
+            return errnoprintf (err, EINVAL,
                                 "checkpoint shard %s: tensor '%s' has shape %s, "
                                 "this model %s",
-                                path,
-                                name + pre,
-                                a,
-                                b);
+                                path, name + pre, a, b);
         }
         if (e[j].first > mt->count || e[j].count > mt->count - e[j].first ||
             e[j].offset < koff[k] || (e[j].offset - koff[k]) % 4 != 0 ||
             (e[j].offset - koff[k]) / 4 > n_slice ||
             e[j].count > n_slice - (e[j].offset - koff[k]) / 4)
-            return errnoprintf (err,
-                                EBADMSG,
+            return errnoprintf (err, EBADMSG,
                                 "checkpoint shard %s: tensor table entry '%s' "
                                 "points outside its tensor or slice",
-                                path,
-                                name);
-        memcpy (out[k] + mt->off + e[j].first,
-                slice[k] + (e[j].offset - koff[k]) / 4,
+                                path, name);
+        memcpy (out[k] + mt->off + e[j].first, slice[k] + (e[j].offset - koff[k]) / 4,
                 e[j].count * 4);
         placed[k] += e[j].count;
     }
@@ -138,13 +116,9 @@ int ckpt_table_place (const char *path,
      * slice): the counts adding up to the slice means all of it is named. */
     for (int k = 0; k < CKPT_KINDS; k++)
         if (placed[k] != n_slice)
-            return errnoprintf (err,
-                                EBADMSG,
+            return errnoprintf (err, EBADMSG,
                                 "checkpoint shard %s: the tensor table names %zu "
                                 "of the %zu %s values",
-                                path,
-                                placed[k],
-                                n_slice,
-                                ckpt_kind_names[k]);
+                                path, placed[k], n_slice, ckpt_kind_names[k]);
     return 0;
 }

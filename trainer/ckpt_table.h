@@ -35,12 +35,8 @@ struct ckpt_named {
 /* Fill out (when non-NULL) with the entries for the slice [lo, hi) of a
  * flat vector laid out as t[0..nt), the three kinds' slices starting at
  * file offsets koff[kind].  Returns the number of entries. */
-size_t ckpt_table_build (const struct model_tensor *t,
-                         int nt,
-                         uint64_t lo,
-                         uint64_t hi,
-                         const size_t koff[CKPT_KINDS],
-                         struct ckpt_named *out);
+size_t ckpt_table_build (const struct model_tensor *t, int nt, uint64_t lo, uint64_t hi,
+                         const size_t koff[CKPT_KINDS], struct ckpt_named *out);
 
 /* Place the entries' data by name: for each entry, find the model tensor
  * of that name in t[0..nt), check its shape, and copy its elements from
@@ -50,15 +46,9 @@ size_t ckpt_table_build (const struct model_tensor *t,
  * with err (errno EINVAL: a name or shape this model lacks; EBADMSG: a
  * malformed entry, or a table that leaves part of a slice unnamed) naming
  * the shard (path) and the tensor. */
-int ckpt_table_place (const char *path,
-                      const struct ckpt_named *e,
-                      size_t ne,
-                      const struct model_tensor *t,
-                      int nt,
-                      const size_t koff[CKPT_KINDS],
-                      const float *const slice[CKPT_KINDS],
-                      size_t n_slice,
-                      float *const out[CKPT_KINDS],
-                      dt_error_t *err);
+int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
+                      const struct model_tensor *t, int nt, const size_t koff[CKPT_KINDS],
+                      const float *const slice[CKPT_KINDS], size_t n_slice,
+                      float *const out[CKPT_KINDS], dt_error_t *err);
 
 #endif

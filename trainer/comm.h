@@ -40,11 +40,11 @@ typedef struct {
 
 struct dt_comm_params {
     int rank, size;
-    const char *rendezvous_dir;     /* directory store (gloo FileStore), or NULL */
-    const dt_comm_store_t *store;   /* used when rendezvous_dir is NULL */
-    const char *prefix;             /* key prefix: unique per attempt */
-    const char *host;               /* address this rank listens on (gloo) */
-    long timeout_ms;                /* collective and bootstrap timeout */
+    const char *rendezvous_dir;   /* directory store (gloo FileStore), or NULL */
+    const dt_comm_store_t *store; /* used when rendezvous_dir is NULL */
+    const char *prefix;           /* key prefix: unique per attempt */
+    const char *host;             /* address this rank listens on (gloo) */
+    long timeout_ms;              /* collective and bootstrap timeout */
 };
 
 /* gloo over TCP.  New; NULL on error. */
@@ -62,12 +62,12 @@ struct dt_comm_ops {
      * of the elementwise sum of in[sum counts] over ranks.  float32.  The
      * contents of in are undefined afterwards (used as scratch); out may be
      * in + offset. */
-    int (*reduce_scatter) (dt_comm_t *c, float *in, float *out,
-                           const size_t *counts, dt_error_t *err);
+    int (*reduce_scatter) (dt_comm_t *c, float *in, float *out, const size_t *counts,
+                           dt_error_t *err);
     /* out[sum counts] = concat over ranks of in[counts[r]].  float32.
      * in may be out + offset. */
-    int (*allgather) (dt_comm_t *c, const float *in, float *out,
-                      const size_t *counts, dt_error_t *err);
+    int (*allgather) (dt_comm_t *c, const float *in, float *out, const size_t *counts,
+                      dt_error_t *err);
     int (*broadcast) (dt_comm_t *c, void *buf, size_t bytes, int root, dt_error_t *err);
     int (*barrier) (dt_comm_t *c, dt_error_t *err);
     void (*destroy) (dt_comm_t *c);
@@ -87,7 +87,8 @@ struct dt_comm {
     void *wait_arg;
 };
 
-static inline void dt_comm_set_wait_hook (dt_comm_t *c, void (*fn) (void *, int), void *arg)
+static inline void dt_comm_set_wait_hook (dt_comm_t *c, void (*fn) (void *, int),
+                                          void *arg)
 {
     c->on_wait = fn;
     c->wait_arg = arg;

@@ -38,7 +38,10 @@ namespace {
 class CallbackStore : public gloo::rendezvous::Store {
   public:
     CallbackStore (const dt_comm_store_t *cb, long timeout_ms)
-        : cb_ (*cb), timeout_ms_ (timeout_ms) {}
+      : cb_ (*cb)
+      , timeout_ms_ (timeout_ms)
+    {
+    }
 
     void set (const std::string &key, const std::vector<char> &data) override
     {
@@ -51,7 +54,8 @@ class CallbackStore : public gloo::rendezvous::Store {
         void *val = nullptr;
         size_t len = 0;
         if (cb_.wait (cb_.ctx, key.c_str (), timeout_ms_, &val, &len) < 0)
-            throw std::runtime_error ("rendezvous store: timed out waiting for key " + key);
+            throw std::runtime_error ("rendezvous store: timed out waiting for key " +
+                                      key);
         std::vector<char> v ((char *)val, (char *)val + len);
         free (val);
         return v;
@@ -69,7 +73,8 @@ class CallbackStore : public gloo::rendezvous::Store {
             void *val = nullptr;
             size_t len = 0;
             if (cb_.wait (cb_.ctx, k.c_str (), (long)timeout.count (), &val, &len) < 0)
-                throw std::runtime_error ("rendezvous store: timed out waiting for key " + k);
+                throw std::runtime_error ("rendezvous store: timed out waiting for key " +
+                                          k);
             free (val);
         }
     }
@@ -80,7 +85,7 @@ class CallbackStore : public gloo::rendezvous::Store {
 };
 
 struct gloo_comm {
-    struct dt_comm base;                 // must be first
+    struct dt_comm base; // must be first
     std::shared_ptr<gloo::transport::Device> dev;
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     std::chrono::milliseconds timeout;
@@ -100,14 +105,16 @@ int fail (dt_error_t *err, const char *what, const std::exception &e)
     return -1;
 }
 
-template <typename T>
+template<typename T>
 void set_reduce (gloo::AllreduceOptions &o, enum dt_comm_op op)
 {
     if (op == DT_MAX)
-        o.setReduceFunction (static_cast<void (*) (void *, const void *, const void *, size_t)> (
+        o.setReduceFunction (
+          static_cast<void (*) (void *, const void *, const void *, size_t)> (
             &gloo::max<T>));
     else
-        o.setReduceFunction (static_cast<void (*) (void *, const void *, const void *, size_t)> (
+        o.setReduceFunction (
+          static_cast<void (*) (void *, const void *, const void *, size_t)> (
             &gloo::sum<T>));
 }
 
@@ -137,7 +144,8 @@ int g_allreduce (dt_comm_t *c, void *buf, size_t n, enum dt_comm_dtype t,
         }
         o.setAlgorithm (gloo::AllreduceOptions::Algorithm::RING);
         gloo::allreduce (o);
-    } catch (const std::exception &e) {
+    }
+    catch (const std::exception &e) {
         return fail (err, "allreduce", e);
     }
     return 0;
@@ -179,7 +187,8 @@ int g_allgather (dt_comm_t *c, const float *in, float *out, const size_t *counts
         o.setInput (g->scratch.data (), mine);
         o.setOutput (out, cv);
         gloo::allgatherv (o);
-    } catch (const std::exception &e) {
+    }
+    catch (const std::exception &e) {
         return fail (err, "allgather", e);
     }
     return 0;
@@ -195,7 +204,8 @@ int g_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root, dt_error_t *er
         o.setOutput ((uint8_t *)buf, bytes);
         o.setRoot (root);
         gloo::broadcast (o);
-    } catch (const std::exception &e) {
+    }
+    catch (const std::exception &e) {
         return fail (err, "broadcast", e);
     }
     return 0;
@@ -209,7 +219,8 @@ int g_barrier (dt_comm_t *c, dt_error_t *err)
         o.setTag (g->tag++);
         o.setTimeout (g->timeout);
         gloo::barrier (o);
-    } catch (const std::exception &e) {
+    }
+    catch (const std::exception &e) {
         return fail (err, "barrier", e);
     }
     return 0;
@@ -220,7 +231,8 @@ void g_destroy (dt_comm_t *c)
     gloo_comm *g = (gloo_comm *)c;
     try {
         delete g;
-    } catch (...) {
+    }
+    catch (...) {
     }
 }
 
@@ -228,7 +240,8 @@ int g_peer_of (dt_comm_t *c, const char *errtext)
 {
     gloo_comm *g = (gloo_comm *)c;
     for (int j = 0; j < (int)g->peer_addr.size (); j++)
-        if (j != c->rank && !g->peer_addr[j].empty () && strstr (errtext, g->peer_addr[j].c_str ()))
+        if (j != c->rank && !g->peer_addr[j].empty () &&
+            strstr (errtext, g->peer_addr[j].c_str ()))
             return j;
     return -1;
 }
@@ -259,13 +272,14 @@ void exchange_addresses (gloo_comm *g)
 }
 
 const struct dt_comm_ops gloo_ops = {
-    "gloo", g_allreduce, g_reduce_scatter, g_allgather, g_broadcast, g_barrier, g_destroy,
-    g_peer_of,
+    "gloo",      g_allreduce, g_reduce_scatter, g_allgather,
+    g_broadcast, g_barrier,   g_destroy,        g_peer_of,
 };
 
 } // namespace
 
-extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_error_t *err)
+extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p,
+                                           dt_error_t *err)
 {
     gloo_comm *g = nullptr;
     try {
@@ -273,7 +287,7 @@ extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_er
         g->base.ops = &gloo_ops;
         g->base.rank = p->rank;
         g->base.size = p->size;
-        g->base.on_wait = nullptr;        // dt_comm_set_wait_hook sets it
+        g->base.on_wait = nullptr; // dt_comm_set_wait_hook sets it
         g->timeout = std::chrono::milliseconds (p->timeout_ms);
         g->tag = 1;
 
@@ -287,14 +301,16 @@ extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_er
         else if (p->store)
             base = std::make_shared<CallbackStore> (p->store, p->timeout_ms);
         else
-            throw std::runtime_error ("no rendezvous store (need --rendezvous-dir or an agent)");
+            throw std::runtime_error (
+              "no rendezvous store (need --rendezvous-dir or an agent)");
         gloo::rendezvous::PrefixStore store (p->prefix ? p->prefix : "dttrain", *base);
 
         g->ctx = std::make_shared<gloo::rendezvous::Context> (p->rank, p->size);
         g->ctx->setTimeout (g->timeout);
         g->ctx->connectFullMesh (store, g->dev);
         exchange_addresses (g);
-    } catch (const std::exception &e) {
+    }
+    catch (const std::exception &e) {
         errprintf (err, "gloo init (rank %d of %d): %s", p->rank, p->size, e.what ());
         delete g;
         errno = EIO;

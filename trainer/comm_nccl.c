@@ -43,16 +43,16 @@
 #define NCCL_WHO_LEN 256
 
 struct nccl_comm {
-    struct dt_comm base;        /* must be first */
+    struct dt_comm base; /* must be first */
     ncclComm_t comm;
     cudaStream_t stream;
     long timeout_ms;
-    void *scratch;              /* device staging for host buffers / allgather */
+    void *scratch; /* device staging for host buffers / allgather */
     size_t scratch_bytes;
-    void *pinned;               /* pinned host staging for host buffers */
+    void *pinned; /* pinned host staging for host buffers */
     size_t pinned_bytes;
-    cudaEvent_t ready;          /* recorded on the compute (default) stream */
-    char (*who)[NCCL_WHO_LEN];  /* per rank: "host ip ip ..." (init's allgather) */
+    cudaEvent_t ready;         /* recorded on the compute (default) stream */
+    char (*who)[NCCL_WHO_LEN]; /* per rank: "host ip ip ..." (init's allgather) */
     int broken;
 };
 
@@ -85,7 +85,8 @@ static int ensure_scratch (struct nccl_comm *n, size_t bytes, dt_error_t *err)
 
 /* The communicator failed (r) or timed out (r == ncclSuccess): keep
  * NCCL's last error text (it may name the peer), abort, report. */
-static int broken_fail (struct nccl_comm *n, const char *what, ncclResult_t r, dt_error_t *err)
+static int broken_fail (struct nccl_comm *n, const char *what, ncclResult_t r,
+                        dt_error_t *err)
 {
     char last[160] = "";
     const char *l = n->comm ? ncclGetLastError (n->comm) : NULL;
@@ -97,8 +98,8 @@ static int broken_fail (struct nccl_comm *n, const char *what, ncclResult_t r, d
     n->comm = NULL;
     if (r == ncclSuccess) {
         errno = ETIMEDOUT;
-        return errprintf (err, "NCCL %s: timed out after %ld ms (a peer died or hangs)%s", what,
-                          n->timeout_ms, last);
+        return errprintf (err, "NCCL %s: timed out after %ld ms (a peer died or hangs)%s",
+                          what, n->timeout_ms, last);
     }
     errno = EIO;
     return errprintf (err, "NCCL %s: %s%s", what, ncclGetErrorString (r), last);
@@ -112,7 +113,8 @@ static void pause_50us (void)
 
 /* r from an operation on the non-blocking communicator: ncclInProgress
  * means not yet enqueued; poll until it is (or fails, or the deadline). */
-static int enqueued (struct nccl_comm *n, const char *what, ncclResult_t r, dt_error_t *err)
+static int enqueued (struct nccl_comm *n, const char *what, ncclResult_t r,
+                     dt_error_t *err)
 {
     int64_t deadline = dt_mono_ms () + n->timeout_ms;
     if (r == ncclSuccess)
@@ -159,8 +161,8 @@ static int wait_done (struct nccl_comm *n, const char *what, dt_error_t *err)
 static int after_compute (struct nccl_comm *n, dt_error_t *err)
 {
     cudaError_t e;
-    if ((e = cudaEventRecord (n->ready, 0)) != cudaSuccess
-        || (e = cudaStreamWaitEvent (n->stream, n->ready, 0)) != cudaSuccess)
+    if ((e = cudaEventRecord (n->ready, 0)) != cudaSuccess ||
+        (e = cudaStreamWaitEvent (n->stream, n->ready, 0)) != cudaSuccess)
         return cuda_fail (err, "ordering the NCCL stream after the compute stream", e);
     return 0;
 }
@@ -187,7 +189,8 @@ static int stage_in (struct nccl_comm *n, const void *buf, size_t bytes, dt_erro
     if (ensure_scratch (n, bytes, err) < 0 || ensure_pinned (n, bytes, err) < 0)
         return -1;
     memcpy (n->pinned, buf, bytes);
-    if ((e = cudaMemcpyAsync (n->scratch, n->pinned, bytes, cudaMemcpyHostToDevice, n->stream)))
+    if ((e = cudaMemcpyAsync (n->scratch, n->pinned, bytes, cudaMemcpyHostToDevice,
+                              n->stream)))
         return cuda_fail (err, "cudaMemcpyAsync", e);
     return 0;
 }
@@ -235,7 +238,8 @@ static int n_allreduce (dt_comm_t *c, void *buf, size_t cnt, enum dt_comm_dtype 
                        n->comm, n->stream);
     if (enqueued (n, "allreduce", r, err) < 0)
         return -1;
-    if (host && (e = cudaMemcpyAsync (n->pinned, dbuf, bytes, cudaMemcpyDeviceToHost, n->stream)))
+    if (host &&
+        (e = cudaMemcpyAsync (n->pinned, dbuf, bytes, cudaMemcpyDeviceToHost, n->stream)))
         return cuda_fail (err, "cudaMemcpyAsync", e);
     if (wait_done (n, "allreduce", err) < 0)
         return -1;
@@ -257,7 +261,8 @@ static int n_reduce_scatter (dt_comm_t *c, float *in, float *out, const size_t *
     if (n_allreduce (c, in, total, DT_F32, DT_SUM, err) < 0)
         return -1;
     if (out != in + off) {
-        cudaError_t e = cudaMemcpy (out, in + off, counts[c->rank] * 4, cudaMemcpyDeviceToDevice);
+        cudaError_t e =
+          cudaMemcpy (out, in + off, counts[c->rank] * 4, cudaMemcpyDeviceToDevice);
         if (e != cudaSuccess)
             return cuda_fail (err, "cudaMemcpy", e);
     }
@@ -280,7 +285,8 @@ static int n_allgather (dt_comm_t *c, const float *in, float *out, const size_t 
         return -1;
     float *sin = (float *)n->scratch + mx * c->size;
     float *sout = (float *)n->scratch;
-    if ((e = cudaMemcpyAsync (sin, in, counts[c->rank] * 4, cudaMemcpyDeviceToDevice, n->stream)))
+    if ((e = cudaMemcpyAsync (sin, in, counts[c->rank] * 4, cudaMemcpyDeviceToDevice,
+                              n->stream)))
         return cuda_fail (err, "cudaMemcpyAsync", e);
     ncclResult_t r = ncclAllGather (sin, sout, mx, ncclFloat32, n->comm, n->stream);
     if (enqueued (n, "allgather", r, err) < 0)
@@ -309,10 +315,12 @@ static int n_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root, dt_erro
             return -1;
         dbuf = n->scratch;
     }
-    ncclResult_t r = ncclBroadcast (dbuf, dbuf, bytes, ncclUint8, root, n->comm, n->stream);
+    ncclResult_t r =
+      ncclBroadcast (dbuf, dbuf, bytes, ncclUint8, root, n->comm, n->stream);
     if (enqueued (n, "broadcast", r, err) < 0)
         return -1;
-    if (host && (e = cudaMemcpyAsync (n->pinned, dbuf, bytes, cudaMemcpyDeviceToHost, n->stream)))
+    if (host &&
+        (e = cudaMemcpyAsync (n->pinned, dbuf, bytes, cudaMemcpyDeviceToHost, n->stream)))
         return cuda_fail (err, "cudaMemcpyAsync", e);
     if (wait_done (n, "broadcast", err) < 0)
         return -1;
@@ -360,7 +368,8 @@ static int n_peer_of (dt_comm_t *c, const char *errtext)
         char rec[NCCL_WHO_LEN], *save = NULL;
         memcpy (rec, n->who[j], sizeof (rec));
         rec[sizeof (rec) - 1] = '\0';
-        for (char *tok = strtok_r (rec, " ", &save); tok; tok = strtok_r (NULL, " ", &save)) {
+        for (char *tok = strtok_r (rec, " ", &save); tok;
+             tok = strtok_r (NULL, " ", &save)) {
             if (!*tok || !strstr (errtext, tok) || strstr (n->who[c->rank], tok))
                 continue;
             /* The same token for two other ranks: ambiguous. */
@@ -390,8 +399,9 @@ static void who_am_i (char *buf, size_t len)
         char a[INET_ADDRSTRLEN];
         if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
             continue;
-        if (!inet_ntop (AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof (a))
-            || !strncmp (a, "127.", 4))
+        if (!inet_ntop (AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a,
+                        sizeof (a)) ||
+            !strncmp (a, "127.", 4))
             continue;
         at += snprintf (buf + at, len - at, " %s", a);
     }
@@ -417,7 +427,8 @@ static int gather_who (struct nccl_comm *n, dt_error_t *err)
     ncclResult_t r = ncclAllGather (sin, n->scratch, L, ncclUint8, n->comm, n->stream);
     if (enqueued (n, "allgather (peer addresses)", r, err) < 0)
         return -1;
-    if ((e = cudaMemcpyAsync (n->pinned, n->scratch, L * W, cudaMemcpyDeviceToHost, n->stream)))
+    if ((e = cudaMemcpyAsync (n->pinned, n->scratch, L * W, cudaMemcpyDeviceToHost,
+                              n->stream)))
         return cuda_fail (err, "cudaMemcpyAsync", e);
     if (wait_done (n, "allgather (peer addresses)", err) < 0)
         return -1;
@@ -426,8 +437,8 @@ static int gather_who (struct nccl_comm *n, dt_error_t *err)
 }
 
 static const struct dt_comm_ops nccl_ops = {
-    "nccl", n_allreduce, n_reduce_scatter, n_allgather, n_broadcast, n_barrier, n_destroy,
-    n_peer_of,
+    "nccl",      n_allreduce, n_reduce_scatter, n_allgather,
+    n_broadcast, n_barrier,   n_destroy,        n_peer_of,
 };
 
 /* Publish / fetch the unique id through the store or a file. */
@@ -469,14 +480,16 @@ static int exchange_id (const struct dt_comm_params *p, ncclUniqueId *id, dt_err
         return errprintf (err, "no rendezvous store (need --rendezvous-dir or an agent)");
     if (p->rank == 0)
         return p->store->set (p->store->ctx, key, id, sizeof (*id)) < 0
-            ? errprintf (err, "kv set %s failed", key) : 0;
+                 ? errprintf (err, "kv set %s failed", key)
+                 : 0;
     void *val = NULL;
     size_t len = 0;
     if (p->store->wait (p->store->ctx, key, p->timeout_ms, &val, &len) < 0)
         return errprintf (err, "timed out waiting for kv key %s from rank 0", key);
     if (len != sizeof (*id)) {
         free (val);
-        return errprintf (err, "kv key %s: %zu bytes, expected %zu", key, len, sizeof (*id));
+        return errprintf (err, "kv key %s: %zu bytes, expected %zu", key, len,
+                          sizeof (*id));
     }
     memcpy (id, val, len);
     free (val);
@@ -532,7 +545,8 @@ dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err)
         }
         if (st == ncclInProgress && dt_mono_ms () > deadline) {
             errno = ETIMEDOUT;
-            errprintf (err, "NCCL init: timed out after %ld ms waiting for peers", p->timeout_ms);
+            errprintf (err, "NCCL init: timed out after %ld ms waiting for peers",
+                       p->timeout_ms);
             goto error;
         }
         if (st == ncclInProgress)

@@ -1,4 +1,5 @@
-/* comm_self.c: the one-rank communicator (no peers, no store): every collective is local. */
+/* comm_self.c: the one-rank communicator (no peers, no store): every collective is local.
+ */
 #include "config.h"
 
 #include <stdlib.h>
@@ -46,7 +47,8 @@ static void s_destroy (dt_comm_t *c)
 }
 
 static const struct dt_comm_ops self_ops = {
-    "self", s_allreduce, s_reduce_scatter, s_allgather, s_broadcast, s_barrier, s_destroy, NULL,
+    "self",      s_allreduce, s_reduce_scatter, s_allgather,
+    s_broadcast, s_barrier,   s_destroy,        NULL,
 };
 
 dt_comm_t *dt_comm_self_create (dt_error_t *err)

@@ -27,8 +27,9 @@ int data_open (struct data *d, const char *path, int context, double val_frac,
     }
     if (!S_ISREG (st.st_mode) || st.st_size < context + 2) {
         close (fd);
-        return errprintf (err, "--data %s: need a regular file of at least %d bytes (context + 2)",
-                          path, context + 2);
+        return errprintf (
+          err, "--data %s: need a regular file of at least %d bytes (context + 2)", path,
+          context + 2);
     }
     void *p = mmap (NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close (fd);
@@ -63,7 +64,7 @@ uint64_t data_hash (uint64_t x)
 size_t data_train_pos (const struct data *d, uint64_t seed, int64_t step, int64_t i)
 {
     uint64_t h = data_hash (data_hash (data_hash (seed) ^ (uint64_t)step) ^ (uint64_t)i);
-    size_t nwin = d->train_len - d->context;  /* windows of context+1 bytes */
+    size_t nwin = d->train_len - d->context; /* windows of context+1 bytes */
     return (size_t)(h % nwin);
 }
 

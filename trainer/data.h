@@ -14,10 +14,10 @@
 struct data {
     const uint8_t *bytes;
     size_t len;
-    size_t train_len;       /* [0, train_len) trains, the tail validates */
+    size_t train_len; /* [0, train_len) trains, the tail validates */
     size_t val_len;
     int context;
-    uint32_t crc;           /* CRC32C of the whole file */
+    uint32_t crc; /* CRC32C of the whole file */
 };
 
 /* Map path; hold out val_frac of the tail.  Needs at least context + 2

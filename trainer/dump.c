@@ -9,9 +9,7 @@
 
 #include "trainer/dump.h"
 
-static FILE *open_in (const char *dir,
-                      const char *file,
-                      const char *mode,
+static FILE *open_in (const char *dir, const char *file, const char *mode,
                       dt_error_t *err)
 {
     char path[1100];
@@ -38,13 +36,7 @@ int dump_table (const struct model *m, const char *dir, dt_error_t *err)
         return -1;
     for (int i = 0; i < m->ntensors; i++) {
         const struct model_tensor *t = &m->t[i];
-        fprintf (f,
-                 "%s %zu %zu %d %d %lld",
-                 t->name,
-                 t->off,
-                 t->count,
-                 t->decay,
-                 t->ndim,
+        fprintf (f, "%s %zu %zu %d %d %lld", t->name, t->off, t->count, t->decay, t->ndim,
                  (long long)t->shape[0]);
         if (t->ndim == 2)
             fprintf (f, " %lld", (long long)t->shape[1]);
@@ -53,11 +45,8 @@ int dump_table (const struct model *m, const char *dir, dt_error_t *err)
     return close_checked (f, dir, "tensors.txt", err);
 }
 
-int dump_vector (const struct model *m,
-                 const char *dir,
-                 const char *file,
-                 const float *vec,
-                 dt_error_t *err)
+int dump_vector (const struct model *m, const char *dir, const char *file,
+                 const float *vec, dt_error_t *err)
 {
     size_t n = m->nparams;
     float *h = malloc (n * 4);

@@ -14,11 +14,8 @@
 int dump_table (const struct model *m, const char *dir, dt_error_t *err);
 
 /* Write the backend vector vec (m->nparams floats) to dir/file.  0 or -1. */
-int dump_vector (const struct model *m,
-                 const char *dir,
-                 const char *file,
-                 const float *vec,
-                 dt_error_t *err);
+int dump_vector (const struct model *m, const char *dir, const char *file,
+                 const float *vec, dt_error_t *err);
 
 /* Write a line of text to dir/file.  0 or -1. */
 int dump_text (const char *dir, const char *file, const char *text, dt_error_t *err);

@@ -44,7 +44,8 @@ int main (int argc, char **argv)
         setenv ("OPENBLAS_CORETYPE", core, 1);
         setenv ("DTTRAIN_NO_REEXEC", "1", 1);
         execv ("/proc/self/exe", argv);
-        dt_log (LOG_WARNING, "re-exec with OPENBLAS_CORETYPE=%s failed; continuing slowly", core);
+        dt_log (LOG_WARNING,
+                "re-exec with OPENBLAS_CORETYPE=%s failed; continuing slowly", core);
     }
     dt_log_init (ident, DT_LOG_STDERR, o.quiet ? LOG_NOTICE : LOG_INFO);
 

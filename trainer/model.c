@@ -11,7 +11,8 @@
 #include "trainer/opts.h"
 #include "trainer/transformer.h"
 
-void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0, int64_t d1)
+void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0,
+                       int64_t d1)
 {
     struct model_tensor *t = &m->t[m->ntensors++];
     snprintf (t->name, sizeof (t->name), "%s", name);
@@ -51,8 +52,8 @@ int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, i
     model_add_tensor (m, "w_out", 1, H, MODEL_VOCAB);
     model_add_tensor (m, "b_out", 0, MODEL_VOCAB, 0);
     m->tokens_per_sample = 1;
-    m->flops_per_sample = 6.0 * ((double)in * H + (double)(L - 1) * H * H
-                                 + (double)H * MODEL_VOCAB);
+    m->flops_per_sample =
+      6.0 * ((double)in * H + (double)(L - 1) * H * H + (double)H * MODEL_VOCAB);
 
     /* Init on the host: variance 1/fan_in for matrices (uniform), small
      * output layer, unit-scale embeddings; biases zero. */
@@ -76,22 +77,25 @@ int model_create (struct model *m, struct dt_kern_ops *k, int C, int E, int H, i
             h[t->off + j] = uniform (seed, t->off + j, a);
     }
     size_t maxw = in > (size_t)H ? in : (size_t)H;
-    if (!(m->params = k->alloc (m->nparams * 4)) || !(m->grads = k->alloc (m->nparams * 4))
-        || k->upload (m->params, h, m->nparams * 4) < 0
-        || !(m->tok = k->alloc ((size_t)mb * C)) || !(m->tgt = k->alloc (mb))
-        || !(m->x0 = k->alloc ((size_t)mb * in * 4))
-        || !(m->u = calloc (L, sizeof (float *))) || !(m->y = calloc (L, sizeof (float *)))
-        || !(m->logits = k->alloc ((size_t)mb * MODEL_VOCAB * 4))
-        || !(m->d1 = k->alloc ((size_t)mb * maxw * 4))
-        || !(m->d2 = k->alloc ((size_t)mb * maxw * 4))
-        || !(m->loss = k->alloc ((size_t)mb * 4))
-        || !(m->loss_host = calloc (mb, sizeof (float)))) {
+    if (!(m->params = k->alloc (m->nparams * 4)) ||
+        !(m->grads = k->alloc (m->nparams * 4)) ||
+        k->upload (m->params, h, m->nparams * 4) < 0 ||
+        !(m->tok = k->alloc ((size_t)mb * C)) || !(m->tgt = k->alloc (mb)) ||
+        !(m->x0 = k->alloc ((size_t)mb * in * 4)) ||
+        !(m->u = calloc (L, sizeof (float *))) ||
+        !(m->y = calloc (L, sizeof (float *))) ||
+        !(m->logits = k->alloc ((size_t)mb * MODEL_VOCAB * 4)) ||
+        !(m->d1 = k->alloc ((size_t)mb * maxw * 4)) ||
+        !(m->d2 = k->alloc ((size_t)mb * maxw * 4)) ||
+        !(m->loss = k->alloc ((size_t)mb * 4)) ||
+        !(m->loss_host = calloc (mb, sizeof (float)))) {
         free (h);
         return -1;
     }
     free (h);
     for (int l = 0; l < L; l++)
-        if (!(m->u[l] = k->alloc ((size_t)mb * H * 4)) || !(m->y[l] = k->alloc ((size_t)mb * H * 4)))
+        if (!(m->u[l] = k->alloc ((size_t)mb * H * 4)) ||
+            !(m->y[l] = k->alloc ((size_t)mb * H * 4)))
             return -1;
     return 0;
 }
@@ -149,25 +153,27 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
     struct dt_kern_ops *k = m->k;
     int C = m->C, E = m->E, H = m->H, L = m->L;
     int in = C * E;
-    int o = 1 + 2 * L;          /* index of w_out */
+    int o = 1 + 2 * L; /* index of w_out */
 
-    if (k->upload (m->tok, ctx, (size_t)n * C) < 0 || k->upload (m->tgt, tgt, n) < 0
-        || k->embed_fwd (n, C, E, m->tok, P (0), m->x0) < 0)
+    if (k->upload (m->tok, ctx, (size_t)n * C) < 0 || k->upload (m->tgt, tgt, n) < 0 ||
+        k->embed_fwd (n, C, E, m->tok, P (0), m->x0) < 0)
         return -1;
     const float *x = m->x0;
     int xw = in;
     for (int l = 0; l < L; l++) {
-        if (k->sgemm (0, 0, n, H, xw, 1.0f, x, xw, P (1 + 2 * l), H, 0.0f, m->u[l], H) < 0
-            || k->bias_gelu_fwd (n, H, m->u[l], P (2 + 2 * l), m->y[l]) < 0)
+        if (k->sgemm (0, 0, n, H, xw, 1.0f, x, xw, P (1 + 2 * l), H, 0.0f, m->u[l], H) <
+              0 ||
+            k->bias_gelu_fwd (n, H, m->u[l], P (2 + 2 * l), m->y[l]) < 0)
             return -1;
         x = m->y[l];
         xw = H;
     }
     if (k->sgemm (0, 0, n, MODEL_VOCAB, H, 1.0f, x, H, P (o), MODEL_VOCAB, 0.0f,
-                  m->logits, MODEL_VOCAB) < 0
-        || k->bias_fwd (n, MODEL_VOCAB, m->logits, P (o + 1)) < 0
-        || k->softmax_ce (n, MODEL_VOCAB, m->logits, m->tgt, scale, m->loss, m->logits) < 0
-        || k->download (m->loss_host, m->loss, (size_t)n * 4) < 0)
+                  m->logits, MODEL_VOCAB) < 0 ||
+        k->bias_fwd (n, MODEL_VOCAB, m->logits, P (o + 1)) < 0 ||
+        k->softmax_ce (n, MODEL_VOCAB, m->logits, m->tgt, scale, m->loss, m->logits) <
+          0 ||
+        k->download (m->loss_host, m->loss, (size_t)n * 4) < 0)
         return -1;
     double s = 0.0;
     for (int i = 0; i < n; i++)
@@ -215,21 +221,21 @@ int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
     /* m->logits now holds dlogits. */
     const float *xl = L > 0 ? m->y[L - 1] : m->x0;
     if (k->sgemm (1, 0, H, MODEL_VOCAB, n, 1.0f, xl, H, m->logits, MODEL_VOCAB, 1.0f,
-                  G (o), MODEL_VOCAB) < 0
-        || k->bias_bwd (n, MODEL_VOCAB, m->logits, G (o + 1)) < 0
-        || k->sgemm (0, 1, n, H, MODEL_VOCAB, 1.0f, m->logits, MODEL_VOCAB, P (o),
-                     MODEL_VOCAB, 0.0f, m->d1, H) < 0
-        || model_ready (m, o) < 0)
+                  G (o), MODEL_VOCAB) < 0 ||
+        k->bias_bwd (n, MODEL_VOCAB, m->logits, G (o + 1)) < 0 ||
+        k->sgemm (0, 1, n, H, MODEL_VOCAB, 1.0f, m->logits, MODEL_VOCAB, P (o),
+                  MODEL_VOCAB, 0.0f, m->d1, H) < 0 ||
+        model_ready (m, o) < 0)
         return -1;
     float *dy = m->d1, *dx = m->d2;
     for (int l = L - 1; l >= 0; l--) {
         const float *xin = l > 0 ? m->y[l - 1] : m->x0;
         int xw = l > 0 ? H : in;
         /* du overwrites dy in place */
-        if (k->bias_gelu_bwd (n, H, m->u[l], dy, dy, G (2 + 2 * l)) < 0
-            || k->sgemm (1, 0, xw, H, n, 1.0f, xin, xw, dy, H, 1.0f, G (1 + 2 * l), H) < 0
-            || k->sgemm (0, 1, n, xw, H, 1.0f, dy, H, P (1 + 2 * l), H, 0.0f, dx, xw) < 0
-            || model_ready (m, 1 + 2 * l) < 0)
+        if (k->bias_gelu_bwd (n, H, m->u[l], dy, dy, G (2 + 2 * l)) < 0 ||
+            k->sgemm (1, 0, xw, H, n, 1.0f, xin, xw, dy, H, 1.0f, G (1 + 2 * l), H) < 0 ||
+            k->sgemm (0, 1, n, xw, H, 1.0f, dy, H, P (1 + 2 * l), H, 0.0f, dx, xw) < 0 ||
+            model_ready (m, 1 + 2 * l) < 0)
             return -1;
         float *t = dy;
         dy = dx;

@@ -1,4 +1,5 @@
-/* model.h: the byte-level language models - layout of the flat parameter vector, forward, backward.
+/* model.h: the byte-level language models - layout of the flat parameter vector, forward,
+ * backward.
  *
  * Two models share this interface (--model): the fixed-window MLP
  * (model.c: embedding, then W_l, b_l per hidden layer, then W_out, b_out)
@@ -30,27 +31,27 @@ typedef void (*model_ready_f) (void *arg, size_t off);
 struct model_tensor {
     char name[24];
     size_t off, count;
-    int decay;                  /* weight decay applies (matrices) */
-    int ndim;                   /* 1 or 2 */
-    int64_t shape[2];           /* row-major [in, out] for matrices */
+    int decay;        /* weight decay applies (matrices) */
+    int ndim;         /* 1 or 2 */
+    int64_t shape[2]; /* row-major [in, out] for matrices */
 };
 
 struct model {
     struct dt_kern_ops *k;
     enum model_kind kind;
-    int C, E, H, L, mb;         /* mb: largest micro-batch; transformer: E
-                                 * width, H heads, L blocks, C context */
-    struct tfm_act *tf;         /* the transformer's activations */
+    int C, E, H, L, mb; /* mb: largest micro-batch; transformer: E
+                         * width, H heads, L blocks, C context */
+    struct tfm_act *tf; /* the transformer's activations */
     size_t nparams;
     int ntensors;
     struct model_tensor t[MODEL_MAX_TENSORS];
-    float *params, *grads;      /* backend memory, nparams each */
+    float *params, *grads; /* backend memory, nparams each */
     /* activations for one micro-batch (backend memory) */
     uint8_t *tok, *tgt;
     float *x0, **u, **y, *logits, *d1, *d2, *loss;
     float *loss_host;
-    double flops_per_sample;    /* forward + backward GEMM flops */
-    int tokens_per_sample;      /* predictions per sample: 1 (mlp), C (transformer) */
+    double flops_per_sample; /* forward + backward GEMM flops */
+    int tokens_per_sample;   /* predictions per sample: 1 (mlp), C (transformer) */
     model_ready_f ready_cb;
     void *ready_arg;
 };
@@ -68,7 +69,8 @@ int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct trai
                        int mb);
 
 /* Append a tensor to the layout (for the model files). */
-void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0, int64_t d1);
+void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0,
+                       int64_t d1);
 
 /* Forward + backward on n <= mb windows (host ctx[n*C], tgt[n]); gradients
  * accumulate into m->grads with scale (1 / global batch).  *loss_sum gets

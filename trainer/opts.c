@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,78 +54,118 @@ static const struct train_opts defaults = {
 };
 
 static const char usage_text[] =
-"Usage: dttrain --data FILE [OPTIONS]\n"
-"Train a byte-level language model, data-parallel over RANK/WORLD_SIZE from the\n"
-"environment: --model mlp (context bytes -> embeddings -> GEMM+bias+GELU layers ->\n"
-"256-way softmax, predicting the next byte) or --model transformer (decoder-only:\n"
-"pre-LayerNorm blocks of causal self-attention and a 4x GELU MLP, predicting\n"
-"every next byte of the window).\n"
-"\n"
-"Model and data (must match when resuming):\n"
-"  --data FILE            training text (memory-mapped; the tail is held out)\n"
-"  --steps N              optimizer steps (200)\n"
-"  --global-batch B       samples per step, independent of world size (64)\n"
-"  --model mlp|transformer  the model (mlp)\n"
-"  --context C            context bytes (32)\n"
-"  --layers L             mlp: hidden layers; transformer: blocks (2)\n"
-"  --embed E              mlp: embedding width per byte (16)\n"
-"  --hidden H             mlp: hidden width (256)\n"
-"  --width E              transformer: model width (64); on a GPU e.g.\n"
-"                         --width 768 --heads 12 --layers 12 --context 1024\n"
-"  --heads N              transformer: attention heads, dividing the width (4)\n"
-"  --lr LR                peak learning rate at --lr-ref-batch samples (3e-3)\n"
-"  --lr-ref-batch N       linear scaling rule: peak = LR * B / N (64)\n"
-"  --warmup-steps N       linear warmup steps, then cosine decay (20)\n"
-"  --min-lr-frac F        cosine floor as a fraction of the peak (0.1)\n"
-"  --weight-decay WD      AdamW decoupled weight decay on matrices (0.01)\n"
-"  --clip X               global gradient-norm clip, 0 = off (1.0)\n"
-"  --seed S               initialisation and sampling seed (1234)\n"
-"  --val-frac F           held-out tail of the file (0.1)\n"
-"  --val-samples N        validation windows (512)\n"
-"Execution:\n"
-"  --micro-batch M        samples per forward/backward pass (default: a rank's share)\n"
-"  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
-"  --checkpoint-dir DIR   shards go to DIR/step-S/rank-R.ckpt (env DT_CHECKPOINT_DIR)\n"
-"  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command;\n"
-"                         wins over env DT_CHECKPOINT_EVERY)\n"
-"  --no-jit               no just-in-time checkpoint when a peer is lost (dp: by\n"
-"                         default the survivors save the last completed step, exit 6)\n"
-"  --resume DIR           a step-S directory, or a checkpoint root (latest committed)\n"
-"  --rendezvous-dir DIR   bootstrap directory for multi-rank runs without an agent\n"
-"                         (else the agent's kv through libdtclient, which falls back\n"
-"                         to the directory in DT_RENDEZVOUS_DIR)\n"
-"  --val-every N          validate every N steps (0 = only at the end)\n"
-"  --backend auto|cpu|cuda  kernel backend (auto)\n"
-"  --threads N            OpenBLAS threads (1)\n"
-"  --bucket-mb X          gradient allreduce bucket size in MiB (4)\n"
-"  --overlap, --no-overlap  reduce gradient buckets during the backward pass (a comm\n"
-"                         thread) or after it; default: overlap when there is a core\n"
-"                         to spare (online CPUs > local ranks x threads)\n"
-"  --comm-timeout SEC     collective timeout; a dead peer errors within it (60)\n"
-"  --comm-host ADDR       address this rank listens on (127.0.0.1 or hostname)\n"
-"  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
-"  --quiet                no per-step lines\n"
-"  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
-"  --dump-params FILE     rank 0 writes the final parameters (raw float32) to FILE\n"
-"  --dump-tensors DIR     rank 0 writes DIR/tensors.txt (name, offset, shape of\n"
-"                         each tensor), DIR/init.f32 (initial parameters) and\n"
-"                         DIR/grads-1.f32, DIR/loss-1.txt (step 1's reduced\n"
-"                         gradients, before clipping, and loss) for oracle tests\n"
-"Fault injection (tests):\n"
-"  --inject-crash R:S     rank R exits with status 17 at step S\n"
-"  --inject-hang R:S      rank R stops making progress at step S\n"
-"  --inject-slow R:F      rank R computes F times slower\n"
-"  --help, --version\n"
-"\n"
-"Exit status: 0 done, 1 error, 2 usage, 3 corrupt checkpoint shard,\n"
-"4 checkpoint config mismatch, 5 collective failure (peer lost), 6 collective\n"
-"failure after a just-in-time checkpoint was written, 17 injected crash.\n";
+  "Usage: dttrain --data FILE [OPTIONS]\n"
+  "Train a byte-level language model, data-parallel over RANK/WORLD_SIZE from the\n"
+  "environment: --model mlp (context bytes -> embeddings -> GEMM+bias+GELU layers ->\n"
+  "256-way softmax, predicting the next byte) or --model transformer (decoder-only:\n"
+  "pre-LayerNorm blocks of causal self-attention and a 4x GELU MLP, predicting\n"
+  "every next byte of the window).\n"
+  "\n"
+  "Model and data (must match when resuming):\n"
+  "  --data FILE            training text (memory-mapped; the tail is held out)\n"
+  "  --steps N              optimizer steps (200)\n"
+  "  --global-batch B       samples per step, independent of world size (64)\n"
+  "  --model mlp|transformer  the model (mlp)\n"
+  "  --context C            context bytes (32)\n"
+  "  --layers L             mlp: hidden layers; transformer: blocks (2)\n"
+  "  --embed E              mlp: embedding width per byte (16)\n"
+  "  --hidden H             mlp: hidden width (256)\n"
+  "  --width E              transformer: model width (64); on a GPU e.g.\n"
+  "                         --width 768 --heads 12 --layers 12 --context 1024\n"
+  "  --heads N              transformer: attention heads, dividing the width (4)\n"
+  "  --lr LR                peak learning rate at --lr-ref-batch samples (3e-3)\n"
+  "  --lr-ref-batch N       linear scaling rule: peak = LR * B / N (64)\n"
+  "  --warmup-steps N       linear warmup steps, then cosine decay (20)\n"
+  "  --min-lr-frac F        cosine floor as a fraction of the peak (0.1)\n"
+  "  --weight-decay WD      AdamW decoupled weight decay on matrices (0.01)\n"
+  "  --clip X               global gradient-norm clip, 0 = off (1.0)\n"
+  "  --seed S               initialisation and sampling seed (1234)\n"
+  "  --val-frac F           held-out tail of the file (0.1)\n"
+  "  --val-samples N        validation windows (512)\n"
+  "Execution:\n"
+  "  --micro-batch M        samples per forward/backward pass (default: a rank's share)\n"
+  "  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
+  "  --checkpoint-dir DIR   shards go to DIR/step-S/rank-R.ckpt (env DT_CHECKPOINT_DIR)\n"
+  "  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command;\n"
+  "                         wins over env DT_CHECKPOINT_EVERY)\n"
+  "  --no-jit               no just-in-time checkpoint when a peer is lost (dp: by\n"
+  "                         default the survivors save the last completed step, exit 6)\n"
+  "  --resume DIR           a step-S directory, or a checkpoint root (latest committed)\n"
+  "  --rendezvous-dir DIR   bootstrap directory for multi-rank runs without an agent\n"
+  "                         (else the agent's kv through libdtclient, which falls back\n"
+  "                         to the directory in DT_RENDEZVOUS_DIR)\n"
+  "  --val-every N          validate every N steps (0 = only at the end)\n"
+  "  --backend auto|cpu|cuda  kernel backend (auto)\n"
+  "  --threads N            OpenBLAS threads (1)\n"
+  "  --bucket-mb X          gradient allreduce bucket size in MiB (4)\n"
+  "  --overlap, --no-overlap  reduce gradient buckets during the backward pass (a comm\n"
+  "                         thread) or after it; default: overlap when there is a core\n"
+  "                         to spare (online CPUs > local ranks x threads)\n"
+  "  --comm-timeout SEC     collective timeout; a dead peer errors within it (60)\n"
+  "  --comm-host ADDR       address this rank listens on (127.0.0.1 or hostname)\n"
+  "  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
+  "  --quiet                no per-step lines\n"
+  "  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
+  "  --dump-params FILE     rank 0 writes the final parameters (raw float32) to FILE\n"
+  "  --dump-tensors DIR     rank 0 writes DIR/tensors.txt (name, offset, shape of\n"
+  "                         each tensor), DIR/init.f32 (initial parameters) and\n"
+  "                         DIR/grads-1.f32, DIR/loss-1.txt (step 1's reduced\n"
+  "                         gradients, before clipping, and loss) for oracle tests\n"
+  "Fault injection (tests):\n"
+  "  --inject-crash R:S     rank R exits with status 17 at step S\n"
+  "  --inject-hang R:S      rank R stops making progress at step S\n"
+  "  --inject-slow R:F      rank R computes F times slower\n"
+  "  --help, --version\n"
+  "\n"
+  "Exit status: 0 done, 1 error, 2 usage, 3 corrupt checkpoint shard,\n"
+  "4 checkpoint config mismatch, 5 collective failure (peer lost), 6 collective\n"
+  "failure after a just-in-time checkpoint was written, 17 injected crash.\n";
 
 enum {
-    O_DATA = 256, O_STEPS, O_GB, O_CTX, O_EMB, O_HID, O_LAY, O_LR, O_LRREF, O_WARM,
-    O_MINLR, O_WD, O_CLIP, O_SEED, O_VALFRAC, O_VALN, O_MB, O_PAR, O_CKDIR, O_CKEV,
-    O_RESUME, O_RDV, O_VALEV, O_BACKEND, O_THREADS, O_BUCKET, O_TIMEOUT, O_HOST,
-    O_JOB, O_QUIET, O_LOGEVERY, O_DUMP, O_MODEL, O_WIDTH, O_HEADS, O_DUMPT, O_NOOV, O_OV, O_NOJIT, O_CRASH, O_HANG, O_SLOW, O_HELP, O_VERSION,
+    O_DATA = 256,
+    O_STEPS,
+    O_GB,
+    O_CTX,
+    O_EMB,
+    O_HID,
+    O_LAY,
+    O_LR,
+    O_LRREF,
+    O_WARM,
+    O_MINLR,
+    O_WD,
+    O_CLIP,
+    O_SEED,
+    O_VALFRAC,
+    O_VALN,
+    O_MB,
+    O_PAR,
+    O_CKDIR,
+    O_CKEV,
+    O_RESUME,
+    O_RDV,
+    O_VALEV,
+    O_BACKEND,
+    O_THREADS,
+    O_BUCKET,
+    O_TIMEOUT,
+    O_HOST,
+    O_JOB,
+    O_QUIET,
+    O_LOGEVERY,
+    O_DUMP,
+    O_MODEL,
+    O_WIDTH,
+    O_HEADS,
+    O_DUMPT,
+    O_NOOV,
+    O_OV,
+    O_NOJIT,
+    O_CRASH,
+    O_HANG,
+    O_SLOW,
+    O_HELP,
+    O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -220,8 +261,8 @@ static int parse_pair (const char *name, const char *s, int *rank, int64_t *step
         return errprintf (err, "%s: '%s' is not RANK:STEP", name, s);
     memcpy (buf, s, c - s);
     buf[c - s] = '\0';
-    if (parse_int (name, buf, 0, 1 << 20, rank, err) < 0
-        || parse_i64 (name, c + 1, 0, INT64_MAX, step, err) < 0)
+    if (parse_int (name, buf, 0, 1 << 20, rank, err) < 0 ||
+        parse_i64 (name, c + 1, 0, INT64_MAX, step, err) < 0)
         return -1;
     return 0;
 }
@@ -253,27 +294,141 @@ static int opts_env (struct train_opts *o, int ckev_set, int job_set, dt_error_t
     const char *s;
     if ((s = getenv ("DT_CHECKPOINT_DIR")) && *s) {
         if (o->checkpoint_dir && !same_dir (o->checkpoint_dir, s))
-            return errprintf (err, "--checkpoint-dir %s conflicts with DT_CHECKPOINT_DIR=%s "
+            return errprintf (err,
+                              "--checkpoint-dir %s conflicts with DT_CHECKPOINT_DIR=%s "
                               "(the controller keeps the job's checkpoints there)",
                               o->checkpoint_dir, s);
         o->checkpoint_dir = s;
     }
     if (!job_set && (s = getenv ("DT_JOB")) && *s)
         o->job = s;
-    if ((s = getenv ("DT_RESUME_STEP")) && *s
-        && parse_i64 ("DT_RESUME_STEP", s, 0, INT64_MAX, &o->resume_step, err) < 0)
+    if ((s = getenv ("DT_RESUME_STEP")) && *s &&
+        parse_i64 ("DT_RESUME_STEP", s, 0, INT64_MAX, &o->resume_step, err) < 0)
         return -1;
     if ((s = getenv ("DT_RESUME_DIR")) && *s) {
-        if (o->resume && !same_dir (o->resume, s)
-            && !(o->checkpoint_dir && same_dir (o->resume, o->checkpoint_dir)))
-            return errprintf (err, "--resume %s conflicts with DT_RESUME_DIR=%s (a restart "
-                              "continues from the controller's checkpoint)", o->resume, s);
+        if (o->resume && !same_dir (o->resume, s) &&
+            !(o->checkpoint_dir && same_dir (o->resume, o->checkpoint_dir)))
+            return errprintf (err,
+                              "--resume %s conflicts with DT_RESUME_DIR=%s (a restart "
+                              "continues from the controller's checkpoint)",
+                              o->resume, s);
         o->resume = s;
     }
     /* The job's checkpoint.every_steps; --checkpoint-every wins, even 0. */
-    if (!ckev_set && (s = getenv ("DT_CHECKPOINT_EVERY")) && *s
-        && parse_i64 ("DT_CHECKPOINT_EVERY", s, 0, INT64_MAX / 2, &o->checkpoint_every, err) < 0)
+    if (!ckev_set && (s = getenv ("DT_CHECKPOINT_EVERY")) && *s &&
+        parse_i64 ("DT_CHECKPOINT_EVERY", s, 0, INT64_MAX / 2, &o->checkpoint_every,
+                   err) < 0)
         return -1;
+    return 0;
+}
+
+/* The numeric options: each parsed into its field of struct train_opts,
+ * within its range; 'model' names the one model an option sizes (-1:
+ * both). */
+enum num_kind { NUM_INT, NUM_I64, NUM_DBL };
+struct num_opt {
+    int id;
+    const char *name;
+    enum num_kind kind;
+    int64_t lo, hi;  /* NUM_INT, NUM_I64 */
+    double dlo, dhi; /* NUM_DBL */
+    size_t off;
+    int model;
+};
+static const struct num_opt num_opts[] = {
+    { O_STEPS, "--steps", NUM_I64, 0, INT64_MAX / 2, 0, 0,
+      offsetof (struct train_opts, steps), -1 },
+    { O_GB, "--global-batch", NUM_INT, 1, 1 << 24, 0, 0,
+      offsetof (struct train_opts, global_batch), -1 },
+    { O_CTX, "--context", NUM_INT, 1, 1 << 16, 0, 0,
+      offsetof (struct train_opts, context), -1 },
+    { O_EMB, "--embed", NUM_INT, 1, 1 << 14, 0, 0, offsetof (struct train_opts, embed),
+      MODEL_MLP },
+    { O_HID, "--hidden", NUM_INT, 1, 1 << 16, 0, 0, offsetof (struct train_opts, hidden),
+      MODEL_MLP },
+    { O_LAY, "--layers", NUM_INT, 1, 256, 0, 0, offsetof (struct train_opts, layers),
+      -1 },
+    { O_LR, "--lr", NUM_DBL, 0, 0, 0, 100, offsetof (struct train_opts, lr), -1 },
+    { O_LRREF, "--lr-ref-batch", NUM_INT, 1, 1 << 24, 0, 0,
+      offsetof (struct train_opts, lr_ref_batch), -1 },
+    { O_WARM, "--warmup-steps", NUM_I64, 0, INT64_MAX / 2, 0, 0,
+      offsetof (struct train_opts, warmup_steps), -1 },
+    { O_MINLR, "--min-lr-frac", NUM_DBL, 0, 0, 0, 1,
+      offsetof (struct train_opts, min_lr_frac), -1 },
+    { O_WD, "--weight-decay", NUM_DBL, 0, 0, 0, 10,
+      offsetof (struct train_opts, weight_decay), -1 },
+    { O_CLIP, "--clip", NUM_DBL, 0, 0, 0, 1e9, offsetof (struct train_opts, clip), -1 },
+    { O_VALFRAC, "--val-frac", NUM_DBL, 0, 0, 0, 0.9,
+      offsetof (struct train_opts, val_frac), -1 },
+    { O_VALN, "--val-samples", NUM_INT, 0, 1 << 24, 0, 0,
+      offsetof (struct train_opts, val_samples), -1 },
+    { O_MB, "--micro-batch", NUM_INT, 1, 1 << 24, 0, 0,
+      offsetof (struct train_opts, micro_batch), -1 },
+    { O_VALEV, "--val-every", NUM_I64, 0, INT64_MAX / 2, 0, 0,
+      offsetof (struct train_opts, val_every), -1 },
+    { O_THREADS, "--threads", NUM_INT, 1, 256, 0, 0,
+      offsetof (struct train_opts, threads), -1 },
+    { O_BUCKET, "--bucket-mb", NUM_DBL, 0, 0, 0.001, 4096,
+      offsetof (struct train_opts, bucket_mb), -1 },
+    { O_LOGEVERY, "--log-every", NUM_INT, 1, 1 << 30, 0, 0,
+      offsetof (struct train_opts, log_every), -1 },
+    { O_WIDTH, "--width", NUM_INT, 1, 1 << 14, 0, 0, offsetof (struct train_opts, width),
+      MODEL_TRANSFORMER },
+    { O_HEADS, "--heads", NUM_INT, 1, 1024, 0, 0, offsetof (struct train_opts, heads),
+      MODEL_TRANSFORMER },
+};
+
+/* Parse option id 'c' when it is a numeric one: 1 (parsed, *model_only set
+ * to the option's name when it sizes one model), 0 (not numeric), -1. */
+static int parse_num_opt (struct train_opts *o, int c, const char *a,
+                          const char **mlp_only, const char **tfm_only, dt_error_t *err)
+{
+    for (size_t i = 0; i < sizeof (num_opts) / sizeof (num_opts[0]); i++) {
+        const struct num_opt *n = &num_opts[i];
+        char *field = (char *)o + n->off;
+        int rc;
+        if (n->id != c)
+            continue;
+        if (n->kind == NUM_INT)
+            rc = parse_int (n->name, a, (int)n->lo, (int)n->hi, (int *)field, err);
+        else if (n->kind == NUM_I64)
+            rc = parse_i64 (n->name, a, n->lo, n->hi, (int64_t *)field, err);
+        else
+            rc = parse_dbl (n->name, a, n->dlo, n->dhi, (double *)field, err);
+        if (rc)
+            return -1;
+        if (n->model == MODEL_MLP)
+            *mlp_only = n->name;
+        else if (n->model == MODEL_TRANSFORMER)
+            *tfm_only = n->name;
+        return 1;
+    }
+    return 0;
+}
+
+/* What no single option can say wrong: the options taken together.
+ * mlp_only, tfm_only: the last size option given of each model, or NULL. */
+static int opts_check (const struct train_opts *o, const char *mlp_only,
+                       const char *tfm_only, dt_error_t *err)
+{
+    if (!o->data)
+        return errprintf (err, "--data FILE is required (see --help)");
+    if (o->min_lr_frac > 1)
+        return errprintf (err, "--min-lr-frac must be at most 1");
+    if (o->model == MODEL_TRANSFORMER && mlp_only)
+        return errprintf (err,
+                          "%s sizes --model mlp; the transformer's are --width, --heads, "
+                          "--layers",
+                          mlp_only);
+    if (o->model == MODEL_MLP && tfm_only)
+        return errprintf (
+          err,
+          "%s sizes --model transformer; the MLP's are --embed, --hidden, "
+          "--layers",
+          tfm_only);
+    if (o->model == MODEL_TRANSFORMER && o->width % o->heads != 0)
+        return errprintf (err, "--width %d is not a multiple of --heads %d", o->width,
+                          o->heads);
     return 0;
 }
 
@@ -282,7 +437,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     int c, ckev_set = 0, job_set = 0;
     int64_t v;
     double d;
-    const char *mlp_only = NULL, *tfm_only = NULL;   /* a size option of one model */
+    const char *mlp_only = NULL, *tfm_only = NULL; /* a size option of one model */
 
     *o = defaults;
     o->world = 1;
@@ -290,59 +445,68 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     opterr = 0;
     while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
         const char *a = optarg;
+        int num = parse_num_opt (o, c, a, &mlp_only, &tfm_only, err);
+        if (num < 0)
+            return -1;
+        if (num > 0)
+            continue;
         switch (c) {
         case O_DATA: o->data = a; break;
-        case O_STEPS: if (parse_i64 ("--steps", a, 0, INT64_MAX / 2, &o->steps, err)) return -1; break;
-        case O_GB: if (parse_int ("--global-batch", a, 1, 1 << 24, &o->global_batch, err)) return -1; break;
-        case O_CTX: if (parse_int ("--context", a, 1, 1 << 16, &o->context, err)) return -1; break;
-        case O_EMB: mlp_only = "--embed"; if (parse_int ("--embed", a, 1, 1 << 14, &o->embed, err)) return -1; break;
-        case O_HID: mlp_only = "--hidden"; if (parse_int ("--hidden", a, 1, 1 << 16, &o->hidden, err)) return -1; break;
-        case O_LAY: if (parse_int ("--layers", a, 1, 256, &o->layers, err)) return -1; break;
-        case O_LR: if (parse_dbl ("--lr", a, 0, 100, &o->lr, err)) return -1; break;
-        case O_LRREF: if (parse_int ("--lr-ref-batch", a, 1, 1 << 24, &o->lr_ref_batch, err)) return -1; break;
-        case O_WARM: if (parse_i64 ("--warmup-steps", a, 0, INT64_MAX / 2, &o->warmup_steps, err)) return -1; break;
-        case O_MINLR: if (parse_dbl ("--min-lr-frac", a, 0, 1, &o->min_lr_frac, err)) return -1; break;
-        case O_WD: if (parse_dbl ("--weight-decay", a, 0, 10, &o->weight_decay, err)) return -1; break;
-        case O_CLIP: if (parse_dbl ("--clip", a, 0, 1e9, &o->clip, err)) return -1; break;
-        case O_SEED: if (parse_i64 ("--seed", a, 0, INT64_MAX, &v, err)) return -1; o->seed = (uint64_t)v; break;
-        case O_VALFRAC: if (parse_dbl ("--val-frac", a, 0, 0.9, &o->val_frac, err)) return -1; break;
-        case O_VALN: if (parse_int ("--val-samples", a, 0, 1 << 24, &o->val_samples, err)) return -1; break;
-        case O_MB: if (parse_int ("--micro-batch", a, 1, 1 << 24, &o->micro_batch, err)) return -1; break;
+        case O_SEED:
+            if (parse_i64 ("--seed", a, 0, INT64_MAX, &v, err))
+                return -1;
+            o->seed = (uint64_t)v;
+            break;
         case O_PAR:
-            if (!strcmp (a, "dp")) o->parallel = PAR_DP;
-            else if (!strcmp (a, "zero1")) o->parallel = PAR_ZERO1;
-            else return errprintf (err, "--parallel: '%s' is not dp or zero1", a);
+            if (!strcmp (a, "dp"))
+                o->parallel = PAR_DP;
+            else if (!strcmp (a, "zero1"))
+                o->parallel = PAR_ZERO1;
+            else
+                return errprintf (err, "--parallel: '%s' is not dp or zero1", a);
             break;
         case O_CKDIR: o->checkpoint_dir = a; break;
-        case O_CKEV: if (parse_i64 ("--checkpoint-every", a, 0, INT64_MAX / 2, &o->checkpoint_every, err)) return -1; ckev_set = 1; break;
+        case O_CKEV:
+            if (parse_i64 ("--checkpoint-every", a, 0, INT64_MAX / 2,
+                           &o->checkpoint_every, err))
+                return -1;
+            ckev_set = 1;
+            break;
         case O_RESUME: o->resume = a; break;
         case O_RDV: o->rendezvous_dir = a; break;
-        case O_VALEV: if (parse_i64 ("--val-every", a, 0, INT64_MAX / 2, &o->val_every, err)) return -1; break;
         case O_BACKEND: o->backend = a; break;
-        case O_THREADS: if (parse_int ("--threads", a, 1, 256, &o->threads, err)) return -1; break;
-        case O_BUCKET: if (parse_dbl ("--bucket-mb", a, 0.001, 4096, &o->bucket_mb, err)) return -1; break;
         case O_TIMEOUT:
-            if (parse_dbl ("--comm-timeout", a, 0.1, 86400, &d, err)) return -1;
+            if (parse_dbl ("--comm-timeout", a, 0.1, 86400, &d, err))
+                return -1;
             o->comm_timeout_ms = (long)(d * 1000);
             break;
         case O_HOST: o->comm_host = a; break;
-        case O_JOB: o->job = a; job_set = 1; break;
+        case O_JOB:
+            o->job = a;
+            job_set = 1;
+            break;
         case O_QUIET: o->quiet = 1; break;
-        case O_LOGEVERY: if (parse_int ("--log-every", a, 1, 1 << 30, &o->log_every, err)) return -1; break;
         case O_DUMP: o->dump_params = a; break;
         case O_DUMPT: o->dump_tensors = a; break;
         case O_MODEL:
-            if (!strcmp (a, "mlp")) o->model = MODEL_MLP;
-            else if (!strcmp (a, "transformer")) o->model = MODEL_TRANSFORMER;
-            else return errprintf (err, "--model: '%s' is not mlp or transformer", a);
+            if (!strcmp (a, "mlp"))
+                o->model = MODEL_MLP;
+            else if (!strcmp (a, "transformer"))
+                o->model = MODEL_TRANSFORMER;
+            else
+                return errprintf (err, "--model: '%s' is not mlp or transformer", a);
             break;
-        case O_WIDTH: tfm_only = "--width"; if (parse_int ("--width", a, 1, 1 << 14, &o->width, err)) return -1; break;
-        case O_HEADS: tfm_only = "--heads"; if (parse_int ("--heads", a, 1, 1024, &o->heads, err)) return -1; break;
         case O_NOOV: o->overlap = 0; break;
         case O_OV: o->overlap = 1; break;
         case O_NOJIT: o->jit = 0; break;
-        case O_CRASH: if (parse_pair ("--inject-crash", a, &o->crash_rank, &o->crash_step, err)) return -1; break;
-        case O_HANG: if (parse_pair ("--inject-hang", a, &o->hang_rank, &o->hang_step, err)) return -1; break;
+        case O_CRASH:
+            if (parse_pair ("--inject-crash", a, &o->crash_rank, &o->crash_step, err))
+                return -1;
+            break;
+        case O_HANG:
+            if (parse_pair ("--inject-hang", a, &o->hang_rank, &o->hang_step, err))
+                return -1;
+            break;
         case O_SLOW: {
             const char *col = strchr (a, ':');
             char buf[32];
@@ -350,15 +514,14 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
                 return errprintf (err, "--inject-slow: '%s' is not RANK:FACTOR", a);
             memcpy (buf, a, col - a);
             buf[col - a] = '\0';
-            if (parse_int ("--inject-slow", buf, 0, 1 << 20, &o->slow_rank, err)
-                || parse_dbl ("--inject-slow", col + 1, 1, 1000, &o->slow_factor, err))
+            if (parse_int ("--inject-slow", buf, 0, 1 << 20, &o->slow_rank, err) ||
+                parse_dbl ("--inject-slow", col + 1, 1, 1000, &o->slow_factor, err))
                 return -1;
             break;
         }
         case O_HELP: fputs (usage_text, stdout); return 1;
         case O_VERSION: printf ("dttrain: %s\n", dt_version_string ()); return 1;
-        case ':':
-            return errprintf (err, "%s needs an argument", argv[optind - 1]);
+        case ':': return errprintf (err, "%s needs an argument", argv[optind - 1]);
         default:
             return errprintf (err, "unknown option '%s' (see --help)", argv[optind - 1]);
         }
@@ -367,28 +530,16 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         return errprintf (err, "unexpected argument '%s' (see --help)", argv[optind]);
 
     /* The world, torchrun style, from the agent (or 1 rank standalone). */
-    if (env_int ("WORLD_SIZE", 1, 1 << 20, &o->world, err) < 0
-        || env_int ("RANK", 0, 1 << 20, &o->rank, err) < 0
-        || env_int ("LOCAL_RANK", 0, 1 << 20, &o->local_rank, err) < 0)
+    if (env_int ("WORLD_SIZE", 1, 1 << 20, &o->world, err) < 0 ||
+        env_int ("RANK", 0, 1 << 20, &o->rank, err) < 0 ||
+        env_int ("LOCAL_RANK", 0, 1 << 20, &o->local_rank, err) < 0)
         return -1;
     if (o->rank >= o->world)
         return errprintf (err, "RANK=%d is not below WORLD_SIZE=%d", o->rank, o->world);
     if (opts_env (o, ckev_set, job_set, err) < 0)
         return -1;
 
-    if (!o->data)
-        return errprintf (err, "--data FILE is required (see --help)");
-    if (o->min_lr_frac > 1)
-        return errprintf (err, "--min-lr-frac must be at most 1");
-    if (o->model == MODEL_TRANSFORMER && mlp_only)
-        return errprintf (err, "%s sizes --model mlp; the transformer's are --width, --heads, "
-                          "--layers", mlp_only);
-    if (o->model == MODEL_MLP && tfm_only)
-        return errprintf (err, "%s sizes --model transformer; the MLP's are --embed, --hidden, "
-                          "--layers", tfm_only);
-    if (o->model == MODEL_TRANSFORMER && o->width % o->heads != 0)
-        return errprintf (err, "--width %d is not a multiple of --heads %d", o->width, o->heads);
-    return 0;
+    return opts_check (o, mlp_only, tfm_only, err);
 }
 
 char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t data_crc)
@@ -401,7 +552,8 @@ char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t da
     /* %.17g round-trips doubles exactly. */
     /* The MLP's lines are those of the first format, so its older
      * checkpoints still resume. */
-    fprintf (f, "model=%s\n", o->model == MODEL_TRANSFORMER ? "byte-transformer-v1" : "byte-mlp-v1");
+    fprintf (f, "model=%s\n",
+             o->model == MODEL_TRANSFORMER ? "byte-transformer-v1" : "byte-mlp-v1");
     fprintf (f, "data_bytes=%" PRIu64 "\n", data_bytes);
     fprintf (f, "data_crc32c=%08x\n", data_crc);
     fprintf (f, "steps=%" PRId64 "\n", o->steps);
@@ -410,7 +562,8 @@ char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t da
     if (o->model == MODEL_TRANSFORMER) {
         fprintf (f, "width=%d\n", o->width);
         fprintf (f, "heads=%d\n", o->heads);
-    } else {
+    }
+    else {
         fprintf (f, "embed=%d\n", o->embed);
         fprintf (f, "hidden=%d\n", o->hidden);
     }
@@ -437,7 +590,8 @@ char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t da
 static int lookup (const char *text, const char *key, char *val, size_t len)
 {
     size_t kl = strlen (key);
-    for (const char *p = text; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+    for (const char *p = text; p && *p;
+         p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
         if (!strncmp (p, key, kl) && p[kl] == '=') {
             const char *v = p + kl + 1;
             size_t n = strcspn (v, "\n");
@@ -453,7 +607,8 @@ static int lookup (const char *text, const char *key, char *val, size_t len)
 
 int opts_compare (const char *saved, const char *ours, dt_error_t *err)
 {
-    for (const char *p = ours; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+    for (const char *p = ours; p && *p;
+         p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
         char key[64], a[128], b[128];
         size_t kl = strcspn (p, "=");
         if (kl == 0 || kl >= sizeof (key))
@@ -464,7 +619,8 @@ int opts_compare (const char *saved, const char *ours, dt_error_t *err)
         if (lookup (saved, key, a, sizeof (a)) < 0)
             return errprintf (err, "config field '%s' missing from the checkpoint", key);
         if (strcmp (a, b) != 0)
-            return errprintf (err, "config field '%s' differs: checkpoint has %s, this run %s",
+            return errprintf (err,
+                              "config field '%s' differs: checkpoint has %s, this run %s",
                               key, a, b);
     }
     return 0;

@@ -1,4 +1,5 @@
-/* opts.h: dttrain's configuration - command line, environment, and its text form in checkpoints. */
+/* opts.h: dttrain's configuration - command line, environment, and its text form in
+ * checkpoints. */
 #ifndef DT_TRAINER_OPTS_H
 #define DT_TRAINER_OPTS_H
 
@@ -16,8 +17,8 @@ enum {
     EXIT_CKPT_CORRUPT = 3,  /* a checkpoint shard failed its checksum */
     EXIT_CKPT_MISMATCH = 4, /* checkpoint config differs from this run */
     EXIT_COMM = 5,          /* a collective failed (dead or hung peer) */
-    EXIT_JIT = 6,           /* a collective failed; a just-in-time checkpoint was written */
-    EXIT_INJECTED = 17,     /* --inject-crash fired */
+    EXIT_JIT = 6,       /* a collective failed; a just-in-time checkpoint was written */
+    EXIT_INJECTED = 17, /* --inject-crash fired */
 };
 
 struct train_opts {
@@ -25,17 +26,17 @@ struct train_opts {
     const char *data;
     int64_t steps;
     int global_batch;
-    int model;              /* enum model_kind (trainer/model.h) */
+    int model; /* enum model_kind (trainer/model.h) */
     int context;
-    int width;              /* transformer: model width */
-    int heads;              /* transformer: attention heads */
+    int width; /* transformer: model width */
+    int heads; /* transformer: attention heads */
     int embed;
     int hidden;
     int layers;
-    double lr;              /* peak LR at lr_ref_batch samples */
-    int lr_ref_batch;       /* linear scaling rule: peak = lr * B / ref */
+    double lr;        /* peak LR at lr_ref_batch samples */
+    int lr_ref_batch; /* linear scaling rule: peak = lr * B / ref */
     int64_t warmup_steps;
-    double min_lr_frac;     /* cosine decays to min_lr_frac * peak */
+    double min_lr_frac; /* cosine decays to min_lr_frac * peak */
     double weight_decay;
     double clip;
     double beta1, beta2, eps;
@@ -43,24 +44,24 @@ struct train_opts {
     double val_frac;
     int val_samples;
     /* execution (may differ on resume) */
-    int micro_batch;        /* 0: a rank's whole share in one pass */
+    int micro_batch; /* 0: a rank's whole share in one pass */
     enum parallel_mode parallel;
     const char *checkpoint_dir;
     int64_t checkpoint_every;
     const char *resume;
     const char *rendezvous_dir;
     int64_t val_every;
-    const char *backend;    /* auto, cpu, cuda */
-    int threads;            /* OpenBLAS threads */
+    const char *backend; /* auto, cpu, cuda */
+    int threads;         /* OpenBLAS threads */
     double bucket_mb;
-    int overlap;            /* reduce buckets during backward: -1 auto, 0, 1 */
+    int overlap; /* reduce buckets during backward: -1 auto, 0, 1 */
     long comm_timeout_ms;
     const char *job;
     const char *comm_host;
     int quiet;
-    int log_every;          /* rank 0's step lines: every Nth step; 0: steps/20 */
-    int jit;                /* just-in-time checkpoint on a lost peer (dp; default 1) */
-    const char *dump_params; /* rank 0 writes final params (raw float32) */
+    int log_every;            /* rank 0's step lines: every Nth step; 0: steps/20 */
+    int jit;                  /* just-in-time checkpoint on a lost peer (dp; default 1) */
+    const char *dump_params;  /* rank 0 writes final params (raw float32) */
     const char *dump_tensors; /* rank 0 writes the tensor table, initial
                                * params and step 1's gradients there */
     /* fault injection */
@@ -72,7 +73,7 @@ struct train_opts {
     double slow_factor;
     /* world, from the environment */
     int rank, world, local_rank;
-    int64_t resume_step;    /* DT_RESUME_STEP; 0 or -1: a fresh start */
+    int64_t resume_step; /* DT_RESUME_STEP; 0 or -1: a fresh start */
 };
 
 /* Fill defaults, then parse argv and the environment (RANK, WORLD_SIZE,

@@ -1,4 +1,5 @@
-/* train.c: dttrain's training loop - data parallelism (dp / zero1), AdamW, checkpoints, reports.
+/* train.c: dttrain's training loop - data parallelism (dp / zero1), AdamW, checkpoints,
+ * reports.
  *
  * Reproducibility contract: the global batch of step s is samples
  * i = 0..B-1 drawn by data_train_pos (seed, s, i); rank r processes the
@@ -97,8 +98,8 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         dt_kern_cpu_set_threads (o->threads);
 
     /* Model: the micro-batch is a rank's share unless given. */
-    int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world
-                  - ((int64_t)o->global_batch * t->rank) / t->world;
+    int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world -
+                    ((int64_t)o->global_batch * t->rank) / t->world;
     int64_t maxshare = (o->global_batch + t->world - 1) / t->world;
     t->mb = o->micro_batch ? o->micro_batch : (int)maxshare;
     if (t->mb > maxshare)
@@ -110,9 +111,9 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         errprintf (err, "model: %s (%s backend)", t->k->last_error, t->k->name);
         goto error;
     }
-    if (o->dump_tensors && t->rank == 0
-        && (dump_table (&t->model, o->dump_tensors, err) < 0
-            || dump_vector (&t->model, o->dump_tensors, "init.f32", t->model.params, err) < 0))
+    if (o->dump_tensors && t->rank == 0 &&
+        (dump_table (&t->model, o->dump_tensors, err) < 0 ||
+         dump_vector (&t->model, o->dump_tensors, "init.f32", t->model.params, err) < 0))
         goto error;
 
     /* Partition (ZeRO-1 shards and checkpoint slices). */
@@ -128,16 +129,17 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
             t->lo = a, t->hi = b;
     }
     t->opt_elems = o->parallel == PAR_ZERO1 ? t->hi - t->lo : n;
-    if (!(t->m = t->k->alloc (t->opt_elems * 4)) || !(t->v = t->k->alloc (t->opt_elems * 4))) {
+    if (!(t->m = t->k->alloc (t->opt_elems * 4)) ||
+        !(t->v = t->k->alloc (t->opt_elems * 4))) {
         errprintf (err, "optimizer state: out of memory (%s)", t->k->last_error);
         goto error;
     }
     t->nctrl = 1 + 6 * (size_t)t->world;
-    if (!(t->ctrl = calloc (t->nctrl, sizeof (double)))
-        || !(t->ctx_host = malloc ((size_t)t->mb * o->context))
-        || !(t->tgt_host = malloc (t->mb))
-        || !(t->config = opts_to_text (o, t->data.len, t->data.crc))
-        || !(t->writer = ckpt_writer_create (client))) {
+    if (!(t->ctrl = calloc (t->nctrl, sizeof (double))) ||
+        !(t->ctx_host = malloc ((size_t)t->mb * o->context)) ||
+        !(t->tgt_host = malloc (t->mb)) ||
+        !(t->config = opts_to_text (o, t->data.len, t->data.crc)) ||
+        !(t->writer = ckpt_writer_create (client))) {
         errprintf (err, "out of memory");
         goto error;
     }
@@ -172,11 +174,13 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     }
     if (t->rank == 0)
-        dt_log (LOG_INFO, "%d rank%s, %s, backend %s, comm %s; %zu parameters; global batch %d "
-                "(micro-batch %d); %zu gradient buckets%s; optimizer state %.2f MiB per rank",
-                t->world, t->world > 1 ? "s" : "", o->parallel ? "zero1" : "dp", t->k->name,
-                t->comm->ops->name, n, o->global_batch, t->mb, t->nbuckets,
-                t->ov.on ? " overlapped with backward" : "", t->opt_elems * 8.0 / 1048576.0);
+        dt_log (
+          LOG_INFO,
+          "%d rank%s, %s, backend %s, comm %s; %zu parameters; global batch %d "
+          "(micro-batch %d); %zu gradient buckets%s; optimizer state %.2f MiB per rank",
+          t->world, t->world > 1 ? "s" : "", o->parallel ? "zero1" : "dp", t->k->name,
+          t->comm->ops->name, n, o->global_batch, t->mb, t->nbuckets,
+          t->ov.on ? " overlapped with backward" : "", t->opt_elems * 8.0 / 1048576.0);
     return t;
 error:
     trainer_destroy (t);
@@ -214,8 +218,8 @@ static int comm_fail (struct trainer *t, dt_error_t *err)
         who = 1 - t->rank;
     if (who >= 0)
         snprintf (peer, sizeof (peer), " (peer rank %d lost or hung)", who);
-    dt_log (LOG_ERR, "rank %d: collective failed at step %" PRId64 "%s: %s", t->rank, t->step + 1,
-            peer, err->text);
+    dt_log (LOG_ERR, "rank %d: collective failed at step %" PRId64 "%s: %s", t->rank,
+            t->step + 1, peer, err->text);
     return -1;
 }
 
@@ -335,7 +339,8 @@ static void overlap_stop (struct trainer *t)
     t->ov.on = 0;
 }
 
-static int optimizer_step (struct trainer *t, double gscale, double *comm_s, dt_error_t *err)
+static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
+                           dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
     struct model *m = &t->model;
@@ -353,10 +358,10 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s, dt_
             b = hi;
         if (a >= b)
             continue;
-        if (t->k->adamw (b - a, m->params + a, m->grads + a, t->m + (a - lo), t->v + (a - lo),
-                         (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
-                         m->t[i].decay ? (float)o->weight_decay : 0.0f, (float)bc1, (float)bc2,
-                         (float)gscale) < 0)
+        if (t->k->adamw (b - a, m->params + a, m->grads + a, t->m + (a - lo),
+                         t->v + (a - lo), (float)lr, (float)o->beta1, (float)o->beta2,
+                         (float)o->eps, m->t[i].decay ? (float)o->weight_decay : 0.0f,
+                         (float)bc1, (float)bc2, (float)gscale) < 0)
             return errprintf (err, "adamw: %s", t->k->last_error);
     }
     if (o->parallel == PAR_ZERO1 && t->world > 1) {
@@ -400,8 +405,9 @@ static int dump_step1 (struct trainer *t, dt_error_t *err)
 {
     char line[64];
     snprintf (line, sizeof (line), "%.9g\n", t->ctrl[0] / t->o.global_batch);
-    if (dump_vector (&t->model, t->o.dump_tensors, "grads-1.f32", t->model.grads, err) < 0
-        || dump_text (t->o.dump_tensors, "loss-1.txt", line, err) < 0)
+    if (dump_vector (&t->model, t->o.dump_tensors, "grads-1.f32", t->model.grads, err) <
+          0 ||
+        dump_text (t->o.dump_tensors, "loss-1.txt", line, err) < 0)
         return -1;
     return 0;
 }
@@ -411,7 +417,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     const struct train_opts *o = &t->o;
     struct model *m = &t->model;
     int B = o->global_batch, C = o->context;
-    int64_t a = (int64_t)B * t->rank / t->world, b = (int64_t)B * (t->rank + 1) / t->world;
+    int64_t a = (int64_t)B * t->rank / t->world,
+            b = (int64_t)B * (t->rank + 1) / t->world;
     double loss_sum = 0, sumsq = 0;
 
     /* compute */
@@ -425,7 +432,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             data_window (&t->data, data_train_pos (&t->data, o->seed, t->step, i + j),
                          t->ctx_host + (size_t)j * C, t->tgt_host + j);
         if (t->ov.on && i + t->mb >= b) {
-            overlap_arm (t);    /* the last micro-batch: reduce as we go */
+            overlap_arm (t); /* the last micro-batch: reduce as we go */
             armed = 1;
         }
         double ls;
@@ -437,7 +444,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         loss_sum += ls;
     }
     if (t->ov.on && !armed) {
-        overlap_arm (t);        /* no samples on this rank: reduce anyway */
+        overlap_arm (t); /* no samples on this rank: reduce anyway */
         armed = 1;
     }
     if (t->k->sync () < 0)
@@ -484,11 +491,15 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
      * global batch), so the controller's sum over ranks is the batch. */
     dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
     if (!o->quiet && t->rank == 0) {
-        int64_t every = o->log_every > 0 ? o->log_every : o->steps >= 20 ? o->steps / 20 : 1;
+        int64_t every = o->log_every > 0 ? o->log_every
+                        : o->steps >= 20 ? o->steps / 20
+                                         : 1;
         if (t->step % every == 0 || t->step == t->start_step + 1)
-            dt_log (LOG_INFO, "step %" PRId64 "/%" PRId64 " loss %.4f (%.3f bits/byte) lr %.3g "
-                    "|g| %.3f compute %.1f ms comm %.1f ms", t->step, o->steps, *loss,
-                    *loss / M_LN2, lr_at (o, t->step - 1), norm, compute * 1e3, comm * 1e3);
+            dt_log (LOG_INFO,
+                    "step %" PRId64 "/%" PRId64 " loss %.4f (%.3f bits/byte) lr %.3g "
+                    "|g| %.3f compute %.1f ms comm %.1f ms",
+                    t->step, o->steps, *loss, *loss / M_LN2, lr_at (o, t->step - 1), norm,
+                    compute * 1e3, comm * 1e3);
     }
     return 0;
 }
@@ -515,7 +526,8 @@ int trainer_run (struct trainer *t)
 
         /* Checkpoint: every N, on command (all ranks saw the same max),
          * on stop, and at the end. */
-        int64_t creq = (int64_t)train_ctrl_max (t, 1), sreq = (int64_t)train_ctrl_max (t, 2);
+        int64_t creq = (int64_t)train_ctrl_max (t, 1),
+                sreq = (int64_t)train_ctrl_max (t, 2);
         int want = 0;
         if (o->checkpoint_every && t->step % o->checkpoint_every == 0)
             want = 1;
@@ -527,8 +539,8 @@ int trainer_run (struct trainer *t)
             stopped = want = 1;
         if (t->step == o->steps)
             want = 1;
-        if (want && o->checkpoint_dir && t->last_saved != t->step
-            && train_checkpoint (t, &err) < 0) {
+        if (want && o->checkpoint_dir && t->last_saved != t->step &&
+            train_checkpoint (t, &err) < 0) {
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
                 return train_comm_lost (t);
@@ -540,8 +552,8 @@ int trainer_run (struct trainer *t)
             if (rc < 0)
                 return comm_fail (t, &err), train_comm_lost (t);
             if (rc == 0 && t->rank == 0)
-                dt_log (LOG_INFO, "step %" PRId64 " val loss %.4f (%.3f bits/byte)", t->step, vl,
-                        vl / M_LN2);
+                dt_log (LOG_INFO, "step %" PRId64 " val loss %.4f (%.3f bits/byte)",
+                        t->step, vl, vl / M_LN2);
         }
         if (stopped)
             break;
@@ -567,15 +579,18 @@ int trainer_run (struct trainer *t)
     if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
     if (mm[0] != -mm[1]) {
-        dt_log (LOG_ERR, "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
-                "%08x..%08x", t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
+        dt_log (LOG_ERR,
+                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
+                "%08x..%08x",
+                t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
         return EXIT_TRAIN_ERR;
     }
 
     /* Summary */
     int64_t steps_run = t->step - t->start_step;
-    double tps = wall > 0 ? (double)steps_run * o->global_batch
-                            * t->model.tokens_per_sample / wall : 0;
+    double tps =
+      wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
+               : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
     char json[1536], val[96];
     if (t->have_val && isfinite (t->val_loss))
@@ -583,23 +598,25 @@ int trainer_run (struct trainer *t)
                   t->val_loss / M_LN2);
     else
         snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
-    snprintf (json, sizeof (json),
-              "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
-              "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
-              "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
-              "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
-              "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
-              "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
-              "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
-              "\"ckpt_write_s\": %.4f, "
-              "\"stopped\": %s, \"blas_core\": \"%s\"}",
-              t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
-              o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
-              isfinite (t->last_loss) ? t->last_loss : -1.0,
-              isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc, wall, t->compute_s,
-              t->comm_s, t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0,
-              t->opt_elems * 8, t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
-              stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
+    snprintf (
+      json, sizeof (json),
+      "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
+      "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
+      "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
+      "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
+      "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
+      "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
+      "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
+      "\"ckpt_write_s\": %.4f, "
+      "\"stopped\": %s, \"blas_core\": \"%s\"}",
+      t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
+      o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
+      isfinite (t->last_loss) ? t->last_loss : -1.0,
+      isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
+      wall, t->compute_s, t->comm_s,
+      t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
+      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
+      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

@@ -1,4 +1,5 @@
-/* train.h: dttrain's training loop - data parallelism (dp / zero1), AdamW, checkpoints, reports. */
+/* train.h: dttrain's training loop - data parallelism (dp / zero1), AdamW, checkpoints,
+ * reports. */
 #ifndef DT_TRAINER_TRAIN_H
 #define DT_TRAINER_TRAIN_H
 

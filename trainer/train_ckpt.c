@@ -38,7 +38,8 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     if (o->resume)
         snprintf (from, sizeof (from), "%s", o->resume);
     else if (o->resume_step > 0 && o->checkpoint_dir)
-        snprintf (from, sizeof (from), "%s/step-%" PRId64, o->checkpoint_dir, o->resume_step);
+        snprintf (from, sizeof (from), "%s/step-%" PRId64, o->checkpoint_dir,
+                  o->resume_step);
     else
         return 0;
     int rc = ckpt_find (from, stepdir, sizeof (stepdir), err);
@@ -46,8 +47,8 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         return -1;
     if (rc == 1) {
         /* An explicit request names something that must exist. */
-        return errprintf (err, "resume: no checkpoint in %s (no rank-0.ckpt, no committed step-*)",
-                          from);
+        return errprintf (
+          err, "resume: no checkpoint in %s (no rank-0.ckpt, no committed step-*)", from);
     }
     float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
     if (!p || !m || !v) {
@@ -56,18 +57,19 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     }
     dtclient_set_busy (t->client, 1);
     int64_t t0 = dt_mono_ns ();
-    if (ckpt_load_named (stepdir, t->config, t->model.t, t->model.ntensors, n, p, m, v, &step,
-                         &world, &parallel, err) < 0) {
-        *exit_code = errno == EBADMSG ? EXIT_CKPT_CORRUPT
-                   : errno == EINVAL ? EXIT_CKPT_MISMATCH : EXIT_TRAIN_ERR;
+    if (ckpt_load_named (stepdir, t->config, t->model.t, t->model.ntensors, n, p, m, v,
+                         &step, &world, &parallel, err) < 0) {
+        *exit_code = errno == EBADMSG  ? EXIT_CKPT_CORRUPT
+                     : errno == EINVAL ? EXIT_CKPT_MISMATCH
+                                       : EXIT_TRAIN_ERR;
         free (p), free (m), free (v);
         dtclient_set_busy (t->client, 0);
         return -1;
     }
     size_t off = o->parallel == PAR_ZERO1 ? t->lo : 0;
-    if (t->k->upload (t->model.params, p, n * 4) < 0
-        || t->k->upload (t->m, m + off, t->opt_elems * 4) < 0
-        || t->k->upload (t->v, v + off, t->opt_elems * 4) < 0) {
+    if (t->k->upload (t->model.params, p, n * 4) < 0 ||
+        t->k->upload (t->m, m + off, t->opt_elems * 4) < 0 ||
+        t->k->upload (t->v, v + off, t->opt_elems * 4) < 0) {
         free (p), free (m), free (v);
         dtclient_set_busy (t->client, 0);
         return errprintf (err, "resume: %s", t->k->last_error);
@@ -77,9 +79,11 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     t->step = t->start_step = step;
     t->last_saved = step;
     if (t->rank == 0)
-        dt_log (LOG_NOTICE, "resumed from %s: step %" PRId64 ", saved by %d rank%s (%s), now %d (%s), load %.3f s",
-                stepdir, step, world, world == 1 ? "" : "s", parallel ? "zero1" : "dp", t->world,
-                o->parallel ? "zero1" : "dp", (dt_mono_ns () - t0) / 1e9);
+        dt_log (LOG_NOTICE,
+                "resumed from %s: step %" PRId64
+                ", saved by %d rank%s (%s), now %d (%s), load %.3f s",
+                stepdir, step, world, world == 1 ? "" : "s", parallel ? "zero1" : "dp",
+                t->world, o->parallel ? "zero1" : "dp", (dt_mono_ns () - t0) / 1e9);
     return 0;
 }
 
@@ -95,8 +99,10 @@ void train_snapshot_barrier (struct trainer *t)
         return;
     t->ckpt_stall_s += stall;
     if (t->rank == 0)
-        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": snapshot taken in the background, "
-                "waited %.3f ms for it", t->last_saved, stall * 1e3);
+        dt_log (LOG_INFO,
+                "checkpoint step %" PRId64 ": snapshot taken in the background, "
+                "waited %.3f ms for it",
+                t->last_saved, stall * 1e3);
 }
 
 int train_checkpoint (struct trainer *t, dt_error_t *err)
@@ -142,8 +148,10 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
     t->last_saved = t->step;
     t->pending_commit = t->step;
     if (t->rank == 0)
-        dt_log (LOG_INFO, "checkpoint step %" PRId64 ": %.3f ms to start, copying and writing "
-                "in the background", t->step, stall * 1e3);
+        dt_log (LOG_INFO,
+                "checkpoint step %" PRId64 ": %.3f ms to start, copying and writing "
+                "in the background",
+                t->step, stall * 1e3);
     return 0;
 }
 
@@ -162,7 +170,8 @@ void train_ctrl_fill (struct trainer *t, double loss_sum, double sumsq)
     t->ctrl[1 + 4 * W + r] = (double)d.crc;
     t->ctrl[1 + 5 * W + r] = (double)d.bytes;
     if (d.failed && d.step > 0 && d.step == t->pending_commit)
-        dt_log (LOG_ERR, "rank %d: checkpoint step %" PRId64 " failed: %s", r, d.step, d.error);
+        dt_log (LOG_ERR, "rank %d: checkpoint step %" PRId64 " failed: %s", r, d.step,
+                d.error);
 }
 
 double train_ctrl_max (struct trainer *t, int field)
@@ -193,8 +202,8 @@ void train_maybe_commit (struct trainer *t)
         }
         if (ckpt_write_manifest (t->o.checkpoint_dir, t->o.job, t->pending_commit, W,
                                  t->o.parallel, bytes, crc, &err) < 0)
-            dt_log (LOG_ERR, "commit of checkpoint step %" PRId64 ": %s", t->pending_commit,
-                    err.text);
+            dt_log (LOG_ERR, "commit of checkpoint step %" PRId64 ": %s",
+                    t->pending_commit, err.text);
         else
             dt_log (LOG_INFO, "checkpoint step %" PRId64 " committed (%d shard%s)",
                     t->pending_commit, W, W > 1 ? "s" : "");
@@ -221,7 +230,8 @@ void train_maybe_commit (struct trainer *t)
 static void jit_report_cb (void *arg, int shard_rank, const struct ckpt_done *d)
 {
     struct trainer *t = arg;
-    dtclient_shard_written_jit (t->client, d->step, shard_rank, d->path, d->bytes, d->crc);
+    dtclient_shard_written_jit (t->client, d->step, shard_rank, d->path, d->bytes,
+                                d->crc);
 }
 
 /* The exit status after a failed collective: EXIT_JIT when a just-in-time
@@ -236,20 +246,22 @@ int train_comm_lost (struct trainer *t)
     if (!o->jit || t->world < 2 || !o->checkpoint_dir || !dtclient_connected (t->client))
         return EXIT_COMM;
     if (o->parallel != PAR_DP) {
-        dt_log (LOG_NOTICE, "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
-                "optimizer shards are gone)", t->rank);
+        dt_log (LOG_NOTICE,
+                "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
+                "optimizer shards are gone)",
+                t->rank);
         return EXIT_COMM;
     }
     if (t->step <= t->start_step)
-        return EXIT_COMM;       /* nothing since the checkpoint resumed from */
+        return EXIT_COMM; /* nothing since the checkpoint resumed from */
     int64_t t0 = dt_mono_ns ();
-    ckpt_wait (t->writer);      /* a periodic write in flight finishes first */
+    ckpt_wait (t->writer); /* a periodic write in flight finishes first */
     float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
     int rc = -1;
     if (!p || !m || !v)
         errprintf (&err, "out of memory");
-    else if (t->k->download (p, t->model.params, n * 4) < 0
-             || t->k->download (m, t->m, n * 4) < 0 || t->k->download (v, t->v, n * 4) < 0)
+    else if (t->k->download (p, t->model.params, n * 4) < 0 ||
+             t->k->download (m, t->m, n * 4) < 0 || t->k->download (v, t->v, n * 4) < 0)
         errprintf (&err, "%s", t->k->last_error);
     else {
         struct ckpt_meta meta = {
@@ -273,12 +285,14 @@ int train_comm_lost (struct trainer *t)
     }
     free (p), free (m), free (v);
     if (rc < 0) {
-        dt_log (LOG_ERR, "rank %d: just-in-time checkpoint of step %" PRId64 ": %s", t->rank,
-                t->step, err.text);
+        dt_log (LOG_ERR, "rank %d: just-in-time checkpoint of step %" PRId64 ": %s",
+                t->rank, t->step, err.text);
         return EXIT_COMM;
     }
-    dt_log (LOG_NOTICE, "rank %d: just-in-time checkpoint of step %" PRId64 " written to %s "
-            "(%d shards, %.1f ms)", t->rank, t->step, dir, t->world, (dt_mono_ns () - t0) / 1e6);
+    dt_log (LOG_NOTICE,
+            "rank %d: just-in-time checkpoint of step %" PRId64 " written to %s "
+            "(%d shards, %.1f ms)",
+            t->rank, t->step, dir, t->world, (dt_mono_ns () - t0) / 1e6);
     return EXIT_JIT;
 }
 
@@ -292,7 +306,8 @@ uint32_t train_params_crc (struct trainer *t)
         if (t->o.dump_params && t->rank == 0) {
             FILE *f = fopen (t->o.dump_params, "wb");
             if (!f || fwrite (h, 4, n, f) != n || fclose (f) != 0)
-                dt_log (LOG_ERR, "--dump-params %s: %s", t->o.dump_params, strerror (errno));
+                dt_log (LOG_ERR, "--dump-params %s: %s", t->o.dump_params,
+                        strerror (errno));
         }
     }
     free (h);

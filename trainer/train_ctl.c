@@ -31,7 +31,8 @@ static int kv_set_cb (void *ctx, const char *key, const void *val, size_t len)
     return dtclient_kv_set (ctx, key, val, len) == DTCLIENT_OK ? 0 : -1;
 }
 
-static int kv_wait_cb (void *ctx, const char *key, long timeout_ms, void **val, size_t *len)
+static int kv_wait_cb (void *ctx, const char *key, long timeout_ms, void **val,
+                       size_t *len)
 {
     return dtclient_kv_wait (ctx, key, (int)timeout_ms, val, len) == DTCLIENT_OK ? 0 : -1;
 }
@@ -57,7 +58,7 @@ dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
      * meets the keys of the generation it replaces. */
     snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64, o->job,
               attempt ? attempt : "0", t->start_step);
-    for (char *c = prefix; *c; c++)     /* kv keys: [A-Za-z0-9_.:/-] */
+    for (char *c = prefix; *c; c++) /* kv keys: [A-Za-z0-9_.:/-] */
         if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
             *c = '_';
     if (o->comm_host)
@@ -78,9 +79,12 @@ dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
         .host = host,
         .timeout_ms = o->comm_timeout_ms,
     };
-    if (!o->rendezvous_dir && !dtclient_connected (t->client) && !getenv ("DT_RENDEZVOUS_DIR")) {
-        errprintf (err, "WORLD_SIZE=%d needs a rendezvous: --rendezvous-dir DIR, an agent, "
-                   "or DT_RENDEZVOUS_DIR", t->world);
+    if (!o->rendezvous_dir && !dtclient_connected (t->client) &&
+        !getenv ("DT_RENDEZVOUS_DIR")) {
+        errprintf (err,
+                   "WORLD_SIZE=%d needs a rendezvous: --rendezvous-dir DIR, an agent, "
+                   "or DT_RENDEZVOUS_DIR",
+                   t->world);
         return NULL;
     }
     if (t->k->is_device)
@@ -135,8 +139,9 @@ void train_poll_commands (struct trainer *t)
 
     int sig = stop_signal_pending ();
     if (sig && !t->my_stop_req) {
-        dt_log (LOG_NOTICE, "rank %d: %s: stopping after step %" PRId64 " with a checkpoint",
-                t->rank, strsignal (sig), t->step + 1);
+        dt_log (LOG_NOTICE,
+                "rank %d: %s: stopping after step %" PRId64 " with a checkpoint", t->rank,
+                strsignal (sig), t->step + 1);
         t->my_stop_req = t->step + 1;
     }
     while (dtclient_poll (t->client, &cmd)) {
@@ -149,11 +154,11 @@ void train_poll_commands (struct trainer *t)
             t->my_stop_req = cmd.step > 0 ? cmd.step : t->step + 1;
             break;
         case DTCLIENT_CMD_ABORT:
-            dt_log (LOG_NOTICE, "rank %d: abort requested by the controller at step %" PRId64,
+            dt_log (LOG_NOTICE,
+                    "rank %d: abort requested by the controller at step %" PRId64,
                     t->rank, t->step);
             exit (EXIT_TRAIN_ERR);
-        default:
-            break;
+        default: break;
         }
     }
 }
@@ -162,12 +167,14 @@ void train_inject (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
     if (o->crash_rank == t->rank && o->crash_step == t->step) {
-        fprintf (stderr, "dttrain: rank %d: injected crash at step %" PRId64 "\n", t->rank, t->step);
+        fprintf (stderr, "dttrain: rank %d: injected crash at step %" PRId64 "\n",
+                 t->rank, t->step);
         fflush (stderr);
         _exit (EXIT_INJECTED);
     }
     if (o->hang_rank == t->rank && o->hang_step == t->step) {
-        fprintf (stderr, "dttrain: rank %d: injected hang at step %" PRId64 "\n", t->rank, t->step);
+        fprintf (stderr, "dttrain: rank %d: injected hang at step %" PRId64 "\n", t->rank,
+                 t->step);
         fflush (stderr);
         for (;;)
             pause ();

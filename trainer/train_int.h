@@ -22,15 +22,15 @@ struct trainer {
     struct data data;
     struct model model;
     int rank, world;
-    size_t *counts;             /* balanced partition of the parameters */
-    size_t lo, hi;              /* this rank's slice */
-    float *m, *v;               /* AdamW moments: full (dp) or slice (zero1) */
+    size_t *counts; /* balanced partition of the parameters */
+    size_t lo, hi;  /* this rank's slice */
+    float *m, *v;   /* AdamW moments: full (dp) or slice (zero1) */
     size_t opt_elems;
     struct ckpt_writer *writer;
     char *config;
-    int64_t step;               /* completed steps */
+    int64_t step; /* completed steps */
     int64_t start_step;
-    int mb;                     /* micro-batch */
+    int mb; /* micro-batch */
     uint8_t *ctx_host, *tgt_host;
     double *ctrl;
     size_t nctrl;
@@ -38,7 +38,8 @@ struct trainer {
     int64_t my_ckpt_req, my_stop_req, ckpt_req_done, last_saved;
     int64_t pending_commit;
     /* stats */
-    double compute_s, comm_s, ckpt_stall_s, ckpt_snapshot_s, ckpt_write_s, ar_bytes_s, ar_bytes;
+    double compute_s, comm_s, ckpt_stall_s, ckpt_snapshot_s, ckpt_write_s, ar_bytes_s,
+      ar_bytes;
     int nckpt;
     double last_loss, val_loss;
     int have_val;
@@ -49,15 +50,14 @@ struct trainer {
         pthread_t thread;
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        ssize_t next;           /* next bucket to reduce (descending); -1: done */
-        ssize_t ready_from;     /* buckets >= this are final */
+        ssize_t next;       /* next bucket to reduce (descending); -1: done */
+        ssize_t ready_from; /* buckets >= this are final */
         int quit, failed;
         dt_error_t err;
     } ov;
 };
 
 /* train.c: the loop: steps, gradients, the optimizer */
-
 
 /* train_ckpt.c: checkpoints */
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err);

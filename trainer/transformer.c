@@ -60,8 +60,8 @@ static void layout (struct model *m)
     for (int l = 0; l < m->L; l++)
         for (int i = 0; i < TFM_PER_BLOCK; i++) {
             snprintf (name, sizeof (name), "h%d.%s", l, blk[i].name);
-            model_add_tensor (
-              m, name, blk[i].decay, (int64_t)blk[i].d0 * E, (int64_t)blk[i].d1 * E);
+            model_add_tensor (m, name, blk[i].decay, (int64_t)blk[i].d0 * E,
+                              (int64_t)blk[i].d1 * E);
         }
     model_add_tensor (m, "lnf.g", 0, E, 0);
     model_add_tensor (m, "lnf.b", 0, E, 0);
@@ -164,14 +164,8 @@ static int alloc_act (struct model *m)
     return 0;
 }
 
-int tfm_create (struct model *m,
-                struct dt_kern_ops *k,
-                int C,
-                int E,
-                int NH,
-                int L,
-                int mb,
-                uint64_t seed)
+int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                int mb, uint64_t seed)
 {
     memset (m, 0, sizeof (*m));
     m->k = k;
@@ -179,18 +173,13 @@ int tfm_create (struct model *m,
     m->C = C, m->E = E, m->H = NH, m->L = L, m->mb = mb;
     if (!k->layernorm_fwd || !k->layernorm_bwd || !k->attn_fwd || !k->attn_bwd ||
         !k->embed_pos_fwd || !k->embed_pos_bwd) {
-        snprintf (k->last_error,
-                  sizeof (k->last_error),
-                  "the %s backend has no transformer kernels",
-                  k->name);
+        snprintf (k->last_error, sizeof (k->last_error),
+                  "the %s backend has no transformer kernels", k->name);
         return -1;
     }
     if (NH < 1 || E % NH != 0 || L < 1 || 2 + TFM_PER_BLOCK * L + 3 > MODEL_MAX_TENSORS) {
-        snprintf (k->last_error,
-                  sizeof (k->last_error),
-                  "width %d, %d heads, %d layers: not a valid transformer shape",
-                  E,
-                  NH,
+        snprintf (k->last_error, sizeof (k->last_error),
+                  "width %d, %d heads, %d layers: not a valid transformer shape", E, NH,
                   L);
         return -1;
     }
@@ -238,12 +227,8 @@ void tfm_destroy (struct model *m)
 #define P(i) (m->params + m->t[i].off)
 #define G(i) (m->grads + m->t[i].off)
 
-static int forward (struct model *m,
-                    int n,
-                    const uint8_t *ctx,
-                    const uint8_t *tgt,
-                    float scale,
-                    double *loss_sum)
+static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
+                    float scale, double *loss_sum)
 {
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
@@ -261,69 +246,33 @@ static int forward (struct model *m,
         return -1;
     for (int l = 0; l < L; l++) {
         int b = BLK (l);
-        if (k->layernorm_fwd (M,
-                              E,
-                              a->res[l],
-                              P (b + LN1G),
-                              P (b + LN1B),
-                              a->ln1[l],
-                              a->mean1[l],
-                              a->rstd1[l]) < 0 ||
-            k->sgemm (0,
-                      0,
-                      M,
-                      3 * E,
-                      E,
-                      1.0f,
-                      a->ln1[l],
-                      E,
-                      P (b + WQKV),
-                      3 * E,
-                      0.0f,
-                      a->qkv[l],
-                      3 * E) < 0 ||
+        if (k->layernorm_fwd (M, E, a->res[l], P (b + LN1G), P (b + LN1B), a->ln1[l],
+                              a->mean1[l], a->rstd1[l]) < 0 ||
+            k->sgemm (0, 0, M, 3 * E, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * E, 0.0f,
+                      a->qkv[l], 3 * E) < 0 ||
             k->bias_fwd (M, 3 * E, a->qkv[l], P (b + BQKV)) < 0 ||
             k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l]) < 0
             /* mid = res + yatt Wo + bo */
             || k->copy (a->mid[l], a->res[l], (size_t)M * E * 4) < 0 ||
-            k->sgemm (
-              0, 0, M, E, E, 1.0f, a->yatt[l], E, P (b + WO), E, 1.0f, a->mid[l], E) <
-              0 ||
+            k->sgemm (0, 0, M, E, E, 1.0f, a->yatt[l], E, P (b + WO), E, 1.0f, a->mid[l],
+                      E) < 0 ||
             k->bias_fwd (M, E, a->mid[l], P (b + BO)) < 0 ||
-            k->layernorm_fwd (M,
-                              E,
-                              a->mid[l],
-                              P (b + LN2G),
-                              P (b + LN2B),
-                              a->ln2[l],
-                              a->mean2[l],
-                              a->rstd2[l]) < 0 ||
-            k->sgemm (
-              0, 0, M, F, E, 1.0f, a->ln2[l], E, P (b + W1), F, 0.0f, a->u[l], F) < 0 ||
+            k->layernorm_fwd (M, E, a->mid[l], P (b + LN2G), P (b + LN2B), a->ln2[l],
+                              a->mean2[l], a->rstd2[l]) < 0 ||
+            k->sgemm (0, 0, M, F, E, 1.0f, a->ln2[l], E, P (b + W1), F, 0.0f, a->u[l],
+                      F) < 0 ||
             k->bias_gelu_fwd (M, F, a->u[l], P (b + B1), a->g[l]) < 0
             /* res' = mid + gelu(u) W2 + b2 */
             || k->copy (a->res[l + 1], a->mid[l], (size_t)M * E * 4) < 0 ||
-            k->sgemm (
-              0, 0, M, E, F, 1.0f, a->g[l], F, P (b + W2), E, 1.0f, a->res[l + 1], E) <
-              0 ||
+            k->sgemm (0, 0, M, E, F, 1.0f, a->g[l], F, P (b + W2), E, 1.0f, a->res[l + 1],
+                      E) < 0 ||
             k->bias_fwd (M, E, a->res[l + 1], P (b + B2)) < 0)
             return -1;
     }
     if (k->layernorm_fwd (M, E, a->res[L], P (f), P (f + 1), a->lnf, a->meanf, a->rstdf) <
           0 ||
-        k->sgemm (0,
-                  0,
-                  M,
-                  MODEL_VOCAB,
-                  E,
-                  1.0f,
-                  a->lnf,
-                  E,
-                  P (f + 2),
-                  MODEL_VOCAB,
-                  0.0f,
-                  a->logits,
-                  MODEL_VOCAB) < 0 ||
+        k->sgemm (0, 0, M, MODEL_VOCAB, E, 1.0f, a->lnf, E, P (f + 2), MODEL_VOCAB, 0.0f,
+                  a->logits, MODEL_VOCAB) < 0 ||
         k->softmax_ce (M, MODEL_VOCAB, a->logits, a->tgt, scale / C, a->loss, a->logits) <
           0 ||
         k->download (a->loss_host, a->loss, (size_t)M * 4) < 0)
@@ -335,20 +284,13 @@ static int forward (struct model *m,
     return 0;
 }
 
-int tfm_eval (struct model *m,
-              int n,
-              const uint8_t *ctx,
-              const uint8_t *tgt,
+int tfm_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
               double *loss_sum)
 {
     return forward (m, n, ctx, tgt, 0.0f, loss_sum);
 }
 
-int tfm_step (struct model *m,
-              int n,
-              const uint8_t *ctx,
-              const uint8_t *tgt,
-              float scale,
+int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, float scale,
               double *loss_sum)
 {
     struct dt_kern_ops *k = m->k;
@@ -362,9 +304,8 @@ int tfm_step (struct model *m,
     if (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f, G (f + 2), V) < 0 ||
         k->sgemm (0, 1, M, E, V, 1.0f, a->logits, V, P (f + 2), V, 0.0f, a->dln, E) < 0 ||
         k->zero (a->dres, (size_t)M * E * 4) < 0 ||
-        k->layernorm_bwd (
-          M, E, a->res[L], P (f), a->meanf, a->rstdf, a->dln, a->dres, G (f), G (f + 1)) <
-          0 ||
+        k->layernorm_bwd (M, E, a->res[L], P (f), a->meanf, a->rstdf, a->dln, a->dres,
+                          G (f), G (f + 1)) < 0 ||
         model_ready (m, f) < 0)
         return -1;
     for (int l = L - 1; l >= 0; l--) {
@@ -380,62 +321,24 @@ int tfm_step (struct model *m,
               0 ||
             k->sgemm (0, 1, M, E, F, 1.0f, a->dg, F, P (b + W1), F, 0.0f, a->dln, E) <
               0 ||
-            k->layernorm_bwd (M,
-                              E,
-                              a->mid[l],
-                              P (b + LN2G),
-                              a->mean2[l],
-                              a->rstd2[l],
-                              a->dln,
-                              a->dres,
-                              G (b + LN2G),
-                              G (b + LN2B)) < 0)
+            k->layernorm_bwd (M, E, a->mid[l], P (b + LN2G), a->mean2[l], a->rstd2[l],
+                              a->dln, a->dres, G (b + LN2G), G (b + LN2B)) < 0)
             return -1;
         /* Attention: mid = res + attn(ln1 Wqkv + bqkv) Wo + bo */
-        if (k->sgemm (
-              1, 0, E, E, M, 1.0f, a->yatt[l], E, a->dres, E, 1.0f, G (b + WO), E) < 0 ||
+        if (k->sgemm (1, 0, E, E, M, 1.0f, a->yatt[l], E, a->dres, E, 1.0f, G (b + WO),
+                      E) < 0 ||
             k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 ||
             k->sgemm (0, 1, M, E, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt, E) <
               0 ||
             k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv, a->work) <
               0 ||
-            k->sgemm (1,
-                      0,
-                      E,
-                      3 * E,
-                      M,
-                      1.0f,
-                      a->ln1[l],
-                      E,
-                      a->dqkv,
-                      3 * E,
-                      1.0f,
-                      G (b + WQKV),
-                      3 * E) < 0 ||
+            k->sgemm (1, 0, E, 3 * E, M, 1.0f, a->ln1[l], E, a->dqkv, 3 * E, 1.0f,
+                      G (b + WQKV), 3 * E) < 0 ||
             k->bias_bwd (M, 3 * E, a->dqkv, G (b + BQKV)) < 0 ||
-            k->sgemm (0,
-                      1,
-                      M,
-                      E,
-                      3 * E,
-                      1.0f,
-                      a->dqkv,
-                      3 * E,
-                      P (b + WQKV),
-                      3 * E,
-                      0.0f,
-                      a->dln,
-                      E) < 0 ||
-            k->layernorm_bwd (M,
-                              E,
-                              a->res[l],
-                              P (b + LN1G),
-                              a->mean1[l],
-                              a->rstd1[l],
-                              a->dln,
-                              a->dres,
-                              G (b + LN1G),
-                              G (b + LN1B)) < 0 ||
+            k->sgemm (0, 1, M, E, 3 * E, 1.0f, a->dqkv, 3 * E, P (b + WQKV), 3 * E, 0.0f,
+                      a->dln, E) < 0 ||
+            k->layernorm_bwd (M, E, a->res[l], P (b + LN1G), a->mean1[l], a->rstd1[l],
+                              a->dln, a->dres, G (b + LN1G), G (b + LN1B)) < 0 ||
             model_ready (m, b) < 0)
             return -1;
     }

@@ -29,28 +29,15 @@
 /* Lay out, initialise from seed (a pure function of seed and index) and
  * allocate activations for mb samples.  E must be a multiple of NH.
  * 0 or -1 (k->last_error set). */
-int tfm_create (struct model *m,
-                struct dt_kern_ops *k,
-                int C,
-                int E,
-                int NH,
-                int L,
-                int mb,
-                uint64_t seed);
+int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                int mb, uint64_t seed);
 void tfm_destroy (struct model *m);
 
 /* As model_step / model_eval: loss_sum is the sum over the n samples of
  * each sample's mean loss over its C positions (nats). */
-int tfm_step (struct model *m,
-              int n,
-              const uint8_t *ctx,
-              const uint8_t *tgt,
-              float scale,
+int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, float scale,
               double *loss_sum);
-int tfm_eval (struct model *m,
-              int n,
-              const uint8_t *ctx,
-              const uint8_t *tgt,
+int tfm_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
               double *loss_sum);
 
 #endif

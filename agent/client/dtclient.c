@@ -27,19 +27,19 @@
 #include "dtproto.h"
 
 struct dtclient {
-    int fd;                          /* socket to the agent, -1 for no-op */
-    volatile struct dtshm_page *page;/* the agent's page, or 'local' */
-    int page_mapped;                 /* page is an mmap of DT_AGENT_SHM */
-    struct dtshm_page local;         /* stands in when there is no agent page */
-    uint64_t last_cmd_seq;           /* seq of the last command returned by poll */
+    int fd;                           /* socket to the agent, -1 for no-op */
+    volatile struct dtshm_page *page; /* the agent's page, or 'local' */
+    int page_mapped;                  /* page is an mmap of DT_AGENT_SHM */
+    struct dtshm_page local;          /* stands in when there is no agent page */
+    uint64_t last_cmd_seq;            /* seq of the last command returned by poll */
     int64_t nreports;
     int rank;
-    char *rdv_dir;                   /* DT_RENDEZVOUS_DIR for the no-op kv, or NULL */
-    pthread_mutex_t lock;            /* one request/reply exchange at a time */
-    struct dtproto_buf buf;          /* encode buffer, under lock */
+    char *rdv_dir;          /* DT_RENDEZVOUS_DIR for the no-op kv, or NULL */
+    pthread_mutex_t lock;   /* one request/reply exchange at a time */
+    struct dtproto_buf buf; /* encode buffer, under lock */
     pthread_t watcher;
     int watcher_started;
-    int wake[2];                     /* pipe that tells the watcher to quit */
+    int wake[2]; /* pipe that tells the watcher to quit */
 };
 
 static void warn (const char *fmt, const char *arg, int errnum)
@@ -100,8 +100,8 @@ static int connect_agent (const char *path)
     }
     struct ucred cr;
     socklen_t crl = sizeof (cr);
-    if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || crl != sizeof (cr)
-        || cr.uid != geteuid ()) {
+    if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0 || crl != sizeof (cr) ||
+        cr.uid != geteuid ()) {
         close (fd);
         errno = EPERM;
         return -1;
@@ -159,12 +159,13 @@ static dtclient_err_t exchange (dtclient_t *c, void **val, size_t *len)
         return errno == EMSGSIZE ? DTCLIENT_ERR_INVAL : DTCLIENT_ERR_IO;
     if (c->fd < 0)
         return DTCLIENT_ERR_IO;
-    if (write_all (c->fd, c->buf.data, c->buf.len) < 0
-        || read_all (c->fd, hdr, sizeof (hdr)) < 0)
+    if (write_all (c->fd, c->buf.data, c->buf.len) < 0 ||
+        read_all (c->fd, hdr, sizeof (hdr)) < 0)
         return DTCLIENT_ERR_IO;
-    if (dtproto_header_decode (hdr, &type, &plen, err, sizeof (err)) < 0
-        || type != DTPROTO_REPLY) {
-        warn ("bad reply from the agent: %s", type == DTPROTO_REPLY ? err : "not a reply", 0);
+    if (dtproto_header_decode (hdr, &type, &plen, err, sizeof (err)) < 0 ||
+        type != DTPROTO_REPLY) {
+        warn ("bad reply from the agent: %s", type == DTPROTO_REPLY ? err : "not a reply",
+              0);
         return DTCLIENT_ERR_PROTO;
     }
     uint8_t *payload = malloc (plen ? plen : 1);
@@ -314,8 +315,8 @@ dtclient_t *dtclient_open (void)
         c->fd = -1;
         return c;
     }
-    if (pipe2 (c->wake, O_CLOEXEC) == 0
-        && pthread_create (&c->watcher, NULL, watcher_cb, c) == 0)
+    if (pipe2 (c->wake, O_CLOEXEC) == 0 &&
+        pthread_create (&c->watcher, NULL, watcher_cb, c) == 0)
         c->watcher_started = 1;
     return c;
 }
@@ -422,8 +423,8 @@ int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd)
 dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *path,
                                        uint64_t bytes, uint32_t crc32c)
 {
-    if (!c || !path || !*path || step < 0 || strlen (path) > DTPROTO_MAX_PATH
-        || bytes > INT64_MAX)
+    if (!c || !path || !*path || step < 0 || strlen (path) > DTPROTO_MAX_PATH ||
+        bytes > INT64_MAX)
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
@@ -442,8 +443,8 @@ dtclient_err_t dtclient_shard_written_jit (dtclient_t *c, int64_t step, int shar
                                            const char *path, uint64_t bytes,
                                            uint32_t crc32c)
 {
-    if (!c || !path || !*path || step < 0 || shard_rank < 0
-        || strlen (path) > DTPROTO_MAX_PATH || bytes > INT64_MAX)
+    if (!c || !path || !*path || step < 0 || shard_rank < 0 ||
+        strlen (path) > DTPROTO_MAX_PATH || bytes > INT64_MAX)
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
@@ -468,7 +469,7 @@ dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *r
         reason = "";
     if (c->fd < 0)
         return DTCLIENT_OK;
-    size_t n = strnlen (reason, DTPROTO_MAX_TEXT);  /* long reasons are cut */
+    size_t n = strnlen (reason, DTPROTO_MAX_TEXT); /* long reasons are cut */
     pthread_mutex_lock (&c->lock);
     dtproto_begin (&c->buf, DTPROTO_SHARD_FAILED);
     dtproto_add_int (&c->buf, DTPROTO_T_STEP, step);
@@ -511,14 +512,16 @@ static int rdv_path (const dtclient_t *c, const char *key, char *buf, size_t len
         if (*k == '/') {
             memcpy (buf + o, "%2F", 3);
             o += 3;
-        } else
+        }
+        else
             buf[o++] = *k;
     }
     buf[o] = '\0';
     return 0;
 }
 
-static dtclient_err_t rdv_set (dtclient_t *c, const char *key, const void *val, size_t len)
+static dtclient_err_t rdv_set (dtclient_t *c, const char *key, const void *val,
+                               size_t len)
 {
     char path[4096], tmp[4200];
     if (rdv_path (c, key, path, sizeof (path)) < 0)
@@ -592,10 +595,11 @@ static dtclient_err_t rdv_get (dtclient_t *c, const char *key, void **val, size_
     return DTCLIENT_OK;
 }
 
-dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val, size_t len)
+dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val,
+                                size_t len)
 {
-    if (!c || !key || !dtproto_key_valid (key, strlen (key)) || len > DTPROTO_MAX_VALUE
-        || (len && !val))
+    if (!c || !key || !dtproto_key_valid (key, strlen (key)) || len > DTPROTO_MAX_VALUE ||
+        (len && !val))
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return c->rdv_dir ? rdv_set (c, key, val, len) : DTCLIENT_ERR_NOAGENT;

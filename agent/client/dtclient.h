@@ -28,12 +28,12 @@ typedef struct dtclient dtclient_t;
 
 typedef enum {
     DTCLIENT_OK = 0,
-    DTCLIENT_ERR_NOAGENT = 1,   /* no agent (no-op client) and no fallback */
-    DTCLIENT_ERR_IO = 2,        /* socket error; the agent is gone */
-    DTCLIENT_ERR_PROTO = 3,     /* malformed answer */
-    DTCLIENT_ERR_TIMEOUT = 4,   /* kv wait timed out */
-    DTCLIENT_ERR_INVAL = 5,     /* bad argument */
-    DTCLIENT_ERR_NOTFOUND = 6,  /* kv key absent */
+    DTCLIENT_ERR_NOAGENT = 1,  /* no agent (no-op client) and no fallback */
+    DTCLIENT_ERR_IO = 2,       /* socket error; the agent is gone */
+    DTCLIENT_ERR_PROTO = 3,    /* malformed answer */
+    DTCLIENT_ERR_TIMEOUT = 4,  /* kv wait timed out */
+    DTCLIENT_ERR_INVAL = 5,    /* bad argument */
+    DTCLIENT_ERR_NOTFOUND = 6, /* kv key absent */
 } dtclient_err_t;
 
 const char *dtclient_strerror (dtclient_err_t e);
@@ -48,7 +48,7 @@ typedef enum {
 typedef struct {
     dtclient_cmd_kind_t kind;
     int64_t step;
-    uint64_t seq;               /* increases with each new command */
+    uint64_t seq; /* increases with each new command */
 } dtclient_cmd_t;
 
 /* Open the client from the environment (DT_AGENT_SOCKET, DT_AGENT_SHM,
@@ -102,7 +102,8 @@ dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object);
 
 /* Per-attempt key-value store (bootstrap of gloo / NCCL).  Values are
  * opaque bytes (up to 64 KiB).  get: *val is malloc'ed, caller frees. */
-dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val, size_t len);
+dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val,
+                                size_t len);
 dtclient_err_t dtclient_kv_get (dtclient_t *c, const char *key, void **val, size_t *len);
 dtclient_err_t dtclient_kv_wait (dtclient_t *c, const char *key, int timeout_ms,
                                  void **val, size_t *len);

@@ -12,7 +12,7 @@
 #include "dtproto.h"
 
 static int fail (char *err, size_t errlen, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+  __attribute__ ((format (printf, 3, 4)));
 
 static int fail (char *err, size_t errlen, const char *fmt, ...)
 {
@@ -33,8 +33,8 @@ static uint16_t get16 (const uint8_t *p)
 
 static uint32_t get32 (const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
-           | ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
 }
 
 static uint64_t get64 (const uint8_t *p)
@@ -71,8 +71,8 @@ static const char *type_name (int type)
 static const char *tag_name (int tag)
 {
     static const char *names[] = {
-        "?", "rank", "pid", "step", "path", "bytes", "crc32c", "text", "key", "value",
-        "status", "json", "jit",
+        "?",    "rank", "pid",   "step",   "path", "bytes", "crc32c",
+        "text", "key",  "value", "status", "json", "jit",
     };
     return tag >= 1 && tag <= DTPROTO_TAG_MAX ? names[tag] : "?";
 }
@@ -80,15 +80,15 @@ static const char *tag_name (int tag)
 enum { K_INT = 1, K_STR = 2, K_BYTES = 3 };
 
 static const int tag_kind[DTPROTO_TAG_MAX + 1] = {
-    [DTPROTO_T_RANK] = K_INT,   [DTPROTO_T_PID] = K_INT,    [DTPROTO_T_STEP] = K_INT,
-    [DTPROTO_T_PATH] = K_STR,   [DTPROTO_T_BYTES] = K_INT,  [DTPROTO_T_CRC32C] = K_INT,
-    [DTPROTO_T_TEXT] = K_STR,   [DTPROTO_T_KEY] = K_STR,    [DTPROTO_T_VALUE] = K_BYTES,
-    [DTPROTO_T_STATUS] = K_INT, [DTPROTO_T_JSON] = K_STR,    [DTPROTO_T_JIT] = K_INT,
+    [DTPROTO_T_RANK] = K_INT,   [DTPROTO_T_PID] = K_INT,   [DTPROTO_T_STEP] = K_INT,
+    [DTPROTO_T_PATH] = K_STR,   [DTPROTO_T_BYTES] = K_INT, [DTPROTO_T_CRC32C] = K_INT,
+    [DTPROTO_T_TEXT] = K_STR,   [DTPROTO_T_KEY] = K_STR,   [DTPROTO_T_VALUE] = K_BYTES,
+    [DTPROTO_T_STATUS] = K_INT, [DTPROTO_T_JSON] = K_STR,  [DTPROTO_T_JIT] = K_INT,
 };
 
 static const size_t tag_max[DTPROTO_TAG_MAX + 1] = {
-    [DTPROTO_T_PATH] = DTPROTO_MAX_PATH,   [DTPROTO_T_TEXT] = DTPROTO_MAX_TEXT,
-    [DTPROTO_T_KEY] = DTPROTO_MAX_KEY,     [DTPROTO_T_VALUE] = DTPROTO_MAX_VALUE,
+    [DTPROTO_T_PATH] = DTPROTO_MAX_PATH,  [DTPROTO_T_TEXT] = DTPROTO_MAX_TEXT,
+    [DTPROTO_T_KEY] = DTPROTO_MAX_KEY,    [DTPROTO_T_VALUE] = DTPROTO_MAX_VALUE,
     [DTPROTO_T_JSON] = DTPROTO_MAX_VALUE,
 };
 
@@ -96,8 +96,8 @@ static const size_t tag_max[DTPROTO_TAG_MAX + 1] = {
 /* Per type: fields required and fields allowed (required ⊆ allowed). */
 static const uint32_t type_required[DTPROTO_TYPE_MAX + 1] = {
     [DTPROTO_HELLO] = B (DTPROTO_T_RANK) | B (DTPROTO_T_PID),
-    [DTPROTO_SHARD] = B (DTPROTO_T_STEP) | B (DTPROTO_T_PATH) | B (DTPROTO_T_BYTES)
-                      | B (DTPROTO_T_CRC32C),
+    [DTPROTO_SHARD] = B (DTPROTO_T_STEP) | B (DTPROTO_T_PATH) | B (DTPROTO_T_BYTES) |
+                      B (DTPROTO_T_CRC32C),
     [DTPROTO_SHARD_FAILED] = B (DTPROTO_T_STEP) | B (DTPROTO_T_TEXT),
     [DTPROTO_RESULT] = B (DTPROTO_T_JSON),
     [DTPROTO_KV_SET] = B (DTPROTO_T_KEY) | B (DTPROTO_T_VALUE),
@@ -111,15 +111,15 @@ static const uint32_t type_optional[DTPROTO_TYPE_MAX + 1] = {
     [DTPROTO_REPLY] = B (DTPROTO_T_TEXT) | B (DTPROTO_T_VALUE),
 };
 
-int dtproto_header_decode (const uint8_t *hdr, int *type, uint32_t *len,
-                           char *err, size_t errlen)
+int dtproto_header_decode (const uint8_t *hdr, int *type, uint32_t *len, char *err,
+                           size_t errlen)
 {
     if (memcmp (hdr, "DTC", 3) != 0)
-        return fail (err, errlen, "bad magic %02x%02x%02x (not a dtclient frame)",
-                     hdr[0], hdr[1], hdr[2]);
+        return fail (err, errlen, "bad magic %02x%02x%02x (not a dtclient frame)", hdr[0],
+                     hdr[1], hdr[2]);
     if (hdr[3] != DTPROTO_VERSION)
-        return fail (err, errlen, "protocol version %u not supported (want %u)",
-                     hdr[3], DTPROTO_VERSION);
+        return fail (err, errlen, "protocol version %u not supported (want %u)", hdr[3],
+                     DTPROTO_VERSION);
     int t = get16 (hdr + 4);
     if (t < 1 || t > DTPROTO_TYPE_MAX)
         return fail (err, errlen, "unknown message type %d", t);
@@ -141,8 +141,9 @@ int dtproto_key_valid (const char *key, size_t len)
         return 0;
     for (size_t i = 0; i < len; i++) {
         char c = key[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-              || c == '_' || c == '.' || c == ':' || c == '/' || c == '-'))
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' || c == '/' ||
+              c == '-'))
             return 0;
     }
     return 1;
@@ -185,7 +186,8 @@ int dtproto_decode (int type, const uint8_t *payload, size_t len, struct dtproto
                 return fail (err, errlen, "%s.%s: integer field of %u bytes (want 8)",
                              type_name (type), tag_name (tag), n);
             m->i[tag] = (int64_t)get64 (v);
-        } else {
+        }
+        else {
             if (n > tag_max[tag])
                 return fail (err, errlen, "%s.%s: %u bytes exceeds the limit of %zu",
                              type_name (type), tag_name (tag), n, tag_max[tag]);
@@ -201,16 +203,16 @@ int dtproto_decode (int type, const uint8_t *payload, size_t len, struct dtproto
     if (missing) {
         for (int t = 1; t <= DTPROTO_TAG_MAX; t++)
             if (missing & B (t))
-                return fail (err, errlen, "%s.%s: required field missing", type_name (type),
-                             tag_name (t));
+                return fail (err, errlen, "%s.%s: required field missing",
+                             type_name (type), tag_name (t));
     }
     /* Range checks of the int fields that have a meaning. */
-    if (dtproto_has (m, DTPROTO_T_RANK) && (m->i[DTPROTO_T_RANK] < 0
-                                            || m->i[DTPROTO_T_RANK] > INT32_MAX))
+    if (dtproto_has (m, DTPROTO_T_RANK) &&
+        (m->i[DTPROTO_T_RANK] < 0 || m->i[DTPROTO_T_RANK] > INT32_MAX))
         return fail (err, errlen, "%s.rank: %lld out of range", type_name (type),
                      (long long)m->i[DTPROTO_T_RANK]);
-    if (dtproto_has (m, DTPROTO_T_PID) && (m->i[DTPROTO_T_PID] <= 0
-                                           || m->i[DTPROTO_T_PID] > INT32_MAX))
+    if (dtproto_has (m, DTPROTO_T_PID) &&
+        (m->i[DTPROTO_T_PID] <= 0 || m->i[DTPROTO_T_PID] > INT32_MAX))
         return fail (err, errlen, "%s.pid: %lld out of range", type_name (type),
                      (long long)m->i[DTPROTO_T_PID]);
     if (dtproto_has (m, DTPROTO_T_STEP) && m->i[DTPROTO_T_STEP] < 0)
@@ -219,17 +221,18 @@ int dtproto_decode (int type, const uint8_t *payload, size_t len, struct dtproto
     if (dtproto_has (m, DTPROTO_T_BYTES) && m->i[DTPROTO_T_BYTES] < 0)
         return fail (err, errlen, "%s.bytes: %lld is negative", type_name (type),
                      (long long)m->i[DTPROTO_T_BYTES]);
-    if (dtproto_has (m, DTPROTO_T_CRC32C) && (m->i[DTPROTO_T_CRC32C] < 0
-                                              || m->i[DTPROTO_T_CRC32C] > 0xffffffffLL))
-        return fail (err, errlen, "%s.crc32c: %lld is not a 32-bit value", type_name (type),
-                     (long long)m->i[DTPROTO_T_CRC32C]);
-    if (dtproto_has (m, DTPROTO_T_JIT) && m->i[DTPROTO_T_JIT] != 0 && m->i[DTPROTO_T_JIT] != 1)
+    if (dtproto_has (m, DTPROTO_T_CRC32C) &&
+        (m->i[DTPROTO_T_CRC32C] < 0 || m->i[DTPROTO_T_CRC32C] > 0xffffffffLL))
+        return fail (err, errlen, "%s.crc32c: %lld is not a 32-bit value",
+                     type_name (type), (long long)m->i[DTPROTO_T_CRC32C]);
+    if (dtproto_has (m, DTPROTO_T_JIT) && m->i[DTPROTO_T_JIT] != 0 &&
+        m->i[DTPROTO_T_JIT] != 1)
         return fail (err, errlen, "%s.jit: %lld is not 0 or 1", type_name (type),
                      (long long)m->i[DTPROTO_T_JIT]);
     if (dtproto_has (m, DTPROTO_T_PATH) && m->slen[DTPROTO_T_PATH] == 0)
         return fail (err, errlen, "%s.path: empty", type_name (type));
-    if (dtproto_has (m, DTPROTO_T_KEY)
-        && !dtproto_key_valid ((const char *)m->s[DTPROTO_T_KEY], m->slen[DTPROTO_T_KEY]))
+    if (dtproto_has (m, DTPROTO_T_KEY) &&
+        !dtproto_key_valid ((const char *)m->s[DTPROTO_T_KEY], m->slen[DTPROTO_T_KEY]))
         return fail (err, errlen, "%s.key: not a valid key ([A-Za-z0-9_.:/-]{1,200})",
                      type_name (type));
     if (dtproto_has (m, DTPROTO_T_JSON)) {

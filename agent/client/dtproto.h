@@ -48,18 +48,18 @@ enum dtproto_type {
 };
 
 enum dtproto_tag {
-    DTPROTO_T_RANK = 1,   /* int */
-    DTPROTO_T_PID = 2,    /* int */
-    DTPROTO_T_STEP = 3,   /* int */
-    DTPROTO_T_PATH = 4,   /* string */
-    DTPROTO_T_BYTES = 5,  /* int, >= 0 */
-    DTPROTO_T_CRC32C = 6, /* int, 0 .. 2^32-1 */
-    DTPROTO_T_TEXT = 7,   /* string */
-    DTPROTO_T_KEY = 8,    /* string [A-Za-z0-9_.:/-]{1,200} */
-    DTPROTO_T_VALUE = 9,  /* bytes, <= 64 KiB */
-    DTPROTO_T_STATUS = 10,/* int, a dtclient_err_t */
-    DTPROTO_T_JSON = 11,  /* string, a JSON object as text */
-    DTPROTO_T_JIT = 12,   /* int, 0 or 1: a just-in-time checkpoint shard */
+    DTPROTO_T_RANK = 1,    /* int */
+    DTPROTO_T_PID = 2,     /* int */
+    DTPROTO_T_STEP = 3,    /* int */
+    DTPROTO_T_PATH = 4,    /* string */
+    DTPROTO_T_BYTES = 5,   /* int, >= 0 */
+    DTPROTO_T_CRC32C = 6,  /* int, 0 .. 2^32-1 */
+    DTPROTO_T_TEXT = 7,    /* string */
+    DTPROTO_T_KEY = 8,     /* string [A-Za-z0-9_.:/-]{1,200} */
+    DTPROTO_T_VALUE = 9,   /* bytes, <= 64 KiB */
+    DTPROTO_T_STATUS = 10, /* int, a dtclient_err_t */
+    DTPROTO_T_JSON = 11,   /* string, a JSON object as text */
+    DTPROTO_T_JIT = 12,    /* int, 0 or 1: a just-in-time checkpoint shard */
     DTPROTO_TAG_MAX = 12,
 };
 
@@ -67,9 +67,9 @@ enum dtproto_tag {
  * decoded (borrowed: valid while that buffer is). */
 struct dtproto_msg {
     int type;
-    uint32_t present;                        /* bit (1 << tag) per field seen */
-    int64_t i[DTPROTO_TAG_MAX + 1];          /* int fields */
-    const uint8_t *s[DTPROTO_TAG_MAX + 1];   /* string/bytes fields */
+    uint32_t present;                      /* bit (1 << tag) per field seen */
+    int64_t i[DTPROTO_TAG_MAX + 1];        /* int fields */
+    const uint8_t *s[DTPROTO_TAG_MAX + 1]; /* string/bytes fields */
     size_t slen[DTPROTO_TAG_MAX + 1];
 };
 
@@ -82,25 +82,25 @@ static inline int dtproto_has (const struct dtproto_msg *m, int tag)
  * zero flags, length within bounds.  0 with *type and *len set, or -1 with a
  * one-line reason in err (errlen may be 0).  After a bad header the stream
  * is out of sync: the connection must be closed. */
-int dtproto_header_decode (const uint8_t *hdr, int *type, uint32_t *len,
-                           char *err, size_t errlen);
+int dtproto_header_decode (const uint8_t *hdr, int *type, uint32_t *len, char *err,
+                           size_t errlen);
 
 /* Decode and validate the payload of a message of 'type': every field is
  * complete, no tag repeats, int fields are 8 bytes and in range, strings
  * have no NUL and are within their limits, required fields are present and
  * no field foreign to the type appears.  0, or -1 with err. */
-int dtproto_decode (int type, const uint8_t *payload, size_t len,
-                    struct dtproto_msg *m, char *err, size_t errlen);
+int dtproto_decode (int type, const uint8_t *payload, size_t len, struct dtproto_msg *m,
+                    char *err, size_t errlen);
 
 /* Whether 'key' (len bytes) is a valid kv key. */
 int dtproto_key_valid (const char *key, size_t len);
 
 /* A growable encode buffer. */
 struct dtproto_buf {
-    uint8_t *data;       /* new, owned by the buf; free with dtproto_buf_free */
+    uint8_t *data; /* new, owned by the buf; free with dtproto_buf_free */
     size_t len;
     size_t cap;
-    int failed;          /* an append ran out of memory or over the limit */
+    int failed; /* an append ran out of memory or over the limit */
 };
 
 /* Start a frame of 'type' in b (reset first).  The appends may be chained;
@@ -119,7 +119,7 @@ void dtproto_buf_free (struct dtproto_buf *b);
  * even again; a reader retries while seq is odd or changed under it.  The
  * trainer writes 'report', the agent writes 'cmd'; each side only reads the
  * other's half, so neither needs a lock or a system call. */
-#define DTSHM_MAGIC 0x4d485344u  /* "DSHM" */
+#define DTSHM_MAGIC 0x4d485344u /* "DSHM" */
 #define DTSHM_SIZE 4096
 
 struct dtshm_report {
@@ -129,7 +129,7 @@ struct dtshm_report {
     int64_t samples;
     double compute_ms;
     double comm_ms;
-    int64_t nreports;     /* count of dtclient_step calls */
+    int64_t nreports; /* count of dtclient_step calls */
     int32_t busy;
     /* Threads of the rank now inside a collective (blocked on its peers,
      * not hung themselves).  Not under the seqlock: several threads of a
@@ -140,15 +140,15 @@ struct dtshm_report {
 
 struct dtshm_cmd {
     uint64_t seq;
-    uint64_t cmd_seq;     /* increases with each new command */
-    int32_t kind;         /* dtclient_cmd_kind_t */
+    uint64_t cmd_seq; /* increases with each new command */
+    int32_t kind;     /* dtclient_cmd_kind_t */
     int32_t pad;
     int64_t step;
 };
 
 struct dtshm_page {
     uint32_t magic;
-    uint32_t version;     /* DTPROTO_VERSION */
+    uint32_t version; /* DTPROTO_VERSION */
     int32_t rank;
     int32_t pad;
     char pad1[64 - 16];
@@ -157,12 +157,12 @@ struct dtshm_page {
 };
 
 /* The Python module hard-codes these offsets (agent/client/python/dtclient.py). */
-_Static_assert (offsetof (struct dtshm_page, report) == 64, "report at 64");
-_Static_assert (offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
-_Static_assert (offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");
-_Static_assert (offsetof (struct dtshm_report, waiting) == 60, "report.waiting at 64+60");
-_Static_assert (offsetof (struct dtshm_cmd, step) == 24, "cmd.step at 128+24");
-_Static_assert (sizeof (struct dtshm_page) <= DTSHM_SIZE, "page fits");
+_Static_assert(offsetof (struct dtshm_page, report) == 64, "report at 64");
+_Static_assert(offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
+_Static_assert(offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");
+_Static_assert(offsetof (struct dtshm_report, waiting) == 60, "report.waiting at 64+60");
+_Static_assert(offsetof (struct dtshm_cmd, step) == 24, "cmd.step at 128+24");
+_Static_assert(sizeof (struct dtshm_page) <= DTSHM_SIZE, "page fits");
 
 /* Seqlock read of the report / cmd half (spins while a write is in flight;
  * writes are a few stores long).  Used by the agent for reports and by the

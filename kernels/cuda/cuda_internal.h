@@ -20,26 +20,26 @@ int colsum_add (int M, int N, const float *g, float *db);
 /* Fill the transformer entries of ops (tfm.cu). */
 void dt_cuda_tfm_install (struct dt_kern_ops *ops);
 
-#define CK(call)                                                              \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) {                                              \
-            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),      \
-                      "%s: %s (%d)", #call, cudaGetErrorString (e_), (int)e_); \
-            return -1;                                                        \
-        }                                                                     \
+#define CK(call)                                                                         \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error), "%s: %s (%d)",  \
+                      #call, cudaGetErrorString (e_), (int)e_);                          \
+            return -1;                                                                   \
+        }                                                                                \
     } while (0)
 
 #define CKLAUNCH(name) CK (cudaGetLastError ())
 
-#define CKB(call)                                                             \
-    do {                                                                      \
-        cublasStatus_t s_ = (call);                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
-            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),      \
-                      "%s: cuBLAS status %d", #call, (int)s_);                \
-            return -1;                                                        \
-        }                                                                     \
+#define CKB(call)                                                                        \
+    do {                                                                                 \
+        cublasStatus_t s_ = (call);                                                      \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                               \
+            snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),                 \
+                      "%s: cuBLAS status %d", #call, (int)s_);                           \
+            return -1;                                                                   \
+        }                                                                                \
     } while (0)
 
 #endif

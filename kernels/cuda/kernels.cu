@@ -1,4 +1,5 @@
-/* kernels.cu: the CUDA backend of the kernels - cuBLAS for GEMM, own kernels for the rest.
+/* kernels.cu: the CUDA backend of the kernels - cuBLAS for GEMM, own kernels for the
+ * rest.
  *
  * Every reduction uses a fixed launch shape and a fixed tree (no atomics),
  * so results are bit-identical from run to run on one GPU model.  Every
@@ -44,8 +45,8 @@ static void *cu_alloc (size_t bytes)
     }
     e = cudaMemset (p, 0, bytes);
     if (e != cudaSuccess) {
-        snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error),
-                  "cudaMemset: %s", cudaGetErrorString (e));
+        snprintf (cuda_ops.last_error, sizeof (cuda_ops.last_error), "cudaMemset: %s",
+                  cudaGetErrorString (e));
         cudaFree (p);
         return NULL;
     }
@@ -89,13 +90,12 @@ static int cu_sync (void)
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
-static int cu_sgemm (int ta, int tb, int M, int N, int K, float alpha,
-                     const float *A, int lda, const float *B, int ldb,
-                     float beta, float *C, int ldc)
+static int cu_sgemm (int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     CKB (cublasSgemm (cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb,
-                      A, lda, &beta, C, ldc));
+                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A, lda,
+                      &beta, C, ldc));
     return 0;
 }
 
@@ -135,7 +135,8 @@ __device__ static float d_gelu_grad (float x)
     return 0.5f * (1.0f + t) + 0.5f * x * dt;
 }
 
-__global__ static void k_bias_gelu_fwd (size_t n, int N, float *u, const float *b, float *y)
+__global__ static void k_bias_gelu_fwd (size_t n, int N, float *u, const float *b,
+                                        float *y)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -222,8 +223,8 @@ __global__ static void k_gelu_bwd (size_t n, const float *u, const float *dy, fl
         du[i] = dy[i] * d_gelu_grad (u[i]);
 }
 
-static int cu_bias_gelu_bwd (int M, int N, const float *u, const float *dy,
-                             float *du, float *db)
+static int cu_bias_gelu_bwd (int M, int N, const float *u, const float *dy, float *du,
+                             float *db)
 {
     size_t n = (size_t)M * N;
     if (n == 0)
@@ -255,8 +256,8 @@ static int cu_bias_bwd (int M, int N, const float *dz, float *db)
     return colsum_add (M, N, dz, db);
 }
 
-__global__ static void k_embed_fwd (size_t n, int E, const uint8_t *tok,
-                                    const float *emb, float *x)
+__global__ static void k_embed_fwd (size_t n, int E, const uint8_t *tok, const float *emb,
+                                    float *x)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -266,8 +267,8 @@ __global__ static void k_embed_fwd (size_t n, int E, const uint8_t *tok,
     }
 }
 
-static int cu_embed_fwd (int B, int C, int E, const uint8_t *tok,
-                         const float *emb, float *x)
+static int cu_embed_fwd (int B, int C, int E, const uint8_t *tok, const float *emb,
+                         float *x)
 {
     size_t n = (size_t)B * C * E;
     if (n == 0)
@@ -279,8 +280,8 @@ static int cu_embed_fwd (int B, int C, int E, const uint8_t *tok,
 
 /* Block v, threads over e: each (v, e) sums its positions in order, so the
  * scatter-add is deterministic without atomics. */
-__global__ static void k_embed_bwd (int npos, int E, const uint8_t *tok,
-                                    const float *dx, float *demb)
+__global__ static void k_embed_bwd (int npos, int E, const uint8_t *tok, const float *dx,
+                                    float *demb)
 {
     int v = blockIdx.x;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -292,10 +293,10 @@ __global__ static void k_embed_bwd (int npos, int E, const uint8_t *tok,
     }
 }
 
-static int cu_embed_bwd (int B, int C, int E, const uint8_t *tok,
-                         const float *dx, float *demb)
+static int cu_embed_bwd (int B, int C, int E, const uint8_t *tok, const float *dx,
+                         float *demb)
 {
-    k_embed_bwd<<<256, E < 256 ? 32 * ((E + 31) / 32) : 256>>> (B * C, E, tok, dx, demb);
+    k_embed_bwd < <<256, E<256 ? 32 * ((E + 31) / 32) : 256>>> (B * C, E, tok, dx, demb);
     CKLAUNCH (embed_bwd);
     return 0;
 }
@@ -433,14 +434,14 @@ __global__ static void k_adamw (size_t n, float *p, const float *g, float *m, fl
     }
 }
 
-static int cu_adamw (size_t n, float *p, const float *g, float *m, float *v,
-                     float lr, float b1, float b2, float eps, float wd,
-                     float bc1, float bc2, float gscale)
+static int cu_adamw (size_t n, float *p, const float *g, float *m, float *v, float lr,
+                     float b1, float b2, float eps, float wd, float bc1, float bc2,
+                     float gscale)
 {
     if (n == 0)
         return 0;
-    k_adamw<<<grid_for (n, 256), 256>>> (n, p, g, m, v, lr, b1, b2, eps, wd,
-                                         1.0f / bc1, 1.0f / bc2, gscale);
+    k_adamw<<<grid_for (n, 256), 256>>> (n, p, g, m, v, lr, b1, b2, eps, wd, 1.0f / bc1,
+                                         1.0f / bc2, gscale);
     CKLAUNCH (adamw);
     return 0;
 }
@@ -470,10 +471,12 @@ extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
                 /* Two ranks on one GPU would both use it, and NCCL refuses
                  * a communicator with two ranks on one device: say so
                  * now, naming the counts. */
-                snprintf (probe_why, sizeof (probe_why), "LOCAL_RANK=%d but this node has %d "
-                          "CUDA device%s (one GPU per local rank: start at most %d rank%s "
-                          "per node, or use --backend cpu)", dev, n, n == 1 ? "" : "s", n,
-                          n == 1 ? "" : "s");
+                snprintf (
+                  probe_why, sizeof (probe_why),
+                  "LOCAL_RANK=%d but this node has %d "
+                  "CUDA device%s (one GPU per local rank: start at most %d rank%s "
+                  "per node, or use --backend cpu)",
+                  dev, n, n == 1 ? "" : "s", n, n == 1 ? "" : "s");
                 fatal = 1;
                 goto out;
             }
@@ -485,7 +488,8 @@ extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
             }
             cublasStatus_t s = cublasCreate (&cublas);
             if (s != CUBLAS_STATUS_SUCCESS)
-                snprintf (probe_why, sizeof (probe_why), "cublasCreate: status %d", (int)s);
+                snprintf (probe_why, sizeof (probe_why), "cublasCreate: status %d",
+                          (int)s);
             else {
                 usable = 1;
                 cuda_ops.name = "cuda";

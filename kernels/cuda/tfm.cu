@@ -1,4 +1,5 @@
-/* tfm.cu: the CUDA backend's transformer kernels - LayerNorm, causal attention, embeddings.
+/* tfm.cu: the CUDA backend's transformer kernels - LayerNorm, causal attention,
+ * embeddings.
  *
  * Attention is the simple path: per head, cuBLAS strided batched GEMMs over
  * the samples on strided views of the packed q|k|v rows, the full
@@ -13,7 +14,7 @@
 
 #include "kernels/cuda/cuda_internal.h"
 
-#define ROWS_PER_BLOCK 4        /* one warp per row */
+#define ROWS_PER_BLOCK 4 /* one warp per row */
 
 __device__ static float warp_sum (float v)
 {
@@ -53,8 +54,8 @@ static int scratch_reserve (size_t n)
 
 /* ---- LayerNorm ---- */
 
-__global__ static void k_ln_fwd (int M, int N, const float *x, const float *g, const float *b,
-                                 float *y, float *mean, float *rstd)
+__global__ static void k_ln_fwd (int M, int N, const float *x, const float *g,
+                                 const float *b, float *y, float *mean, float *rstd)
 {
     int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= M)
@@ -85,8 +86,9 @@ static int cu_layernorm_fwd (int M, int N, const float *x, const float *g, const
     return 0;
 }
 
-__global__ static void k_ln_bwd (int M, int N, const float *x, const float *g, const float *mean,
-                                 const float *rstd, const float *dy, float *dx, float *dyxh)
+__global__ static void k_ln_bwd (int M, int N, const float *x, const float *g,
+                                 const float *mean, const float *rstd, const float *dy,
+                                 float *dx, float *dyxh)
 {
     int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= M)
@@ -106,15 +108,16 @@ __global__ static void k_ln_bwd (int M, int N, const float *x, const float *g, c
     }
 }
 
-static int cu_layernorm_bwd (int M, int N, const float *x, const float *g, const float *mean,
-                             const float *rstd, const float *dy, float *dx, float *dg,
-                             float *db)
+static int cu_layernorm_bwd (int M, int N, const float *x, const float *g,
+                             const float *mean, const float *rstd, const float *dy,
+                             float *dx, float *dg, float *db)
 {
     if (M <= 0)
         return 0;
     if (scratch_reserve ((size_t)M * N) < 0)
         return -1;
-    k_ln_bwd<<<row_blocks (M), 32 * ROWS_PER_BLOCK>>> (M, N, x, g, mean, rstd, dy, dx, scratch);
+    k_ln_bwd<<<row_blocks (M), 32 * ROWS_PER_BLOCK>>> (M, N, x, g, mean, rstd, dy, dx,
+                                                       scratch);
     CKLAUNCH (ln_bwd);
     if (colsum_add (M, N, scratch, dg) < 0 || colsum_add (M, N, dy, db) < 0)
         return -1;
@@ -141,15 +144,15 @@ static int cu_embed_pos_fwd (int B, int T, int E, const uint8_t *tok, const floa
     if (n == 0)
         return 0;
     size_t g = (n + 255) / 256;
-    k_embed_pos_fwd<<<(unsigned)(g > 65535u * 16u ? 65535u * 16u : g), 256>>> (n, T, E, tok,
-                                                                            wte, wpe, x);
+    k_embed_pos_fwd<<<(unsigned)(g > 65535u * 16u ? 65535u * 16u : g), 256>>> (
+      n, T, E, tok, wte, wpe, x);
     CKLAUNCH (embed_pos_fwd);
     return 0;
 }
 
 /* Block v, threads over e: each (v, e) sums its positions in order. */
-__global__ static void k_embed_tok_bwd (int npos, int E, const uint8_t *tok, const float *dx,
-                                        float *dwte)
+__global__ static void k_embed_tok_bwd (int npos, int E, const uint8_t *tok,
+                                        const float *dx, float *dwte)
 {
     int v = blockIdx.x;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -179,7 +182,8 @@ static int cu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const floa
 {
     if ((size_t)B * T * E == 0)
         return 0;
-    k_embed_tok_bwd<<<256, E < 256 ? 32 * ((E + 31) / 32) : 256>>> (B * T, E, tok, dx, dwte);
+    k_embed_tok_bwd < <<256, E<256 ? 32 * ((E + 31) / 32) : 256>>> (B * T, E, tok, dx,
+                                                                    dwte);
     CKLAUNCH (embed_tok_bwd);
     k_embed_pos_bwd<<<(unsigned)(((size_t)T * E + 255) / 256), 256>>> (B, T, E, dx, dwpe);
     CKLAUNCH (embed_pos_bwd);
@@ -190,13 +194,13 @@ static int cu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const floa
 
 /* Row-major C = op(A) op(B) for 'batch' matrices at fixed strides
  * (column-major C^T = op(B)^T op(A)^T, as cu_sgemm). */
-static int gemm_sb (int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                    long long sA, const float *B, int ldb, long long sB, float beta, float *C,
-                    int ldc, long long sC, int batch)
+static int gemm_sb (int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                    int lda, long long sA, const float *B, int ldb, long long sB,
+                    float beta, float *C, int ldc, long long sC, int batch)
 {
     CKB (cublasSgemmStridedBatched (cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, sB,
-                                    A, lda, sA, &beta, C, ldc, sC, batch));
+                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
+                                    ldb, sB, A, lda, sA, &beta, C, ldc, sC, batch));
     return 0;
 }
 
@@ -226,7 +230,8 @@ __global__ static void k_causal_softmax (size_t rows, int T, float *S)
 }
 
 /* dS = P .* (dP - rowsum(P .* dP)) on the causal part, 0 above it. */
-__global__ static void k_causal_softmax_bwd (size_t rows, int T, const float *P, float *dP)
+__global__ static void k_causal_softmax_bwd (size_t rows, int T, const float *P,
+                                             float *dP)
 {
     size_t r = blockIdx.x * (size_t)ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
@@ -243,7 +248,8 @@ __global__ static void k_causal_softmax_bwd (size_t rows, int T, const float *P,
         d[j] = j <= i ? p[j] * (d[j] - s) : 0.0f;
 }
 
-static int cu_attn_fwd (int B, int T, int NH, int D, const float *qkv, float *att, float *out)
+static int cu_attn_fwd (int B, int T, int NH, int D, const float *qkv, float *att,
+                        float *out)
 {
     int E = NH * D, E3 = 3 * E;
     long long sq = (long long)T * E3, sa = (long long)NH * T * T, so = (long long)T * E;
@@ -253,8 +259,8 @@ static int cu_attn_fwd (int B, int T, int NH, int D, const float *qkv, float *at
         return 0;
     for (int h = 0; h < NH; h++) {
         const float *q = qkv + (size_t)h * D;
-        if (gemm_sb (0, 1, T, T, D, scale, q, E3, sq, q + E, E3, sq, 0.0f, att + (size_t)h * T * T,
-                     T, sa, B) < 0)
+        if (gemm_sb (0, 1, T, T, D, scale, q, E3, sq, q + E, E3, sq, 0.0f,
+                     att + (size_t)h * T * T, T, sa, B) < 0)
             return -1;
     }
     k_causal_softmax<<<row_blocks (rows), 32 * ROWS_PER_BLOCK>>> (rows, T, att);
@@ -281,10 +287,10 @@ static int cu_attn_bwd (int B, int T, int NH, int D, const float *qkv, const flo
         const float *v = qkv + (size_t)h * D + 2 * E, *dO = dout + (size_t)h * D;
         const float *P = att + (size_t)h * T * T;
         /* dP = dO v^T; dv = P^T dO */
-        if (gemm_sb (0, 1, T, T, D, 1.0f, dO, E, so, v, E3, sq, 0.0f, work + (size_t)h * T * T, T,
-                     sa, B) < 0
-            || gemm_sb (1, 0, T, D, T, 1.0f, P, T, sa, dO, E, so, 0.0f,
-                        dqkv + (size_t)h * D + 2 * E, E3, sq, B) < 0)
+        if (gemm_sb (0, 1, T, T, D, 1.0f, dO, E, so, v, E3, sq, 0.0f,
+                     work + (size_t)h * T * T, T, sa, B) < 0 ||
+            gemm_sb (1, 0, T, D, T, 1.0f, P, T, sa, dO, E, so, 0.0f,
+                     dqkv + (size_t)h * D + 2 * E, E3, sq, B) < 0)
             return -1;
     }
     k_causal_softmax_bwd<<<row_blocks (rows), 32 * ROWS_PER_BLOCK>>> (rows, T, att, work);
@@ -292,10 +298,10 @@ static int cu_attn_bwd (int B, int T, int NH, int D, const float *qkv, const flo
     for (int h = 0; h < NH; h++) {
         const float *q = qkv + (size_t)h * D, *dS = work + (size_t)h * T * T;
         /* dq = scale dS k; dk = scale dS^T q */
-        if (gemm_sb (0, 0, T, D, T, scale, dS, T, sa, q + E, E3, sq, 0.0f, dqkv + (size_t)h * D,
-                     E3, sq, B) < 0
-            || gemm_sb (1, 0, T, D, T, scale, dS, T, sa, q, E3, sq, 0.0f,
-                        dqkv + (size_t)h * D + E, E3, sq, B) < 0)
+        if (gemm_sb (0, 0, T, D, T, scale, dS, T, sa, q + E, E3, sq, 0.0f,
+                     dqkv + (size_t)h * D, E3, sq, B) < 0 ||
+            gemm_sb (1, 0, T, D, T, scale, dS, T, sa, q, E3, sq, 0.0f,
+                     dqkv + (size_t)h * D + E, E3, sq, B) < 0)
             return -1;
     }
     return 0;

@@ -7,22 +7,22 @@
 
 #include "orchestrator/cli/cmd.h"
 
-#define COMMON_HELP \
-    "      --json             print the answer's data as JSON\n" \
-    "      --controller URL   controller to talk to (default: $DTCTL_CONTROLLER,\n" \
-    "                         the config file, or " CTL_DEFAULT_URL ")\n" \
+#define COMMON_HELP                                                                      \
+    "      --json             print the answer's data as JSON\n"                         \
+    "      --controller URL   controller to talk to (default: $DTCTL_CONTROLLER,\n"      \
+    "                         the config file, or " CTL_DEFAULT_URL ")\n"                \
     "  -h, --help             show this help\n"
 
 const struct cmd dtctl_cmds[] = {
-    { "submit", cmd_submit,
-      "[OPTIONS] [JOB.json|-] [-- COMMAND [ARGS...]]",
+    { "submit", cmd_submit, "[OPTIONS] [JOB.json|-] [-- COMMAND [ARGS...]]",
       "submit a job from a JSON spec and/or flags; print its id",
       "  -J, --name NAME            job name\n"
       "  -N, --nodes N              nodes that run ranks\n"
       "      --spare-nodes N        idle spare nodes kept in the allocation\n"
       "  -n, --ranks-per-node N     trainer processes per node\n"
       "  -p, --partition NAME       Slurm partition\n"
-      "  -t, --time-limit TIME      time limit as sbatch: a bare number is minutes; MM:SS,\n"
+      "  -t, --time-limit TIME      time limit as sbatch: a bare number is minutes; "
+      "MM:SS,\n"
       "                             HH:MM:SS, D-HH[:MM[:SS]], or 90s, 2h, 1d\n"
       "  -D, --workdir DIR          working directory (default: the current one)\n"
       "  -e, --env KEY=VALUE        environment for the trainers (repeatable)\n"
@@ -35,22 +35,20 @@ const struct cmd dtctl_cmds[] = {
       "Flags override the same fields of JOB.json; the trainer command follows '--'.\n" },
     { "list", cmd_list, "[--state STATE] [--user USER] [--name NAME]",
       "list jobs, newest first",
-      "  -s, --state STATE   pending, running, restarting, completed, failed or cancelled\n"
+      "  -s, --state STATE   pending, running, restarting, completed, failed or "
+      "cancelled\n"
       "  -u, --user USER     user name or uid\n"
       "      --name NAME     job name\n"
       "      --limit N       at most N jobs\n" },
     { "show", cmd_show, "JOB",
-      "show a job: attempts, failures, checkpoints, stragglers, result, provenance",
-      "" },
+      "show a job: attempts, failures, checkpoints, stragglers, result, provenance", "" },
     { "history", cmd_history, "[--user USER] [--state STATE] [--limit N]",
       "all attempts of all jobs, newest first, with their causes",
       "  -u, --user USER     only jobs of USER\n"
       "  -s, --state STATE   only jobs in STATE\n"
       "      --limit N       look at the N newest jobs (default 100)\n" },
-    { "events", cmd_events, "JOB",
-      "the events of a job, oldest first", "" },
-    { "cancel", cmd_cancel, "JOB",
-      "cancel a job (its owner or an admin)", "" },
+    { "events", cmd_events, "JOB", "the events of a job, oldest first", "" },
+    { "cancel", cmd_cancel, "JOB", "cancel a job (its owner or an admin)", "" },
     { "resubmit", cmd_resubmit, "JOB [--exclude NODES] [--from-scratch]",
       "start a failed or cancelled job again from its last committed checkpoint",
       "  -x, --exclude NODES   comma-separated nodes never to use for this job\n"
@@ -58,7 +56,8 @@ const struct cmd dtctl_cmds[] = {
     { "checkpoint", cmd_checkpoint, "JOB",
       "ask a running job to checkpoint now; print the step", "" },
     { "nodes", cmd_nodes, "[NODE [--limit N] | clear NODE | suspect NODE]",
-      "node health: all nodes, one NODE's failure history, 'clear NODE' or 'suspect NODE' "
+      "node health: all nodes, one NODE's failure history, 'clear NODE' or 'suspect "
+      "NODE' "
       "(admins)",
       "      --limit N   at most N history rows of NODE (default 100)\n" },
     { "watch", cmd_watch, "JOB [--interval TIME] [--count N]",
@@ -80,8 +79,8 @@ const struct cmd *cmd_lookup (const char *name)
 
 void cmd_help (const struct cmd *cmd)
 {
-    printf ("Usage: dtctl %s %s\n%s.\n\nOptions:\n%s" COMMON_HELP,
-            cmd->name, cmd->args, cmd->summary, cmd->help);
+    printf ("Usage: dtctl %s %s\n%s.\n\nOptions:\n%s" COMMON_HELP, cmd->name, cmd->args,
+            cmd->summary, cmd->help);
 }
 
 void cmd_usage_error (const char *name, const char *fmt, ...)
@@ -104,30 +103,22 @@ int cmd_getopt (const struct cmd *cmd, struct ctl *ctl, int argc, char **argv,
     opterr = 0;
     while ((c = getopt_long (argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (c) {
-            case OPT_JSON:
-                ctl->json = true;
-                break;
-            case OPT_CONTROLLER:
-                ctl->controller_flag = optarg;
-                break;
-            case 'h':
-                cmd_help (cmd);
-                exit (CTL_EXIT_OK);
-            case '?':
-                if (optopt)
-                    cmd_usage_error (cmd->name, "unknown option '-%c'", optopt);
-                cmd_usage_error (cmd->name, "unknown option '%s'", argv[optind - 1]);
-            case ':':
-                cmd_usage_error (cmd->name, "option '%s' needs a value", argv[optind - 1]);
-            default:
-                return c;
+        case OPT_JSON: ctl->json = true; break;
+        case OPT_CONTROLLER: ctl->controller_flag = optarg; break;
+        case 'h': cmd_help (cmd); exit (CTL_EXIT_OK);
+        case '?':
+            if (optopt)
+                cmd_usage_error (cmd->name, "unknown option '-%c'", optopt);
+            cmd_usage_error (cmd->name, "unknown option '%s'", argv[optind - 1]);
+        case ':':
+            cmd_usage_error (cmd->name, "option '%s' needs a value", argv[optind - 1]);
+        default: return c;
         }
     }
     return -1;
 }
 
-void cmd_need_args (const struct cmd *cmd, int argc, char **argv, int n,
-                    const char *what)
+void cmd_need_args (const struct cmd *cmd, int argc, char **argv, int n, const char *what)
 {
     if (argc < n)
         cmd_usage_error (cmd->name, "missing %s", what);

@@ -15,9 +15,9 @@
 struct cmd {
     const char *name;
     int (*fn) (struct ctl *ctl, int argc, char **argv);
-    const char *args;           /* synopsis after the name */
-    const char *summary;        /* one line for dtctl --help */
-    const char *help;           /* option list for dtctl CMD --help */
+    const char *args;    /* synopsis after the name */
+    const char *summary; /* one line for dtctl --help */
+    const char *help;    /* option list for dtctl CMD --help */
 };
 
 /* The table, terminated by a zeroed entry (main.c walks it). */
@@ -30,15 +30,17 @@ void cmd_help (const struct cmd *cmd);
 /* Print "dtctl: NAME: msg" and "Try 'dtctl NAME --help'." on stderr and
  * exit 1. */
 void cmd_usage_error (const char *name, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3), noreturn));
+  __attribute__ ((format (printf, 2, 3), noreturn));
 
 /* Long options every command takes; use as the first entries of a
  * command's struct option array. */
 enum { OPT_JSON = 0x100, OPT_CONTROLLER, OPT_HELP, OPT_CMD_FIRST };
-#define CMD_COMMON_OPTS \
-    { "json", no_argument, NULL, OPT_JSON }, \
-    { "controller", required_argument, NULL, OPT_CONTROLLER }, \
-    { "help", no_argument, NULL, 'h' }
+#define CMD_COMMON_OPTS                                                                  \
+    { "json", no_argument, NULL, OPT_JSON },                                             \
+      { "controller", required_argument, NULL, OPT_CONTROLLER },                         \
+    {                                                                                    \
+        "help", no_argument, NULL, 'h'                                                   \
+    }
 
 /* Run getopt_long over argv and handle the common options.  Returns the
  * next command-specific option (like getopt_long) or -1 at the end; exits

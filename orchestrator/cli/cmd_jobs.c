@@ -23,7 +23,8 @@ static const char *job_arg (const struct cmd *cmd, int argc, char **argv)
     id = argv[0];
     errno = 0;
     if (strtoll (id, &end, 10) <= 0 || *end || errno)
-        cmd_usage_error (cmd->name, "JOB must be a job id (a positive integer), not '%s'", id);
+        cmd_usage_error (cmd->name, "JOB must be a job id (a positive integer), not '%s'",
+                         id);
     return id;
 }
 
@@ -36,8 +37,8 @@ static json_int_t int_arg (const struct cmd *cmd, const char *flag, const char *
     errno = 0;
     v = strtoll (s, &end, 10);
     if (end == s || *end || errno || v < min)
-        cmd_usage_error (cmd->name, "%s: expected an integer >= %lld, not '%s'",
-                         flag, (long long)min, s);
+        cmd_usage_error (cmd->name, "%s: expected an integer >= %lld, not '%s'", flag,
+                         (long long)min, s);
     return (json_int_t)v;
 }
 
@@ -78,16 +79,23 @@ static const char *user_of (const json_t *job, char *buf, size_t len)
 static bool job_ended (const json_t *job)
 {
     const char *s = json_string_value (jget (job, "state"));
-    return s && (!strcmp (s, "completed") || !strcmp (s, "failed")
-                 || !strcmp (s, "cancelled"));
+    return s && (!strcmp (s, "completed") || !strcmp (s, "failed") ||
+                 !strcmp (s, "cancelled"));
 }
 
 /* ---- submit ----------------------------------------------------------- */
 
 enum {
-    OPT_SPARE = OPT_CMD_FIRST, OPT_CKPT_DIR, OPT_CKPT_EVERY, OPT_CKPT_KEEP,
-    OPT_MAX_RESTARTS, OPT_MIN_NODES, OPT_STRAGGLER_ACTION, OPT_LIMIT,
-    OPT_NAME, OPT_FROM_SCRATCH,
+    OPT_SPARE = OPT_CMD_FIRST,
+    OPT_CKPT_DIR,
+    OPT_CKPT_EVERY,
+    OPT_CKPT_KEEP,
+    OPT_MAX_RESTARTS,
+    OPT_MIN_NODES,
+    OPT_STRAGGLER_ACTION,
+    OPT_LIMIT,
+    OPT_NAME,
+    OPT_FROM_SCRATCH,
 };
 
 static json_t *load_spec (const struct cmd *cmd, const char *path)
@@ -113,71 +121,70 @@ static json_t *load_spec (const struct cmd *cmd, const char *path)
 static void submit_flag (const struct cmd *cmd, json_t *flags, int c)
 {
     switch (c) {
-        case 'J':
-            json_object_set_new (flags, "name", json_string (optarg));
-            break;
-        case 'N':
-            json_object_set_new (flags, "nodes", json_integer (int_arg (cmd, "--nodes", optarg, 1)));
-            break;
-        case OPT_SPARE:
-            json_object_set_new (flags, "spare_nodes",
-                                 json_integer (int_arg (cmd, "--spare-nodes", optarg, 0)));
-            break;
-        case 'n':
-            json_object_set_new (flags, "ranks_per_node",
-                                 json_integer (int_arg (cmd, "--ranks-per-node", optarg, 1)));
-            break;
-        case 'p':
-            json_object_set_new (flags, "partition", json_string (optarg));
-            break;
-        case 't':
-            /* As sbatch: a bare number is minutes.  Anything else is passed
-             * as written: the controller parses Slurm's forms and units
-             * and names the field if it is wrong. */
-            if (*optarg && optarg[strspn (optarg, "0123456789")] == '\0'
-                && strlen (optarg) < 32) {
-                char m[40];
-                snprintf (m, sizeof (m), "%sm", optarg);
-                json_object_set_new (flags, "time_limit", json_string (m));
-            } else
-                json_object_set_new (flags, "time_limit", json_string (optarg));
-            break;
-        case 'D':
-            json_object_set_new (flags, "workdir", abs_path (optarg));
-            break;
-        case 'e': {
-            const char *eq = strchr (optarg, '=');
-            if (!eq || eq == optarg)
-                cmd_usage_error (cmd->name, "--env: expected KEY=VALUE, not '%s'", optarg);
-            json_t *env = sub_obj (cmd, flags, "env");
-            char *key = strndup (optarg, (size_t)(eq - optarg));
-            json_object_set_new (env, key, json_string (eq + 1));
-            free (key);
-            break;
+    case 'J': json_object_set_new (flags, "name", json_string (optarg)); break;
+    case 'N':
+        json_object_set_new (flags, "nodes",
+                             json_integer (int_arg (cmd, "--nodes", optarg, 1)));
+        break;
+    case OPT_SPARE:
+        json_object_set_new (flags, "spare_nodes",
+                             json_integer (int_arg (cmd, "--spare-nodes", optarg, 0)));
+        break;
+    case 'n':
+        json_object_set_new (flags, "ranks_per_node",
+                             json_integer (int_arg (cmd, "--ranks-per-node", optarg, 1)));
+        break;
+    case 'p': json_object_set_new (flags, "partition", json_string (optarg)); break;
+    case 't':
+        /* As sbatch: a bare number is minutes.  Anything else is passed
+         * as written: the controller parses Slurm's forms and units
+         * and names the field if it is wrong. */
+        if (*optarg && optarg[strspn (optarg, "0123456789")] == '\0' &&
+            strlen (optarg) < 32) {
+            char m[40];
+            snprintf (m, sizeof (m), "%sm", optarg);
+            json_object_set_new (flags, "time_limit", json_string (m));
         }
-        case OPT_CKPT_DIR:
-            json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "dir", abs_path (optarg));
-            break;
-        case OPT_CKPT_EVERY:
-            json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "every_steps",
-                                 json_integer (int_arg (cmd, "--checkpoint-every", optarg, 0)));
-            break;
-        case OPT_CKPT_KEEP:
-            json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "keep",
-                                 json_integer (int_arg (cmd, "--checkpoint-keep", optarg, 1)));
-            break;
-        case OPT_MAX_RESTARTS:
-            json_object_set_new (sub_obj (cmd, flags, "restart"), "max_restarts",
-                                 json_integer (int_arg (cmd, "--max-restarts", optarg, 0)));
-            break;
-        case OPT_MIN_NODES:
-            json_object_set_new (sub_obj (cmd, flags, "restart"), "min_nodes",
-                                 json_integer (int_arg (cmd, "--min-nodes", optarg, 1)));
-            break;
-        case OPT_STRAGGLER_ACTION:
-            json_object_set_new (sub_obj (cmd, flags, "straggler"), "action",
-                                 json_string (optarg));
-            break;
+        else
+            json_object_set_new (flags, "time_limit", json_string (optarg));
+        break;
+    case 'D': json_object_set_new (flags, "workdir", abs_path (optarg)); break;
+    case 'e': {
+        const char *eq = strchr (optarg, '=');
+        if (!eq || eq == optarg)
+            cmd_usage_error (cmd->name, "--env: expected KEY=VALUE, not '%s'", optarg);
+        json_t *env = sub_obj (cmd, flags, "env");
+        char *key = strndup (optarg, (size_t)(eq - optarg));
+        json_object_set_new (env, key, json_string (eq + 1));
+        free (key);
+        break;
+    }
+    case OPT_CKPT_DIR:
+        json_object_set_new (sub_obj (cmd, flags, "checkpoint"), "dir",
+                             abs_path (optarg));
+        break;
+    case OPT_CKPT_EVERY:
+        json_object_set_new (
+          sub_obj (cmd, flags, "checkpoint"), "every_steps",
+          json_integer (int_arg (cmd, "--checkpoint-every", optarg, 0)));
+        break;
+    case OPT_CKPT_KEEP:
+        json_object_set_new (
+          sub_obj (cmd, flags, "checkpoint"), "keep",
+          json_integer (int_arg (cmd, "--checkpoint-keep", optarg, 1)));
+        break;
+    case OPT_MAX_RESTARTS:
+        json_object_set_new (sub_obj (cmd, flags, "restart"), "max_restarts",
+                             json_integer (int_arg (cmd, "--max-restarts", optarg, 0)));
+        break;
+    case OPT_MIN_NODES:
+        json_object_set_new (sub_obj (cmd, flags, "restart"), "min_nodes",
+                             json_integer (int_arg (cmd, "--min-nodes", optarg, 1)));
+        break;
+    case OPT_STRAGGLER_ACTION:
+        json_object_set_new (sub_obj (cmd, flags, "straggler"), "action",
+                             json_string (optarg));
+        break;
     }
 }
 
@@ -202,7 +209,7 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     const struct cmd *cmd = cmd_lookup ("submit");
-    json_t *flags = json_object ();     /* fields set by flags, merged last */
+    json_t *flags = json_object (); /* fields set by flags, merged last */
     json_t *spec, *job, *cmdline = NULL;
     int nopt = argc;
     int c;
@@ -221,7 +228,8 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
         submit_flag (cmd, flags, c);
     }
     if (nopt - optind > 1)
-        cmd_usage_error (cmd->name, "unexpected argument '%s' (put the trainer command after '--')",
+        cmd_usage_error (cmd->name,
+                         "unexpected argument '%s' (put the trainer command after '--')",
                          argv[optind + 1]);
     spec = (optind < nopt) ? load_spec (cmd, argv[optind]) : json_object ();
 
@@ -229,7 +237,8 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
     {
         const char *key;
         json_t *v;
-        json_object_foreach (flags, key, v) {
+        json_object_foreach (flags, key, v)
+        {
             if (json_is_object (v))
                 json_object_update (sub_obj (cmd, spec, key), v);
             else
@@ -240,7 +249,7 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
         json_object_set_new (spec, "command", cmdline);
     if (!json_object_get (spec, "command"))
         cmd_usage_error (cmd->name, "no trainer command: give JOB.json with \"command\", "
-                         "or the command after '--'");
+                                    "or the command after '--'");
     /* Like sbatch: the job runs where it was submitted from unless told. */
     if (!json_object_get (spec, "workdir")) {
         char cwd[PATH_MAX];
@@ -298,13 +307,13 @@ int cmd_list (struct ctl *ctl, int argc, char **argv)
 
     while ((c = cmd_getopt (cmd, ctl, argc, argv, ":hs:u:", opts)) != -1) {
         switch (c) {
-            case 's': state = optarg; break;
-            case 'u': user = optarg; break;
-            case OPT_NAME: name = optarg; break;
-            case OPT_LIMIT:
-                int_arg (cmd, "--limit", optarg, 1);
-                limit = optarg;
-                break;
+        case 's': state = optarg; break;
+        case 'u': user = optarg; break;
+        case OPT_NAME: name = optarg; break;
+        case OPT_LIMIT:
+            int_arg (cmd, "--limit", optarg, 1);
+            limit = optarg;
+            break;
         }
     }
     cmd_need_args (cmd, argc - optind, argv + optind, 0, "");
@@ -320,8 +329,10 @@ int cmd_list (struct ctl *ctl, int argc, char **argv)
         return CTL_EXIT_OK;
     }
     t = table_create (9, hdr);
-    json_array_foreach (jobs, i, job) {
-        char id[32], nm[128], us[64], st[32], nodes[16], step[32], loss[32], rs[16], age[32];
+    json_array_foreach (jobs, i, job)
+    {
+        char id[32], nm[128], us[64], st[32], nodes[16], step[32], loss[32], rs[16],
+          age[32];
         int64_t sub = jtime_ms (jget (job, "submit_time"));
         const char *row[] = {
             jtext (job, "id", id, sizeof (id)),
@@ -348,7 +359,8 @@ static void print_kv_object (const json_t *obj, int indent)
     const char *key;
     json_t *v;
 
-    json_object_foreach ((json_t *)obj, key, v) {
+    json_object_foreach ((json_t *)obj, key, v)
+    {
         char buf[512];
         if (json_is_object (v) && json_object_size (v) > 0) {
             printf ("%*s%s:\n", indent, "", key);
@@ -360,7 +372,7 @@ static void print_kv_object (const json_t *obj, int indent)
             json_t *a;
             printf ("%*s%s:", indent, "", key);
             json_array_foreach (v, i, a)
-                printf (" %s", jfmt (a, NULL, buf, sizeof (buf)));
+              printf (" %s", jfmt (a, NULL, buf, sizeof (buf)));
             printf ("\n");
         }
         else if (json_is_array (v) && json_array_size (v) > 8) {
@@ -387,15 +399,14 @@ static void show_job_header (const json_t *job)
     json_t *a;
     FILE *m = open_memstream (&cmdline, &n);
 
-    json_array_foreach (jget (spec, "command"), i, a)
-        fprintf (m, "%s%s", i ? " " : "", json_string_value (a) ? json_string_value (a) : "?");
+    json_array_foreach (jget (spec, "command"), i, a) fprintf (
+      m, "%s%s", i ? " " : "", json_string_value (a) ? json_string_value (a) : "?");
     fclose (m);
 
     printf ("Job %s %s  user=%s  state=%s%s%s%s\n",
             jtext (job, "id", b[0], sizeof (b[0])),
             jtext (job, "name|spec.name", b[1], sizeof (b[1])),
-            user_of (job, b[2], sizeof (b[2])),
-            jtext (job, "state", b[3], sizeof (b[3])),
+            user_of (job, b[2], sizeof (b[2])), jtext (job, "state", b[3], sizeof (b[3])),
             reason ? " (" : "", reason ? reason : "", reason ? ")" : "");
     printf ("  Submitted %s  Started %s  Ended %s\n",
             fmt_when (job, "submit_time", b[0], sizeof (b[0])),
@@ -413,15 +424,16 @@ static void show_job_header (const json_t *job)
             jtext (spec, "checkpoint.dir", b[1], sizeof (b[1])),
             jtext (spec, "checkpoint.every_steps", b[2], sizeof (b[2])),
             jtext (spec, "checkpoint.keep", b[3], sizeof (b[3])));
-    printf ("  Attempt %s  Restarts %s (max %s)  Step %s  Loss %s  Throughput %s samples/s  "
-            "Last checkpoint %s\n",
-            jtext (job, "attempt", b[0], sizeof (b[0])),
-            jtext (job, "restarts", b[1], sizeof (b[1])),
-            jtext (spec, "restart.max_restarts", b[2], sizeof (b[2])),
-            jtext (job, "step", b[3], sizeof (b[3])),
-            jfmt (jget (job, "loss"), "%.6g", b[4], sizeof (b[4])),
-            jfmt (jget (job, "throughput"), "%.1f", b[5], sizeof (b[5])),
-            jtext (job, "last_checkpoint", b[6], sizeof (b[6])));
+    printf (
+      "  Attempt %s  Restarts %s (max %s)  Step %s  Loss %s  Throughput %s samples/s  "
+      "Last checkpoint %s\n",
+      jtext (job, "attempt", b[0], sizeof (b[0])),
+      jtext (job, "restarts", b[1], sizeof (b[1])),
+      jtext (spec, "restart.max_restarts", b[2], sizeof (b[2])),
+      jtext (job, "step", b[3], sizeof (b[3])),
+      jfmt (jget (job, "loss"), "%.6g", b[4], sizeof (b[4])),
+      jfmt (jget (job, "throughput"), "%.1f", b[5], sizeof (b[5])),
+      jtext (job, "last_checkpoint", b[6], sizeof (b[6])));
     free (cmdline);
     if (jget (job, "failure")) {
         const json_t *f = jget (job, "failure");
@@ -437,8 +449,8 @@ static void show_job_header (const json_t *job)
 static void show_attempts (const json_t *job)
 {
     static const char *const hdr[] = {
-        "ATTEMPT", "STATE", "CAUSE", "NODE", "RANK", "SLURM_JOB", "RESUMED", "START",
-        "END", "NODES", "DETAIL",
+        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK",   "SLURM_JOB",
+        "RESUMED", "START", "END",   "NODES", "DETAIL",
     };
     json_t *attempts = jget (job, "attempts");
     struct table *t;
@@ -449,7 +461,8 @@ static void show_attempts (const json_t *job)
         return;
     printf ("\nAttempts:\n");
     t = table_create (11, hdr);
-    json_array_foreach (attempts, i, a) {
+    json_array_foreach (attempts, i, a)
+    {
         char b[11][256];
         json_int_t sj = json_integer_value (jget (a, "slurm_job_id"));
         const char *row[] = {
@@ -484,7 +497,8 @@ static void show_checkpoints (const json_t *ckpts)
         return;
     printf ("\nCheckpoints:\n");
     t = table_create (7, hdr);
-    json_array_foreach (ckpts, i, k) {
+    json_array_foreach (ckpts, i, k)
+    {
         char b[7][512];
         const char *row[] = {
             jtext (k, "step", b[0], sizeof (b[0])),
@@ -512,7 +526,8 @@ static void show_stragglers (const json_t *job)
         return;
     printf ("\nStragglers:\n");
     t = table_create (3, hdr);
-    json_array_foreach (s, i, r) {
+    json_array_foreach (s, i, r)
+    {
         char b[3][64];
         const char *row[] = {
             jtext (r, "rank", b[0], sizeof (b[0])),
@@ -537,15 +552,15 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
     id = job_arg (cmd, argc - optind, argv + optind);
-    job = ctl_call (ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, NULL), NULL);
+    job =
+      ctl_call (ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, NULL), NULL);
     if (ctl->json) {
         out_json (job);
         json_decref (job);
         return CTL_EXIT_OK;
     }
-    ckpts = ctl_call_optional (ctl, "GET",
-                               ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoints"),
-                               NULL);
+    ckpts = ctl_call_optional (
+      ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoints"), NULL);
     show_job_header (job);
     show_attempts (job);
     show_checkpoints (ckpts);
@@ -554,7 +569,8 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
         printf ("\nResult:\n");
         print_kv_object (jget (job, "result"), 2);
     }
-    json_array_foreach (jget (job, "attempts"), i, a) {
+    json_array_foreach (jget (job, "attempts"), i, a)
+    {
         if (!json_is_object (jget (a, "provenance")))
             continue;
         char b[32];
@@ -578,8 +594,13 @@ static int cmp_attempt_newest (const void *pa, const void *pb)
         return ta < tb ? 1 : -1;
     /* Same millisecond: the higher job id / attempt is the newer. */
     if (json_integer_value (jget (a, "job")) != json_integer_value (jget (b, "job")))
-        return json_integer_value (jget (a, "job")) < json_integer_value (jget (b, "job")) ? 1 : -1;
-    return json_integer_value (jget (a, "attempt")) < json_integer_value (jget (b, "attempt")) ? 1 : -1;
+        return json_integer_value (jget (a, "job")) < json_integer_value (jget (b, "job"))
+                 ? 1
+                 : -1;
+    return json_integer_value (jget (a, "attempt")) <
+               json_integer_value (jget (b, "attempt"))
+             ? 1
+             : -1;
 }
 
 int cmd_history (struct ctl *ctl, int argc, char **argv)
@@ -592,8 +613,8 @@ int cmd_history (struct ctl *ctl, int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     static const char *const hdr[] = {
-        "JOB", "ATTEMPT", "NAME", "USER", "STATE", "CAUSE", "NODE", "RANK", "SLURM_JOB",
-        "RESUMED", "START", "END", "NODES",
+        "JOB",  "ATTEMPT",   "NAME",    "USER",  "STATE", "CAUSE", "NODE",
+        "RANK", "SLURM_JOB", "RESUMED", "START", "END",   "NODES",
     };
     const struct cmd *cmd = cmd_lookup ("history");
     const char *state = NULL, *user = NULL, *limit = "100";
@@ -605,12 +626,12 @@ int cmd_history (struct ctl *ctl, int argc, char **argv)
 
     while ((c = cmd_getopt (cmd, ctl, argc, argv, ":hs:u:", opts)) != -1) {
         switch (c) {
-            case 's': state = optarg; break;
-            case 'u': user = optarg; break;
-            case OPT_LIMIT:
-                int_arg (cmd, "--limit", optarg, 1);
-                limit = optarg;
-                break;
+        case 's': state = optarg; break;
+        case 'u': user = optarg; break;
+        case OPT_LIMIT:
+            int_arg (cmd, "--limit", optarg, 1);
+            limit = optarg;
+            break;
         }
     }
     cmd_need_args (cmd, argc - optind, argv + optind, 0, "");
@@ -621,20 +642,24 @@ int cmd_history (struct ctl *ctl, int argc, char **argv)
 
     /* The list has no attempts; each job's own answer has them.  A job
      * removed in between is skipped rather than failing the listing. */
-    json_array_foreach (jobs, i, job) {
+    json_array_foreach (jobs, i, job)
+    {
         char id[32], p[256], us[64];
-        json_t *full = ctl_call_optional (ctl, "GET",
-                                          ctl_path (p, sizeof (p), "/v1/jobs/",
-                                                    jtext (job, "id", id, sizeof (id)), NULL),
-                                          NULL);
+        json_t *full = ctl_call_optional (
+          ctl, "GET",
+          ctl_path (p, sizeof (p), "/v1/jobs/", jtext (job, "id", id, sizeof (id)), NULL),
+          NULL);
         size_t j;
         json_t *a;
-        json_array_foreach (jget (full, "attempts"), j, a) {
+        json_array_foreach (jget (full, "attempts"), j, a)
+        {
             json_t *row = json_deep_copy (a);
             if (!jget (row, "job"))
                 json_object_set (row, "job", json_object_get (job, "id"));
-            json_object_set_new (row, "job_name", json_string (jtext (job, "name", p, sizeof (p))));
-            json_object_set_new (row, "user", json_string (user_of (job, us, sizeof (us))));
+            json_object_set_new (row, "job_name",
+                                 json_string (jtext (job, "name", p, sizeof (p))));
+            json_object_set_new (row, "user",
+                                 json_string (user_of (job, us, sizeof (us))));
             json_array_append_new (all, row);
         }
         json_decref (full);
@@ -689,7 +714,9 @@ int cmd_history (struct ctl *ctl, int argc, char **argv)
 int cmd_events (struct ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = { CMD_COMMON_OPTS, { NULL, 0, NULL, 0 } };
-    static const char *const hdr[] = { "TIME", "ATTEMPT", "KIND", "NODE", "RANK", "DETAIL" };
+    static const char *const hdr[] = {
+        "TIME", "ATTEMPT", "KIND", "NODE", "RANK", "DETAIL"
+    };
     const struct cmd *cmd = cmd_lookup ("events");
     char path[256];
     const char *id;
@@ -706,11 +733,13 @@ int cmd_events (struct ctl *ctl, int argc, char **argv)
     for (json_int_t after = 0;;) {
         char q[384];
         snprintf (q, sizeof (q), "%s?after=%lld",
-                  ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), (long long)after);
+                  ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"),
+                  (long long)after);
         json_t *page = ctl_call (ctl, "GET", q, NULL);
         size_t n = json_array_size (page);
-        json_int_t last = n ? json_integer_value (json_object_get (json_array_get (page, n - 1),
-                                                                   "id")) : 0;
+        json_int_t last =
+          n ? json_integer_value (json_object_get (json_array_get (page, n - 1), "id"))
+            : 0;
         json_array_extend (events, page);
         json_decref (page);
         if (n == 0 || last <= after)
@@ -723,7 +752,8 @@ int cmd_events (struct ctl *ctl, int argc, char **argv)
         return CTL_EXIT_OK;
     }
     t = table_create (6, hdr);
-    json_array_foreach (events, i, e) {
+    json_array_foreach (events, i, e)
+    {
         char b[6][512];
         const char *row[] = {
             jtext (e, "time", b[0], sizeof (b[0])),
@@ -753,12 +783,14 @@ int cmd_cancel (struct ctl *ctl, int argc, char **argv)
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
     id = job_arg (cmd, argc - optind, argv + optind);
-    job = ctl_call (ctl, "POST", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/cancel"), NULL);
+    job = ctl_call (ctl, "POST",
+                    ctl_path (path, sizeof (path), "/v1/jobs/", id, "/cancel"), NULL);
     if (ctl->json)
         out_json (job);
     else
-        printf ("Job %s: %s\n", id, job_ended (job) ? jtext (job, "state", st, sizeof (st))
-                                                     : "cancel requested");
+        printf ("Job %s: %s\n", id,
+                job_ended (job) ? jtext (job, "state", st, sizeof (st))
+                                : "cancel requested");
     json_decref (job);
     return CTL_EXIT_OK;
 }
@@ -781,28 +813,30 @@ int cmd_resubmit (struct ctl *ctl, int argc, char **argv)
 
     while ((c = cmd_getopt (cmd, ctl, argc, argv, ":hx:", opts)) != -1) {
         switch (c) {
-            case 'x': {
-                char *list = strdup (optarg), *save = NULL;
-                for (char *tok = strtok_r (list, ", ", &save); tok;
-                     tok = strtok_r (NULL, ", ", &save))
-                    json_array_append_new (exclude, json_string (tok));
-                free (list);
-                break;
-            }
-            case OPT_FROM_SCRATCH:
-                json_object_set_new (body, "from_scratch", json_true ());
-                break;
+        case 'x': {
+            char *list = strdup (optarg), *save = NULL;
+            for (char *tok = strtok_r (list, ", ", &save); tok;
+                 tok = strtok_r (NULL, ", ", &save))
+                json_array_append_new (exclude, json_string (tok));
+            free (list);
+            break;
+        }
+        case OPT_FROM_SCRATCH:
+            json_object_set_new (body, "from_scratch", json_true ());
+            break;
         }
     }
     id = job_arg (cmd, argc - optind, argv + optind);
     if (json_array_size (exclude) > 0)
         json_object_set (body, "exclude", exclude);
-    job = ctl_call (ctl, "POST", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/resubmit"), body);
+    job = ctl_call (ctl, "POST",
+                    ctl_path (path, sizeof (path), "/v1/jobs/", id, "/resubmit"), body);
     if (ctl->json)
         out_json (job);
-    else if (jget (job, "last_checkpoint") && !json_is_true (json_object_get (body, "from_scratch")))
-        printf ("Job %s resubmitted: attempt %s, resuming from checkpoint at step %s\n", id,
-                jtext (job, "attempt", b[0], sizeof (b[0])),
+    else if (jget (job, "last_checkpoint") &&
+             !json_is_true (json_object_get (body, "from_scratch")))
+        printf ("Job %s resubmitted: attempt %s, resuming from checkpoint at step %s\n",
+                id, jtext (job, "attempt", b[0], sizeof (b[0])),
                 jtext (job, "last_checkpoint", b[1], sizeof (b[1])));
     else
         printf ("Job %s resubmitted: attempt %s, starting from step 0\n", id,
@@ -824,8 +858,8 @@ int cmd_checkpoint (struct ctl *ctl, int argc, char **argv)
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
     id = job_arg (cmd, argc - optind, argv + optind);
-    data = ctl_call (ctl, "POST", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoint"),
-                     NULL);
+    data = ctl_call (
+      ctl, "POST", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoint"), NULL);
     if (ctl->json)
         out_json (data);
     else

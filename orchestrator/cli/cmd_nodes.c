@@ -18,12 +18,13 @@ static int nodes_admin (struct ctl *ctl, const char *verb, const char *node)
     json_t *data;
 
     snprintf (suffix, sizeof (suffix), "/%s", verb);
-    data = ctl_call (ctl, "POST", ctl_path (path, sizeof (path), "/v1/nodes/", node, suffix),
-                     NULL);
+    data = ctl_call (ctl, "POST",
+                     ctl_path (path, sizeof (path), "/v1/nodes/", node, suffix), NULL);
     if (ctl->json)
         out_json (data);
     else
-        printf ("Node %s %s\n", node, strcmp (verb, "clear") ? "marked suspect" : "cleared");
+        printf ("Node %s %s\n", node,
+                strcmp (verb, "clear") ? "marked suspect" : "cleared");
     json_decref (data);
     return CTL_EXIT_OK;
 }
@@ -63,9 +64,10 @@ static int nodes_show (struct ctl *ctl, const char *node, const char *limit)
         json_decref (n);
         return CTL_EXIT_OK;
     }
-    printf ("Node %s  state=%s  failures=%s  addr=%s\n", jtext (n, "name", b[0], sizeof (b[0])),
-            jtext (n, "health|state", b[1], sizeof (b[1])),
-            jtext (n, "failures", b[2], sizeof (b[2])), jtext (n, "addr", b[3], sizeof (b[3])));
+    printf (
+      "Node %s  state=%s  failures=%s  addr=%s\n", jtext (n, "name", b[0], sizeof (b[0])),
+      jtext (n, "health|state", b[1], sizeof (b[1])),
+      jtext (n, "failures", b[2], sizeof (b[2])), jtext (n, "addr", b[3], sizeof (b[3])));
     printf ("  Last seen:    %s", when_ago (n, "last_seen", b[0], sizeof (b[0])));
     if (jget (n, "job"))
         printf (", job %s attempt %s", jtext (n, "job", b[1], sizeof (b[1])),
@@ -76,7 +78,8 @@ static int nodes_show (struct ctl *ctl, const char *node, const char *limit)
         printf (", %s", jtext (n, "last_cause", b[1], sizeof (b[1])));
     printf ("\n");
     if (jget (n, "suspect_since"))
-        printf ("  Suspect since %s: %s\n", when_ago (n, "suspect_since", b[0], sizeof (b[0])),
+        printf ("  Suspect since %s: %s\n",
+                when_ago (n, "suspect_since", b[0], sizeof (b[0])),
                 jtext (n, "note", b[1], sizeof (b[1])));
     if ((c = jget (n, "cleared"))) {
         printf ("  Last cleared: %s", when_ago (c, "time", b[0], sizeof (b[0])));
@@ -86,7 +89,8 @@ static int nodes_show (struct ctl *ctl, const char *node, const char *limit)
         else if (jget (c, "uid"))
             printf (" by uid %s", jtext (c, "uid", b[1], sizeof (b[1])));
         printf ("\n");
-    } else
+    }
+    else
         printf ("  Last cleared: never\n");
 
     h = jget (n, "history");
@@ -98,7 +102,8 @@ static int nodes_show (struct ctl *ctl, const char *node, const char *limit)
     printf ("History (newest first; COUNTS: the failure counts towards making the node "
             "suspect, as it came after the last clear):\n");
     t = table_create (7, hdr);
-    json_array_foreach (h, i, c) {
+    json_array_foreach (h, i, c)
+    {
         const char *kind = json_string_value (jget (c, "kind"));
         bool failure = kind && strcmp (kind, "failure") == 0;
         const char *row[] = {
@@ -121,8 +126,8 @@ static int nodes_show (struct ctl *ctl, const char *node, const char *limit)
 static int nodes_list (struct ctl *ctl)
 {
     static const char *const hdr[] = {
-        "NAME", "STATE", "FAILURES", "LAST_FAILURE", "CAUSE", "JOB", "ATTEMPT", "ADDR",
-        "LAST_SEEN", "CPUS", "MEM_MB", "GPUS",
+        "NAME",    "STATE", "FAILURES",  "LAST_FAILURE", "CAUSE",  "JOB",
+        "ATTEMPT", "ADDR",  "LAST_SEEN", "CPUS",         "MEM_MB", "GPUS",
     };
     json_t *nodes, *n;
     struct table *t;
@@ -135,7 +140,8 @@ static int nodes_list (struct ctl *ctl)
         return CTL_EXIT_OK;
     }
     t = table_create (12, hdr);
-    json_array_foreach (nodes, i, n) {
+    json_array_foreach (nodes, i, n)
+    {
         char b[12][256];
         int64_t seen = jtime_ms (jget (n, "last_seen"));
         char ago[32];
@@ -148,14 +154,17 @@ static int nodes_list (struct ctl *ctl)
             jtext (n, "job", b[5], sizeof (b[5])),
             jtext (n, "attempt", b[6], sizeof (b[6])),
             jtext (n, "addr", b[7], sizeof (b[7])),
-            seen < 0 ? "-" : (snprintf (b[8], sizeof (b[8]), "%s ago",
-                                        fmt_age (now_ms () - seen, ago, sizeof (ago))), b[8]),
+            seen < 0 ? "-"
+                     : (snprintf (b[8], sizeof (b[8]), "%s ago",
+                                  fmt_age (now_ms () - seen, ago, sizeof (ago))),
+                        b[8]),
             jtext (n, "hostinfo.cores", b[9], sizeof (b[9])),
             jtext (n, "hostinfo.mem_mb", b[10], sizeof (b[10])),
             json_array_size (jget (n, "hostinfo.gpus")) > 0
-                ? (snprintf (b[11], sizeof (b[11]), "%zu",
-                             json_array_size (jget (n, "hostinfo.gpus"))), b[11])
-                : "0",
+              ? (snprintf (b[11], sizeof (b[11]), "%zu",
+                           json_array_size (jget (n, "hostinfo.gpus"))),
+                 b[11])
+              : "0",
         };
         table_add (t, row);
     }
@@ -194,7 +203,8 @@ int cmd_nodes (struct ctl *ctl, int argc, char **argv)
         return nodes_admin (ctl, argv[0], argv[1]);
     }
     if (argc > 1)
-        cmd_usage_error (cmd->name, "expected at most one NODE, 'clear NODE' or 'suspect NODE'");
+        cmd_usage_error (cmd->name,
+                         "expected at most one NODE, 'clear NODE' or 'suspect NODE'");
     if (argc == 1)
         return nodes_show (ctl, argv[0], limit);
     if (limit)

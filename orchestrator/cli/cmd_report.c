@@ -25,9 +25,8 @@ static bool all_scalars (const json_t *o)
 {
     const char *k;
     json_t *v;
-    json_object_foreach ((json_t *)o, k, v)
-        if (json_is_object (v) || json_is_array (v))
-            return false;
+    json_object_foreach ((json_t *)o, k,
+                         v) if (json_is_object (v) || json_is_array (v)) return false;
     return true;
 }
 
@@ -37,14 +36,14 @@ static void print_scalar (const char *key, const json_t *v, double wall_s, int i
     char buf[256], t[64];
     size_t kl = strlen (key);
 
-    if (json_is_number (v) && kl > 2 && !strcmp (key + kl - 2, "_s")
-        && !strstr (key, "per_s")) {
+    if (json_is_number (v) && kl > 2 && !strcmp (key + kl - 2, "_s") &&
+        !strstr (key, "per_s")) {
         double s = json_number_value (v);
         /* A share of the wall time makes sense for parts of it, not for
          * a mean time between failures. */
         if (wall_s > 0 && !strstr (key, "mtbf") && strcmp (key, "wall_s") != 0)
-            printf ("%*s%-28s %10s  %5.1f%%\n", indent, "", key, fmt_secs (s, t, sizeof (t)),
-                    100.0 * s / wall_s);
+            printf ("%*s%-28s %10s  %5.1f%%\n", indent, "", key,
+                    fmt_secs (s, t, sizeof (t)), 100.0 * s / wall_s);
         else
             printf ("%*s%-28s %10s\n", indent, "", key, fmt_secs (s, t, sizeof (t)));
     }
@@ -64,10 +63,12 @@ static void print_table (const json_t *arr, int indent)
     struct table *t;
 
     /* Columns: the scalar keys of the rows, in first-seen order. */
-    json_array_foreach (arr, i, e) {
+    json_array_foreach (arr, i, e)
+    {
         const char *k;
         json_t *v;
-        json_object_foreach (e, k, v) {
+        json_object_foreach (e, k, v)
+        {
             bool seen = false;
             if (json_is_object (v) || json_is_array (v))
                 continue;
@@ -90,11 +91,13 @@ static void print_table (const json_t *arr, int indent)
         for (int c = 0; c < ncols; c++)
             free (hdr[c]);
     }
-    json_array_foreach (arr, i, e) {
+    json_array_foreach (arr, i, e)
+    {
         char cell[16][128];
         const char *row[16];
         for (int c = 0; c < ncols; c++)
-            row[c] = jfmt (json_object_get (e, cols[c]), "%.4g", cell[c], sizeof (cell[c]));
+            row[c] =
+              jfmt (json_object_get (e, cols[c]), "%.4g", cell[c], sizeof (cell[c]));
         table_add (t, row);
     }
     table_print (t, stdout, indent);
@@ -121,13 +124,13 @@ static void print_section (const char *title, const json_t *v, double wall_s, in
     /* A section's own wall time wins (per-attempt breakdowns). */
     if (jget (v, "wall_s"))
         wall_s = json_number_value (jget (v, "wall_s"));
-    json_object_foreach ((json_t *)v, k, m) {
+    json_object_foreach ((json_t *)v, k, m)
+    {
         if (json_is_object (m) && all_scalars (m) && json_object_size (m) > 0) {
             printf ("%*s%s:\n", indent + 2, "", k);
             const char *k2;
             json_t *m2;
-            json_object_foreach (m, k2, m2)
-                print_scalar (k2, m2, wall_s, indent + 4);
+            json_object_foreach (m, k2, m2) print_scalar (k2, m2, wall_s, indent + 4);
         }
         else if (json_is_object (m) || json_is_array (m))
             print_section (k, m, wall_s, indent + 2);
@@ -151,8 +154,10 @@ int cmd_report (struct ctl *ctl, int argc, char **argv)
     cmd_need_args (cmd, argc - optind, argv + optind, 1, "JOB (a job id)");
     id = argv[optind];
     if (strtoll (id, &end, 10) <= 0 || *end)
-        cmd_usage_error (cmd->name, "JOB must be a job id (a positive integer), not '%s'", id);
-    rep = ctl_call (ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/report"), NULL);
+        cmd_usage_error (cmd->name, "JOB must be a job id (a positive integer), not '%s'",
+                         id);
+    rep = ctl_call (ctl, "GET",
+                    ctl_path (path, sizeof (path), "/v1/jobs/", id, "/report"), NULL);
     if (ctl->json) {
         out_json (rep);
         json_decref (rep);
@@ -161,14 +166,15 @@ int cmd_report (struct ctl *ctl, int argc, char **argv)
     if (jget (rep, "wall_s|time.wall_s|breakdown.wall_s"))
         wall_s = json_number_value (jget (rep, "wall_s|time.wall_s|breakdown.wall_s"));
 
-    printf ("Job %s %s  state=%s%s\n", jtext (rep, "job|id", b[0], sizeof (b[0])),
-            jtext (rep, "name", b[1], sizeof (b[1])),
-            jtext (rep, "state", b[2], sizeof (b[2])),
-            json_is_false (jget (rep, "final")) ? "  (live: the job is still running)" : "");
+    printf (
+      "Job %s %s  state=%s%s\n", jtext (rep, "job|id", b[0], sizeof (b[0])),
+      jtext (rep, "name", b[1], sizeof (b[1])), jtext (rep, "state", b[2], sizeof (b[2])),
+      json_is_false (jget (rep, "final")) ? "  (live: the job is still running)" : "");
     if (jget (rep, "ettr"))
         printf ("ETTR %.2f%%  (kept training time / wall time since first start)\n",
                 100.0 * json_number_value (jget (rep, "ettr")));
-    json_object_foreach (rep, k, v) {
+    json_object_foreach (rep, k, v)
+    {
         if (is_head (k) || !strcmp (k, "ettr"))
             continue;
         if (json_is_object (v) || json_is_array (v))

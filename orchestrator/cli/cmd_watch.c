@@ -11,21 +11,22 @@
 #include "orchestrator/cli/ctl.h"
 #include "orchestrator/cli/out.h"
 
-/* The straggler threshold when the spec does not say (the spec default, orchestrator/spec.c). */
+/* The straggler threshold when the spec does not say (the spec default,
+ * orchestrator/spec.c). */
 static const double straggler_threshold_default = 0.75;
 
 static bool ended (const json_t *job)
 {
     const char *s = json_string_value (jget (job, "state"));
-    return s && (!strcmp (s, "completed") || !strcmp (s, "failed")
-                 || !strcmp (s, "cancelled"));
+    return s && (!strcmp (s, "completed") || !strcmp (s, "failed") ||
+                 !strcmp (s, "cancelled"));
 }
 
 static void render (const json_t *job, const json_t *ranks, bool tty)
 {
     static const char *const hdr[] = {
-        "RANK", "NODE", "STATE", "STEP", "LOSS", "STEP_MS", "COMPUTE_MS", "COMM_MS",
-        "STRAGGLER", "LAST_SEEN",
+        "RANK",    "NODE",       "STATE",   "STEP",      "LOSS",
+        "STEP_MS", "COMPUTE_MS", "COMM_MS", "STRAGGLER", "LAST_SEEN",
     };
     double thr = straggler_threshold_default;
     char b[9][128];
@@ -41,7 +42,7 @@ static void render (const json_t *job, const json_t *ranks, bool tty)
     gmtime_r (&now, &tm);
     strftime (clock, sizeof (clock), "%H:%M:%SZ", &tm);
     if (tty)
-        fputs ("\033[H\033[2J", stdout);   /* home + clear: one frame per screen */
+        fputs ("\033[H\033[2J", stdout); /* home + clear: one frame per screen */
     printf ("Job %s %s  state=%s  attempt=%s  restarts=%s  step=%s  loss=%s  "
             "%s samples/s  checkpoint=%s  [%s]\n",
             jtext (job, "id", b[0], sizeof (b[0])),
@@ -52,10 +53,10 @@ static void render (const json_t *job, const json_t *ranks, bool tty)
             jtext (job, "step", b[5], sizeof (b[5])),
             jfmt (jget (job, "loss"), "%.4f", b[6], sizeof (b[6])),
             jfmt (jget (job, "throughput"), "%.1f", b[7], sizeof (b[7])),
-            jtext (job, "last_checkpoint", b[8], sizeof (b[8])),
-            clock);
+            jtext (job, "last_checkpoint", b[8], sizeof (b[8])), clock);
     t = table_create (10, hdr);
-    json_array_foreach (ranks, i, r) {
+    json_array_foreach (ranks, i, r)
+    {
         char c[10][128];
         json_t *cm = jget (r, "compute_ms"), *co = jget (r, "comm_ms");
         json_t *score = jget (r, "straggler_score");
@@ -63,7 +64,8 @@ static void render (const json_t *job, const json_t *ranks, bool tty)
         char age[32];
         if (cm || co)
             snprintf (c[5], sizeof (c[5]), "%.1f",
-                      (cm ? json_number_value (cm) : 0) + (co ? json_number_value (co) : 0));
+                      (cm ? json_number_value (cm) : 0) +
+                        (co ? json_number_value (co) : 0));
         else
             snprintf (c[5], sizeof (c[5]), "-");
         if (score)
@@ -72,7 +74,8 @@ static void render (const json_t *job, const json_t *ranks, bool tty)
         else
             snprintf (c[8], sizeof (c[8]), "-");
         if (seen >= 0)
-            snprintf (c[9], sizeof (c[9]), "%s ago", fmt_age (now_ms () - seen, age, sizeof (age)));
+            snprintf (c[9], sizeof (c[9]), "%s ago",
+                      fmt_age (now_ms () - seen, age, sizeof (age)));
         else
             snprintf (c[9], sizeof (c[9]), "-");
         const char *row[] = {
@@ -98,8 +101,8 @@ static void render (const json_t *job, const json_t *ranks, bool tty)
     if (ended (job)) {
         const char *reason = json_string_value (jget (job, "reason"));
         printf ("Job %s ended: %s%s%s\n", jtext (job, "id", b[0], sizeof (b[0])),
-                jtext (job, "state", b[1], sizeof (b[1])),
-                reason ? " - " : "", reason ? reason : "");
+                jtext (job, "state", b[1], sizeof (b[1])), reason ? " - " : "",
+                reason ? reason : "");
     }
     else if (!tty)
         printf ("\n");
@@ -116,7 +119,7 @@ int cmd_watch (struct ctl *ctl, int argc, char **argv)
     };
     const struct cmd *cmd = cmd_lookup ("watch");
     int64_t interval_ms = 1000;
-    long count = 0;             /* 0: until the job ends */
+    long count = 0; /* 0: until the job ends */
     bool tty = isatty (STDOUT_FILENO);
     char jpath[256], rpath[256];
     const char *id;
@@ -125,26 +128,28 @@ int cmd_watch (struct ctl *ctl, int argc, char **argv)
 
     while ((c = cmd_getopt (cmd, ctl, argc, argv, ":hi:c:", opts)) != -1) {
         switch (c) {
-            case 'i': {
-                dt_error_t err;
-                if (dt_parse_duration_ms (optarg, &interval_ms, &err) < 0)
-                    cmd_usage_error (cmd->name, "--interval: %s", err.text);
-                if (interval_ms < 100)
-                    cmd_usage_error (cmd->name, "--interval: at least 100ms, not '%s'", optarg);
-                break;
-            }
-            case 'c':
-                count = strtol (optarg, &end, 10);
-                if (*end || end == optarg || count < 1)
-                    cmd_usage_error (cmd->name, "--count: expected a positive integer, not '%s'",
-                                     optarg);
-                break;
+        case 'i': {
+            dt_error_t err;
+            if (dt_parse_duration_ms (optarg, &interval_ms, &err) < 0)
+                cmd_usage_error (cmd->name, "--interval: %s", err.text);
+            if (interval_ms < 100)
+                cmd_usage_error (cmd->name, "--interval: at least 100ms, not '%s'",
+                                 optarg);
+            break;
+        }
+        case 'c':
+            count = strtol (optarg, &end, 10);
+            if (*end || end == optarg || count < 1)
+                cmd_usage_error (
+                  cmd->name, "--count: expected a positive integer, not '%s'", optarg);
+            break;
         }
     }
     cmd_need_args (cmd, argc - optind, argv + optind, 1, "JOB (a job id)");
     id = argv[optind];
     if (strtoll (id, &end, 10) <= 0 || *end)
-        cmd_usage_error (cmd->name, "JOB must be a job id (a positive integer), not '%s'", id);
+        cmd_usage_error (cmd->name, "JOB must be a job id (a positive integer), not '%s'",
+                         id);
     ctl_path (jpath, sizeof (jpath), "/v1/jobs/", id, NULL);
     ctl_path (rpath, sizeof (rpath), "/v1/jobs/", id, "/ranks");
 
@@ -167,7 +172,8 @@ int cmd_watch (struct ctl *ctl, int argc, char **argv)
         json_decref (ranks);
         if (done || (count > 0 && n >= count))
             break;
-        struct timespec ts = { interval_ms / 1000, (long)(interval_ms % 1000) * 1000000L };
+        struct timespec ts = { interval_ms / 1000,
+                               (long)(interval_ms % 1000) * 1000000L };
         nanosleep (&ts, NULL);
     }
     return CTL_EXIT_OK;

@@ -96,10 +96,10 @@ void ctl_resolve (struct ctl *ctl)
         ctl->url = xstrdup (CTL_DEFAULT_URL);
         ctl->url_from = "default";
     }
-    if (strncmp (ctl->url, "http://", 7) != 0
-        && strncmp (ctl->url, "https://", 8) != 0)
-        ctl_die (CTL_EXIT_USAGE, "controller URL '%s' (from %s): expected http://HOST:PORT",
-                 ctl->url, ctl->url_from);
+    if (strncmp (ctl->url, "http://", 7) != 0 && strncmp (ctl->url, "https://", 8) != 0)
+        ctl_die (CTL_EXIT_USAGE,
+                 "controller URL '%s' (from %s): expected http://HOST:PORT", ctl->url,
+                 ctl->url_from);
     /* "http://h:p/" + "/v1/jobs" would give "//v1"; strip trailing '/'. */
     for (size_t n = strlen (ctl->url); n > 8 && ctl->url[n - 1] == '/'; n--)
         ctl->url[n - 1] = '\0';
@@ -122,9 +122,8 @@ char *ctl_path (char *buf, size_t len, const char *prefix, const char *seg,
         ctl_die (CTL_EXIT_USAGE, "argument too long: '%.40s...'", seg);
     n = (size_t)snprintf (buf, len, "%s", prefix);
     for (const unsigned char *p = (const unsigned char *)seg; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-            || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'
-            || *p == '~')
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+            (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' || *p == '~')
             buf[n++] = (char)*p;
         else {
             buf[n++] = '%';
@@ -159,9 +158,10 @@ static const char *add_auth (dt_httpc_t *c, const char *base, const char *method
     size_t bl = bpath ? strlen (bpath) : 0;
     while (bl > 0 && bpath[bl - 1] == '/')
         bl--;
-    if ((size_t)snprintf (target, sizeof (target), "%.*s%s%s", (int)bl, bpath ? bpath : "",
-                          path[0] == '/' ? "" : "/", path) >= sizeof (target)
-        || authdigest_path (target, rpath, sizeof (rpath)) < 0)
+    if ((size_t)snprintf (target, sizeof (target), "%.*s%s%s", (int)bl,
+                          bpath ? bpath : "", path[0] == '/' ? "" : "/",
+                          path) >= sizeof (target) ||
+        authdigest_path (target, rpath, sizeof (rpath)) < 0)
         ctl_die (CTL_EXIT_USAGE, "request path too long: '%.40s...'", path);
     if (authdigest_compute (method, rpath, body ? body : "", body ? strlen (body) : 0,
                             digest) < 0)
@@ -185,23 +185,23 @@ static const char *add_auth (dt_httpc_t *c, const char *base, const char *method
 static int exit_code_of (long status)
 {
     switch (status) {
-        case 400: case 405: case 413: case 415: case 422:
-            return CTL_EXIT_USAGE;
-        case 401: case 403:
-            return CTL_EXIT_DENIED;
-        case 404:
-            return CTL_EXIT_NOTFOUND;
-        case 409: case 410:
-            return CTL_EXIT_CONFLICT;
-        default:
-            return CTL_EXIT_SERVER;
+    case 400:
+    case 405:
+    case 413:
+    case 415:
+    case 422: return CTL_EXIT_USAGE;
+    case 401:
+    case 403: return CTL_EXIT_DENIED;
+    case 404: return CTL_EXIT_NOTFOUND;
+    case 409:
+    case 410: return CTL_EXIT_CONFLICT;
+    default: return CTL_EXIT_SERVER;
     }
 }
 
 /* Print every error of the envelope as "dtctl: FIELD: TEXT" (the field
  * only when the text does not already name it), then exit. */
-static void die_with_envelope (long status, const json_t *reply,
-                               const char *munge_err)
+static void die_with_envelope (long status, const json_t *reply, const char *munge_err)
 {
     json_t *errors = reply ? json_object_get (reply, "errors") : NULL;
     int code = exit_code_of (status);
@@ -212,13 +212,16 @@ static void die_with_envelope (long status, const json_t *reply,
     /* No credential could be made and the controller wants one: that is
      * the cause to show, in one line with the controller's words. */
     if (status == 401 && munge_err) {
-        const char *text = json_string_value (json_object_get (json_array_get (errors, 0),
-                                                               "error"));
-        fprintf (stderr, "dtctl: %s%sno MUNGE credential could be made: %s "
-                 "(is munged running?)\n", text ? text : "", text ? "; " : "", munge_err);
+        const char *text =
+          json_string_value (json_object_get (json_array_get (errors, 0), "error"));
+        fprintf (stderr,
+                 "dtctl: %s%sno MUNGE credential could be made: %s "
+                 "(is munged running?)\n",
+                 text ? text : "", text ? "; " : "", munge_err);
         exit (code);
     }
-    json_array_foreach (errors, i, e) {
+    json_array_foreach (errors, i, e)
+    {
         const char *text = json_string_value (json_object_get (e, "error"));
         const char *field = json_string_value (json_object_get (e, "field"));
         if (!text)
@@ -241,9 +244,11 @@ static void print_warnings (const json_t *reply)
     size_t i;
     json_t *v;
 
-    json_array_foreach (w, i, v) {
-        const char *text = json_is_string (v) ? json_string_value (v)
-                         : json_string_value (json_object_get (v, "warning"));
+    json_array_foreach (w, i, v)
+    {
+        const char *text = json_is_string (v)
+                             ? json_string_value (v)
+                             : json_string_value (json_object_get (v, "warning"));
         if (!text)
             text = json_string_value (json_object_get (v, "error"));
         if (text)
@@ -267,14 +272,14 @@ static json_t *call (struct ctl *ctl, const char *method, const char *path,
     /* A fresh client per request: each request carries its own
      * credential, and dt_httpc_set_header adds rather than replaces. */
     if (!(c = dt_httpc_create (ctl->url, &http_opts, &err)))
-        ctl_die (CTL_EXIT_USAGE, "controller URL '%s' (from %s): %s",
-                 ctl->url, ctl->url_from, err.text);
+        ctl_die (CTL_EXIT_USAGE, "controller URL '%s' (from %s): %s", ctl->url,
+                 ctl->url_from, err.text);
     /* The body is serialized here: the credential is bound to its bytes. */
     if (body && !(sbody = dt_json_dumps (body)))
         ctl_die (CTL_EXIT_USAGE, "out of memory");
     munge_err = add_auth (c, ctl->url, method, path, sbody);
-    if (dt_httpc_raw (c, method, path, sbody, sbody ? strlen (sbody) : 0, "application/json",
-                      &status, &rbody, &rlen, &err) < 0)
+    if (dt_httpc_raw (c, method, path, sbody, sbody ? strlen (sbody) : 0,
+                      "application/json", &status, &rbody, &rlen, &err) < 0)
         ctl_die (CTL_EXIT_UNREACHABLE, "cannot reach controller at %s (from %s): %s",
                  ctl->url, ctl->url_from, err.text);
     dt_httpc_destroy (c);
@@ -290,8 +295,9 @@ static json_t *call (struct ctl *ctl, const char *method, const char *path,
         die_with_envelope (status, reply, munge_err);
     }
     if (!json_is_object (reply))
-        ctl_die (CTL_EXIT_SERVER, "%s %s: controller answered HTTP %ld without a JSON envelope",
-                 method, path, status);
+        ctl_die (CTL_EXIT_SERVER,
+                 "%s %s: controller answered HTTP %ld without a JSON envelope", method,
+                 path, status);
     print_warnings (reply);
     data = json_object_get (reply, "data");
     data = data ? json_incref (data) : json_null ();

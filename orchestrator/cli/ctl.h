@@ -26,9 +26,9 @@ enum ctl_exit {
 
 struct ctl {
     const char *controller_flag; /* --controller, borrowed from argv */
-    char *url;          /* controller base URL, owned; resolved at first call */
-    const char *url_from; /* where the URL came from, for error messages */
-    bool json;          /* --json: print data as JSON */
+    char *url;                   /* controller base URL, owned; resolved at first call */
+    const char *url_from;        /* where the URL came from, for error messages */
+    bool json;                   /* --json: print data as JSON */
 };
 
 /* Resolve the controller URL (done by the first ctl_call): --controller,
@@ -57,6 +57,6 @@ char *ctl_path (char *buf, size_t len, const char *fmt_prefix, const char *seg,
 
 /* Print "dtctl: msg" on stderr and exit with 'code'. */
 void ctl_die (int code, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3), noreturn));
+  __attribute__ ((format (printf, 2, 3), noreturn));
 
 #endif

@@ -23,15 +23,18 @@ static void usage (FILE *f)
                 "Commands:\n");
     for (const struct cmd *c = dtctl_cmds; c->name; c++)
         fprintf (f, "  %-11s %s\n", c->name, c->summary);
-    fprintf (f, "\nGlobal options:\n"
-                "      --controller URL  controller to talk to (also $DTCTL_CONTROLLER,\n"
-                "                        ControllerURL in the config file; default %s)\n"
-                "      --json            print the answer's data as JSON\n"
-                "  -h, --help            show this help ('dtctl COMMAND --help' for a command)\n"
-                "  -V, --version         print the version\n"
-                "\nExit status: 0 ok, 1 usage or bad input, 2 controller unreachable,\n"
-                "3 not found, 4 permission denied, 5 illegal in the job's state,\n"
-                "6 controller error.  See dtctl(1).\n", CTL_DEFAULT_URL);
+    fprintf (
+      f,
+      "\nGlobal options:\n"
+      "      --controller URL  controller to talk to (also $DTCTL_CONTROLLER,\n"
+      "                        ControllerURL in the config file; default %s)\n"
+      "      --json            print the answer's data as JSON\n"
+      "  -h, --help            show this help ('dtctl COMMAND --help' for a command)\n"
+      "  -V, --version         print the version\n"
+      "\nExit status: 0 ok, 1 usage or bad input, 2 controller unreachable,\n"
+      "3 not found, 4 permission denied, 5 illegal in the job's state,\n"
+      "6 controller error.  See dtctl(1).\n",
+      CTL_DEFAULT_URL);
 }
 
 int main (int argc, char **argv)
@@ -53,25 +56,17 @@ int main (int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long (argc, argv, "+:hV", opts, NULL)) != -1) {
         switch (c) {
-            case 'C':
-                ctl.controller_flag = optarg;
-                break;
-            case 'j':
-                ctl.json = true;
-                break;
-            case 'h':
-                usage (stdout);
-                return CTL_EXIT_OK;
-            case 'V':
-                printf ("%s\n", dt_version_string ());
-                return CTL_EXIT_OK;
-            case ':':
-                fprintf (stderr, "dtctl: option '%s' needs a value\n", argv[optind - 1]);
-                return CTL_EXIT_USAGE;
-            default:
-                fprintf (stderr, "dtctl: unknown option '%s'\nTry 'dtctl --help'.\n",
-                         argv[optind - 1]);
-                return CTL_EXIT_USAGE;
+        case 'C': ctl.controller_flag = optarg; break;
+        case 'j': ctl.json = true; break;
+        case 'h': usage (stdout); return CTL_EXIT_OK;
+        case 'V': printf ("%s\n", dt_version_string ()); return CTL_EXIT_OK;
+        case ':':
+            fprintf (stderr, "dtctl: option '%s' needs a value\n", argv[optind - 1]);
+            return CTL_EXIT_USAGE;
+        default:
+            fprintf (stderr, "dtctl: unknown option '%s'\nTry 'dtctl --help'.\n",
+                     argv[optind - 1]);
+            return CTL_EXIT_USAGE;
         }
     }
     if (optind >= argc) {
@@ -89,7 +84,8 @@ int main (int argc, char **argv)
         return CTL_EXIT_OK;
     }
     if (!(cmd = cmd_lookup (argv[optind]))) {
-        fprintf (stderr, "dtctl: unknown command '%s'\nTry 'dtctl --help'.\n", argv[optind]);
+        fprintf (stderr, "dtctl: unknown command '%s'\nTry 'dtctl --help'.\n",
+                 argv[optind]);
         return CTL_EXIT_USAGE;
     }
 

@@ -68,7 +68,8 @@ const char *jfmt (const json_t *v, const char *real_fmt, char *buf, size_t len)
         buf[0] = '\0';
         if (json_array_size (v) == 0)
             snprintf (buf, len, "-");
-        json_array_foreach (v, i, e) {
+        json_array_foreach (v, i, e)
+        {
             char one[256];
             if (json_is_object (e))
                 jfmt (jget (e, "name|node|id"), real_fmt, one, sizeof (one));
@@ -106,8 +107,8 @@ int64_t jtime_ms (const json_t *v)
         int64_t ms = 0;
 
         memset (&tm, 0, sizeof (tm));
-        if (!(rest = strptime (s, "%Y-%m-%dT%H:%M:%S", &tm))
-            && !(rest = strptime (s, "%Y-%m-%d %H:%M:%S", &tm)))
+        if (!(rest = strptime (s, "%Y-%m-%dT%H:%M:%S", &tm)) &&
+            !(rest = strptime (s, "%Y-%m-%d %H:%M:%S", &tm)))
             return -1;
         if (*rest == '.') {
             int digits = 0;
@@ -135,9 +136,11 @@ const char *fmt_age (int64_t ms, char *buf, size_t len)
     else if (s < 3600)
         snprintf (buf, len, "%lldm", (long long)(s / 60));
     else if (s < 86400)
-        snprintf (buf, len, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+        snprintf (buf, len, "%lldh%02lldm", (long long)(s / 3600),
+                  (long long)(s % 3600 / 60));
     else
-        snprintf (buf, len, "%lldd%02lldh", (long long)(s / 86400), (long long)(s % 86400 / 3600));
+        snprintf (buf, len, "%lldd%02lldh", (long long)(s / 86400),
+                  (long long)(s % 86400 / 3600));
     return buf;
 }
 
@@ -179,7 +182,7 @@ void out_json (const json_t *v)
 struct table {
     int ncols;
     size_t nrows, cap;
-    char **cells;               /* (nrows + 1) * ncols, row 0 = headers */
+    char **cells; /* (nrows + 1) * ncols, row 0 = headers */
 };
 
 struct table *table_create (int ncols, const char *const headers[])

@@ -33,7 +33,7 @@ static int workers (const struct attempt *att)
 
 static uint32_t node_hash (const char *s)
 {
-    uint32_t h = 2166136261u;           /* FNV-1a */
+    uint32_t h = 2166136261u; /* FNV-1a */
     while (*s)
         h = (h ^ (unsigned char)*s++) * 16777619u;
     return h;
@@ -66,7 +66,8 @@ static int agent_hash_build (struct attempt *att)
 static struct agent *agent_hash_get (struct attempt *att, const char *node)
 {
     int cap = att->agent_hash_cap;
-    for (uint32_t k = node_hash (node) & (cap - 1); att->agent_hash[k]; k = (k + 1) & (cap - 1)) {
+    for (uint32_t k = node_hash (node) & (cap - 1); att->agent_hash[k];
+         k = (k + 1) & (cap - 1)) {
         struct agent *ag = &att->agents[att->agent_hash[k] - 1];
         if (!strcmp (ag->node, node))
             return ag;
@@ -79,16 +80,17 @@ static struct agent *agent_hash_get (struct attempt *att, const char *node)
  * agent_hash_n to -1: rebuild); a shrink rebuilds too. */
 struct agent *jobs_agent_find (struct attempt *att, const char *node)
 {
-    if (!att->agent_hash || att->agent_hash_n < 0 || att->agent_hash_n > att->nagents
-        || 2 * att->nagents > att->agent_hash_cap) {
+    if (!att->agent_hash || att->agent_hash_n < 0 || att->agent_hash_n > att->nagents ||
+        2 * att->nagents > att->agent_hash_cap) {
         if (agent_hash_build (att) < 0) {
-            for (int i = 0; i < att->nagents; i++)  /* out of memory: scan */
+            for (int i = 0; i < att->nagents; i++) /* out of memory: scan */
                 if (!strcmp (att->agents[i].node, node))
                     return &att->agents[i];
             return NULL;
         }
     }
-    for (int cap = att->agent_hash_cap; att->agent_hash_n < att->nagents; att->agent_hash_n++) {
+    for (int cap = att->agent_hash_cap; att->agent_hash_n < att->nagents;
+         att->agent_hash_n++) {
         uint32_t k = node_hash (att->agents[att->agent_hash_n].node) & (cap - 1);
         while (att->agent_hash[k])
             k = (k + 1) & (cap - 1);
@@ -143,19 +145,19 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
     att->row.world_size = att->row.num_nodes * att->row.ranks_per_node;
     att->row.exclude = json_deep_copy (job->row.exclude);
     att->stop_rank = -1;
-    /* Suspect nodes (node health: repeated failures in several jobs) are kept out of every new
-     * attempt until an admin clears them. */
+    /* Suspect nodes (node health: repeated failures in several jobs) are kept out of
+     * every new attempt until an admin clears them. */
     {
         json_t *sus = store_nodes_suspect (jobs->ctx->store, err);
         size_t i, j;
         json_t *v, *w;
         if (!sus)
             goto error;
-        json_array_foreach (sus, i, v) {
+        json_array_foreach (sus, i, v)
+        {
             bool have = false;
-            json_array_foreach (att->row.exclude, j, w)
-                if (json_equal (v, w))
-                    have = true;
+            json_array_foreach (att->row.exclude, j, w) if (json_equal (v, w)) have =
+              true;
             if (!have)
                 json_array_append (att->row.exclude, v);
         }
@@ -180,8 +182,8 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
     if (!from_scratch && job->row.id > 0) {
         int64_t step;
         char dir[1024], sha[65];
-        int rc = store_ckpt_latest (jobs->ctx->store, job->row.id, &step, dir, sizeof (dir),
-                                    sha, sizeof (sha), err);
+        int rc = store_ckpt_latest (jobs->ctx->store, job->row.id, &step, dir,
+                                    sizeof (dir), sha, sizeof (sha), err);
         if (rc < 0)
             goto error;
         if (rc == 1) {
@@ -194,8 +196,8 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
             struct userfs_id id;
             char *mtext;
             job_fs_id (job, &id);
-            if (dt_pathf (mpath, sizeof (mpath), "%s/manifest.json", dir) == 0
-                && (mtext = userfs_read_file (&id, mpath, 1 << 24, NULL, err))) {
+            if (dt_pathf (mpath, sizeof (mpath), "%s/manifest.json", dir) == 0 &&
+                (mtext = userfs_read_file (&id, mpath, 1 << 24, NULL, err))) {
                 man = json_loads (mtext, 0, NULL);
                 free (mtext);
             }
@@ -223,23 +225,25 @@ int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt *att,
     if (store_attempt_insert (jobs->ctx->store, &att->row, err) < 0)
         return -1;
     if (att->row.resume_step >= 0)
-        snprintf (detail, sizeof (detail), "attempt %d submitted, resuming from step %lld",
-                  att->row.attempt, (long long)att->row.resume_step);
+        snprintf (detail, sizeof (detail),
+                  "attempt %d submitted, resuming from step %lld", att->row.attempt,
+                  (long long)att->row.resume_step);
     else
         snprintf (detail, sizeof (detail), "attempt %d submitted, from scratch",
                   att->row.attempt);
     /* resume_source: "jit" when the checkpoint resumed from is a
      * just-in-time one (its manifest's kind), "committed" for a regular
      * committed checkpoint, "none" from scratch. */
-    json_t *data = json_pack ("{s:I s:I s:s s:O}", "resume_step",
-                              (json_int_t)att->row.resume_step, "world_size",
-                              (json_int_t)att->row.world_size, "resume_source",
-                              att->row.resume_step >= 0 && att->resume_source[0]
-                                  ? att->resume_source
-                                  : att->row.resume_step >= 0 ? "committed" : "none",
-                              "exclude", att->row.exclude);
-    int rc = store_event (jobs->ctx->store, att->row.submit_time, job->row.id,
-                          att->row.attempt, "attempt_submitted", NULL, -1, detail, data, err);
+    json_t *data =
+      json_pack ("{s:I s:I s:s s:O}", "resume_step", (json_int_t)att->row.resume_step,
+                 "world_size", (json_int_t)att->row.world_size, "resume_source",
+                 att->row.resume_step >= 0 && att->resume_source[0] ? att->resume_source
+                 : att->row.resume_step >= 0                        ? "committed"
+                                                                    : "none",
+                 "exclude", att->row.exclude);
+    int rc =
+      store_event (jobs->ctx->store, att->row.submit_time, job->row.id, att->row.attempt,
+                   "attempt_submitted", NULL, -1, detail, data, err);
     json_decref (data);
     return rc;
 }
@@ -254,8 +258,8 @@ void attempt_cancel (struct jobs *jobs, struct attempt *att)
     /* A job with spares that will restart keeps its allocation: the
      * next attempt runs in it as a new step (launcher.h, "reuse"). */
     int flags = 0;
-    if (restart_keep_alloc (att->job->spec.spare_nodes, att->job->row.state == JOB_RESTARTING,
-                            cause)) {
+    if (restart_keep_alloc (att->job->spec.spare_nodes,
+                            att->job->row.state == JOB_RESTARTING, cause)) {
         flags = LAUNCHER_CANCEL_KEEP_ALLOC;
         snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
                   att->row.handle);
@@ -286,17 +290,19 @@ static int tx_finish (struct jobs *jobs, struct job *job, struct attempt *att, v
          * failed attempt earlier than the controller first saw its failure
          * (e.g. slurmctld's NODE_FAIL time before the heartbeat timeout),
          * keep the earliest first-seen time and add the launcher's word. */
-        if (att->end_state == ATT_FAILED && st->end_time_ms > 0 && att->row.fail_time > 0
-            && st->end_time_ms < att->row.fail_time
-            && st->end_kind != LAUNCHER_END_OTHER) {
+        if (att->end_state == ATT_FAILED && st->end_time_ms > 0 &&
+            att->row.fail_time > 0 && st->end_time_ms < att->row.fail_time &&
+            st->end_kind != LAUNCHER_END_OTHER) {
             char tbuf[40];
             if (!att->row.evidence)
                 att->row.evidence = json_object ();
-            json_object_set_new (att->row.evidence, "launcher_cause", json_string (st->cause));
-            json_object_set_new (att->row.evidence, "launcher_detail", json_string (st->detail));
-            json_object_set_new (att->row.evidence, "controller_first_seen",
-                                 json_string (dt_format_time (att->row.fail_time, tbuf,
-                                                              sizeof (tbuf))));
+            json_object_set_new (att->row.evidence, "launcher_cause",
+                                 json_string (st->cause));
+            json_object_set_new (att->row.evidence, "launcher_detail",
+                                 json_string (st->detail));
+            json_object_set_new (
+              att->row.evidence, "controller_first_seen",
+              json_string (dt_format_time (att->row.fail_time, tbuf, sizeof (tbuf))));
             att->row.fail_time = st->end_time_ms;
         }
         if (att->row.exit_code < 0)
@@ -316,8 +322,8 @@ static void attempt_finish (struct jobs *jobs, struct attempt *att,
                 att->row.attempt, err.text);
         return;
     }
-    dt_log (LOG_INFO, "job %lld attempt %d %s", (long long)att->row.job_id, att->row.attempt,
-            fsm_attempt_state_name (att->row.state));
+    dt_log (LOG_INFO, "job %lld attempt %d %s", (long long)att->row.job_id,
+            att->row.attempt, fsm_attempt_state_name (att->row.state));
     if (att->job->row.state == JOB_RESTARTING)
         att->job->restart_at_ms = dt_real_ms () + backoff_ms (att->job);
 }
@@ -346,22 +352,24 @@ void attempt_succeed (struct jobs *jobs, struct attempt *att)
             snprintf (detail, sizeof (detail), "%s (the ranks took a final checkpoint%s)",
                       att->stop_detail[0] ? att->stop_detail : att->stop_cause,
                       att->committed_any ? "" : "; none was committed");
-            jobs_attempt_fail (jobs, att, att->stop_cause, att->stop_node[0] ? att->stop_node
-                               : NULL, att->stop_rank, detail,
-                               json_pack ("{s:I s:b}", "stop_step", (json_int_t)att->stop_step,
-                                          "final_checkpoint_committed", att->committed_any));
+            jobs_attempt_fail (
+              jobs, att, att->stop_cause, att->stop_node[0] ? att->stop_node : NULL,
+              att->stop_rank, detail,
+              json_pack ("{s:I s:b}", "stop_step", (json_int_t)att->stop_step,
+                         "final_checkpoint_committed", att->committed_any));
             return;
         }
     }
     if (transact (jobs, att->job, att, tx_succeed, NULL, &err) < 0)
-        dt_log (LOG_ERR, "job %lld: completing: %s", (long long)att->row.job_id, err.text);
+        dt_log (LOG_ERR, "job %lld: completing: %s", (long long)att->row.job_id,
+                err.text);
     else
         dt_log (LOG_NOTICE, "job %lld completed (attempt %d)", (long long)att->row.job_id,
                 att->row.attempt);
 }
 
-static int tx_launched (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
-                        dt_error_t *err)
+static int tx_launched (struct jobs *jobs, struct job *job, struct attempt *att,
+                        void *arg, dt_error_t *err)
 {
     char detail[160];
     if (store_attempt_update (jobs->ctx->store, &att->row, err) < 0)
@@ -386,7 +394,8 @@ static int attempt_ckpt_dir (struct jobs *jobs, struct attempt *att)
 
     if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0) {
         jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1,
-                           "checkpoint.dir is too long for the job's checkpoint paths", NULL);
+                           "checkpoint.dir is too long for the job's checkpoint paths",
+                           NULL);
         return -1;
     }
     job_fs_id (job, &id);
@@ -397,8 +406,10 @@ static int attempt_ckpt_dir (struct jobs *jobs, struct attempt *att)
         char detail[256];
         dt_log (LOG_WARNING, "job %lld: checkpoint directory: %s", (long long)job->row.id,
                 err.text);
-        snprintf (detail, sizeof (detail), "checkpoint directory (made with the user's "
-                  "rights): %s", err.text);
+        snprintf (detail, sizeof (detail),
+                  "checkpoint directory (made with the user's "
+                  "rights): %s",
+                  err.text);
         jobs_note (jobs, att, "checkpoint_dir_failed", NULL, -1, detail, NULL, &e2);
     }
     return 0;
@@ -421,10 +432,10 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     /* Output goes to the user's own directory (UserDir/<uid>): Slurm opens
      * it as the user.  A path that does not fit fails the launch (a
      * truncated log path would be some other file). */
-    if (userdir_get (ctx->cfg->user_dir, job->row.uid, job->row.gid, logdir, sizeof (logdir),
-                     &err) < 0) {
-        dt_log (LOG_ERR, "job %lld attempt %d: %s", (long long)job->row.id, att->row.attempt,
-                err.text);
+    if (userdir_get (ctx->cfg->user_dir, job->row.uid, job->row.gid, logdir,
+                     sizeof (logdir), &err) < 0) {
+        dt_log (LOG_ERR, "job %lld attempt %d: %s", (long long)job->row.id,
+                att->row.attempt, err.text);
         jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1, err.text, NULL);
         return -1;
     }
@@ -443,7 +454,8 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     if (!(env = calloc (n + 1, sizeof (*env))))
         goto fail;
     i = 0;
-    json_object_foreach (jenv, k, v) {
+    json_object_foreach (jenv, k, v)
+    {
         char *kv;
         if (asprintf (&kv, "%s=%s", k, json_string_value (v)) < 0)
             goto fail;
@@ -452,8 +464,7 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     n = json_array_size (att->row.exclude);
     if (!(exclude = calloc (n + 1, sizeof (*exclude))))
         goto fail;
-    json_array_foreach (att->row.exclude, i, v)
-        exclude[i] = json_string_value (v);
+    json_array_foreach (att->row.exclude, i, v) exclude[i] = json_string_value (v);
 
     /* Only the token's hash survives a controller restart: an attempt
      * launched after one (it was not launched before the crash) gets a
@@ -492,11 +503,13 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
     if (job->reuse_handle[0])
         dt_log (LOG_INFO, "job %lld attempt %d: %s allocation %s", (long long)job->row.id,
-                att->row.attempt, strcmp (handle, job->reuse_handle) ? "reuse asked of" : "kept",
+                att->row.attempt,
+                strcmp (handle, job->reuse_handle) ? "reuse asked of" : "kept",
                 job->reuse_handle);
-    job->reuse_handle[0] = '\0';          /* the launcher owns it now */
+    job->reuse_handle[0] = '\0'; /* the launcher owns it now */
     if (transact (jobs, job, att, tx_launched, NULL, &err) < 0)
-        dt_log (LOG_ERR, "job %lld: recording launch: %s", (long long)job->row.id, err.text);
+        dt_log (LOG_ERR, "job %lld: recording launch: %s", (long long)job->row.id,
+                err.text);
     dt_log (LOG_INFO, "job %lld attempt %d launched (%s)", (long long)job->row.id,
             att->row.attempt, handle);
     att->next_poll_ms = dt_real_ms () + 200;
@@ -526,28 +539,30 @@ struct reg_arg {
     bool first;
 };
 
-static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
-                          dt_error_t *err)
+static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *att,
+                          void *arg, dt_error_t *err)
 {
     struct reg_arg *r = arg;
     store_t *st = jobs->ctx->store;
     int64_t now = dt_real_ms ();
     int expected = att->row.num_nodes + att->row.spare_nodes;
 
-    if (att->row.state == ATT_SUBMITTED && att_set_state (jobs, att, ATT_STARTING, err) < 0)
+    if (att->row.state == ATT_SUBMITTED &&
+        att_set_state (jobs, att, ATT_STARTING, err) < 0)
         return -1;
     if (r->first) {
         char detail[128];
         struct agent *ag = r->ag;
         snprintf (detail, sizeof (detail), "agent on %s registered (%d of %d)", ag->node,
                   att->nagents, expected);
-        if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node, ag->order, -1,
-                                    false, ag->addr, ag->port, ag->pid, "registered",
-                                    ag->register_time, 0, ag->hostinfo, err) < 0
-            || store_node_seen (st, ag->node, ag->addr, ag->hostinfo, now, job->row.id,
-                                att->row.attempt, err) < 0
-            || store_event (st, now, job->row.id, att->row.attempt, "agent_registered",
-                            ag->node, -1, detail, NULL, err) < 0)
+        if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
+                                    ag->order, -1, false, ag->addr, ag->port, ag->pid,
+                                    "registered", ag->register_time, 0, ag->hostinfo,
+                                    err) < 0 ||
+            store_node_seen (st, ag->node, ag->addr, ag->hostinfo, now, job->row.id,
+                             att->row.attempt, err) < 0 ||
+            store_event (st, now, job->row.id, att->row.attempt, "agent_registered",
+                         ag->node, -1, detail, NULL, err) < 0)
             return -1;
     }
     if (att->nagents < expected || att->row.state != ATT_STARTING)
@@ -555,7 +570,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
 
     /* Everyone is here: node ranks in Slurm node order. */
     qsort (att->agents, att->nagents, sizeof (*att->agents), agent_cmp);
-    att->agent_hash_n = -1;             /* the node index is stale */
+    att->agent_hash_n = -1; /* the node index is stale */
     int rpn = att->row.ranks_per_node;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
@@ -572,13 +587,14 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
                 rk->dirty = true;
             }
         }
-        if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node, ag->order,
-                                    ag->node_rank, ag->spare, ag->addr, ag->port, ag->pid,
-                                    "registered", ag->register_time, now, ag->hostinfo,
-                                    err) < 0)
+        if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
+                                    ag->order, ag->node_rank, ag->spare, ag->addr,
+                                    ag->port, ag->pid, "registered", ag->register_time,
+                                    now, ag->hostinfo, err) < 0)
             return -1;
     }
-    snprintf (att->row.master_addr, sizeof (att->row.master_addr), "%s", att->agents[0].addr);
+    snprintf (att->row.master_addr, sizeof (att->row.master_addr), "%s",
+              att->agents[0].addr);
     att->row.master_port = att->agents[0].port;
     {
         char list[256] = "";
@@ -589,10 +605,11 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
         if (!att->row.nodelist[0])
             snprintf (att->row.nodelist, sizeof (att->row.nodelist), "%s", list);
     }
-    provenance_set_machine (att);       /* stored by att_set_state */
+    provenance_set_machine (att); /* stored by att_set_state */
     if (att_set_state (jobs, att, ATT_RUNNING, err) < 0)
         return -1;
-    if (job->row.state != JOB_RUNNING && job_set_state (jobs, job, JOB_RUNNING, NULL, err) < 0)
+    if (job->row.state != JOB_RUNNING &&
+        job_set_state (jobs, job, JOB_RUNNING, NULL, err) < 0)
         return -1;
     return 0;
 }
@@ -602,11 +619,11 @@ int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent 
 {
     struct reg_arg r = { ag, first };
     char node[64];
-    snprintf (node, sizeof (node), "%s", ag->node);   /* qsort may move ag */
+    snprintf (node, sizeof (node), "%s", ag->node); /* qsort may move ag */
     if (transact (jobs, att->job, att, tx_registered, &r, err) < 0)
         return -1;
-    if (att->row.state == ATT_RUNNING && first && att->nagents
-        == att->row.num_nodes + att->row.spare_nodes)
+    if (att->row.state == ATT_RUNNING && first &&
+        att->nagents == att->row.num_nodes + att->row.spare_nodes)
         dt_log (LOG_INFO, "job %lld attempt %d running on %s (master %s:%d)",
                 (long long)att->row.job_id, att->row.attempt, att->row.nodelist,
                 att->row.master_addr, att->row.master_port);
@@ -627,18 +644,19 @@ static int tx_done (struct jobs *jobs, struct job *job, struct attempt *att, voi
     char detail[96];
     int64_t now = dt_real_ms ();
 
-    snprintf (detail, sizeof (detail), "agent on %s done (exit %d)", ag->node, d->exit_code);
+    snprintf (detail, sizeof (detail), "agent on %s done (exit %d)", ag->node,
+              d->exit_code);
     if (store_attempt_node_put (jobs->ctx->store, job->row.id, att->row.attempt, ag->node,
                                 ag->order, ag->node_rank, ag->spare, ag->addr, ag->port,
                                 ag->pid, "done", ag->register_time, ag->last_hb_ms,
                                 ag->hostinfo, err) < 0)
         return -1;
-    return store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, "agent_done",
-                        ag->node, -1, detail, NULL, err);
+    return store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
+                        "agent_done", ag->node, -1, detail, NULL, err);
 }
 
-int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag, int exit_code,
-                     dt_error_t *err)
+int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag,
+                     int exit_code, dt_error_t *err)
 {
     struct done_arg d = { ag, exit_code };
     if (ag->done)
@@ -673,8 +691,8 @@ bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now)
         return false;
     struct launcher_status st;
     /* An ending attempt is polled faster: the next one waits on it. */
-    att->next_poll_ms = now + (att->row.state == ATT_ENDING ? ending_poll_ms
-                               : poll_interval_ms);
+    att->next_poll_ms =
+      now + (att->row.state == ATT_ENDING ? ending_poll_ms : poll_interval_ms);
     memset (&st, 0, sizeof (st));
     if (ctx->lops->poll (ctx->launcher, att->row.handle, &st, &err) < 0)
         dt_log (LOG_WARNING, "job %lld: poll %s: %s", (long long)att->row.job_id,
@@ -689,7 +707,8 @@ bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now)
             struct reg_arg r = { NULL, false };
             if (transact (jobs, att->job, att, tx_registered, &r, &err) < 0)
                 dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
-        } else if (st.state == LAUNCHER_ENDED) {
+        }
+        else if (st.state == LAUNCHER_ENDED) {
             if (att->row.state == ATT_RUNNING && all_workers_done (att))
                 attempt_succeed (jobs, att);
             else if (att->row.state != ATT_ENDING)
@@ -729,13 +748,16 @@ void attempt_tick_ending (struct jobs *jobs, struct attempt *att, int64_t now)
     }
     if (!att->cancel_sent && now - att->ending_since_ms > ending_cancel_ms) {
         if (ctx->lops->cancel (ctx->launcher, att->row.handle, 0, &err) < 0)
-            dt_log (LOG_ERR, "job %lld: cancel: %s", (long long)att->row.job_id, err.text);
+            dt_log (LOG_ERR, "job %lld: cancel: %s", (long long)att->row.job_id,
+                    err.text);
         att->cancel_sent = true;
     }
     if (now - att->ending_since_ms > ending_giveup_ms) {
-        dt_log (LOG_WARNING, "job %lld attempt %d: launcher still reports processes "
-                "after %lld ms; recording the end anyway", (long long)att->row.job_id,
-                att->row.attempt, (long long)ending_giveup_ms);
+        dt_log (LOG_WARNING,
+                "job %lld attempt %d: launcher still reports processes "
+                "after %lld ms; recording the end anyway",
+                (long long)att->row.job_id, att->row.attempt,
+                (long long)ending_giveup_ms);
         attempt_finish (jobs, att, NULL);
     }
 }
@@ -759,19 +781,23 @@ void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int6
         out->why = "the job goes on in another allocation";
         return;
     }
-    if (!att || !att->row.handle[0] || att->row.attempt <= cur
-        || (att->row.state != ATT_SUBMITTED && att->row.state != ATT_STARTING))
+    if (!att || !att->row.handle[0] || att->row.attempt <= cur ||
+        (att->row.state != ATT_SUBMITTED && att->row.state != ATT_STARTING))
         return;
     /* A reused allocation runs exactly num_nodes agents: its spares stay
      * idle without one (launcher.h, reuse). */
     att->row.spare_nodes = 0;
-    dt_log (LOG_NOTICE, "job %lld: allocation %s starts attempt %d as a new step "
-            "(%d nodes; it ran attempt %lld%s)", (long long)job_id, alloc, att->row.attempt,
+    dt_log (LOG_NOTICE,
+            "job %lld: allocation %s starts attempt %d as a new step "
+            "(%d nodes; it ran attempt %lld%s)",
+            (long long)job_id, alloc, att->row.attempt,
             att->row.num_nodes + att->row.spare_nodes, (long long)cur,
             step_running ? ", whose step is still ending" : "");
     char detail[160];
-    snprintf (detail, sizeof (detail), "allocation %s starts attempt %d as a new step "
-              "(in-allocation restart)", alloc, att->row.attempt);
+    snprintf (detail, sizeof (detail),
+              "allocation %s starts attempt %d as a new step "
+              "(in-allocation restart)",
+              alloc, att->row.attempt);
     if (jobs_note (jobs, att, "alloc_step", NULL, -1, detail, NULL, &err) < 0)
         dt_log (LOG_WARNING, "job %lld: %s", (long long)job_id, err.text);
     out->action = JOBS_ALLOC_RUN;

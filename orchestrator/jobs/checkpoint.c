@@ -63,10 +63,9 @@ void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step)
  * a failure); 'extra' (borrowed, may be NULL) goes into the
  * manifest and the event.  *deleted (new array, caller frees): the steps
  * retention removed (their files are the caller's, after the commit). */
-int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
-                    int64_t step, const char *sdir, const char *kind,
-                    const json_t *extra, int64_t **deleted, int *ndeleted,
-                    dt_error_t *err)
+int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att, int64_t step,
+                    const char *sdir, const char *kind, const json_t *extra,
+                    int64_t **deleted, int *ndeleted, dt_error_t *err)
 {
     store_t *st = jobs->ctx->store;
     int64_t now = dt_real_ms ();
@@ -79,11 +78,11 @@ int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
     json_t *shards = store_ckpt_shards_json (st, job->row.id, step, err);
     if (!shards)
         return -1;
-    json_t *m = json_pack ("{s:i s:I s:I s:i s:i s:I s:s s:o s:s s:s}", "format", 1, "job",
-                           (json_int_t)job->row.id, "step", (json_int_t)step, "attempt",
-                           att->row.attempt, "world_size", att->row.world_size, "bytes",
-                           (json_int_t)bytes, "time", "", "shards", shards, "dtctl",
-                           PACKAGE_VERSION, "kind", kind);
+    json_t *m = json_pack ("{s:i s:I s:I s:i s:i s:I s:s s:o s:s s:s}", "format", 1,
+                           "job", (json_int_t)job->row.id, "step", (json_int_t)step,
+                           "attempt", att->row.attempt, "world_size", att->row.world_size,
+                           "bytes", (json_int_t)bytes, "time", "", "shards", shards,
+                           "dtctl", PACKAGE_VERSION, "kind", kind);
     if (!m)
         return errnoprintf (err, ENOMEM, "out of memory");
     if (extra)
@@ -92,7 +91,8 @@ int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
     if (att->row.provenance)
         json_object_set (m, "provenance", att->row.provenance);
     char tbuf[40];
-    json_object_set_new (m, "time", json_string (dt_format_time (now, tbuf, sizeof (tbuf))));
+    json_object_set_new (m, "time",
+                         json_string (dt_format_time (now, tbuf, sizeof (tbuf))));
     char *text = json_dumps (m, JSON_INDENT (1) | JSON_SORT_KEYS);
     json_decref (m);
     if (!text)
@@ -112,25 +112,28 @@ int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
         return -1;
     if (store_ckpt_set_state (st, job->row.id, step, "committed", sha, now, err) < 0)
         return -1;
-    snprintf (detail, sizeof (detail), "%scheckpoint of step %lld committed (%d shards, %lld "
-              "bytes)", strcmp (kind, "jit") ? "" : "just-in-time ", (long long)step, nshards,
+    snprintf (detail, sizeof (detail),
+              "%scheckpoint of step %lld committed (%d shards, %lld "
+              "bytes)",
+              strcmp (kind, "jit") ? "" : "just-in-time ", (long long)step, nshards,
               (long long)bytes);
     json_t *data = json_pack ("{s:I s:s s:s s:s}", "step", (json_int_t)step, "dir", sdir,
                               "manifest_sha256", sha, "kind", kind);
     if (data && extra)
         json_object_set (data, "jit", (json_t *)extra);
-    rc = store_event (st, now, job->row.id, att->row.attempt, "checkpoint_committed", NULL,
-                      -1, detail, data, err);
+    rc = store_event (st, now, job->row.id, att->row.attempt, "checkpoint_committed",
+                      NULL, -1, detail, data, err);
     json_decref (data);
     if (rc < 0)
         return -1;
 
     /* Retention: keep the newest 'keep' committed checkpoints. */
-    if (store_ckpt_beyond_keep (st, job->row.id, job->spec.ckpt.keep,
-                                deleted, ndeleted, err) < 0)
+    if (store_ckpt_beyond_keep (st, job->row.id, job->spec.ckpt.keep, deleted, ndeleted,
+                                err) < 0)
         return -1;
     for (int i = 0; i < *ndeleted; i++)
-        if (store_ckpt_set_state (st, job->row.id, (*deleted)[i], "deleted", NULL, 0, err) < 0)
+        if (store_ckpt_set_state (st, job->row.id, (*deleted)[i], "deleted", NULL, 0,
+                                  err) < 0)
             return -1;
     return 0;
 }
@@ -157,22 +160,24 @@ static int tx_shard (struct jobs *jobs, struct job *job, struct attempt *att, vo
     job_ckpt_dir (job, cdir, sizeof (cdir));
     if (dt_pathf (sdir, sizeof (sdir), "%s/step-%lld", cdir, (long long)a->step) < 0)
         return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
-    if (store_ckpt_state (st, job->row.id, a->step, state, sizeof (state), err) < 0
-        && errno != ENOENT)
+    if (store_ckpt_state (st, job->row.id, a->step, state, sizeof (state), err) < 0 &&
+        errno != ENOENT)
         return -1;
     if (!strcmp (state, "committed"))
-        return 0;                           /* a late duplicate */
+        return 0; /* a late duplicate */
     if (store_ckpt_put_pending (st, job->row.id, a->step, att->row.attempt, sdir,
-                                att->row.world_size, now, err) < 0
-        || store_shard_put (st, job->row.id, a->step, a->rank, att->row.attempt, a->node,
-                            a->path, a->bytes, a->crc32c, now, err) < 0)
+                                att->row.world_size, now, err) < 0 ||
+        store_shard_put (st, job->row.id, a->step, a->rank, att->row.attempt, a->node,
+                         a->path, a->bytes, a->crc32c, now, err) < 0)
         return -1;
-    snprintf (detail, sizeof (detail), "rank %d wrote its shard of step %lld (%lld bytes)",
-              a->rank, (long long)a->step, (long long)a->bytes);
-    json_t *data = json_pack ("{s:I s:s s:I s:s}", "step", (json_int_t)a->step, "path",
-                              a->path, "bytes", (json_int_t)a->bytes, "crc32c", a->crc32c);
-    int rc = store_event (st, now, job->row.id, att->row.attempt, "shard", a->node, a->rank,
-                          detail, data, err);
+    snprintf (detail, sizeof (detail),
+              "rank %d wrote its shard of step %lld (%lld bytes)", a->rank,
+              (long long)a->step, (long long)a->bytes);
+    json_t *data =
+      json_pack ("{s:I s:s s:I s:s}", "step", (json_int_t)a->step, "path", a->path,
+                 "bytes", (json_int_t)a->bytes, "crc32c", a->crc32c);
+    int rc = store_event (st, now, job->row.id, att->row.attempt, "shard", a->node,
+                          a->rank, detail, data, err);
     json_decref (data);
     if (rc < 0 || store_ckpt_shards (st, job->row.id, a->step, &nshards, &bytes, err) < 0)
         return -1;
@@ -241,13 +246,16 @@ void ckpt_schedule (struct jobs *jobs, struct attempt *att, int64_t min_step)
     if (ckpt_step_abandoned (att->ckpt_cmd_step, min_step)) {
         char detail[96];
         dt_error_t err;
-        snprintf (detail, sizeof (detail), "checkpoint of step %lld abandoned: all ranks "
-                  "passed it", (long long)att->ckpt_cmd_step);
+        snprintf (detail, sizeof (detail),
+                  "checkpoint of step %lld abandoned: all ranks "
+                  "passed it",
+                  (long long)att->ckpt_cmd_step);
         jobs_note (jobs, att, "checkpoint_abandoned", NULL, -1, detail, NULL, &err);
         att->ckpt_cmd_step = 0;
     }
     if (every > 0 && att->ckpt_cmd_step == 0 && att->max_step >= 0)
-        att->ckpt_cmd_step = ckpt_periodic_step (att->max_step, ckpt_lookahead (att), every);
+        att->ckpt_cmd_step =
+          ckpt_periodic_step (att->max_step, ckpt_lookahead (att), every);
 }
 
 /* Partial checkpoints (pending: not every shard arrived) of ended attempts
@@ -261,7 +269,8 @@ void ckpt_clean_partial (struct jobs *jobs, struct job *job)
     int n = 0;
 
     if (store_ckpt_list (st, job->row.id, "pending", &steps, &n, &err) < 0) {
-        dt_log (LOG_ERR, "job %lld: partial checkpoints: %s", (long long)job->row.id, err.text);
+        dt_log (LOG_ERR, "job %lld: partial checkpoints: %s", (long long)job->row.id,
+                err.text);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -270,10 +279,12 @@ void ckpt_clean_partial (struct jobs *jobs, struct job *job)
                   (long long)steps[i]);
         if (store_begin (st, &err) < 0)
             break;
-        if (store_ckpt_set_state (st, job->row.id, steps[i], "deleted", NULL, 0, &err) < 0
-            || store_event (st, dt_real_ms (), job->row.id, job->row.attempts,
-                            "checkpoint_partial_removed", NULL, -1, detail, NULL, &err) < 0
-            || store_commit (st, &err) < 0) {
+        if (store_ckpt_set_state (st, job->row.id, steps[i], "deleted", NULL, 0, &err) <
+              0 ||
+            store_event (st, dt_real_ms (), job->row.id, job->row.attempts,
+                         "checkpoint_partial_removed", NULL, -1, detail, NULL,
+                         &err) < 0 ||
+            store_commit (st, &err) < 0) {
             store_rollback (st);
             dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
             break;
@@ -287,8 +298,8 @@ void ckpt_clean_partial (struct jobs *jobs, struct job *job)
     char cdir[PATH_MAX];
     struct userfs_id id;
     job_fs_id (job, &id);
-    if (job_ckpt_dir (job, cdir, sizeof (cdir)) == 0
-        && userfs_remove_dirs (&id, cdir, is_jit_dir, &err) < 0)
+    if (job_ckpt_dir (job, cdir, sizeof (cdir)) == 0 &&
+        userfs_remove_dirs (&id, cdir, is_jit_dir, &err) < 0)
         dt_log (LOG_WARNING, "job %lld: %s", (long long)job->row.id, err.text);
 }
 
@@ -314,18 +325,19 @@ struct bad_arg {
     json_t *data;
 };
 
-static int tx_ckpt_bad (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
-                        dt_error_t *err)
+static int tx_ckpt_bad (struct jobs *jobs, struct job *job, struct attempt *att,
+                        void *arg, dt_error_t *err)
 {
     struct bad_arg *b = arg;
-    if (store_ckpt_set_state (jobs->ctx->store, job->row.id, b->step, "bad", NULL, 0, err) < 0)
+    if (store_ckpt_set_state (jobs->ctx->store, job->row.id, b->step, "bad", NULL, 0,
+                              err) < 0)
         return -1;
     return store_event (jobs->ctx->store, dt_real_ms (), job->row.id, att->row.attempt,
                         "checkpoint_bad", b->node, b->rank, b->detail, b->data, err);
 }
 
-void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *node, int rank,
-                           int exit_code, const char *stderr_tail)
+void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *node,
+                           int rank, int exit_code, const char *stderr_tail)
 {
     char path[1024], detail[256];
     size_t dl = strlen (att->row.resume_dir);
@@ -333,19 +345,23 @@ void jobs_rank_exit_check (struct jobs *jobs, struct attempt *att, const char *n
 
     /* dttrain: exit 3 = a shard failed verification at load.  Only a named
      * shard of the checkpoint this attempt resumed from condemns it. */
-    if (exit_code != 3 || att->row.resume_step < 0 || dl == 0
-        || !shard_named (stderr_tail, path, sizeof (path)) || strncmp (path, att->row.resume_dir, dl)
-        || path[dl] != '/')
+    if (exit_code != 3 || att->row.resume_step < 0 || dl == 0 ||
+        !shard_named (stderr_tail, path, sizeof (path)) ||
+        strncmp (path, att->row.resume_dir, dl) || path[dl] != '/')
         return;
-    snprintf (detail, sizeof (detail), "checkpoint of step %lld is bad: shard %.160s failed "
-              "verification at load", (long long)att->row.resume_step, path);
+    snprintf (detail, sizeof (detail),
+              "checkpoint of step %lld is bad: shard %.160s failed "
+              "verification at load",
+              (long long)att->row.resume_step, path);
     struct bad_arg b = { att->row.resume_step, node, detail, rank,
-                         json_pack ("{s:I s:s s:i}", "step", (json_int_t)att->row.resume_step,
-                                    "shard", path, "exit_code", exit_code) };
+                         json_pack ("{s:I s:s s:i}", "step",
+                                    (json_int_t)att->row.resume_step, "shard", path,
+                                    "exit_code", exit_code) };
     if (transact (jobs, att->job, att, tx_ckpt_bad, &b, &err) < 0)
         dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
     else
-        dt_log (LOG_WARNING, "job %lld: %s; the next attempt resumes from the previous one",
+        dt_log (LOG_WARNING,
+                "job %lld: %s; the next attempt resumes from the previous one",
                 (long long)att->row.job_id, detail);
     json_decref (b.data);
 }

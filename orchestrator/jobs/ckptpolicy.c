@@ -33,8 +33,8 @@ bool ckpt_step_abandoned (int64_t cmd_step, int64_t min_step)
     return cmd_step > 0 && min_step > cmd_step;
 }
 
-int jit_set_add (struct jit_set *js, int world, const char *node, int shard_rank, int64_t step,
-                 int64_t bytes, const char *crc32c)
+int jit_set_add (struct jit_set *js, int world, const char *node, int shard_rank,
+                 int64_t step, int64_t bytes, const char *crc32c)
 {
     if (!js->shards && !(js->shards = calloc (world, sizeof (*js->shards)))) {
         errno = ENOMEM;

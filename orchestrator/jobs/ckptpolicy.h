@@ -31,8 +31,8 @@ bool ckpt_step_abandoned (int64_t cmd_step, int64_t min_step);
  * 'world' ranks; a set of another step starts over.  Returns 1 when the set
  * is complete, 0 when shards are missing, -1 (ENOMEM) when its table
  * cannot be allocated.  A repeated shard counts once. */
-int jit_set_add (struct jit_set *js, int world, const char *node, int shard_rank, int64_t step,
-                 int64_t bytes, const char *crc32c);
+int jit_set_add (struct jit_set *js, int world, const char *node, int shard_rank,
+                 int64_t step, int64_t bytes, const char *crc32c);
 
 /* Is a complete just-in-time set of 'step' worth committing?  Not when one
  * was committed already (jit_step > 0), nor when a committed checkpoint

@@ -28,7 +28,7 @@ struct fail_arg {
     const char *cause, *node, *detail;
     int rank;
     json_t *evidence;
-    int64_t first_seen;         /* 0: now */
+    int64_t first_seen; /* 0: now */
 };
 
 static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
@@ -40,8 +40,10 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
     if (f->first_seen > 0 && f->first_seen < now)
         now = f->first_seen;
     snprintf (att->row.cause, sizeof (att->row.cause), "%s", f->cause);
-    snprintf (att->row.cause_node, sizeof (att->row.cause_node), "%s", f->node ? f->node : "");
-    snprintf (att->row.detail, sizeof (att->row.detail), "%s", f->detail ? f->detail : "");
+    snprintf (att->row.cause_node, sizeof (att->row.cause_node), "%s",
+              f->node ? f->node : "");
+    snprintf (att->row.detail, sizeof (att->row.detail), "%s",
+              f->detail ? f->detail : "");
     att->row.cause_rank = f->rank;
     att->row.fail_time = now;
     json_decref (att->row.evidence);
@@ -51,25 +53,28 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
     if (att->row.handle[0] == '\0' && att->row.state == ATT_SUBMITTED) {
         if (att_set_state (jobs, att, ATT_FAILED, err) < 0)
             return -1;
-    } else if (att_set_state (jobs, att, ATT_ENDING, err) < 0)
+    }
+    else if (att_set_state (jobs, att, ATT_ENDING, err) < 0)
         return -1;
-    if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, f->cause, f->node,
-                     f->rank, f->detail, f->evidence, err) < 0)
+    if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, f->cause,
+                     f->node, f->rank, f->detail, f->evidence, err) < 0)
         return -1;
     if (f->node && *f->node) {
         struct ctld_config *cfg = jobs->ctx->cfg;
         bool suspect = false;
-        if (store_node_failure (jobs->ctx->store, f->node, now, job->row.id, att->row.attempt,
-                                f->cause, f->detail, err) < 0
-            || store_node_health_check (jobs->ctx->store, f->node, now, cfg->suspect_window_ms,
-                                        cfg->suspect_jobs, cfg->suspect_users,
-                                        cfg->suspect_any_cause, &suspect, err) < 0)
+        if (store_node_failure (jobs->ctx->store, f->node, now, job->row.id,
+                                att->row.attempt, f->cause, f->detail, err) < 0 ||
+            store_node_health_check (
+              jobs->ctx->store, f->node, now, cfg->suspect_window_ms, cfg->suspect_jobs,
+              cfg->suspect_users, cfg->suspect_any_cause, &suspect, err) < 0)
             return -1;
         if (suspect) {
             char d[160];
-            snprintf (d, sizeof (d), "node %s is suspect: failures in %lld jobs within %lld s; "
-                      "excluded from new attempts until cleared", f->node,
-                      (long long)cfg->suspect_jobs, (long long)(cfg->suspect_window_ms / 1000));
+            snprintf (d, sizeof (d),
+                      "node %s is suspect: failures in %lld jobs within %lld s; "
+                      "excluded from new attempts until cleared",
+                      f->node, (long long)cfg->suspect_jobs,
+                      (long long)(cfg->suspect_window_ms / 1000));
             if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
                              "node_suspect", f->node, -1, d, NULL, err) < 0)
                 return -1;
@@ -80,8 +85,8 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
 }
 
 static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char *cause,
-                             const char *node, int rank, const char *detail, json_t *evidence,
-                             int64_t first_seen);
+                             const char *node, int rank, const char *detail,
+                             json_t *evidence, int64_t first_seen);
 
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
                         const char *node, int rank, const char *detail, json_t *evidence)
@@ -92,8 +97,8 @@ void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *caus
 /* The failure, first seen at 'first_seen' (epoch ms; 0: now), e.g. the end
  * time Slurm gives for a NODE_FAIL that the controller learns later. */
 static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char *cause,
-                             const char *node, int rank, const char *detail, json_t *evidence,
-                             int64_t first_seen)
+                             const char *node, int rank, const char *detail,
+                             json_t *evidence, int64_t first_seen)
 {
     struct fail_arg f = { cause, node, detail, rank, evidence, first_seen };
     dt_error_t err;
@@ -158,7 +163,7 @@ static const char *cause_of_launcher_end (const struct launcher_status *st)
  * whose last message to a peer it never sent).  When more than one rank
  * of the chosen class stalled, the failure names no node (a wrong blame
  * would exclude a healthy node) and the evidence lists the candidates. */
-enum { candidates_max = 16 };   /* ranks listed in the evidence of an unattributed hang */
+enum { candidates_max = 16 }; /* ranks listed in the evidence of an unattributed hang */
 
 static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t now)
 {
@@ -166,7 +171,7 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     double p99 = NAN;
 
     if (att->stopping)
-        return;                 /* a planned stop has its own grace (the agents') */
+        return; /* a planned stop has its own grace (the agents') */
     /* The two timeouts (busy or not) once, not per rank (a sort each). */
     int64_t t_idle = attempt_hang_timeout (jobs, att, false, &p99);
     int64_t t_busy = attempt_hang_timeout (jobs, att, true, &p99);
@@ -178,42 +183,46 @@ static void attempt_watchdog (struct jobs *jobs, struct attempt *att, int64_t no
     int64_t timeout = v.timeout_ms;
     int ties = stalled > 1 ? stalled - 1 : 0;
     char detail[320], tbuf[40];
-    snprintf (detail, sizeof (detail), "rank %d on %s made no step progress for %lld ms "
-              "(last step %lld; %s hang timeout %lld ms%s); it is %s", wr, worst->node,
-              (long long)(now - worst->progress_ms), (long long)worst->step,
-              att->job->spec.hb.hang_timeout_ms > 0 ? "fixed" : "automatic",
-              (long long)timeout, worst->busy ? ", busy allowance" : "",
-              hang_class_name (wcls));
-    json_t *ev = json_pack ("{s:I s:I s:I s:b s:b s:b s:i s:i s:s s:s}", "idle_ms",
-                            (json_int_t)(now - worst->progress_ms), "timeout_ms",
-                            (json_int_t)timeout, "last_step", (json_int_t)worst->step, "busy",
-                            worst->busy, "waiting", worst->waiting, "stopped", worst->stopped,
-                            "ranks_over_timeout", over, "tied_ranks", ties,
-                            "last_progress", dt_format_time (worst->progress_ms, tbuf,
-                                                             sizeof (tbuf)),
-                            "detected_by", "controller");
+    snprintf (
+      detail, sizeof (detail),
+      "rank %d on %s made no step progress for %lld ms "
+      "(last step %lld; %s hang timeout %lld ms%s); it is %s",
+      wr, worst->node, (long long)(now - worst->progress_ms), (long long)worst->step,
+      att->job->spec.hb.hang_timeout_ms > 0 ? "fixed" : "automatic", (long long)timeout,
+      worst->busy ? ", busy allowance" : "", hang_class_name (wcls));
+    json_t *ev = json_pack (
+      "{s:I s:I s:I s:b s:b s:b s:i s:i s:s s:s}", "idle_ms",
+      (json_int_t)(now - worst->progress_ms), "timeout_ms", (json_int_t)timeout,
+      "last_step", (json_int_t)worst->step, "busy", worst->busy, "waiting",
+      worst->waiting, "stopped", worst->stopped, "ranks_over_timeout", over, "tied_ranks",
+      ties, "last_progress", dt_format_time (worst->progress_ms, tbuf, sizeof (tbuf)),
+      "detected_by", "controller");
     json_object_set_new (ev, "p99_step_ms", isnan (p99) ? json_null () : json_real (p99));
     json_object_set_new (ev, "step_samples", json_integer (att->nsteptime));
     if (ties) {
         /* The first few: a stalled 80,000-rank job would otherwise put
          * megabytes into every view of the job. */
         json_t *cand = json_array ();
-        for (int r = 0; r < att->row.world_size && json_array_size (cand) < candidates_max; r++)
-            if (att->ranks[r].seen && att->ranks[r].progress_ms
-                && hang_class (&att->ranks[r]) == wcls
-                && now - att->ranks[r].progress_ms > timeout / 2)
-                json_array_append_new (cand, json_pack ("{s:i s:s}", "rank", r, "node",
-                                                        att->ranks[r].node));
+        for (int r = 0;
+             r < att->row.world_size && json_array_size (cand) < candidates_max; r++)
+            if (att->ranks[r].seen && att->ranks[r].progress_ms &&
+                hang_class (&att->ranks[r]) == wcls &&
+                now - att->ranks[r].progress_ms > timeout / 2)
+                json_array_append_new (
+                  cand, json_pack ("{s:i s:s}", "rank", r, "node", att->ranks[r].node));
         json_object_set_new (ev, "candidates", cand);
         json_object_set_new (ev, "candidates_total", json_integer (ties + 1));
-        snprintf (detail, sizeof (detail), "%d ranks made no step progress for %lld ms, the "
-                  "lowest at step %lld (%s hang timeout %lld ms), all %s: which one hangs "
-                  "is not known", ties + 1, (long long)(now - worst->progress_ms),
-                  (long long)worst->step,
-                  att->job->spec.hb.hang_timeout_ms > 0 ? "fixed" : "automatic",
-                  (long long)timeout, hang_class_name (wcls));
+        snprintf (
+          detail, sizeof (detail),
+          "%d ranks made no step progress for %lld ms, the "
+          "lowest at step %lld (%s hang timeout %lld ms), all %s: which one hangs "
+          "is not known",
+          ties + 1, (long long)(now - worst->progress_ms), (long long)worst->step,
+          att->job->spec.hb.hang_timeout_ms > 0 ? "fixed" : "automatic",
+          (long long)timeout, hang_class_name (wcls));
     }
-    jobs_attempt_fail (jobs, att, "hang", ties ? NULL : worst->node, ties ? -1 : wr, detail, ev);
+    jobs_attempt_fail (jobs, att, "hang", ties ? NULL : worst->node, ties ? -1 : wr,
+                       detail, ev);
 }
 
 /* The launcher saw every process of a running or starting attempt end
@@ -225,8 +234,10 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
     char detail[256];
     const char *cause = cause_of_launcher_end (st);
     struct agent *silent = NULL;
-    snprintf (detail, sizeof (detail), "agents ended before the attempt did: "
-              "%s", st->detail[0] ? st->detail : st->cause);
+    snprintf (detail, sizeof (detail),
+              "agents ended before the attempt did: "
+              "%s",
+              st->detail[0] ? st->detail : st->cause);
     /* A node failure the scheduler names no node for: blame the
      * agent that has been silent longest (over two intervals), the
      * one heartbeats would declare lost a little later. */
@@ -234,11 +245,12 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
         int64_t hb = att->job->spec.hb.interval_ms;
         for (int i = 0; i < att->nagents; i++) {
             struct agent *ag = &att->agents[i];
-            if (!ag->done && now - ag->last_hb_ms > 2 * hb
-                && (!silent || ag->last_hb_ms < silent->last_hb_ms))
+            if (!ag->done && now - ag->last_hb_ms > 2 * hb &&
+                (!silent || ag->last_hb_ms < silent->last_hb_ms))
                 silent = ag;
         }
-    } else {
+    }
+    else {
         /* Agents that ended without a word about their
          * ranks (no exit reported, not done) vanished with
          * their node: when exactly one did, it is the
@@ -249,8 +261,8 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
             struct agent *ag = &att->agents[i];
             bool running = false;
             for (int r = 0; r < att->row.world_size && !ag->done && !ag->spare; r++)
-                if (att->ranks[r].seen && !strcmp (att->ranks[r].node, ag->node)
-                    && !strcmp (att->ranks[r].state, "running"))
+                if (att->ranks[r].seen && !strcmp (att->ranks[r].node, ag->node) &&
+                    !strcmp (att->ranks[r].state, "running"))
                     running = true;
             if (running) {
                 nv++;
@@ -259,18 +271,19 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
         }
         if (nv == 1) {
             silent = v;
-            snprintf (detail, sizeof (detail), "the agent on %.63s ended "
-                      "without reporting its ranks (%.120s)", v->node,
-                      st->detail[0] ? st->detail : st->cause);
+            snprintf (detail, sizeof (detail),
+                      "the agent on %.63s ended "
+                      "without reporting its ranks (%.120s)",
+                      v->node, st->detail[0] ? st->detail : st->cause);
         }
     }
-    json_t *ev = json_pack ("{s:s s:i}", "launcher_cause", st->cause,
-                            "exit_code", st->exit_code);
+    json_t *ev =
+      json_pack ("{s:s s:i}", "launcher_cause", st->cause, "exit_code", st->exit_code);
     if (silent)
         json_object_set_new (ev, "heartbeat_gap_ms",
                              json_integer (now - silent->last_hb_ms));
-    attempt_fail_at (jobs, att, cause, silent ? silent->node : NULL, -1,
-                     detail, ev, st->end_time_ms);
+    attempt_fail_at (jobs, att, cause, silent ? silent->node : NULL, -1, detail, ev,
+                     st->end_time_ms);
 }
 
 /* A running attempt: node loss (silence), a peer loss no failure
@@ -279,8 +292,8 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
 {
     int64_t timeout = att->job->spec.hb.node_timeout_ms;
     /* Heartbeats deferred the attempt-wide pass (a large attempt). */
-    if (att->progress_dirty
-        && dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
+    if (att->progress_dirty &&
+        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
         jobs_progress (jobs, att);
         if (att->row.state != ATT_RUNNING)
             return;
@@ -300,31 +313,33 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     struct agent *lost = NULL;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
-        int64_t since = ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms
-                        : jobs->heard_since_ms;
-        if (!ag->done && now - since > limit
-            && (!lost || ag->last_hb_ms < lost->last_hb_ms))
+        int64_t since =
+          ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
+        if (!ag->done && now - since > limit &&
+            (!lost || ag->last_hb_ms < lost->last_hb_ms))
             lost = ag;
     }
     if (lost) {
         struct agent *ag = lost;
         char detail[256];
         if (limit < timeout)
-            snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (over 2.5 "
+            snprintf (detail, sizeof (detail),
+                      "no heartbeat from %s for %lld ms (over 2.5 "
                       "intervals) after a surviving rank reported losing a peer",
                       ag->node, (long long)(now - ag->last_hb_ms));
         else
-            snprintf (detail, sizeof (detail), "no heartbeat from %s for %lld ms (timeout "
-                      "%lld ms)", ag->node, (long long)(now - ag->last_hb_ms),
-                      (long long)timeout);
+            snprintf (detail, sizeof (detail),
+                      "no heartbeat from %s for %lld ms (timeout "
+                      "%lld ms)",
+                      ag->node, (long long)(now - ag->last_hb_ms), (long long)timeout);
         char tbuf[40];
-        jobs_attempt_fail (jobs, att, "node_lost", ag->node, -1, detail,
-                           json_pack ("{s:I s:I s:s s:b}", "heartbeat_gap_ms",
-                                      (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
-                                      (json_int_t)limit, "last_heartbeat",
-                                      dt_format_time (ag->last_hb_ms, tbuf,
-                                                      sizeof (tbuf)),
-                                      "peer_loss_reported", att->survivor_exit_ms != 0));
+        jobs_attempt_fail (
+          jobs, att, "node_lost", ag->node, -1, detail,
+          json_pack ("{s:I s:I s:s s:b}", "heartbeat_gap_ms",
+                     (json_int_t)(now - ag->last_hb_ms), "timeout_ms", (json_int_t)limit,
+                     "last_heartbeat",
+                     dt_format_time (ag->last_hb_ms, tbuf, sizeof (tbuf)),
+                     "peer_loss_reported", att->survivor_exit_ms != 0));
         return;
     }
     /* A rank exited after a just-in-time checkpoint: it lost a peer.
@@ -333,12 +348,14 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
      * blaming no node. */
     if (att->survivor_exit_ms && now - att->survivor_exit_ms > timeout + 1000) {
         char detail[192];
-        snprintf (detail, sizeof (detail), "ranks exited after losing a peer (just-in-time "
+        snprintf (detail, sizeof (detail),
+                  "ranks exited after losing a peer (just-in-time "
                   "checkpoint of step %lld), and no failure of the peer was seen within "
-                  "%lld ms", (long long)att->jit_step, (long long)(timeout + 1000));
-        jobs_attempt_fail (jobs, att, "trainer_exit", NULL, -1, detail,
-                           json_pack ("{s:I s:b}", "jit_step", (json_int_t)att->jit_step,
-                                      "peer_lost", 1));
+                  "%lld ms",
+                  (long long)att->jit_step, (long long)(timeout + 1000));
+        jobs_attempt_fail (
+          jobs, att, "trainer_exit", NULL, -1, detail,
+          json_pack ("{s:I s:b}", "jit_step", (json_int_t)att->jit_step, "peer_lost", 1));
         return;
     }
     /* The watchdog visits every rank: a large attempt's as often as its
@@ -356,7 +373,8 @@ int64_t jobs_hang_timeout_ms (const struct job *job)
     return h > 0 ? h : hang_agent_backstop * ft_hang_defaults.floor_ms;
 }
 
-void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node, const char *detail)
+void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node,
+                  const char *detail)
 {
     dt_error_t err;
     const char *cause = detail && strstr (detail, "SIGUSR1") ? "time_limit" : "preempted";
@@ -368,5 +386,5 @@ void jobs_signal (struct jobs *jobs, struct attempt *att, const char *node, cons
     char d[256];
     snprintf (d, sizeof (d), "%s on %s", detail ? detail : "signal", node);
     attempt_stop (jobs, att, cause, NULL, -1, d);
-    att->stop_step = 0;                     /* at each rank's next step */
+    att->stop_step = 0; /* at each rank's next step */
 }

@@ -31,8 +31,8 @@
 const int flush_rows_max = 250;
 
 struct flush_arg {
-    int budget;                 /* rows left; < 0 unlimited */
-    bool more;                  /* dirty rows left for a later flush */
+    int budget; /* rows left; < 0 unlimited */
+    bool more;  /* dirty rows left for a later flush */
 };
 
 /* The rank rows (stream 2i) or node rows (stream 2i+1) of the i-th job's
@@ -47,23 +47,33 @@ static int flush_stream (store_t *st, struct job *job, bool nodes, struct flush_
             struct agent *ag = &att->agents[(att->flush_agent_pos + k) % n];
             if (!ag->dirty)
                 continue;
-            if (store_attempt_node_put (st, job->row.id, att->row.attempt, ag->node,
-                                        ag->order, ag->node_rank, ag->spare, ag->addr,
-                                        ag->port, ag->pid, ag->done ? "done" : "registered",
-                                        ag->register_time, ag->last_hb_ms, ag->hostinfo,
-                                        err) < 0)
+            if (store_attempt_node_put (
+                  st, job->row.id, att->row.attempt, ag->node, ag->order, ag->node_rank,
+                  ag->spare, ag->addr, ag->port, ag->pid,
+                  ag->done ? "done" : "registered", ag->register_time, ag->last_hb_ms,
+                  ag->hostinfo, err) < 0)
                 return -1;
-        } else {
+        }
+        else {
             int r = (att->flush_rank_pos + k) % n;
             struct rank *rk = &att->ranks[r];
             if (!rk->dirty)
                 continue;
             struct store_rank_row row = {
-                .rank = r, .node = rk->node, .local_rank = rk->local_rank, .pid = rk->pid,
-                .state = rk->state[0] ? rk->state : "unknown", .client = rk->client,
-                .step = rk->step, .loss = rk->loss, .compute_ms = rk->compute_ms,
-                .comm_ms = rk->comm_ms, .straggler_score = rk->score,
-                .samples = rk->samples, .exit_code = rk->exit_code, .signal = rk->signal,
+                .rank = r,
+                .node = rk->node,
+                .local_rank = rk->local_rank,
+                .pid = rk->pid,
+                .state = rk->state[0] ? rk->state : "unknown",
+                .client = rk->client,
+                .step = rk->step,
+                .loss = rk->loss,
+                .compute_ms = rk->compute_ms,
+                .comm_ms = rk->comm_ms,
+                .straggler_score = rk->score,
+                .samples = rk->samples,
+                .exit_code = rk->exit_code,
+                .signal = rk->signal,
                 .updated = rk->updated,
             };
             if (store_rank_put (st, job->row.id, att->row.attempt, &row, err) < 0)
@@ -125,8 +135,8 @@ bool jobs_flush_some (struct jobs *jobs, int budget)
     store_t *st = jobs->ctx->store;
     struct flush_arg fa = { budget, false };
 
-    if (store_begin (st, &err) < 0 || tx_flush (jobs, NULL, NULL, &fa, &err) < 0
-        || store_commit (st, &err) < 0) {
+    if (store_begin (st, &err) < 0 || tx_flush (jobs, NULL, NULL, &fa, &err) < 0 ||
+        store_commit (st, &err) < 0) {
         store_rollback (st);
         dt_log (LOG_ERR, "flush: %s", err.text);
         return false;

@@ -18,7 +18,8 @@ const char *hang_class_name (enum hang_class c)
 
 bool hang_watched (const struct rank *rk)
 {
-    return rk->seen && rk->client && rk->progress_ms != 0 && !strcmp (rk->state, "running");
+    return rk->seen && rk->client && rk->progress_ms != 0 &&
+           !strcmp (rk->state, "running");
 }
 
 bool hang_decide (const struct rank *ranks, int n, int64_t now, int64_t t_idle,
@@ -39,10 +40,10 @@ bool hang_decide (const struct rank *ranks, int n, int64_t now, int64_t t_idle,
         if (now - rk->progress_ms <= t)
             continue;
         v->over++;
-        if (!worst || cls < v->cls
-            || (cls == v->cls
-                && (rk->step < worst->step
-                    || (rk->step == worst->step && rk->progress_ms < worst->progress_ms)))) {
+        if (!worst || cls < v->cls ||
+            (cls == v->cls &&
+             (rk->step < worst->step ||
+              (rk->step == worst->step && rk->progress_ms < worst->progress_ms)))) {
             worst = rk;
             v->rank = r;
             v->cls = cls;
@@ -55,8 +56,8 @@ bool hang_decide (const struct rank *ranks, int n, int64_t now, int64_t t_idle,
      * with the same event. */
     for (int r = 0; r < n; r++) {
         const struct rank *rk = &ranks[r];
-        if (hang_watched (rk) && hang_class (rk) == v->cls
-            && now - rk->progress_ms > v->timeout_ms / 2)
+        if (hang_watched (rk) && hang_class (rk) == v->cls &&
+            now - rk->progress_ms > v->timeout_ms / 2)
             v->stalled++;
     }
     return true;

@@ -18,11 +18,11 @@
 #include "orchestrator/jobs.h"
 
 enum hang_class {
-    HANG_STOPPED = 0,           /* its process is stopped (SIGSTOP, a debugger) */
-    HANG_NOT_WAITING = 1,       /* not blocked on its peers: it is the hang */
-    HANG_WAITING = 2,           /* blocked in a collective on its peers */
+    HANG_STOPPED = 0,     /* its process is stopped (SIGSTOP, a debugger) */
+    HANG_NOT_WAITING = 1, /* not blocked on its peers: it is the hang */
+    HANG_WAITING = 2,     /* blocked in a collective on its peers */
 };
-enum { HANG_WAITING_MULTIPLE = 2 };     /* the agents' ranks_waiting_multiple */
+enum { HANG_WAITING_MULTIPLE = 2 }; /* the agents' ranks_waiting_multiple */
 
 /* The class of a rank, and its name for messages. */
 enum hang_class hang_class (const struct rank *rk);
@@ -33,13 +33,13 @@ bool hang_watched (const struct rank *rk);
 
 /* The watchdog's verdict over ranks[0..n). */
 struct hang_verdict {
-    int rank;                   /* the rank to blame; -1: no hang */
-    enum hang_class cls;        /* its class */
-    int64_t timeout_ms;         /* the timeout it exceeded */
-    int over;                   /* ranks over their timeout */
-    int stalled;                /* ranks of its class stalled over half of it,
-                                 * itself included: > 1 means it is not known
-                                 * which of them hangs */
+    int rank;            /* the rank to blame; -1: no hang */
+    enum hang_class cls; /* its class */
+    int64_t timeout_ms;  /* the timeout it exceeded */
+    int over;            /* ranks over their timeout */
+    int stalled;         /* ranks of its class stalled over half of it,
+                          * itself included: > 1 means it is not known
+                          * which of them hangs */
 };
 
 /* Decide at 'now' (epoch ms) with the hang timeouts of idle and busy

@@ -41,7 +41,7 @@ struct jobs {
     struct ctld *ctx;
     struct job *list;
     int64_t next_flush_ms;
-    int flush_stream;           /* where the next bounded flush starts (tx_flush) */
+    int flush_stream; /* where the next bounded flush starts (tx_flush) */
     uint64_t restarts;
     uint64_t ckpts;
     /* Deafness: the controller cannot hear heartbeats while its own loop is
@@ -65,8 +65,8 @@ int job_set_state (struct jobs *jobs, struct job *job, enum job_state to,
                    const char *reason, dt_error_t *err);
 int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to,
                    dt_error_t *err);
-int transact (struct jobs *jobs, struct job *job, struct attempt *att, tx_f fn,
-              void *arg, dt_error_t *err);
+int transact (struct jobs *jobs, struct job *job, struct attempt *att, tx_f fn, void *arg,
+              dt_error_t *err);
 
 /* attempt.c: allocation, launch, rendezvous, success, cancel, finish, polling */
 void attempt_destroy (struct attempt *att);
@@ -97,10 +97,9 @@ void job_restart (struct jobs *jobs, struct job *job);
 int job_ckpt_dir (const struct job *job, char *buf, size_t len);
 int64_t ckpt_lookahead (struct attempt *att);
 void ckpt_remove_files (struct jobs *jobs, struct job *job, int64_t step);
-int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att,
-                    int64_t step, const char *sdir, const char *kind,
-                    const json_t *extra, int64_t **deleted, int *ndeleted,
-                    dt_error_t *err);
+int ckpt_commit_tx (struct jobs *jobs, struct job *job, struct attempt *att, int64_t step,
+                    const char *sdir, const char *kind, const json_t *extra,
+                    int64_t **deleted, int *ndeleted, dt_error_t *err);
 void rm_dir_files (const struct job *job, const char *cdir, const char *name);
 /* Whose rights the controller uses in the job's directories (userfs.h). */
 void job_fs_id (const struct job *job, struct userfs_id *id);

@@ -41,15 +41,15 @@ bool jobs_jit_reporter (const struct attempt *att, int rank)
 }
 
 struct jit_arg {
-    int rank;                   /* the reporting rank */
+    int rank; /* the reporting rank */
     int64_t step;
     const char *node, *sdir;
     int64_t *deleted;
     int ndeleted;
 };
 
-static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
-                          dt_error_t *err)
+static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *att,
+                          void *arg, dt_error_t *err)
 {
     struct jit_arg *a = arg;
     struct jit_set *js = &att->jit[a->rank];
@@ -63,12 +63,13 @@ static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *at
     for (int k = 0; k < att->row.world_size; k++) {
         if (dt_pathf (path, sizeof (path), "%s/rank-%d.ckpt", a->sdir, k) < 0)
             return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
-        if (store_shard_put (st, job->row.id, a->step, k, att->row.attempt, js->node, path,
-                             js->shards[k].bytes, js->shards[k].crc32c, now, err) < 0)
+        if (store_shard_put (st, job->row.id, a->step, k, att->row.attempt, js->node,
+                             path, js->shards[k].bytes, js->shards[k].crc32c, now,
+                             err) < 0)
             return -1;
     }
-    json_t *extra = json_pack ("{s:i s:s s:I}", "written_by_rank", a->rank, "node", js->node,
-                               "attempt", (json_int_t)att->row.attempt);
+    json_t *extra = json_pack ("{s:i s:s s:I}", "written_by_rank", a->rank, "node",
+                               js->node, "attempt", (json_int_t)att->row.attempt);
     int rc = ckpt_commit_tx (jobs, job, att, a->step, a->sdir, "jit", extra, &a->deleted,
                              &a->ndeleted, err);
     json_decref (extra);
@@ -91,14 +92,15 @@ static int jit_commit (struct jobs *jobs, struct attempt *att, int rank, dt_erro
     snprintf (sname, sizeof (sname), "step-%lld", (long long)js->step);
     snprintf (old, sizeof (old), ".partial-step-%lld-a%d", (long long)js->step,
               att->row.attempt);
-    if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0
-        || dt_pathf (sdir, sizeof (sdir), "%s/%s", cdir, sname) < 0)
+    if (job_ckpt_dir (job, cdir, sizeof (cdir)) < 0 ||
+        dt_pathf (sdir, sizeof (sdir), "%s/%s", cdir, sname) < 0)
         return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
-    if (store_ckpt_state (jobs->ctx->store, job->row.id, js->step, state, sizeof (state), err)
-        < 0 && errno != ENOENT)
+    if (store_ckpt_state (jobs->ctx->store, job->row.id, js->step, state, sizeof (state),
+                          err) < 0 &&
+        errno != ENOENT)
         return -1;
     if (!strcmp (state, "committed"))
-        return 0;               /* the ranks committed that step themselves */
+        return 0; /* the ranks committed that step themselves */
     /* A partial regular checkpoint of the same step (its writers died or
      * were waited for): its shards hold the same state; set it aside. */
     if ((rc = userfs_exists (&id, cdir, sname, err)) < 0)
@@ -118,8 +120,10 @@ static int jit_commit (struct jobs *jobs, struct attempt *att, int rank, dt_erro
     att->jit_step = js->step;
     att->committed_any = true;
     jobs->ckpts++;
-    dt_log (LOG_NOTICE, "job %lld: just-in-time checkpoint of step %lld committed (written by "
-            "rank %d on %s)", (long long)att->row.job_id, (long long)js->step, rank, js->node);
+    dt_log (LOG_NOTICE,
+            "job %lld: just-in-time checkpoint of step %lld committed (written by "
+            "rank %d on %s)",
+            (long long)att->row.job_id, (long long)js->step, rank, js->node);
     for (int i = 0; i < a.ndeleted; i++)
         ckpt_remove_files (jobs, job, a.deleted[i]);
     free (a.deleted);
@@ -135,17 +139,19 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
     int64_t latest = -1;
 
     if (rank < 0 || rank >= W)
-        return errnoprintf (err, EINVAL, "rank: %d is outside the world (size %d)", rank, W);
+        return errnoprintf (err, EINVAL, "rank: %d is outside the world (size %d)", rank,
+                            W);
     if (shard_rank < 0 || shard_rank >= W)
         return errnoprintf (err, EINVAL, "shard_rank: %d is outside the world (size %d)",
                             shard_rank, W);
     /* The controller moves this directory: it must be exactly where a
      * just-in-time set of this rank goes, inside the job's checkpoint dir. */
     job_ckpt_dir (att->job, cdir, sizeof (cdir));
-    if (dt_pathf (want, sizeof (want), "%s/jit-%lld-r%d/rank-%d.ckpt", cdir, (long long)step,
-               rank, shard_rank) < 0 || strcmp (path, want))
-        return errnoprintf (err, EINVAL, "path: a just-in-time shard of rank %d must be %s",
-                            rank, want);
+    if (dt_pathf (want, sizeof (want), "%s/jit-%lld-r%d/rank-%d.ckpt", cdir,
+                  (long long)step, rank, shard_rank) < 0 ||
+        strcmp (path, want))
+        return errnoprintf (
+          err, EINVAL, "path: a just-in-time shard of rank %d must be %s", rank, want);
     if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
         return errnoprintf (err, ENOMEM, "out of memory");
     if (!att->jit[rank].shards && att->jit_nsets >= jit_sets_max) {
@@ -154,15 +160,17 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
          * ignored (their files stay in the job's directory, removed with
          * the job's other just-in-time directories). */
         if (!att->jit_refused_logged)
-            dt_log (LOG_WARNING, "job %lld attempt %d: rank %d reports a just-in-time set "
-                    "but %d ranks already do; ignored", (long long)att->row.job_id,
-                    att->row.attempt, rank, jit_sets_max);
+            dt_log (LOG_WARNING,
+                    "job %lld attempt %d: rank %d reports a just-in-time set "
+                    "but %d ranks already do; ignored",
+                    (long long)att->row.job_id, att->row.attempt, rank, jit_sets_max);
         att->jit_refused_logged = true;
         return 0;
     }
     if (!att->jit[rank].shards)
         att->jit_nsets++;
-    int complete = jit_set_add (&att->jit[rank], W, node, shard_rank, step, bytes, crc32c);
+    int complete =
+      jit_set_add (&att->jit[rank], W, node, shard_rank, step, bytes, crc32c);
     if (complete < 0)
         return errnoprintf (err, ENOMEM, "out of memory");
     if (!complete)
@@ -170,20 +178,23 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
 
     /* A complete set: the first of a step newer than every committed
      * checkpoint wins; the others are identical or older, and removed. */
-    int rc = store_ckpt_latest (jobs->ctx->store, att->row.job_id, &latest, dir, sizeof (dir),
-                                sha, sizeof (sha), err);
+    int rc = store_ckpt_latest (jobs->ctx->store, att->row.job_id, &latest, dir,
+                                sizeof (dir), sha, sizeof (sha), err);
     if (rc < 0)
         return -1;
     char jdir[64], detail[192];
     snprintf (jdir, sizeof (jdir), "jit-%lld-r%d", (long long)step, rank);
     if (!jit_set_needed (att->jit_step, rc == 1, latest, step)) {
-        snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld by rank %d "
-                  "not needed (%s %lld)", (long long)step, rank,
+        snprintf (detail, sizeof (detail),
+                  "just-in-time checkpoint of step %lld by rank %d "
+                  "not needed (%s %lld)",
+                  (long long)step, rank,
                   att->jit_step > 0 ? "just-in-time checkpoint committed at step"
-                  : "a committed checkpoint has step", (long long)(att->jit_step > 0
-                                                                  ? att->jit_step : latest));
+                                    : "a committed checkpoint has step",
+                  (long long)(att->jit_step > 0 ? att->jit_step : latest));
         rm_dir_files (att->job, cdir, jdir);
-        return jobs_note (jobs, att, "jit_checkpoint_unused", node, rank, detail, NULL, err);
+        return jobs_note (jobs, att, "jit_checkpoint_unused", node, rank, detail, NULL,
+                          err);
     }
     return jit_commit (jobs, att, rank, err);
 }
@@ -206,22 +217,23 @@ void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
     att->jit_open = false;
     int64_t waited = dt_real_ms () - att->jit_opened_ms;
     if (att->jit_step > 0)
-        snprintf (detail, sizeof (detail), "just-in-time checkpoint of step %lld committed; "
-                  "the next attempt resumes from it (waited %lld ms)", (long long)att->jit_step,
-                  (long long)waited);
+        snprintf (detail, sizeof (detail),
+                  "just-in-time checkpoint of step %lld committed; "
+                  "the next attempt resumes from it (waited %lld ms)",
+                  (long long)att->jit_step, (long long)waited);
     else
-        snprintf (detail, sizeof (detail), "no just-in-time checkpoint (%s, waited %lld ms): "
-                  "the next attempt resumes from the last committed checkpoint", why,
-                  (long long)waited);
-    json_t *data = json_pack ("{s:s s:I s:I s:s}", "resume_source",
-                              att->jit_step > 0 ? "jit" : "committed", "jit_step",
-                              (json_int_t)att->jit_step, "waited_ms", (json_int_t)waited,
-                              "why", why);
+        snprintf (detail, sizeof (detail),
+                  "no just-in-time checkpoint (%s, waited %lld ms): "
+                  "the next attempt resumes from the last committed checkpoint",
+                  why, (long long)waited);
+    json_t *data = json_pack (
+      "{s:s s:I s:I s:s}", "resume_source", att->jit_step > 0 ? "jit" : "committed",
+      "jit_step", (json_int_t)att->jit_step, "waited_ms", (json_int_t)waited, "why", why);
     if (jobs_note (jobs, att, "jit_window", NULL, -1, detail, data, &err) < 0)
         dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
     json_decref (data);
-    dt_log (LOG_INFO, "job %lld attempt %d: %s", (long long)att->row.job_id, att->row.attempt,
-            detail);
+    dt_log (LOG_INFO, "job %lld attempt %d: %s", (long long)att->row.job_id,
+            att->row.attempt, detail);
 }
 
 /* A surviving rank (one that may write a just-in-time checkpoint) is still
@@ -232,8 +244,8 @@ bool jit_survivors_running (struct attempt *att, int64_t now)
     int64_t hb = att->job->spec.hb.interval_ms;
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
-        if (!rk->seen || !rk->client || strcmp (rk->state, "running")
-            || (att->row.cause_node[0] && !strcmp (rk->node, att->row.cause_node)))
+        if (!rk->seen || !rk->client || strcmp (rk->state, "running") ||
+            (att->row.cause_node[0] && !strcmp (rk->node, att->row.cause_node)))
             continue;
         struct agent *ag = jobs_agent_find (att, rk->node);
         if (ag && !ag->done && now - ag->last_hb_ms <= 3 * hb + 1000)
@@ -246,21 +258,23 @@ bool jit_survivors_running (struct attempt *att, int64_t now)
  * checkpoints, will restart, and some libdtclient rank still runs. */
 bool jit_may_help (struct attempt *att, const char *cause)
 {
-    return att->row.world_size > 1 && att->job->spec.ckpt.dir
-           && att->job->row.state == JOB_RESTARTING
+    return att->row.world_size > 1 && att->job->spec.ckpt.dir &&
+           att->job->row.state == JOB_RESTARTING
            /* a named hung rank is killed (jobs_commands_text): its peers,
             * blocked on it, then lose a peer like any other */
-           && restart_jit_cause (cause, att->row.cause_rank)
-           && jit_survivors_running (att, dt_real_ms ());
+           && restart_jit_cause (cause, att->row.cause_rank) &&
+           jit_survivors_running (att, dt_real_ms ());
 }
 
-void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node, int rank,
-                         int exit_code)
+void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node,
+                         int rank, int exit_code)
 {
     dt_error_t err;
     char detail[192];
-    snprintf (detail, sizeof (detail), "rank %d on %s exited with code %d after writing a "
-              "just-in-time checkpoint: it lost a peer", rank, node, exit_code);
+    snprintf (detail, sizeof (detail),
+              "rank %d on %s exited with code %d after writing a "
+              "just-in-time checkpoint: it lost a peer",
+              rank, node, exit_code);
     json_t *data = json_pack ("{s:i s:b s:I}", "exit_code", exit_code, "survivor", 1,
                               "last_step", (json_int_t)att->ranks[rank].step);
     if (jobs_note (jobs, att, "rank_exit", node, rank, detail, data, &err) < 0)

@@ -35,8 +35,8 @@ struct submit_arg {
     struct attempt *att;
 };
 
-static int tx_submit (struct jobs *jobs, struct job *job, struct attempt *unused, void *arg,
-                      dt_error_t *err)
+static int tx_submit (struct jobs *jobs, struct job *job, struct attempt *unused,
+                      void *arg, dt_error_t *err)
 {
     struct submit_arg *a = arg;
     char detail[160];
@@ -45,14 +45,14 @@ static int tx_submit (struct jobs *jobs, struct job *job, struct attempt *unused
         return -1;
     snprintf (detail, sizeof (detail), "job '%.64s' submitted by %.63s", job->row.name,
               job->row.user);
-    if (store_event (jobs->ctx->store, job->row.submit_time, job->row.id, 0, "job_submitted",
-                     NULL, -1, detail, job->row.spec, err) < 0)
+    if (store_event (jobs->ctx->store, job->row.submit_time, job->row.id, 0,
+                     "job_submitted", NULL, -1, detail, job->row.spec, err) < 0)
         return -1;
     if (!(a->att = attempt_alloc (jobs, job, 1, true, err)))
         return -1;
     job->row.attempts = 1;
-    if (store_job_update (jobs->ctx->store, &job->row, err) < 0
-        || tx_insert_attempt (jobs, job, a->att, err) < 0) {
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0 ||
+        tx_insert_attempt (jobs, job, a->att, err) < 0) {
         attempt_destroy (a->att);
         a->att = NULL;
         return -1;
@@ -60,8 +60,8 @@ static int tx_submit (struct jobs *jobs, struct job *job, struct attempt *unused
     return 0;
 }
 
-int jobs_submit (struct jobs *jobs, const json_t *spec_in, uid_t uid, gid_t gid, int64_t *id,
-                 int *status, dt_error_t *err)
+int jobs_submit (struct jobs *jobs, const json_t *spec_in, uid_t uid, gid_t gid,
+                 int64_t *id, int *status, dt_error_t *err)
 {
     struct ctld_config *cfg = jobs->ctx->cfg;
     struct spec_defaults d = {
@@ -83,16 +83,18 @@ int jobs_submit (struct jobs *jobs, const json_t *spec_in, uid_t uid, gid_t gid,
     if (jobs->ctx->lops->check) {
         dt_error_t cerr;
         json_t *sp = json_object_get (spec, "partition");
-        int want = (int)(json_integer_value (json_object_get (spec, "nodes"))
-                         + json_integer_value (json_object_get (spec, "spare_nodes")));
-        if (jobs->ctx->lops->check (jobs->ctx->launcher, json_is_string (sp)
-                                    ? json_string_value (sp) : NULL, want, &cerr) < 0) {
+        int want = (int)(json_integer_value (json_object_get (spec, "nodes")) +
+                         json_integer_value (json_object_get (spec, "spare_nodes")));
+        if (jobs->ctx->lops->check (jobs->ctx->launcher,
+                                    json_is_string (sp) ? json_string_value (sp) : NULL,
+                                    want, &cerr) < 0) {
             if (errno == EINVAL) {
                 json_decref (spec);
                 *status = 400;
                 return errprintf (err, "%s", cerr.text);
             }
-            dt_log (LOG_WARNING, "submit: launcher check: %s (accepting the job)", cerr.text);
+            dt_log (LOG_WARNING, "submit: launcher check: %s (accepting the job)",
+                    cerr.text);
         }
     }
     if (!(job = calloc (1, sizeof (*job)))) {
@@ -157,7 +159,7 @@ static struct job *job_for_change (struct jobs *jobs, int64_t id, uid_t uid, int
             errnoprintf (err, EPERM, "job %lld belongs to another user", (long long)id);
             return NULL;
         }
-        return NULL;                        /* exists, not live: caller decides */
+        return NULL; /* exists, not live: caller decides */
     }
     if (job->row.uid != uid && !config_is_admin (jobs->ctx->cfg, uid)) {
         *status = 403;
@@ -185,21 +187,22 @@ static int tx_cancel (struct jobs *jobs, struct job *job, struct attempt *att, v
     return 0;
 }
 
-int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason, int *status,
-                 dt_error_t *err)
+int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason,
+                 int *status, dt_error_t *err)
 {
     struct job *job;
 
     *status = 409;
     if (!(job = job_for_change (jobs, id, uid, status, err))) {
         if (*status == 409)
-            errnoprintf (err, EBUSY, "job %lld has ended: cannot be cancelled", (long long)id);
+            errnoprintf (err, EBUSY, "job %lld has ended: cannot be cancelled",
+                         (long long)id);
         return -1;
     }
     if (!fsm_job_ok (job->row.state, JOB_CANCELLED)) {
         *status = 409;
-        return errnoprintf (err, EBUSY, "job %lld is %s: cannot be cancelled", (long long)id,
-                            fsm_job_state_name (job->row.state));
+        return errnoprintf (err, EBUSY, "job %lld is %s: cannot be cancelled",
+                            (long long)id, fsm_job_state_name (job->row.state));
     }
     if (transact (jobs, job, job->att, tx_cancel, (void *)reason, err) < 0) {
         *status = errno == EBUSY ? 409 : 500;
@@ -216,9 +219,10 @@ int jobs_cancel (struct jobs *jobs, int64_t id, uid_t uid, const char *reason, i
     }
     if (job->att && job->att->row.state == ATT_ENDING && job->att->row.handle[0]) {
         dt_error_t e2;
-        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, job->att->row.handle, 0, &e2) < 0)
-            dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)id, job->att->row.handle,
-                    e2.text);
+        if (jobs->ctx->lops->cancel (jobs->ctx->launcher, job->att->row.handle, 0, &e2) <
+            0)
+            dt_log (LOG_ERR, "job %lld: cancel %s: %s", (long long)id,
+                    job->att->row.handle, e2.text);
         job->att->cancel_sent = true;
     }
     return 0;
@@ -230,31 +234,31 @@ struct resubmit_arg {
     struct attempt *att;
 };
 
-static int tx_resubmit (struct jobs *jobs, struct job *job, struct attempt *old, void *arg,
-                        dt_error_t *err)
+static int tx_resubmit (struct jobs *jobs, struct job *job, struct attempt *old,
+                        void *arg, dt_error_t *err)
 {
     struct resubmit_arg *a = arg;
     size_t i;
     json_t *v;
 
-    json_array_foreach (a->exclude, i, v) {
+    json_array_foreach (a->exclude, i, v)
+    {
         bool have = false;
         size_t j;
         json_t *w;
-        json_array_foreach (job->row.exclude, j, w)
-            if (json_equal (v, w))
-                have = true;
+        json_array_foreach (job->row.exclude, j, w) if (json_equal (v, w)) have = true;
         if (!have)
             json_array_append (job->row.exclude, v);
     }
     job->row.restarts = 0;
     if (job_set_state (jobs, job, JOB_PENDING, "resubmitted", err) < 0)
         return -1;
-    if (!(a->att = attempt_alloc (jobs, job, job->row.attempts + 1, a->from_scratch, err)))
+    if (!(a->att =
+            attempt_alloc (jobs, job, job->row.attempts + 1, a->from_scratch, err)))
         return -1;
     job->row.attempts++;
-    if (store_job_update (jobs->ctx->store, &job->row, err) < 0
-        || tx_insert_attempt (jobs, job, a->att, err) < 0) {
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0 ||
+        tx_insert_attempt (jobs, job, a->att, err) < 0) {
         attempt_destroy (a->att);
         a->att = NULL;
         return -1;
@@ -291,12 +295,15 @@ int jobs_resubmit (struct jobs *jobs, int64_t id, uid_t uid, const json_t *exclu
     }
     if (!fsm_job_ok (job->row.state, JOB_PENDING)) {
         *status = 409;
-        return errnoprintf (err, EBUSY, "job %lld is %s: only a failed or cancelled job can "
-                            "be resubmitted", (long long)id, fsm_job_state_name (job->row.state));
+        return errnoprintf (err, EBUSY,
+                            "job %lld is %s: only a failed or cancelled job can "
+                            "be resubmitted",
+                            (long long)id, fsm_job_state_name (job->row.state));
     }
     if (job->att && !fsm_attempt_terminal (job->att->row.state)) {
         *status = 409;
-        return errnoprintf (err, EBUSY, "job %lld: attempt %d is still %s; try again shortly",
+        return errnoprintf (err, EBUSY,
+                            "job %lld: attempt %d is still %s; try again shortly",
                             (long long)id, job->att->row.attempt,
                             fsm_attempt_state_name (job->att->row.state));
     }
@@ -332,7 +339,8 @@ int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, in
     att = job->att;
     if (!att || att->row.state != ATT_RUNNING || job->row.state != JOB_RUNNING) {
         *status = 409;
-        return errnoprintf (err, EBUSY, "job %lld is %s: a checkpoint needs a running attempt",
+        return errnoprintf (err, EBUSY,
+                            "job %lld is %s: a checkpoint needs a running attempt",
                             (long long)id, fsm_job_state_name (job->row.state));
     }
     int64_t s = (att->max_step > 0 ? att->max_step : 0) + ckpt_lookahead (att);
@@ -340,7 +348,8 @@ int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, in
         att->ckpt_cmd_step = s;
     *step = att->ckpt_cmd_step;
     char detail[96];
-    snprintf (detail, sizeof (detail), "checkpoint requested at step %lld", (long long)*step);
+    snprintf (detail, sizeof (detail), "checkpoint requested at step %lld",
+              (long long)*step);
     if (jobs_note (jobs, att, "checkpoint_requested", NULL, -1, detail, NULL, &e2) < 0)
         dt_log (LOG_ERR, "job %lld: %s", (long long)id, e2.text);
     return 0;
@@ -351,7 +360,7 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
     struct ctld *ctx = jobs->ctx;
 
     if (att->row.state == ATT_SUBMITTED && att->row.handle[0] == '\0') {
-        attempt_launch (jobs, att);         /* e.g. not launched before a crash */
+        attempt_launch (jobs, att); /* e.g. not launched before a crash */
         return;
     }
     if (attempt_poll (jobs, att, now))
@@ -360,20 +369,16 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
     case ATT_STARTING:
         if (now > att->deadline_ms) {
             char detail[128];
-            snprintf (detail, sizeof (detail), "%d of %d agents registered within %lld ms",
-                      att->nagents, att->row.num_nodes + att->row.spare_nodes,
+            snprintf (detail, sizeof (detail),
+                      "%d of %d agents registered within %lld ms", att->nagents,
+                      att->row.num_nodes + att->row.spare_nodes,
                       (long long)ctx->cfg->rendezvous_timeout_ms);
             jobs_attempt_fail (jobs, att, "rendezvous_timeout", NULL, -1, detail, NULL);
         }
         break;
-    case ATT_RUNNING:
-        attempt_check_running (jobs, att, now);
-        break;
-    case ATT_ENDING:
-        attempt_tick_ending (jobs, att, now);
-        break;
-    default:
-        break;
+    case ATT_RUNNING: attempt_check_running (jobs, att, now); break;
+    case ATT_ENDING: attempt_tick_ending (jobs, att, now); break;
+    default: break;
     }
 }
 
@@ -383,8 +388,10 @@ static void note_stall (struct jobs *jobs, int64_t from, int64_t to)
 {
     if (to - from <= stall_ms)
         return;
-    dt_log (LOG_WARNING, "the controller was unresponsive for %lld ms: node timeouts count "
-            "from now", (long long)(to - from));
+    dt_log (LOG_WARNING,
+            "the controller was unresponsive for %lld ms: node timeouts count "
+            "from now",
+            (long long)(to - from));
     jobs->heard_since_ms = to;
 }
 
@@ -401,13 +408,13 @@ void jobs_tick (struct jobs *jobs)
         struct attempt *att = job->att;
         if (att && !fsm_attempt_terminal (att->row.state))
             attempt_tick (jobs, att, now);
-        if (job->row.state == JOB_RESTARTING && (!job->att
-                                                 || fsm_attempt_terminal (job->att->row.state))
-            && now >= job->restart_at_ms)
+        if (job->row.state == JOB_RESTARTING &&
+            (!job->att || fsm_attempt_terminal (job->att->row.state)) &&
+            now >= job->restart_at_ms)
             job_restart (jobs, job);
         /* Ended and nothing left running: forget it (the store has it). */
-        if (fsm_job_terminal (job->row.state)
-            && (!job->att || fsm_attempt_terminal (job->att->row.state)) && !job->dirty) {
+        if (fsm_job_terminal (job->row.state) &&
+            (!job->att || fsm_attempt_terminal (job->att->row.state)) && !job->dirty) {
             *pp = job->next;
             job_destroy (job);
             continue;
@@ -471,8 +478,9 @@ void jobs_overlay (struct jobs *jobs, json_t *o)
             for (int r = 0; r < job->att->row.world_size; r++) {
                 struct rank *rk = &job->att->ranks[r];
                 if (rk->flagged)
-                    json_array_append_new (strag, json_pack ("{s:i s:s s:f}", "rank", r, "node",
-                                                             rk->node, "score", rk->score));
+                    json_array_append_new (strag,
+                                           json_pack ("{s:i s:s s:f}", "rank", r, "node",
+                                                      rk->node, "score", rk->score));
             }
         }
     }
@@ -491,24 +499,30 @@ json_t *jobs_ranks_json (struct jobs *jobs, int64_t id)
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
         char tbuf[40];
-        json_t *o = json_pack ("{s:i s:s s:i s:i s:s s:b}", "rank", r, "node", rk->node,
-                               "local_rank", rk->local_rank, "pid", rk->pid, "state",
-                               rk->state[0] ? rk->state : "starting", "client", rk->client);
-        json_object_set_new (o, "step", rk->step >= 0 ? json_integer (rk->step) : json_null ());
-        json_object_set_new (o, "loss", isnan (rk->loss) ? json_null () : json_real (rk->loss));
-        json_object_set_new (o, "samples",
-                             rk->samples >= 0 ? json_integer (rk->samples) : json_null ());
-        json_object_set_new (o, "compute_ms", isnan (rk->compute_ms)
-                                 ? json_null () : json_real (rk->compute_ms));
-        json_object_set_new (o, "comm_ms", isnan (rk->comm_ms)
-                                 ? json_null () : json_real (rk->comm_ms));
-        json_object_set_new (o, "straggler_score", isnan (rk->score)
-                                 ? json_null () : json_real (rk->score));
-        json_object_set_new (o, "exit_code", rk->exit_code >= 0
-                                 ? json_integer (rk->exit_code) : json_null ());
-        json_object_set_new (o, "last_seen", rk->updated
-                                 ? json_string (dt_format_time (rk->updated, tbuf, sizeof (tbuf)))
-                                 : json_null ());
+        json_t *o =
+          json_pack ("{s:i s:s s:i s:i s:s s:b}", "rank", r, "node", rk->node,
+                     "local_rank", rk->local_rank, "pid", rk->pid, "state",
+                     rk->state[0] ? rk->state : "starting", "client", rk->client);
+        json_object_set_new (o, "step",
+                             rk->step >= 0 ? json_integer (rk->step) : json_null ());
+        json_object_set_new (o, "loss",
+                             isnan (rk->loss) ? json_null () : json_real (rk->loss));
+        json_object_set_new (
+          o, "samples", rk->samples >= 0 ? json_integer (rk->samples) : json_null ());
+        json_object_set_new (o, "compute_ms",
+                             isnan (rk->compute_ms) ? json_null ()
+                                                    : json_real (rk->compute_ms));
+        json_object_set_new (
+          o, "comm_ms", isnan (rk->comm_ms) ? json_null () : json_real (rk->comm_ms));
+        json_object_set_new (o, "straggler_score",
+                             isnan (rk->score) ? json_null () : json_real (rk->score));
+        json_object_set_new (o, "exit_code",
+                             rk->exit_code >= 0 ? json_integer (rk->exit_code)
+                                                : json_null ());
+        json_object_set_new (
+          o, "last_seen",
+          rk->updated ? json_string (dt_format_time (rk->updated, tbuf, sizeof (tbuf)))
+                      : json_null ());
         json_array_append_new (a, o);
     }
     return a;
@@ -573,9 +587,9 @@ int jobs_node_clear (struct jobs *jobs, const char *node, uid_t uid, int *status
         *status = 500;
         return -1;
     }
-    if (store_node_clear (st, node, now, note, err) < 0
-        || store_event (st, now, 0, 0, "node_cleared", node, -1, detail, NULL, err) < 0
-        || store_commit (st, err) < 0) {
+    if (store_node_clear (st, node, now, note, err) < 0 ||
+        store_event (st, now, 0, 0, "node_cleared", node, -1, detail, NULL, err) < 0 ||
+        store_commit (st, err) < 0) {
         int e = errno;
         store_rollback (st);
         *status = e == ENOENT ? 404 : 500;

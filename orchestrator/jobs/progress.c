@@ -25,9 +25,14 @@ static const int64_t metrics_cap = 1000;
 static void report_sample (struct jobs *jobs, struct attempt *att)
 {
     struct report_sample sm = {
-        .job = att->row.job_id, .attempt = att->row.attempt,
-        .resume_step = att->row.resume_step, .start_time = att->row.start_time,
-        .all_ranks = true, .min_step = -1, .step_ms = NAN, .batch = 0,
+        .job = att->row.job_id,
+        .attempt = att->row.attempt,
+        .resume_step = att->row.resume_step,
+        .start_time = att->row.start_time,
+        .all_ranks = true,
+        .min_step = -1,
+        .step_ms = NAN,
+        .batch = 0,
     };
     if (att->row.state != ATT_RUNNING)
         return;
@@ -43,8 +48,8 @@ static void report_sample (struct jobs *jobs, struct attempt *att)
             sm.min_step = rk->step;
         if (rk->samples > 0)
             sm.batch += rk->samples;
-        double t = (isnan (rk->compute_ms) ? 0 : rk->compute_ms)
-                   + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
+        double t = (isnan (rk->compute_ms) ? 0 : rk->compute_ms) +
+                   (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
         if (!isnan (rk->compute_ms) && (isnan (sm.step_ms) || t > sm.step_ms))
             sm.step_ms = t;
     }
@@ -99,12 +104,13 @@ void attempt_stop (struct jobs *jobs, struct attempt *att, const char *cause,
     char d[320];
     snprintf (d, sizeof (d), "%s: stopping with a checkpoint at step %lld", detail,
               (long long)att->stop_step);
-    json_t *data = json_pack ("{s:s s:I}", "cause", cause, "stop_step",
-                              (json_int_t)att->stop_step);
+    json_t *data =
+      json_pack ("{s:s s:I}", "cause", cause, "stop_step", (json_int_t)att->stop_step);
     if (jobs_note (jobs, att, "stop_requested", node, rank, d, data, &err) < 0)
         dt_log (LOG_ERR, "job %lld: %s", (long long)att->row.job_id, err.text);
     json_decref (data);
-    dt_log (LOG_NOTICE, "job %lld attempt %d: %s", (long long)att->row.job_id, att->row.attempt, d);
+    dt_log (LOG_NOTICE, "job %lld attempt %d: %s", (long long)att->row.job_id,
+            att->row.attempt, d);
 }
 
 void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int64_t now)
@@ -117,8 +123,8 @@ void jobs_rank_heartbeat (struct jobs *jobs, struct attempt *att, int rank, int6
      * and a step-time sample for the automatic timeout. */
     if (rk->progress_ms == 0 || rk->step != rk->progress_step) {
         if (rk->progress_ms && rk->step > rk->progress_step && !isnan (rk->compute_ms)) {
-            att->steptime[att->steptime_pos] = rk->compute_ms
-                                               + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
+            att->steptime[att->steptime_pos] =
+              rk->compute_ms + (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
             att->steptime_pos = (att->steptime_pos + 1) % STEPTIME_RING;
             if (att->nsteptime < STEPTIME_RING)
                 att->nsteptime++;
@@ -150,8 +156,8 @@ int64_t progress_gap_ms (struct attempt *att)
 void jobs_heartbeat_done (struct jobs *jobs, struct attempt *att)
 {
     att->progress_dirty = true;
-    if (att->row.state == ATT_RUNNING
-        && dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att))
+    if (att->row.state == ATT_RUNNING &&
+        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att))
         jobs_progress (jobs, att);
 }
 
@@ -165,14 +171,13 @@ static void progress_metric (struct jobs *jobs, struct attempt *att, int64_t now
 {
     struct job *job = att->job;
     int64_t mstep = att->ranks[0].seen ? att->ranks[0].step : -1;
-    if (mstep >= 0 && job->row.metrics_stride > 0
-        && (job->last_metric_step < 0
-            || mstep / job->row.metrics_stride
-                   > job->last_metric_step / job->row.metrics_stride)) {
+    if (mstep >= 0 && job->row.metrics_stride > 0 &&
+        (job->last_metric_step < 0 ||
+         mstep / job->row.metrics_stride >
+           job->last_metric_step / job->row.metrics_stride)) {
         dt_error_t err;
         if (store_metric_put (jobs->ctx->store, job->row.id, mstep, att->row.attempt, now,
-                              att->ranks[0].loss, job->row.throughput,
-                              comp, comm,
+                              att->ranks[0].loss, job->row.throughput, comp, comm,
                               &err) < 0)
             dt_log (LOG_ERR, "job %lld: metrics: %s", (long long)job->row.id, err.text);
         else {
@@ -180,10 +185,10 @@ static void progress_metric (struct jobs *jobs, struct attempt *att, int64_t now
             if (++job->metrics_rows > metrics_cap) {
                 job->row.metrics_stride *= 2;
                 job->dirty = true;
-                if (store_metrics_thin (jobs->ctx->store, job->row.id, job->row.metrics_stride,
-                                        &err) < 0
-                    || store_metrics_count (jobs->ctx->store, job->row.id,
-                                            &job->metrics_rows, &err) < 0)
+                if (store_metrics_thin (jobs->ctx->store, job->row.id,
+                                        job->row.metrics_stride, &err) < 0 ||
+                    store_metrics_count (jobs->ctx->store, job->row.id,
+                                         &job->metrics_rows, &err) < 0)
                     dt_log (LOG_ERR, "job %lld: metrics: %s", (long long)job->row.id,
                             err.text);
             }
@@ -218,18 +223,20 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
                 comm += rk->comm_ms;
         }
     }
-    report_sample (jobs, att);      /* goodput accounting */
+    report_sample (jobs, att); /* goodput accounting */
     straggler_pass (jobs, att);
 
     /* The first step past the resume point: when the restart paid off
      * (the failure timelines and the goodput report use it). */
-    if (!att->first_step_noted && att->max_step > (att->row.resume_step > 0
-                                                   ? att->row.resume_step : 0)) {
+    if (!att->first_step_noted &&
+        att->max_step > (att->row.resume_step > 0 ? att->row.resume_step : 0)) {
         char detail[128];
         dt_error_t err;
         att->first_step_noted = true;
-        snprintf (detail, sizeof (detail), "first step past the resume point: %lld (resumed "
-                  "from %lld)", (long long)att->max_step, (long long)att->row.resume_step);
+        snprintf (detail, sizeof (detail),
+                  "first step past the resume point: %lld (resumed "
+                  "from %lld)",
+                  (long long)att->max_step, (long long)att->row.resume_step);
         json_t *data = json_pack ("{s:I s:I}", "step", (json_int_t)att->max_step,
                                   "resume_step", (json_int_t)att->row.resume_step);
         if (jobs_note (jobs, att, "first_step", NULL, -1, detail, data, &err) < 0)
@@ -251,17 +258,20 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
         if (att->tp_time_ms == 0 || min_step < att->tp_step) {
             att->tp_time_ms = now;
             att->tp_step = min_step;
-        } else if (now - att->tp_time_ms >= 1000) {
+        }
+        else if (now - att->tp_time_ms >= 1000) {
             if (sum_samples > 0)
-                job->row.throughput = (double)(min_step - att->tp_step) * (double)sum_samples
-                                      * 1000.0 / (double)(now - att->tp_time_ms);
+                job->row.throughput = (double)(min_step - att->tp_step) *
+                                      (double)sum_samples * 1000.0 /
+                                      (double)(now - att->tp_time_ms);
             att->tp_time_ms = now;
             att->tp_step = min_step;
             job->dirty = true;
         }
     }
 
-    progress_metric (jobs, att, now, ncomp ? comp / ncomp : NAN, ncomp ? comm / ncomp : NAN);
+    progress_metric (jobs, att, now, ncomp ? comp / ncomp : NAN,
+                     ncomp ? comm / ncomp : NAN);
     ckpt_schedule (jobs, att, min_step);
 }
 
@@ -269,13 +279,13 @@ size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, si
 {
     int n;
     (void)jobs;
-    if (att->row.state == ATT_ENDING && att->jit_open && !strcmp (att->row.cause, "hang")
-        && att->row.cause_rank >= 0)
+    if (att->row.state == ATT_ENDING && att->jit_open &&
+        !strcmp (att->row.cause, "hang") && att->row.cause_rank >= 0)
         /* The just-in-time window after a hang: the hung rank goes, so its
          * peers' collective fails and they save the state. */
         n = snprintf (buf, len, "[{\"kind\":\"kill\",\"rank\":%d}]", att->row.cause_rank);
     else if (att->row.state == ATT_ENDING)
-        n = snprintf (buf, len, "[]");  /* the just-in-time window: nothing new to do */
+        n = snprintf (buf, len, "[]"); /* the just-in-time window: nothing new to do */
     /* A stop includes its checkpoint: nothing else is asked alongside. */
     else if (att->stopping)
         n = snprintf (buf, len, "[{\"kind\":\"stop\",\"step\":%lld}]",

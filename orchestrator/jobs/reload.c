@@ -29,11 +29,13 @@ static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *a
     if (!j)
         return -1;
     atts = json_object_get (j, "attempts");
-    json_array_foreach (atts, i, a) {
+    json_array_foreach (atts, i, a)
+    {
         if (json_integer_value (json_object_get (a, "attempt")) != att->row.attempt)
             continue;
         json_t *nodes = json_object_get (a, "nodes");
-        json_array_foreach (nodes, k, n) {
+        json_array_foreach (nodes, k, n)
+        {
             if (att->nagents == att->cap) {
                 int cap = att->cap ? att->cap * 2 : 8;
                 struct agent *p = realloc (att->agents, cap * sizeof (*p));
@@ -64,7 +66,8 @@ static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *a
             for (int l = 0; ag->node_rank >= 0 && l < rpn; l++) {
                 int r = ag->node_rank * rpn + l;
                 if (r < att->row.world_size) {
-                    snprintf (att->ranks[r].node, sizeof (att->ranks[r].node), "%s", ag->node);
+                    snprintf (att->ranks[r].node, sizeof (att->ranks[r].node), "%s",
+                              ag->node);
                     att->ranks[r].local_rank = l;
                 }
             }
@@ -106,16 +109,16 @@ int jobs_reload (struct jobs *jobs, dt_error_t *err)
         spec_parse (job->row.spec, &job->spec);
         job->last_metric_step = job->row.last_step;
         /* Restart-policy state kept in the failure record. */
-        job->no_progress_streak = json_integer_value (json_object_get (job->row.failure,
-                                                                       "no_progress_streak"));
+        job->no_progress_streak =
+          json_integer_value (json_object_get (job->row.failure, "no_progress_streak"));
         if (job->row.state == JOB_RESTARTING)
-            job->next_nodes = json_integer_value (json_object_get (job->row.failure,
-                                                                   "next_nodes"));
+            job->next_nodes =
+              json_integer_value (json_object_get (job->row.failure, "next_nodes"));
         store_metrics_count (jobs->ctx->store, job->row.id, &job->metrics_rows, err);
         if (job->row.attempts > 0) {
             struct attempt *att = calloc (1, sizeof (*att));
-            if (!att || store_attempt_load (jobs->ctx->store, job->row.id, job->row.attempts,
-                                            &att->row, err) < 0) {
+            if (!att || store_attempt_load (jobs->ctx->store, job->row.id,
+                                            job->row.attempts, &att->row, err) < 0) {
                 free (att);
                 job_destroy (job);
                 free (ids);
@@ -126,7 +129,8 @@ int jobs_reload (struct jobs *jobs, dt_error_t *err)
                                  sizeof (*att->ranks));
             for (int r = 0; att->ranks && r < att->row.world_size; r++) {
                 att->ranks[r].step = -1;
-                att->ranks[r].loss = att->ranks[r].compute_ms = att->ranks[r].comm_ms = NAN;
+                att->ranks[r].loss = att->ranks[r].compute_ms = att->ranks[r].comm_ms =
+                  NAN;
                 att->ranks[r].score = NAN;
                 att->ranks[r].samples = -1;
                 att->ranks[r].exit_code = att->ranks[r].signal = -1;

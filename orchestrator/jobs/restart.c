@@ -34,9 +34,7 @@ static void json_set_add (json_t *arr, const char *name)
 {
     size_t i;
     json_t *v;
-    json_array_foreach (arr, i, v)
-        if (!strcmp (json_string_value (v), name))
-            return;
+    json_array_foreach (arr, i, v) if (!strcmp (json_string_value (v), name)) return;
     json_array_append_new (arr, json_string (name));
 }
 
@@ -54,16 +52,14 @@ static int nodes_available (struct jobs *jobs, struct job *job)
         return -1;
     if (!(sus = store_nodes_suspect (ctx->store, &err)))
         return -1;
-    json_array_foreach (job->row.exclude, i, v)
-        json_set_add (sus, json_string_value (v));
+    json_array_foreach (job->row.exclude, i, v) json_set_add (sus, json_string_value (v));
     n = json_array_size (sus);
     if ((exclude = calloc (n + 1, sizeof (*exclude)))) {
-        json_array_foreach (sus, i, v)
-            exclude[i] = json_string_value (v);
-        if (ctx->lops->capacity (ctx->launcher, job->spec.partition, exclude,
-                                 &avail, &err) < 0) {
-            dt_log (LOG_WARNING, "job %lld: launcher capacity: %s", (long long)job->row.id,
-                    err.text);
+        json_array_foreach (sus, i, v) exclude[i] = json_string_value (v);
+        if (ctx->lops->capacity (ctx->launcher, job->spec.partition, exclude, &avail,
+                                 &err) < 0) {
+            dt_log (LOG_WARNING, "job %lld: launcher capacity: %s",
+                    (long long)job->row.id, err.text);
             avail = -1;
         }
     }
@@ -80,20 +76,22 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
     int64_t maxr = job->spec.restart.max_restarts;
 
     if (fsm_job_terminal (job->row.state))
-        return 0;                           /* cancelled meanwhile */
+        return 0; /* cancelled meanwhile */
 
     /* Exclusions: the failed node (restart.exclude_failed_nodes; every
      * launcher honours them, the local one by picking other names), and
      * always an excluded straggler's node. */
-    if (restart_exclude_node (cause, att->row.cause_node, job->spec.restart.exclude_failed_nodes))
+    if (restart_exclude_node (cause, att->row.cause_node,
+                              job->spec.restart.exclude_failed_nodes))
         json_set_add (job->row.exclude, att->row.cause_node);
 
     /* The restart decision (ftpolicy.c). */
-    bool progressed = ft_attempt_progressed (att->row.resume_step, att->max_step,
-                                             att->committed_any);
-    job->no_progress_streak = restart_cause_planned (cause)
-                                  ? 0 : ft_no_progress_streak (job->no_progress_streak,
-                                                               progressed);
+    bool progressed =
+      ft_attempt_progressed (att->row.resume_step, att->max_step, att->committed_any);
+    job->no_progress_streak =
+      restart_cause_planned (cause)
+        ? 0
+        : ft_no_progress_streak (job->no_progress_streak, progressed);
     struct ft_restart_in in = {
         .restarts = job->row.restarts,
         .max_restarts = maxr,
@@ -108,29 +106,24 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
 
     json_decref (job->row.failure);
     char tbuf[40];
-    job->row.failure = json_pack ("{s:s s:s? s:o? s:s s:s s:i s:O? s:s s:b s:i s:i s:i}",
-                                  "cause", cause, "node",
-                                  att->row.cause_node[0] ? att->row.cause_node : NULL,
-                                  "rank", att->row.cause_rank >= 0
-                                      ? json_integer (att->row.cause_rank) : NULL,
-                                  "time", dt_format_time (att->row.fail_time, tbuf,
-                                                          sizeof (tbuf)),
-                                  "detail", att->row.detail, "attempt", att->row.attempt,
-                                  "evidence", att->row.evidence,
-                                  "verdict", ft_verdict_name (v),
-                                  "progressed", progressed,
-                                  "no_progress_streak", job->no_progress_streak,
-                                  "next_nodes", next_nodes,
-                                  "available_nodes", in.available);
+    job->row.failure = json_pack (
+      "{s:s s:s? s:o? s:s s:s s:i s:O? s:s s:b s:i s:i s:i}", "cause", cause, "node",
+      att->row.cause_node[0] ? att->row.cause_node : NULL, "rank",
+      att->row.cause_rank >= 0 ? json_integer (att->row.cause_rank) : NULL, "time",
+      dt_format_time (att->row.fail_time, tbuf, sizeof (tbuf)), "detail", att->row.detail,
+      "attempt", att->row.attempt, "evidence", att->row.evidence, "verdict",
+      ft_verdict_name (v), "progressed", progressed, "no_progress_streak",
+      job->no_progress_streak, "next_nodes", next_nodes, "available_nodes", in.available);
     if (v == FT_RESTART) {
         job->next_nodes = next_nodes;
         if (next_nodes < in.nodes) {
             char d[160];
-            snprintf (d, sizeof (d), "only %d healthy nodes: the next attempt runs on %d of %d "
-                      "nodes (min_nodes %d), same global batch", in.available, next_nodes,
-                      in.nodes, in.min_nodes);
-            if (store_event (jobs->ctx->store, dt_real_ms (), job->row.id, att->row.attempt,
-                             "shrink", NULL, -1, d, NULL, err) < 0)
+            snprintf (d, sizeof (d),
+                      "only %d healthy nodes: the next attempt runs on %d of %d "
+                      "nodes (min_nodes %d), same global batch",
+                      in.available, next_nodes, in.nodes, in.min_nodes);
+            if (store_event (jobs->ctx->store, dt_real_ms (), job->row.id,
+                             att->row.attempt, "shrink", NULL, -1, d, NULL, err) < 0)
                 return -1;
         }
         /* A new attempt that failed before running: still restarting. */
@@ -141,7 +134,8 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
         return job_set_state (jobs, job, JOB_RESTARTING, cause, err);
     }
     char why[32];
-    snprintf (why, sizeof (why), "%s", v == FT_GIVE_UP_RESTARTS ? cause : ft_verdict_name (v));
+    snprintf (why, sizeof (why), "%s",
+              v == FT_GIVE_UP_RESTARTS ? cause : ft_verdict_name (v));
     json_object_set_new (job->row.failure, "cause", json_string (why));
     json_object_set_new (job->row.failure, "attempt_cause", json_string (cause));
     return job_set_state (jobs, job, JOB_FAILED, why, err);
@@ -159,8 +153,8 @@ static int tx_restart (struct jobs *jobs, struct job *job, struct attempt *old, 
         return -1;
     job->row.attempts++;
     job->row.restarts++;
-    if (store_job_update (jobs->ctx->store, &job->row, err) < 0
-        || tx_insert_attempt (jobs, job, a->att, err) < 0) {
+    if (store_job_update (jobs->ctx->store, &job->row, err) < 0 ||
+        tx_insert_attempt (jobs, job, a->att, err) < 0) {
         attempt_destroy (a->att);
         a->att = NULL;
         return -1;

@@ -7,25 +7,27 @@
 
 bool restart_cause_planned (const char *cause)
 {
-    return !strcmp (cause, "time_limit") || !strcmp (cause, "preempted")
-           || !strcmp (cause, "straggler_excluded");
+    return !strcmp (cause, "time_limit") || !strcmp (cause, "preempted") ||
+           !strcmp (cause, "straggler_excluded");
 }
 
-bool restart_exclude_node (const char *cause, const char *cause_node, bool exclude_failed_nodes)
+bool restart_exclude_node (const char *cause, const char *cause_node,
+                           bool exclude_failed_nodes)
 {
-    return cause_node && cause_node[0]
-           && (!strcmp (cause, "straggler_excluded")
-               || (exclude_failed_nodes && !restart_cause_planned (cause)));
+    return cause_node && cause_node[0] &&
+           (!strcmp (cause, "straggler_excluded") ||
+            (exclude_failed_nodes && !restart_cause_planned (cause)));
 }
 
 bool restart_keep_alloc (int spare_nodes, bool restarting, const char *cause)
 {
-    return spare_nodes > 0 && restarting && strcmp (cause, "time_limit")
-           && strcmp (cause, "preempted");
+    return spare_nodes > 0 && restarting && strcmp (cause, "time_limit") &&
+           strcmp (cause, "preempted");
 }
 
 bool restart_jit_cause (const char *cause, int cause_rank)
 {
-    return !strcmp (cause, "trainer_exit") || !strcmp (cause, "node_lost")
-           || !strcmp (cause, "node_failure") || (!strcmp (cause, "hang") && cause_rank >= 0);
+    return !strcmp (cause, "trainer_exit") || !strcmp (cause, "node_lost") ||
+           !strcmp (cause, "node_failure") ||
+           (!strcmp (cause, "hang") && cause_rank >= 0);
 }

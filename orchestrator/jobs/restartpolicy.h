@@ -16,7 +16,8 @@ bool restart_cause_planned (const char *cause);
 /* Is the failed node (cause_node, "" none) excluded from the job's next
  * attempts?  Always an excluded straggler's; another failed node when
  * restart.exclude_failed_nodes is set and the end was not planned. */
-bool restart_exclude_node (const char *cause, const char *cause_node, bool exclude_failed_nodes);
+bool restart_exclude_node (const char *cause, const char *cause_node,
+                           bool exclude_failed_nodes);
 
 /* Does the cancel of a failed attempt keep its allocation for the next
  * attempt (in-allocation restart)?  For a job with spare nodes that will

@@ -45,12 +45,13 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
             char detail[128];
             dt_error_t err;
             rk->flagged = true;
-            snprintf (detail, sizeof (detail), "rank %d is a straggler: score %.2f < %.2f", r,
-                      rk->score, threshold);
-            json_t *data = json_pack ("{s:f s:f s:f s:i s:s}", "score", rk->score,
-                                      "median_compute_ms", m, "fastest_median_compute_ms",
-                                      fastest, "window_steps", window, "action",
-                                      job->spec.straggler.action);
+            snprintf (detail, sizeof (detail),
+                      "rank %d is a straggler: score %.2f < %.2f", r, rk->score,
+                      threshold);
+            json_t *data =
+              json_pack ("{s:f s:f s:f s:i s:s}", "score", rk->score, "median_compute_ms",
+                         m, "fastest_median_compute_ms", fastest, "window_steps", window,
+                         "action", job->spec.straggler.action);
             if (jobs_note (jobs, att, "straggler", rk->node, r, detail, data, &err) < 0)
                 dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
             json_decref (data);
@@ -63,8 +64,9 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
     const char *action = job->spec.straggler.action;
     if (straggler_exclude (action, flagged_rank, att->stopping, att->row.num_nodes)) {
         char detail[160];
-        snprintf (detail, sizeof (detail), "straggler rank %d on %s excluded (score %.2f)",
-                  flagged_rank, att->ranks[flagged_rank].node, att->ranks[flagged_rank].score);
+        snprintf (detail, sizeof (detail),
+                  "straggler rank %d on %s excluded (score %.2f)", flagged_rank,
+                  att->ranks[flagged_rank].node, att->ranks[flagged_rank].score);
         attempt_stop (jobs, att, "straggler_excluded", att->ranks[flagged_rank].node,
                       flagged_rank, detail);
     }

@@ -69,8 +69,9 @@ double straggler_fastest (struct rank *ranks, int n)
     return fastest;
 }
 
-bool straggler_exclude (const char *action, int flagged_rank, bool stopping, int num_nodes)
+bool straggler_exclude (const char *action, int flagged_rank, bool stopping,
+                        int num_nodes)
 {
-    return flagged_rank >= 0 && action && !strcmp (action, "exclude") && !stopping
-           && num_nodes > 1;
+    return flagged_rank >= 0 && action && !strcmp (action, "exclude") && !stopping &&
+           num_nodes > 1;
 }

@@ -25,6 +25,7 @@ double straggler_fastest (struct rank *ranks, int n);
 
 /* straggler.action "exclude": stop the attempt to restart without the
  * flagged rank's node, unless already stopping or no other node is left. */
-bool straggler_exclude (const char *action, int flagged_rank, bool stopping, int num_nodes);
+bool straggler_exclude (const char *action, int flagged_rank, bool stopping,
+                        int num_nodes);
 
 #endif

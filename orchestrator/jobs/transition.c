@@ -81,8 +81,8 @@ int job_set_state (struct jobs *jobs, struct job *job, enum job_state to,
     char detail[128];
     snprintf (detail, sizeof (detail), "job %s -> %s%s%s", fsm_job_state_name (from),
               fsm_job_state_name (to), reason ? ": " : "", reason ? reason : "");
-    int rc = store_event (jobs->ctx->store, now, job->row.id, job->row.attempts, "job_state",
-                          NULL, -1, detail, data, err);
+    int rc = store_event (jobs->ctx->store, now, job->row.id, job->row.attempts,
+                          "job_state", NULL, -1, detail, data, err);
     json_decref (data);
     return rc;
 }
@@ -110,8 +110,8 @@ int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to
         return -1;
     if (from == ATT_RUNNING && to != ATT_RUNNING)
         report_attempt_end (jobs->ctx->report, att->row.job_id, att->row.attempt);
-    json_t *data = json_pack ("{s:s s:s s:s?}", "from", fsm_attempt_state_name (from), "to",
-                              fsm_attempt_state_name (to), "cause",
+    json_t *data = json_pack ("{s:s s:s s:s?}", "from", fsm_attempt_state_name (from),
+                              "to", fsm_attempt_state_name (to), "cause",
                               att->row.cause[0] ? att->row.cause : NULL);
     char detail[128];
     snprintf (detail, sizeof (detail), "attempt %d %s -> %s", att->row.attempt,
@@ -122,8 +122,8 @@ int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to
     return rc;
 }
 
-int transact (struct jobs *jobs, struct job *job, struct attempt *att, tx_f fn,
-              void *arg, dt_error_t *err)
+int transact (struct jobs *jobs, struct job *job, struct attempt *att, tx_f fn, void *arg,
+              dt_error_t *err)
 {
     struct snap s;
     int saved;

@@ -2,9 +2,8 @@
  * without the controller, against a real Slurm (the testbed).  Used by
  * t0201-slurm-launcher.t.
  *
- *   slurm-launch-drive [CONF_TEXT] submit AGENT URL NODES [SPARES [EXCLUDE [TIME_S [WORKDIR [OUTPUT]]]]]
- *       prints the handle
- *   slurm-launch-drive [CONF_TEXT] poll HANDLE
+ *   slurm-launch-drive [CONF_TEXT] submit AGENT URL NODES [SPARES [EXCLUDE [TIME_S
+ * [WORKDIR [OUTPUT]]]]] prints the handle slurm-launch-drive [CONF_TEXT] poll HANDLE
  *       prints "state=.. cause=.. exit=.. jobid=.. nodes=.. batch_host=.. detail=.."
  *   slurm-launch-drive [CONF_TEXT] wait HANDLE pending|running|ended SECS
  *       polls every 50 ms until the state is reached; prints as poll
@@ -24,20 +23,22 @@
 #include "common/conf.h"
 #include "orchestrator/launcher.h"
 
-static const char *const known_keys[] = {
-    "SlurmAccount", "SlurmQos", "SlurmPartition", "SlurmExtraArgs", "SlurmWarnSeconds", NULL
-};
+static const char *const known_keys[] = { "SlurmAccount",     "SlurmQos",
+                                          "SlurmPartition",   "SlurmExtraArgs",
+                                          "SlurmWarnSeconds", NULL };
 
 static const char *state_str (enum launcher_state s)
 {
-    return s == LAUNCHER_PENDING ? "pending" : s == LAUNCHER_RUNNING ? "running" : "ended";
+    return s == LAUNCHER_PENDING   ? "pending"
+           : s == LAUNCHER_RUNNING ? "running"
+                                   : "ended";
 }
 
 static void print_status (const struct launcher_status *st)
 {
     printf ("state=%s cause=%s exit=%d jobid=%lld nodes=%s batch_host=%s detail=%s\n",
             state_str (st->state), st->cause[0] ? st->cause : "-", st->exit_code,
-            (long long) st->sched_id, st->nodelist[0] ? st->nodelist : "-",
+            (long long)st->sched_id, st->nodelist[0] ? st->nodelist : "-",
             st->batch_host[0] ? st->batch_host : "-", st->detail);
 }
 
@@ -73,7 +74,8 @@ int main (int argc, char **argv)
     const char *cmd = argv[a++];
     if (strcmp (cmd, "submit") == 0) {
         if (argc - a < 3)
-            log_msg_exit ("submit AGENT URL NODES [SPARES [EXCLUDE [TIME_S [WORKDIR [OUTPUT]]]]]");
+            log_msg_exit (
+              "submit AGENT URL NODES [SPARES [EXCLUDE [TIME_S [WORKDIR [OUTPUT]]]]]");
         lc.dtagent_path = argv[a];
         lc.controller_url = argv[a + 1];
     }
@@ -101,7 +103,7 @@ int main (int argc, char **argv)
             .spare_nodes = argc - a > 3 ? atoi (argv[a + 3]) : 0,
             .ranks_per_node = 1,
             .time_limit_s = argc - a > 5 ? atoll (argv[a + 5]) : 0,
-            .exclude = (const char *const *) excl,
+            .exclude = (const char *const *)excl,
             .workdir = argc - a > 6 ? argv[a + 6] : cwd,
             .output = argc - a > 7 ? argv[a + 7] : NULL,
             .env = envv,

@@ -61,12 +61,13 @@ static void checkpoint (dtclient_t *c, long rank, long step)
     snprintf (tmp, sizeof (tmp), "%s.tmp", path);
     int n = snprintf (body, sizeof (body), "steptrainer rank %ld step %ld\n", rank, step);
     FILE *f = fopen (tmp, "w");
-    if (!f || fwrite (body, 1, (size_t)n, f) != (size_t)n || fflush (f) || fsync (fileno (f))
-        || fclose (f) || rename (tmp, path)) {
+    if (!f || fwrite (body, 1, (size_t)n, f) != (size_t)n || fflush (f) ||
+        fsync (fileno (f)) || fclose (f) || rename (tmp, path)) {
         dtclient_shard_failed (c, step, strerror (errno));
         return;
     }
-    dtclient_err_t e = dtclient_shard_written (c, step, path, (uint64_t)n, crc32c (body, (size_t)n));
+    dtclient_err_t e =
+      dtclient_shard_written (c, step, path, (uint64_t)n, crc32c (body, (size_t)n));
     fprintf (stderr, "rank %ld: checkpoint step %ld -> %s (%s)\n", rank, step, path,
              dtclient_strerror (e));
 }
@@ -87,9 +88,11 @@ int main (int argc, char **argv)
             fail_at = strtol (argv[++i], &colon, 10);
             if (*colon == ':')
                 fail_code = atol (colon + 1);
-        } else {
-            fprintf (stderr, "usage: steptrainer [--steps N] [--step-ms MS] [--rendezvous] "
-                             "[--fail-at STEP[:CODE]]\n");
+        }
+        else {
+            fprintf (stderr,
+                     "usage: steptrainer [--steps N] [--step-ms MS] [--rendezvous] "
+                     "[--fail-at STEP[:CODE]]\n");
             return 2;
         }
     }
@@ -116,11 +119,12 @@ int main (int argc, char **argv)
             snprintf (key, sizeof (key), "steptrainer/rank-%ld", r);
             dtclient_err_t e = dtclient_kv_wait (c, key, 30000, &v, &n);
             if (e != DTCLIENT_OK) {
-                fprintf (stderr, "rank %ld: kv wait %s: %s\n", rank, key, dtclient_strerror (e));
+                fprintf (stderr, "rank %ld: kv wait %s: %s\n", rank, key,
+                         dtclient_strerror (e));
                 return 1;
             }
-            fprintf (stderr, "rank %ld: rendezvous: rank %ld is pid %.*s\n", rank, r, (int)n,
-                     (char *)v);
+            fprintf (stderr, "rank %ld: rendezvous: rank %ld is pid %.*s\n", rank, r,
+                     (int)n, (char *)v);
             free (v);
         }
     }
@@ -129,22 +133,23 @@ int main (int argc, char **argv)
     for (long step = start + 1; step <= steps; step++) {
         sleep_ms (step_ms);
         if (step == fail_at) {
-            fprintf (stderr, "rank %ld: failing at step %ld with code %ld as asked\n", rank, step,
-                     fail_code);
+            fprintf (stderr, "rank %ld: failing at step %ld with code %ld as asked\n",
+                     rank, step, fail_code);
             return (int)fail_code;
         }
         dtclient_step (c, step, 1.0 / (double)step, 32, step_ms / 1000.0, 0.0);
         dtclient_cmd_t cmd;
         while (dtclient_poll (c, &cmd)) {
-            fprintf (stderr, "rank %ld: command %d step %lld at step %ld\n", rank, cmd.kind,
-                     (long long)cmd.step, step);
+            fprintf (stderr, "rank %ld: command %d step %lld at step %ld\n", rank,
+                     cmd.kind, (long long)cmd.step, step);
             if (cmd.kind == DTCLIENT_CMD_CHECKPOINT)
                 ckpt_at = cmd.step > step ? cmd.step : step;
             else if (cmd.kind == DTCLIENT_CMD_STOP) {
                 checkpoint (c, rank, step);
                 dtclient_close (c);
                 return 0;
-            } else if (cmd.kind == DTCLIENT_CMD_ABORT)
+            }
+            else if (cmd.kind == DTCLIENT_CMD_ABORT)
                 return 1;
         }
         if (step == ckpt_at) {
@@ -154,7 +159,8 @@ int main (int argc, char **argv)
     }
     if (rank == 0) {
         char res[128];
-        snprintf (res, sizeof (res), "{\"steps\": %ld, \"trainer\": \"steptrainer\"}", steps);
+        snprintf (res, sizeof (res), "{\"steps\": %ld, \"trainer\": \"steptrainer\"}",
+                  steps);
         dtclient_result (c, res);
     }
     fprintf (stderr, "rank %ld: done after %ld steps\n", rank, steps);

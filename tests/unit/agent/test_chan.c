@@ -42,8 +42,8 @@ static int64_t now_ms (void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void handler (const struct dtproto_msg *m, int *conn_rank, struct dtproto_buf *reply,
-                     void *arg)
+static void handler (const struct dtproto_msg *m, int *conn_rank,
+                     struct dtproto_buf *reply, void *arg)
 {
     char key[DTPROTO_MAX_KEY + 1] = "";
     if (dtproto_has (m, DTPROTO_T_KEY)) {
@@ -89,8 +89,7 @@ static void handler (const struct dtproto_msg *m, int *conn_rank, struct dtproto
         /* Answer with a command in the page, as the agent does. */
         dtshm_write_cmd (page, DTCLIENT_CMD_CHECKPOINT, 42);
         break;
-    default:
-        break;
+    default: break;
     }
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
@@ -118,7 +117,8 @@ static volatile struct dtshm_page *make_page (void)
     int fd = open (shm_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     CU_ASSERT_FATAL (fd >= 0);
     CU_ASSERT_FATAL (ftruncate (fd, DTSHM_SIZE) == 0);
-    struct dtshm_page *p = mmap (NULL, DTSHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    struct dtshm_page *p =
+      mmap (NULL, DTSHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close (fd);
     CU_ASSERT_FATAL (p != MAP_FAILED);
     p->version = DTPROTO_VERSION;
@@ -143,26 +143,26 @@ static int client_main (void)
     dtclient_step (c, 17, 0.5, 640, 0.040, 0.003);
     if (dtclient_kv_set (c, "gloo/0:addr", "\x00\x01xyz", 5) != DTCLIENT_OK)
         bad |= 2;
-    if (dtclient_kv_get (c, "gloo/0:addr", &v, &n) != DTCLIENT_OK || n != 5
-        || memcmp (v, "\x00\x01xyz", 5) != 0)
+    if (dtclient_kv_get (c, "gloo/0:addr", &v, &n) != DTCLIENT_OK || n != 5 ||
+        memcmp (v, "\x00\x01xyz", 5) != 0)
         bad |= 4;
     free (v);
     if (dtclient_kv_get (c, "missing", &v, &n) != DTCLIENT_ERR_NOTFOUND)
         bad |= 8;
-    if (dtclient_kv_wait (c, "late", 5000, &v, &n) != DTCLIENT_OK || n != 3
-        || memcmp (v, "now", 3) != 0)
+    if (dtclient_kv_wait (c, "late", 5000, &v, &n) != DTCLIENT_OK || n != 3 ||
+        memcmp (v, "now", 3) != 0)
         bad |= 16;
     else
         free (v);
     if (dtclient_kv_set (c, "bad key", "x", 1) != DTCLIENT_ERR_INVAL)
         bad |= 32;
-    if (dtclient_shard_written (c, 130, "/ckpt/step-130/rank-3.ckpt", 99, 0xdeadbeefu)
-        != DTCLIENT_OK)
+    if (dtclient_shard_written (c, 130, "/ckpt/step-130/rank-3.ckpt", 99, 0xdeadbeefu) !=
+        DTCLIENT_OK)
         bad |= 32;
     if (dtclient_poll (c, &cmd) != 0)
         bad |= 64;
-    if (dtclient_result (c, "[1]") != DTCLIENT_ERR_INVAL
-        || dtclient_result (c, "{\"steps\": 17}") != DTCLIENT_OK)
+    if (dtclient_result (c, "[1]") != DTCLIENT_ERR_INVAL ||
+        dtclient_result (c, "{\"steps\": 17}") != DTCLIENT_OK)
         bad |= 64;
     int64_t end = now_ms () + 5000;
     int got = 0;
@@ -223,10 +223,10 @@ static int raw_reply (int fd)
     int type;
     uint32_t len;
     struct dtproto_msg m;
-    if (recv (fd, hdr, sizeof (hdr), MSG_WAITALL) != (ssize_t)sizeof (hdr)
-        || dtproto_header_decode (hdr, &type, &len, NULL, 0) < 0 || len > sizeof (payload)
-        || (len && recv (fd, payload, len, MSG_WAITALL) != (ssize_t)len)
-        || dtproto_decode (type, payload, len, &m, NULL, 0) < 0 || type != DTPROTO_REPLY)
+    if (recv (fd, hdr, sizeof (hdr), MSG_WAITALL) != (ssize_t)sizeof (hdr) ||
+        dtproto_header_decode (hdr, &type, &len, NULL, 0) < 0 || len > sizeof (payload) ||
+        (len && recv (fd, payload, len, MSG_WAITALL) != (ssize_t)len) ||
+        dtproto_decode (type, payload, len, &m, NULL, 0) < 0 || type != DTPROTO_REPLY)
         return -1;
     return (int)m.i[DTPROTO_T_STATUS];
 }
@@ -258,7 +258,8 @@ static int raw_main (void)
     dtproto_begin (&b, DTPROTO_KV_SET);
     dtproto_end (&b);
     b.data[8] = 0xff, b.data[9] = 0xff, b.data[10] = 0xff, b.data[11] = 0x7f;
-    if (write (fd, b.data, b.len) != (ssize_t)b.len || raw_reply (fd) != DTCLIENT_ERR_PROTO)
+    if (write (fd, b.data, b.len) != (ssize_t)b.len ||
+        raw_reply (fd) != DTCLIENT_ERR_PROTO)
         bad |= 4;
     close (fd);
 
@@ -270,18 +271,21 @@ static int raw_main (void)
     dtproto_add_int (&b, DTPROTO_T_PID, getpid ());
     dtproto_end (&b);
     b.data[DTPROTO_HDR_LEN + 2] = 200; /* the rank field claims 200 bytes */
-    if (write (fd, b.data, b.len) != (ssize_t)b.len || raw_reply (fd) != DTCLIENT_ERR_PROTO)
+    if (write (fd, b.data, b.len) != (ssize_t)b.len ||
+        raw_reply (fd) != DTCLIENT_ERR_PROTO)
         bad |= 8;
     dtproto_begin (&b, DTPROTO_KV_GET);
     dtproto_add_str (&b, DTPROTO_T_KEY, "k");
     dtproto_end (&b);
-    if (write (fd, b.data, b.len) != (ssize_t)b.len || raw_reply (fd) != DTCLIENT_ERR_PROTO)
+    if (write (fd, b.data, b.len) != (ssize_t)b.len ||
+        raw_reply (fd) != DTCLIENT_ERR_PROTO)
         bad |= 16;
     dtproto_begin (&b, DTPROTO_HELLO);
     dtproto_add_int (&b, DTPROTO_T_RANK, 9); /* not ours */
     dtproto_add_int (&b, DTPROTO_T_PID, getpid ());
     dtproto_end (&b);
-    if (write (fd, b.data, b.len) != (ssize_t)b.len || raw_reply (fd) != DTCLIENT_ERR_INVAL)
+    if (write (fd, b.data, b.len) != (ssize_t)b.len ||
+        raw_reply (fd) != DTCLIENT_ERR_INVAL)
         bad |= 32;
     dtproto_begin (&b, DTPROTO_HELLO);
     dtproto_add_int (&b, DTPROTO_T_RANK, 3);
@@ -370,8 +374,10 @@ static void test_orphan_exits (void)
     if (w != pid) {
         kill (pid, SIGKILL);
         waitpid (pid, NULL, 0);
-    } else
-        CU_ASSERT (WIFSIGNALED (status) || (WIFEXITED (status) && WEXITSTATUS (status) == 1));
+    }
+    else
+        CU_ASSERT (WIFSIGNALED (status) ||
+                   (WIFEXITED (status) && WEXITSTATUS (status) == 1));
     close (pipefd[0]);
     munmap ((void *)page, DTSHM_SIZE);
 }
@@ -407,7 +413,8 @@ static void test_noop_client (void)
     CU_ASSERT_EQUAL (n, 7);
     CU_ASSERT_EQUAL (memcmp (v, "value\0x", 7), 0);
     free (v);
-    CU_ASSERT_EQUAL (dtclient_kv_set (c, "../escape", "v", 1), DTCLIENT_OK); /* '.' ok, '/' escaped */
+    CU_ASSERT_EQUAL (dtclient_kv_set (c, "../escape", "v", 1),
+                     DTCLIENT_OK); /* '.' ok, '/' escaped */
     char esc[400];
     snprintf (esc, sizeof (esc), "%s/..%%2Fescape", rdv);
     CU_ASSERT_EQUAL (access (esc, F_OK), 0);
@@ -420,7 +427,8 @@ int main (void)
 {
     static const struct dt_unit_test tests[] = {
         { "libdtclient exchanges with the agent socket", test_client_exchange },
-        { "malformed frames are refused, the agent side survives", test_malformed_frames },
+        { "malformed frames are refused, the agent side survives",
+          test_malformed_frames },
         { "a trainer exits when the agent's socket closes", test_orphan_exits },
         { "no agent: no-op client, kv in DT_RENDEZVOUS_DIR", test_noop_client },
         { NULL, NULL },

@@ -136,8 +136,8 @@ static void test_layout_full (void)
     layout_clear (&l);
     /* A spare needs no command. */
     CU_ASSERT_EQUAL (
-      parse (
-        "{\"job\": 1, \"attempt\": 1, \"spare\": true, \"node_rank\": -1}", &l, &err),
+      parse ("{\"job\": 1, \"attempt\": 1, \"spare\": true, \"node_rank\": -1}", &l,
+             &err),
       0);
     CU_ASSERT_TRUE (l.spare);
     CU_ASSERT_PTR_NULL (l.command);
@@ -175,10 +175,7 @@ static void test_layout_refused (void)
         memset (&l, 0x5a, sizeof (l));
         CU_ASSERT_EQUAL (parse (bad[i].json, &l, &err), -1);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr,
-                     "%s: error '%s' does not name '%s'\n",
-                     bad[i].json,
-                     err.text,
+            fprintf (stderr, "%s: error '%s' does not name '%s'\n", bad[i].json, err.text,
                      bad[i].needle);
             CU_FAIL ("the error names the field");
         }

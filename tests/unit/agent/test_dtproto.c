@@ -57,7 +57,8 @@ static void test_roundtrip_shard (void)
     CU_ASSERT_EQUAL (m.i[DTPROTO_T_CRC32C], 0xE3069283LL);
     CU_ASSERT_EQUAL (m.slen[DTPROTO_T_PATH], strlen ("/ckpt/4/step-130/rank-2.ckpt"));
     CU_ASSERT_EQUAL (memcmp (m.s[DTPROTO_T_PATH], "/ckpt/4/step-130/rank-2.ckpt",
-                             m.slen[DTPROTO_T_PATH]), 0);
+                             m.slen[DTPROTO_T_PATH]),
+                     0);
     CU_ASSERT_FALSE (dtproto_has (&m, DTPROTO_T_JIT));
 
     /* A just-in-time shard: the shard's rank and the jit flag. */
@@ -197,7 +198,8 @@ static void test_truncated (void)
     CU_ASSERT_EQUAL_FATAL (dtproto_end (&b), 0);
     put32 (b.data + DTPROTO_HDR_LEN + 2, 1000);
     CU_ASSERT_EQUAL (dtproto_decode (DTPROTO_KV_GET, b.data + DTPROTO_HDR_LEN,
-                                     b.len - DTPROTO_HDR_LEN, &m, err, sizeof (err)), -1);
+                                     b.len - DTPROTO_HDR_LEN, &m, err, sizeof (err)),
+                     -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err, "truncated"));
     dtproto_buf_free (&b);
 }
@@ -340,8 +342,9 @@ static void test_oversized (void)
     CU_ASSERT_EQUAL (errno, EMSGSIZE);
 
     /* And the decoder a payload over the limit, whatever it holds. */
-    CU_ASSERT_EQUAL (dtproto_decode (DTPROTO_KV_SET, big, DTPROTO_MAX_PAYLOAD + 1, &m, err,
-                                     sizeof (err)), -1);
+    CU_ASSERT_EQUAL (dtproto_decode (DTPROTO_KV_SET, big, DTPROTO_MAX_PAYLOAD + 1, &m,
+                                     err, sizeof (err)),
+                     -1);
     free (big);
     dtproto_buf_free (&b);
 }
@@ -375,7 +378,7 @@ static void test_fuzz (void)
             put16 (buf, (uint16_t)(1 + rand_r (&seed) % DTPROTO_TAG_MAX));
             put32 (buf + 2, (uint32_t)(rand_r (&seed) % 16));
         }
-        if (iter % 4 == 3) {    /* the valid payload, one byte changed */
+        if (iter % 4 == 3) { /* the valid payload, one byte changed */
             n = vlen;
             memcpy (buf, v.data + DTPROTO_HDR_LEN, n);
             buf[rand_r (&seed) % n] ^= (uint8_t)(1u << (rand_r (&seed) % 8));
@@ -435,7 +438,8 @@ static void test_seqlock (void)
         struct dtshm_cmd cmd;
         if (dtshm_read_report (p, &rep) == 0) {
             reads++;
-            if (rep.step != rep.samples || rep.loss * 2 != (double)rep.step || rep.step < last)
+            if (rep.step != rep.samples || rep.loss * 2 != (double)rep.step ||
+                rep.step < last)
                 torn++;
             last = rep.step;
         }

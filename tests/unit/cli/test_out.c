@@ -18,14 +18,8 @@ void ctl_die (int code, const char *fmt, ...)
 
 static void test_jget (void)
 {
-    json_t *o = json_pack ("{s:{s:i, s:n}, s:s, s:n}",
-                           "checkpoint",
-                           "every_steps",
-                           20,
-                           "dir",
-                           "name",
-                           "j1",
-                           "submit_time");
+    json_t *o = json_pack ("{s:{s:i, s:n}, s:s, s:n}", "checkpoint", "every_steps", 20,
+                           "dir", "name", "j1", "submit_time");
     CU_ASSERT_EQUAL (json_integer_value (jget (o, "checkpoint.every_steps")), 20);
     CU_ASSERT_PTR_NULL (jget (o, "checkpoint.dir")); /* null is absent */
     CU_ASSERT_PTR_NULL (jget (o, "checkpoint.every_steps.x"));
@@ -126,10 +120,9 @@ static void test_table (void)
     table_add (t, r2);
     table_print (t, f, 2);
     fclose (f);
-    CU_ASSERT_STRING_EQUAL (text,
-                            "  JOB    NAME         STATE\n"
-                            "  1      a-long-name  running\n"
-                            "  12345  -            -\n");
+    CU_ASSERT_STRING_EQUAL (text, "  JOB    NAME         STATE\n"
+                                  "  1      a-long-name  running\n"
+                                  "  12345  -            -\n");
     free (text);
 }
 

@@ -11,7 +11,8 @@
 #include "tests/unit/unit.h"
 
 static const char *const known[] = {
-    "ListenPort", "StateDir", "HeartbeatInterval", "NodeTimeout", "Debug", "LogLevel", NULL,
+    "ListenPort", "StateDir", "HeartbeatInterval", "NodeTimeout", "Debug",
+    "LogLevel",   NULL,
 };
 
 static void test_parse_good (void)
@@ -130,10 +131,12 @@ static void get_bad (const char *line, int which, int errnum, const char *want)
 
 static void test_bad_values (void)
 {
-    get_bad ("ListenPort=abc", 0, EINVAL, "typed.conf:1: ListenPort: 'abc' is not an integer");
+    get_bad ("ListenPort=abc", 0, EINVAL,
+             "typed.conf:1: ListenPort: 'abc' is not an integer");
     get_bad ("ListenPort=12abc", 0, EINVAL, "not an integer");
     get_bad ("ListenPort=", 0, EINVAL, "not an integer");
-    get_bad ("ListenPort=0", 0, ERANGE, "typed.conf:1: ListenPort: 0 is out of range [1, 65535]");
+    get_bad ("ListenPort=0", 0, ERANGE,
+             "typed.conf:1: ListenPort: 0 is out of range [1, 65535]");
     get_bad ("ListenPort=65536", 0, ERANGE, "out of range");
     get_bad ("ListenPort=-1", 0, ERANGE, "out of range");
     get_bad ("ListenPort=99999999999999999999999", 0, ERANGE, "out of range");

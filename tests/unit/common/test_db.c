@@ -17,7 +17,8 @@ static const struct dt_db_migration migs[] = {
       "CREATE TABLE jobs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
       "CREATE TABLE attempts (id INTEGER PRIMARY KEY,"
       "  job_id INTEGER NOT NULL REFERENCES jobs(id));" },
-    { 2, "002-state.sql", "ALTER TABLE jobs ADD COLUMN state TEXT NOT NULL DEFAULT 'pending';" },
+    { 2, "002-state.sql",
+      "ALTER TABLE jobs ADD COLUMN state TEXT NOT NULL DEFAULT 'pending';" },
 };
 
 static void path_of (char *buf, size_t len, const char *name)
@@ -60,13 +61,15 @@ static void test_fresh (void)
     CU_ASSERT_PTR_NOT_NULL_FATAL (db);
     CU_ASSERT_EQUAL (dt_db_version (db), 2);
     CU_ASSERT_EQUAL (pragma_int (db, "PRAGMA user_version"), 2);
-    CU_ASSERT_STRING_EQUAL (pragma_text (db, "PRAGMA journal_mode", buf, sizeof (buf)), "wal");
+    CU_ASSERT_STRING_EQUAL (pragma_text (db, "PRAGMA journal_mode", buf, sizeof (buf)),
+                            "wal");
     CU_ASSERT_EQUAL (pragma_int (db, "PRAGMA synchronous"), 2); /* FULL */
     CU_ASSERT_EQUAL (pragma_int (db, "PRAGMA foreign_keys"), 1);
     CU_ASSERT (pragma_int (db, "PRAGMA busy_timeout") >= 1000);
     CU_ASSERT_PTR_NOT_NULL (dt_db_handle (db));
     CU_ASSERT_EQUAL (dt_db_exec (db, "INSERT INTO jobs (name) VALUES ('a')", &err), 0);
-    CU_ASSERT_EQUAL (pragma_int (db, "SELECT count(*) FROM jobs WHERE state='pending'"), 1);
+    CU_ASSERT_EQUAL (pragma_int (db, "SELECT count(*) FROM jobs WHERE state='pending'"),
+                     1);
     CU_ASSERT_EQUAL (dt_db_integrity_check (db, &err), 0);
     dt_db_close (db);
 
@@ -105,7 +108,8 @@ static void test_upgrade_and_newer (void)
     db = dt_db_open (path, migs, 1, &err);
     CU_ASSERT_PTR_NULL (db);
     CU_ASSERT_EQUAL (errno, EPROTO);
-    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "version 2 is newer than this program knows (1)"));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (err.text, "version 2 is newer than this program knows (1)"));
 }
 
 static void test_failed_migration_rolls_back (void)
@@ -131,7 +135,8 @@ static void test_failed_migration_rolls_back (void)
     db = dt_db_open (path, migs, 1, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (db);
     CU_ASSERT_EQUAL (dt_db_version (db), 1);
-    CU_ASSERT_EQUAL (pragma_int (db, "SELECT count(*) FROM sqlite_master WHERE name='half'"), 0);
+    CU_ASSERT_EQUAL (
+      pragma_int (db, "SELECT count(*) FROM sqlite_master WHERE name='half'"), 0);
     dt_db_close (db);
 
     /* bad migration lists */
@@ -160,7 +165,8 @@ static void test_errors_and_transactions (void)
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "UNIQUE constraint failed"));
     /* foreign keys are enforced */
     errno = 0;
-    CU_ASSERT_EQUAL (dt_db_exec (db, "INSERT INTO attempts (job_id) VALUES (999)", &err), -1);
+    CU_ASSERT_EQUAL (dt_db_exec (db, "INSERT INTO attempts (job_id) VALUES (999)", &err),
+                     -1);
     CU_ASSERT_EQUAL (errno, EEXIST);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "FOREIGN KEY constraint failed"));
     /* syntax error -> EINVAL */
@@ -196,7 +202,8 @@ static void test_errors_and_transactions (void)
     dt_db_close (db2);
 
     /* prepared statement kept by the caller */
-    CU_ASSERT_EQUAL (dt_db_prepare (db, "SELECT name FROM jobs WHERE id = ?", &st, &err), 0);
+    CU_ASSERT_EQUAL (dt_db_prepare (db, "SELECT name FROM jobs WHERE id = ?", &st, &err),
+                     0);
     sqlite3_bind_int (st, 1, 1);
     CU_ASSERT_EQUAL (sqlite3_step (st), SQLITE_ROW);
     CU_ASSERT_STRING_EQUAL ((const char *)sqlite3_column_text (st, 0), "x");

@@ -48,13 +48,13 @@ static void test_slurm_forms (void)
 {
     CU_ASSERT_EQUAL (ok ("02:00:00"), 7200000);
     CU_ASSERT_EQUAL (ok ("1-00:00:00"), 86400000);
-    CU_ASSERT_EQUAL (ok ("05:30"), 330000);            /* MM:SS */
-    CU_ASSERT_EQUAL (ok ("90:00"), 5400000);           /* minutes may exceed 59 */
-    CU_ASSERT_EQUAL (ok ("1:02:03"), 3723000);         /* HH:MM:SS */
-    CU_ASSERT_EQUAL (ok ("36:00:00"), 129600000);      /* hours may exceed 23 */
-    CU_ASSERT_EQUAL (ok ("2-12"), 216000000);          /* D-HH */
-    CU_ASSERT_EQUAL (ok ("2-12:30"), 217800000);       /* D-HH:MM */
-    CU_ASSERT_EQUAL (ok ("1-01:01:01"), 90061000);     /* D-HH:MM:SS */
+    CU_ASSERT_EQUAL (ok ("05:30"), 330000);        /* MM:SS */
+    CU_ASSERT_EQUAL (ok ("90:00"), 5400000);       /* minutes may exceed 59 */
+    CU_ASSERT_EQUAL (ok ("1:02:03"), 3723000);     /* HH:MM:SS */
+    CU_ASSERT_EQUAL (ok ("36:00:00"), 129600000);  /* hours may exceed 23 */
+    CU_ASSERT_EQUAL (ok ("2-12"), 216000000);      /* D-HH */
+    CU_ASSERT_EQUAL (ok ("2-12:30"), 217800000);   /* D-HH:MM */
+    CU_ASSERT_EQUAL (ok ("1-01:01:01"), 90061000); /* D-HH:MM:SS */
 }
 
 static void test_bad_durations (void)
@@ -99,7 +99,8 @@ static void test_largest (void)
 static void test_format_time (void)
 {
     char buf[32];
-    CU_ASSERT_STRING_EQUAL (dt_format_time (0, buf, sizeof (buf)), "1970-01-01T00:00:00.000Z");
+    CU_ASSERT_STRING_EQUAL (dt_format_time (0, buf, sizeof (buf)),
+                            "1970-01-01T00:00:00.000Z");
     CU_ASSERT_STRING_EQUAL (dt_format_time (1796029296123LL, buf, sizeof (buf)),
                             "2026-11-30T09:01:36.123Z");
     CU_ASSERT_STRING_EQUAL (dt_format_time (951782400007LL, buf, sizeof (buf)),

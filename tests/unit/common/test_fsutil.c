@@ -19,9 +19,10 @@ static void test_pathf (void)
     CU_ASSERT_EQUAL (dt_pathf (buf, sizeof (buf), "%s/%d", "ab", 12), 0);
     CU_ASSERT_STRING_EQUAL (buf, "ab/12");
     errno = 0;
-    CU_ASSERT_EQUAL (dt_pathf (buf, sizeof (buf), "%s/%d", "abcd", 123), -1);  /* 8 + NUL */
+    CU_ASSERT_EQUAL (dt_pathf (buf, sizeof (buf), "%s/%d", "abcd", 123),
+                     -1); /* 8 + NUL */
     CU_ASSERT_EQUAL (errno, ENAMETOOLONG);
-    CU_ASSERT_EQUAL (dt_pathf (buf, sizeof (buf), "%s", "1234567"), 0);       /* just fits */
+    CU_ASSERT_EQUAL (dt_pathf (buf, sizeof (buf), "%s", "1234567"), 0); /* just fits */
 }
 
 static void test_mkdir_p (void)
@@ -31,7 +32,7 @@ static void test_mkdir_p (void)
     snprintf (p, sizeof (p), "%s/a/b/c", base);
     CU_ASSERT_EQUAL (dt_mkdir_p (p, 0755), 0);
     CU_ASSERT (stat (p, &st) == 0 && S_ISDIR (st.st_mode));
-    CU_ASSERT_EQUAL (dt_mkdir_p (p, 0755), 0);            /* exists: fine */
+    CU_ASSERT_EQUAL (dt_mkdir_p (p, 0755), 0); /* exists: fine */
     /* A file in the way is an error. */
     char f[PATH_MAX];
     snprintf (f, sizeof (f), "%s/file", base);
@@ -65,7 +66,7 @@ static void test_write_atomic (void)
     CU_ASSERT_EQUAL (fread (got, 1, sizeof (got) - 1, f), 6);
     fclose (f);
     CU_ASSERT_STRING_EQUAL (got, "second");
-    CU_ASSERT_EQUAL (access (tmp, F_OK), -1);            /* no temporary left */
+    CU_ASSERT_EQUAL (access (tmp, F_OK), -1); /* no temporary left */
     /* A directory that does not exist: an error naming the path. */
     char nd[PATH_MAX];
     snprintf (nd, sizeof (nd), "%s/none", base);

@@ -37,8 +37,9 @@ static void echo_cb (dt_http_req_t *req, void *arg)
     json_t *in = json_loadb (body, len, 0, NULL);
     atomic_fetch_add (&hits, 1);
     dt_http_reply_json (req, 200,
-                        json_pack ("{s:s s:o s:s* s:s*}", "method", dt_http_req_method (req),
-                                   "body", in ? in : json_null (), "auth", auth, "ctype", ct));
+                        json_pack ("{s:s s:o s:s* s:s*}", "method",
+                                   dt_http_req_method (req), "body",
+                                   in ? in : json_null (), "auth", auth, "ctype", ct));
 }
 
 static void flaky_cb (dt_http_req_t *req, void *arg)
@@ -140,9 +141,9 @@ static int raw_start (struct raw *r, bool hang)
     memset (r, 0, sizeof (*r));
     r->hang = hang;
     inet_pton (AF_INET, "127.0.0.1", &sa.sin_addr);
-    if ((r->lfd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0
-        || bind (r->lfd, (struct sockaddr *)&sa, sizeof (sa)) < 0 || listen (r->lfd, 16) < 0
-        || getsockname (r->lfd, (struct sockaddr *)&sa, &sl) < 0)
+    if ((r->lfd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+        bind (r->lfd, (struct sockaddr *)&sa, sizeof (sa)) < 0 ||
+        listen (r->lfd, 16) < 0 || getsockname (r->lfd, (struct sockaddr *)&sa, &sl) < 0)
         return -1;
     r->port = ntohs (sa.sin_port);
     return pthread_create (&r->thread, NULL, raw_loop, r);
@@ -195,8 +196,10 @@ static void test_json_roundtrip (void)
     json_t *d = json_object_get (reply, "data");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "method")), "POST");
     CU_ASSERT (json_equal (json_object_get (d, "body"), body));
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "auth")), "Bearer s3cret");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "ctype")), "application/json");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "auth")),
+                            "Bearer s3cret");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "ctype")),
+                            "application/json");
     CU_ASSERT_PTR_NULL (dt_httpc_envelope_error (reply));
     json_decref (reply);
 
@@ -204,10 +207,12 @@ static void test_json_roundtrip (void)
     const char *methods[] = { "GET", "DELETE", "PUT", "PATCH", "POST", NULL };
     for (int i = 0; methods[i]; i++) {
         reply = NULL;
-        CU_ASSERT_EQUAL (dt_httpc_json (c, methods[i], "echo", NULL, &status, &reply, &err), 0);
+        CU_ASSERT_EQUAL (
+          dt_httpc_json (c, methods[i], "echo", NULL, &status, &reply, &err), 0);
         CU_ASSERT_EQUAL (status, 200);
         d = json_object_get (reply, "data");
-        CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "method")), methods[i]);
+        CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "method")),
+                                methods[i]);
         CU_ASSERT (json_is_null (json_object_get (d, "body")));
         json_decref (reply);
     }
@@ -219,8 +224,8 @@ static void test_json_roundtrip (void)
     CU_ASSERT_PTR_NULL (reply);
     char *raw = NULL;
     size_t rawlen = 0;
-    CU_ASSERT_EQUAL (dt_httpc_raw (c, "GET", "/text", NULL, 0, NULL, &status, &raw, &rawlen, &err),
-                     0);
+    CU_ASSERT_EQUAL (
+      dt_httpc_raw (c, "GET", "/text", NULL, 0, NULL, &status, &raw, &rawlen, &err), 0);
     CU_ASSERT_EQUAL (rawlen, 8);
     CU_ASSERT_STRING_EQUAL (raw, "not json");
     free (raw);
@@ -284,11 +289,13 @@ static void test_503_retried (void)
 
     /* 502 and 504 are retried too */
     atomic_store (&hits, 0);
-    CU_ASSERT_EQUAL (dt_httpc_json (c, "GET", "/status/502", NULL, &status, &reply, &err), 0);
+    CU_ASSERT_EQUAL (dt_httpc_json (c, "GET", "/status/502", NULL, &status, &reply, &err),
+                     0);
     CU_ASSERT_EQUAL (atomic_load (&hits), 4);
     json_decref (reply);
     atomic_store (&hits, 0);
-    CU_ASSERT_EQUAL (dt_httpc_json (c, "GET", "/status/504", NULL, &status, &reply, &err), 0);
+    CU_ASSERT_EQUAL (dt_httpc_json (c, "GET", "/status/504", NULL, &status, &reply, &err),
+                     0);
     CU_ASSERT_EQUAL (atomic_load (&hits), 4);
     json_decref (reply);
     dt_httpc_destroy (c);
@@ -337,7 +344,8 @@ static void test_connection_refused (void)
     dt_httpc_t *c = dt_httpc_create (url, &fast, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (c);
     errno = 0;
-    CU_ASSERT_EQUAL (dt_httpc_json (c, "GET", "/v1/jobs", NULL, &status, &reply, &err), -1);
+    CU_ASSERT_EQUAL (dt_httpc_json (c, "GET", "/v1/jobs", NULL, &status, &reply, &err),
+                     -1);
     CU_ASSERT_EQUAL (errno, ECONNREFUSED);
     CU_ASSERT_EQUAL (status, -5);
     CU_ASSERT_PTR_EQUAL (reply, (json_t *)1);
@@ -384,8 +392,11 @@ static void test_total_timeout (void)
     dt_error_t err = { "" };
     long status;
     struct dt_httpc_opts o = {
-        .connect_timeout_ms = 1000, .total_timeout_ms = 300, .retries = 1,
-        .backoff_ms = 10, .backoff_max_ms = 10,
+        .connect_timeout_ms = 1000,
+        .total_timeout_ms = 300,
+        .retries = 1,
+        .backoff_ms = 10,
+        .backoff_max_ms = 10,
     };
 
     CU_ASSERT_FATAL (raw_start (&r, true) == 0);
@@ -424,14 +435,14 @@ int main (void)
         fprintf (stderr, "%s\n", err.text);
         return 99;
     }
-    if (dt_httpd_route (srv, "POST", "/echo", echo_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0
-        || dt_httpd_route (srv, "PUT", "/echo", echo_cb, NULL) < 0
-        || dt_httpd_route (srv, "PATCH", "/echo", echo_cb, NULL) < 0
-        || dt_httpd_route (srv, "DELETE", "/echo", echo_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/flaky", flaky_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/status/{code}", status_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/text", text_cb, NULL) < 0)
+    if (dt_httpd_route (srv, "POST", "/echo", echo_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "PUT", "/echo", echo_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "PATCH", "/echo", echo_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "DELETE", "/echo", echo_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/flaky", flaky_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/status/{code}", status_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/text", text_cb, NULL) < 0)
         return 99;
     snprintf (base, sizeof (base), "http://127.0.0.1:%d", dt_httpd_port (srv));
     if (pthread_create (&srv_thread, NULL, srv_loop, NULL) != 0)

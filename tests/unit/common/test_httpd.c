@@ -37,17 +37,17 @@ static void get_job_cb (dt_http_req_t *req, void *arg)
 {
     const char *q = dt_http_req_query (req, "verbose");
     const char *h = dt_http_req_header (req, "X-Test");
-    json_t *data = json_pack ("{s:s s:s s:s* s:s* s:s}", "id", dt_http_req_param (req, "id"),
-                              "method", dt_http_req_method (req), "verbose", q, "hdr", h,
-                              "peer", dt_http_req_peer (req));
+    json_t *data = json_pack (
+      "{s:s s:s s:s* s:s* s:s}", "id", dt_http_req_param (req, "id"), "method",
+      dt_http_req_method (req), "verbose", q, "hdr", h, "peer", dt_http_req_peer (req));
     dt_http_reply_json (req, 200, data);
 }
 
 static void get_event_cb (dt_http_req_t *req, void *arg)
 {
     dt_http_reply_json (req, 200,
-                        json_pack ("{s:s s:s s:s}", "id", dt_http_req_param (req, "id"), "n",
-                                   dt_http_req_param (req, "n"), "path",
+                        json_pack ("{s:s s:s s:s}", "id", dt_http_req_param (req, "id"),
+                                   "n", dt_http_req_param (req, "n"), "path",
                                    dt_http_req_path (req)));
 }
 
@@ -77,7 +77,8 @@ static void post_job_cb (dt_http_req_t *req, void *arg)
     json_decref (spec);
     dt_http_add_warning (req, "field %s is deprecated", "foo");
     dt_http_add_warning (req, "second warning");
-    dt_http_reply_json (req, 201, json_pack ("{s:o s:I}", "name", name, "len", (json_int_t)len));
+    dt_http_reply_json (req, 201,
+                        json_pack ("{s:o s:I}", "name", name, "len", (json_int_t)len));
 }
 
 static void metrics_cb (dt_http_req_t *req, void *arg)
@@ -111,12 +112,12 @@ static int start_server (void)
         fprintf (stderr, "httpd: %s\n", err.text);
         return -1;
     }
-    if (dt_httpd_route (srv, "GET", "/v1/jobs/{id}", get_job_cb, NULL) < 0
-        || dt_httpd_route (srv, "DELETE", "/v1/jobs/{id}", del_job_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/v1/jobs/{id}/events/{n}", get_event_cb, NULL) < 0
-        || dt_httpd_route (srv, "POST", "/v1/jobs", post_job_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/metrics", metrics_cb, NULL) < 0
-        || dt_httpd_route (srv, "GET", "/noanswer", noanswer_cb, NULL) < 0)
+    if (dt_httpd_route (srv, "GET", "/v1/jobs/{id}", get_job_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "DELETE", "/v1/jobs/{id}", del_job_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/v1/jobs/{id}/events/{n}", get_event_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "POST", "/v1/jobs", post_job_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/metrics", metrics_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/noanswer", noanswer_cb, NULL) < 0)
         return -1;
     snprintf (base, sizeof (base), "http://127.0.0.1:%d", dt_httpd_port (srv));
     return pthread_create (&srv_thread, NULL, srv_loop, NULL) == 0 ? 0 : -1;
@@ -246,7 +247,8 @@ static void test_get_params (void)
     d = json_object_get (v, "data");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "id")), "7");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "n")), "3");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "path")), "/v1/jobs/7/events/3");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "path")),
+                            "/v1/jobs/7/events/3");
     json_decref (v);
 
     /* DELETE with null data */
@@ -296,11 +298,13 @@ static void test_post_bodies (void)
     json_t *v = request (NULL, "POST", "/v1/jobs", good, strlen (good), NULL, &r);
     CU_ASSERT_EQUAL (r.status, 201);
     envelope (v, 0, 2);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_array_get (json_object_get (v, "warnings"), 0)),
-                            "field foo is deprecated");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_array_get (json_object_get (v, "warnings"), 0)),
+      "field foo is deprecated");
     json_t *d = json_object_get (v, "data");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (d, "name")), "resnet");
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "len")), (json_int_t)strlen (good));
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (d, "len")),
+                     (json_int_t)strlen (good));
     json_decref (v);
 
     /* malformed, truncated, empty */
@@ -334,8 +338,9 @@ static void test_413 (void)
     memcpy (big, "{\"name\":\"x\"}", 12);
     json_t *v = request (NULL, "POST", "/v1/jobs", big, MAX_BODY, NULL, &r);
     CU_ASSERT_EQUAL (r.status, 201);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_object_get (v, "data"), "len")),
-                     MAX_BODY);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_object_get (v, "data"), "len")),
+      MAX_BODY);
     json_decref (v);
 
     /* one byte more: 413 with the envelope */
@@ -424,7 +429,8 @@ static void test_many_connections (void)
     /* More than select()'s 1024 limit, all open at once, each used twice. */
     enum { N = 1200 };
     static int fds[N];
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (dt_httpd_port (srv)) };
+    struct sockaddr_in sa = { .sin_family = AF_INET,
+                              .sin_port = htons (dt_httpd_port (srv)) };
     const char *req = "GET /v1/jobs/9 HTTP/1.1\r\nHost: x\r\n\r\n";
     int ok = 0, open = 0;
 
@@ -479,13 +485,18 @@ static void test_port_in_use (void)
     CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "no-slash", noanswer_cb, NULL), -1);
     /* up to 12 params (httpd.h), up to 16 segments */
     errno = 0;
-    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}/{k}/{l}/{m}",
-                                     noanswer_cb, NULL), -1);
+    CU_ASSERT_EQUAL (
+      dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}/{k}/{l}/{m}",
+                      noanswer_cb, NULL),
+      -1);
     CU_ASSERT_EQUAL (errno, EINVAL);
-    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q",
-                                     noanswer_cb, NULL), -1);
-    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}/{k}/{l}",
-                                     noanswer_cb, NULL), 0);
+    CU_ASSERT_EQUAL (
+      dt_httpd_route (h, "GET", "/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q", noanswer_cb, NULL),
+      -1);
+    CU_ASSERT_EQUAL (dt_httpd_route (h, "GET",
+                                     "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}/{k}/{l}",
+                                     noanswer_cb, NULL),
+                     0);
     CU_ASSERT_EQUAL (dt_httpd_route (h, "GET", "/{a}/{b}/{c}/{d}", noanswer_cb, NULL), 0);
     dt_httpd_destroy (h);
 }
@@ -512,8 +523,10 @@ static void test_access_log (void)
     buf[n > 0 ? n : 0] = '\0';
     close (fd);
     unlink (logpath);
-    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "test_httpd: 127.0.0.1 \"GET /v1/jobs/77\" 200 "));
-    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "test_httpd: 127.0.0.1 \"GET /v1/missing\" 404 "));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (buf, "test_httpd: 127.0.0.1 \"GET /v1/jobs/77\" 200 "));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (buf, "test_httpd: 127.0.0.1 \"GET /v1/missing\" 404 "));
     CU_ASSERT_PTR_NULL (strstr (buf, "/v1/jobs/78"));
 }
 

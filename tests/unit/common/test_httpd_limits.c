@@ -57,14 +57,9 @@ static void echo_cb (dt_http_req_t *req, void *arg)
 {
     size_t len;
     dt_http_req_body (req, &len);
-    dt_http_reply_json (req,
-                        200,
-                        json_pack ("{s:i s:s? s:I}",
-                                   "cls",
-                                   dt_http_req_class (req),
-                                   "note",
-                                   (const char *)dt_http_req_data (req),
-                                   "len",
+    dt_http_reply_json (req, 200,
+                        json_pack ("{s:i s:s? s:I}", "cls", dt_http_req_class (req),
+                                   "note", (const char *)dt_http_req_data (req), "len",
                                    (json_int_t)len));
 }
 
@@ -211,9 +206,8 @@ static void test_gate (void)
 
     /* Refused on its headers: answered although none of the body was sent. */
     CU_ASSERT_FATAL ((fd = connect_to (port_user)) >= 0);
-    CU_ASSERT_EQUAL (send_str (fd,
-                               "POST /echo HTTP/1.1\r\nHost: x\r\n"
-                               "Content-Length: 3000\r\n\r\n"),
+    CU_ASSERT_EQUAL (send_str (fd, "POST /echo HTTP/1.1\r\nHost: x\r\n"
+                                   "Content-Length: 3000\r\n\r\n"),
                      0);
     CU_ASSERT_EQUAL (read_status (fd, buf, sizeof (buf)), 401);
     CU_ASSERT_PTR_NOT_NULL (strstr (buf, "no key"));
@@ -223,8 +217,7 @@ static void test_gate (void)
     CU_ASSERT_EQUAL (ask (port_user,
                           "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
                           "Content-Length: 5\r\n\r\nhello",
-                          buf,
-                          sizeof (buf)),
+                          buf, sizeof (buf)),
                      200);
     CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"cls\":0"));
     CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"note\":\"from-gate\""));
@@ -243,8 +236,7 @@ static void test_classes (void)
     char buf[4096];
 
     CU_ASSERT_EQUAL (ask (port_agent,
-                          "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
-                          buf,
+                          "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n", buf,
                           sizeof (buf)),
                      200);
     CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"cls\":1"));
@@ -259,23 +251,19 @@ static void test_per_address (void)
         CU_ASSERT_FATAL ((held[i] = connect_to (port_user)) >= 0);
     /* One more from this address is closed without an answer ... */
     CU_ASSERT_EQUAL (ask (port_user,
-                          "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
-                          buf,
+                          "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n", buf,
                           sizeof (buf)),
                      0);
     /* ... while the other listener serves it. */
     CU_ASSERT_EQUAL (ask (port_agent,
-                          "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
-                          buf,
+                          "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n", buf,
                           sizeof (buf)),
                      200);
     for (int i = 0; i < PER_ADDRESS; i++)
         close (held[i]);
     /* The server notices the closes on its next loop: retry a while. */
     for (int i = 0; i < 100 && st != 200; i++) {
-        st = ask (port_user,
-                  "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
-                  buf,
+        st = ask (port_user, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n", buf,
                   sizeof (buf));
         if (st != 200)
             usleep (50000);
@@ -290,8 +278,7 @@ static void test_body_budget (void)
 
     memset (body, 'x', sizeof (body));
     /* A holds a 4096-byte buffer (3000 of its 4000 bytes sent) of the 6000. */
-    snprintf (head,
-              sizeof (head),
+    snprintf (head, sizeof (head),
               "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
               "Content-Length: %zu\r\n\r\n",
               sizeof (body));
@@ -303,9 +290,8 @@ static void test_body_budget (void)
     int st = 0;
     for (int i = 0; i < 100 && st != 503; i++) {
         CU_ASSERT_FATAL ((b = connect_to (port_agent)) >= 0);
-        CU_ASSERT_EQUAL (send_str (b,
-                                   "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
-                                   "Content-Length: 3000\r\n\r\n"),
+        CU_ASSERT_EQUAL (send_str (b, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
+                                      "Content-Length: 3000\r\n\r\n"),
                          0);
         struct pollfd p = { .fd = b, .events = POLLIN };
         if (poll (&p, 1, 200) == 1)
@@ -319,8 +305,7 @@ static void test_body_budget (void)
     CU_ASSERT_EQUAL (read_status (a, buf, sizeof (buf)), 200);
     CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"len\":4000"));
     close (a);
-    snprintf (req,
-              sizeof (req),
+    snprintf (req, sizeof (req),
               "POST /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
               "Content-Length: 3000\r\n\r\n%.3000s",
               body);

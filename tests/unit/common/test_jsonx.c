@@ -28,21 +28,21 @@ static void expect_err (int rc, int errnum, const dt_error_t *err, const char *w
 static void test_parse_bad (void)
 {
     const char *bad[] = {
-        "",                          /* empty */
-        "{",                         /* truncated */
-        "{\"a\":1",                  /* truncated */
-        "{\"a\":}",                  /* malformed */
-        "{\"a\":1,}",                /* trailing comma */
-        "{'a':1}",                   /* single quotes */
-        "{\"a\":1} junk",            /* trailing data */
-        "{\"a\":1}{\"b\":2}",        /* two documents */
-        "{\"a\":1,\"a\":2}",         /* duplicate key */
-        "[1,2",                      /* truncated array */
-        "\"unterminated",            /* truncated string */
+        "",                                /* empty */
+        "{",                               /* truncated */
+        "{\"a\":1",                        /* truncated */
+        "{\"a\":}",                        /* malformed */
+        "{\"a\":1,}",                      /* trailing comma */
+        "{'a':1}",                         /* single quotes */
+        "{\"a\":1} junk",                  /* trailing data */
+        "{\"a\":1}{\"b\":2}",              /* two documents */
+        "{\"a\":1,\"a\":2}",               /* duplicate key */
+        "[1,2",                            /* truncated array */
+        "\"unterminated",                  /* truncated string */
         "{\"a\":99999999999999999999999}", /* integer overflow */
         "{\"a\":NaN}",
-        "\xff\xfe",                  /* not UTF-8 */
-        "\"a\\u0000b\"",             /* NUL inside a string */
+        "\xff\xfe",      /* not UTF-8 */
+        "\"a\\u0000b\"", /* NUL inside a string */
         NULL,
     };
     for (int i = 0; bad[i]; i++) {
@@ -116,58 +116,66 @@ static void test_getters (void)
     CU_ASSERT_PTR_NOT_NULL_FATAL (ck);
 
     /* wrong type, with the path of the field */
-    expect_err (dt_json_get_int (ck, "checkpoint", "every_steps", true, 1, 1000000, &i, &err),
-                EPROTO, &err, "checkpoint.every_steps: expected integer");
+    expect_err (
+      dt_json_get_int (ck, "checkpoint", "every_steps", true, 1, 1000000, &i, &err),
+      EPROTO, &err, "checkpoint.every_steps: expected integer");
     CU_ASSERT_EQUAL (i, -1);
     /* good values */
-    CU_ASSERT_EQUAL (dt_json_get_int (ck, "checkpoint", "keep", true, 1, 100, &i, &err), 0);
+    CU_ASSERT_EQUAL (dt_json_get_int (ck, "checkpoint", "keep", true, 1, 100, &i, &err),
+                     0);
     CU_ASSERT_EQUAL (i, 3);
-    CU_ASSERT_EQUAL (dt_json_get_str (ck, "checkpoint", "dir", true, 0, false, &s, &err), 0);
+    CU_ASSERT_EQUAL (dt_json_get_str (ck, "checkpoint", "dir", true, 0, false, &s, &err),
+                     0);
     CU_ASSERT_STRING_EQUAL (s, "/ckpt");
     CU_ASSERT_EQUAL (dt_json_get_bool (ck, "checkpoint", "async", true, &b, &err), 0);
     CU_ASSERT_EQUAL (b, true);
     CU_ASSERT_EQUAL (dt_json_get_real (ck, "checkpoint", "lr", true, 0, 1, &d, &err), 0);
     CU_ASSERT_DOUBLE_EQUAL (d, 0.5, 1e-12);
     /* an integer is a valid real */
-    CU_ASSERT_EQUAL (dt_json_get_real (ck, "checkpoint", "keep", true, 0, 10, &d, &err), 0);
+    CU_ASSERT_EQUAL (dt_json_get_real (ck, "checkpoint", "keep", true, 0, 10, &d, &err),
+                     0);
     CU_ASSERT_DOUBLE_EQUAL (d, 3.0, 1e-12);
 
     /* out of range */
     i = -1;
-    expect_err (dt_json_get_int (ck, "checkpoint", "keep", true, 5, 10, &i, &err), ERANGE, &err,
-                "checkpoint.keep: 3 out of range [5, 10]");
+    expect_err (dt_json_get_int (ck, "checkpoint", "keep", true, 5, 10, &i, &err), ERANGE,
+                &err, "checkpoint.keep: 3 out of range [5, 10]");
     CU_ASSERT_EQUAL (i, -1);
-    expect_err (dt_json_get_int (ck, "checkpoint", "big", true, 0, 1LL << 53, &i, &err), ERANGE,
-                &err, "checkpoint.big: 9007199254740993 out of range [0, 9007199254740992]");
-    expect_err (dt_json_get_real (ck, "checkpoint", "lr", true, 1, 2, &d, &err), ERANGE, &err,
-                "checkpoint.lr: 0.5 out of range [1, 2]");
+    expect_err (dt_json_get_int (ck, "checkpoint", "big", true, 0, 1LL << 53, &i, &err),
+                ERANGE, &err,
+                "checkpoint.big: 9007199254740993 out of range [0, 9007199254740992]");
+    expect_err (dt_json_get_real (ck, "checkpoint", "lr", true, 1, 2, &d, &err), ERANGE,
+                &err, "checkpoint.lr: 0.5 out of range [1, 2]");
     /* missing required, optional absent, optional null */
-    expect_err (dt_json_get_int (ck, "checkpoint", "missing", true, 0, 10, &i, &err), EPROTO,
-                &err, "checkpoint.missing: required field missing");
+    expect_err (dt_json_get_int (ck, "checkpoint", "missing", true, 0, 10, &i, &err),
+                EPROTO, &err, "checkpoint.missing: required field missing");
     i = 77;
-    CU_ASSERT_EQUAL (dt_json_get_int (ck, "checkpoint", "missing", false, 0, 10, &i, &err), 0);
+    CU_ASSERT_EQUAL (
+      dt_json_get_int (ck, "checkpoint", "missing", false, 0, 10, &i, &err), 0);
     CU_ASSERT_EQUAL (i, 77);
-    CU_ASSERT_EQUAL (dt_json_get_int (ck, "checkpoint", "opt", false, 0, 10, &i, &err), 0);
+    CU_ASSERT_EQUAL (dt_json_get_int (ck, "checkpoint", "opt", false, 0, 10, &i, &err),
+                     0);
     CU_ASSERT_EQUAL (i, 77);
-    expect_err (dt_json_get_int (ck, "checkpoint", "opt", true, 0, 10, &i, &err), EPROTO, &err,
-                "checkpoint.opt: expected integer");
+    expect_err (dt_json_get_int (ck, "checkpoint", "opt", true, 0, 10, &i, &err), EPROTO,
+                &err, "checkpoint.opt: expected integer");
     /* strings */
-    expect_err (dt_json_get_str (ck, "checkpoint", "empty", true, 0, false, &s, &err), EPROTO,
-                &err, "checkpoint.empty: must not be empty");
-    CU_ASSERT_EQUAL (dt_json_get_str (ck, "checkpoint", "empty", true, 0, true, &s, &err), 0);
+    expect_err (dt_json_get_str (ck, "checkpoint", "empty", true, 0, false, &s, &err),
+                EPROTO, &err, "checkpoint.empty: must not be empty");
+    CU_ASSERT_EQUAL (dt_json_get_str (ck, "checkpoint", "empty", true, 0, true, &s, &err),
+                     0);
     CU_ASSERT_STRING_EQUAL (s, "");
-    expect_err (dt_json_get_str (ck, "checkpoint", "dir", true, 3, false, &s, &err), ERANGE,
-                &err, "checkpoint.dir: longer than 3 characters");
+    expect_err (dt_json_get_str (ck, "checkpoint", "dir", true, 3, false, &s, &err),
+                ERANGE, &err, "checkpoint.dir: longer than 3 characters");
     /* a NUL inside a string built by hand (the parser already refuses it) */
     json_object_set_new (ck, "nul", json_stringn ("a\0b", 3));
-    expect_err (dt_json_get_str (ck, "checkpoint", "nul", true, 0, false, &s, &err), EPROTO,
-                &err, "checkpoint.nul: contains a NUL character");
-    expect_err (dt_json_get_str (ck, "checkpoint", "keep", true, 0, false, &s, &err), EPROTO,
-                &err, "checkpoint.keep: expected string");
+    expect_err (dt_json_get_str (ck, "checkpoint", "nul", true, 0, false, &s, &err),
+                EPROTO, &err, "checkpoint.nul: contains a NUL character");
+    expect_err (dt_json_get_str (ck, "checkpoint", "keep", true, 0, false, &s, &err),
+                EPROTO, &err, "checkpoint.keep: expected string");
     expect_err (dt_json_get_bool (ck, "checkpoint", "keep", true, &b, &err), EPROTO, &err,
                 "checkpoint.keep: expected boolean");
-    expect_err (dt_json_get_real (ck, "checkpoint", "dir", true, 0, 1, &d, &err), EPROTO, &err,
-                "checkpoint.dir: expected number");
+    expect_err (dt_json_get_real (ck, "checkpoint", "dir", true, 0, 1, &d, &err), EPROTO,
+                &err, "checkpoint.dir: expected number");
     expect_err (dt_json_get_arr (ck, "checkpoint", "dir", true, &cmd, &err), EPROTO, &err,
                 "checkpoint.dir: expected array");
     expect_err (dt_json_get_obj (root, "", "command", true, &ck, &err), EPROTO, &err,
@@ -180,7 +188,8 @@ static void test_getters (void)
     size_t idx;
     json_t *el;
     int bad = 0;
-    json_array_foreach (cmd, idx, el) {
+    json_array_foreach (cmd, idx, el)
+    {
         if (!json_is_string (el)) {
             errprintf (&err, "%s: expected string",
                        dt_json_path_index (p, sizeof (p), "command", idx));

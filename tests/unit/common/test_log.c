@@ -184,8 +184,8 @@ static void test_version (void)
 {
     const char *v = dt_version_string ();
     CU_ASSERT_PTR_NOT_NULL_FATAL (v);
-    CU_ASSERT_EQUAL (strncmp (v, "dtctl " PACKAGE_VERSION " (git ", 12 + strlen (PACKAGE_VERSION)),
-                     0);
+    CU_ASSERT_EQUAL (
+      strncmp (v, "dtctl " PACKAGE_VERSION " (git ", 12 + strlen (PACKAGE_VERSION)), 0);
     CU_ASSERT_EQUAL (v[strlen (v) - 1], ')');
 }
 

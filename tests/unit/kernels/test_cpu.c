@@ -13,7 +13,7 @@
 static struct dt_kern_ops *k;
 static uint64_t rng = 88172645463325252ULL;
 
-static double urand (void)      /* [-1, 1) */
+static double urand (void) /* [-1, 1) */
 {
     rng ^= rng << 13;
     rng ^= rng >> 7;
@@ -43,7 +43,8 @@ static int close_enough (const char *what, const float *got, const double *want,
             ok = 0;
     }
     if (!ok)
-        fprintf (stderr, "%s: element %zu got %.9g want %.9g\n", what, wi, got[wi], want[wi]);
+        fprintf (stderr, "%s: element %zu got %.9g want %.9g\n", what, wi, got[wi],
+                 want[wi]);
     return ok;
 }
 
@@ -134,7 +135,8 @@ static void test_bias (void)
 
 /* ---- GEMM: Y = X W, and the two backward GEMMs the model uses ---- */
 
-static double gemm_loss (const double *X, const double *W, const float *R, int M, int K, int N)
+static double gemm_loss (const double *X, const double *W, const float *R, int M, int K,
+                         int N)
 {
     double l = 0;
     for (int i = 0; i < M; i++)

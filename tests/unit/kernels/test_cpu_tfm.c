@@ -35,12 +35,8 @@ static void widen (const float *x, double *y, size_t n)
 }
 
 /* |got - want| <= atol + rtol * |want| everywhere; prints the worst. */
-static int close_enough (const char *what,
-                         const float *got,
-                         const double *want,
-                         size_t n,
-                         double rtol,
-                         double atol)
+static int close_enough (const char *what, const float *got, const double *want, size_t n,
+                         double rtol, double atol)
 {
     double worst = 0;
     size_t wi = 0;
@@ -54,8 +50,8 @@ static int close_enough (const char *what,
             ok = 0;
     }
     if (!ok)
-        fprintf (
-          stderr, "%s: element %zu got %.9g want %.9g\n", what, wi, got[wi], want[wi]);
+        fprintf (stderr, "%s: element %zu got %.9g want %.9g\n", what, wi, got[wi],
+                 want[wi]);
     return ok;
 }
 
@@ -106,8 +102,8 @@ static double ln_loss (const double *v, void *arg)
 {
     struct ln_arg *a = arg;
     double y[LM * LN], l = 0;
-    ln_ref (
-      a->which == 0 ? v : a->x, a->which == 1 ? v : a->g, a->which == 2 ? v : a->b, y);
+    ln_ref (a->which == 0 ? v : a->x, a->which == 1 ? v : a->g, a->which == 2 ? v : a->b,
+            y);
     for (int i = 0; i < LM * LN; i++)
         l += a->r[i] * y[i];
     return l;
@@ -225,8 +221,8 @@ static void attn_case (double scale, double rtol)
         }
     CU_ASSERT_EQUAL (k->attn_bwd (AB, AT, AH, AD, qkv, att, r, dqkv, work), 0);
     fd_grad (attn_loss, &a, q64, NQ, g);
-    CU_ASSERT (close_enough (
-      "attn_bwd dqkv", dqkv, g, NQ, 1e-3 * (scale > 2 ? 10 : 1), 1e-5 * scale));
+    CU_ASSERT (close_enough ("attn_bwd dqkv", dqkv, g, NQ, 1e-3 * (scale > 2 ? 10 : 1),
+                             1e-5 * scale));
 }
 
 static void test_attention (void)

@@ -37,7 +37,8 @@ static void *dev (const void *h, size_t bytes)
     return d;
 }
 
-static int parity (const char *what, const float *c, void *d, size_t n, double rtol, double atol)
+static int parity (const char *what, const float *c, void *d, size_t n, double rtol,
+                   double atol)
 {
     float *g = malloc (n * 4);
     int ok = 1;
@@ -59,14 +60,21 @@ static int parity (const char *what, const float *c, void *d, size_t n, double r
 
 static void test_sgemm (void)
 {
-    int shapes[][5] = { { 0, 0, 64, 96, 80 }, { 0, 1, 33, 17, 65 }, { 1, 0, 48, 256, 31 } };
+    int shapes[][5] = { { 0, 0, 64, 96, 80 },
+                        { 0, 1, 33, 17, 65 },
+                        { 1, 0, 48, 256, 31 } };
     for (int s = 0; s < 3; s++) {
-        int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3], K = shapes[s][4];
+        int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3],
+            K = shapes[s][4];
         int lda = ta ? M : K, ldb = tb ? K : N;
-        float *A = rnd ((size_t)M * K, 1), *B = rnd ((size_t)K * N, 1), *C = rnd ((size_t)M * N, 1);
-        void *dA = dev (A, (size_t)M * K * 4), *dB = dev (B, (size_t)K * N * 4), *dC = dev (C, (size_t)M * N * 4);
-        CU_ASSERT_EQUAL (cpu->sgemm (ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, N), 0);
-        CU_ASSERT_EQUAL (gpu->sgemm (ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 1.0f, dC, N), 0);
+        float *A = rnd ((size_t)M * K, 1), *B = rnd ((size_t)K * N, 1),
+              *C = rnd ((size_t)M * N, 1);
+        void *dA = dev (A, (size_t)M * K * 4), *dB = dev (B, (size_t)K * N * 4),
+             *dC = dev (C, (size_t)M * N * 4);
+        CU_ASSERT_EQUAL (cpu->sgemm (ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, N),
+                         0);
+        CU_ASSERT_EQUAL (
+          gpu->sgemm (ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 1.0f, dC, N), 0);
         CU_ASSERT (parity ("sgemm", C, dC, (size_t)M * N, 1e-4, 1e-4));
         gpu->free (dA), gpu->free (dB), gpu->free (dC);
         free (A), free (B), free (C);
@@ -95,7 +103,8 @@ static void test_bias_gelu (void)
     CU_ASSERT_EQUAL (cpu->bias_bwd (M, N, dy, db), 0);
     CU_ASSERT_EQUAL (gpu->bias_bwd (M, N, ddy, ddb), 0);
     CU_ASSERT (parity ("bias_bwd", db, ddb, N, 1e-4, 1e-5));
-    gpu->free (du_), gpu->free (db_), gpu->free (dy_), gpu->free (ddy), gpu->free (ddb), gpu->free (ddu);
+    gpu->free (du_), gpu->free (db_), gpu->free (dy_), gpu->free (ddy), gpu->free (ddb),
+      gpu->free (ddu);
     free (u), free (b), free (y), free (dy), free (db), free (du);
 }
 
@@ -108,14 +117,16 @@ static void test_embed (void)
     float *emb = rnd (256 * E, 1), *x = rnd (B * C * E, 1), *dx = rnd (B * C * E, 1);
     float *demb = rnd (256 * E, 1);
     void *dtok = dev (tok, sizeof (tok)), *demb_ = dev (emb, 256 * E * 4);
-    void *dx_ = dev (x, B * C * E * 4), *ddx = dev (dx, B * C * E * 4), *ddemb = dev (demb, 256 * E * 4);
+    void *dx_ = dev (x, B * C * E * 4), *ddx = dev (dx, B * C * E * 4),
+         *ddemb = dev (demb, 256 * E * 4);
     CU_ASSERT_EQUAL (cpu->embed_fwd (B, C, E, tok, emb, x), 0);
     CU_ASSERT_EQUAL (gpu->embed_fwd (B, C, E, dtok, demb_, dx_), 0);
     CU_ASSERT (parity ("embed_fwd", x, dx_, B * C * E, 0, 1e-30));
     CU_ASSERT_EQUAL (cpu->embed_bwd (B, C, E, tok, dx, demb), 0);
     CU_ASSERT_EQUAL (gpu->embed_bwd (B, C, E, dtok, ddx, ddemb), 0);
     CU_ASSERT (parity ("embed_bwd", demb, ddemb, 256 * E, 1e-5, 1e-6));
-    gpu->free (dtok), gpu->free (demb_), gpu->free (dx_), gpu->free (ddx), gpu->free (ddemb);
+    gpu->free (dtok), gpu->free (demb_), gpu->free (dx_), gpu->free (ddx),
+      gpu->free (ddemb);
     free (emb), free (x), free (dx), free (demb);
 }
 
@@ -141,15 +152,20 @@ static void test_adamw_sumsq (void)
     float *p = rnd (N, 1), *g = rnd (N, 1), *m = rnd (N, 0.1f), *v = rnd (N, 0.01f);
     for (int i = 0; i < N; i++)
         v[i] = fabsf (v[i]);
-    void *dp = dev (p, N * 4), *dg = dev (g, N * 4), *dm = dev (m, N * 4), *dv = dev (v, N * 4);
+    void *dp = dev (p, N * 4), *dg = dev (g, N * 4), *dm = dev (m, N * 4),
+         *dv = dev (v, N * 4);
     double sc, sg, sg2;
     CU_ASSERT_EQUAL (cpu->sumsq (N, g, &sc), 0);
     CU_ASSERT_EQUAL (gpu->sumsq (N, dg, &sg), 0);
     CU_ASSERT_EQUAL (gpu->sumsq (N, dg, &sg2), 0);
     CU_ASSERT (fabs (sc - sg) <= 1e-12 * sc);
     CU_ASSERT (sg == sg2); /* deterministic */
-    CU_ASSERT_EQUAL (cpu->adamw (N, p, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.19f, 0.002f, 0.7f), 0);
-    CU_ASSERT_EQUAL (gpu->adamw (N, dp, dg, dm, dv, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.19f, 0.002f, 0.7f), 0);
+    CU_ASSERT_EQUAL (
+      cpu->adamw (N, p, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.19f, 0.002f, 0.7f),
+      0);
+    CU_ASSERT_EQUAL (gpu->adamw (N, dp, dg, dm, dv, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                                 0.19f, 0.002f, 0.7f),
+                     0);
     CU_ASSERT (parity ("adamw p", p, dp, N, 1e-5, 1e-6));
     CU_ASSERT (parity ("adamw m", m, dm, N, 1e-5, 1e-7));
     CU_ASSERT (parity ("adamw v", v, dv, N, 1e-5, 1e-9));
@@ -169,7 +185,8 @@ static void test_layernorm (void)
     float *y = malloc (M * N * 4), *mean = malloc (M * 4), *rstd = malloc (M * 4);
     float *dx = rnd (M * N, 1), *dg = rnd (N, 1), *db = rnd (N, 1);
     void *dx_ = dev (x, M * N * 4), *dg_ = dev (g, N * 4), *db_ = dev (b, N * 4);
-    void *ddy = dev (dy, M * N * 4), *dy_ = gpu->alloc (M * N * 4), *dmean = gpu->alloc (M * 4);
+    void *ddy = dev (dy, M * N * 4), *dy_ = gpu->alloc (M * N * 4),
+         *dmean = gpu->alloc (M * 4);
     void *drstd = gpu->alloc (M * 4), *ddx = dev (dx, M * N * 4), *ddg = dev (dg, N * 4);
     void *ddb = dev (db, N * 4);
     CU_ASSERT_EQUAL (cpu->layernorm_fwd (M, N, x, g, b, y, mean, rstd), 0);
@@ -177,12 +194,14 @@ static void test_layernorm (void)
     CU_ASSERT (parity ("layernorm_fwd y", y, dy_, M * N, 1e-5, 1e-5));
     CU_ASSERT (parity ("layernorm_fwd rstd", rstd, drstd, M, 1e-5, 1e-7));
     CU_ASSERT_EQUAL (cpu->layernorm_bwd (M, N, x, g, mean, rstd, dy, dx, dg, db), 0);
-    CU_ASSERT_EQUAL (gpu->layernorm_bwd (M, N, dx_, dg_, dmean, drstd, ddy, ddx, ddg, ddb), 0);
+    CU_ASSERT_EQUAL (
+      gpu->layernorm_bwd (M, N, dx_, dg_, dmean, drstd, ddy, ddx, ddg, ddb), 0);
     CU_ASSERT (parity ("layernorm_bwd dx (+=)", dx, ddx, M * N, 1e-4, 1e-5));
     CU_ASSERT (parity ("layernorm_bwd dg", dg, ddg, N, 1e-4, 1e-4));
     CU_ASSERT (parity ("layernorm_bwd db", db, ddb, N, 1e-4, 1e-4));
     gpu->free (dx_), gpu->free (dg_), gpu->free (db_), gpu->free (ddy), gpu->free (dy_);
-    gpu->free (dmean), gpu->free (drstd), gpu->free (ddx), gpu->free (ddg), gpu->free (ddb);
+    gpu->free (dmean), gpu->free (drstd), gpu->free (ddx), gpu->free (ddg),
+      gpu->free (ddb);
     free (x), free (g), free (b), free (dy), free (y), free (mean), free (rstd);
     free (dx), free (dg), free (db);
 }
@@ -195,7 +214,8 @@ static void test_embed_pos (void)
         tok[i] = (uint8_t)((i * 97 + 3) % 50);
     float *wte = rnd (256 * E, 1), *wpe = rnd (T * E, 1), *x = malloc (B * T * E * 4);
     float *dx = rnd (B * T * E, 1), *dwte = rnd (256 * E, 1), *dwpe = rnd (T * E, 1);
-    void *dtok = dev (tok, sizeof (tok)), *dwte_ = dev (wte, 256 * E * 4), *dwpe_ = dev (wpe, T * E * 4);
+    void *dtok = dev (tok, sizeof (tok)), *dwte_ = dev (wte, 256 * E * 4),
+         *dwpe_ = dev (wpe, T * E * 4);
     void *dx_ = gpu->alloc (B * T * E * 4), *ddx = dev (dx, B * T * E * 4);
     void *ddwte = dev (dwte, 256 * E * 4), *ddwpe = dev (dwpe, T * E * 4);
     CU_ASSERT_EQUAL (cpu->embed_pos_fwd (B, T, E, tok, wte, wpe, x), 0);
@@ -205,7 +225,8 @@ static void test_embed_pos (void)
     CU_ASSERT_EQUAL (gpu->embed_pos_bwd (B, T, E, dtok, ddx, ddwte, ddwpe), 0);
     CU_ASSERT (parity ("embed_pos_bwd dwte", dwte, ddwte, 256 * E, 1e-5, 1e-6));
     CU_ASSERT (parity ("embed_pos_bwd dwpe", dwpe, ddwpe, T * E, 1e-5, 1e-6));
-    gpu->free (dtok), gpu->free (dwte_), gpu->free (dwpe_), gpu->free (dx_), gpu->free (ddx);
+    gpu->free (dtok), gpu->free (dwte_), gpu->free (dwpe_), gpu->free (dx_),
+      gpu->free (ddx);
     gpu->free (ddwte), gpu->free (ddwpe);
     free (wte), free (wpe), free (x), free (dx), free (dwte), free (dwpe);
 }
@@ -219,11 +240,15 @@ static void test_attention (void)
         int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], D = shapes[s][3];
         float a = (float)shapes[s][4];
         int E = NH * D;
-        size_t nq = (size_t)B * T * 3 * E, no = (size_t)B * T * E, na = (size_t)B * NH * T * T;
-        float *qkv = rnd (nq, a), *dout = rnd (no, 1), *att = malloc (na * 4), *out = malloc (no * 4);
+        size_t nq = (size_t)B * T * 3 * E, no = (size_t)B * T * E,
+               na = (size_t)B * NH * T * T;
+        float *qkv = rnd (nq, a), *dout = rnd (no, 1), *att = malloc (na * 4),
+              *out = malloc (no * 4);
         float *dqkv = malloc (nq * 4), *work = malloc (na * 4);
-        void *dq = dev (qkv, nq * 4), *ddout = dev (dout, no * 4), *datt = gpu->alloc (na * 4);
-        void *dout_ = gpu->alloc (no * 4), *ddq = gpu->alloc (nq * 4), *dwork = gpu->alloc (na * 4);
+        void *dq = dev (qkv, nq * 4), *ddout = dev (dout, no * 4),
+             *datt = gpu->alloc (na * 4);
+        void *dout_ = gpu->alloc (no * 4), *ddq = gpu->alloc (nq * 4),
+             *dwork = gpu->alloc (na * 4);
         CU_ASSERT_EQUAL (cpu->attn_fwd (B, T, NH, D, qkv, att, out), 0);
         CU_ASSERT_EQUAL (gpu->attn_fwd (B, T, NH, D, dq, datt, dout_), 0);
         CU_ASSERT (parity ("attn_fwd att", att, datt, na, 1e-4, 1e-6));
@@ -231,7 +256,8 @@ static void test_attention (void)
         CU_ASSERT_EQUAL (cpu->attn_bwd (B, T, NH, D, qkv, att, dout, dqkv, work), 0);
         CU_ASSERT_EQUAL (gpu->attn_bwd (B, T, NH, D, dq, datt, ddout, ddq, dwork), 0);
         CU_ASSERT (parity ("attn_bwd dqkv", dqkv, ddq, nq, 1e-3, 1e-4 * a));
-        gpu->free (dq), gpu->free (ddout), gpu->free (datt), gpu->free (dout_), gpu->free (ddq);
+        gpu->free (dq), gpu->free (ddout), gpu->free (datt), gpu->free (dout_),
+          gpu->free (ddq);
         gpu->free (dwork);
         free (qkv), free (dout), free (att), free (out), free (dqkv), free (work);
     }

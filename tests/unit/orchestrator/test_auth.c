@@ -32,18 +32,9 @@ static void who_cb (dt_http_req_t *req, void *arg)
     gid_t gid = (gid_t)-1;
     dt_error_t err = { "" };
     int rc = auth_user (&cfg, req, &uid, &gid, &err);
-    dt_http_reply_json (req,
-                        200,
-                        json_pack ("{s:i s:i s:i s:s s:s?}",
-                                   "rc",
-                                   rc,
-                                   "uid",
-                                   (int)uid,
-                                   "gid",
-                                   (int)gid,
-                                   "error",
-                                   err.text,
-                                   "bearer",
+    dt_http_reply_json (req, 200,
+                        json_pack ("{s:i s:i s:i s:s s:s?}", "rc", rc, "uid", (int)uid,
+                                   "gid", (int)gid, "error", err.text, "bearer",
                                    auth_bearer (req)));
 }
 
@@ -102,8 +93,8 @@ static const char *bearer_of (const char *header)
     static char out[128];
     json_t *d = who (header, NULL);
     json_t *b = json_object_get (d, "bearer");
-    snprintf (
-      out, sizeof (out), "%s", json_is_string (b) ? json_string_value (b) : "(none)");
+    snprintf (out, sizeof (out), "%s",
+              json_is_string (b) ? json_string_value (b) : "(none)");
     json_decref (d);
     return out;
 }

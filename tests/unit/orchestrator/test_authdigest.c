@@ -13,9 +13,11 @@ static void test_known (void)
     char d[AUTHDIGEST_LEN + 1];
 
     CU_ASSERT_EQUAL (authdigest_compute ("GET", "/v1/jobs", "", 0, d), 0);
-    CU_ASSERT_STRING_EQUAL (d, "a81f0b3dcdc43c2f524dae65b39d341012066237795e712d06650b29c19ac83a");
+    CU_ASSERT_STRING_EQUAL (
+      d, "a81f0b3dcdc43c2f524dae65b39d341012066237795e712d06650b29c19ac83a");
     CU_ASSERT_EQUAL (authdigest_compute ("POST", "/v1/jobs", "{\"a\":1}", 7, d), 0);
-    CU_ASSERT_STRING_EQUAL (d, "51b7c18561960145e2b4cb2a525cf8f25abf4c3bcdf1ca82714b2a0b84048f4a");
+    CU_ASSERT_STRING_EQUAL (
+      d, "51b7c18561960145e2b4cb2a525cf8f25abf4c3bcdf1ca82714b2a0b84048f4a");
 }
 
 static void test_bound (void)
@@ -24,11 +26,11 @@ static void test_bound (void)
 
     authdigest_compute ("POST", "/v1/jobs", "{}", 2, a);
     authdigest_compute ("GET", "/v1/jobs", "{}", 2, b);
-    CU_ASSERT (strcmp (a, b) != 0);                 /* method */
+    CU_ASSERT (strcmp (a, b) != 0); /* method */
     authdigest_compute ("POST", "/v1/jobs/1/cancel", "{}", 2, b);
-    CU_ASSERT (strcmp (a, b) != 0);                 /* path */
+    CU_ASSERT (strcmp (a, b) != 0); /* path */
     authdigest_compute ("POST", "/v1/jobs", "{ }", 3, b);
-    CU_ASSERT (strcmp (a, b) != 0);                 /* body */
+    CU_ASSERT (strcmp (a, b) != 0); /* body */
     /* the separators keep the parts apart: "GE" + "T\n/x" is not "GET" + "/x" */
     authdigest_compute ("GET", "/x", "", 0, a);
     authdigest_compute ("GE", "T\n/x", "", 0, b);
@@ -43,11 +45,13 @@ static void test_path (void)
 {
     char p[64];
 
-    CU_ASSERT_EQUAL (authdigest_path ("/v1/jobs?state=running&limit=5", p, sizeof (p)), 0);
+    CU_ASSERT_EQUAL (authdigest_path ("/v1/jobs?state=running&limit=5", p, sizeof (p)),
+                     0);
     CU_ASSERT_STRING_EQUAL (p, "/v1/jobs");
     CU_ASSERT_EQUAL (authdigest_path ("/v1/nodes/gpu%2D1%2e", p, sizeof (p)), 0);
     CU_ASSERT_STRING_EQUAL (p, "/v1/nodes/gpu-1.");
-    CU_ASSERT_EQUAL (authdigest_path ("/a%zz%4", p, sizeof (p)), 0);   /* not escapes: kept */
+    CU_ASSERT_EQUAL (authdigest_path ("/a%zz%4", p, sizeof (p)),
+                     0); /* not escapes: kept */
     CU_ASSERT_STRING_EQUAL (p, "/a%zz%4");
     CU_ASSERT_EQUAL (authdigest_path ("/0123456789", p, 8), -1);
     CU_ASSERT_EQUAL (errno, ENAMETOOLONG);

@@ -14,19 +14,22 @@ static const char jd[] = "/ckpt/4";
 static void test_exact_paths_pass (void)
 {
     dt_error_t err;
-    CU_ASSERT_EQUAL (ckptpath_check_shard (jd, 130, 2, false, 0, "/ckpt/4/step-130/rank-2.ckpt",
-                                           &err), 0);
-    CU_ASSERT_EQUAL (ckptpath_check_shard (jd, 117, 0, true, 2, "/ckpt/4/jit-117-r0/rank-2.ckpt",
-                                           &err), 0);
-    CU_ASSERT_EQUAL (ckptpath_check_shard ("/", 1, 0, false, 0, "//step-1/rank-0.ckpt", &err), 0);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard (jd, 130, 2, false, 0, "/ckpt/4/step-130/rank-2.ckpt", &err),
+      0);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard (jd, 117, 0, true, 2, "/ckpt/4/jit-117-r0/rank-2.ckpt", &err),
+      0);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard ("/", 1, 0, false, 0, "//step-1/rank-0.ckpt", &err), 0);
 }
 
 static void test_other_paths_refused (void)
 {
     static const char *const bad[] = {
         "/etc/shadow",
-        "/ckpt/4/step-130/rank-3.ckpt",         /* another rank's */
-        "/ckpt/4/step-131/rank-2.ckpt",         /* another step's */
+        "/ckpt/4/step-130/rank-3.ckpt", /* another rank's */
+        "/ckpt/4/step-131/rank-2.ckpt", /* another step's */
         "/ckpt/4/step-130/../../../etc/shadow",
         "/ckpt/4/step-130/rank-2.ckpt/",
         "/ckpt/4/step-130//rank-2.ckpt",
@@ -34,7 +37,7 @@ static void test_other_paths_refused (void)
         "/ckpt/4/step-130/rank-02.ckpt",
         "/ckpt/4/step-130/rank-2.ckpt.tmp",
         "/ckpt/4/step-130/manifest.json",
-        "/ckpt/5/step-130/rank-2.ckpt",         /* another job's */
+        "/ckpt/5/step-130/rank-2.ckpt", /* another job's */
         "step-130/rank-2.ckpt",
         "",
         NULL,
@@ -52,21 +55,26 @@ static void test_other_paths_refused (void)
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "/ckpt/4/step-130/rank-2.ckpt"));
     CU_ASSERT_EQUAL (ckptpath_check_shard (jd, 130, 2, false, 0, NULL, &err), -1);
     /* A regular path given as just-in-time, and a jit set of another writer. */
-    CU_ASSERT_EQUAL (ckptpath_check_shard (jd, 130, 2, true, 2, "/ckpt/4/step-130/rank-2.ckpt",
-                                           &err), -1);
-    CU_ASSERT_EQUAL (ckptpath_check_shard (jd, 117, 0, true, 2, "/ckpt/4/jit-117-r1/rank-2.ckpt",
-                                           &err), -1);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard (jd, 130, 2, true, 2, "/ckpt/4/step-130/rank-2.ckpt", &err),
+      -1);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard (jd, 117, 0, true, 2, "/ckpt/4/jit-117-r1/rank-2.ckpt", &err),
+      -1);
 }
 
 static void test_bad_jobdir_refused (void)
 {
     dt_error_t err;
     CU_ASSERT_EQUAL (ckptpath_check_shard ("/ckpt/../etc", 1, 0, false, 0,
-                                           "/ckpt/../etc/step-1/rank-0.ckpt", &err), -1);
-    CU_ASSERT_EQUAL (ckptpath_check_shard ("ckpt/4", 1, 0, false, 0, "ckpt/4/step-1/rank-0.ckpt",
-                                           &err), -1);
-    CU_ASSERT_EQUAL (ckptpath_check_shard (jd, -1, 0, false, 0, "/ckpt/4/step--1/rank-0.ckpt",
-                                           &err), -1);
+                                           "/ckpt/../etc/step-1/rank-0.ckpt", &err),
+                     -1);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard ("ckpt/4", 1, 0, false, 0, "ckpt/4/step-1/rank-0.ckpt", &err),
+      -1);
+    CU_ASSERT_EQUAL (
+      ckptpath_check_shard (jd, -1, 0, false, 0, "/ckpt/4/step--1/rank-0.ckpt", &err),
+      -1);
 }
 
 static void test_normal (void)

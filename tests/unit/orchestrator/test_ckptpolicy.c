@@ -23,15 +23,15 @@ static void test_lookahead (void)
 static void test_periodic_step (void)
 {
     CU_ASSERT_EQUAL (ckpt_periodic_step (0, 2, 10), 10);
-    CU_ASSERT_EQUAL (ckpt_periodic_step (8, 2, 10), 10);      /* exactly a multiple */
+    CU_ASSERT_EQUAL (ckpt_periodic_step (8, 2, 10), 10); /* exactly a multiple */
     CU_ASSERT_EQUAL (ckpt_periodic_step (9, 2, 10), 20);
     CU_ASSERT_EQUAL (ckpt_periodic_step (100, 21, 1), 121);
 }
 
 static void test_abandoned (void)
 {
-    CU_ASSERT_FALSE (ckpt_step_abandoned (0, 100));           /* none asked */
-    CU_ASSERT_FALSE (ckpt_step_abandoned (20, 20));           /* at it: may still write */
+    CU_ASSERT_FALSE (ckpt_step_abandoned (0, 100)); /* none asked */
+    CU_ASSERT_FALSE (ckpt_step_abandoned (20, 20)); /* at it: may still write */
     CU_ASSERT_TRUE (ckpt_step_abandoned (20, 21));
 }
 
@@ -39,7 +39,8 @@ static void test_jit_set (void)
 {
     struct jit_set js = { 0 };
     CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 0, 7, 100, "aa"), 0);
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 0, 7, 100, "aa"), 0);  /* repeat counts once */
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 0, 7, 100, "aa"),
+                     0); /* repeat counts once */
     CU_ASSERT_EQUAL (js.nhave, 1);
     CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 2, 7, 300, "cc"), 0);
     /* A newer step starts over. */
@@ -49,7 +50,7 @@ static void test_jit_set (void)
     CU_ASSERT_STRING_EQUAL (js.node, "n2");
     CU_ASSERT_FALSE (js.shards[0].got);
     CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n2", 0, 8, 100, "aa"), 0);
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n2", 2, 8, 300, "cc"), 1);  /* complete */
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n2", 2, 8, 300, "cc"), 1); /* complete */
     CU_ASSERT_EQUAL (js.shards[2].bytes, 300);
     CU_ASSERT_STRING_EQUAL (js.shards[1].crc32c, "bb");
     free (js.shards);
@@ -57,10 +58,10 @@ static void test_jit_set (void)
 
 static void test_jit_needed (void)
 {
-    CU_ASSERT_TRUE (jit_set_needed (0, false, -1, 5));        /* nothing committed */
-    CU_ASSERT_TRUE (jit_set_needed (0, true, 4, 5));          /* newer than the last */
-    CU_ASSERT_FALSE (jit_set_needed (0, true, 5, 5));         /* as new: not needed */
-    CU_ASSERT_FALSE (jit_set_needed (6, false, -1, 7));       /* one committed already */
+    CU_ASSERT_TRUE (jit_set_needed (0, false, -1, 5));  /* nothing committed */
+    CU_ASSERT_TRUE (jit_set_needed (0, true, 4, 5));    /* newer than the last */
+    CU_ASSERT_FALSE (jit_set_needed (0, true, 5, 5));   /* as new: not needed */
+    CU_ASSERT_FALSE (jit_set_needed (6, false, -1, 7)); /* one committed already */
 }
 
 static const struct dt_unit_test tests[] = {

@@ -107,11 +107,8 @@ static void test_refused (void)
         struct ctld_config *c = config_load (path, NULL, &err);
         CU_ASSERT_PTR_NULL (c);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr,
-                     "'%s': error '%s' does not name '%s'\n",
-                     bad[i].text,
-                     err.text,
-                     bad[i].needle);
+            fprintf (stderr, "'%s': error '%s' does not name '%s'\n", bad[i].text,
+                     err.text, bad[i].needle);
             CU_FAIL ("the error names the key");
         }
         config_destroy (c);

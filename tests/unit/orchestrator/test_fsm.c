@@ -7,18 +7,35 @@
 
 /* The legal transitions, written out independently of fsm.c's table. */
 static const char *const job_legal[] = {
-    "pending>running", "pending>restarting", "pending>failed", "pending>cancelled",
-    "running>restarting", "running>completed", "running>failed", "running>cancelled",
-    "restarting>running", "restarting>failed", "restarting>cancelled",
-    "failed>pending", "cancelled>pending",       /* resubmit */
+    "pending>running",
+    "pending>restarting",
+    "pending>failed",
+    "pending>cancelled",
+    "running>restarting",
+    "running>completed",
+    "running>failed",
+    "running>cancelled",
+    "restarting>running",
+    "restarting>failed",
+    "restarting>cancelled",
+    "failed>pending",
+    "cancelled>pending", /* resubmit */
     NULL,
 };
 
 static const char *const attempt_legal[] = {
-    "submitted>starting", "submitted>ending", "submitted>failed", "submitted>cancelled",
-    "starting>running", "starting>ending", "starting>failed", "starting>cancelled",
+    "submitted>starting",
+    "submitted>ending",
+    "submitted>failed",
+    "submitted>cancelled",
+    "starting>running",
+    "starting>ending",
+    "starting>failed",
+    "starting>cancelled",
     "running>ending",
-    "ending>succeeded", "ending>failed", "ending>cancelled",
+    "ending>succeeded",
+    "ending>failed",
+    "ending>cancelled",
     NULL,
 };
 

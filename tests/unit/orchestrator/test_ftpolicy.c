@@ -11,9 +11,9 @@ static void test_median (void)
 {
     double v[] = { 5, 1, 4, 2, 3 };
     CU_ASSERT_DOUBLE_EQUAL (ft_median (v, 5), 3, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL (v[0], 5, 1e-12);          /* input untouched */
+    CU_ASSERT_DOUBLE_EQUAL (v[0], 5, 1e-12); /* input untouched */
     double e[] = { 10, 20, 30, 40 };
-    CU_ASSERT_DOUBLE_EQUAL (ft_median (e, 4), 30, 1e-12);   /* upper median */
+    CU_ASSERT_DOUBLE_EQUAL (ft_median (e, 4), 30, 1e-12); /* upper median */
     CU_ASSERT (isnan (ft_median (v, 0)));
 }
 
@@ -22,7 +22,7 @@ static void test_straggler_score (void)
     /* The straggler score: fastest median / own median, in (0, 1]. */
     CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 40), 1.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 80), 0.5, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 20), 1.0, 1e-12);   /* clamped */
+    CU_ASSERT_DOUBLE_EQUAL (ft_straggler_score (40, 20), 1.0, 1e-12); /* clamped */
     CU_ASSERT (isnan (ft_straggler_score (NAN, 40)));
     CU_ASSERT (isnan (ft_straggler_score (40, 0)));
     CU_ASSERT (isnan (ft_straggler_score (-1, 40)));
@@ -44,7 +44,7 @@ static void test_straggler_window (void)
     double fast[20], noisy[20], slow[20];
     for (int i = 0; i < 20; i++) {
         fast[i] = 40 + (i % 3);
-        noisy[i] = i % 5 == 0 ? 200 : 42;     /* rare spikes: the median ignores them */
+        noisy[i] = i % 5 == 0 ? 200 : 42; /* rare spikes: the median ignores them */
         slow[i] = 120 + (i % 4);
     }
     double f = ft_median (fast, 20);
@@ -59,7 +59,7 @@ static void test_percentile (void)
 {
     double v[100];
     for (int i = 0; i < 100; i++)
-        v[i] = 100 - i;                     /* 100 .. 1, unsorted */
+        v[i] = 100 - i; /* 100 .. 1, unsorted */
     CU_ASSERT_DOUBLE_EQUAL (ft_percentile (v, 100, 99), 99, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL (ft_percentile (v, 100, 100), 100, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL (ft_percentile (v, 100, 50), 50, 1e-12);
@@ -116,40 +116,45 @@ static void test_progress (void)
 static void test_restart_decide (void)
 {
     struct ft_restart_in in = {
-        .restarts = 0, .max_restarts = 3, .no_progress_streak = 0, .no_progress_limit = 3,
-        .nodes = 4, .min_nodes = 2, .available = -1,
+        .restarts = 0,
+        .max_restarts = 3,
+        .no_progress_streak = 0,
+        .no_progress_limit = 3,
+        .nodes = 4,
+        .min_nodes = 2,
+        .available = -1,
     };
     int n = -1;
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
-    CU_ASSERT_EQUAL (n, 4);                 /* unknown capacity: full size */
+    CU_ASSERT_EQUAL (n, 4); /* unknown capacity: full size */
     in.available = 10;
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
     CU_ASSERT_EQUAL (n, 4);
-    in.available = 3;                       /* fewer healthy nodes: shrink */
+    in.available = 3; /* fewer healthy nodes: shrink */
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
     CU_ASSERT_EQUAL (n, 3);
-    in.available = 2;                       /* down to min_nodes */
+    in.available = 2; /* down to min_nodes */
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
     CU_ASSERT_EQUAL (n, 2);
-    in.available = 1;                       /* below: give up */
+    in.available = 1; /* below: give up */
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_NO_NODES);
     CU_ASSERT_EQUAL (n, 0);
-    in.min_nodes = 0;                       /* unset: the full size is the minimum */
+    in.min_nodes = 0; /* unset: the full size is the minimum */
     in.available = 3;
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_NO_NODES);
     in.min_nodes = 2;
     in.available = -1;
-    in.restarts = 3;                        /* max_restarts reached */
+    in.restarts = 3; /* max_restarts reached */
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_RESTARTS);
     in.restarts = 1;
-    in.no_progress_streak = 3;              /* K consecutive without progress */
+    in.no_progress_streak = 3; /* K consecutive without progress */
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_NO_PROGRESS);
-    in.restarts = 3;                        /* no_progress wins over max_restarts */
+    in.restarts = 3; /* no_progress wins over max_restarts */
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_NO_PROGRESS);
-    in.no_progress_limit = 0;               /* guard off */
+    in.no_progress_limit = 0; /* guard off */
     in.restarts = 1;
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
-    in.max_restarts = 0;                    /* never restart */
+    in.max_restarts = 0; /* never restart */
     in.restarts = 0;
     CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_RESTARTS);
     CU_ASSERT_STRING_EQUAL (ft_verdict_name (FT_GIVE_UP_NO_PROGRESS), "no_progress");
@@ -160,7 +165,10 @@ static void test_restart_decide (void)
 static void test_no_endless_loop (void)
 {
     struct ft_restart_in in = {
-        .max_restarts = 100, .no_progress_limit = 3, .nodes = 2, .min_nodes = 2,
+        .max_restarts = 100,
+        .no_progress_limit = 3,
+        .nodes = 2,
+        .min_nodes = 2,
         .available = -1,
     };
     int n, attempts = 0;
@@ -196,16 +204,16 @@ static void test_node_names (void)
     CU_ASSERT (ft_node_name_ok ("7node"));
     CU_ASSERT (!ft_node_name_ok (NULL));
     CU_ASSERT (!ft_node_name_ok (""));
-    CU_ASSERT (!ft_node_name_ok ("node[1-100]"));     /* a hostlist range */
+    CU_ASSERT (!ft_node_name_ok ("node[1-100]")); /* a hostlist range */
     CU_ASSERT (!ft_node_name_ok ("n1,n2"));
     CU_ASSERT (!ft_node_name_ok ("a b"));
-    CU_ASSERT (!ft_node_name_ok ("-x"));              /* an option */
+    CU_ASSERT (!ft_node_name_ok ("-x")); /* an option */
     CU_ASSERT (!ft_node_name_ok (".hidden"));
     CU_ASSERT (!ft_node_name_ok ("$(reboot)"));
     CU_ASSERT (!ft_node_name_ok ("n\n1"));
     CU_ASSERT (!ft_node_name_ok (long_name));
     long_name[FT_NODE_NAME_MAX] = '\0';
-    CU_ASSERT (ft_node_name_ok (long_name));          /* exactly the maximum */
+    CU_ASSERT (ft_node_name_ok (long_name)); /* exactly the maximum */
     long_name[FT_NODE_NAME_MAX] = 'n';
     long_name[FT_NODE_NAME_MAX + 1] = '\0';
     CU_ASSERT (!ft_node_name_ok (long_name));

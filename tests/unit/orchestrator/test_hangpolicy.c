@@ -18,7 +18,7 @@ static void ranks_init (struct rank *r, int n)
         strcpy (r[i].state, "running");
         r[i].step = 50;
         r[i].progress_ms = now - 10;
-        r[i].waiting = true;            /* healthy peers wait in collectives */
+        r[i].waiting = true; /* healthy peers wait in collectives */
     }
 }
 
@@ -29,7 +29,7 @@ static void test_class (void)
     r.waiting = true;
     CU_ASSERT_EQUAL (hang_class (&r), HANG_WAITING);
     r.stopped = true;
-    CU_ASSERT_EQUAL (hang_class (&r), HANG_STOPPED);    /* stopped wins */
+    CU_ASSERT_EQUAL (hang_class (&r), HANG_STOPPED); /* stopped wins */
     CU_ASSERT_STRING_EQUAL (hang_class_name (HANG_STOPPED), "stopped");
     CU_ASSERT_STRING_EQUAL (hang_class_name (HANG_WAITING), "blocked in a collective");
 }
@@ -68,8 +68,8 @@ static void test_not_waiting_blamed (void)
     CU_ASSERT_EQUAL (v.rank, 1);
     CU_ASSERT_EQUAL (v.cls, HANG_NOT_WAITING);
     CU_ASSERT_EQUAL (v.timeout_ms, T_IDLE);
-    CU_ASSERT_EQUAL (v.over, N);             /* waiting ones over 2 x the timeout too */
-    CU_ASSERT_EQUAL (v.stalled, 1);          /* the blame is known */
+    CU_ASSERT_EQUAL (v.over, N);    /* waiting ones over 2 x the timeout too */
+    CU_ASSERT_EQUAL (v.stalled, 1); /* the blame is known */
 }
 
 /* A stopped rank is blamed before one not waiting; a busy rank gets the
@@ -86,7 +86,7 @@ static void test_order_and_busy (void)
     CU_ASSERT_TRUE (hang_decide (r, N, now, T_IDLE, T_BUSY, &v));
     CU_ASSERT_EQUAL (v.rank, 3);
     CU_ASSERT_EQUAL (v.cls, HANG_STOPPED);
-    r[3].busy = r[0].busy = true;          /* saving a checkpoint: allowed T_BUSY */
+    r[3].busy = r[0].busy = true; /* saving a checkpoint: allowed T_BUSY */
     CU_ASSERT_FALSE (hang_decide (r, N, now, T_IDLE, T_BUSY, &v));
     r[0].progress_ms = now - T_BUSY - 1;
     CU_ASSERT_TRUE (hang_decide (r, N, now, T_IDLE, T_BUSY, &v));

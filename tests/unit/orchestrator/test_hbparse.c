@@ -11,13 +11,13 @@
 #include "tests/unit/unit.h"
 
 static const char good[] =
-    "{\"node\":\"node2\",\"ranks\":["
-    "{\"rank\":2,\"local_rank\":0,\"pid\":555,\"state\":\"running\",\"client\":true,"
-    "\"step\":120,\"loss\":2.31,\"samples\":64,\"compute_ms\":41.5,\"comm_ms\":3.2,"
-    "\"busy\":false,\"waiting\":true,\"stopped\":false},"
-    "{\"rank\":3,\"local_rank\":1,\"pid\":556,\"state\":\"exited\",\"client\":false,"
-    "\"step\":-1,\"loss\":-0.5,\"samples\":-1,\"compute_ms\":0,\"comm_ms\":1e-3,"
-    "\"busy\":true,\"stopped\":true}]}";
+  "{\"node\":\"node2\",\"ranks\":["
+  "{\"rank\":2,\"local_rank\":0,\"pid\":555,\"state\":\"running\",\"client\":true,"
+  "\"step\":120,\"loss\":2.31,\"samples\":64,\"compute_ms\":41.5,\"comm_ms\":3.2,"
+  "\"busy\":false,\"waiting\":true,\"stopped\":false},"
+  "{\"rank\":3,\"local_rank\":1,\"pid\":556,\"state\":\"exited\",\"client\":false,"
+  "\"step\":-1,\"loss\":-0.5,\"samples\":-1,\"compute_ms\":0,\"comm_ms\":1e-3,"
+  "\"busy\":true,\"stopped\":true}]}";
 
 static bool same_msg (const struct hb_msg *a, const struct hb_msg *b)
 {
@@ -26,13 +26,13 @@ static bool same_msg (const struct hb_msg *a, const struct hb_msg *b)
     for (size_t i = 0; i < a->nranks; i++) {
         const struct hb_rank *x = &a->ranks[i], *y = &b->ranks[i];
         /* Bitwise for the doubles: -0.0 and 0.0 differ, as strtod's do. */
-        if (x->has != y->has || x->rank != y->rank || x->local_rank != y->local_rank
-            || x->pid != y->pid || x->step != y->step || x->samples != y->samples
-            || memcmp (&x->loss, &y->loss, sizeof (double))
-            || memcmp (&x->compute_ms, &y->compute_ms, sizeof (double))
-            || memcmp (&x->comm_ms, &y->comm_ms, sizeof (double)) || x->client != y->client
-            || x->busy != y->busy || x->waiting != y->waiting || x->stopped != y->stopped
-            || strcmp (x->state, y->state))
+        if (x->has != y->has || x->rank != y->rank || x->local_rank != y->local_rank ||
+            x->pid != y->pid || x->step != y->step || x->samples != y->samples ||
+            memcmp (&x->loss, &y->loss, sizeof (double)) ||
+            memcmp (&x->compute_ms, &y->compute_ms, sizeof (double)) ||
+            memcmp (&x->comm_ms, &y->comm_ms, sizeof (double)) ||
+            x->client != y->client || x->busy != y->busy || x->waiting != y->waiting ||
+            x->stopped != y->stopped || strcmp (x->state, y->state))
             return false;
     }
     return true;
@@ -95,22 +95,26 @@ static void test_valid_variants (void)
 {
     static const struct {
         const char *body;
-        int fast;       /* 1: the fast path takes it, 0: the general path does */
+        int fast; /* 1: the fast path takes it, 0: the general path does */
     } cases[] = {
         { "{\"node\":\"n\",\"ranks\":[]}", 1 },
         { " \t\r\n{ \"ranks\" : [ ] , \"node\" : \"n\" } \n", 1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0}]}", 1 },
         { "{\"node\":\"n\",\"ranks\":[{\"busy\":true,\"rank\":7}]}", 1 },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":null,\"state\":null,\"step\":null}]}",
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":null,\"state\":null,\"step\":"
+          "null}]}",
           1 },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":-0,\"compute_ms\":12,\"comm_ms\":0.0}]}",
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":-0,\"compute_ms\":12,\"comm_"
+          "ms\":0.0}]}",
           1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":-0.0}]}", 1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":123456789012345678}]}", 1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":0.30000000000000004}]}", 1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":2.3100000000000001}]}", 1 },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":1E+2,\"comm_ms\":5e-324}]}", 1 },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":1.7976931348623157e308}]}", 1 },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":1E+2,\"comm_ms\":5e-324}]}",
+          1 },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":1.7976931348623157e308}]}",
+          1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"step\":9223372036854775807}]}", 0 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"compute_ms\":1000000000000}]}", 1 },
         { "{\"node\":\"n\\u0031\",\"ranks\":[]}", 0 },
@@ -118,9 +122,11 @@ static void test_valid_variants (void)
         { "{\"node\":\"n\xc3\xa9\",\"ranks\":[]}", 0 },
         { "{\"n\\u006fde\":\"n\",\"ranks\":[]}", 0 },
         { "{\"node\":\"123456789012345678901234567890123456789012345678901234567890123\","
-          "\"ranks\":[]}", 1 },
+          "\"ranks\":[]}",
+          1 },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"state\":\"123456789012345\"}]}", 1 },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"local_rank\":1048576,\"pid\":2147483647}]}",
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"local_rank\":1048576,\"pid\":"
+          "2147483647}]}",
           1 },
     };
     for (size_t i = 0; i < sizeof (cases) / sizeof (cases[0]); i++) {
@@ -146,14 +152,15 @@ static void test_malformed (void)
     static const struct {
         const char *body;
         enum hb_result rc;
-        bool node_set;          /* top level valid, a rank entry at fault */
+        bool node_set; /* top level valid, a rank entry at fault */
         const char *text;
     } cases[] = {
         { "", HB_ERR_BODY, false, "expected a JSON object" },
         { "[]", HB_ERR_BODY, false, "expected a JSON object" },
         { "\"node\"", HB_ERR_BODY, false, "expected a JSON object" },
-        { "{", HB_ERR_BODY, false, "invalid JSON at line 1 column 1: "
-                                   "string or '}' expected near end of file" },
+        { "{", HB_ERR_BODY, false,
+          "invalid JSON at line 1 column 1: "
+          "string or '}' expected near end of file" },
         { "{\"node\":\"n\",\"ranks\":[]} x", HB_ERR_BODY, false,
           "invalid JSON at line 1 column 25: end of file expected near 'x'" },
         { "{\"node\":\"n\",\"node\":\"m\",\"ranks\":[]}", HB_ERR_BODY, false,
@@ -164,7 +171,8 @@ static void test_malformed (void)
           "invalid JSON at line 1 column 31: invalid token near '1.'" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"step\":99999999999999999999}]}",
           HB_ERR_BODY, false,
-          "invalid JSON at line 1 column 58: too big integer near '99999999999999999999'" },
+          "invalid JSON at line 1 column 58: too big integer near "
+          "'99999999999999999999'" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":1e999}]}", HB_ERR_BODY, false,
           "invalid JSON at line 1 column 43: real number overflow near '1e999'" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,}]}", HB_ERR_BODY, false,
@@ -176,18 +184,25 @@ static void test_malformed (void)
         { "{}", HB_ERR_FIELD, false, "node: required field missing" },
         { "{\"node\":\"n\"}", HB_ERR_FIELD, false, "ranks: required field missing" },
         { "{\"ranks\":[]}", HB_ERR_FIELD, false, "node: required field missing" },
-        { "{\"node\":\"n\",\"ranks\":[],\"x\":1}", HB_ERR_FIELD, false, "x: unknown field" },
-        { "{\"node\":\"\",\"ranks\":[]}", HB_ERR_FIELD, false, "node: must not be empty" },
+        { "{\"node\":\"n\",\"ranks\":[],\"x\":1}", HB_ERR_FIELD, false,
+          "x: unknown field" },
+        { "{\"node\":\"\",\"ranks\":[]}", HB_ERR_FIELD, false,
+          "node: must not be empty" },
         { "{\"node\":null,\"ranks\":[]}", HB_ERR_FIELD, false, "node: expected string" },
         { "{\"node\":7,\"ranks\":[]}", HB_ERR_FIELD, false, "node: expected string" },
-        { "{\"node\":\"1234567890123456789012345678901234567890123456789012345678901234\","
-          "\"ranks\":[]}", HB_ERR_FIELD, false, "node: longer than 63 characters" },
+        { "{\"node\":"
+          "\"1234567890123456789012345678901234567890123456789012345678901234\","
+          "\"ranks\":[]}",
+          HB_ERR_FIELD, false, "node: longer than 63 characters" },
         { "{\"node\":\"n\\u0000\",\"ranks\":[]}", HB_ERR_BODY, false,
-          "invalid JSON at line 1 column 17: \\u0000 is not allowed without JSON_ALLOW_NUL "
+          "invalid JSON at line 1 column 17: \\u0000 is not allowed without "
+          "JSON_ALLOW_NUL "
           "near '\"n\\u0000\"'" },
         { "{\"node\":\"n\",\"ranks\":{}}", HB_ERR_FIELD, false, "ranks: expected array" },
-        { "{\"node\":\"n\",\"ranks\":null}", HB_ERR_FIELD, false, "ranks: expected array" },
-        { "{\"node\":\"n\",\"ranks\":[1]}", HB_ERR_FIELD, true, "ranks[0]: expected object" },
+        { "{\"node\":\"n\",\"ranks\":null}", HB_ERR_FIELD, false,
+          "ranks: expected array" },
+        { "{\"node\":\"n\",\"ranks\":[1]}", HB_ERR_FIELD, true,
+          "ranks[0]: expected object" },
         { "{\"node\":\"n\",\"ranks\":[{}]}", HB_ERR_FIELD, true,
           "ranks[0].rank: required field missing" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0},{\"rank\":null}]}", HB_ERR_FIELD, true,
@@ -202,8 +217,8 @@ static void test_malformed (void)
           "ranks[0].rank: expected integer" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"extra\":1}]}", HB_ERR_FIELD, true,
           "ranks[0].extra: unknown field" },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"local_rank\":1048577}]}", HB_ERR_FIELD,
-          true, "ranks[0].local_rank: 1048577 out of range [0, 1048576]" },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"local_rank\":1048577}]}",
+          HB_ERR_FIELD, true, "ranks[0].local_rank: 1048577 out of range [0, 1048576]" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"pid\":-2}]}", HB_ERR_FIELD, true,
           "ranks[0].pid: -2 out of range [0, 2147483647]" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"state\":\"\"}]}", HB_ERR_FIELD, true,
@@ -214,19 +229,20 @@ static void test_malformed (void)
           "ranks[0].state: expected string" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"client\":1}]}", HB_ERR_FIELD, true,
           "ranks[0].client: expected boolean" },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"busy\":\"true\"}]}", HB_ERR_FIELD, true,
-          "ranks[0].busy: expected boolean" },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"busy\":\"true\"}]}", HB_ERR_FIELD,
+          true, "ranks[0].busy: expected boolean" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"step\":-2}]}", HB_ERR_FIELD, true,
           "ranks[0].step: -2 out of range [-1, 9223372036854775807]" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"samples\":1e3}]}", HB_ERR_FIELD, true,
           "ranks[0].samples: expected integer" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"loss\":\"x\"}]}", HB_ERR_FIELD, true,
           "ranks[0].loss: expected number" },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"compute_ms\":-0.5}]}", HB_ERR_FIELD, true,
-          "ranks[0].compute_ms: -0.5 out of range [0, 1e+12]" },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"comm_ms\":1e13}]}", HB_ERR_FIELD, true,
-          "ranks[0].comm_ms: 1e+13 out of range [0, 1e+12]" },
-        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0},{\"rank\":1},{\"rank\":2,\"pid\":true}]}",
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"compute_ms\":-0.5}]}", HB_ERR_FIELD,
+          true, "ranks[0].compute_ms: -0.5 out of range [0, 1e+12]" },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"comm_ms\":1e13}]}", HB_ERR_FIELD,
+          true, "ranks[0].comm_ms: 1e+13 out of range [0, 1e+12]" },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0},{\"rank\":1},{\"rank\":2,\"pid\":true}"
+          "]}",
           HB_ERR_FIELD, true, "ranks[2].pid: expected integer" },
     };
     for (size_t i = 0; i < sizeof (cases) / sizeof (cases[0]); i++) {
@@ -237,11 +253,11 @@ static void test_malformed (void)
         hb_msg_init (&m);
         CU_ASSERT_EQUAL (fast_ok_general_agrees (b, len, 8), 0);
         enum hb_result r = hb_parse (b, len, 8, &m, &err);
-        bool ok = r == cases[i].rc && (m.node[0] != '\0') == cases[i].node_set
-                  && !strcmp (err.text, cases[i].text);
+        bool ok = r == cases[i].rc && (m.node[0] != '\0') == cases[i].node_set &&
+                  !strcmp (err.text, cases[i].text);
         if (!ok)
-            fprintf (stderr, "case %zu: result %d node '%s' text '%s': %s\n", i, r, m.node,
-                     err.text, b);
+            fprintf (stderr, "case %zu: result %d node '%s' text '%s': %s\n", i, r,
+                     m.node, err.text, b);
         CU_ASSERT (ok);
         hb_msg_free (&m);
     }
@@ -257,7 +273,8 @@ static void test_nul (void)
     dt_error_t err;
     hb_msg_init (&m);
     CU_ASSERT_EQUAL (fast_ok_general_agrees (in_string, sizeof (in_string) - 1, 8), 0);
-    CU_ASSERT_EQUAL (hb_parse (in_string, sizeof (in_string) - 1, 8, &m, &err), HB_ERR_BODY);
+    CU_ASSERT_EQUAL (hb_parse (in_string, sizeof (in_string) - 1, 8, &m, &err),
+                     HB_ERR_BODY);
     CU_ASSERT_EQUAL (fast_ok_general_agrees (after, sizeof (after) - 1, 8), 0);
     CU_ASSERT_EQUAL (hb_parse (after, sizeof (after) - 1, 8, &m, &err), HB_ERR_BODY);
     hb_msg_free (&m);
@@ -306,8 +323,9 @@ static void test_many_ranks (void)
     static char b[1 << 16];
     size_t n = snprintf (b, sizeof (b), "{\"node\":\"n\",\"ranks\":[");
     for (int r = 0; r < 500; r++)
-        n += snprintf (b + n, sizeof (b) - n, "%s{\"rank\":%d,\"step\":%d,\"loss\":%d.25}",
-                       r ? "," : "", r, r * 3, r);
+        n +=
+          snprintf (b + n, sizeof (b) - n, "%s{\"rank\":%d,\"step\":%d,\"loss\":%d.25}",
+                    r ? "," : "", r, r * 3, r);
     n += snprintf (b + n, sizeof (b) - n, "]}");
     struct hb_msg m;
     dt_error_t err;

@@ -98,11 +98,8 @@ static void test_extra_args (void)
         err.text[0] = '\0';
         CU_ASSERT_EQUAL (parse_extra_args (&sl, bad[i].args, &err), -1);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr,
-                     "'%s': error '%s' does not name '%s'\n",
-                     bad[i].args,
-                     err.text,
-                     bad[i].needle);
+            fprintf (stderr, "'%s': error '%s' does not name '%s'\n", bad[i].args,
+                     err.text, bad[i].needle);
             CU_FAIL ("the error names the option");
         }
     }

@@ -80,15 +80,13 @@ static void test_render (void)
 
     for (int s = 0; s < JOB_STATE_COUNT; s++) {
         char name[128];
-        snprintf (
-          name, sizeof (name), "dtctld_jobs{state=\"%s\"}", fsm_job_state_name (s));
+        snprintf (name, sizeof (name), "dtctld_jobs{state=\"%s\"}",
+                  fsm_job_state_name (s));
         CU_ASSERT_EQUAL (sample (t, name), 0);
     }
     for (int s = 0; s < ATT_STATE_COUNT; s++) {
         char name[128];
-        snprintf (name,
-                  sizeof (name),
-                  "dtctld_attempts{state=\"%s\"}",
+        snprintf (name, sizeof (name), "dtctld_attempts{state=\"%s\"}",
                   fsm_attempt_state_name (s));
         CU_ASSERT_EQUAL (sample (t, name), 0);
     }
@@ -108,8 +106,8 @@ static void test_render (void)
     CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_bucket{le=\"+Inf\"}"),
                      3);
     CU_ASSERT_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_count"), 3);
-    CU_ASSERT_DOUBLE_EQUAL (
-      sample (t, "dtctld_heartbeat_handling_seconds_sum"), 5.0023, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (sample (t, "dtctld_heartbeat_handling_seconds_sum"), 5.0023,
+                            1e-9);
     CU_ASSERT_EQUAL (sample (t, "dtctld_live_attempts"), 0);
     CU_ASSERT_EQUAL (sample (t, "dtctld_checkpoints_committed"), 0);
     double start = sample (t, "dtctld_start_time_seconds");

@@ -8,13 +8,12 @@
 
 static json_t *job (void)
 {
-    return json_pack ("{s:i s:{s:{s:s s:s} s:[s]} s:{s:{s:s s:i}} s:[{s:{s:s}}]"
-                      " s:{s:{s:{s:s}}}}",
-                      "uid", 1001,
-                      "spec", "env", "TOKEN", "s3cret", "MODE", "fast", "command", "train",
-                      "failure", "evidence", "stderr_tail", "Traceback: s3cret", "exit_code", 1,
-                      "events", "data", "stderr_tail", "oops",
-                      "provenance", "job", "env", "TOKEN", "s3cret");
+    return json_pack (
+      "{s:i s:{s:{s:s s:s} s:[s]} s:{s:{s:s s:i}} s:[{s:{s:s}}]"
+      " s:{s:{s:{s:s}}}}",
+      "uid", 1001, "spec", "env", "TOKEN", "s3cret", "MODE", "fast", "command", "train",
+      "failure", "evidence", "stderr_tail", "Traceback: s3cret", "exit_code", 1, "events",
+      "data", "stderr_tail", "oops", "provenance", "job", "env", "TOKEN", "s3cret");
 }
 
 static bool leaks (json_t *j, const char *what)
@@ -39,8 +38,10 @@ static void test_redact (void)
     j = job ();
     privacy_redact (&cfg, j, 1002, privacy_owner (j));
     CU_ASSERT (!leaks (j, "s3cret") && !leaks (j, "oops"));
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_object_get (
-        json_object_get (j, "spec"), "env"), "MODE")), PRIVACY_HIDDEN);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (
+        json_object_get (json_object_get (json_object_get (j, "spec"), "env"), "MODE")),
+      PRIVACY_HIDDEN);
     CU_ASSERT (leaks (j, "\"train\"") && leaks (j, "\"exit_code\": 1"));
     json_decref (j);
     /* the owner, an admin, root: everything */
@@ -77,7 +78,7 @@ static void test_sees_job (void)
     CU_ASSERT (privacy_sees_job (&cfg, 1001, 1001));
     CU_ASSERT (privacy_sees_job (&cfg, 0, 1001));
     json_t *v = json_pack ("{s:s}", "name", "x");
-    CU_ASSERT_EQUAL (privacy_owner (v), (uid_t)-1);     /* no uid: nobody's */
+    CU_ASSERT_EQUAL (privacy_owner (v), (uid_t)-1); /* no uid: nobody's */
     json_decref (v);
 }
 

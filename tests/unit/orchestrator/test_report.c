@@ -8,7 +8,7 @@
 #include "orchestrator/report.h"
 #include "tests/unit/unit.h"
 
-static const int64_t T = 1700000000000LL;   /* an epoch in ms */
+static const int64_t T = 1700000000000LL; /* an epoch in ms */
 
 static double num (json_t *o, const char *a, const char *b)
 {
@@ -41,9 +41,8 @@ static void check_sum (json_t *r)
     const char *k;
     json_t *v;
     double sum = 0;
-    json_object_foreach (bd, k, v)
-        if (strcmp (k, "unaccounted_s"))
-            sum += json_number_value (v);
+    json_object_foreach (bd, k, v) if (strcmp (k, "unaccounted_s")) sum +=
+      json_number_value (v);
     CU_ASSERT_DOUBLE_EQUAL (sum, num (r, "wall_s", NULL), 1e-9);
     CU_ASSERT_DOUBLE_EQUAL (num (r, "breakdown", "unaccounted_s"), 0, 1e-9);
 }
@@ -68,8 +67,13 @@ static void test_one_failure (void)
     a[1].last_step = 20;
     a[1].last_step_time = T + 7200;
     a[1].end = T + 7300;
-    struct report_job j = { .id = 1, .name = "x", .state = "completed", .final = true,
-                            .submit = T, .end = T + 7300, .latest_ckpt_step = 16 };
+    struct report_job j = { .id = 1,
+                            .name = "x",
+                            .state = "completed",
+                            .final = true,
+                            .submit = T,
+                            .end = T + 7300,
+                            .latest_ckpt_step = 16 };
     json_t *r = report_compute (&j, a, 2, T + 9999);
     CU_ASSERT_PTR_NOT_NULL_FATAL (r);
     check_sum (r);
@@ -87,8 +91,8 @@ static void test_one_failure (void)
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (r, "kept_steps")), 20);
     json_t *f = json_object_get (r, "failures");
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (f, "count")), 1);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_object_get (f, "by_node"),
-                                                         "node1")), 1);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_object_get (f, "by_node"), "node1")), 1);
     CU_ASSERT_DOUBLE_EQUAL (num (f, "mtbf_s", NULL), 7.2, 1e-9);
     json_decref (r);
 }
@@ -114,17 +118,25 @@ static void test_fallback (void)
     a[1].last_step = 15;
     a[2].resume_step = 4;
     a[2].last_step = 20;
-    struct report_job j = { .id = 2, .name = "y", .state = "completed", .final = true,
-                            .submit = T, .end = t - 10, .latest_ckpt_step = 20 };
+    struct report_job j = { .id = 2,
+                            .name = "y",
+                            .state = "completed",
+                            .final = true,
+                            .submit = T,
+                            .end = t - 10,
+                            .latest_ckpt_step = 20 };
     json_t *r = report_compute (&j, a, 3, t + 5000);
     CU_ASSERT_PTR_NOT_NULL_FATAL (r);
     check_sum (r);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (r, "kept_steps")), 20);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (r, "lost_steps")), 6 + 7);
     json_t *as = json_object_get (r, "attempts");
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (as, 0), "kept_steps")), 4);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (as, 1), "kept_steps")), 0);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (as, 2), "kept_steps")), 16);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (as, 0), "kept_steps")), 4);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (as, 1), "kept_steps")), 0);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (as, 2), "kept_steps")), 16);
     /* attempt 2: all 1000 ms of training lost; attempt 1: 600 of 1000 */
     CU_ASSERT_DOUBLE_EQUAL (num (r, "breakdown", "lost_work_s"), 1.0 + 0.6, 1e-9);
     json_decref (r);
@@ -136,14 +148,19 @@ static void test_live_restarting (void)
 {
     struct report_attempt a[1] = { att (1, "failed", true) };
     a[0].submit = T;
-    a[0].leave_queue = T + 1000;        /* a second in the Slurm queue */
+    a[0].leave_queue = T + 1000; /* a second in the Slurm queue */
     a[0].train_start = T + 2000;
     a[0].last_step = 30;
     a[0].last_step_time = T + 5000;
     a[0].fail = T + 5500;
     a[0].end = T + 5600;
-    struct report_job j = { .id = 3, .name = "z", .state = "restarting", .final = false,
-                            .live_restart = true, .submit = T, .end = 0,
+    struct report_job j = { .id = 3,
+                            .name = "z",
+                            .state = "restarting",
+                            .final = false,
+                            .live_restart = true,
+                            .submit = T,
+                            .end = 0,
                             .latest_ckpt_step = 20 };
     json_t *r = report_compute (&j, a, 1, T + 8000);
     CU_ASSERT_PTR_NOT_NULL_FATAL (r);
@@ -172,17 +189,19 @@ static void test_live_running_stall (void)
     a[0].last_step_time = T + 9900;
     a[0].hb_samples = 100;
     a[0].busy_samples = 10;
-    struct report_job j = { .id = 4, .name = "w", .state = "running", .submit = T,
-                            .latest_ckpt_step = 50 };
+    struct report_job j = {
+        .id = 4, .name = "w", .state = "running", .submit = T, .latest_ckpt_step = 50
+    };
     json_t *r = report_compute (&j, a, 1, T + 11000);
     CU_ASSERT_PTR_NOT_NULL_FATAL (r);
     check_sum (r);
     CU_ASSERT_DOUBLE_EQUAL (num (r, "breakdown", "checkpoint_stall_s"), 1.0, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL (num (r, "breakdown", "kept_training_s"), 9.0, 1e-9);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (r, "lost_steps")), 0);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_object_get (r, "failures"),
-                                                         "count")), 0);
-    CU_ASSERT (json_is_null (json_object_get (json_object_get (r, "failures"), "mtbf_s")));
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_object_get (r, "failures"), "count")), 0);
+    CU_ASSERT (
+      json_is_null (json_object_get (json_object_get (r, "failures"), "mtbf_s")));
     json_decref (r);
 }
 
@@ -195,9 +214,10 @@ static void test_no_steps (void)
     a[0].fail = T + 700;
     a[0].end = T + 800;
     a[1].submit = T + 1300;
-    a[1].live = true;               /* still queued */
-    struct report_job j = { .id = 5, .name = "v", .state = "running", .submit = T,
-                            .latest_ckpt_step = -1 };
+    a[1].live = true; /* still queued */
+    struct report_job j = {
+        .id = 5, .name = "v", .state = "running", .submit = T, .latest_ckpt_step = -1
+    };
     json_t *r = report_compute (&j, a, 2, T + 2000);
     CU_ASSERT_PTR_NOT_NULL_FATAL (r);
     check_sum (r);
@@ -228,8 +248,13 @@ static void test_histogram (void)
     a[0].last_step_time = T + 25000;
     a[0].hist = h;
     a[0].stall_reported_s = 0.5;
-    struct report_job j = { .id = 6, .name = "u", .state = "completed", .final = true,
-                            .submit = T, .end = T + 25000, .latest_ckpt_step = 100 };
+    struct report_job j = { .id = 6,
+                            .name = "u",
+                            .state = "completed",
+                            .final = true,
+                            .submit = T,
+                            .end = T + 25000,
+                            .latest_ckpt_step = 100 };
     json_t *r = report_compute (&j, a, 1, T + 30000);
     CU_ASSERT_PTR_NOT_NULL_FATAL (r);
     json_t *a0 = json_array_get (json_object_get (r, "attempts"), 0);

@@ -17,7 +17,7 @@ static void test_exclude (void)
 {
     CU_ASSERT_TRUE (restart_exclude_node ("node_lost", "n3", true));
     CU_ASSERT_FALSE (restart_exclude_node ("node_lost", "n3", false));
-    CU_ASSERT_FALSE (restart_exclude_node ("node_lost", "", true));    /* no node named */
+    CU_ASSERT_FALSE (restart_exclude_node ("node_lost", "", true)); /* no node named */
     /* A straggler's node always; a planned end's node never. */
     CU_ASSERT_TRUE (restart_exclude_node ("straggler_excluded", "n2", false));
     CU_ASSERT_FALSE (restart_exclude_node ("time_limit", "n2", true));
@@ -26,9 +26,10 @@ static void test_exclude (void)
 static void test_keep_alloc (void)
 {
     CU_ASSERT_TRUE (restart_keep_alloc (1, true, "node_lost"));
-    CU_ASSERT_FALSE (restart_keep_alloc (0, true, "node_lost"));       /* no spares */
-    CU_ASSERT_FALSE (restart_keep_alloc (1, false, "node_lost"));      /* no restart */
-    CU_ASSERT_FALSE (restart_keep_alloc (1, true, "time_limit"));      /* Slurm takes it back */
+    CU_ASSERT_FALSE (restart_keep_alloc (0, true, "node_lost"));  /* no spares */
+    CU_ASSERT_FALSE (restart_keep_alloc (1, false, "node_lost")); /* no restart */
+    CU_ASSERT_FALSE (
+      restart_keep_alloc (1, true, "time_limit")); /* Slurm takes it back */
     CU_ASSERT_FALSE (restart_keep_alloc (1, true, "preempted"));
 }
 
@@ -38,7 +39,7 @@ static void test_jit_cause (void)
     CU_ASSERT_TRUE (restart_jit_cause ("node_lost", -1));
     CU_ASSERT_TRUE (restart_jit_cause ("node_failure", -1));
     CU_ASSERT_TRUE (restart_jit_cause ("hang", 2));
-    CU_ASSERT_FALSE (restart_jit_cause ("hang", -1));     /* unattributed: nobody is killed */
+    CU_ASSERT_FALSE (restart_jit_cause ("hang", -1)); /* unattributed: nobody is killed */
     CU_ASSERT_FALSE (restart_jit_cause ("rendezvous_timeout", -1));
     CU_ASSERT_FALSE (restart_jit_cause ("time_limit", -1));
 }

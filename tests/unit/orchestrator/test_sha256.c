@@ -21,15 +21,14 @@ static void test_fips_vectors (void)
     expect ("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     /* B.2: the 448-bit two-block message */
     const char *b2 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    expect (b2,
-            strlen (b2),
+    expect (b2, strlen (b2),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     /* B.3: one million 'a' */
     char *m = malloc (1000000);
     CU_ASSERT_FATAL (m != NULL);
     memset (m, 'a', 1000000);
-    expect (
-      m, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    expect (m, 1000000,
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     free (m);
     /* the empty message */
     expect ("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

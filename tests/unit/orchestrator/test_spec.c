@@ -36,19 +36,19 @@ static void test_defaults (void)
     const char *name, *wd, *dir, *action;
     int excl;
     json_t *part, *env;
-    CU_ASSERT_EQUAL (json_unpack (s, "{s:s s:I s:I s:I s:o s:s s:o s:I"
-                                  " s:{s:s s:I s:I} s:{s:I s:b s:I} s:{s:I s:I s:I}"
-                                  " s:{s:f s:I s:s}}",
-                                  "name", &name, "nodes", &nodes, "spare_nodes", &spares,
-                                  "ranks_per_node", &rpn, "env", &env, "workdir", &wd,
-                                  "partition", &part, "time_limit", &tl,
-                                  "checkpoint", "dir", &dir, "every_steps", &every, "keep", &keep,
-                                  "restart", "max_restarts", &maxr, "exclude_failed_nodes",
-                                  &excl, "min_nodes", &minn,
-                                  "heartbeat", "interval_ms", &hb, "node_timeout_ms", &nt,
-                                  "hang_timeout_ms", &ht,
-                                  "straggler", "threshold", &thr, "window_steps", &win,
-                                  "action", &action), 0);
+    CU_ASSERT_EQUAL (
+      json_unpack (
+        s,
+        "{s:s s:I s:I s:I s:o s:s s:o s:I"
+        " s:{s:s s:I s:I} s:{s:I s:b s:I} s:{s:I s:I s:I}"
+        " s:{s:f s:I s:s}}",
+        "name", &name, "nodes", &nodes, "spare_nodes", &spares, "ranks_per_node", &rpn,
+        "env", &env, "workdir", &wd, "partition", &part, "time_limit", &tl, "checkpoint",
+        "dir", &dir, "every_steps", &every, "keep", &keep, "restart", "max_restarts",
+        &maxr, "exclude_failed_nodes", &excl, "min_nodes", &minn, "heartbeat",
+        "interval_ms", &hb, "node_timeout_ms", &nt, "hang_timeout_ms", &ht, "straggler",
+        "threshold", &thr, "window_steps", &win, "action", &action),
+      0);
     CU_ASSERT_STRING_EQUAL (name, "job");
     CU_ASSERT_EQUAL (nodes, 1);
     CU_ASSERT_EQUAL (spares, 0);
@@ -76,24 +76,27 @@ static void test_defaults (void)
 static void test_full_valid (void)
 {
     dt_error_t err;
-    json_t *s = validate ("{\"name\": \"gpt-small.2\", \"nodes\": 4, \"spare_nodes\": 1,"
-                          " \"ranks_per_node\": 2, \"command\": [\"dttrain\"],"
-                          " \"env\": {\"OMP_NUM_THREADS\": \"2\"}, \"workdir\": \"/home/a\","
-                          " \"partition\": \"gpu\", \"time_limit\": \"1-02:00:00\","
-                          " \"checkpoint\": {\"dir\": \"/scratch/c\", \"every_steps\": 0,"
-                          " \"keep\": 5}, \"restart\": {\"max_restarts\": 0, \"min_nodes\": 2,"
-                          " \"exclude_failed_nodes\": false},"
-                          " \"heartbeat\": {\"interval_ms\": 200, \"hang_timeout_ms\": 5000},"
-                          " \"straggler\": {\"threshold\": 1, \"window_steps\": 5,"
-                          " \"action\": \"exclude\"}}", &err);
+    json_t *s =
+      validate ("{\"name\": \"gpt-small.2\", \"nodes\": 4, \"spare_nodes\": 1,"
+                " \"ranks_per_node\": 2, \"command\": [\"dttrain\"],"
+                " \"env\": {\"OMP_NUM_THREADS\": \"2\"}, \"workdir\": \"/home/a\","
+                " \"partition\": \"gpu\", \"time_limit\": \"1-02:00:00\","
+                " \"checkpoint\": {\"dir\": \"/scratch/c\", \"every_steps\": 0,"
+                " \"keep\": 5}, \"restart\": {\"max_restarts\": 0, \"min_nodes\": 2,"
+                " \"exclude_failed_nodes\": false},"
+                " \"heartbeat\": {\"interval_ms\": 200, \"hang_timeout_ms\": 5000},"
+                " \"straggler\": {\"threshold\": 1, \"window_steps\": 5,"
+                " \"action\": \"exclude\"}}",
+                &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (s);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (s, "time_limit")), 26 * 3600);
     json_t *hb = json_object_get (s, "heartbeat");
     /* node_timeout_ms keeps the conf default when it is >= 2 intervals */
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (hb, "node_timeout_ms")), 10000);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (hb, "interval_ms")), 200);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (
-                                json_object_get (s, "straggler"), "action")), "exclude");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_object_get (s, "straggler"), "action")),
+      "exclude");
     json_decref (s);
     s = validate ("{\"command\": [\"x\"], \"time_limit\": 90}", &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (s);
@@ -122,7 +125,8 @@ static const struct {
     { "{\"command\": [\"x\"], \"nodes\": 100000}", "nodes" },
     { "{\"command\": [\"x\"], \"spare_nodes\": -1}", "spare_nodes" },
     { "{\"command\": [\"x\"], \"ranks_per_node\": 0}", "ranks_per_node" },
-    { "{\"command\": [\"x\"], \"nodes\": 1000, \"ranks_per_node\": 1000}", "ranks_per_node" },
+    { "{\"command\": [\"x\"], \"nodes\": 1000, \"ranks_per_node\": 1000}",
+      "ranks_per_node" },
     { "{\"command\": [\"x\"], \"env\": []}", "env" },
     { "{\"command\": [\"x\"], \"env\": {\"A\": 1}}", "env.A" },
     { "{\"command\": [\"x\"], \"env\": {\"1A\": \"v\"}}", "env.1A" },
@@ -135,7 +139,8 @@ static const struct {
     { "{\"command\": [\"x\"], \"time_limit\": true}", "time_limit" },
     { "{\"command\": [\"x\"], \"checkpoint\": 5}", "checkpoint" },
     { "{\"command\": [\"x\"], \"checkpoint\": {\"every\": 5}}", "checkpoint.every" },
-    { "{\"command\": [\"x\"], \"checkpoint\": {\"every_steps\": -1}}", "checkpoint.every_steps" },
+    { "{\"command\": [\"x\"], \"checkpoint\": {\"every_steps\": -1}}",
+      "checkpoint.every_steps" },
     { "{\"command\": [\"x\"], \"checkpoint\": {\"keep\": 0}}", "checkpoint.keep" },
     { "{\"command\": [\"x\"], \"checkpoint\": {\"dir\": \"ckpt\"}}", "checkpoint.dir" },
     { "{\"command\": [\"x\"], \"checkpoint\": {\"dir\": \"/ckpt/\"}}", "checkpoint.dir" },
@@ -143,20 +148,27 @@ static const struct {
     { "{\"command\": [\"x\"], \"checkpoint\": {\"dir\": \"/a/./b\"}}", "checkpoint.dir" },
     { "{\"command\": [\"x\"], \"checkpoint\": {\"dir\": \"/a/..\"}}", "checkpoint.dir" },
     { "{\"command\": [\"x\"], \"checkpoint\": {\"dir\": \"/a\\nb\"}}", "checkpoint.dir" },
-    { "{\"command\": [\"x\"], \"restart\": {\"max_restarts\": -1}}", "restart.max_restarts" },
+    { "{\"command\": [\"x\"], \"restart\": {\"max_restarts\": -1}}",
+      "restart.max_restarts" },
     { "{\"command\": [\"x\"], \"restart\": {\"exclude_failed_nodes\": 1}}",
       "restart.exclude_failed_nodes" },
     { "{\"command\": [\"x\"], \"nodes\": 2, \"restart\": {\"min_nodes\": 3}}",
       "restart.min_nodes" },
-    { "{\"command\": [\"x\"], \"heartbeat\": {\"interval_ms\": 10}}", "heartbeat.interval_ms" },
-    { "{\"command\": [\"x\"], \"heartbeat\": {\"interval_ms\": 1000, \"node_timeout_ms\": 1500}}",
+    { "{\"command\": [\"x\"], \"heartbeat\": {\"interval_ms\": 10}}",
+      "heartbeat.interval_ms" },
+    { "{\"command\": [\"x\"], \"heartbeat\": {\"interval_ms\": 1000, "
+      "\"node_timeout_ms\": 1500}}",
       "heartbeat.node_timeout_ms" },
     { "{\"command\": [\"x\"], \"heartbeat\": {\"hang_timeout_ms\": 10}}",
       "heartbeat.hang_timeout_ms" },
-    { "{\"command\": [\"x\"], \"straggler\": {\"threshold\": 0}}", "straggler.threshold" },
-    { "{\"command\": [\"x\"], \"straggler\": {\"threshold\": 1.5}}", "straggler.threshold" },
-    { "{\"command\": [\"x\"], \"straggler\": {\"window_steps\": 1}}", "straggler.window_steps" },
-    { "{\"command\": [\"x\"], \"straggler\": {\"action\": \"kill\"}}", "straggler.action" },
+    { "{\"command\": [\"x\"], \"straggler\": {\"threshold\": 0}}",
+      "straggler.threshold" },
+    { "{\"command\": [\"x\"], \"straggler\": {\"threshold\": 1.5}}",
+      "straggler.threshold" },
+    { "{\"command\": [\"x\"], \"straggler\": {\"window_steps\": 1}}",
+      "straggler.window_steps" },
+    { "{\"command\": [\"x\"], \"straggler\": {\"action\": \"kill\"}}",
+      "straggler.action" },
     { "{\"command\": [\"x\"], \"straggler\": {\"action\": \"report\", \"x\": 1}}",
       "straggler.x" },
 };
@@ -164,7 +176,8 @@ static const struct {
 static void test_invalid (void)
 {
     size_t n = sizeof (invalid) / sizeof (invalid[0]);
-    _Static_assert (sizeof (invalid) / sizeof (invalid[0]) >= 20, "at least 20 invalid specs");
+    _Static_assert(sizeof (invalid) / sizeof (invalid[0]) >= 20,
+                   "at least 20 invalid specs");
     for (size_t i = 0; i < n; i++) {
         dt_error_t err = { "" };
         char field[128];

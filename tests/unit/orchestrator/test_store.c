@@ -52,7 +52,8 @@ static void new_job (struct store_job_row *j)
     j->submit_time = 1700000000123;
 }
 
-static void new_attempt (struct store_attempt_row *a, int64_t job, int n, const char *token)
+static void new_attempt (struct store_attempt_row *a, int64_t job, int n,
+                         const char *token)
 {
     store_attempt_row_init (a);
     a->job_id = job;
@@ -73,8 +74,9 @@ static void test_migrate_empty (void)
     fresh ();
     CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
     CU_ASSERT_EQUAL (dt_db_version (store_db (st)), store_nmigrations);
-    const char *tables[] = { "jobs", "attempts", "nodes", "attempt_nodes", "ranks", "events",
-                             "checkpoints", "checkpoint_shards", "metrics", "node_health" };
+    const char *tables[] = { "jobs",    "attempts",   "nodes",       "attempt_nodes",
+                             "ranks",   "events",     "checkpoints", "checkpoint_shards",
+                             "metrics", "node_health" };
     for (size_t i = 0; i < sizeof (tables) / sizeof (tables[0]); i++) {
         char q[128];
         snprintf (q, sizeof (q), "SELECT count(*) FROM sqlite_master WHERE name = '%s'",
@@ -93,12 +95,15 @@ static void test_migrate_previous (void)
     dt_db_t *db;
     store_t *st;
     fresh ();
-    CU_ASSERT_PTR_NOT_NULL_FATAL ((db = dt_db_open (path, store_migrations,
-                                                    store_nmigrations > 1
-                                                        ? store_nmigrations - 1 : 1, &err)));
-    CU_ASSERT_EQUAL (dt_db_exec (db, "INSERT INTO jobs (name, uid, gid, user, state, spec, "
-                                 "submit_time) VALUES ('old', 1, 1, 'u', 'failed', '{}', 5)",
-                                 &err), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (
+      (db = dt_db_open (path, store_migrations,
+                        store_nmigrations > 1 ? store_nmigrations - 1 : 1, &err)));
+    CU_ASSERT_EQUAL (
+      dt_db_exec (db,
+                  "INSERT INTO jobs (name, uid, gid, user, state, spec, "
+                  "submit_time) VALUES ('old', 1, 1, 'u', 'failed', '{}', 5)",
+                  &err),
+      0);
     dt_db_close (db);
     CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
     CU_ASSERT_EQUAL (dt_db_version (store_db (st)), store_nmigrations);
@@ -106,8 +111,8 @@ static void test_migrate_previous (void)
     store_close (st);
 
     /* A database from a newer dtctld is refused. */
-    CU_ASSERT_PTR_NOT_NULL_FATAL ((db = dt_db_open (path, store_migrations, store_nmigrations,
-                                                    &err)));
+    CU_ASSERT_PTR_NOT_NULL_FATAL (
+      (db = dt_db_open (path, store_migrations, store_nmigrations, &err)));
     CU_ASSERT_EQUAL (dt_db_exec (db, "PRAGMA user_version = 999", &err), 0);
     dt_db_close (db);
     CU_ASSERT_PTR_NULL (store_open (path, &err));
@@ -128,22 +133,27 @@ static void test_migrate_tokens (void)
 
     fresh ();
     CU_ASSERT_PTR_NOT_NULL_FATAL ((db = dt_db_open (path, store_migrations, 3, &err)));
-    snprintf (sql, sizeof (sql), "INSERT INTO jobs (id, name, uid, gid, user, state, spec, "
+    snprintf (sql, sizeof (sql),
+              "INSERT INTO jobs (id, name, uid, gid, user, state, spec, "
               "submit_time) VALUES (7, 'old', 1, 1, 'u', 'running', '{}', 5);"
               "INSERT INTO attempts (job_id, attempt, state, token, launcher, num_nodes, "
               "ranks_per_node, world_size, submit_time) VALUES "
-              "(7, 1, 'running', '%s', 'local', 1, 1, 1, 5)", tok);
+              "(7, 1, 'running', '%s', 'local', 1, 1, 1, 5)",
+              tok);
     CU_ASSERT_EQUAL (dt_db_exec (db, sql, &err), 0);
     dt_db_close (db);
     CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
     sha256_hex (tok, strlen (tok), want);
-    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token = '%s'", want);
+    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token = '%s'",
+              want);
     CU_ASSERT_EQUAL (count (st, sql), 1);
-    snprintf (sql, sizeof (sql), "SELECT count(*) FROM attempts WHERE token LIKE '%%%s%%'", tok);
+    snprintf (sql, sizeof (sql),
+              "SELECT count(*) FROM attempts WHERE token LIKE '%%%s%%'", tok);
     CU_ASSERT_EQUAL (count (st, sql), 0);
     CU_ASSERT_EQUAL (store_attempt_by_token (st, tok, &job, &n, &as, &err), 0);
     CU_ASSERT (job == 7 && n == 1);
-    CU_ASSERT_EQUAL (store_attempt_by_token (st, want, &job, &n, &as, &err), -1);  /* the hash is no token */
+    CU_ASSERT_EQUAL (store_attempt_by_token (st, want, &job, &n, &as, &err),
+                     -1); /* the hash is no token */
     store_close (st);
 }
 
@@ -167,7 +177,8 @@ static void test_rows_roundtrip (void)
     a.resume_step = 40;
     snprintf (a.resume_dir, sizeof (a.resume_dir), "/c/1/step-40");
     CU_ASSERT_EQUAL (store_attempt_insert (st, &a, &err), 0);
-    CU_ASSERT_EQUAL (store_event (st, 1, j.id, 1, "job_submitted", NULL, -1, "d", NULL, &err), 0);
+    CU_ASSERT_EQUAL (
+      store_event (st, 1, j.id, 1, "job_submitted", NULL, -1, "d", NULL, &err), 0);
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
 
     /* update: every field comes back */
@@ -192,7 +203,8 @@ static void test_rows_roundtrip (void)
     CU_ASSERT_DOUBLE_EQUAL (j2.last_loss, 2.5, 1e-12);
     CU_ASSERT (isnan (j2.throughput));
     CU_ASSERT_STRING_EQUAL (json_string_value (json_array_get (j2.exclude, 0)), "node3");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (j2.failure, "cause")), "hang");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (j2.failure, "cause")),
+                            "hang");
     CU_ASSERT_EQUAL (j2.uid, 1000);
     CU_ASSERT_EQUAL_FATAL (store_attempt_load (st, j.id, 1, &a2, &err), 0);
     CU_ASSERT_EQUAL (a2.state, ATT_ENDING);
@@ -260,7 +272,7 @@ static void test_rollback (void)
     new_attempt (&a, j.id, 1, "same");
     CU_ASSERT_EQUAL (store_attempt_insert (st, &a, &err), 0);
     a.attempt = 2;
-    CU_ASSERT_EQUAL (store_attempt_insert (st, &a, &err), -1);   /* token UNIQUE */
+    CU_ASSERT_EQUAL (store_attempt_insert (st, &a, &err), -1); /* token UNIQUE */
     store_rollback (st);
     CU_ASSERT_EQUAL (count (st, "SELECT count(*) FROM jobs"), 0);
     CU_ASSERT_EQUAL (count (st, "SELECT count(*) FROM attempts"), 0);
@@ -288,9 +300,10 @@ static void test_crash_recovery (void)
             _exit (2);
         for (int i = 0; i < 3; i++) {
             new_job (&j);
-            if (store_begin (cs, &err) < 0 || store_job_insert (cs, &j, &err) < 0
-                || store_event (cs, 1, j.id, 0, "job_submitted", NULL, -1, NULL, NULL, &err) < 0
-                || store_commit (cs, &err) < 0)
+            if (store_begin (cs, &err) < 0 || store_job_insert (cs, &j, &err) < 0 ||
+                store_event (cs, 1, j.id, 0, "job_submitted", NULL, -1, NULL, NULL,
+                             &err) < 0 ||
+                store_commit (cs, &err) < 0)
                 _exit (3);
             store_job_row_clear (&j);
         }
@@ -332,7 +345,8 @@ static void test_metrics_thinning (void)
     CU_ASSERT_EQUAL (store_begin (st, &err), 0);
     CU_ASSERT_EQUAL (store_job_insert (st, &j, &err), 0);
     for (int s = 0; s < 100; s++)
-        CU_ASSERT_EQUAL (store_metric_put (st, j.id, s, 1, s, 1.0 / (s + 1), NAN, 1, 0, &err), 0);
+        CU_ASSERT_EQUAL (
+          store_metric_put (st, j.id, s, 1, s, 1.0 / (s + 1), NAN, 1, 0, &err), 0);
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
     CU_ASSERT_EQUAL (store_metrics_count (st, j.id, &n, &err), 0);
     CU_ASSERT_EQUAL (n, 100);
@@ -364,21 +378,27 @@ static void test_checkpoints (void)
     new_job (&j);
     CU_ASSERT_EQUAL (store_begin (st, &err), 0);
     CU_ASSERT_EQUAL (store_job_insert (st, &j, &err), 0);
-    CU_ASSERT_EQUAL (store_ckpt_latest (st, j.id, &step, d, sizeof (d), sha, sizeof (sha), &err), 0);
+    CU_ASSERT_EQUAL (
+      store_ckpt_latest (st, j.id, &step, d, sizeof (d), sha, sizeof (sha), &err), 0);
     for (int s = 10; s <= 30; s += 10) {
         CU_ASSERT_EQUAL (store_ckpt_put_pending (st, j.id, s, 1, "/c", 2, 1, &err), 0);
-        CU_ASSERT_EQUAL (store_shard_put (st, j.id, s, 0, 1, "n1", "/c/r0", 100, "0a", 1, &err), 0);
-        CU_ASSERT_EQUAL (store_shard_put (st, j.id, s, 1, 1, "n2", "/c/r1", 50, "0b", 1, &err), 0);
-        CU_ASSERT_EQUAL (store_shard_put (st, j.id, s, 1, 1, "n2", "/c/r1", 50, "0b", 1, &err), 0);
+        CU_ASSERT_EQUAL (
+          store_shard_put (st, j.id, s, 0, 1, "n1", "/c/r0", 100, "0a", 1, &err), 0);
+        CU_ASSERT_EQUAL (
+          store_shard_put (st, j.id, s, 1, 1, "n2", "/c/r1", 50, "0b", 1, &err), 0);
+        CU_ASSERT_EQUAL (
+          store_shard_put (st, j.id, s, 1, 1, "n2", "/c/r1", 50, "0b", 1, &err), 0);
         CU_ASSERT_EQUAL (store_ckpt_shards (st, j.id, s, &nshards, &bytes, &err), 0);
         CU_ASSERT_EQUAL (nshards, 2);
         CU_ASSERT_EQUAL (bytes, 150);
         if (s < 30)
-            CU_ASSERT_EQUAL (store_ckpt_set_state (st, j.id, s, "committed", "ab", 2, &err), 0);
+            CU_ASSERT_EQUAL (
+              store_ckpt_set_state (st, j.id, s, "committed", "ab", 2, &err), 0);
     }
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
     /* step 30 is pending: never offered */
-    CU_ASSERT_EQUAL (store_ckpt_latest (st, j.id, &step, d, sizeof (d), sha, sizeof (sha), &err), 1);
+    CU_ASSERT_EQUAL (
+      store_ckpt_latest (st, j.id, &step, d, sizeof (d), sha, sizeof (sha), &err), 1);
     CU_ASSERT_EQUAL (step, 20);
     CU_ASSERT_STRING_EQUAL (sha, "ab");
     CU_ASSERT_EQUAL (store_ckpt_beyond_keep (st, j.id, 1, &old, &nold, &err), 0);
@@ -395,7 +415,8 @@ static void test_checkpoints (void)
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
     json_t *v = store_ckpts_json (st, j.id, &err);
     CU_ASSERT_EQUAL (json_array_size (v), 3);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (v, 1), "shards")), 2);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (v, 1), "shards")), 2);
     json_decref (v);
     store_job_row_clear (&j);
     store_close (st);
@@ -413,42 +434,53 @@ static void test_node_suspect_users (void)
 
     fresh ();
     CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
-    CU_ASSERT_EQUAL (dt_db_exec (store_db (st), "INSERT INTO jobs (id, name, uid, gid, user, "
+    CU_ASSERT_EQUAL (dt_db_exec (store_db (st),
+                                 "INSERT INTO jobs (id, name, uid, gid, user, "
                                  "state, spec, submit_time) VALUES "
                                  "(1, 'a1', 1001, 1001, 'alice', 'failed', '{}', 5),"
                                  "(2, 'a2', 1001, 1001, 'alice', 'failed', '{}', 5),"
                                  "(3, 'a3', 1001, 1001, 'alice', 'failed', '{}', 5),"
-                                 "(4, 'b1', 1002, 1002, 'bob', 'failed', '{}', 5)", &err), 0);
+                                 "(4, 'b1', 1002, 1002, 'bob', 'failed', '{}', 5)",
+                                 &err),
+                     0);
     CU_ASSERT_EQUAL (store_node_set_state (st, "n1", "up", NULL, &err), 0);
     /* one user's trainer exits and hangs in three jobs: nothing */
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "trainer_exit", "x", &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "trainer_exit", "x", &err),
+                     0);
     CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1001, 2, 1, "hang", "x", &err), 0);
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1002, 4, 1, "trainer_exit", "x", &err), 0);
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 1003, 3600000, 2, 2, false, &suspect,
-                                              &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1002, 4, 1, "trainer_exit", "x", &err),
+                     0);
+    CU_ASSERT_EQUAL (
+      store_node_health_check (st, "n1", 1003, 3600000, 2, 2, false, &suspect, &err), 0);
     CU_ASSERT (!suspect);
     /* node losses in two jobs of one user: still nothing */
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1004, 1, 1, "node_lost", "x", &err), 0);
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1005, 3, 1, "node_lost", "x", &err), 0);
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 1006, 3600000, 2, 2, false, &suspect,
-                                              &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1004, 1, 1, "node_lost", "x", &err),
+                     0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1005, 3, 1, "node_lost", "x", &err),
+                     0);
+    CU_ASSERT_EQUAL (
+      store_node_health_check (st, "n1", 1006, 3600000, 2, 2, false, &suspect, &err), 0);
     CU_ASSERT (!suspect);
     /* with any cause (the old rule) and one user, it would have been */
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n2", 1006, 3600000, 2, 1, true, &suspect,
-                                              &err), 0);
-    CU_ASSERT (!suspect);          /* n2 has no failures */
+    CU_ASSERT_EQUAL (
+      store_node_health_check (st, "n2", 1006, 3600000, 2, 1, true, &suspect, &err), 0);
+    CU_ASSERT (!suspect); /* n2 has no failures */
     /* a Slurm node failure in another user's job: now suspect */
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1007, 4, 1, "slurm_node_fail", "x", &err), 0);
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 1008, 3600000, 2, 2, false, &suspect,
-                                              &err), 0);
+    CU_ASSERT_EQUAL (
+      store_node_failure (st, "n1", 1007, 4, 1, "slurm_node_fail", "x", &err), 0);
+    CU_ASSERT_EQUAL (
+      store_node_health_check (st, "n1", 1008, 3600000, 2, 2, false, &suspect, &err), 0);
     CU_ASSERT (suspect);
     /* an admin's mark: an unknown node is refused, a known one marked once */
-    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "nope", 1009, "by uid 0", &changed, &err), -1);
+    CU_ASSERT_EQUAL (
+      store_node_mark_suspect (st, "nope", 1009, "by uid 0", &changed, &err), -1);
     CU_ASSERT_EQUAL (errno, ENOENT);
     CU_ASSERT_EQUAL (store_node_failure (st, "n3", 1009, 1, 1, "hang", "x", &err), 0);
-    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "n3", 1010, "by uid 0", &changed, &err), 0);
+    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "n3", 1010, "by uid 0", &changed, &err),
+                     0);
     CU_ASSERT (changed);
-    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "n3", 1011, "by uid 0", &changed, &err), 0);
+    CU_ASSERT_EQUAL (store_node_mark_suspect (st, "n3", 1011, "by uid 0", &changed, &err),
+                     0);
     CU_ASSERT (!changed);
     CU_ASSERT_EQUAL (count (st, "SELECT count(*) FROM nodes WHERE state = 'suspect'"), 2);
     store_close (st);
@@ -466,10 +498,13 @@ static void test_node_health (void)
     fresh ();
     CU_ASSERT_PTR_NOT_NULL_FATAL ((st = store_open (path, &err)));
     CU_ASSERT_EQUAL_FATAL (store_begin (st, &err), 0);
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 1000, 1, 1, "hang", "rank 0 hung", &err), 0);
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 2000, 2, 3, "trainer_exit", "rank 1 exited",
-                                         &err), 0);
-    CU_ASSERT_EQUAL (store_node_health_check (st, "n1", 2000, 3600000, 2, 1, true, &suspect, &err), 0);
+    CU_ASSERT_EQUAL (
+      store_node_failure (st, "n1", 1000, 1, 1, "hang", "rank 0 hung", &err), 0);
+    CU_ASSERT_EQUAL (
+      store_node_failure (st, "n1", 2000, 2, 3, "trainer_exit", "rank 1 exited", &err),
+      0);
+    CU_ASSERT_EQUAL (
+      store_node_health_check (st, "n1", 2000, 3600000, 2, 1, true, &suspect, &err), 0);
     CU_ASSERT (suspect);
     CU_ASSERT_EQUAL (store_commit (st, &err), 0);
 
@@ -479,41 +514,47 @@ static void test_node_health (void)
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "health")), "suspect");
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (n, "failures")), 2);
     CU_ASSERT (json_is_null (json_object_get (n, "cleared")));
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_cause")), "trainer_exit");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_cause")),
+                            "trainer_exit");
     h = json_object_get (n, "history");
     CU_ASSERT_EQUAL_FATAL (json_array_size (h), 2);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (h, 0), "job")), 2);
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (h, 0), "attempt")), 3);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 0), "kind")),
-                            "failure");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "cause")),
-                            "hang");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "detail")),
-                            "rank 0 hung");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "time")),
-                            "1970-01-01T00:00:01.000Z");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_array_get (h, 0), "job")),
+                     2);
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (h, 0), "attempt")), 3);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (h, 0), "kind")), "failure");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (h, 1), "cause")), "hang");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (h, 1), "detail")),
+      "rank 0 hung");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (h, 1), "time")),
+      "1970-01-01T00:00:01.000Z");
     CU_ASSERT (json_is_true (json_object_get (json_array_get (h, 1), "since_clear")));
     json_decref (n);
 
     /* cleared by uid 1234, then one more failure */
     CU_ASSERT_EQUAL (store_node_clear (st, "n1", 3000, "cleared by uid 1234", &err), 0);
-    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 4000, 3, 1, "node_lost", NULL, &err), 0);
+    CU_ASSERT_EQUAL (store_node_failure (st, "n1", 4000, 3, 1, "node_lost", NULL, &err),
+                     0);
     n = store_node_json (st, "n1", 100, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (n);
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "health")), "ok");
-    CU_ASSERT_EQUAL (json_integer_value (json_object_get (json_object_get (n, "cleared"), "uid")),
-                     1234);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_object_get (n, "cleared"),
-                                                                "time")),
-                            "1970-01-01T00:00:03.000Z");
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_object_get (n, "cleared"), "uid")), 1234);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_object_get (n, "cleared"), "time")),
+      "1970-01-01T00:00:03.000Z");
     h = json_object_get (n, "history");
     CU_ASSERT_EQUAL_FATAL (json_array_size (h), 4);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (json_array_get (h, 1), "kind")),
-                            "cleared");
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (h, 1), "kind")), "cleared");
     CU_ASSERT (json_is_null (json_object_get (json_array_get (h, 1), "cause")));
-    json_array_foreach (h, i, all)
-        since += json_is_true (json_object_get (all, "since_clear"));
-    CU_ASSERT_EQUAL (since, 1);            /* only the failure after the clear */
+    json_array_foreach (h, i, all) since +=
+      json_is_true (json_object_get (all, "since_clear"));
+    CU_ASSERT_EQUAL (since, 1); /* only the failure after the clear */
     CU_ASSERT (json_is_true (json_object_get (json_array_get (h, 0), "since_clear")));
     json_decref (n);
 
@@ -530,7 +571,8 @@ static void test_node_health (void)
     n = json_array_get (all, 0);
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_failure_time")),
                             "1970-01-01T00:00:04.000Z");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_cause")), "node_lost");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (n, "last_cause")),
+                            "node_lost");
     json_decref (all);
     store_close (st);
 }
@@ -542,10 +584,11 @@ static json_t *prov_nodes (int n)
 {
     json_t *nodes = json_array ();
     for (int i = 0; i < n; i++)
-        json_array_append_new (nodes, json_pack ("{s:s+ s:i s:s}", "node", "node", "", "order",
-                                                 i, "hostinfo", "Linux x86_64 6.1.0-some-host"));
-    return json_pack ("{s:s s:{s:s s:o}}", "version", "v1", "machine", "launcher", "slurm",
-                      "nodes", nodes);
+        json_array_append_new (nodes,
+                               json_pack ("{s:s+ s:i s:s}", "node", "node", "", "order",
+                                          i, "hostinfo", "Linux x86_64 6.1.0-some-host"));
+    return json_pack ("{s:s s:{s:s s:o}}", "version", "v1", "machine", "launcher",
+                      "slurm", "nodes", nodes);
 }
 
 static void test_view_provenance (void)
@@ -561,26 +604,28 @@ static void test_view_provenance (void)
     CU_ASSERT_EQUAL_FATAL (store_begin (st, &err), 0);
     CU_ASSERT_EQUAL (store_job_insert (st, &j, &err), 0);
     new_attempt (&a, j.id, 1, "tokp1");
-    a.provenance = prov_nodes (2000);           /* about 130 KB: the trimmed path */
+    a.provenance = prov_nodes (2000); /* about 130 KB: the trimmed path */
     CU_ASSERT_EQUAL (store_attempt_insert (st, &a, &err), 0);
     new_attempt (&b, j.id, 2, "tokp2");
     b.provenance = prov_nodes (10);
     CU_ASSERT_EQUAL (store_attempt_insert (st, &b, &err), 0);
     CU_ASSERT_EQUAL_FATAL (store_commit (st, &err), 0);
 
-    for (int round = 0; round < 2; round++) {   /* the second from the memo */
+    for (int round = 0; round < 2; round++) { /* the second from the memo */
         json_t *v = store_job_view (st, j.id, true, 256, &err);
         CU_ASSERT_PTR_NOT_NULL_FATAL (v);
         json_t *atts = json_object_get (v, "attempts");
-        json_t *m1 = json_object_get (json_object_get (json_array_get (atts, 0), "provenance"),
-                                      "machine");
-        json_t *m2 = json_object_get (json_object_get (json_array_get (atts, 1), "provenance"),
-                                      "machine");
+        json_t *m1 = json_object_get (
+          json_object_get (json_array_get (atts, 0), "provenance"), "machine");
+        json_t *m2 = json_object_get (
+          json_object_get (json_array_get (atts, 1), "provenance"), "machine");
         CU_ASSERT_EQUAL (json_array_size (json_object_get (m1, "nodes")), 256);
         CU_ASSERT (json_is_true (json_object_get (m1, "nodes_truncated")));
         CU_ASSERT_EQUAL (json_integer_value (json_object_get (
-                             json_array_get (json_object_get (m1, "nodes"), 255), "order")), 255);
-        CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (m1, "launcher")), "slurm");
+                           json_array_get (json_object_get (m1, "nodes"), 255), "order")),
+                         255);
+        CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (m1, "launcher")),
+                                "slurm");
         CU_ASSERT_EQUAL (json_array_size (json_object_get (m2, "nodes")), 10);
         CU_ASSERT_PTR_NULL (json_object_get (m2, "nodes_truncated"));
         CU_ASSERT_PTR_NULL (json_object_get (json_array_get (atts, 0), "provenance_big"));
@@ -592,15 +637,18 @@ static void test_view_provenance (void)
     CU_ASSERT_EQUAL (store_attempt_update (st, &a, &err), 0);
     json_t *v = store_job_view (st, j.id, true, 256, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (v);
-    json_t *m1 = json_object_get (json_object_get (json_array_get (json_object_get (v, "attempts"),
-                                                                   0), "provenance"), "machine");
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (m1, "launcher")), "external");
+    json_t *m1 = json_object_get (
+      json_object_get (json_array_get (json_object_get (v, "attempts"), 0), "provenance"),
+      "machine");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (m1, "launcher")),
+                            "external");
     json_decref (v);
     /* Unlimited: every node. */
     v = store_job_view (st, j.id, true, -1, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL (v);
-    m1 = json_object_get (json_object_get (json_array_get (json_object_get (v, "attempts"), 0),
-                                           "provenance"), "machine");
+    m1 = json_object_get (
+      json_object_get (json_array_get (json_object_get (v, "attempts"), 0), "provenance"),
+      "machine");
     CU_ASSERT_EQUAL (json_array_size (json_object_get (m1, "nodes")), 2000);
     json_decref (v);
     store_job_row_clear (&j);
@@ -619,7 +667,8 @@ static const struct dt_unit_test tests[] = {
     { "metrics downsampling", test_metrics_thinning },
     { "checkpoints: pending never offered, keep", test_checkpoints },
     { "node health history", test_node_health },
-    { "suspect: infrastructure causes of two users, admin mark", test_node_suspect_users },
+    { "suspect: infrastructure causes of two users, admin mark",
+      test_node_suspect_users },
     { "huge provenance trimmed in the job view", test_view_provenance },
     { NULL, NULL },
 };

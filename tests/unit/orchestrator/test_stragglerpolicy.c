@@ -28,9 +28,18 @@ static void feed (struct rank *rk, int window, int n, double (*t) (int))
     }
 }
 
-static double t40 (int i) { return 40 + i % 3; }
-static double t120 (int i) { return 120 + i % 4; }
-static double tseq (int i) { return i; }
+static double t40 (int i)
+{
+    return 40 + i % 3;
+}
+static double t120 (int i)
+{
+    return 120 + i % 4;
+}
+static double tseq (int i)
+{
+    return i;
+}
 
 static void test_window (void)
 {
@@ -44,18 +53,18 @@ static void test_sample (void)
     struct rank rk;
     rank_init (&rk);
     CU_ASSERT (isnan (straggler_median (&rk)));
-    rk.step = 1;                       /* compute time unknown: no sample */
+    rk.step = 1; /* compute time unknown: no sample */
     straggler_sample (&rk, 4);
     CU_ASSERT_EQUAL (rk.nring, 0);
     rk.compute_ms = 10;
     straggler_sample (&rk, 4);
-    straggler_sample (&rk, 4);         /* the same step again: once */
+    straggler_sample (&rk, 4); /* the same step again: once */
     CU_ASSERT_EQUAL (rk.nring, 1);
     /* The window keeps the last 4: 6..9 of 0..9. */
     rank_init (&rk);
     feed (&rk, 4, 10, tseq);
     CU_ASSERT_EQUAL (rk.nring, 4);
-    CU_ASSERT_DOUBLE_EQUAL (straggler_median (&rk), 8, 1e-12);   /* upper median */
+    CU_ASSERT_DOUBLE_EQUAL (straggler_median (&rk), 8, 1e-12); /* upper median */
 }
 
 /* The median agrees with ftpolicy's sort-based one on every window. */
@@ -96,9 +105,9 @@ static void test_exclude (void)
     CU_ASSERT_TRUE (straggler_exclude ("exclude", 2, false, 3));
     CU_ASSERT_FALSE (straggler_exclude ("report", 2, false, 3));
     CU_ASSERT_FALSE (straggler_exclude (NULL, 2, false, 3));
-    CU_ASSERT_FALSE (straggler_exclude ("exclude", -1, false, 3));   /* none flagged */
-    CU_ASSERT_FALSE (straggler_exclude ("exclude", 2, true, 3));     /* stopping already */
-    CU_ASSERT_FALSE (straggler_exclude ("exclude", 2, false, 1));    /* no other node */
+    CU_ASSERT_FALSE (straggler_exclude ("exclude", -1, false, 3)); /* none flagged */
+    CU_ASSERT_FALSE (straggler_exclude ("exclude", 2, true, 3));   /* stopping already */
+    CU_ASSERT_FALSE (straggler_exclude ("exclude", 2, false, 1));  /* no other node */
 }
 
 static const struct dt_unit_test tests[] = {

@@ -106,7 +106,7 @@ static void test_get_refuses_what_is_planted (void)
     CU_ASSERT_EQUAL (userdir_get (root, 6000, 6000, out, sizeof (out), &err), -1);
     CU_ASSERT (strstr (err.text, "owned by uid 4343, not by the job's uid 6000") != NULL);
     CU_ASSERT_EQUAL_FATAL (lstat (dir, &st), 0);
-    CU_ASSERT_EQUAL (st.st_uid, uid_b);           /* untouched */
+    CU_ASSERT_EQUAL (st.st_uid, uid_b); /* untouched */
     /* A symbolic link to somewhere else: never followed, never chowned. */
     path (target, sizeof (target), "target");
     CU_ASSERT_EQUAL_FATAL (mkdir (target, 0755), 0);
@@ -157,9 +157,11 @@ int main (void)
 {
     static const struct dt_unit_test tests[] = {
         { "setup makes the root 0711", test_setup_makes_root },
-        { "setup refuses a loose, foreign or linked root", test_setup_refuses_loose_root },
+        { "setup refuses a loose, foreign or linked root",
+          test_setup_refuses_loose_root },
         { "get makes the user's directory 0700", test_get_makes_user_dir },
-        { "get hands over a directory left by a crash", test_get_hands_over_a_crash_leftover },
+        { "get hands over a directory left by a crash",
+          test_get_hands_over_a_crash_leftover },
         { "get refuses what a user planted", test_get_refuses_what_is_planted },
         { "check_program refuses what a user could replace", test_check_program },
         { NULL, NULL },

@@ -17,12 +17,12 @@
 #include "orchestrator/userfs.h"
 #include "tests/unit/unit.h"
 
-static const uid_t user = 65534;        /* nobody */
+static const uid_t user = 65534; /* nobody */
 static const gid_t group = 65534;
-static char top[64];                    /* root's, 0755 */
-static char udir[128];                  /* the user's, 0755 */
-static char victim[128];                /* root's, 0644 */
-static char secret[128];                /* root's, 0600 */
+static char top[64];     /* root's, 0755 */
+static char udir[128];   /* the user's, 0755 */
+static char victim[128]; /* root's, 0644 */
+static char secret[128]; /* root's, 0600 */
 
 static int put (const char *path, const char *text, mode_t mode)
 {
@@ -74,19 +74,21 @@ static void test_write_atomic_through_planted_link (void)
     userfs_id_init (&id, user, group);
     sub (p, sizeof (p), ".manifest.json.tmp");
     as_user_symlink (victim, p);
-    CU_ASSERT_EQUAL (userfs_write_atomic (&id, udir, "manifest.json", "{}\n", 3, &err), 0);
+    CU_ASSERT_EQUAL (userfs_write_atomic (&id, udir, "manifest.json", "{}\n", 3, &err),
+                     0);
     CU_ASSERT_STRING_EQUAL (get (victim), "root's\n");
     sub (p, sizeof (p), "manifest.json");
     CU_ASSERT_STRING_EQUAL (get (p), "{}\n");
     CU_ASSERT_EQUAL (lstat (p, &sb), 0);
-    CU_ASSERT_EQUAL (sb.st_uid, user);  /* written with the user's rights */
+    CU_ASSERT_EQUAL (sb.st_uid, user); /* written with the user's rights */
     sub (p, sizeof (p), ".manifest.json.tmp");
     CU_ASSERT_EQUAL (lstat (p, &sb), -1);
     /* A link in the target's place is replaced, not followed. */
     sub (p, sizeof (p), "manifest.json");
     unlink (p);
     as_user_symlink (victim, p);
-    CU_ASSERT_EQUAL (userfs_write_atomic (&id, udir, "manifest.json", "{}\n", 3, &err), 0);
+    CU_ASSERT_EQUAL (userfs_write_atomic (&id, udir, "manifest.json", "{}\n", 3, &err),
+                     0);
     CU_ASSERT_STRING_EQUAL (get (victim), "root's\n");
     unlink (p);
 }
@@ -99,7 +101,8 @@ static void test_write_refused_where_user_may_not (void)
 
     userfs_id_init (&id, user, group);
     errno = 0;
-    CU_ASSERT_EQUAL (userfs_write_atomic (&id, top, "manifest.json", "{}\n", 3, &err), -1);
+    CU_ASSERT_EQUAL (userfs_write_atomic (&id, top, "manifest.json", "{}\n", 3, &err),
+                     -1);
     CU_ASSERT_EQUAL (errno, EACCES);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, top));
     snprintf (p, sizeof (p), "%s/manifest.json", top);
@@ -170,7 +173,7 @@ static void test_read_refuses_fifo_and_root_only (void)
     sub (p, sizeof (p), "fifo");
     CU_ASSERT_EQUAL (mkfifo (p, 0644), 0);
     errno = 0;
-    CU_ASSERT_EQUAL (userfs_open_regular (&id, p, &sb, &err), -1);      /* no hang */
+    CU_ASSERT_EQUAL (userfs_open_regular (&id, p, &sb, &err), -1); /* no hang */
     CU_ASSERT_EQUAL (errno, EINVAL);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "not a regular file"));
     errno = 0;
@@ -249,8 +252,10 @@ static void test_job_dir (void)
 }
 
 static const struct dt_unit_test tests[] = {
-    { "atomic write never follows a planted link", test_write_atomic_through_planted_link },
-    { "writing where the user may not is refused", test_write_refused_where_user_may_not },
+    { "atomic write never follows a planted link",
+      test_write_atomic_through_planted_link },
+    { "writing where the user may not is refused",
+      test_write_refused_where_user_may_not },
     { "removing never follows links", test_remove_dir_never_follows },
     { "removing the picked directories", test_remove_dirs },
     { "reading refuses FIFOs and root-only files", test_read_refuses_fifo_and_root_only },
@@ -262,7 +267,8 @@ int main (void)
 {
     int rc;
     if (geteuid () != 0) {
-        fprintf (stderr, "SKIP: needs root (takes the rights of uid %u)\n", (unsigned)user);
+        fprintf (stderr, "SKIP: needs root (takes the rights of uid %u)\n",
+                 (unsigned)user);
         return 77;
     }
     snprintf (top, sizeof (top), "/tmp/test_userfs.XXXXXX");

@@ -43,10 +43,21 @@ static void save_all (int64_t step)
         double stall = -1;
         size_t lo = (size_t)N * r / W, hi = (size_t)N * (r + 1) / W;
         struct ckpt_meta meta = {
-            .root = root, .job = "unit", .step = step, .rank = r, .world = W, .parallel = 1,
-            .nparams = N, .lo = lo, .hi = hi, .seed = 5, .data_cursor = step * 64, .config = cfg,
+            .root = root,
+            .job = "unit",
+            .step = step,
+            .rank = r,
+            .world = W,
+            .parallel = 1,
+            .nparams = N,
+            .lo = lo,
+            .hi = hi,
+            .seed = 5,
+            .data_cursor = step * 64,
+            .config = cfg,
         };
-        CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, k, &meta, P + lo, M + lo, V + lo, &stall, &err), 0);
+        CU_ASSERT_EQUAL_FATAL (
+          ckpt_save_async (w, k, &meta, P + lo, M + lo, V + lo, &stall, &err), 0);
         CU_ASSERT (stall >= 0);
         ckpt_wait (w);
         ckpt_last_done (w, &d);
@@ -97,7 +108,8 @@ static char *slurp (const char *path, size_t *len)
     if (f && fseek (f, 0, SEEK_END) == 0) {
         long n = ftell (f);
         rewind (f);
-        if (n >= 0 && (buf = malloc ((size_t)n + 1)) && fread (buf, 1, (size_t)n, f) != (size_t)n) {
+        if (n >= 0 && (buf = malloc ((size_t)n + 1)) &&
+            fread (buf, 1, (size_t)n, f) != (size_t)n) {
             free (buf);
             buf = NULL;
         }
@@ -123,8 +135,16 @@ static void test_jit_all_shards (void)
         P[i] = i * 0.75f, M[i] = i * 0.125f, V[i] = i * 2e-3f;
     save_all (11);
     struct ckpt_meta meta = {
-        .root = root, .job = "unit", .step = 11, .rank = 99, .world = W, .parallel = 1,
-        .nparams = N, .seed = 5, .data_cursor = 11 * 64, .config = cfg,
+        .root = root,
+        .job = "unit",
+        .step = 11,
+        .rank = 99,
+        .world = W,
+        .parallel = 1,
+        .nparams = N,
+        .seed = 5,
+        .data_cursor = 11 * 64,
+        .config = cfg,
     };
     snprintf (dir, sizeof (dir), "%s/jit-11-r0", root);
     jit_calls = 0;
@@ -156,7 +176,7 @@ static void test_jit_all_shards (void)
  * size. */
 static void test_snapshot_then_change (void)
 {
-    enum { BN = 2500001 };      /* 30 MB of tensors, an odd count */
+    enum { BN = 2500001 }; /* 30 MB of tensors, an odd count */
     float *p = malloc (BN * 4), *m = malloc (BN * 4), *v = malloc (BN * 4);
     float *lp = malloc (BN * 4), *lm = malloc (BN * 4), *lv = malloc (BN * 4);
     float *ep = malloc (BN * 4);
@@ -174,17 +194,28 @@ static void test_snapshot_then_change (void)
         p[i] = i * 0.5f, m[i] = -i * 0.25f, v[i] = i * 1e-3f;
     memcpy (ep, p, BN * 4);
     struct ckpt_meta meta = {
-        .root = root, .job = "unit", .step = 21, .rank = 0, .world = 1, .parallel = 0,
-        .nparams = BN, .lo = 0, .hi = BN, .seed = 5, .data_cursor = 21 * 64, .config = cfg,
+        .root = root,
+        .job = "unit",
+        .step = 21,
+        .rank = 0,
+        .world = 1,
+        .parallel = 0,
+        .nparams = BN,
+        .lo = 0,
+        .hi = BN,
+        .seed = 5,
+        .data_cursor = 21 * 64,
+        .config = cfg,
     };
-    CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, dt_kern_cpu (), &meta, p, m, v, &stall, &err), 0);
+    CU_ASSERT_EQUAL_FATAL (
+      ckpt_save_async (w, dt_kern_cpu (), &meta, p, m, v, &stall, &err), 0);
     CU_ASSERT (stall >= 0);
-    stall = -1;                                             /* set by the wait */
+    stall = -1; /* set by the wait */
     CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 1);
     CU_ASSERT (stall >= 0);
-    CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 0);   /* once */
+    CU_ASSERT_EQUAL (ckpt_snapshot_wait (w, &stall), 0); /* once */
     for (int i = 0; i < BN; i++)
-        p[i] = -1.0f, m[i] = -2.0f, v[i] = -3.0f;           /* the next update */
+        p[i] = -1.0f, m[i] = -2.0f, v[i] = -3.0f; /* the next update */
     ckpt_wait (w);
     ckpt_last_done (w, &d);
     CU_ASSERT_FALSE (d.failed);
@@ -226,10 +257,21 @@ static void test_tmpfs (void)
     for (int i = 0; i < N; i++)
         P[i] = i * 3.0f, M[i] = i * 5.0f, V[i] = i * 7.0f;
     struct ckpt_meta meta = {
-        .root = shm, .job = "unit", .step = 3, .rank = 0, .world = 1, .parallel = 0,
-        .nparams = N, .lo = 0, .hi = N, .seed = 5, .data_cursor = 3 * 64, .config = cfg,
+        .root = shm,
+        .job = "unit",
+        .step = 3,
+        .rank = 0,
+        .world = 1,
+        .parallel = 0,
+        .nparams = N,
+        .lo = 0,
+        .hi = N,
+        .seed = 5,
+        .data_cursor = 3 * 64,
+        .config = cfg,
     };
-    CU_ASSERT_EQUAL (ckpt_save_async (w, dt_kern_cpu (), &meta, P, M, V, &stall, &err), 0);
+    CU_ASSERT_EQUAL (ckpt_save_async (w, dt_kern_cpu (), &meta, P, M, V, &stall, &err),
+                     0);
     ckpt_wait (w);
     ckpt_last_done (w, &d);
     CU_ASSERT_FALSE (d.failed);
@@ -250,7 +292,7 @@ static void test_find_latest_committed (void)
     uint64_t bytes[W] = { 1, 2, 3 };
     uint32_t crc[W] = { 4, 5, 6 };
 
-    save_all (9);  /* not committed: no manifest */
+    save_all (9); /* not committed: no manifest */
     CU_ASSERT_EQUAL (ckpt_find (root, dir, sizeof (dir), &err), 1);
     CU_ASSERT_EQUAL (ckpt_write_manifest (root, "unit", 7, W, 1, bytes, crc, &err), 0);
     CU_ASSERT_EQUAL (ckpt_find (root, dir, sizeof (dir), &err), 0);
@@ -291,7 +333,7 @@ static void test_corrupt_shard (void)
     snprintf (path, sizeof (path), "%s/rank-1.ckpt", dir);
     FILE *f = fopen (path, "r+b");
     CU_ASSERT_PTR_NOT_NULL_FATAL (f);
-    fseek (f, -5, SEEK_END);     /* inside adam_v */
+    fseek (f, -5, SEEK_END); /* inside adam_v */
     int c = fgetc (f);
     fseek (f, -5, SEEK_END);
     fputc (c ^ 0x40, f);
@@ -315,11 +357,22 @@ static void save_slices (int64_t step, const size_t lo[W], const size_t hi[W])
         dt_error_t err;
         double stall = -1;
         struct ckpt_meta meta = {
-            .root = root, .job = "unit", .step = step, .rank = r, .world = W, .parallel = 1,
-            .nparams = N, .lo = lo[r], .hi = hi[r], .seed = 5, .data_cursor = 0, .config = cfg,
+            .root = root,
+            .job = "unit",
+            .step = step,
+            .rank = r,
+            .world = W,
+            .parallel = 1,
+            .nparams = N,
+            .lo = lo[r],
+            .hi = hi[r],
+            .seed = 5,
+            .data_cursor = 0,
+            .config = cfg,
         };
-        CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, k, &meta, P + lo[r], M + lo[r], V + lo[r],
-                                                &stall, &err), 0);
+        CU_ASSERT_EQUAL_FATAL (
+          ckpt_save_async (w, k, &meta, P + lo[r], M + lo[r], V + lo[r], &stall, &err),
+          0);
         ckpt_wait (w);
         ckpt_last_done (w, &d);
         CU_ASSERT_FALSE (d.failed);
@@ -337,8 +390,8 @@ static void test_overlap_and_gap (void)
     int world, par;
     dt_error_t err;
     char dir[512];
-    const size_t lo[W] = { 0, 200, 667 }, hi[W] = { 334, 533, N };       /* 334+333+334 */
-    const size_t lo2[W] = { 0, 334, 700 }, hi2[W] = { 334, 667, N };     /* a gap only */
+    const size_t lo[W] = { 0, 200, 667 }, hi[W] = { 334, 533, N };   /* 334+333+334 */
+    const size_t lo2[W] = { 0, 334, 700 }, hi2[W] = { 334, 667, N }; /* a gap only */
 
     save_slices (41, lo, hi);
     snprintf (dir, sizeof (dir), "%s/step-41", root);
@@ -365,7 +418,7 @@ static void test_huge_config_bytes (void)
     char dir[512], path[600];
     unsigned char hdr[220];
     const uint64_t huge = UINT64_MAX;
-    enum { CONFIG_BYTES_AT = 80, HDR_CRC_AT = 216 };   /* struct ckpt_hdr's layout */
+    enum { CONFIG_BYTES_AT = 80, HDR_CRC_AT = 216 }; /* struct ckpt_hdr's layout */
 
     save_all (43);
     snprintf (dir, sizeof (dir), "%s/step-43", root);
@@ -389,7 +442,8 @@ static void test_huge_config_bytes (void)
 static const struct dt_unit_test tests[] = {
     { "3 shards round trip", test_roundtrip },
     { "just-in-time: one rank writes every shard, identical", test_jit_all_shards },
-    { "snapshot taken, then the state changes: the shard holds the old", test_snapshot_then_change },
+    { "snapshot taken, then the state changes: the shard holds the old",
+      test_snapshot_then_change },
     { "tmpfs checkpoint dir", test_tmpfs },
     { "latest committed checkpoint is found", test_find_latest_committed },
     { "config mismatch names the field", test_config_mismatch },

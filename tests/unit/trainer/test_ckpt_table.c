@@ -65,10 +65,9 @@ static void test_place_other_layout (void)
         struct ckpt_named e[8];
         size_t n = ckpt_table_build (a_model.t, a_model.ntensors, lo, hi, koff, e);
         const float *slice[CKPT_KINDS] = { full[0] + lo, full[1] + lo, full[2] + lo };
-        CU_ASSERT_EQUAL (
-          ckpt_table_place (
-            "shard", e, n, b_model.t, b_model.ntensors, koff, slice, 5, out, &err),
-          0);
+        CU_ASSERT_EQUAL (ckpt_table_place ("shard", e, n, b_model.t, b_model.ntensors,
+                                           koff, slice, 5, out, &err),
+                         0);
     }
     /* B: y = 0..3, x = 4..9 */
     for (int k = 0; k < CKPT_KINDS; k++) {
@@ -96,10 +95,9 @@ static void test_refusals (void)
     model_add_tensor (&other, "x", 1, 3, 2);
     model_add_tensor (&other, "y", 0, 4, 0);
     errno = 0;
-    CU_ASSERT_EQUAL (
-      ckpt_table_place (
-        "s.ckpt", e, n, other.t, other.ntensors, koff, slice, 10, out, &err),
-      -1);
+    CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n, other.t, other.ntensors, koff,
+                                       slice, 10, out, &err),
+                     -1);
     CU_ASSERT_EQUAL (errno, EINVAL);
     CU_ASSERT_PTR_NOT_NULL (
       strstr (err.text, "tensor 'x' has shape 2x3, this model 3x2"));
@@ -107,35 +105,31 @@ static void test_refusals (void)
     memset (&other, 0, sizeof (other));
     model_add_tensor (&other, "x", 1, 2, 3);
     model_add_tensor (&other, "z", 0, 4, 0);
-    CU_ASSERT_EQUAL (
-      ckpt_table_place (
-        "s.ckpt", e, n, other.t, other.ntensors, koff, slice, 10, out, &err),
-      -1);
+    CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n, other.t, other.ntensors, koff,
+                                       slice, 10, out, &err),
+                     -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "tensor 'y' is not in this model"));
     /* An entry pointing past its slice is malformed (EBADMSG). */
     e[1].count = 40;
     errno = 0;
-    CU_ASSERT_EQUAL (
-      ckpt_table_place (
-        "s.ckpt", e, n, a_model.t, a_model.ntensors, koff, slice, 10, out, &err),
-      -1);
+    CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n, a_model.t, a_model.ntensors, koff,
+                                       slice, 10, out, &err),
+                     -1);
     CU_ASSERT_EQUAL (errno, EBADMSG);
     /* A table that leaves part of the slice unnamed. */
     n = ckpt_table_build (a_model.t, a_model.ntensors, 0, 10, koff, e);
     errno = 0;
-    CU_ASSERT_EQUAL (
-      ckpt_table_place (
-        "s.ckpt", e, n - 1, a_model.t, a_model.ntensors, koff, slice, 10, out, &err),
-      -1);
+    CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n - 1, a_model.t, a_model.ntensors,
+                                       koff, slice, 10, out, &err),
+                     -1);
     CU_ASSERT_EQUAL (errno, EBADMSG);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "names 6 of the 10 adam_v values"));
     /* An unknown kind. */
     n = ckpt_table_build (a_model.t, a_model.ntensors, 0, 10, koff, e);
     memcpy (e[0].name, "grads/x", 8);
-    CU_ASSERT_EQUAL (
-      ckpt_table_place (
-        "s.ckpt", e, n, a_model.t, a_model.ntensors, koff, slice, 10, out, &err),
-      -1);
+    CU_ASSERT_EQUAL (ckpt_table_place ("s.ckpt", e, n, a_model.t, a_model.ntensors, koff,
+                                       slice, 10, out, &err),
+                     -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "malformed"));
 }
 

@@ -67,12 +67,8 @@ static void test_gradients (void)
             nonzero += fabs (g[i]) > 1e-3;
             if (fabs (fd - g[i]) > tol) {
                 tbad++;
-                fprintf (stderr,
-                         "%s[%zu]: backward %.6g, finite difference %.6g\n",
-                         m.t[t].name,
-                         i - m.t[t].off,
-                         g[i],
-                         fd);
+                fprintf (stderr, "%s[%zu]: backward %.6g, finite difference %.6g\n",
+                         m.t[t].name, i - m.t[t].off, g[i], fd);
             }
         }
         /* ReLU kinks can make a rare central difference straddle a corner. */
@@ -81,11 +77,8 @@ static void test_gradients (void)
         checked += tchecked;
     }
     CU_ASSERT (nonzero > checked / 2);
-    fprintf (stderr,
-             "gradient check: %d parameters of %d tensors, %d off\n",
-             checked,
-             m.ntensors,
-             bad);
+    fprintf (stderr, "gradient check: %d parameters of %d tensors, %d off\n", checked,
+             m.ntensors, bad);
 
     /* scale multiplies the gradient; a second step accumulates. */
     memset (m.grads, 0, m.nparams * sizeof (float));
@@ -106,9 +99,8 @@ static void test_init_deterministic (void)
     CU_ASSERT_EQUAL_FATAL (model_create (&a, dt_kern_cpu (), C, E, H, L, N, 3), 0);
     CU_ASSERT_EQUAL_FATAL (model_create (&b, dt_kern_cpu (), C, E, H, L, N, 3), 0);
     CU_ASSERT_EQUAL_FATAL (model_create (&c, dt_kern_cpu (), C, E, H, L, N, 4), 0);
-    CU_ASSERT_EQUAL (a.nparams,
-                     (size_t)256 * E + (size_t)C * E * H + H +
-                       (size_t)(L - 1) * (H * H + H) + (size_t)H * 256 + 256);
+    CU_ASSERT_EQUAL (a.nparams, (size_t)256 * E + (size_t)C * E * H + H +
+                                  (size_t)(L - 1) * (H * H + H) + (size_t)H * 256 + 256);
     CU_ASSERT_EQUAL (memcmp (a.params, b.params, a.nparams * sizeof (float)), 0);
     CU_ASSERT_NOT_EQUAL (memcmp (a.params, c.params, a.nparams * sizeof (float)), 0);
     model_destroy (&a);

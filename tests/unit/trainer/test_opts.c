@@ -112,10 +112,7 @@ static void test_refused (void)
         dt_error_t err = { "" };
         CU_ASSERT_EQUAL (opts_parse (&o, bad[i].argc, bad[i].argv, &err), -1);
         if (!strstr (err.text, bad[i].needle)) {
-            fprintf (stderr,
-                     "case %zu: error '%s' does not name '%s'\n",
-                     i,
-                     err.text,
+            fprintf (stderr, "case %zu: error '%s' does not name '%s'\n", i, err.text,
                      bad[i].needle);
             CU_FAIL ("error names the option");
         }
