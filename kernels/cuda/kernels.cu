@@ -296,7 +296,9 @@ __global__ static void k_embed_bwd (int npos, int E, const uint8_t *tok, const f
 static int cu_embed_bwd (int B, int C, int E, const uint8_t *tok, const float *dx,
                          float *demb)
 {
-    k_embed_bwd < <<256, E<256 ? 32 * ((E + 31) / 32) : 256>>> (B * C, E, tok, dx, demb);
+    /* A warp per 32 columns, whole warps, at most 256 threads. */
+    const int threads = E < 256 ? 32 * ((E + 31) / 32) : 256;
+    k_embed_bwd<<<256, threads>>> (B * C, E, tok, dx, demb);
     CKLAUNCH (embed_bwd);
     return 0;
 }

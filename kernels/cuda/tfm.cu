@@ -182,8 +182,9 @@ static int cu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const floa
 {
     if ((size_t)B * T * E == 0)
         return 0;
-    k_embed_tok_bwd < <<256, E<256 ? 32 * ((E + 31) / 32) : 256>>> (B * T, E, tok, dx,
-                                                                    dwte);
+    /* A warp per 32 columns, whole warps, at most 256 threads. */
+    const int threads = E < 256 ? 32 * ((E + 31) / 32) : 256;
+    k_embed_tok_bwd<<<256, threads>>> (B * T, E, tok, dx, dwte);
     CKLAUNCH (embed_tok_bwd);
     k_embed_pos_bwd<<<(unsigned)(((size_t)T * E + 255) / 256), 256>>> (B, T, E, dx, dwpe);
     CKLAUNCH (embed_pos_bwd);
