@@ -92,7 +92,7 @@ rank_node () { curl -s "$URL/v1/jobs/$1/ranks" | jq -r ".data[] | select(.rank =
 # (the nodes share the host's process table): trainers, their agents,
 # batch shells and whatever they started all name the test's directory
 # (corpus, workdir, checkpoint dir) in their command line or environment.
-ft_trainers_left () { procs_naming "$TMP" $CTLD_PID; }
+ft_trainers_left () { procs_naming "$TMP" $CTLD_PID ${API_VALIDATOR_PID:-}; }
 # ft_check_user ID SLURMJOB: with DT_SUBMIT_USER, the job belongs to that
 # user, its Slurm job runs as that user, and the batch output is in the
 # user's own directory (UserDir/<uid>, mode 0700, owned by the user).
