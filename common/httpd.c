@@ -560,6 +560,8 @@ static int defer (dt_httpd_t *h, struct MHD_Connection *conn)
 static void resume_deferred (dt_httpd_t *h, size_t max)
 {
     size_t n = h->ndeferred < max ? h->ndeferred : max;
+    if (n == 0)
+        return; /* and h->deferred may be NULL: no memmove of it */
     for (size_t i = 0; i < n; i++)
         MHD_resume_connection (h->deferred[i]);
     memmove (h->deferred, h->deferred + n, (h->ndeferred - n) * sizeof (*h->deferred));

@@ -71,9 +71,9 @@ void httpd_conn_cut_expired (struct httpd_conns *cs)
     while (cs->head && now - cs->head->busy_ns >= cs->timeout_ns) {
         struct httpd_conn *c = cs->head;
         httpd_conn_idle (cs, c);
+        cs->cut++; /* counted before the client can see the cut */
         if (c->fd >= 0)
             shutdown (c->fd, SHUT_RDWR);
-        cs->cut++;
         if (httpd_conn_log_allowed (cs))
             dt_log (LOG_WARNING, "httpd: connection cut: request not done within %lld ms",
                     (long long)(cs->timeout_ns / 1000000));
