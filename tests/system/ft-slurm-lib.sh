@@ -1,5 +1,5 @@
 # ft-slurm-lib.sh: helpers of the fault-injection system tests on the real
-# Slurm testbed (t075x-t079x, issue 7): the testbed (under its machine-wide
+# Slurm testbed (t075x-t079x): the testbed (under its machine-wide
 # lock), dtctld on the Slurm launcher, and everything of ft-lib.sh (corpus,
 # dttrain job spec, the uninterrupted baseline run, waiting for steps, the
 # failure timeline).  Source it from a t07[5-9]x-*.t script after setting

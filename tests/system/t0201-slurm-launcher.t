@@ -40,7 +40,7 @@ t1=$(date +%s.%N)
 st=$(drive wait "$h" ended 30)
 echo "# state: $(echo $st)"
 echo "# submit->running $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')s"
-# An attempt is one srun step of the allocation (issue 7): when its step ends
+# An attempt is one srun step of the allocation: when its step ends
 # the launcher reports the attempt ended; with no controller to direct it,
 # the batch script then ends the Slurm job with the step's status.
 slurm_exit () { scontrol show job "$1" 2>/dev/null | grep -o ' ExitCode=[0-9]*:[0-9]*' | cut -d= -f2; }

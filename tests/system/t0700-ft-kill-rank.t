@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0700-ft-kill-rank (issue 7, local launcher): kill -9 of one dttrain rank
+# t0700-ft-kill-rank (local launcher): kill -9 of one dttrain rank
 # mid-run -> the failure is recorded once (cause trainer_exit, the rank's
 # node and rank, exit code), the job restarts from the latest committed
 # checkpoint on other nodes and completes, and its final params_crc32c

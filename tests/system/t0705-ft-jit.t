@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0705-ft-jit (issue 7, local launcher): the just-in-time checkpoint.
+# t0705-ft-jit (local launcher): the just-in-time checkpoint.
 # When a peer is lost in a dp job, the surviving rank still holds the whole
 # state of the last completed step: it writes every rank's shard of that
 # step, the controller commits the set (kind jit) and the next attempt

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0710-ft-hang (issue 7, local launcher): a dttrain rank frozen with SIGSTOP
+# t0710-ft-hang (local launcher): a dttrain rank frozen with SIGSTOP
 # -> the controller's step-progress watchdog (automatic hang timeout: max of
 # HangTimeoutFloor and 10 x the p99 step time) declares a hang long before
 # the collective timeout, the attempt is ended (the frozen process is

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0711-ft-hang-blame (issue 7, local launcher): rank 1 of a 2-node dttrain
+# t0711-ft-hang-blame (local launcher): rank 1 of a 2-node dttrain
 # job stops making progress without being stopped (--inject-hang: it sleeps
 # outside any collective) while rank 0 blocks in the next allreduce waiting
 # for it.  Both ranks stall; the hang must be blamed on rank 1 and its node,

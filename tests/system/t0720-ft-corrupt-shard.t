@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0720-ft-corrupt-shard (issue 7, local launcher): the newest committed
+# t0720-ft-corrupt-shard (local launcher): the newest committed
 # checkpoint's shard is corrupted before the restart that would load it ->
 # dttrain exits 3 naming the shard, the controller marks that checkpoint
 # bad, and the next attempt resumes from the previous committed one; the

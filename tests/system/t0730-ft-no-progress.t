@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0730-ft-no-progress (issue 7, local launcher): a job whose every attempt
+# t0730-ft-no-progress (local launcher): a job whose every attempt
 # fails before passing its resume step fails with cause no_progress after
 # K = 3 attempts, although max_restarts would allow 10: no endless loop.
 . "$(dirname "$0")/ft-lib.sh"

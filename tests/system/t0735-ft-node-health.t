@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0735-ft-node-health (issue 7, local launcher): a node blamed for failures
+# t0735-ft-node-health (local launcher): a node blamed for failures
 # of SuspectJobs different jobs within SuspectWindow becomes suspect, shows
 # so in GET /v1/nodes, and is kept out of new attempts until an admin
 # clears it (POST /v1/nodes/{name}/clear, what `dtctl nodes clear` calls).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0740-ft-ctld-kill (issue 7, local launcher): kill -9 of dtctld mid-run,
+# t0740-ft-ctld-kill (local launcher): kill -9 of dtctld mid-run,
 # restarted 5 s later on the same port: the agents keep their trainers
 # running and reconnect, the same attempt continues (no restart), nothing
 # committed is lost, the job completes with the parameters of an

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0741-ft-ctld-down-at-end (issue 7, local launcher): dtctld is killed
+# t0741-ft-ctld-down-at-end (local launcher): dtctld is killed
 # with SIGKILL mid-run and stays down until every rank has finished and
 # reported its result.  The agents keep their last events (result, rank
 # exits, done) and deliver them once the controller is back, so the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0745-ft-straggler (issue 7, local launcher with a 2-node pretend cluster,
+# t0745-ft-straggler (local launcher with a 2-node pretend cluster,
 # LocalNodes=2): rank 1 computes 4x slower; with straggler.action exclude
 # the controller flags it (score over the window below the threshold),
 # shows it in the job's status, has every rank checkpoint at one step and

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0748-ft-time-limit (issue 7, local launcher): the time-limit warning that
+# t0748-ft-time-limit (local launcher): the time-limit warning that
 # Slurm sends (SIGUSR1, --signal=B:USR1@N) reaches one agent -> every rank
 # checkpoints at one step and stops -> the attempt ends with cause
 # time_limit (not as a completed job) -> the next attempt resumes from that

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0750-slurm-ft-node-spare (issue 7, Slurm testbed): a whole node of a job
+# t0750-slurm-ft-node-spare (Slurm testbed): a whole node of a job
 # with spare_nodes: 1 is killed (scripts/slurm-testbed kill-node) -> the
 # failure is recorded once (node_lost, that node), the next attempt runs as
 # a new srun step in the SAME Slurm allocation (same Slurm job id, no trip

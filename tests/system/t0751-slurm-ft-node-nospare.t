@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0751-slurm-ft-node-nospare (issue 7, Slurm testbed): a whole node of a
+# t0751-slurm-ft-node-nospare (Slurm testbed): a whole node of a
 # 2-node job without spares is killed -> the failure is recorded once
 # (node_lost, that node), the Slurm job of the attempt ends (no process of
 # it survives), the next attempt is a NEW Slurm job that excludes the dead

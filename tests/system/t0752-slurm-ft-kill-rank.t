@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0752-slurm-ft-kill-rank (issue 7, Slurm testbed): kill -9 of one dttrain
+# t0752-slurm-ft-kill-rank (Slurm testbed): kill -9 of one dttrain
 # rank of a 2-node job with spare_nodes: 1 -> the failure is recorded once
 # (trainer_exit, that rank's node and rank, signal 9), the next attempt runs
 # in the same Slurm allocation (in-allocation restart: the node that failed

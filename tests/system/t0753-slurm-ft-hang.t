@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0753-slurm-ft-hang (issue 7, Slurm testbed): one rank of a 2-node job
+# t0753-slurm-ft-hang (Slurm testbed): one rank of a 2-node job
 # (no spares) frozen with SIGSTOP -> detected as a hang (cause hang, blamed
 # on that rank and its node, not on rank 0 blocked on it in the allreduce;
 # only that node is excluded), the frozen rank is killed so that its peer

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0754-slurm-ft-fewer-nodes (issue 7, Slurm testbed): a node of a 3-node
+# t0754-slurm-ft-fewer-nodes (Slurm testbed): a node of a 3-node
 # job is killed on a 3-node cluster, with no spare and restart.min_nodes 2
 # -> the next attempt is a new Slurm job on the 2 healthy nodes (the dead
 # one excluded), with the same global batch (dttrain accumulates

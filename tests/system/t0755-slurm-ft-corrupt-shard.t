@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0755-slurm-ft-corrupt-shard (issue 7, Slurm testbed): rank 1 of a 2-node
+# t0755-slurm-ft-corrupt-shard (Slurm testbed): rank 1 of a 2-node
 # job crashes at step 70; on the restart, rank 0's wrapper corrupts rank 1's
 # shard of the newest committed checkpoint (the one the attempt is told to
 # resume from) before dttrain loads it -> dttrain exits 3 naming the shard,

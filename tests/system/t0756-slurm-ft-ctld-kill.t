@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0756-slurm-ft-ctld-kill (issue 7, Slurm testbed): kill -9 of dtctld
+# t0756-slurm-ft-ctld-kill (Slurm testbed): kill -9 of dtctld
 # (Slurm launcher) mid-run, restarted 5 s later on the same address and
 # port: the Slurm job and its agents keep the trainers running and
 # reconnect, the same attempt continues (no restart), nothing committed is

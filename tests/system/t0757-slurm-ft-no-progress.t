@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0757-slurm-ft-no-progress (issue 7, Slurm testbed): rank 1 of a 2-node
+# t0757-slurm-ft-no-progress (Slurm testbed): rank 1 of a 2-node
 # job crashes before step 1 on every attempt -> the job fails with cause
 # no_progress after K = 3 attempts, although max_restarts would allow 10:
 # no endless loop, no further Slurm job, no trainer left.  4 nodes: the

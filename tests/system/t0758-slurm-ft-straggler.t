@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0758-slurm-ft-straggler (issue 7, Slurm testbed of 2 nodes): rank 1 of a
+# t0758-slurm-ft-straggler (Slurm testbed of 2 nodes): rank 1 of a
 # 2-node job computes 4x slower (--inject-slow); with straggler.action
 # exclude the controller flags it (score over the window below the
 # threshold), has every rank checkpoint at one step and stop, and restarts

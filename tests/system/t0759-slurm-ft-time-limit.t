@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0759-slurm-ft-time-limit (issue 7, Slurm testbed): a 2-node job with
+# t0759-slurm-ft-time-limit (Slurm testbed): a 2-node job with
 # time_limit 10 min (dtctld asks Slurm for the warning, --signal=B:USR1@60,
 # SlurmWarnSeconds default); mid-run, its Slurm job's limit is lowered to
 # 1 minute with scontrol (Slurm limits are whole minutes and checked about

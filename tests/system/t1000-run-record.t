@@ -1,5 +1,5 @@
 #!/bin/bash
-# t1000-run-record: the run record of issue 10 with real agents and a real
+# t1000-run-record: the run record (provenance, goodput) with real agents and a real
 # libdtclient trainer (steptrainer), local launcher.
 #
 # Job A fails once: attempt 1's ranks exit at step F (after reporting steps
