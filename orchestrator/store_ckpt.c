@@ -92,16 +92,14 @@ int store_ckpt_latest (store_t *st, int64_t job, int64_t *step, char *dir, size_
     return dt_db_error (st->db, rc, "latest checkpoint", err);
 }
 
-int store_ckpt_beyond_keep (store_t *st, int64_t job, int keep, int64_t **steps, int *n,
-                            dt_error_t *err)
+/* The first column of every row of bound statement 's': a new array in
+ * *steps (caller frees), *n of them. */
+static int step_column (store_t *st, sqlite3_stmt *s, int64_t **steps, int *n,
+                        dt_error_t *err)
 {
-    sqlite3_stmt *s;
     int rc, cap = 0;
     *steps = NULL;
     *n = 0;
-    if (!(s = store_stmt (st, S_CKPT_COMMITTED, err)) ||
-        store_bind (st, s, err, "II", job, (int64_t)keep) < 0)
-        return -1;
     while ((rc = sqlite3_step (s)) == SQLITE_ROW) {
         if (*n == cap) {
             cap = cap ? cap * 2 : 8;
@@ -110,6 +108,7 @@ int store_ckpt_beyond_keep (store_t *st, int64_t job, int keep, int64_t **steps,
                 sqlite3_reset (s);
                 free (*steps);
                 *steps = NULL;
+                *n = 0;
                 return errnoprintf (err, ENOMEM, "out of memory");
             }
             *steps = p;
@@ -124,6 +123,18 @@ int store_ckpt_beyond_keep (store_t *st, int64_t job, int keep, int64_t **steps,
         return dt_db_error (st->db, rc, "list checkpoints", err);
     }
     return 0;
+}
+
+int store_ckpt_beyond_keep (store_t *st, int64_t job, int keep, int64_t **steps, int *n,
+                            dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    *steps = NULL;
+    *n = 0;
+    if (!(s = store_stmt (st, S_CKPT_COMMITTED, err)) ||
+        store_bind (st, s, err, "II", job, (int64_t)keep) < 0)
+        return -1;
+    return step_column (st, s, steps, n, err);
 }
 
 int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t len,
@@ -160,33 +171,10 @@ int store_ckpt_list (store_t *st, int64_t job, const char *state, int64_t **step
                      dt_error_t *err)
 {
     sqlite3_stmt *s;
-    int rc, cap = 0;
     *steps = NULL;
     *n = 0;
     if (!(s = store_stmt (st, S_CKPT_IN_STATE, err)) ||
         store_bind (st, s, err, "IS", job, state) < 0)
         return -1;
-    while ((rc = sqlite3_step (s)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            int64_t *p = realloc (*steps, cap * sizeof (**steps));
-            if (!p) {
-                sqlite3_reset (s);
-                free (*steps);
-                *steps = NULL;
-                *n = 0;
-                return errnoprintf (err, ENOMEM, "out of memory");
-            }
-            *steps = p;
-        }
-        (*steps)[(*n)++] = sqlite3_column_int64 (s, 0);
-    }
-    sqlite3_reset (s);
-    if (rc != SQLITE_DONE) {
-        free (*steps);
-        *steps = NULL;
-        *n = 0;
-        return dt_db_error (st->db, rc, "list checkpoints", err);
-    }
-    return 0;
+    return step_column (st, s, steps, n, err);
 }

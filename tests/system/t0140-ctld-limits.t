@@ -149,7 +149,7 @@ check "5th connection from one address: closed without an answer" grep -qx "fift
 check "meanwhile an agent's KV put on the agents' listener: 200" grep -qx "agent: HTTP/1.1 200 OK" "$TMP/conn.out"
 check "the users' listener serves again once they closed" wait_for 10 curl -sf "$URL/healthz" -o /dev/null
 check "the agent's value was stored" \
-    sh -c "curl -s -H 'Authorization: Bearer $TOKEN' $AGENT_URL/v1/agent/kv/limits/probe | jq -e '.data.value == \"aGVsbG8=\"' >/dev/null"
+    eval "curl -s -H 'Authorization: Bearer $TOKEN' $AGENT_URL/v1/agent/kv/limits/probe | jqt '.data.value == \"aGVsbG8=\"'"
 
 # ---- MaxBodyBuffer: bodies buffered at once ---------------------------------
 # A 60,000-byte KV put is held half sent (its buffer holds 65,536 bytes of

@@ -55,7 +55,7 @@ R=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[0].pid')
 check "it runs as $DT_USER_A, in a session of its own (not the rank's)" \
     eval '[ "$(ps -o user= -p "$P")" = "$DT_USER_A" ] && [ "$(ps -o sid= -p "$P")" != "$(ps -o sid= -p "$R")" ]'
 check "job $ID completes" \
-    wait_for 60 sh -c '"$0" show --json "$1" | jq -e ".state == \"completed\"" >/dev/null' "$DTCTL" "$ID"
+    wait_for 60 eval '"$DTCTL" show --json "$ID" | jqt ".state == \"completed\""'
 check "the descendant is gone with the attempt" wait_for 10 eval '! kill -0 "$P" 2>/dev/null'
 check "the agent says it killed it" \
     wait_for 5 grep -Eq "killed [0-9]+ leftover process(es)? of the ranks" "$TMP/users/$UID_A/job-$ID.1.local1.log"
@@ -66,6 +66,6 @@ check "job $ID: the setsid'd descendant runs" wait_for 30 eval '[ -n "$(orphan 7
 P=$(orphan 7772.5)
 dta cancel "$ID" >/dev/null 2>&1
 check "job $ID is cancelled" \
-    wait_for 30 sh -c '"$0" show --json "$1" | jq -e ".state == \"cancelled\"" >/dev/null' "$DTCTL" "$ID"
+    wait_for 30 eval '"$DTCTL" show --json "$ID" | jqt ".state == \"cancelled\""'
 check "the descendant is gone with the attempt" wait_for 15 eval '! kill -0 "$P" 2>/dev/null'
 done_testing

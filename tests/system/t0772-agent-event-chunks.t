@@ -58,7 +58,7 @@ check "the trainer reported its six events while dtctld was stopped" wait_for 60
 kill -CONT "$CTLD_PID"
 
 check "job $ID completes" \
-    wait_for 60 sh -c '"$0" show --json "$1" | jq -e ".state == \"completed\"" >/dev/null' "$DTCTL" "$ID"
+    wait_for 60 eval '"$DTCTL" show --json "$ID" | jqt ".state == \"completed\""'
 "$DTCTL" events --json "$ID" > "$TMP/ev.json"
 # Delivery is at least once: a request that timed out while dtctld was
 # stopped may still be read by it afterwards, and the agent sends those

@@ -113,7 +113,7 @@ CK=$TMP/ckpt/$ID
 check "the job's checkpoint directory is the user's, mode 700" \
     test "$(stat -c '%U %a' "$CK")" = "$U 700"
 check "manifest.json of step 1 is a file written with the user's rights" \
-    eval 'test -f "$CK/step-1/manifest.json" -a ! -L "$CK/step-1/manifest.json" && test "$(stat -c %U "$CK/step-1/manifest.json")" = "$U" && jq -e ".step == 1" "$CK/step-1/manifest.json" >/dev/null'
+    eval 'test -f "$CK/step-1/manifest.json" -a ! -L "$CK/step-1/manifest.json" && test "$(stat -c %U "$CK/step-1/manifest.json")" = "$U" && jqt ".step == 1" "$CK/step-1/manifest.json"'
 check "the jit-* entries were removed, never followed" \
     eval '! test -e "$CK/jit-9-r0" -o -L "$CK/jit-9-r0" -o -e "$CK/jit-8-r0"'
 # A checkpoint.dir where the user may not create directories (root's):

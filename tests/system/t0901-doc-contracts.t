@@ -66,7 +66,7 @@ api POST /v1/jobs -d "$SPEC" >"$TMP/submit.json"
 check "POST /v1/jobs: 201" test "$(status)" = 201
 ID=$(jq -r .data.id "$TMP/submit.json")
 check "the job runs and commits a checkpoint" \
-    wait_for 30 sh -c "curl -s $URL/v1/jobs/$ID | jq -e '.data.state == \"running\" and (.data.last_checkpoint // 0) > 0' >/dev/null"
+    wait_for 30 eval "curl -s $URL/v1/jobs/$ID | jqt '.data.state == \"running\" and (.data.last_checkpoint // 0) > 0'"
 api POST "/v1/jobs/$ID/checkpoint" >/dev/null
 check "POST checkpoint: 200" test "$(status)" = 200
 for r in "" "?state=running" "?name=contract" "?user=root" "?limit=5"; do
@@ -91,7 +91,7 @@ SPEC=$(jq -n --arg t "$STEPTRAINER" --arg w "$TMP/work" \
 api POST /v1/jobs -d "$SPEC" >"$TMP/fail.json"
 FID=$(jq -r .data.id "$TMP/fail.json")
 check "the failing job fails with cause trainer_exit" \
-    wait_for 30 sh -c "curl -s $URL/v1/jobs/$FID | jq -e '.data.state == \"failed\" and .data.failure.cause == \"trainer_exit\"' >/dev/null"
+    wait_for 30 eval "curl -s $URL/v1/jobs/$FID | jqt '.data.state == \"failed\" and .data.failure.cause == \"trainer_exit\"'"
 for r in "" /events /report /ranks; do
     api GET "/v1/jobs/$FID$r" >/dev/null
 done
@@ -103,7 +103,7 @@ check "POST resubmit: 200" test "$(status)" = 200
 api POST "/v1/jobs/$ID/cancel" >/dev/null
 check "POST cancel: 200" test "$(status)" = 200
 check "the cancelled job ends" \
-    wait_for 30 sh -c "curl -s $URL/v1/jobs/$ID | jq -e '.data.state == \"cancelled\"' >/dev/null"
+    wait_for 30 eval "curl -s $URL/v1/jobs/$ID | jqt '.data.state == \"cancelled\"'"
 api GET "/v1/jobs/$ID" >/dev/null
 api GET "/v1/jobs/$ID/events" >/dev/null
 api POST "/v1/jobs/$ID/cancel" >/dev/null

@@ -132,10 +132,10 @@ kill -HUP "$CTLD_PID"
 check "PrivateData=jobs: dtbob gets 404 for dtalice's job" \
     wait_for 10 sh -c "test \"\$(DTCURL_USER=$B curl -s -o /dev/null -w '%{http_code}' $URL/v1/jobs/$PID_)\" = 404"
 check "PrivateData=jobs: dtbob's list holds none of the others' jobs" \
-    sh -c "DTCURL_USER=$B curl -s '$URL/v1/jobs' | jq -e '(.data | length) == 0' >/dev/null"
+    eval "DTCURL_USER=$B curl -s '$URL/v1/jobs' | jqt '(.data | length) == 0'"
 check "PrivateData=jobs: nor their events" \
     test "$(DTCURL_USER=$B curl -s -o /dev/null -w '%{http_code}' "$URL/v1/jobs/$PID_/events")" = 404
 check "PrivateData=jobs: dtalice still sees hers, root all" \
-    sh -c "DTCURL_USER=$A curl -s '$URL/v1/jobs/$PID_' | jq -e '.data.spec.env.WANDB_API_KEY == \"s3cret-4711\"' >/dev/null \
-           && curl -s '$URL/v1/jobs' | jq -e '(.data | length) >= 3' >/dev/null"
+    eval "DTCURL_USER=$A curl -s '$URL/v1/jobs/$PID_' | jqt '.data.spec.env.WANDB_API_KEY == \"s3cret-4711\"' \
+           && curl -s '$URL/v1/jobs' | jqt '(.data | length) >= 3'"
 done_testing
