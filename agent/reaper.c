@@ -110,25 +110,52 @@ static int descendants (pid_t root, pid_t **out)
     return mark || n == 0 ? count : -1;
 }
 
-int reaper_kill_all (int timeout_ms)
+static long elapsed_ms (const struct timespec *t0)
 {
-    int killed = 0;
-    struct timespec t0, now;
+    struct timespec now;
+    clock_gettime (CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* Reap what has died and count the descendants still alive, for up to
+ * 'ms': the ranks' process groups were just sent SIGKILL, and their members
+ * take a moment to go.  0 once none is left. */
+static int wait_gone (int ms)
+{
+    struct timespec t0;
     clock_gettime (CLOCK_MONOTONIC, &t0);
     for (;;) {
         pid_t *v = NULL;
+        while (waitpid (-1, NULL, WNOHANG) > 0)
+            ;
+        int n = descendants (getpid (), &v);
+        free (v);
+        if (n <= 0 || elapsed_ms (&t0) > ms)
+            return n;
+        usleep (10 * 1000);
+    }
+}
+
+int reaper_kill_all (int timeout_ms)
+{
+    int killed = 0;
+    struct timespec t0;
+
+    /* What is dying already is not left behind: only the processes still
+     * there after a short grace escaped the process-group kills. */
+    if (wait_gone (200) <= 0)
+        return 0;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    for (bool first = true;; first = false) {
+        pid_t *v = NULL;
         int n = descendants (getpid (), &v);
         for (int i = 0; i < n; i++)
-            if (kill (v[i], SIGKILL) == 0)
-                killed++;
+            if (kill (v[i], SIGKILL) == 0 && first)
+                killed++; /* each leftover once, however long it takes to go */
         free (v);
         while (waitpid (-1, NULL, WNOHANG) > 0)
             ;
-        if (n <= 0)
-            break;
-        clock_gettime (CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
-            timeout_ms)
+        if (n <= 0 || elapsed_ms (&t0) > timeout_ms)
             break;
         usleep (10 * 1000);
     }

@@ -14,7 +14,9 @@
 /* Become a child subreaper.  0, or -1 with errno set (old kernel). */
 int reaper_init (void);
 
-/* SIGKILL every descendant, reap them; gives up after 'timeout_ms'.
+/* SIGKILL every descendant still alive after a 200 ms grace (the ranks' process
+ * groups were just killed: what is dying already is not counted), reap them;
+ * gives up after 'timeout_ms'.
  * Returns how many processes it killed. */
 int reaper_kill_all (int timeout_ms);
 
