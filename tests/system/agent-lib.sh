@@ -25,8 +25,9 @@ CTLD_PID=""
 
 # PIDs of every process of this test: anything whose command line or
 # environment names the test's private directory (agents get --state-dir
-# under it, ranks DT_AGENT_SOCKET under it), except the controller.
-test_pids () { procs_naming "$T" $CTLD_PID; }
+# under it, ranks DT_AGENT_SOCKET under it), except the controller and the
+# answers' validator (munge-lib.sh).
+test_pids () { procs_naming "$T" $CTLD_PID ${API_VALIDATOR_PID:-}; }
 # none_left: no process of the test is left but the controller.
 none_left () { [ -z "$(test_pids)" ]; }
 
@@ -39,6 +40,7 @@ cleanup () {
         kill -9 "$CTLD_PID" 2>/dev/null
     fi
     for p in $(test_pids); do kill -9 "$p" 2>/dev/null; done
+    api_validator_kill
     wait 2>/dev/null
     [ -n "$KEEP_TMP" ] || rm -rf "$T"
 }

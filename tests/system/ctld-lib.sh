@@ -7,18 +7,6 @@ DTCTLD=$TOP_BUILDDIR/orchestrator/dtctld
 DTAGENT=$TOP_BUILDDIR/agent/dtagent
 
 . "$(dirname "$0")/tap-lib.sh"
-# With DT_API_VALIDATE set, every answer api() received was checked against
-# schemas/openapi.json (api_validator_start, below); a mismatch fails the
-# test when it finishes.
-finish () {
-    if [ -n "$API_VALIDATOR_PID" ]; then
-        api_validator_stop
-        check "every answer of the controller matches schemas/openapi.json" \
-            test ! -s "$TMP/api-invalid"
-        [ -s "$TMP/api-invalid" ] && sort -u "$TMP/api-invalid" | head -40 | sed 's/^/# /'
-    fi
-    echo "1..$n"; exit $failed
-}
 # Wait up to $1 seconds for a command to succeed.
 wait_for () { local t=$(( $1 * 10 )); shift; while [ $t -gt 0 ]; do "$@" && return 0; sleep 0.1; t=$((t - 1)); done; return 1; }
 
@@ -33,7 +21,7 @@ chmod 755 "$TMP"
 munge_setup "$TMP"
 CTLD_PIDS=
 ctld_cleanup () {
-    [ -n "${API_VALIDATOR_PID:-}" ] && kill "$API_VALIDATOR_PID" 2>/dev/null
+    api_validator_kill
     for p in $CTLD_PIDS; do kill -9 "$p" 2>/dev/null; done
     [ -f "$TMP/state/dtctld.pid" ] && kill -9 "$(cat "$TMP/state/dtctld.pid")" 2>/dev/null
     # Agents and trainers of the local launcher: their process groups.
@@ -93,47 +81,14 @@ start_fg () {
 }
 
 # api METHOD PATH [curl args...]: prints the body; $TMP/status has the code.
-# The request carries a MUNGE credential of root, or of $DTCURL_USER.
+# The request carries a MUNGE credential of root, or of $DTCURL_USER, and
+# its answer is validated like every curl of the test (munge-lib.sh).
 api () {
     local m=$1 p=$2; shift 2
     rm -f "$TMP/body"   # a failed connection must not leave the previous answer
     curl -s -o "$TMP/body" -w '%{http_code}' -X "$m" "$URL$p" "$@" > "$TMP/status"
-    [ -n "$API_VALIDATOR_PID" ] && [ -f "$TMP/body" ] \
-        && api_validate "$m" "$p" "$(cat "$TMP/status")" "$TMP/body"
     cat "$TMP/body" 2>/dev/null
 }
-# With DT_API_VALIDATE set, api() hands every answer to one validator
-# process (api-validate.py --serve) through the named pipe $TMP/api-fifo,
-# which the subshells of $(api ...) reach too and daemons started by the
-# test never hold: it checks each answer against schemas/openapi.json and
-# writes mismatches to $TMP/api-invalid, which done_testing turns into a
-# failure.  Without python3-jsonschema nothing is checked (a diagnostic).
-API_VALIDATOR_PID=
-api_validate () {
-    # A validator that died would leave a writer blocked on the pipe.
-    [ -n "$API_VALIDATOR_PID" ] && kill -0 "$API_VALIDATOR_PID" 2>/dev/null || return 0
-    local f
-    f=$(mktemp "$TMP/answers/XXXXXX") && cp "$4" "$f" && echo "$1 $2 $3 $f" >"$TMP/api-fifo"
-    return 0
-}
-api_validator_start () {
-    if ! python3 -c 'import jsonschema' 2>/dev/null; then
-        echo "# python3-jsonschema not installed: answers are not validated"
-        return 0
-    fi
-    mkdir -p "$TMP/answers" && mkfifo "$TMP/api-fifo" || bail "cannot make $TMP/api-fifo"
-    python3 "$TOP_SRCDIR/tests/system/api-validate.py" --serve \
-        "$TOP_SRCDIR/schemas/openapi.json" "$TMP/api-fifo" "$TMP/api-invalid" </dev/null &
-    API_VALIDATOR_PID=$!
-}
-# Let the validator finish what it was given, and wait for it.
-api_validator_stop () {
-    [ -n "$API_VALIDATOR_PID" ] || return 0
-    kill -0 "$API_VALIDATOR_PID" 2>/dev/null && echo STOP >"$TMP/api-fifo"
-    wait "$API_VALIDATOR_PID" 2>/dev/null
-    API_VALIDATOR_PID=
-}
-[ -n "${DT_API_VALIDATE:-}" ] && api_validator_start
 status () { cat "$TMP/status"; }
 # attempt_token JOB: the bearer token of JOB's live attempt, read from the
 # environment of one of its agents (DT_TOKEN, next to DT_JOB and this

@@ -2,7 +2,8 @@
 # t0901-doc-contracts: the documents hold what the code does.
 #  - The answers of every main route of a real dtctld (local launcher, real
 #    agents and trainers: a running job, a checkpoint, a failed job with its
-#    evidence, a cancel and a resubmit, nodes, errors) validate against
+#    evidence, a cancel and a resubmit, nodes, errors), and those its real
+#    agents receive (through api-proxy.py), validate against
 #    schemas/openapi.json, strictly: a field the controller returns that
 #    the description lacks, a wrong type or a word outside an enum fails
 #    (api-validate.py, python3-jsonschema).
@@ -38,7 +39,7 @@ if ! python3 -c 'import jsonschema' 2>/dev/null; then
     ok "# SKIP python3-jsonschema not installed (scripts/install-deps installs it)"
     done_testing
 fi
-[ -n "$API_VALIDATOR_PID" ] || api_validator_start
+[ -n "$API_VALIDATOR_PID" ] || api_validator_start "$TMP"
 
 # The validator itself refuses a field the description lacks and a word
 # outside an enum (so a passing run below means something).
@@ -50,7 +51,11 @@ python3 "$VALIDATE" "$OPENAPI" GET /v1/jobs/1 200 "$TMP/fake.json" 2>/dev/null
 check "the validator refuses a state outside the enum" test $? -eq 1
 
 [ -x "$STEPTRAINER" ] || bail "$STEPTRAINER not built (make check builds it)"
-write_conf "AdminUsers=root" "MaxEventsPerJob=10000"
+# The agents dial a proxy in front of their listener (ControllerURL), which
+# hands every answer they get to the same validator (api-proxy.py).
+AP=$(free_port)
+api_proxy "http://127.0.0.1:$AP"
+write_conf "AdminUsers=root" "MaxEventsPerJob=10000" "AgentPort=$AP" "ControllerURL=$API_PROXY_URL"
 start_fg || { sed 's/^/# /' "$TMP/ctld.log"; bail "dtctld did not come up"; }
 mkdir -p "$TMP/work" && chmod 1777 "$TMP/work"
 
@@ -60,7 +65,7 @@ check "GET /healthz: 200" test "$(status)" = 200
 # A running job of two nodes that checkpoints.
 SPEC=$(jq -n --arg t "$STEPTRAINER" --arg w "$TMP/work" \
     '{name: "contract", nodes: 2, ranks_per_node: 1, workdir: $w,
-      command: [$t, "--steps", "100000", "--step-ms", "50"],
+      command: [$t, "--steps", "100000", "--step-ms", "50", "--rendezvous"],
       checkpoint: {every_steps: 20}, heartbeat: {interval_ms: 200}}')
 api POST /v1/jobs -d "$SPEC" >"$TMP/submit.json"
 check "POST /v1/jobs: 201" test "$(status)" = 201
@@ -114,6 +119,11 @@ api POST /v1/jobs -d '{"command": ["true"], "nodez": 1}' >/dev/null
 check "bad spec: 400" test "$(status)" = 400
 api GET "/v1/jobs/$ID/events?after=x" >/dev/null
 check "bad after: 400" test "$(status)" = 400
+# What the agents were answered went through the proxy to the validator.
+for r in "POST /v1/agent/register 200" "POST /v1/agent/heartbeat 200" "POST /v1/agent/events 200" \
+    "PUT /v1/agent/kv/[^ ]* 200" "GET /v1/agent/kv/[^ ]* 200"; do
+    check "the agents' answers were validated: $r" grep -q "^$r\$" "$TMP/proxy-1.log"
+done
 api POST /v1/nodes/local1/suspect >/dev/null
 api POST /v1/nodes/local1/clear >/dev/null
 check "POST nodes/NODE/clear: 200" test "$(status)" = 200
