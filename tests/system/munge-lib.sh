@@ -15,7 +15,7 @@
 #                     one validator (api_validator_start, below), and a
 #                     mismatch fails the test when it finishes.
 munge_setup () {
-    local dir=$1 realcurl
+    local dir=$1 realcurl DT_API_FIFO=
     if ! munge -n </dev/null >/dev/null 2>&1; then
         [ "$(id -u)" -eq 0 ] && [ -x /usr/sbin/munged ] || { echo "1..0 # SKIP munged is not running"; exit 77; }
         mkdir -p /run/munge && chown munge:munge /run/munge
@@ -27,18 +27,18 @@ munge_setup () {
     [ -n "${DT_PATH_NOWRAP:-}" ] || DT_PATH_NOWRAP=$PATH
     realcurl=$(PATH=$DT_PATH_NOWRAP command -v curl)
     mkdir -p "$dir/bin"
-    printf '#!/bin/sh\nDTCURL_CURL=%s exec %s "$@"\n' "$realcurl" \
+    [ -n "${DT_API_VALIDATE:-}" ] && api_validator_start "$dir"
+    printf '#!/bin/sh\nDT_API_FIFO=%s DTCURL_CURL=%s exec %s "$@"\n' "$DT_API_FIFO" "$realcurl" \
         "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/dtcurl" > "$dir/bin/curl"
     chmod 755 "$dir/bin" "$dir/bin/curl"
     PATH=$dir/bin:$DT_PATH_NOWRAP
     export PATH
-    [ -n "${DT_API_VALIDATE:-}" ] && api_validator_start "$dir"
-    return 0
 }
 
 # The validator: one process (api-validate.py --serve) reads the named
-# pipe DIR/api-fifo, whose path dtcurl finds in DT_API_FIFO (exported, so
-# that curls in subshells and `sh -c` loops reach it too); each line names
+# pipe DIR/api-fifo, whose path the curl wrapper gives dtcurl in
+# DT_API_FIFO (not exported: daemons the test starts do not name the
+# test's directory in their environment); each line names
 # an answer (METHOD PATH STATUS BODYFILE), which it checks against
 # schemas/openapi.json, writing mismatches to DIR/api-invalid.  Requests
 # the description has no operation for (another server's) are not checked.
@@ -60,7 +60,6 @@ api_validator_start () {
     API_VALIDATOR_PID=$!
     API_VALIDATOR_DIR=$dir
     DT_API_FIFO=$dir/api-fifo
-    export DT_API_FIFO
     TAP_FINISH_HOOK=api_validator_finish
 }
 # Let the validator finish what it was given, wait for it, and turn its
