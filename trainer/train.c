@@ -144,6 +144,12 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     }
 
+    /* Integrity guards (before the resume, which verifies fingerprints). */
+    if (!(t->integ = integ_create (t, err))) {
+        *exit_code = EXIT_USAGE;
+        goto error;
+    }
+
     /* Resume (before the communicator: the start step names its keys). */
     if (train_resume (t, exit_code, err) < 0)
         goto error;
@@ -193,6 +199,7 @@ void trainer_destroy (struct trainer *t)
         return;
     overlap_stop (t);
     ckpt_writer_destroy (t->writer);
+    integ_destroy (t->integ);
     dt_comm_destroy (t->comm);
     if (t->k) {
         t->k->free (t->m);
@@ -229,6 +236,7 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
     size_t n = t->model.nparams, off = b * t->bucket;
     size_t len = n - off < t->bucket ? n - off : t->bucket;
     int64_t t0 = dt_mono_ns ();
+    integ_local_grads (t, off, t->model.grads + off, len);
     if (dt_comm_allreduce (t->comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
         return -1;
     t->ar_bytes += len * 4.0;
@@ -240,8 +248,10 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
  * descending order as the comm thread (same boundaries, same bits). */
 static int reduce_grads (struct trainer *t, dt_error_t *err)
 {
-    if (t->world == 1)
+    if (t->world == 1) {
+        integ_local_grads (t, 0, t->model.grads, t->model.nparams);
         return 0;
+    }
     for (ssize_t b = (ssize_t)t->nbuckets - 1; b >= 0; b--)
         if (reduce_bucket (t, b, err) < 0)
             return -1;
@@ -423,6 +433,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
 
     /* compute */
     int64_t t0 = dt_mono_ns ();
+    integ_step_start (t);
     if (t->k->zero (m->grads, m->nparams * 4) < 0)
         return errprintf (err, "%s", t->k->last_error);
     int armed = 0;
@@ -431,6 +442,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         for (int j = 0; j < cnt; j++)
             data_window (&t->data, data_train_pos (&t->data, o->seed, t->step, i + j),
                          t->ctx_host + (size_t)j * C, t->tgt_host + j);
+        integ_batch (t, t->ctx_host, t->tgt_host, cnt);
         if (t->ov.on && i + t->mb >= b) {
             overlap_arm (t); /* the last micro-batch: reduce as we go */
             armed = 1;
@@ -469,6 +481,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     for (int r = 0; r < t->world; r++)
         norm2 += t->ctrl[1 + r];
     double norm = sqrt (norm2);
+    /* A non-finite gradient never reaches the parameters. */
+    int skip = integ_judge (t, loss_sum, t->ctrl[0] / B, norm2);
     double gscale = (o->clip > 0 && norm > o->clip) ? o->clip / norm : 1.0;
     comm += (dt_mono_ns () - t1) / 1e9;
     if (o->dump_tensors && t->rank == 0 && t->step == 0 && dump_step1 (t, err) < 0)
@@ -478,7 +492,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     train_snapshot_barrier (t);
     int64_t t2 = dt_mono_ns ();
     double comm_before = comm;
-    if (optimizer_step (t, gscale, &comm, err) < 0)
+    if (!skip && optimizer_step (t, gscale, &comm, err) < 0)
         return o->parallel == PAR_ZERO1 ? comm_fail (t, err) : -1;
     if (t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
@@ -490,6 +504,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     /* samples: what this rank processed in this step (its share of the
      * global batch), so the controller's sum over ranks is the batch. */
     dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
+    integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
                         : o->steps >= 20 ? o->steps / 20
@@ -514,6 +529,7 @@ int trainer_run (struct trainer *t)
 
     while (t->step < o->steps) {
         train_inject (t);
+        integ_before_step (t);
         train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
@@ -592,7 +608,9 @@ int trainer_run (struct trainer *t)
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[1536], val[96];
+    char json[1792], val[96];
+    int nfp, nskipped;
+    double fp_s = integ_stats (t->integ, &nfp, &nskipped);
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
@@ -607,15 +625,15 @@ int trainer_run (struct trainer *t)
       "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
       "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
-      "\"ckpt_write_s\": %.4f, "
-      "\"stopped\": %s, \"blas_core\": \"%s\"}",
+      "\"ckpt_write_s\": %.4f, \"fingerprints\": %d, \"fingerprint_s\": %.6f, "
+      "\"skipped_updates\": %d, \"stopped\": %s, \"blas_core\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
       isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
       wall, t->compute_s, t->comm_s,
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
-      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
+      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s, nfp, fp_s, nskipped,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
     if (t->rank == 0) {
         printf ("%s\n", json);

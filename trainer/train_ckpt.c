@@ -74,6 +74,13 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         dtclient_set_busy (t->client, 0);
         return errprintf (err, "resume: %s", t->k->last_error);
     }
+    /* A checkpoint written after replicas diverged is refused. */
+    if (integ_verify_resume (t, stepdir, world, p, err) < 0) {
+        *exit_code = EXIT_CKPT_CORRUPT;
+        free (p), free (m), free (v);
+        dtclient_set_busy (t->client, 0);
+        return -1;
+    }
     free (p), free (m), free (v);
     dtclient_set_busy (t->client, 0);
     t->step = t->start_step = step;
@@ -120,6 +127,11 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
             return -1;
         train_maybe_commit (t);
     }
+    /* Each shard records its replica's fingerprint (verified at load). */
+    char *config = NULL;
+    if (asprintf (&config, "%sparams_fingerprint=%08x\n", t->config,
+                  integ_checkpoint (t)) < 0)
+        return errprintf (err, "out of memory");
     struct ckpt_meta meta = {
         .root = t->o.checkpoint_dir,
         .job = t->o.job,
@@ -132,7 +144,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
         .hi = t->hi,
         .seed = t->o.seed,
         .data_cursor = (uint64_t)t->step * t->o.global_batch,
-        .config = t->config,
+        .config = config,
         .tensors = t->model.t,
         .ntensors = t->model.ntensors,
     };
@@ -141,6 +153,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
     int rc = ckpt_save_async (t->writer, t->k, &meta, t->model.params + t->lo, t->m + off,
                               t->v + off, &stall, err);
     dtclient_set_busy (t->client, 0);
+    free (config);
     if (rc < 0)
         return -1;
     t->ckpt_stall_s += stall;
