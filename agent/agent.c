@@ -473,7 +473,8 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
         json_t *rep = dt_json_parse ((const char *)m->s[DTPROTO_T_JSON],
                                      m->slen[DTPROTO_T_JSON], &err);
         json_t *st = json_object_get (rep, "step");
-        if (!json_is_object (rep) || !json_is_integer (st) || json_integer_value (st) < 0) {
+        if (!json_is_object (rep) || !json_is_integer (st) ||
+            json_integer_value (st) < 0) {
             json_decref (rep);
             chan_reply_status (reply, DTCLIENT_ERR_INVAL,
                                "integrity: not a JSON object with a step");

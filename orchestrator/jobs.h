@@ -175,10 +175,10 @@ struct job {
     int64_t last_metric_step;
     bool dirty; /* row's live fields not flushed */
     /* restart policy */
-    int no_progress_streak; /* consecutive failed attempts without progress */
-    int next_nodes;         /* size of the next attempt (0: the spec's nodes) */
-    char reuse_handle[64];  /* allocation kept for an in-allocation restart */
-    int64_t agent_events;   /* events its agents added (MaxEventsPerJob), since start */
+    int no_progress_streak;  /* consecutive failed attempts without progress */
+    int next_nodes;          /* size of the next attempt (0: the spec's nodes) */
+    char reuse_handle[64];   /* allocation kept for an in-allocation restart */
+    int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
     struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */
 };
 

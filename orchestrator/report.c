@@ -695,11 +695,13 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
  * bad.  New array (empty when none or on error). */
 static json_t *integrity_events (struct report *rp, int64_t id)
 {
-    static const char *const kinds[] = { "replica_divergence", "nonfinite", "loss_spike",
-                                         "integrity_rollback", "integrity_attributed",
-                                         "checkpoint_bad", NULL };
+    static const char *const kinds[] = {
+        "replica_divergence",   "nonfinite",      "loss_spike", "integrity_rollback",
+        "integrity_attributed", "checkpoint_bad", NULL
+    };
     dt_error_t err;
-    json_t *all = store_events_json (rp->store, id, 0, 100000, &err), *out = json_array ();
+    json_t *all = store_events_json (rp->store, id, 0, 100000, &err),
+           *out = json_array ();
     json_t *e;
     size_t i;
     json_array_foreach (all, i, e)

@@ -26,9 +26,9 @@ static const double default_spike_k = 8.0;
 static const json_int_t default_spike_window = 32;
 
 static const char *const top_keys[] = {
-    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command", "env",
-    "workdir",   "partition", "time_limit",  "checkpoint",     "restart", "heartbeat",
-    "straggler", "integrity", NULL,
+    "name",    "nodes",     "spare_nodes", "ranks_per_node", "command",
+    "env",     "workdir",   "partition",   "time_limit",     "checkpoint",
+    "restart", "heartbeat", "straggler",   "integrity",      NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
@@ -130,6 +130,35 @@ static json_t *get_section (const json_t *in, const char *key,
     return o;
 }
 
+/* The integrity section (dtctl-job(5)), with its defaults, into out. */
+static int validate_integrity (const json_t *in, json_t *empty, json_t *out,
+                               dt_error_t *err)
+{
+    json_t *sec;
+    const char *action = "report";
+    json_int_t iev = default_integrity_every, sw = default_spike_window;
+    double sk = default_spike_k;
+    bool skip = false;
+    if (!(sec = get_section (in, "integrity", integrity_keys, empty, err)) ||
+        dt_json_get_int (sec, "integrity", "every_steps", false, 0, 1000000000, &iev,
+                         err) < 0 ||
+        dt_json_get_str (sec, "integrity", "action", false, 16, false, &action, err) <
+          0 ||
+        dt_json_get_bool (sec, "integrity", "skip_bad_batches", false, &skip, err) < 0 ||
+        dt_json_get_real (sec, "integrity", "spike_k", false, 0.0, 1e6, &sk, err) < 0 ||
+        dt_json_get_int (sec, "integrity", "spike_window", false, 4, 4096, &sw, err) < 0)
+        return -1;
+    if (strcmp (action, "report") && strcmp (action, "rollback")) {
+        fail (err, "integrity.action: must be \"report\" or \"rollback\"");
+        return -1;
+    }
+    json_object_set_new (out, "integrity",
+                         json_pack ("{s:I s:s s:b s:f s:I}", "every_steps", iev, "action",
+                                    action, "skip_bad_batches", skip, "spike_k", sk,
+                                    "spike_window", sw));
+    return 0;
+}
+
 /* The sections of a spec (checkpoint, restart, heartbeat, straggler),
  * each with its defaults; 'nodes': the validated node count. */
 static int validate_sections (const json_t *in, const struct spec_defaults *d,
@@ -227,28 +256,8 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
                          json_pack ("{s:f s:I s:s}", "threshold", thr, "window_steps",
                                     win, "action", action));
 
-    /* integrity */
-    json_int_t iev = default_integrity_every, sw = default_spike_window;
-    double sk = default_spike_k;
-    bool skip = false;
-    action = "report";
-    if (!(sec = get_section (in, "integrity", integrity_keys, empty, err)) ||
-        dt_json_get_int (sec, "integrity", "every_steps", false, 0, 1000000000, &iev,
-                         err) < 0 ||
-        dt_json_get_str (sec, "integrity", "action", false, 16, false, &action, err) <
-          0 ||
-        dt_json_get_bool (sec, "integrity", "skip_bad_batches", false, &skip, err) < 0 ||
-        dt_json_get_real (sec, "integrity", "spike_k", false, 0.0, 1e6, &sk, err) < 0 ||
-        dt_json_get_int (sec, "integrity", "spike_window", false, 4, 4096, &sw, err) < 0)
+    if (validate_integrity (in, empty, out, err) < 0)
         goto done;
-    if (strcmp (action, "report") && strcmp (action, "rollback")) {
-        fail (err, "integrity.action: must be \"report\" or \"rollback\"");
-        goto done;
-    }
-    json_object_set_new (out, "integrity",
-                         json_pack ("{s:I s:s s:b s:f s:I}", "every_steps", iev, "action",
-                                    action, "skip_bad_batches", skip, "spike_k", sk,
-                                    "spike_window", sw));
     rc = 0;
 done:
     json_decref (empty);

@@ -52,8 +52,8 @@ struct integ {
     size_t nskip;
     double *win, *tmp; /* spike window (ring) and a scratch copy */
     int nwin, win_pos;
-    double local_sumsq;
-    int nan_now; /* --inject-nan fires in this step */
+    int local_bad; /* this step's own gradient holds NaN or Inf */
+    int nan_now;   /* --inject-nan fires in this step */
     int skipped;
     int first_attempt;
     int flip_tensor; /* -1: no bitflip */
@@ -102,7 +102,8 @@ struct integ *integ_create (struct trainer *t, dt_error_t *err)
             return NULL;
         }
         if ((size_t)o->bitflip_index >= t->model.t[g->flip_tensor].count) {
-            errprintf (err, "--inject-bitflip: tensor %s has %zu elements, no index %" PRId64,
+            errprintf (err,
+                       "--inject-bitflip: tensor %s has %zu elements, no index %" PRId64,
                        t->model.t[g->flip_tensor].name, t->model.t[g->flip_tensor].count,
                        o->bitflip_index);
             integ_destroy (g);
@@ -128,11 +129,19 @@ void integ_destroy (struct integ *g)
     free (g);
 }
 
-double integ_stats (const struct integ *g, int *count, int *skipped)
+void integ_result (const struct integ *g, char *json, size_t len)
 {
-    *count = g ? g->fp_count : 0;
-    *skipped = g ? g->skipped : 0;
-    return g ? g->fp_s : 0;
+    char *end = strrchr (json, '}');
+    if (!g || !end)
+        return;
+    char add[128];
+    size_t at = end - json;
+    int n = snprintf (add, sizeof (add),
+                      ", \"fingerprints\": %d, \"fingerprint_s\": %.6f, "
+                      "\"skipped_updates\": %d}",
+                      g->fp_count, g->fp_s, g->skipped);
+    if (n > 0 && (size_t)n < sizeof (add) && at + n < len)
+        memcpy (json + at, add, n + 1);
 }
 
 void integ_before_step (struct trainer *t)
@@ -165,9 +174,20 @@ void integ_step_start (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
     struct integ *g = t->integ;
-    g->local_sumsq = 0;
-    g->nan_now =
-      g->first_attempt && o->nan_rank == t->rank && o->nan_step == t->step + 1;
+    g->local_bad = 0;
+    g->nan_now = g->first_attempt && o->nan_rank == t->rank && o->nan_step == t->step + 1;
+}
+
+/* Any NaN or Inf in x[0..n): an exponent of all ones.  An integer scan,
+ * which the compiler vectorizes: about 4 times faster than a sum of
+ * squares (0.4 ms for 5.5 M floats here), since it runs every step. */
+static int any_nonfinite (const float *x, size_t n)
+{
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    return bad != 0;
 }
 
 void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
@@ -178,13 +198,17 @@ void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
         float nan = NAN;
         t->k->upload (grads, &nan, 4);
         g->nan_now = 0;
-        fprintf (stderr, "dttrain: rank %d: injected NaN into the gradient of step %" PRId64
-                 "\n", t->rank, t->step + 1);
+        fprintf (stderr,
+                 "dttrain: rank %d: injected NaN into the gradient of step %" PRId64 "\n",
+                 t->rank, t->step + 1);
     }
-    if (t->k->sumsq (n, grads, &s) == 0)
-        g->local_sumsq += s;
-    else
-        g->local_sumsq = NAN;
+    /* One rank: its gradient is the global one, judged anyway. */
+    if (t->world == 1)
+        return;
+    if (!t->k->is_device)
+        g->local_bad |= any_nonfinite (grads, n);
+    else if (t->k->sumsq (n, grads, &s) < 0 || !isfinite (s))
+        g->local_bad = 1;
 }
 
 uint32_t integ_fingerprint (struct trainer *t, const float *params, uint32_t *crcs)
@@ -317,7 +341,8 @@ int integ_judge (struct trainer *t, double loss_local, double loss, double norm2
         if (g->skip[i] == s) {
             if (t->rank == 0)
                 dt_log (LOG_NOTICE,
-                        "step %" PRId64 ": update skipped (--skip-steps: a bad batch)", s);
+                        "step %" PRId64 ": update skipped (--skip-steps: a bad batch)",
+                        s);
             g->skipped++;
             return 1;
         }
@@ -334,7 +359,8 @@ int integ_judge (struct trainer *t, double loss_local, double loss, double norm2
         /* The global values are poisoned on every rank; this rank's own
          * gradient (before the reduction) and loss say whether it is the
          * source. */
-        int lg = isfinite (g->local_sumsq), ll = isfinite (loss_local);
+        int lg = t->world == 1 ? isfinite (norm2) : !g->local_bad;
+        int ll = isfinite (loss_local);
         fputs (", \"nonfinite\": {\"skipped\": true", f);
         put_num (f, "loss", loss);
         put_num (f, "grad_norm", sqrt (norm2));
@@ -350,8 +376,9 @@ int integ_judge (struct trainer *t, double loss_local, double loss, double norm2
     }
     else {
         fputs (", \"loss_spike\": {", f);
-        fprintf (f, "\"loss\": %.9g, \"median\": %.9g, \"mad\": %.9g, \"k\": %g, "
-                    "\"window\": %d}",
+        fprintf (f,
+                 "\"loss\": %.9g, \"median\": %.9g, \"mad\": %.9g, \"k\": %g, "
+                 "\"window\": %d}",
                  loss, med, mad, t->o.spike_k, g->nwin);
         if (t->rank == 0)
             dt_log (LOG_WARNING,

@@ -39,9 +39,9 @@ void integ_batch (struct trainer *t, uint8_t *ctx, uint8_t *tgt, int cnt);
 void integ_step_start (struct trainer *t);
 
 /* A gradient bucket of this rank at flat offset off, before it is reduced
- * (from the thread that reduces it, one at a time): its sum of squares, so
- * a non-finite gradient names its rank; --inject-nan poisons the bucket at
- * offset 0 here. */
+ * (from the thread that reduces it, one at a time): does it hold NaN or
+ * Inf?  So a non-finite gradient names its rank.  --inject-nan poisons
+ * the bucket at offset 0 here. */
 void integ_local_grads (struct trainer *t, size_t off, float *g, size_t n);
 
 /* After the control allreduce of step t->step + 1: loss_local is this
@@ -74,8 +74,9 @@ int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
  * NULL). */
 uint32_t integ_fingerprint (struct trainer *t, const float *params, uint32_t *crcs);
 
-/* Seconds spent on fingerprints so far; how many, and how many updates
- * were skipped. */
-double integ_stats (const struct integ *g, int *count, int *skipped);
+/* Add "fingerprints" (how many), "fingerprint_s" (their seconds) and
+ * "skipped_updates" to the result object in json (a buffer of len bytes,
+ * ending in '}'); unchanged when it would not fit. */
+void integ_result (const struct integ *g, char *json, size_t len);
 
 #endif

@@ -113,7 +113,8 @@ static const char usage_text[] =
   "  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
   "Integrity (silent errors; see the INTEGRITY section of dttrain(1)):\n"
   "  --integrity-every N    report a fingerprint (CRC32C per tensor) of the parameters\n"
-  "                         every N steps, 0 = off (50; wins over env DT_INTEGRITY_EVERY)\n"
+  "                         every N steps, 0 = off (50; wins over env "
+  "DT_INTEGRITY_EVERY)\n"
   "  --spike-k K            loss spike: loss > median + K * MAD of the window, 0 = off\n"
   "                         (8; env DT_INTEGRITY_SPIKE_K)\n"
   "  --spike-window W       losses in the spike rule's window (32; env\n"
@@ -378,9 +379,10 @@ static int check_steps_list (const char *name, const char *s, dt_error_t *err)
         char *end;
         errno = 0;
         long long v = strtoll (p, &end, 10);
-        if (errno || end == p || v < 1 || (*end && *end != ','))
-            return errprintf (err, "%s: '%s' is not a comma-separated list of steps", name,
-                              s);
+        if (errno || end == p || v < 1 || (*end && *end != ',') ||
+            (*end == ',' && !end[1]))
+            return errprintf (err, "%s: '%s' is not a comma-separated list of steps",
+                              name, s);
         p = *end ? end + 1 : end;
     }
     return 0;
@@ -492,6 +494,49 @@ static int parse_num_opt (struct train_opts *o, int c, const char *a,
     return 0;
 }
 
+/* Parse option id 'c' when it is an integrity option: 1 (parsed; the bit
+ * of an option the environment must not override set in *integ_set), 0
+ * (not one), -1. */
+static int parse_integ_opt (struct train_opts *o, int c, const char *a, int *integ_set,
+                            dt_error_t *err)
+{
+    switch (c) {
+    case O_INTEV:
+        if (parse_i64 ("--integrity-every", a, 0, INT64_MAX / 2, &o->integrity_every,
+                       err))
+            return -1;
+        *integ_set |= 1;
+        return 1;
+    case O_SPIKEK:
+        if (parse_dbl ("--spike-k", a, 0, 1e6, &o->spike_k, err))
+            return -1;
+        *integ_set |= 2;
+        return 1;
+    case O_SPIKEW:
+        if (parse_int ("--spike-window", a, 4, 4096, &o->spike_window, err))
+            return -1;
+        *integ_set |= 4;
+        return 1;
+    case O_SKIP:
+        o->skip_steps = a;
+        *integ_set |= 8;
+        return 1;
+    case O_BITFLIP:
+        if (parse_bitflip (o, a, err) < 0)
+            return -1;
+        return 1;
+    case O_NAN:
+        if (parse_pair ("--inject-nan", a, &o->nan_rank, &o->nan_step, err))
+            return -1;
+        return 1;
+    case O_BADBATCH:
+        if (parse_i64 ("--inject-bad-batch", a, 1, INT64_MAX, &o->bad_batch_step, err))
+            return -1;
+        return 1;
+    default: return 0;
+    }
+}
+
 /* What no single option can say wrong: the options taken together.
  * mlp_only, tfm_only: the last size option given of each model, or NULL. */
 static int opts_check (const struct train_opts *o, const char *mlp_only,
@@ -533,6 +578,10 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         const char *a = optarg;
         int num = parse_num_opt (o, c, a, &mlp_only, &tfm_only, err);
         if (num < 0)
+            return -1;
+        if (num > 0)
+            continue;
+        if ((num = parse_integ_opt (o, c, a, &integ_set, err)) < 0)
             return -1;
         if (num > 0)
             continue;
@@ -605,38 +654,6 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
                 return -1;
             break;
         }
-        case O_INTEV:
-            if (parse_i64 ("--integrity-every", a, 0, INT64_MAX / 2, &o->integrity_every,
-                           err))
-                return -1;
-            integ_set |= 1;
-            break;
-        case O_SPIKEK:
-            if (parse_dbl ("--spike-k", a, 0, 1e6, &o->spike_k, err))
-                return -1;
-            integ_set |= 2;
-            break;
-        case O_SPIKEW:
-            if (parse_int ("--spike-window", a, 4, 4096, &o->spike_window, err))
-                return -1;
-            integ_set |= 4;
-            break;
-        case O_SKIP:
-            o->skip_steps = a;
-            integ_set |= 8;
-            break;
-        case O_BITFLIP:
-            if (parse_bitflip (o, a, err) < 0)
-                return -1;
-            break;
-        case O_NAN:
-            if (parse_pair ("--inject-nan", a, &o->nan_rank, &o->nan_step, err))
-                return -1;
-            break;
-        case O_BADBATCH:
-            if (parse_i64 ("--inject-bad-batch", a, 1, INT64_MAX, &o->bad_batch_step, err))
-                return -1;
-            break;
         case O_HELP: fputs (usage_text, stdout); return 1;
         case O_VERSION: printf ("dttrain: %s\n", dt_version_string ()); return 1;
         case ':': return errprintf (err, "%s needs an argument", argv[optind - 1]);

@@ -144,12 +144,6 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     }
 
-    /* Integrity guards (before the resume, which verifies fingerprints). */
-    if (!(t->integ = integ_create (t, err))) {
-        *exit_code = EXIT_USAGE;
-        goto error;
-    }
-
     /* Resume (before the communicator: the start step names its keys). */
     if (train_resume (t, exit_code, err) < 0)
         goto error;
@@ -519,6 +513,25 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
+/* At the end: every replica must hold the same parameters.  0 with *crc
+ * (params_crc32c), else the exit status. */
+static int replicas_agree (struct trainer *t, uint32_t *crc)
+{
+    dt_error_t err;
+    *crc = train_params_crc (t);
+    int64_t mm[2] = { *crc, -(int64_t)*crc };
+    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
+    if (mm[0] != -mm[1]) {
+        dt_log (LOG_ERR,
+                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
+                "%08x..%08x",
+                t->rank, *crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
+        return EXIT_TRAIN_ERR;
+    }
+    return 0;
+}
+
 int trainer_run (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
@@ -529,7 +542,6 @@ int trainer_run (struct trainer *t)
 
     while (t->step < o->steps) {
         train_inject (t);
-        integ_before_step (t);
         train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
@@ -590,17 +602,10 @@ int trainer_run (struct trainer *t)
     t->have_val = vrc == 0;
 
     /* Every replica must hold the same parameters: compare CRCs. */
-    uint32_t crc = train_params_crc (t);
-    int64_t mm[2] = { crc, -(int64_t)crc };
-    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
-        return comm_fail (t, &err), train_comm_lost (t);
-    if (mm[0] != -mm[1]) {
-        dt_log (LOG_ERR,
-                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
-                "%08x..%08x",
-                t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
-        return EXIT_TRAIN_ERR;
-    }
+    uint32_t crc;
+    int rc = replicas_agree (t, &crc);
+    if (rc != 0)
+        return rc;
 
     /* Summary */
     int64_t steps_run = t->step - t->start_step;
@@ -609,8 +614,6 @@ int trainer_run (struct trainer *t)
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
     char json[1792], val[96];
-    int nfp, nskipped;
-    double fp_s = integ_stats (t->integ, &nfp, &nskipped);
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
@@ -625,16 +628,17 @@ int trainer_run (struct trainer *t)
       "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
       "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
-      "\"ckpt_write_s\": %.4f, \"fingerprints\": %d, \"fingerprint_s\": %.6f, "
-      "\"skipped_updates\": %d, \"stopped\": %s, \"blas_core\": \"%s\"}",
+      "\"ckpt_write_s\": %.4f, "
+      "\"stopped\": %s, \"blas_core\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
       isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
       wall, t->compute_s, t->comm_s,
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
-      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s, nfp, fp_s, nskipped,
+      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
+    integ_result (t->integ, json, sizeof (json));
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

@@ -35,6 +35,11 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     int world, parallel;
     size_t n = t->model.nparams;
 
+    /* The integrity guards first: a resume verifies fingerprints. */
+    if (!(t->integ = integ_create (t, err))) {
+        *exit_code = EXIT_USAGE;
+        return -1;
+    }
     if (o->resume)
         snprintf (from, sizeof (from), "%s", o->resume);
     else if (o->resume_step > 0 && o->checkpoint_dir)

@@ -180,7 +180,8 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
         att->ranks[r].median = NAN;
         att->ranks[r].exit_code = att->ranks[r].signal = -1;
     }
-    if (!from_scratch && job->row.id > 0 && integ_resume_guard (jobs, job, number, err) < 0)
+    if (!from_scratch && job->row.id > 0 &&
+        integ_resume_guard (jobs, job, number, err) < 0)
         goto error;
     if (!from_scratch && job->row.id > 0) {
         int64_t step;

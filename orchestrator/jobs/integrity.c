@@ -43,8 +43,8 @@
 struct integ_slot {
     int64_t step; /* 0: free */
     int nrep;
-    json_t **rep;      /* [world] the rank's report, NULL until it came */
-    char (*node)[64];  /* [world] the node that sent it */
+    json_t **rep;     /* [world] the rank's report, NULL until it came */
+    char (*node)[64]; /* [world] the node that sent it */
 };
 
 struct integ_att {
@@ -156,8 +156,8 @@ static void rollback (struct jobs *jobs, struct attempt *att, int64_t bad_from, 
     jobs->integ_rollbacks++;
     char d[320];
     snprintf (d, sizeof (d),
-              "%s: rolling back to the last committed checkpoint before step %lld", detail,
-              (long long)bad_from);
+              "%s: rolling back to the last committed checkpoint before step %lld",
+              detail, (long long)bad_from);
     json_object_set_new (evidence, "bad_from", json_integer (bad_from));
     jobs_attempt_fail (jobs, att, "integrity_rollback", NULL, rank, d, evidence);
 }
@@ -203,8 +203,8 @@ static int tx_attributed (struct jobs *jobs, struct job *job, struct attempt *at
     }
     size_t i;
     json_t *v;
-    json_array_foreach (job->row.exclude, i, v) if (!strcmp (json_string_value (v),
-                                                             a->node)) return 0;
+    json_array_foreach (job->row.exclude, i,
+                        v) if (!strcmp (json_string_value (v), a->node)) return 0;
     json_array_append_new (job->row.exclude, json_string (a->node));
     return store_job_update (jobs->ctx->store, &job->row, err);
 }
@@ -233,10 +233,9 @@ static void attribute (struct jobs *jobs, struct attempt *att, bool reproduced,
                   integ_kind_name (ij->kind), (long long)ij->step, att->row.attempt,
                   ij->node[0] ? " of node " : "", ij->node,
                   ij->node[0] ? ", excluded from the next attempts" : "");
-    json_t *data =
-      json_pack ("{s:s s:s s:I s:i s:O?}", "cause", cause, "kind", integ_kind_name (ij->kind),
-                 "step", (json_int_t)ij->step, "detected_attempt", ij->attempt, "batch",
-                 batch);
+    json_t *data = json_pack ("{s:s s:s s:I s:i s:O?}", "cause", cause, "kind",
+                              integ_kind_name (ij->kind), "step", (json_int_t)ij->step,
+                              "detected_attempt", ij->attempt, "batch", batch);
     struct attr_arg a = { cause, ij->node[0] ? ij->node : NULL, d, ij->rank, data };
     if (transact (jobs, job, att, tx_attributed, &a, &err) < 0)
         dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
@@ -365,19 +364,19 @@ static void judge_fingerprints (struct jobs *jobs, struct attempt *att,
         int other = idx[0] == odd && m > 1 ? idx[1] : idx[0];
         json_t *tens = tensors_differing (s->rep[odd], s->rep[other]);
         if (ns == 1)
-            snprintf (d, sizeof (d),
-                      "step %lld: rank %d on %s holds parameter fingerprint %08x, the "
-                      "other %d replicas %s (%zu tensors differ%s%s)",
-                      (long long)s->step, odd, s->node[odd], fp[sus[0]], m - 1, maj_s,
-                      json_array_size (tens), json_array_size (tens) ? ", first " : "",
-                      json_array_size (tens)
-                        ? json_string_value (json_array_get (tens, 0))
-                        : "");
+            snprintf (
+              d, sizeof (d),
+              "step %lld: rank %d on %s holds parameter fingerprint %08x, the "
+              "other %d replicas %s (%zu tensors differ%s%s)",
+              (long long)s->step, odd, s->node[odd], fp[sus[0]], m - 1, maj_s,
+              json_array_size (tens), json_array_size (tens) ? ", first " : "",
+              json_array_size (tens) ? json_string_value (json_array_get (tens, 0)) : "");
         else
-            snprintf (d, sizeof (d),
-                      "step %lld: the %d replicas of group %s disagree on their parameter "
-                      "fingerprints and no majority says which is right: all suspect",
-                      (long long)s->step, m, g ? g : "");
+            snprintf (
+              d, sizeof (d),
+              "step %lld: the %d replicas of group %s disagree on their parameter "
+              "fingerprints and no majority says which is right: all suspect",
+              (long long)s->step, m, g ? g : "");
         json_t *data = json_pack (
           "{s:I s:s? s:o s:s s:o s:o s:o s:I}", "step", (json_int_t)s->step, "group", g,
           "fingerprints", fps, "majority", maj_s, "suspects", ranks, "nodes", nodes,
@@ -429,10 +428,10 @@ static void judge_nonfinite (struct jobs *jobs, struct attempt *att, struct inte
                   "step %lld: non-finite loss or gradient (%d ranks' own values not "
                   "finite); the update was skipped",
                   (long long)s->step, nsus);
-    json_t *data = json_pack ("{s:I s:O? s:O? s:o s:O?}", "step", (json_int_t)s->step,
-                              "loss", json_object_get (any, "loss"), "grad_norm",
-                              json_object_get (any, "grad_norm"), "ranks", ranks, "batch",
-                              batch);
+    json_t *data =
+      json_pack ("{s:I s:O? s:O? s:o s:O?}", "step", (json_int_t)s->step, "loss",
+                 json_object_get (any, "loss"), "grad_norm",
+                 json_object_get (any, "grad_norm"), "ranks", ranks, "batch", batch);
     detected (jobs, att, INTEG_NONFINITE, s->step, nsus == 1 ? first : -1,
               nsus == 1 ? s->node[first] : NULL, d, data, batch);
     json_decref (data);

@@ -89,6 +89,13 @@ check "data: rolled back twice, attempt 3 skipped step 70 and succeeded" \
 api GET "/v1/jobs/$ID/report" > "$TMP/data.report.json"
 check "data: the report lists the attribution" \
     jqt '[.data.integrity[]? | select(.kind == "integrity_attributed" and .data.cause == "data")] | length == 1' "$TMP/data.report.json"
+DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
+"$DTCTL" --controller "$URL" show "$ID" > "$TMP/data.show.txt" 2>&1
+check "data: dtctl show lists the spikes and the attribution" \
+    sh -c "grep -q '^Integrity:' $TMP/data.show.txt && grep -q 'loss_spike  *70' $TMP/data.show.txt && grep -q 'integrity_attributed.*the data' $TMP/data.show.txt"
+curl -s "$URL/metrics" > "$TMP/metrics.txt"
+check "/metrics counts the detections and rollbacks" \
+    sh -c "grep -q '^dtctld_integrity_detections_total{kind=\"loss_spike\"} 2$' $TMP/metrics.txt && grep -q '^dtctld_integrity_detections_total{kind=\"replica_divergence\"} 1$' $TMP/metrics.txt && grep -q '^dtctld_integrity_rollbacks_total 4$' $TMP/metrics.txt"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/data.job.json")
 check "data: final params_crc32c $GOT equals a run skipping step 70 ($SKIP)" same "$GOT" "$SKIP"
 
