@@ -93,6 +93,9 @@ DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 "$DTCTL" --controller "$URL" show "$ID" > "$TMP/data.show.txt" 2>&1
 check "data: dtctl show lists the spikes and the attribution" \
     sh -c "grep -q '^Integrity:' $TMP/data.show.txt && grep -q 'loss_spike  *70' $TMP/data.show.txt && grep -q 'integrity_attributed.*the data' $TMP/data.show.txt"
+"$DTCTL" --controller "$URL" report "$ID" > "$TMP/data.report.txt" 2>&1
+check "data: dtctl report lists the integrity events" \
+    sh -c "grep -q '^integrity:' $TMP/data.report.txt && grep -q 'integrity_attributed' $TMP/data.report.txt"
 curl -s "$URL/metrics" > "$TMP/metrics.txt"
 check "/metrics counts the detections and rollbacks" \
     sh -c "grep -q '^dtctld_integrity_detections_total{kind=\"loss_spike\"} 2$' $TMP/metrics.txt && grep -q '^dtctld_integrity_detections_total{kind=\"replica_divergence\"} 1$' $TMP/metrics.txt && grep -q '^dtctld_integrity_rollbacks_total 4$' $TMP/metrics.txt"
