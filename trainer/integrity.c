@@ -274,11 +274,18 @@ static void put_positions (struct trainer *t, FILE *f, int64_t s)
     fputs ("]}", f);
 }
 
-/* Send one report: "{"step": s, "group": "dp"" + body + "}". */
+const char *integ_group (const struct trainer *t)
+{
+    (void)t;
+    return "dp"; /* every rank holds the whole model */
+}
+
+/* Send one report: "{"step": s, "group": ..." + body + "}". */
 static void report (struct trainer *t, int64_t s, const char *body)
 {
     char head[96];
-    snprintf (head, sizeof (head), "{\"step\": %" PRId64 ", \"group\": \"dp\"", s);
+    snprintf (head, sizeof (head), "{\"step\": %" PRId64 ", \"group\": \"%s\"", s,
+              integ_group (t));
     size_t n = strlen (head) + strlen (body) + 2;
     char *msg = malloc (n);
     if (!msg)
@@ -429,45 +436,75 @@ uint32_t integ_checkpoint (struct trainer *t)
     return fp;
 }
 
-/* "params_fingerprint=XXXXXXXX" in a shard's config: 1 with *fp, 0 absent. */
-static int config_fingerprint (const char *cfg, uint32_t *fp)
+/* "params_fingerprint=GROUP:XXXXXXXX" in a shard's config: 1 with the
+ * group (up to len - 1 bytes) and *fp, 0 absent. */
+static int config_fingerprint (const char *cfg, char *group, size_t len, uint32_t *fp)
 {
     const char *key = "params_fingerprint=";
-    for (const char *p = cfg; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL)
-        if (!strncmp (p, key, strlen (key))) {
-            *fp = (uint32_t)strtoul (p + strlen (key), NULL, 16);
-            return 1;
-        }
+    for (const char *p = cfg; p && *p;
+         p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL) {
+        if (strncmp (p, key, strlen (key)))
+            continue;
+        p += strlen (key);
+        size_t n = strcspn (p, ":\n");
+        if (p[n] != ':' || n >= len)
+            return 0;
+        memcpy (group, p, n);
+        group[n] = '\0';
+        *fp = (uint32_t)strtoul (p + n + 1, NULL, 16);
+        return 1;
+    }
     return 0;
 }
 
 int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
                          const float *params, dt_error_t *err)
 {
-    char path[1100];
-    uint32_t fp0 = 0, fp;
-    int have0 = 0;
+    /* Shards of one replica group must agree (another group holds other
+     * parameters: a different parameter position). */
+    enum { GROUPS_MAX = 256 };
+    struct {
+        char name[32];
+        uint32_t fp;
+    } *seen = calloc (GROUPS_MAX, sizeof (*seen));
+    char path[1100], group[32];
+    uint32_t fp = 0, fp0 = 0;
+    int groups = 0;
 
+    if (!seen)
+        return errprintf (err, "out of memory");
     for (int r = 0; r < world; r++) {
         snprintf (path, sizeof (path), "%s/rank-%d.ckpt", stepdir, r);
         char *cfg = ckpt_shard_config (path, err);
-        if (!cfg)
+        if (!cfg) {
+            free (seen);
             return -1;
-        int have = config_fingerprint (cfg, &fp);
+        }
+        int have = config_fingerprint (cfg, group, sizeof (group), &fp);
         free (cfg);
         if (!have)
             continue;
-        if (!have0) {
-            fp0 = fp;
-            have0 = 1;
+        int g = 0;
+        while (g < groups && strcmp (seen[g].name, group))
+            g++;
+        if (g == groups && groups < GROUPS_MAX) {
+            snprintf (seen[g].name, sizeof (seen[g].name), "%s", group);
+            seen[g].fp = fp;
+            groups++;
         }
-        else if (fp != fp0)
-            return errnoprintf (err, EBADMSG,
-                                "checkpoint shard %s: fingerprint %08x, not %08x: "
-                                "written after replicas diverged",
-                                path, fp, fp0);
+        else if (g < groups && fp != seen[g].fp) {
+            errnoprintf (err, EBADMSG,
+                         "checkpoint shard %s: fingerprint %08x, not %08x: written after "
+                         "replicas diverged",
+                         path, fp, seen[g].fp);
+            free (seen);
+            return -1;
+        }
     }
-    if (!have0)
+    fp0 = seen[0].fp;
+    free (seen);
+    /* Every replica held the whole model: the loaded one must be it. */
+    if (groups != 1)
         return 0;
     uint32_t *crcs = calloc (t->model.ntensors + 1, sizeof (uint32_t));
     if (!crcs)

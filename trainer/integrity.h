@@ -54,18 +54,25 @@ int integ_judge (struct trainer *t, double loss_local, double loss, double norm2
 /* After step t->step's update: the periodic fingerprint report. */
 void integ_after_step (struct trainer *t);
 
+/* The replica group of this rank: the ranks that hold the same parameters
+ * (one parameter position).  dttrain's data parallelism: "dp", everyone.
+ * A layout with tensor or pipeline parallelism names each (tp, pp)
+ * position, so that only the replicas of one position are compared. */
+const char *integ_group (const struct trainer *t);
+
 /* The fingerprint of this rank's parameters (CRC32C of the per-tensor
  * CRC32Cs), reported to the agent as a checkpoint's: called when a
- * checkpoint of t->step starts.  The text "params_fingerprint=%08x\n" is
- * appended to the checkpoint's config (each shard records its replica's
- * fingerprint). */
+ * checkpoint of t->step starts.  The text
+ * "params_fingerprint=GROUP:%08x\n" is appended to the checkpoint's
+ * config (each shard records its replica's fingerprint). */
 uint32_t integ_checkpoint (struct trainer *t);
 
 /* After a resume from stepdir (saved by 'world' ranks) into host params
- * (nparams floats): every shard must record the same fingerprint, and the
- * loaded parameters must have it; else -1 with err "checkpoint shard
- * PATH: ..." and errno EBADMSG (a checkpoint written after replicas
- * diverged).  Shards without a fingerprint (older ones) pass. */
+ * (nparams floats): the shards of one replica group must record the same
+ * fingerprint, and with a single group the loaded parameters must have
+ * it; else -1 with err "checkpoint shard PATH: ..." and errno EBADMSG (a
+ * checkpoint written after replicas diverged).  Shards without a
+ * fingerprint (older ones) pass. */
 int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
                          const float *params, dt_error_t *err);
 

@@ -134,7 +134,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
     }
     /* Each shard records its replica's fingerprint (verified at load). */
     char *config = NULL;
-    if (asprintf (&config, "%sparams_fingerprint=%08x\n", t->config,
+    if (asprintf (&config, "%sparams_fingerprint=%s:%08x\n", t->config, integ_group (t),
                   integ_checkpoint (t)) < 0)
         return errprintf (err, "out of memory");
     struct ckpt_meta meta = {
