@@ -5,10 +5,12 @@
 # What dttrain's silent-error guards cost and how fast they act:
 #   - the fingerprint (CRC32C per tensor of the parameters, a device copy
 #     first on a GPU): seconds per check from dttrain's own result
-#     (fingerprint_s / fingerprints, measured with a check every step),
-#     against the step time of the same run, as a fraction of a step at the
-#     default interval (integrity.every_steps 50; goal < 0.5%), for the
-#     part-3 MLP (~5.5 M parameters) and a small transformer;
+#     (fingerprint_s / fingerprints, measured with a check every step, 2
+#     ranks), against the step time of the same run, as a fraction of a
+#     step at the default interval (integrity.every_steps 50; goal < 0.5%),
+#     for the part-3 MLP (~5.5 M parameters) and a small transformer; and
+#     the NaN/Inf scan of each rank's own gradient, which runs every step
+#     (grad_scan_s), as a fraction of a step;
 #   - detection latency in steps and recovery time, with the local launcher
 #     (3 nodes x 1 rank, the tests' small MLP slowed to ~25 ms steps): a
 #     bit flip in rank 1 before step 45, fingerprints every 10 steps,
@@ -18,17 +20,28 @@
 #     the (estimated) injection time to it.
 INTEG_DEFAULT_EVERY=50
 
-# integ_cost NAME args...: one 1-rank run with a fingerprint every step.
+# integ_cost NAME args...: one run of 2 ranks (gloo through a directory)
+# with a fingerprint every step; rank 0's result.
 integ_cost () {
-    local name=$1 out=$TMP/integ.$1.json; shift
-    OPENBLAS_NUM_THREADS=1 "$DTTRAIN" "$@" --integrity-every 1 --quiet --val-samples 16 \
-        > "$out" 2> "$TMP/integ.$name.err" || { note integrity "$name: dttrain failed: $(tail -1 "$TMP/integ.$name.err")"; return; }
-    local per step
+    local name=$1 out=$TMP/integ.$1.json rdv=$TMP/integ.rdv.$1.$RANDOM r pids=""; shift
+    mkdir -p "$rdv"
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 OPENBLAS_NUM_THREADS=1 "$DTTRAIN" "$@" --rendezvous-dir "$rdv" \
+            --integrity-every 1 --quiet --val-samples 16 > "$out.$r" 2> "$TMP/integ.$name.err.$r" &
+        pids="$pids $!"
+    done
+    for r in $pids; do wait "$r" || { note integrity "$name: dttrain failed: $(tail -1 "$TMP/integ.$name.err.0")"; return; }; done
+    cp "$out.0" "$out"
+    local per step scan
     per=$(jget "$out" '.fingerprint_s / .fingerprints')
     step=$(jget "$out" '.wall_s / .steps_run')
+    scan=$(jget "$out" '.grad_scan_s / .steps_run')
     rec "integrity.fp_ms_$name" "$(calc "$per * 1000")"
     rec "integrity.step_ms_$name" "$(calc "$step * 1000")"
+    # the step without this run's per-step fingerprint
     rec "integrity.fp_frac_$name" "$(calc "100.0 * $per / ($INTEG_DEFAULT_EVERY * ($step - $per))")"
+    # the NaN/Inf scan of the rank's own gradient runs every step
+    rec "integrity.scan_frac_$name" "$(calc "100.0 * $scan / ($step - $per)")"
 }
 
 part_integrity () {

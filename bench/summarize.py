@@ -186,6 +186,10 @@ row("8 integrity", "fingerprint ms per check, transformer", "integrity.fp_ms_tfm
     ref="step ms", ref_key="integrity.step_ms_tfm")
 row("8 integrity", "fingerprint cost, % of a step at every 50 steps (transformer)",
     "integrity.fp_frac_tfm", goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
+row("8 integrity", "NaN/Inf scan of a rank's gradient, % of every step (MLP)", "integrity.scan_frac_mlp",
+    goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
+row("8 integrity", "NaN/Inf scan of a rank's gradient, % of every step (transformer)",
+    "integrity.scan_frac_tfm", goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
 row("8 integrity", "bit flip to detection, steps (checks every 10)", "integrity.latency_steps",
     goal="<= 10", ok=lambda st, a, b: None if not st else st["max"] <= 10, digits=0)
 row("8 integrity", "detection to first good step after the rollback ms", "integrity.detect_to_good_ms",

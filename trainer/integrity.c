@@ -56,8 +56,8 @@ struct integ {
     int nan_now;   /* --inject-nan fires in this step */
     int skipped;
     int first_attempt;
-    int flip_tensor; /* -1: no bitflip */
-    double fp_s;
+    int flip_tensor;     /* -1: no bitflip */
+    double fp_s, scan_s; /* time in fingerprints, in gradient scans */
     int fp_count;
 };
 
@@ -134,12 +134,12 @@ void integ_result (const struct integ *g, char *json, size_t len)
     char *end = strrchr (json, '}');
     if (!g || !end)
         return;
-    char add[128];
+    char add[192];
     size_t at = end - json;
     int n = snprintf (add, sizeof (add),
                       ", \"fingerprints\": %d, \"fingerprint_s\": %.6f, "
-                      "\"skipped_updates\": %d}",
-                      g->fp_count, g->fp_s, g->skipped);
+                      "\"grad_scan_s\": %.6f, \"skipped_updates\": %d}",
+                      g->fp_count, g->fp_s, g->scan_s, g->skipped);
     if (n > 0 && (size_t)n < sizeof (add) && at + n < len)
         memcpy (json + at, add, n + 1);
 }
@@ -205,10 +205,12 @@ void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
     /* One rank: its gradient is the global one, judged anyway. */
     if (t->world == 1)
         return;
+    int64_t t0 = dt_mono_ns ();
     if (!t->k->is_device)
         g->local_bad |= any_nonfinite (grads, n);
     else if (t->k->sumsq (n, grads, &s) < 0 || !isfinite (s))
         g->local_bad = 1;
+    g->scan_s += (dt_mono_ns () - t0) / 1e9;
 }
 
 uint32_t integ_fingerprint (struct trainer *t, const float *params, uint32_t *crcs)

@@ -81,7 +81,8 @@ int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
  * NULL). */
 uint32_t integ_fingerprint (struct trainer *t, const float *params, uint32_t *crcs);
 
-/* Add "fingerprints" (how many), "fingerprint_s" (their seconds) and
+/* Add "fingerprints" (how many), "fingerprint_s" (their seconds),
+ * "grad_scan_s" (seconds scanning this rank's gradients for NaN/Inf) and
  * "skipped_updates" to the result object in json (a buffer of len bytes,
  * ending in '}'); unchanged when it would not fit. */
 void integ_result (const struct integ *g, char *json, size_t len);
