@@ -15,12 +15,18 @@
 
 static void clear_env (void)
 {
-    const char *vars[] = { "WORLD_SIZE",    "RANK",
-                           "LOCAL_RANK",    "DT_CHECKPOINT_DIR",
-                           "DT_JOB",        "DT_RESUME_STEP",
-                           "DT_RESUME_DIR", "DT_CHECKPOINT_EVERY",
-                           "DT_INTEGRITY_EVERY", "DT_INTEGRITY_SPIKE_K",
-                           "DT_INTEGRITY_SPIKE_WINDOW", "DT_SKIP_STEPS" };
+    const char *vars[] = { "WORLD_SIZE",
+                           "RANK",
+                           "LOCAL_RANK",
+                           "DT_CHECKPOINT_DIR",
+                           "DT_JOB",
+                           "DT_RESUME_STEP",
+                           "DT_RESUME_DIR",
+                           "DT_CHECKPOINT_EVERY",
+                           "DT_INTEGRITY_EVERY",
+                           "DT_INTEGRITY_SPIKE_K",
+                           "DT_INTEGRITY_SPIKE_WINDOW",
+                           "DT_SKIP_STEPS" };
     for (size_t i = 0; i < sizeof (vars) / sizeof (vars[0]); i++)
         unsetenv (vars[i]);
 }
@@ -107,9 +113,11 @@ static void test_refused (void)
         { { "dttrain", "--data", "x", "--bogus" }, 4, "--bogus" },
         { { "dttrain", "--data", "x", "extra" }, 4, "extra" },
         { { "dttrain", "--data", "x", "--min-lr-frac", "2" }, 5, "--min-lr-frac" },
-        { { "dttrain", "--data", "x", "--inject-bitflip", "1:5:w0" }, 5,
+        { { "dttrain", "--data", "x", "--inject-bitflip", "1:5:w0" },
+          5,
           "RANK:STEP:TENSOR:INDEX" },
-        { { "dttrain", "--data", "x", "--inject-bitflip", "1:0:w0:3" }, 5,
+        { { "dttrain", "--data", "x", "--inject-bitflip", "1:0:w0:3" },
+          5,
           "--inject-bitflip" },
         { { "dttrain", "--data", "x", "--inject-nan", "1" }, 5, "RANK:STEP" },
         { { "dttrain", "--data", "x", "--skip-steps", "3,x" }, 5, "--skip-steps" },
