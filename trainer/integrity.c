@@ -178,15 +178,30 @@ void integ_step_start (struct trainer *t)
     g->nan_now = g->first_attempt && o->nan_rank == t->rank && o->nan_step == t->step + 1;
 }
 
-/* Any NaN or Inf in x[0..n): an exponent of all ones.  An integer scan,
- * which the compiler vectorizes: about 4 times faster than a sum of
- * squares (0.4 ms for 5.5 M floats here), since it runs every step. */
+/* Any NaN or Inf in x[0..n): an exponent of all ones.  It runs on every
+ * step, over this rank's whole gradient, so it is an integer test on
+ * vectors of four floats (GCC and clang vector extensions; SSE2 on
+ * x86-64), two at a time: memory-bound, not compute-bound. */
+typedef uint32_t integ_u32x4 __attribute__ ((vector_size (16)));
 static int any_nonfinite (const float *x, size_t n)
 {
-    const uint32_t *u = (const uint32_t *)(const void *)x;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    const integ_u32x4 e = { 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u };
+    integ_u32x4 b0 = { 0, 0, 0, 0 }, b1 = { 0, 0, 0, 0 };
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        integ_u32x4 v, w;
+        memcpy (&v, x + i, 16);
+        memcpy (&w, x + i + 4, 16);
+        b0 |= (integ_u32x4)((v & e) == e);
+        b1 |= (integ_u32x4)((w & e) == e);
+    }
+    b0 |= b1;
+    uint32_t bad = b0[0] | b0[1] | b0[2] | b0[3];
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy (&u, x + i, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
     return bad != 0;
 }
 
