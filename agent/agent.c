@@ -468,6 +468,23 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
     }
+    case DTPROTO_INTEGRITY: {
+        /* Relayed as is: the controller checks its fields. */
+        json_t *rep = dt_json_parse ((const char *)m->s[DTPROTO_T_JSON],
+                                     m->slen[DTPROTO_T_JSON], &err);
+        json_t *st = json_object_get (rep, "step");
+        if (!json_is_object (rep) || !json_is_integer (st) ||
+            json_integer_value (st) < 0) {
+            json_decref (rep);
+            chan_reply_status (reply, DTCLIENT_ERR_INVAL,
+                               "integrity: not a JSON object with a step");
+            return;
+        }
+        event_add (a, json_pack ("{s:s, s:i, s:O, s:o}", "kind", "integrity", "rank",
+                                 *conn_rank, "step", st, "report", rep));
+        chan_reply_status (reply, DTCLIENT_OK, NULL);
+        return;
+    }
     case DTPROTO_KV_SET:
         if (ctl_kv_put (a->ctl, STR (DTPROTO_T_KEY, key), m->s[DTPROTO_T_VALUE],
                         m->slen[DTPROTO_T_VALUE], &status, &err) < 0) {

@@ -47,6 +47,7 @@ void layout_clear (struct layout *l)
     free (l->workdir);
     free (l->checkpoint_dir);
     free (l->resume_dir);
+    free (l->skip_steps);
     memset (l, 0, sizeof (*l));
 }
 
@@ -173,7 +174,18 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     INT_FIELD ("node_timeout_ms", false, 0, INT64_MAX, 10000, l->node_timeout_ms);
     INT_FIELD ("checkpoint_every_steps", false, 0, INT64_MAX, 0,
                l->checkpoint_every_steps);
+    INT_FIELD ("integrity_every_steps", false, 0, INT64_MAX, -1,
+               l->integrity_every_steps);
+    INT_FIELD ("integrity_spike_window", false, 4, 4096, -1, l->integrity_spike_window);
 #undef INT_FIELD
+    l->integrity_spike_k = -1;
+    if ((o = json_object_get (d, "integrity_spike_k"))) {
+        if (!json_is_number (o) || json_number_value (o) < 0) {
+            errnoprintf (err, EPROTO, "data.integrity_spike_k: expected a number >= 0");
+            goto error;
+        }
+        l->integrity_spike_k = json_number_value (o);
+    }
     if (dt_json_get_bool (d, "data", "spare", false, &l->spare, err) < 0)
         goto error;
     s = NULL;
@@ -185,6 +197,7 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
     l->master_addr = dup_opt_str (d, "master_addr");
     l->workdir = dup_opt_str (d, "workdir");
     l->checkpoint_dir = dup_opt_str (d, "checkpoint_dir");
+    l->skip_steps = dup_opt_str (d, "skip_steps");
     if (!l->master_addr)
         l->master_addr = strdup ("127.0.0.1");
 

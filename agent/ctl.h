@@ -30,6 +30,11 @@ struct layout {
     char *resume_dir;     /* may be NULL */
     int64_t heartbeat_interval_ms, hang_timeout_ms, node_timeout_ms;
     int64_t checkpoint_every_steps; /* 0: only on command; DT_CHECKPOINT_EVERY */
+    /* integrity: DT_INTEGRITY_EVERY, DT_INTEGRITY_SPIKE_K,
+     * DT_INTEGRITY_SPIKE_WINDOW, DT_SKIP_STEPS (-1 / NULL: not sent) */
+    int64_t integrity_every_steps, integrity_spike_window;
+    double integrity_spike_k;
+    char *skip_steps;
 };
 
 void layout_clear (struct layout *l);

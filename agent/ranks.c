@@ -269,6 +269,18 @@ static void child_exec (ranks_t *r, struct rank *rk)
         setenv ("DT_CHECKPOINT_DIR", l->checkpoint_dir, 1);
     setenv_int ("DT_RESUME_STEP", l->resume_step >= 0 ? l->resume_step : 0);
     setenv_int ("DT_CHECKPOINT_EVERY", l->checkpoint_every_steps);
+    /* The job's integrity keys (when the controller sent them). */
+    if (l->integrity_every_steps >= 0)
+        setenv_int ("DT_INTEGRITY_EVERY", l->integrity_every_steps);
+    if (l->integrity_spike_window >= 0)
+        setenv_int ("DT_INTEGRITY_SPIKE_WINDOW", l->integrity_spike_window);
+    if (l->integrity_spike_k >= 0) {
+        char k[32];
+        snprintf (k, sizeof (k), "%g", l->integrity_spike_k);
+        setenv ("DT_INTEGRITY_SPIKE_K", k, 1);
+    }
+    if (l->skip_steps && *l->skip_steps)
+        setenv ("DT_SKIP_STEPS", l->skip_steps, 1);
     if (l->resume_dir)
         setenv ("DT_RESUME_DIR", l->resume_dir, 1);
     else

@@ -177,6 +177,26 @@ row("7 local", "SIGSTOP of a rank: hang recorded, ms after the 3 s hang timeout"
 row("7 local", "kill -9 of an agent to its trainers gone ms", "local.agent_kill_gone_ms", goal="<= 2000",
     ok=lambda st, a, b: None if not st else st["max"] <= 2000, digits=0)
 
+# 8. integrity (bench_integrity.sh)
+row("8 integrity", "fingerprint ms per check, MLP ~5.5 M params", "integrity.fp_ms_mlp",
+    ref="step ms", ref_key="integrity.step_ms_mlp")
+row("8 integrity", "fingerprint cost, % of a step at every 50 steps (MLP)", "integrity.fp_frac_mlp",
+    goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
+row("8 integrity", "fingerprint ms per check, transformer", "integrity.fp_ms_tfm",
+    ref="step ms", ref_key="integrity.step_ms_tfm")
+row("8 integrity", "fingerprint cost, % of a step at every 50 steps (transformer)",
+    "integrity.fp_frac_tfm", goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
+row("8 integrity", "NaN/Inf scan of a rank's gradient, % of every step (MLP)", "integrity.scan_frac_mlp",
+    goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
+row("8 integrity", "NaN/Inf scan of a rank's gradient, % of every step (transformer)",
+    "integrity.scan_frac_tfm", goal="< 0.5", ok=lambda st, a, b: None if not st else st["max"] < 0.5)
+row("8 integrity", "bit flip to detection, steps (checks every 10)", "integrity.latency_steps",
+    goal="<= 10", ok=lambda st, a, b: None if not st else st["max"] <= 10, digits=0)
+row("8 integrity", "detection to first good step after the rollback ms", "integrity.detect_to_good_ms",
+    digits=0)
+row("8 integrity", "injection to first good step after the rollback ms", "integrity.inject_to_good_ms",
+    digits=0)
+
 # 6. libdtclient
 row("6 dtclient", "dtclient_step ns per call (agent attached)", "dtclient.step_ns", ref="no agent",
     ref_key="dtclient.noagent_ns")

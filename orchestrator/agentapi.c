@@ -132,7 +132,7 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
         resume =
           json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                      att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
-    return json_pack (
+    json_t *ans = json_pack (
       "{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
       " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
       "state", "ready", "job", (json_int_t)job->row.id, "attempt", att->row.attempt,
@@ -154,6 +154,13 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
       "checkpoint_every_steps",
       (json_int_t)json_integer_value (
         json_object_get (json_object_get (spec, "checkpoint"), "every_steps")));
+    /* The integrity keys, and the bad batches to skip (DT_INTEGRITY_*,
+     * DT_SKIP_STEPS). */
+    if (ans && jobs_integrity_ready (att, ans) < 0) {
+        json_decref (ans);
+        return NULL;
+    }
+    return ans;
 }
 
 /* An agent's node name is blamed for failures and may end up in every
@@ -449,6 +456,7 @@ static const struct ev_spec ev_specs[] = {
     { "node_failure", { "kind", "detail", NULL } },
     { "signal", { "kind", "detail", NULL } },
     { "done", { "kind", "exit_code", NULL } },
+    { "integrity", { "kind", "rank", "step", "report", NULL } },
 };
 
 /* Check one event fully (so a bad event changes nothing). */
@@ -510,6 +518,10 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     }
     if (!strcmp (kind, "result") &&
         dt_json_get_obj (e, path, "result", true, &o, err) < 0)
+        return -1;
+    if (!strcmp (kind, "integrity") &&
+        (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0 ||
+         dt_json_get_obj (e, path, "report", true, &o, err) < 0))
         return -1;
     return 0;
 }
@@ -687,6 +699,11 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
     }
     else if (!strcmp (kind, "signal")) {
         jobs_signal (ctx->jobs, att, node, detail);
+    }
+    else if (!strcmp (kind, "integrity")) {
+        rc = jobs_integrity (ctx->jobs, att, node, rank,
+                             json_integer_value (json_object_get (e, "step")),
+                             json_object_get (e, "report"), err);
     }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");

@@ -162,6 +162,7 @@ struct attempt {
     /* jobs_flush writes a bounded number of rows at a time, from here */
     int flush_rank_pos, flush_agent_pos;
     int flush_rank_scan, flush_agent_scan; /* scanned by the open flush */
+    struct integ_att *integ; /* integrity reports being collected (integrity.c) */
 };
 
 struct job {
@@ -174,10 +175,11 @@ struct job {
     int64_t last_metric_step;
     bool dirty; /* row's live fields not flushed */
     /* restart policy */
-    int no_progress_streak; /* consecutive failed attempts without progress */
-    int next_nodes;         /* size of the next attempt (0: the spec's nodes) */
-    char reuse_handle[64];  /* allocation kept for an in-allocation restart */
-    int64_t agent_events;   /* events its agents added (MaxEventsPerJob), since start */
+    int no_progress_streak;  /* consecutive failed attempts without progress */
+    int next_nodes;          /* size of the next attempt (0: the spec's nodes) */
+    char reuse_handle[64];   /* allocation kept for an in-allocation restart */
+    int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
+    struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */
 };
 
 struct jobs;
@@ -318,8 +320,19 @@ struct jobs_alloc_next {
 void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int64_t cur,
                       bool step_running, struct jobs_alloc_next *out);
 
+/* A rank's integrity report (event "integrity") of 'step' (borrowed):
+ * collected until every rank reported the step, then judged
+ * (jobs/integrity.c).  0, or -1 with err (errno EINVAL: a bad report). */
+int jobs_integrity (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                    int64_t step, const json_t *report, dt_error_t *err);
+/* Add the job's integrity keys and the steps to skip to an agent's ready
+ * answer 'ans'.  0 or -1 (out of memory). */
+int jobs_integrity_ready (struct attempt *att, json_t *ans);
+
 /* Counters for /metrics. */
 struct jobs_stats {
+    uint64_t integ_events[3]; /* replica_divergence, nonfinite, loss_spike */
+    uint64_t integ_rollbacks;
     uint64_t restarts;
     uint64_t checkpoints_committed;
     int live_jobs;

@@ -148,6 +148,18 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     head (&b, "dtctld_restarts_total", "counter",
           "Automatic restarts since this dtctld started.");
     put (&b, "dtctld_restarts_total %llu\n", (unsigned long long)js.restarts);
+    /* integrity detections, by event kind (jobs/integritypolicy.h) */
+    static const char *const integ_kinds[] = { "replica_divergence", "nonfinite",
+                                               "loss_spike" };
+    head (&b, "dtctld_integrity_detections_total", "counter",
+          "Silent errors detected since this dtctld started, by kind.");
+    for (int i = 0; i < 3; i++)
+        put (&b, "dtctld_integrity_detections_total{kind=\"%s\"} %llu\n", integ_kinds[i],
+             (unsigned long long)js.integ_events[i]);
+    head (&b, "dtctld_integrity_rollbacks_total", "counter",
+          "Rollbacks after silent errors since this dtctld started.");
+    put (&b, "dtctld_integrity_rollbacks_total %llu\n",
+         (unsigned long long)js.integ_rollbacks);
     head (&b, "dtctld_checkpoints_committed", "gauge",
           "Committed checkpoints in the database.");
     put (

@@ -690,6 +690,34 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
     return 0;
 }
 
+/* The job's silent-error events (jobs/integrity.c), oldest first: what
+ * was detected, the rollbacks, the attributions, the checkpoints found
+ * bad.  New array (empty when none or on error). */
+static json_t *integrity_events (struct report *rp, int64_t id)
+{
+    static const char *const kinds[] = {
+        "replica_divergence",   "nonfinite",      "loss_spike", "integrity_rollback",
+        "integrity_attributed", "checkpoint_bad", NULL
+    };
+    dt_error_t err;
+    json_t *all = store_events_json (rp->store, id, 0, 100000, &err),
+           *out = json_array ();
+    json_t *e;
+    size_t i;
+    json_array_foreach (all, i, e)
+    {
+        const char *k = json_string_value (json_object_get (e, "kind"));
+        for (int j = 0; k && kinds[j]; j++)
+            if (!strcmp (k, kinds[j])) {
+                json_t *c = json_deep_copy (e);
+                json_object_del (c, "job");
+                json_array_append_new (out, c);
+            }
+    }
+    json_decref (all);
+    return out;
+}
+
 json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
 {
     struct store_job_row jr;
@@ -744,6 +772,7 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
             errnoprintf (err, ENOMEM, "out of memory");
         else {
             json_object_set_new (out, "time", time_or_null (now));
+            json_object_set_new (out, "integrity", integrity_events (rp, id));
             json_t *tps = json_object_get (jr.result, "tokens_per_s");
             if (json_is_number (tps))
                 json_object_set (json_object_get (out, "throughput"), "tokens_per_s",

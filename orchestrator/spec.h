@@ -68,6 +68,13 @@ struct job_spec {
         int window_steps;
         const char *action; /* "report" or "exclude" */
     } straggler;
+    struct {
+        int64_t every_steps; /* fingerprints every N steps; 0: off */
+        const char *action;  /* "report" or "rollback"; NULL in an older spec */
+        bool skip_bad_batches;
+        double spike_k; /* 0: no spike detection */
+        int spike_window;
+    } integ;
 };
 
 /* Decode normalized 'spec' (borrowed, see above) into *js. */

@@ -929,3 +929,27 @@ done:
     *parallel = h0.parallel;
     return 0;
 }
+
+char *ckpt_shard_config (const char *path, dt_error_t *err)
+{
+    struct ckpt_hdr h;
+    char *cfg = NULL;
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return errprintf (err, "checkpoint shard %s: %s", path, strerror (errno)), NULL;
+    if (read_at (fd, &h, sizeof (h), 0) < 0 || memcmp (h.magic, CKPT_MAGIC, 8) != 0 ||
+        dt_crc32c (0, &h, offsetof (struct ckpt_hdr, hdr_crc)) != h.hdr_crc ||
+        h.config_bytes > ckpt_config_max || h.ntensors > CKPT_NTENT ||
+        !(cfg = calloc (1, h.config_bytes + 1)) ||
+        read_at (fd, cfg, h.config_bytes,
+                 sizeof (h) + h.ntensors * sizeof (struct ckpt_tent)) < 0) {
+        free (cfg);
+        close (fd);
+        errnoprintf (err, EBADMSG, "checkpoint shard %s: unreadable header or config",
+                     path);
+        return NULL;
+    }
+    close (fd);
+    return cfg;
+}

@@ -127,4 +127,8 @@ int ckpt_load_named (const char *stepdir, const char *config,
                      float *params, float *m, float *v, int64_t *step, int *world,
                      int *parallel, dt_error_t *err);
 
+/* The config text of one shard (header checked), new string the caller
+ * frees, or NULL with err (errno EBADMSG). */
+char *ckpt_shard_config (const char *path, dt_error_t *err);
+
 #endif

@@ -44,6 +44,11 @@ static const struct train_opts defaults = {
     .bucket_mb = 4.0,
     .comm_timeout_ms = 60000,
     .job = "dttrain",
+    .integrity_every = 50,
+    .spike_k = 8.0,
+    .spike_window = 32,
+    .bitflip_rank = -1,
+    .nan_rank = -1,
     .crash_rank = -1,
     .hang_rank = -1,
     .slow_rank = -1,
@@ -106,6 +111,16 @@ static const char usage_text[] =
   "  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
   "  --quiet                no per-step lines\n"
   "  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
+  "Integrity (silent errors; see the INTEGRITY section of dttrain(1)):\n"
+  "  --integrity-every N    report a fingerprint (CRC32C per tensor) of the parameters\n"
+  "                         every N steps, 0 = off (50; wins over env "
+  "DT_INTEGRITY_EVERY)\n"
+  "  --spike-k K            loss spike: loss > median + K * MAD of the window, 0 = off\n"
+  "                         (8; env DT_INTEGRITY_SPIKE_K)\n"
+  "  --spike-window W       losses in the spike rule's window (32; env\n"
+  "                         DT_INTEGRITY_SPIKE_WINDOW)\n"
+  "  --skip-steps LIST      comma-separated steps whose update is skipped (bad batches;\n"
+  "                         env DT_SKIP_STEPS)\n"
   "  --dump-params FILE     rank 0 writes the final parameters (raw float32) to FILE\n"
   "  --dump-tensors DIR     rank 0 writes DIR/tensors.txt (name, offset, shape of\n"
   "                         each tensor), DIR/init.f32 (initial parameters) and\n"
@@ -115,6 +130,12 @@ static const char usage_text[] =
   "  --inject-crash R:S     rank R exits with status 17 at step S\n"
   "  --inject-hang R:S      rank R stops making progress at step S\n"
   "  --inject-slow R:F      rank R computes F times slower\n"
+  "  --inject-bitflip R:S:TENSOR:INDEX  flip bit 20 of element INDEX of tensor TENSOR\n"
+  "                         (a name from --dump-tensors, or its number) in rank R's\n"
+  "                         parameters before step S (the job's first attempt only)\n"
+  "  --inject-nan R:S       rank R's gradient of step S is NaN (first attempt only)\n"
+  "  --inject-bad-batch S   the samples of step S read corrupted bytes (every 0xff), in\n"
+  "                         every attempt, as from a corrupted region of the data\n"
   "  --help, --version\n"
   "\n"
   "Exit status: 0 done, 1 error, 2 usage, 3 corrupt checkpoint shard,\n"
@@ -164,6 +185,13 @@ enum {
     O_CRASH,
     O_HANG,
     O_SLOW,
+    O_INTEV,
+    O_SPIKEK,
+    O_SPIKEW,
+    O_SKIP,
+    O_BITFLIP,
+    O_NAN,
+    O_BADBATCH,
     O_HELP,
     O_VERSION,
 };
@@ -211,6 +239,13 @@ static const struct option longopts[] = {
     { "inject-crash", required_argument, NULL, O_CRASH },
     { "inject-hang", required_argument, NULL, O_HANG },
     { "inject-slow", required_argument, NULL, O_SLOW },
+    { "integrity-every", required_argument, NULL, O_INTEV },
+    { "spike-k", required_argument, NULL, O_SPIKEK },
+    { "spike-window", required_argument, NULL, O_SPIKEW },
+    { "skip-steps", required_argument, NULL, O_SKIP },
+    { "inject-bitflip", required_argument, NULL, O_BITFLIP },
+    { "inject-nan", required_argument, NULL, O_NAN },
+    { "inject-bad-batch", required_argument, NULL, O_BADBATCH },
     { "help", no_argument, NULL, O_HELP },
     { "version", no_argument, NULL, O_VERSION },
     { NULL, 0, NULL, 0 },
@@ -289,7 +324,8 @@ static int same_dir (const char *a, const char *b)
  * (it reads and commits shards in DT_CHECKPOINT_DIR; a restart continues
  * from the step in DT_RESUME_DIR) a different option is an error rather
  * than silently ignored. */
-static int opts_env (struct train_opts *o, int ckev_set, int job_set, dt_error_t *err)
+static int opts_env (struct train_opts *o, int ckev_set, int job_set, int integ_set,
+                     dt_error_t *err)
 {
     const char *s;
     if ((s = getenv ("DT_CHECKPOINT_DIR")) && *s) {
@@ -319,6 +355,58 @@ static int opts_env (struct train_opts *o, int ckev_set, int job_set, dt_error_t
         parse_i64 ("DT_CHECKPOINT_EVERY", s, 0, INT64_MAX / 2, &o->checkpoint_every,
                    err) < 0)
         return -1;
+    /* The job's integrity keys; an option given wins (bit per option). */
+    if (!(integ_set & 1) && (s = getenv ("DT_INTEGRITY_EVERY")) && *s &&
+        parse_i64 ("DT_INTEGRITY_EVERY", s, 0, INT64_MAX / 2, &o->integrity_every, err) <
+          0)
+        return -1;
+    if (!(integ_set & 2) && (s = getenv ("DT_INTEGRITY_SPIKE_K")) && *s &&
+        parse_dbl ("DT_INTEGRITY_SPIKE_K", s, 0, 1e6, &o->spike_k, err) < 0)
+        return -1;
+    if (!(integ_set & 4) && (s = getenv ("DT_INTEGRITY_SPIKE_WINDOW")) && *s &&
+        parse_int ("DT_INTEGRITY_SPIKE_WINDOW", s, 4, 4096, &o->spike_window, err) < 0)
+        return -1;
+    if (!(integ_set & 8) && (s = getenv ("DT_SKIP_STEPS")) && *s)
+        o->skip_steps = s;
+    return 0;
+}
+
+/* --skip-steps: a comma-separated list of steps >= 1. */
+static int check_steps_list (const char *name, const char *s, dt_error_t *err)
+{
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll (p, &end, 10);
+        if (errno || end == p || v < 1 || (*end && *end != ',') ||
+            (*end == ',' && !end[1]))
+            return errprintf (err, "%s: '%s' is not a comma-separated list of steps",
+                              name, s);
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* --inject-bitflip R:S:TENSOR:INDEX */
+static int parse_bitflip (struct train_opts *o, const char *a, dt_error_t *err)
+{
+    char buf[128], *f[4], *save = NULL;
+    int n = 0;
+    if (strlen (a) >= sizeof (buf))
+        return errprintf (err, "--inject-bitflip: '%s' is too long", a);
+    snprintf (buf, sizeof (buf), "%s", a);
+    for (char *tok = strtok_r (buf, ":", &save); tok && n < 4;
+         tok = strtok_r (NULL, ":", &save))
+        f[n++] = tok;
+    if (n != 4 || strtok_r (NULL, ":", &save) ||
+        strlen (f[2]) >= sizeof (o->bitflip_tensor))
+        return errprintf (err, "--inject-bitflip: '%s' is not RANK:STEP:TENSOR:INDEX", a);
+    if (parse_int ("--inject-bitflip", f[0], 0, 1 << 20, &o->bitflip_rank, err) < 0 ||
+        parse_i64 ("--inject-bitflip", f[1], 1, INT64_MAX, &o->bitflip_step, err) < 0 ||
+        parse_i64 ("--inject-bitflip", f[3], 0, INT64_MAX, &o->bitflip_index, err) < 0)
+        return -1;
+    snprintf (o->bitflip_tensor, sizeof (o->bitflip_tensor), "%s", f[2]);
     return 0;
 }
 
@@ -406,6 +494,49 @@ static int parse_num_opt (struct train_opts *o, int c, const char *a,
     return 0;
 }
 
+/* Parse option id 'c' when it is an integrity option: 1 (parsed; the bit
+ * of an option the environment must not override set in *integ_set), 0
+ * (not one), -1. */
+static int parse_integ_opt (struct train_opts *o, int c, const char *a, int *integ_set,
+                            dt_error_t *err)
+{
+    switch (c) {
+    case O_INTEV:
+        if (parse_i64 ("--integrity-every", a, 0, INT64_MAX / 2, &o->integrity_every,
+                       err))
+            return -1;
+        *integ_set |= 1;
+        return 1;
+    case O_SPIKEK:
+        if (parse_dbl ("--spike-k", a, 0, 1e6, &o->spike_k, err))
+            return -1;
+        *integ_set |= 2;
+        return 1;
+    case O_SPIKEW:
+        if (parse_int ("--spike-window", a, 4, 4096, &o->spike_window, err))
+            return -1;
+        *integ_set |= 4;
+        return 1;
+    case O_SKIP:
+        o->skip_steps = a;
+        *integ_set |= 8;
+        return 1;
+    case O_BITFLIP:
+        if (parse_bitflip (o, a, err) < 0)
+            return -1;
+        return 1;
+    case O_NAN:
+        if (parse_pair ("--inject-nan", a, &o->nan_rank, &o->nan_step, err))
+            return -1;
+        return 1;
+    case O_BADBATCH:
+        if (parse_i64 ("--inject-bad-batch", a, 1, INT64_MAX, &o->bad_batch_step, err))
+            return -1;
+        return 1;
+    default: return 0;
+    }
+}
+
 /* What no single option can say wrong: the options taken together.
  * mlp_only, tfm_only: the last size option given of each model, or NULL. */
 static int opts_check (const struct train_opts *o, const char *mlp_only,
@@ -434,7 +565,7 @@ static int opts_check (const struct train_opts *o, const char *mlp_only,
 
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
-    int c, ckev_set = 0, job_set = 0;
+    int c, ckev_set = 0, job_set = 0, integ_set = 0;
     int64_t v;
     double d;
     const char *mlp_only = NULL, *tfm_only = NULL; /* a size option of one model */
@@ -447,6 +578,10 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         const char *a = optarg;
         int num = parse_num_opt (o, c, a, &mlp_only, &tfm_only, err);
         if (num < 0)
+            return -1;
+        if (num > 0)
+            continue;
+        if ((num = parse_integ_opt (o, c, a, &integ_set, err)) < 0)
             return -1;
         if (num > 0)
             continue;
@@ -536,7 +671,11 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         return -1;
     if (o->rank >= o->world)
         return errprintf (err, "RANK=%d is not below WORLD_SIZE=%d", o->rank, o->world);
-    if (opts_env (o, ckev_set, job_set, err) < 0)
+    if (opts_env (o, ckev_set, job_set, integ_set, err) < 0)
+        return -1;
+    if (o->skip_steps &&
+        check_steps_list ((integ_set & 8) ? "--skip-steps" : "DT_SKIP_STEPS",
+                          o->skip_steps, err) < 0)
         return -1;
 
     return opts_check (o, mlp_only, tfm_only, err);

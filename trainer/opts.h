@@ -64,7 +64,20 @@ struct train_opts {
     const char *dump_params;  /* rank 0 writes final params (raw float32) */
     const char *dump_tensors; /* rank 0 writes the tensor table, initial
                                * params and step 1's gradients there */
+    /* integrity (trainer/integrity.c) */
+    int64_t integrity_every; /* parameter fingerprint every N steps, 0: off
+                              * (wins over env DT_INTEGRITY_EVERY) */
+    double spike_k;          /* loss spike: > median + k MAD; 0: off */
+    int spike_window;        /* losses in the spike rule's window */
+    const char *skip_steps;  /* "S1,S2,...": steps whose update is skipped */
     /* fault injection */
+    int bitflip_rank;
+    int64_t bitflip_step;
+    char bitflip_tensor[24];
+    int64_t bitflip_index;
+    int nan_rank;
+    int64_t nan_step;
+    int64_t bad_batch_step;
     int crash_rank;
     int64_t crash_step;
     int hang_rank;

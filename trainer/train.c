@@ -193,6 +193,7 @@ void trainer_destroy (struct trainer *t)
         return;
     overlap_stop (t);
     ckpt_writer_destroy (t->writer);
+    integ_destroy (t->integ);
     dt_comm_destroy (t->comm);
     if (t->k) {
         t->k->free (t->m);
@@ -229,6 +230,7 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
     size_t n = t->model.nparams, off = b * t->bucket;
     size_t len = n - off < t->bucket ? n - off : t->bucket;
     int64_t t0 = dt_mono_ns ();
+    integ_local_grads (t, off, t->model.grads + off, len);
     if (dt_comm_allreduce (t->comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
         return -1;
     t->ar_bytes += len * 4.0;
@@ -240,8 +242,10 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
  * descending order as the comm thread (same boundaries, same bits). */
 static int reduce_grads (struct trainer *t, dt_error_t *err)
 {
-    if (t->world == 1)
+    if (t->world == 1) {
+        integ_local_grads (t, 0, t->model.grads, t->model.nparams);
         return 0;
+    }
     for (ssize_t b = (ssize_t)t->nbuckets - 1; b >= 0; b--)
         if (reduce_bucket (t, b, err) < 0)
             return -1;
@@ -423,6 +427,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
 
     /* compute */
     int64_t t0 = dt_mono_ns ();
+    integ_step_start (t);
     if (t->k->zero (m->grads, m->nparams * 4) < 0)
         return errprintf (err, "%s", t->k->last_error);
     int armed = 0;
@@ -431,6 +436,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         for (int j = 0; j < cnt; j++)
             data_window (&t->data, data_train_pos (&t->data, o->seed, t->step, i + j),
                          t->ctx_host + (size_t)j * C, t->tgt_host + j);
+        integ_batch (t, t->ctx_host, t->tgt_host, cnt);
         if (t->ov.on && i + t->mb >= b) {
             overlap_arm (t); /* the last micro-batch: reduce as we go */
             armed = 1;
@@ -469,6 +475,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     for (int r = 0; r < t->world; r++)
         norm2 += t->ctrl[1 + r];
     double norm = sqrt (norm2);
+    /* A non-finite gradient never reaches the parameters. */
+    int skip = integ_judge (t, loss_sum, t->ctrl[0] / B, norm2);
     double gscale = (o->clip > 0 && norm > o->clip) ? o->clip / norm : 1.0;
     comm += (dt_mono_ns () - t1) / 1e9;
     if (o->dump_tensors && t->rank == 0 && t->step == 0 && dump_step1 (t, err) < 0)
@@ -478,7 +486,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     train_snapshot_barrier (t);
     int64_t t2 = dt_mono_ns ();
     double comm_before = comm;
-    if (optimizer_step (t, gscale, &comm, err) < 0)
+    if (!skip && optimizer_step (t, gscale, &comm, err) < 0)
         return o->parallel == PAR_ZERO1 ? comm_fail (t, err) : -1;
     if (t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
@@ -490,6 +498,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     /* samples: what this rank processed in this step (its share of the
      * global batch), so the controller's sum over ranks is the batch. */
     dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
+    integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
                         : o->steps >= 20 ? o->steps / 20
@@ -500,6 +509,25 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                     "|g| %.3f compute %.1f ms comm %.1f ms",
                     t->step, o->steps, *loss, *loss / M_LN2, lr_at (o, t->step - 1), norm,
                     compute * 1e3, comm * 1e3);
+    }
+    return 0;
+}
+
+/* At the end: every replica must hold the same parameters.  0 with *crc
+ * (params_crc32c), else the exit status. */
+static int replicas_agree (struct trainer *t, uint32_t *crc)
+{
+    dt_error_t err;
+    *crc = train_params_crc (t);
+    int64_t mm[2] = { *crc, -(int64_t)*crc };
+    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
+    if (mm[0] != -mm[1]) {
+        dt_log (LOG_ERR,
+                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
+                "%08x..%08x",
+                t->rank, *crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
+        return EXIT_TRAIN_ERR;
     }
     return 0;
 }
@@ -574,17 +602,10 @@ int trainer_run (struct trainer *t)
     t->have_val = vrc == 0;
 
     /* Every replica must hold the same parameters: compare CRCs. */
-    uint32_t crc = train_params_crc (t);
-    int64_t mm[2] = { crc, -(int64_t)crc };
-    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
-        return comm_fail (t, &err), train_comm_lost (t);
-    if (mm[0] != -mm[1]) {
-        dt_log (LOG_ERR,
-                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
-                "%08x..%08x",
-                t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
-        return EXIT_TRAIN_ERR;
-    }
+    uint32_t crc;
+    int rc = replicas_agree (t, &crc);
+    if (rc != 0)
+        return rc;
 
     /* Summary */
     int64_t steps_run = t->step - t->start_step;
@@ -592,7 +613,7 @@ int trainer_run (struct trainer *t)
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[1536], val[96];
+    char json[1792], val[96];
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
@@ -617,6 +638,7 @@ int trainer_run (struct trainer *t)
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
+    integ_result (t->integ, json, sizeof (json));
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

@@ -35,6 +35,11 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     int world, parallel;
     size_t n = t->model.nparams;
 
+    /* The integrity guards first: a resume verifies fingerprints. */
+    if (!(t->integ = integ_create (t, err))) {
+        *exit_code = EXIT_USAGE;
+        return -1;
+    }
     if (o->resume)
         snprintf (from, sizeof (from), "%s", o->resume);
     else if (o->resume_step > 0 && o->checkpoint_dir)
@@ -73,6 +78,13 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         free (p), free (m), free (v);
         dtclient_set_busy (t->client, 0);
         return errprintf (err, "resume: %s", t->k->last_error);
+    }
+    /* A checkpoint written after replicas diverged is refused. */
+    if (integ_verify_resume (t, stepdir, world, p, err) < 0) {
+        *exit_code = EXIT_CKPT_CORRUPT;
+        free (p), free (m), free (v);
+        dtclient_set_busy (t->client, 0);
+        return -1;
     }
     free (p), free (m), free (v);
     dtclient_set_busy (t->client, 0);
@@ -120,6 +132,11 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
             return -1;
         train_maybe_commit (t);
     }
+    /* Each shard records its replica's fingerprint (verified at load). */
+    char *config = NULL;
+    if (asprintf (&config, "%sparams_fingerprint=%s:%08x\n", t->config, integ_group (t),
+                  integ_checkpoint (t)) < 0)
+        return errprintf (err, "out of memory");
     struct ckpt_meta meta = {
         .root = t->o.checkpoint_dir,
         .job = t->o.job,
@@ -132,7 +149,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
         .hi = t->hi,
         .seed = t->o.seed,
         .data_cursor = (uint64_t)t->step * t->o.global_batch,
-        .config = t->config,
+        .config = config,
         .tensors = t->model.t,
         .ntensors = t->model.ntensors,
     };
@@ -141,6 +158,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
     int rc = ckpt_save_async (t->writer, t->k, &meta, t->model.params + t->lo, t->m + off,
                               t->v + off, &stall, err);
     dtclient_set_busy (t->client, 0);
+    free (config);
     if (rc < 0)
         return -1;
     t->ckpt_stall_s += stall;

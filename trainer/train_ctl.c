@@ -166,6 +166,7 @@ void train_poll_commands (struct trainer *t)
 void train_inject (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
+    integ_before_step (t); /* --inject-bitflip */
     if (o->crash_rank == t->rank && o->crash_step == t->step) {
         fprintf (stderr, "dttrain: rank %d: injected crash at step %" PRId64 "\n",
                  t->rank, t->step);

@@ -11,6 +11,7 @@
 #include "trainer/ckpt.h"
 #include "trainer/comm.h"
 #include "trainer/data.h"
+#include "trainer/integrity.h"
 #include "trainer/model.h"
 #include "trainer/train.h"
 
@@ -27,6 +28,7 @@ struct trainer {
     float *m, *v;   /* AdamW moments: full (dp) or slice (zero1) */
     size_t opt_elems;
     struct ckpt_writer *writer;
+    struct integ *integ; /* silent-error guards (integrity.c) */
     char *config;
     int64_t step; /* completed steps */
     int64_t start_step;

@@ -479,6 +479,22 @@ dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *r
     return e;
 }
 
+dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object)
+{
+    if (!c || !json_object || strlen (json_object) > DTPROTO_MAX_VALUE)
+        return DTCLIENT_ERR_INVAL;
+    if (json_object[0] != '{')
+        return DTCLIENT_ERR_INVAL;
+    if (c->fd < 0)
+        return DTCLIENT_OK;
+    pthread_mutex_lock (&c->lock);
+    dtproto_begin (&c->buf, DTPROTO_INTEGRITY);
+    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json_object);
+    dtclient_err_t e = exchange (c, NULL, NULL);
+    pthread_mutex_unlock (&c->lock);
+    return e;
+}
+
 dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object)
 {
     if (!c || !json_object || strlen (json_object) > DTPROTO_MAX_VALUE)

@@ -100,6 +100,13 @@ dtclient_err_t dtclient_shard_written_jit (dtclient_t *c, int64_t step, int shar
 /* Final result of the run (a JSON object as text), stored as the job's result. */
 dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object);
 
+/* An integrity report (a JSON object as text, at most 64 KiB): the step,
+ * the replica group, the parameters' fingerprint and per-tensor CRC32Cs,
+ * a non-finite value or a loss spike (schemas/dtclient-protocol.md).  The
+ * agent relays it to the controller as an event "integrity", which
+ * compares the reports of one step across ranks. */
+dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object);
+
 /* Per-attempt key-value store (bootstrap of gloo / NCCL).  Values are
  * opaque bytes (up to 64 KiB).  get: *val is malloc'ed, caller frees. */
 dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val,

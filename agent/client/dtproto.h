@@ -44,7 +44,8 @@ enum dtproto_type {
     DTPROTO_KV_SET = 5,       /* key, value                → REPLY */
     DTPROTO_KV_GET = 6,       /* key                       → REPLY (+ value) */
     DTPROTO_REPLY = 7,        /* status [, text] [, value]   (agent → client) */
-    DTPROTO_TYPE_MAX = 7,
+    DTPROTO_INTEGRITY = 8,    /* json                      → REPLY */
+    DTPROTO_TYPE_MAX = 8,
 };
 
 enum dtproto_tag {

@@ -3,6 +3,7 @@
 #include <config.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,13 +540,53 @@ static void show_stragglers (const json_t *job)
     table_print (t, stdout, 2);
 }
 
+/* Silent errors (dtctl-job(5), integrity): detections, rollbacks,
+ * attributions, from the job's events. */
+static void show_integrity (const json_t *events)
+{
+    static const char *const hdr[] = {
+        "ATTEMPT", "KIND", "STEP", "RANK", "NODE", "DETAIL"
+    };
+    static const char *const kinds[] = { "replica_divergence", "nonfinite", "loss_spike",
+                                         "integrity_attributed", NULL };
+    struct table *t = NULL;
+    size_t i;
+    json_t *e;
+
+    json_array_foreach (events, i, e)
+    {
+        const char *k = json_string_value (jget (e, "kind"));
+        bool want = false;
+        for (int j = 0; k && kinds[j]; j++)
+            want = want || !strcmp (k, kinds[j]);
+        if (!want)
+            continue;
+        if (!t) {
+            printf ("\nIntegrity:\n");
+            t = table_create (6, hdr);
+        }
+        char b[6][512];
+        const char *row[] = {
+            jtext (e, "attempt", b[0], sizeof (b[0])),
+            k,
+            jtext (e, "data.step", b[2], sizeof (b[2])),
+            jtext (e, "rank", b[3], sizeof (b[3])),
+            jtext (e, "node", b[4], sizeof (b[4])),
+            jtext (e, "detail", b[5], sizeof (b[5])),
+        };
+        table_add (t, row);
+    }
+    if (t)
+        table_print (t, stdout, 2);
+}
+
 int cmd_show (struct ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = { CMD_COMMON_OPTS, { NULL, 0, NULL, 0 } };
     const struct cmd *cmd = cmd_lookup ("show");
     char path[256];
     const char *id;
-    json_t *job, *ckpts;
+    json_t *job, *ckpts, *events;
     size_t i;
     json_t *a;
 
@@ -565,6 +606,10 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
     show_attempts (job);
     show_checkpoints (ckpts);
     show_stragglers (job);
+    events = ctl_call_optional (
+      ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), NULL);
+    show_integrity (events);
+    json_decref (events);
     if (jget (job, "result")) {
         printf ("\nResult:\n");
         print_kv_object (jget (job, "result"), 2);

@@ -102,6 +102,7 @@ struct agent *jobs_agent_find (struct attempt *att, const char *node)
 void attempt_destroy (struct attempt *att)
 {
     if (att) {
+        integ_att_free (att);
         for (int i = 0; i < att->nagents; i++)
             json_decref (att->agents[i].hostinfo);
         free (att->agents);
@@ -179,6 +180,9 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
         att->ranks[r].median = NAN;
         att->ranks[r].exit_code = att->ranks[r].signal = -1;
     }
+    if (!from_scratch && job->row.id > 0 &&
+        integ_resume_guard (jobs, job, number, err) < 0)
+        goto error;
     if (!from_scratch && job->row.id > 0) {
         int64_t step;
         char dir[1024], sha[65];

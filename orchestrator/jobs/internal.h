@@ -44,6 +44,8 @@ struct jobs {
     int flush_stream; /* where the next bounded flush starts (tx_flush) */
     uint64_t restarts;
     uint64_t ckpts;
+    uint64_t integ_events[3]; /* detections by kind (integritypolicy.h) */
+    uint64_t integ_rollbacks;
     /* Deafness: the controller cannot hear heartbeats while its own loop is
      * held up (an fsync under checkpoint traffic, a slow libslurm call).
      * After such a stall every agent looks silent; node loss counts
@@ -123,6 +125,13 @@ void straggler_pass (struct jobs *jobs, struct attempt *att);
 
 /* flush.c: the bounded flush of live state */
 bool jobs_flush_some (struct jobs *jobs, int budget);
+
+/* integrity.c: silent errors (the interface is in jobs.h) */
+void integ_att_free (struct attempt *att);
+void integ_job_free (struct job *job);
+/* Before a new attempt picks its checkpoint (inside its transaction): mark
+ * bad every committed checkpoint a rollback condemned.  0 or -1. */
+int integ_resume_guard (struct jobs *jobs, struct job *job, int attempt, dt_error_t *err);
 
 /* reload.c: rebuilding live state at start-up */
 int jobs_reload (struct jobs *jobs, dt_error_t *err);

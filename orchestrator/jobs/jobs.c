@@ -26,6 +26,7 @@ void job_destroy (struct job *job)
 {
     if (job) {
         attempt_destroy (job->att);
+        integ_job_free (job);
         store_job_row_clear (&job->row);
         free (job);
     }
@@ -533,6 +534,8 @@ void jobs_stats (struct jobs *jobs, struct jobs_stats *st)
     memset (st, 0, sizeof (*st));
     st->restarts = jobs->restarts;
     st->checkpoints_committed = jobs->ckpts;
+    memcpy (st->integ_events, jobs->integ_events, sizeof (st->integ_events));
+    st->integ_rollbacks = jobs->integ_rollbacks;
     for (struct job *j = jobs->list; j; j = j->next) {
         st->live_jobs++;
         if (j->att && !fsm_attempt_terminal (j->att->row.state))

@@ -64,7 +64,7 @@ _MAX_PAYLOAD = 128 * 1024
 _MAX_VALUE = 64 * 1024
 _MAX_KEY = 200
 
-HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY = range(1, 8)
+HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY = range(1, 9)
 T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON = \
     range(1, 12)
 _INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS}
@@ -349,6 +349,16 @@ class Client:
             raise DTClientError(ERR_INVAL, "result: not a JSON object")
         if self._sock is not None:
             self._request(RESULT, [(T_JSON, text)])
+
+    def integrity(self, obj):
+        """An integrity report: a dict (or JSON object text) with an integer
+        'step' and e.g. 'fingerprint' (8 hex digits), 'group', 'tensors'
+        (schemas/agent-api.md, "Integrity reports")."""
+        text = obj if isinstance(obj, str) else json.dumps(obj)
+        if not text.lstrip().startswith("{") or len(text) > _MAX_VALUE:
+            raise DTClientError(ERR_INVAL, "integrity: not a JSON object")
+        if self._sock is not None:
+            self._request(INTEGRITY, [(T_JSON, text)])
 
     # -- key-value store -----------------------------------------------------
     def _rdv_path(self, key):

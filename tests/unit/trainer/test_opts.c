@@ -15,10 +15,18 @@
 
 static void clear_env (void)
 {
-    const char *vars[] = { "WORLD_SIZE",    "RANK",
-                           "LOCAL_RANK",    "DT_CHECKPOINT_DIR",
-                           "DT_JOB",        "DT_RESUME_STEP",
-                           "DT_RESUME_DIR", "DT_CHECKPOINT_EVERY" };
+    const char *vars[] = { "WORLD_SIZE",
+                           "RANK",
+                           "LOCAL_RANK",
+                           "DT_CHECKPOINT_DIR",
+                           "DT_JOB",
+                           "DT_RESUME_STEP",
+                           "DT_RESUME_DIR",
+                           "DT_CHECKPOINT_EVERY",
+                           "DT_INTEGRITY_EVERY",
+                           "DT_INTEGRITY_SPIKE_K",
+                           "DT_INTEGRITY_SPIKE_WINDOW",
+                           "DT_SKIP_STEPS" };
     for (size_t i = 0; i < sizeof (vars) / sizeof (vars[0]); i++)
         unsetenv (vars[i]);
 }
@@ -105,6 +113,17 @@ static void test_refused (void)
         { { "dttrain", "--data", "x", "--bogus" }, 4, "--bogus" },
         { { "dttrain", "--data", "x", "extra" }, 4, "extra" },
         { { "dttrain", "--data", "x", "--min-lr-frac", "2" }, 5, "--min-lr-frac" },
+        { { "dttrain", "--data", "x", "--inject-bitflip", "1:5:w0" },
+          5,
+          "RANK:STEP:TENSOR:INDEX" },
+        { { "dttrain", "--data", "x", "--inject-bitflip", "1:0:w0:3" },
+          5,
+          "--inject-bitflip" },
+        { { "dttrain", "--data", "x", "--inject-nan", "1" }, 5, "RANK:STEP" },
+        { { "dttrain", "--data", "x", "--skip-steps", "3,x" }, 5, "--skip-steps" },
+        { { "dttrain", "--data", "x", "--skip-steps", "0" }, 5, "--skip-steps" },
+        { { "dttrain", "--data", "x", "--spike-window", "2" }, 5, "--spike-window" },
+        { { "dttrain", "--data", "x", "--spike-k", "-1" }, 5, "--spike-k" },
     };
     clear_env ();
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
@@ -207,6 +226,39 @@ static void test_checkpoint_every_zero_wins (void)
     clear_env ();
 }
 
+/* The job's integrity keys come from the agent; options win. */
+static void test_integrity_env (void)
+{
+    struct train_opts o;
+    dt_error_t err = { 0 };
+    clear_env ();
+    CU_ASSERT_EQUAL_FATAL (parse (&o, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL (o.integrity_every, 50);
+    CU_ASSERT_EQUAL (o.spike_window, 32);
+    CU_ASSERT_PTR_NULL (o.skip_steps);
+    setenv ("DT_INTEGRITY_EVERY", "7", 1);
+    setenv ("DT_INTEGRITY_SPIKE_K", "4.5", 1);
+    setenv ("DT_INTEGRITY_SPIKE_WINDOW", "16", 1);
+    setenv ("DT_SKIP_STEPS", "70,90", 1);
+    CU_ASSERT_EQUAL_FATAL (parse (&o, NULL, NULL, &err), 0);
+    CU_ASSERT_EQUAL (o.integrity_every, 7);
+    CU_ASSERT_DOUBLE_EQUAL (o.spike_k, 4.5, 1e-12);
+    CU_ASSERT_EQUAL (o.spike_window, 16);
+    CU_ASSERT_STRING_EQUAL (o.skip_steps, "70,90");
+    CU_ASSERT_EQUAL_FATAL (parse (&o, "--integrity-every", "0", &err), 0);
+    CU_ASSERT_EQUAL (o.integrity_every, 0);
+    setenv ("DT_SKIP_STEPS", "7,", 1);
+    CU_ASSERT_EQUAL (parse (&o, NULL, NULL, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "DT_SKIP_STEPS"));
+    CU_ASSERT_EQUAL_FATAL (parse (&o, "--inject-bitflip", "2:9:w1:17", &err), -1);
+    clear_env ();
+    CU_ASSERT_EQUAL_FATAL (parse (&o, "--inject-bitflip", "2:9:w1:17", &err), 0);
+    CU_ASSERT_EQUAL (o.bitflip_rank, 2);
+    CU_ASSERT_EQUAL (o.bitflip_step, 9);
+    CU_ASSERT_STRING_EQUAL (o.bitflip_tensor, "w1");
+    CU_ASSERT_EQUAL (o.bitflip_index, 17);
+}
+
 static void test_job_wins (void)
 {
     struct train_opts o;
@@ -266,6 +318,7 @@ static const struct dt_unit_test tests[] = {
     { "--checkpoint-every 0 wins over DT_CHECKPOINT_EVERY",
       test_checkpoint_every_zero_wins },
     { "--job wins over DT_JOB", test_job_wins },
+    { "the integrity keys: DT_INTEGRITY_*, DT_SKIP_STEPS", test_integrity_env },
     { "--checkpoint-dir other than DT_CHECKPOINT_DIR is an error",
       test_checkpoint_dir_conflict },
     { "--resume other than DT_RESUME_DIR on a restart is an error",

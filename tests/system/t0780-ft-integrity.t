@@ -1,0 +1,121 @@
+#!/bin/bash
+# t0780-ft-integrity (local launcher): silent errors.  Each job runs with
+# integrity.action rollback, fingerprints every 10 steps and checkpoints
+# every 20; faults come from dttrain's injection flags.
+# 1. a bit flip in rank 1's parameters before step 45 (3 replicas): the
+#    divergence is seen at step 50, rank 1 on local2 named by majority, the
+#    job rolls back to step 40 (checkpoints after it marked bad), the
+#    re-run passes step 50 cleanly -> the hardware: local2 gets a
+#    node-health failure and is excluded; the job completes with the
+#    parameters of an uninterrupted run.
+# 2. a NaN in rank 1's gradient of step 45 (first attempt only): detected
+#    at 45, the update skipped, rolled back to 40, not reproduced -> the
+#    hardware; completes identical to an uninterrupted run.
+# 3. a corrupted batch at step 70 (every attempt) with skip_bad_batches: a
+#    loss spike at 70, rolled back, reproduced at 70 -> the data; rolled
+#    back once more (to a checkpoint before 70) and step 70 skipped; completes identical to a run that
+#    skips it; the report says so.
+# 4. integrity checks off, a bit flip before step 25, then a crash at 70
+#    (no just-in-time checkpoint: a survivor would save its own replica):
+#    the restarts refuse the checkpoints written after the divergence (60,
+#    then 40) by their fingerprints and resume from 20.
+. "$(dirname "$0")/ft-lib.sh"
+
+FT_STEPS=100
+MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
+SLOW="--inject-slow 0:25"
+write_conf
+start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+BASE3=$(baseline 3) || bail "the baseline run (3 ranks) failed"
+BASE2=$(baseline 2) || bail "the baseline run (2 ranks) failed"
+echo "# uninterrupted runs: params_crc32c $BASE3 (3 ranks), $BASE2 (2 ranks)"
+INTEG='{"integrity": {"every_steps": 10, "action": "rollback"}, "checkpoint": {"keep": 5}}'
+
+# run NAME NODES 'dttrain args' [merge]: submit, wait for completion, save
+# the job, its events and checkpoints in $TMP/NAME.{job,ev,ck}.json.
+run () {
+    submit "$(dttrain_spec "$1" "$2" "$SLOW $3" "${4:-$INTEG}")" || return 1
+    wait_state "$ID" completed 120 || { api GET "/v1/jobs/$ID" | jq -c '.data | {state, failure}' | sed 's/^/# /'; return 1; }
+    wait_att "$ID" succeeded 20
+    api GET "/v1/jobs/$ID" > "$TMP/$1.job.json"
+    api GET "/v1/jobs/$ID/events" > "$TMP/$1.ev.json"
+    api GET "/v1/jobs/$ID/checkpoints" > "$TMP/$1.ck.json"
+    jq -c '[.data.attempts[] | {attempt, cause, resume_step}]' "$TMP/$1.job.json" | sed 's/^/# /'
+    jq -c '.data[] | select(.kind | test("divergence|nonfinite|spike|integrity|checkpoint_bad")) | [.attempt, .kind, .rank, .node, .detail]' \
+        "$TMP/$1.ev.json" | sed 's/^/#   /'
+}
+ev () { jq "[.data[] | select(.kind == \"$2\")$3] | length" "$TMP/$1.ev.json"; }
+
+# 1. bit flip
+check "bitflip: the job completes" run flip 3 "--inject-bitflip 1:45:w0:3"
+check "bitflip: divergence seen at step 50, rank 1 on local2 named" \
+    test "$(ev flip replica_divergence '| select(.attempt == 1 and .rank == 1 and .node == "local2" and .data.step == 50 and .data.majority != .data.fingerprints["1"])')" = 1
+check "bitflip: attempt 1 rolled back, attempt 2 resumed from step 40" \
+    jqt '.data.attempts[0].cause == "integrity_rollback" and .data.attempts[1].resume_step == 40' "$TMP/flip.job.json"
+check "bitflip: no checkpoint after step 40 is committed (marked bad where one was)" \
+    jqt '[.data[] | select(.attempt == 1 and .step > 40 and .state == "committed")] | length == 0' "$TMP/flip.ck.json"
+check "bitflip: attributed to the hardware of local2, which is excluded" \
+    jqt '.data.exclude | index("local2") != null' "$TMP/flip.job.json"
+check "bitflip: the attribution event says hardware" \
+    test "$(ev flip integrity_attributed '| select(.data.cause == "hardware" and .node == "local2")')" = 1
+check "bitflip: local2 has a silent_data_corruption failure" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM node_health WHERE node = 'local2' AND kind = 'silent_data_corruption'")" -ge 1
+GOT=$(jq -r .data.result.params_crc32c "$TMP/flip.job.json")
+check "bitflip: final params_crc32c $GOT equals the uninterrupted run's $BASE3" same "$GOT" "$BASE3"
+
+# 2. NaN once
+check "nan: the job completes" run nan 2 "--inject-nan 1:45"
+check "nan: detected at step 45 on rank 1 (local2), the update skipped" \
+    test "$(ev nan nonfinite '| select(.attempt == 1 and .rank == 1 and .node == "local2" and .data.step == 45)')" = 1
+check "nan: rolled back to step 40 and attributed to the hardware" \
+    jqt '.data.attempts[0].cause == "integrity_rollback" and .data.attempts[1].resume_step == 40
+         and (.data.exclude | index("local2") != null)' "$TMP/nan.job.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/nan.job.json")
+check "nan: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same "$GOT" "$BASE2"
+
+# 3. corrupted data, skipped
+SKIP=$(MODEL_ARGS="$MODEL_ARGS --inject-bad-batch 70 --skip-steps 70" baseline 2) || bail "the skip baseline failed"
+check "data: the job completes" run data 2 "--inject-bad-batch 70" \
+    '{"integrity": {"every_steps": 10, "action": "rollback", "skip_bad_batches": true}, "checkpoint": {"keep": 5}}'
+check "data: a loss spike at step 70 in attempts 1 and 2" \
+    test "$(ev data loss_spike '| select(.data.step == 70 and .attempt <= 2)')" = 2
+check "data: attributed to the data (reproduced), batch positions recorded" \
+    test "$(ev data integrity_attributed '| select(.data.cause == "data" and .data.step == 70 and (.data.batch.positions | length) > 0)')" = 1
+check "data: rolled back twice, attempt 3 skipped step 70 and succeeded" \
+    jqt '[.data.attempts[] | .cause] == ["integrity_rollback", "integrity_rollback", null]
+         and .data.attempts[2].resume_step >= 60 and .data.attempts[2].resume_step < 70
+         and .data.result.skipped_updates == 1
+         and (.data.exclude | length) == 0' "$TMP/data.job.json"
+api GET "/v1/jobs/$ID/report" > "$TMP/data.report.json"
+check "data: the report lists the attribution" \
+    jqt '[.data.integrity[]? | select(.kind == "integrity_attributed" and .data.cause == "data")] | length == 1' "$TMP/data.report.json"
+DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
+"$DTCTL" --controller "$URL" show "$ID" > "$TMP/data.show.txt" 2>&1
+check "data: dtctl show lists the spikes and the attribution" \
+    sh -c "grep -q '^Integrity:' $TMP/data.show.txt && grep -q 'loss_spike  *70' $TMP/data.show.txt && grep -q 'integrity_attributed.*the data' $TMP/data.show.txt"
+"$DTCTL" --controller "$URL" report "$ID" > "$TMP/data.report.txt" 2>&1
+check "data: dtctl report lists the integrity events" \
+    sh -c "grep -q '^integrity:' $TMP/data.report.txt && grep -q 'integrity_attributed' $TMP/data.report.txt"
+curl -s "$URL/metrics" > "$TMP/metrics.txt"
+check "/metrics counts the detections and rollbacks" \
+    sh -c "grep -q '^dtctld_integrity_detections_total{kind=\"loss_spike\"} 2$' $TMP/metrics.txt && grep -q '^dtctld_integrity_detections_total{kind=\"replica_divergence\"} 1$' $TMP/metrics.txt && grep -q '^dtctld_integrity_rollbacks_total 4$' $TMP/metrics.txt"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/data.job.json")
+check "data: final params_crc32c $GOT equals a run skipping step 70 ($SKIP)" same "$GOT" "$SKIP"
+
+# 4. a checkpoint written after an undetected divergence
+SPEC=$(dttrain_spec late 2 "$SLOW" '{"integrity": {"every_steps": 0}, "checkpoint": {"keep": 5}}' |
+    jq --arg t "$DTTRAIN" --arg a "$MODEL_ARGS $SLOW" '.command = ["sh", "-c",
+  "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec \"$0\" \($a) --inject-bitflip 1:25:w0:3 --inject-crash 0:70 --no-jit; fi; exec \"$0\" \($a)", $t]')
+submit "$SPEC" || bail "submit failed"
+check "late: the job completes" wait_state "$ID" completed 150
+wait_att "$ID" succeeded 20
+api GET "/v1/jobs/$ID" > "$TMP/late.job.json"
+api GET "/v1/jobs/$ID/events" > "$TMP/late.ev.json"
+jq -c '[.data.attempts[] | {attempt, cause, resume_step, exit: .evidence.exit_code}]' "$TMP/late.job.json" | sed 's/^/# /'
+check "late: the checkpoints of steps 60 and 40 were refused at load (exit 3, fingerprint)" \
+    jqt '[.data.attempts[1,2] | .evidence.exit_code == 3 and (.evidence.stderr_tail | test("fingerprint"))] == [true, true]
+         and [.data.attempts[1,2,3] | .resume_step] == [60, 40, 20]' "$TMP/late.job.json"
+check "late: both were marked bad" test "$(ev late checkpoint_bad)" = 2
+GOT=$(jq -r .data.result.params_crc32c "$TMP/late.job.json")
+check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same "$GOT" "$BASE2"
+done_testing
