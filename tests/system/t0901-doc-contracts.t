@@ -103,6 +103,10 @@ for r in "" /events /report /ranks; do
     api GET "/v1/jobs/$FID$r" >/dev/null
 done
 check "GET the failed job's routes: 200" test "$(status)" = 200
+# A failed job's attempt ends after the job's state says failed (its agents
+# are stopped first); resubmit answers 409 until then.
+check "the failing job's attempt ends" \
+    wait_for 30 eval "curl -s $URL/v1/jobs/$FID | jqt '.data.attempts[-1].state == \"failed\"'"
 api POST "/v1/jobs/$FID/resubmit" -d '{"exclude": ["local9"]}' >/dev/null
 check "POST resubmit: 200" test "$(status)" = 200
 
