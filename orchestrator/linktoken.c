@@ -103,8 +103,8 @@ int linktoken_check (const char *tok, int64_t now_s, uid_t *uid, dt_error_t *err
     int n = 0;
 
     if (!linktoken_is (tok) || strlen (tok) >= LINKTOKEN_MAX ||
-        sscanf (p, "%lu.%lld.%n", &u, &exp, &n) != 2 || n == 0 ||
-        strlen (p + n) != 64 || (size_t)(p + n - 1 - tok) >= sizeof (msg))
+        sscanf (p, "%lu.%lld.%n", &u, &exp, &n) != 2 || n == 0 || strlen (p + n) != 64 ||
+        (size_t)(p + n - 1 - tok) >= sizeof (msg))
         return errnoprintf (err, EACCES,
                             "link token refused: malformed (expected "
                             "dtui1.UID.EXPIRY.SIGNATURE; run 'dtctl ui' for a new link)");

@@ -28,8 +28,10 @@ int series_downsample (json_t *points, int max_points)
     size_t pos = 0; /* index within the current attempt */
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get (points, i);
-        bool first = i == 0 || attempt_of (row) != attempt_of (json_array_get (points, i - 1));
-        bool last = i + 1 == n || attempt_of (row) != attempt_of (json_array_get (points, i + 1));
+        bool first =
+          i == 0 || attempt_of (row) != attempt_of (json_array_get (points, i - 1));
+        bool last =
+          i + 1 == n || attempt_of (row) != attempt_of (json_array_get (points, i + 1));
         if (first)
             pos = 0;
         if ((first || last || pos % k == 0) && kept < (size_t)max_points) {

@@ -68,6 +68,10 @@ struct job_spec {
         int window_steps;
         const char *action; /* "report" or "exclude" */
     } straggler;
+    struct {
+        double threshold; /* 0: the default (a spec from before comm_bound) */
+        int window_steps; /* 0: the default */
+    } comm_bound;
 };
 
 /* Decode normalized 'spec' (borrowed, see above) into *js. */

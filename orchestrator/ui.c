@@ -175,10 +175,9 @@ static void link_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
         return;
     }
-    if (body && (!json_is_object (body) ||
-                 dt_json_check_object (body, "", keys, &err) < 0 ||
-                 dt_json_get_int (body, "", "ttl_s", false, 1, link_ttl_max_s, &ttl,
-                                  &err) < 0)) {
+    if (body &&
+        (!json_is_object (body) || dt_json_check_object (body, "", keys, &err) < 0 ||
+         dt_json_get_int (body, "", "ttl_s", false, 1, link_ttl_max_s, &ttl, &err) < 0)) {
         if (!json_is_object (body))
             snprintf (err.text, sizeof (err.text),
                       "request body: expected a JSON object");
@@ -219,11 +218,10 @@ static void whoami_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 401, NULL, "%s", err.text);
         return;
     }
-    dt_http_reply_json (req, 200,
-                        json_pack ("{s:s s:I s:b}", "user",
-                                   auth_user_name (uid, name, sizeof (name)), "uid",
-                                   (json_int_t)uid, "admin",
-                                   config_is_admin (ctx->cfg, uid)));
+    dt_http_reply_json (
+      req, 200,
+      json_pack ("{s:s s:I s:b}", "user", auth_user_name (uid, name, sizeof (name)),
+                 "uid", (json_int_t)uid, "admin", config_is_admin (ctx->cfg, uid)));
 }
 
 int ui_register_routes (struct ctld *ctx, dt_error_t *err)

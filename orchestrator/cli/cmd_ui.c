@@ -23,9 +23,9 @@ int cmd_ui (struct ctl *ctl, int argc, char **argv)
         if (c == OPT_TTL) {
             ttl = strtoll (optarg, &end, 10);
             if (!*optarg || *end || ttl < 1 || ttl > 86400)
-                cmd_usage_error (cmd->name,
-                                 "--ttl must be a number of seconds in [1, 86400], not '%s'",
-                                 optarg);
+                cmd_usage_error (
+                  cmd->name, "--ttl must be a number of seconds in [1, 86400], not '%s'",
+                  optarg);
         }
     }
     if (argc - optind > 1)
