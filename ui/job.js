@@ -145,7 +145,7 @@ async function load() {
   document.querySelector("#attempts tbody").innerHTML = (job.attempts || []).map(a =>
     "<tr><td>" + a.attempt + "</td><td>" + dt.esc(a.state) + "</td><td>" + dt.esc(a.cause) + "</td><td>" +
     dt.esc(a.cause_node) + "</td><td>" + dt.esc(a.cause_rank) + "</td><td>" + dt.esc(a.slurm_job_id) +
-    "</td><td>" + dt.esc((a.nodes || []).join(",")) + "</td><td>" + dt.esc(a.resume_step) + "</td><td>" +
+    "</td><td>" + dt.esc(a.nodelist || (a.nodes || []).map(n => n.name || n).join(",")) + "</td><td>" + dt.esc(a.resume_step) + "</td><td>" +
     dt.esc(a.start_time) + "</td><td>" + dt.esc(a.end_time) + "</td></tr>").join("");
   document.querySelector("#checkpoints tbody").innerHTML = ckpts.map(k =>
     "<tr><td>" + k.step + "</td><td>" + k.attempt + "</td><td>" + dt.esc(k.state) + "</td><td>" +
