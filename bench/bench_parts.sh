@@ -320,3 +320,4 @@ part_overhead () {
 
 . "$SRC/bench/bench_local.sh"
 . "$SRC/bench/bench_recovery.sh"
+. "$SRC/bench/bench_ui.sh"

@@ -395,16 +395,21 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
             return;
         }
     }
-    if (!(p = store_metrics_json (ctx->store, id, &err)))
+    /* Plots ask for a bounded answer: sampled by the store, then capped
+     * (series.h); the total says how many rows the store holds. */
+    int64_t total = 0, bucket = 1;
+    if (!(p = max_points ? store_metrics_sampled_json (ctx->store, id, (int)max_points,
+                                                       &total, &bucket, &err)
+                         : store_metrics_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
     else {
-        /* Plots ask for a bounded answer (series.h); the total says how
-         * many rows the store holds. */
-        json_int_t total = json_array_size (p);
+        if (!max_points)
+            total = json_array_size (p);
         int stride = max_points ? series_downsample (p, (int)max_points) : 1;
         dt_http_reply_json (req, 200,
-                            json_pack ("{s:I s:o s:I s:i}", "job", (json_int_t)id,
-                                       "points", p, "total", total, "stride", stride));
+                            json_pack ("{s:I s:o s:I s:I}", "job", (json_int_t)id,
+                                       "points", p, "total", (json_int_t)total, "stride",
+                                       (json_int_t)(bucket * stride)));
     }
 }
 

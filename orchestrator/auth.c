@@ -42,7 +42,7 @@ struct auth_ident {
     uid_t uid;
     gid_t gid;
     void *payload; /* the credential's payload (malloc'ed), or NULL */
-    int len; /* AUTH_LEN_LINK: a link token, no payload */
+    int len;       /* AUTH_LEN_LINK: a link token, no payload */
 };
 
 /* The payload length that marks an identity from a link token. */

@@ -23,7 +23,8 @@ static const char *const default_checkpoint_root = "/var/lib/dtctld/checkpoints"
 static const char *const default_user_dir = "/var/spool/dtctld";
 /* The web page's files (installed with dtctl) and Debian's libjs-chart.js. */
 static const char *const default_ui_dir = UIDIR;
-static const char *const default_ui_chartjs = "/usr/share/javascript/chart.js/chart.min.js";
+static const char *const default_ui_chartjs =
+  "/usr/share/javascript/chart.js/chart.min.js";
 static const int64_t default_heartbeat_ms = 1000;
 static const int64_t default_node_timeout_ms = 10000;
 /* 0 = auto: the agent uses its floor until step times are known. */
@@ -442,8 +443,8 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
     cfg->ui_chartjs = strdup (dt_conf_get (c, "UiChartJs", default_ui_chartjs));
     v = dt_conf_get (c, "DtagentPath", NULL);
     cfg->dtagent_path = v ? strdup (v) : NULL;
-    if (!cfg->ui_dir || !cfg->ui_chartjs || !cfg->state_dir || !cfg->listen_address || !cfg->controller_url ||
-        !cfg->database_path || !cfg->pid_file || !cfg->launcher ||
+    if (!cfg->ui_dir || !cfg->ui_chartjs || !cfg->state_dir || !cfg->listen_address ||
+        !cfg->controller_url || !cfg->database_path || !cfg->pid_file || !cfg->launcher ||
         !cfg->checkpoint_root || !cfg->user_dir || (v && !cfg->dtagent_path)) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;

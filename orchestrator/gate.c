@@ -29,8 +29,9 @@ bool gate_is_agent_path (const char *path)
 /* Routes that anyone may read, with no credential. */
 static bool is_public (const char *method, const char *path)
 {
-    return !strcmp (method, "GET") && (!strcmp (path, "/healthz") ||
-                                       !strcmp (path, "/metrics") || ui_is_static_path (path));
+    return !strcmp (method, "GET") &&
+           (!strcmp (path, "/healthz") || !strcmp (path, "/metrics") ||
+            ui_is_static_path (path));
 }
 
 /* An agent route: a token of an attempt the controller knows (live, or

@@ -25,9 +25,9 @@ static const double default_comm_threshold = 0.5;
 static const json_int_t default_comm_window_steps = 20;
 
 static const char *const top_keys[] = {
-    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command", "env",
-    "workdir",   "partition", "time_limit",  "checkpoint",     "restart", "heartbeat",
-    "straggler", "comm_bound", NULL,
+    "name",    "nodes",     "spare_nodes", "ranks_per_node", "command",
+    "env",     "workdir",   "partition",   "time_limit",     "checkpoint",
+    "restart", "heartbeat", "straggler",   "comm_bound",     NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
@@ -237,8 +237,9 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
         fail (err, "comm_bound.threshold: must be in (0, 1]");
         goto done;
     }
-    json_object_set_new (out, "comm_bound", json_pack ("{s:f s:I}", "threshold", cthr,
-                                                       "window_steps", cwin));
+    json_object_set_new (
+      out, "comm_bound",
+      json_pack ("{s:f s:I}", "threshold", cthr, "window_steps", cwin));
     rc = 0;
 done:
     json_decref (empty);
@@ -448,5 +449,6 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->straggler.action = json_string_value (json_object_get (s, "action"));
     const json_t *cb = sect (spec, "comm_bound");
     js->comm_bound.threshold = json_number_value (json_object_get (cb, "threshold"));
-    js->comm_bound.window_steps = json_integer_value (json_object_get (cb, "window_steps"));
+    js->comm_bound.window_steps =
+      json_integer_value (json_object_get (cb, "window_steps"));
 }

@@ -92,7 +92,7 @@ async function load() {
   try {
     [job, events, metrics, ckpts] = await Promise.all([
       dt.get("/v1/jobs/" + jobId), dt.get("/v1/jobs/" + jobId + "/events"),
-      dt.get("/v1/jobs/" + jobId + "/metrics?max_points=1500"),
+      dt.get("/v1/jobs/" + jobId + "/metrics?max_points=1000"),
       dt.get("/v1/jobs/" + jobId + "/checkpoints")]);
     rep = await dt.get("/v1/jobs/" + jobId + "/report").catch(() => null);
     ranks = await dt.get("/v1/jobs/" + jobId + "/ranks").catch(() => []);
