@@ -10,7 +10,9 @@
 #   - an expired token, an altered one, and one signed before the
 #     controller restarted (a new key) are refused with 401 saying why;
 #   - GET /v1/jobs/{id}/metrics?max_points=N answers at most N points,
-#     each attempt's first and last kept.
+#     each attempt's first and last kept;
+#   - a user's own dtctld with AuthType=none on loopback: the page reads
+#     with no link at all.
 . "$(dirname "$0")/ctld-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
 dt_users_setup
@@ -124,4 +126,25 @@ api GET "/v1/jobs/$JA/metrics" > "$TMP/m.json"
 check "without max_points every row" jqt '(.data.points | length) == 5000 and .data.stride == 1' "$TMP/m.json"
 api POST /v1/jobs/$JA/cancel > /dev/null
 api POST /v1/jobs/$JB/cancel > /dev/null
+
+# ---- AuthType=none on loopback: no link needed -------------------------------------------------
+mkdir -p "$TMP/alice" && chown "$A" "$TMP/alice"
+{
+    echo "ListenAddress=127.0.0.1"; echo "ListenPort=0"; echo "StateDir=$TMP/alice/state"
+    echo "Launcher=external"; echo "AuthType=none"; echo "CheckpointRoot=$TMP/alice/ckpt"
+    echo "UserDir=$TMP/alice/users"; echo "UiDir=$TOP_SRCDIR/ui"
+} > "$TMP/alice/dtctld.conf"
+chmod 644 "$TMP/alice/dtctld.conf"
+setpriv --reuid="$A" --regid="$(id -g "$A")" --clear-groups -- env -i HOME=/tmp PATH=/usr/bin:/bin \
+    "$DTCTLD" -c "$TMP/alice/dtctld.conf" --foreground --port-file "$TMP/alice/port" \
+    > "$TMP/alice.log" 2>&1 &
+ALICE_PID=$!
+CTLD_PIDS="$CTLD_PIDS $ALICE_PID"
+check "dtalice's own dtctld (AuthType=none) starts" wait_for 20 test -s "$TMP/alice/port"
+AURL=http://127.0.0.1:$(cat "$TMP/alice/port" 2>/dev/null)
+check "AuthType=none: the page's data reads with no token, as dtalice" \
+    eval '[ "$(raw "$AURL/v1/ui/whoami")" = 200 ] && jqt ".data.user == \"$A\"" "$TMP/raw" && [ "$(raw "$AURL/v1/jobs")" = 200 ]'
+check "AuthType=none: a forged token is still refused" \
+    test "$("$REALCURL" -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $forged" "$AURL/v1/jobs")" = 401
+kill "$ALICE_PID" 2>/dev/null; wait "$ALICE_PID" 2>/dev/null
 done_testing
