@@ -15,9 +15,11 @@ async function refresh() {
   for (const n of nodes.filter(n => n.health === "suspect")) {
     try {
       const d = await dt.get("/v1/nodes/" + encodeURIComponent(n.name) + "?limit=20");
-      out.push("<h2>" + dt.esc(n.name) + ": why it is suspect</h2><table><tr><th>Time</th><th>Kind</th><th>Job</th><th>Detail</th></tr>" +
-        d.history.map(h => "<tr><td>" + dt.esc(h.time) + "</td><td>" + dt.esc(h.kind) + "</td><td>" + dt.esc(h.job) +
-          "</td><td>" + dt.esc(h.detail) + "</td></tr>").join("") + "</table>");
+      out.push("<h2>" + dt.esc(n.name) + ": why it is suspect</h2><p>Suspect since " + dt.esc(n.suspect_since) +
+        ": " + dt.esc(n.note) + "</p><table><tr><th>Time</th><th>Kind</th><th>Cause</th><th>Job</th><th>Attempt</th><th>Detail</th></tr>" +
+        d.history.map(h => "<tr><td>" + dt.esc(h.time) + "</td><td>" + dt.esc(h.kind) + "</td><td>" + dt.esc(h.cause) +
+          "</td><td>" + (h.job ? '<a href="/ui/job.html?id=' + h.job + '">' + h.job + "</a>" : "") + "</td><td>" +
+          dt.esc(h.attempt) + "</td><td>" + dt.esc(h.detail) + "</td></tr>").join("") + "</table>");
     } catch (e) { out.push("<p>" + dt.esc(n.name) + ": " + dt.esc(e.message) + "</p>"); }
   }
   document.getElementById("suspects").innerHTML = out.join("");

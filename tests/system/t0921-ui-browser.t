@@ -7,7 +7,8 @@
 # console; the loss chart holds every point of both attempts with the
 # failure, its detection, the restart and the resume marked; the goodput
 # bar matches the report; dtbob's link shows neither root's nor dtalice's
-# job; an expired link is refused and the page says so.
+# job; an expired link is refused and the page says so; the nodes page
+# shows a node an admin marked suspect, with its history.
 FT_STEPS=200
 . "$(dirname "$0")/ft-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
@@ -41,6 +42,12 @@ steps=$(sqlite3 "$TMP/state/dtctld.db" "SELECT attempt, count(*) FROM metrics WH
     | jq -c -R -s 'split("\n") | map(select(. != "") | split("|")) | map({(.[0]): (.[1] | tonumber)}) | add')
 echo "# metric rows with a loss, per attempt: $steps"
 
+# An admin takes the crashed rank's node out of service: the nodes page
+# shows it suspect, with its history.
+SUSPECT=$(jq -r '.data.attempts[0].cause_node' "$TMP/j.json")
+api POST "/v1/nodes/$SUSPECT/suspect" > /dev/null
+check "root marks $SUSPECT suspect" test "$(status)" = 200
+
 link () { as_user "$1" env DTCTL_CONTROLLER="$URL" "$DTCTL" ui --json "${@:2}" | jq -r .token; }
 ROOT_T=$(DTCTL_CONTROLLER=$URL "$DTCTL" ui --json | jq -r .token)
 BOB_T=$(link "$B")
@@ -49,9 +56,9 @@ EXP_T=$(link "$A" --ttl 1)
 sleep 1.5
 jq -n --arg root "$ROOT_T" --arg bob "$BOB_T" --arg alice "$ALICE_T" --arg exp "$EXP_T" \
     --argjson job "$JOB" --argjson ajob "$AJOB" --slurpfile rep "$TMP/report.json" \
-    --argjson steps "$steps" --arg an "$A" --arg bn "$B" \
+    --argjson steps "$steps" --arg an "$A" --arg bn "$B" --arg sus "$SUSPECT" \
     '{root: $root, bob: $bob, alice: $alice, expired: $exp, job: $job, alice_job: $ajob,
-      report: $rep[0], steps: $steps, alice_name: $an, bob_name: $bn}' > "$TMP/cases.json"
+      report: $rep[0], steps: $steps, alice_name: $an, bob_name: $bn, suspect: $sus}' > "$TMP/cases.json"
 
 HOME=$TMP DT_UI_SCREENSHOTS=${DT_UI_SCREENSHOTS:-} timeout 240 /usr/bin/python3 "$TOP_SRCDIR/tests/system/ui-browser.py" "$URL" "$TMP/cases.json" \
     > "$TMP/browser.out" 2> "$TMP/browser.err"

@@ -9,7 +9,8 @@ TAP.
 CASES.json: {"root": TOKEN, "bob": TOKEN, "alice": TOKEN, "expired": TOKEN,
 "job": ID (the failed-and-restarted job, root's), "alice_job": ID,
 "report": the job's report (data of GET /v1/jobs/ID/report),
-"alice_name", "bob_name": the users' names,
+"alice_name", "bob_name": the users' names, "suspect": a node an admin
+marked suspect,
 "steps": {"1": n1, "2": n2} (metric rows per attempt)}
 With DT_UI_SCREENSHOTS=DIR it saves DIR/job.png of the job page.
 """
@@ -140,6 +141,12 @@ try:
     driver.get(url + "/ui/nodes.html")
     n = wait("return document.querySelectorAll('#nodes tbody tr').length")
     check("nodes page: lists the nodes", n and n >= 2, n)
+    sus = cases["suspect"]
+    row = wait("const r = document.querySelector('#nodes tr[data-node=\"%s\"]'); return r ? r.innerText : null" % sus)
+    check("nodes page: %s shows as suspect" % sus, row and "suspect" in row, row)
+    hist = wait("const h = document.getElementById('suspects').innerText; return h.includes('%s: why it is suspect') ? h : null" % sus)
+    check("nodes page: the history behind the suspect state of %s" % sus,
+          hist and "marked suspect by uid 0" in hist, hist)
     errs = console_errors()
     check("nodes page: no JavaScript errors in the console", not errs, errs)
 
