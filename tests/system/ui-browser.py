@@ -84,6 +84,12 @@ try:
     rows = wait("const r = [...document.querySelectorAll('#jobs tbody tr')].map(x => +x.dataset.job);"
                 "return r.length && !r.includes(%d) ? r : null" % job)
     check("jobs page: the user filter shows only that user's jobs", rows == [cases["alice_job"]], rows)
+    driver.execute_script("document.getElementById('f-user').value = '';"
+                          "document.getElementById('f-state').value = 'completed';"
+                          "document.getElementById('f-state').dispatchEvent(new Event('change'))")
+    rows = wait("const r = [...document.querySelectorAll('#jobs tbody tr')].map(x => +x.dataset.job);"
+                "return r.length && !r.includes(%d) ? r : null" % cases["alice_job"])
+    check("jobs page: the state filter shows only completed jobs", rows == [job], rows)
     errs = console_errors()
     check("jobs page: no JavaScript errors in the console", not errs, errs)
 
