@@ -321,3 +321,4 @@ part_overhead () {
 . "$SRC/bench/bench_local.sh"
 . "$SRC/bench/bench_recovery.sh"
 . "$SRC/bench/bench_integrity.sh"
+. "$SRC/bench/bench_ui.sh"

@@ -197,6 +197,16 @@ row("8 integrity", "detection to first good step after the rollback ms", "integr
 row("8 integrity", "injection to first good step after the rollback ms", "integrity.inject_to_good_ms",
     digits=0)
 
+# 9. the web page with a long run (bench_ui.sh): 100,000 metric points
+row("9 ui", "GET /ui/job.html ms", "ui.page_ms", ref="/ui/lib/chart.js (Chart.js, 200 KB)",
+    ref_key="ui.chartjs_ms")
+row("9 ui", "GET metrics?max_points=1000 ms (every point as reference)", "ui.data_ms",
+    ref="every point", ref_key="ui.full_ms", goal="< 50 ms",
+    ok=lambda st, a, b: None if not st else st["median"] < 50)
+row("9 ui", "metrics?max_points=1000 answer KB (every point as reference)", "ui.data_bytes",
+    scale=1 / 1000, ref="every point", ref_key="ui.full_bytes", ref_scale=1 / 1000, goal="< 200 KB",
+    ok=lambda st, a, b: None if not st else st["max"] < 200000)
+
 # 6. libdtclient
 row("6 dtclient", "dtclient_step ns per call (agent attached)", "dtclient.step_ns", ref="no agent",
     ref_key="dtclient.noagent_ns")

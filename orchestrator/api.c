@@ -18,6 +18,7 @@
 #include "orchestrator/privacy.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
+#include "orchestrator/series.h"
 #include "orchestrator/spec.h"
 
 static const int list_limit_default = 1000;
@@ -380,13 +381,36 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     json_t *p;
 
+    const char *mp = dt_http_req_query (req, "max_points");
+    long max_points = 0;
+
     if (!job_read (ctx, req, &id, NULL, NULL, NULL))
         return;
-    if (!(p = store_metrics_json (ctx->store, id, &err)))
+    if (mp) {
+        char *end;
+        max_points = strtol (mp, &end, 10);
+        if (!*mp || *end || max_points < 16 || max_points > 100000) {
+            dt_http_reply_error (req, 400, "max_points",
+                                 "max_points: must be an integer in [16, 100000]");
+            return;
+        }
+    }
+    /* Plots ask for a bounded answer: sampled by the store, then capped
+     * (series.h); the total says how many rows the store holds. */
+    int64_t total = 0, bucket = 1;
+    if (!(p = max_points ? store_metrics_sampled_json (ctx->store, id, (int)max_points,
+                                                       &total, &bucket, &err)
+                         : store_metrics_json (ctx->store, id, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
-    else
+    else {
+        if (!max_points)
+            total = json_array_size (p);
+        int stride = max_points ? series_downsample (p, (int)max_points) : 1;
         dt_http_reply_json (req, 200,
-                            json_pack ("{s:I s:o}", "job", (json_int_t)id, "points", p));
+                            json_pack ("{s:I s:o s:I s:I}", "job", (json_int_t)id,
+                                       "points", p, "total", (json_int_t)total, "stride",
+                                       (json_int_t)(bucket * stride)));
+    }
 }
 
 static void ranks_cb (dt_http_req_t *req, void *arg)

@@ -7,11 +7,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 #include <munge.h>
 
 #include "orchestrator/auth.h"
 #include "orchestrator/authdigest.h"
+#include "orchestrator/linktoken.h"
 
 int auth_token_new (char out[AUTH_TOKEN_LEN + 1], dt_error_t *err)
 {
@@ -40,8 +42,11 @@ struct auth_ident {
     uid_t uid;
     gid_t gid;
     void *payload; /* the credential's payload (malloc'ed), or NULL */
-    int len;
+    int len;       /* AUTH_LEN_LINK: a link token, no payload */
 };
+
+/* The payload length that marks an identity from a link token. */
+enum { AUTH_LEN_LINK = -1 };
 
 static void ident_free (void *p)
 {
@@ -57,6 +62,21 @@ static int auth_decode (const struct ctld_config *cfg, dt_http_req_t *req, uid_t
 {
     *payload = NULL;
     *len = 0;
+    /* A link token of the web page (linktoken.h): it stands for its user,
+     * for reading only; its signature binds it, not a request digest. */
+    const char *bearer = auth_bearer (req);
+    if (linktoken_is (bearer)) {
+        struct passwd *pw;
+        if (strcmp (dt_http_req_method (req), "GET"))
+            return errnoprintf (err, EACCES,
+                                "a link token (dtctl ui) only reads: %s is refused",
+                                dt_http_req_method (req));
+        if (linktoken_check (bearer, (int64_t)time (NULL), uid, err) < 0)
+            return -1;
+        *gid = (pw = getpwuid (*uid)) ? pw->pw_gid : (gid_t)-1;
+        *len = AUTH_LEN_LINK;
+        return 0;
+    }
     if (cfg->auth == AUTH_NONE) {
         /* Every request is the daemon's own user: no header can name
          * another (config_load refuses AuthType=none to a root daemon). */
@@ -123,7 +143,7 @@ int auth_user (const struct ctld_config *cfg, dt_http_req_t *req, uid_t *uid, gi
         return -1;
     /* The body is complete when a handler calls auth_user: the
      * credential must be bound to this very request. */
-    if (cfg->auth != AUTH_NONE) {
+    if (cfg->auth != AUTH_NONE && id->len != AUTH_LEN_LINK) {
         char want[AUTHDIGEST_LEN + 1];
         size_t blen;
         const char *body = dt_http_req_body (req, &blen);

@@ -21,6 +21,10 @@ static const char *const default_checkpoint_root = "/var/lib/dtctld/checkpoints"
 /* Root-owned parent of the per-user output directories (userdir.h): not
  * under the StateDir, which is root's alone. */
 static const char *const default_user_dir = "/var/spool/dtctld";
+/* The web page's files (installed with dtctl) and Debian's libjs-chart.js. */
+static const char *const default_ui_dir = UIDIR;
+static const char *const default_ui_chartjs =
+  "/usr/share/javascript/chart.js/chart.min.js";
 static const int64_t default_heartbeat_ms = 1000;
 static const int64_t default_node_timeout_ms = 10000;
 /* 0 = auto: the agent uses its floor until step times are known. */
@@ -88,6 +92,8 @@ const char *const config_keys[] = {
     "DtagentPath",
     "MaxBodySize",
     "UserDir",
+    "UiDir",
+    "UiChartJs",
     /* read by launcher_slurm.c */
     "SlurmAccount",
     "SlurmQos",
@@ -146,6 +152,8 @@ void config_destroy (struct ctld_config *cfg)
         free (cfg->checkpoint_root);
         free (cfg->user_dir);
         free (cfg->dtagent_path);
+        free (cfg->ui_dir);
+        free (cfg->ui_chartjs);
         free (cfg);
         errno = saved;
     }
@@ -431,10 +439,12 @@ struct ctld_config *config_load (const char *path, const struct config_overrides
     cfg->checkpoint_root =
       strdup (dt_conf_get (c, "CheckpointRoot", default_checkpoint_root));
     cfg->user_dir = strdup (dt_conf_get (c, "UserDir", default_user_dir));
+    cfg->ui_dir = strdup (dt_conf_get (c, "UiDir", default_ui_dir));
+    cfg->ui_chartjs = strdup (dt_conf_get (c, "UiChartJs", default_ui_chartjs));
     v = dt_conf_get (c, "DtagentPath", NULL);
     cfg->dtagent_path = v ? strdup (v) : NULL;
-    if (!cfg->state_dir || !cfg->listen_address || !cfg->controller_url ||
-        !cfg->database_path || !cfg->pid_file || !cfg->launcher ||
+    if (!cfg->ui_dir || !cfg->ui_chartjs || !cfg->state_dir || !cfg->listen_address ||
+        !cfg->controller_url || !cfg->database_path || !cfg->pid_file || !cfg->launcher ||
         !cfg->checkpoint_root || !cfg->user_dir || (v && !cfg->dtagent_path)) {
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;

@@ -45,6 +45,8 @@ struct ctld_config {
     int nadmins;
     char *checkpoint_root; /* CheckpointRoot */
     char *user_dir;        /* UserDir: per-user output directories (userdir.h) */
+    char *ui_dir;          /* UiDir: the web page's files (ui.h) */
+    char *ui_chartjs;      /* UiChartJs: the charting library the page loads */
     int64_t heartbeat_interval_ms, node_timeout_ms, hang_timeout_ms,
       rendezvous_timeout_ms;
     int log_level;      /* LogLevel */

@@ -19,6 +19,7 @@
 #include "orchestrator/gate.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
+#include "orchestrator/ui.h"
 
 bool gate_is_agent_path (const char *path)
 {
@@ -29,7 +30,8 @@ bool gate_is_agent_path (const char *path)
 static bool is_public (const char *method, const char *path)
 {
     return !strcmp (method, "GET") &&
-           (!strcmp (path, "/healthz") || !strcmp (path, "/metrics"));
+           (!strcmp (path, "/healthz") || !strcmp (path, "/metrics") ||
+            ui_is_static_path (path));
 }
 
 /* An agent route: a token of an attempt the controller knows (live, or

@@ -159,6 +159,12 @@ struct attempt {
      * empty), rebuilt when agents[] changed (count or order). */
     int *agent_hash;
     int agent_hash_cap, agent_hash_n;
+    /* The communication-bound warning (commbound.c): the latest figures
+     * (cb_valid once known); steps + 1, 0 none: the last step sampled, the
+     * first of the current run above the threshold. */
+    bool cb_valid, cb_fired;
+    double cb_share, cb_spread;
+    int64_t cb_seen, cb_from;
     /* jobs_flush writes a bounded number of rows at a time, from here */
     int flush_rank_pos, flush_agent_pos;
     int flush_rank_scan, flush_agent_scan; /* scanned by the open flush */
@@ -208,6 +214,9 @@ int jobs_checkpoint (struct jobs *jobs, int64_t id, uid_t uid, int64_t *step, in
 /* The live job (borrowed), or NULL when it is not live. */
 struct job *jobs_find (struct jobs *jobs, int64_t id);
 /* The live attempt holding 'token' (borrowed), or NULL. */
+/* Prometheus gauges of the running jobs' communication figures
+ * (commbound.c): new text, caller frees; NULL out of memory. */
+char *jobs_comm_metrics_text (struct jobs *jobs);
 struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token);
 /* Live (not terminal) jobs of 'uid', of everyone for (uid_t)-1: the
  * MaxJobsPerUser and MaxJobCount quotas. */

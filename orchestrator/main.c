@@ -27,6 +27,7 @@
 #include "orchestrator/provenance.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
+#include "orchestrator/ui.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc"
@@ -442,7 +443,8 @@ int main (int argc, char **argv)
     if (!(ctx.metrics = metrics_create (&ctx, &err)) ||
         !(ctx.jobs = jobs_create (&ctx, &err)) ||
         !(ctx.report = report_create (ctx.store, &err)) ||
-        api_register_routes (&ctx, &err) < 0 || agentapi_register_routes (&ctx, &err) < 0)
+        api_register_routes (&ctx, &err) < 0 ||
+        agentapi_register_routes (&ctx, &err) < 0 || ui_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
     if (port_file)

@@ -199,6 +199,12 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
         put (&b, "%s", goodput);
         free (goodput);
     }
+    /* Communication share of the running jobs (jobs/commbound.c). */
+    char *comm = jobs_comm_metrics_text (m->ctx->jobs);
+    if (comm) {
+        put (&b, "%s", comm);
+        free (comm);
+    }
     json_decref (counts);
     if (b.oom) {
         free (b.s);

@@ -24,11 +24,16 @@ static const json_int_t default_window_steps = 20;
 static const json_int_t default_integrity_every = 50;
 static const double default_spike_k = 8.0;
 static const json_int_t default_spike_window = 32;
+/* comm_bound: warn when over half of the step time is exposed
+ * communication wait for 20 steps in a row. */
+static const double default_comm_threshold = 0.5;
+static const json_int_t default_comm_window_steps = 20;
 
 static const char *const top_keys[] = {
     "name",    "nodes",     "spare_nodes", "ranks_per_node", "command",
     "env",     "workdir",   "partition",   "time_limit",     "checkpoint",
-    "restart", "heartbeat", "straggler",   "integrity",      NULL,
+    "restart", "heartbeat", "straggler",   "integrity",      "comm_bound",
+    NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
@@ -48,6 +53,7 @@ static const char *const straggler_keys[] = { "threshold", "window_steps", "acti
 static const char *const integrity_keys[] = {
     "every_steps", "action", "skip_bad_batches", "spike_k", "spike_window", NULL,
 };
+static const char *const comm_bound_keys[] = { "threshold", "window_steps", NULL };
 
 static int fail (dt_error_t *err, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
@@ -258,6 +264,22 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
 
     if (validate_integrity (in, empty, out, err) < 0)
         goto done;
+    /* comm_bound */
+    double cthr = default_comm_threshold;
+    json_int_t cwin = default_comm_window_steps;
+    if (!(sec = get_section (in, "comm_bound", comm_bound_keys, empty, err)) ||
+        dt_json_get_real (sec, "comm_bound", "threshold", false, 0.0, 1.0, &cthr, err) <
+          0 ||
+        dt_json_get_int (sec, "comm_bound", "window_steps", false, 1, 1000000, &cwin,
+                         err) < 0)
+        goto done;
+    if (cthr <= 0.0) {
+        fail (err, "comm_bound.threshold: must be in (0, 1]");
+        goto done;
+    }
+    json_object_set_new (
+      out, "comm_bound",
+      json_pack ("{s:f s:I}", "threshold", cthr, "window_steps", cwin));
     rc = 0;
 done:
     json_decref (empty);
@@ -471,4 +493,8 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->integ.skip_bad_batches = json_is_true (json_object_get (ig, "skip_bad_batches"));
     js->integ.spike_k = json_number_value (json_object_get (ig, "spike_k"));
     js->integ.spike_window = json_integer_value (json_object_get (ig, "spike_window"));
+    const json_t *cb = sect (spec, "comm_bound");
+    js->comm_bound.threshold = json_number_value (json_object_get (cb, "threshold"));
+    js->comm_bound.window_steps =
+      json_integer_value (json_object_get (cb, "window_steps"));
 }

@@ -241,6 +241,12 @@ json_t *store_events_json (store_t *st, int64_t job, int64_t after, int limit,
                            dt_error_t *err);
 json_t *store_ckpts_json (store_t *st, int64_t job, dt_error_t *err);
 json_t *store_metrics_json (store_t *st, int64_t job, dt_error_t *err);
+/* The same for a plot: about 3/4 max_points rows or fewer (the first row
+ * of each bucket of *bucket steps, and around each change of attempt the
+ * last row before and the first after), found by seeks, without a pass
+ * over all rows; every row when they fit.  *total: the rows of the job. */
+json_t *store_metrics_sampled_json (store_t *st, int64_t job, int max_points,
+                                    int64_t *total, int64_t *bucket, dt_error_t *err);
 json_t *store_ranks_json (store_t *st, int64_t job, int attempt, dt_error_t *err);
 json_t *store_nodes_json (store_t *st, dt_error_t *err);
 /* Counts for /metrics: 'sql' is one of the STORE_COUNT_* queries. */

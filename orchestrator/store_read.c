@@ -342,6 +342,98 @@ json_t *store_metrics_json (store_t *st, int64_t job, dt_error_t *err)
     return store_rows_json (st, s, "metrics view", err);
 }
 
+/* One metric row of statement 'which' (bound with job, a, b, c; -1:
+ * unbound), or NULL: none (*failed false) or an error (*failed true). */
+static json_t *metric_row (store_t *st, int which, int64_t job, int64_t a, int64_t b,
+                           int64_t c, bool *failed, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    json_t *rows, *row;
+    int bound = which == S_METRIC_CHANGE ? 4 : 2;
+    *failed = true;
+    if (!(s = store_stmt (st, which, err)) ||
+        (bound == 2 ? store_bind (st, s, err, "II", job, a)
+                    : store_bind (st, s, err, "IIII", job, a, b, c)) < 0 ||
+        !(rows = store_rows_json (st, s, "metric row", err)))
+        return NULL;
+    *failed = false;
+    row = json_incref (json_array_get (rows, 0));
+    json_decref (rows);
+    return row;
+}
+
+static int64_t row_int (const json_t *row, const char *k)
+{
+    return json_integer_value (json_object_get (row, k));
+}
+
+json_t *store_metrics_sampled_json (store_t *st, int64_t job, int max_points,
+                                    int64_t *total, int64_t *bucket, dt_error_t *err)
+{
+    sqlite3_stmt *s;
+    int64_t lo = 0, hi = -1;
+    bool failed = false;
+    json_t *out, *row, *last = NULL;
+    int rc;
+
+    *total = 0;
+    *bucket = 1;
+    if (!(s = store_stmt (st, S_METRICS_RANGE, err)) ||
+        store_bind (st, s, err, "I", job) < 0)
+        return NULL;
+    if ((rc = sqlite3_step (s)) == SQLITE_ROW) {
+        *total = sqlite3_column_int64 (s, 0);
+        lo = sqlite3_column_int64 (s, 1);
+        hi = sqlite3_column_int64 (s, 2);
+    }
+    sqlite3_reset (s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        dt_db_error (st->db, rc, "metrics range", err);
+        return NULL;
+    }
+    if (*total <= max_points)
+        return store_metrics_json (st, job, err);
+    /* The first row at or after the start of each bucket of steps (a seek
+     * each: no pass over the job's rows), and where the attempt changes
+     * between two of them the last row before and the first row after;
+     * three quarters of max_points leave room for those. */
+    int64_t budget = max_points * 3 / 4;
+    *bucket = (hi - lo + budget) / budget;
+    if (!(out = json_array ()))
+        return NULL;
+    for (int64_t from = lo; from <= hi && !failed;) {
+        if (!(row = metric_row (st, S_METRIC_AT, job, from, -1, -1, &failed, err)))
+            break;
+        int64_t step = row_int (row, "step");
+        if (last && row_int (last, "attempt") != row_int (row, "attempt")) {
+            json_t *ch = metric_row (st, S_METRIC_CHANGE, job, row_int (last, "step"),
+                                     step, row_int (last, "attempt"), &failed, err);
+            int64_t at = ch ? row_int (ch, "step") : step;
+            json_t *prev =
+              failed ? NULL
+                     : metric_row (st, S_METRIC_BEFORE, job, at, -1, -1, &failed, err);
+            if (prev && row_int (prev, "step") != row_int (last, "step"))
+                json_array_append (out, prev);
+            if (ch)
+                json_array_append (out, ch);
+            json_decref (prev);
+            json_decref (ch);
+        }
+        json_array_append_new (out, row);
+        last = row;
+        from = lo + ((step - lo) / *bucket + 1) * *bucket;
+    }
+    /* and the last row of all */
+    if (!failed && last && row_int (last, "step") != hi &&
+        (row = metric_row (st, S_METRIC_AT, job, hi, -1, -1, &failed, err)))
+        json_array_append_new (out, row);
+    if (failed) {
+        json_decref (out);
+        return NULL;
+    }
+    return out;
+}
+
 json_t *store_ranks_json (store_t *st, int64_t job, int attempt, dt_error_t *err)
 {
     sqlite3_stmt *s;

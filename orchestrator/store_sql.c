@@ -205,6 +205,20 @@ const char *const store_sql[S_COUNT] = {
     [S_METRICS_VIEW] =
       "SELECT step, time, attempt, loss, samples_per_s, compute_ms, comm_ms FROM metrics"
       " WHERE job_id = ?1 ORDER BY step",
+    /* For plots (store_metrics_sampled_json): rows and step range, then
+     * single rows found through the primary key. */
+    [S_METRICS_RANGE] =
+      "SELECT count(*), min(step), max(step) FROM metrics WHERE job_id = ?1",
+    [S_METRIC_AT] =
+      "SELECT step, time, attempt, loss, samples_per_s, compute_ms, comm_ms FROM metrics"
+      " WHERE job_id = ?1 AND step >= ?2 ORDER BY step LIMIT 1",
+    [S_METRIC_BEFORE] =
+      "SELECT step, time, attempt, loss, samples_per_s, compute_ms, comm_ms FROM metrics"
+      " WHERE job_id = ?1 AND step < ?2 ORDER BY step DESC LIMIT 1",
+    [S_METRIC_CHANGE] =
+      "SELECT step, time, attempt, loss, samples_per_s, compute_ms, comm_ms FROM metrics"
+      " WHERE job_id = ?1 AND step > ?2 AND step < ?3 AND attempt != ?4 ORDER BY step"
+      " LIMIT 1",
     [S_RANKS_VIEW] =
       "SELECT rank, node, local_rank, pid, state, client, step, loss, samples, "
       "compute_ms,"

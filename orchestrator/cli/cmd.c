@@ -66,6 +66,9 @@ const struct cmd dtctl_cmds[] = {
       "  -c, --count N         stop after N refreshes\n" },
     { "report", cmd_report, "JOB",
       "goodput report of a job: ETTR, where the time went, failures, step times", "" },
+    { "ui", cmd_ui, "[JOB] [--ttl SECONDS]",
+      "print a link to the web page (of JOB), valid for a while, that reads as you",
+      "      --ttl SECONDS   how long the link works (default 3600, at most 86400)\n" },
     { NULL, NULL, NULL, NULL, NULL },
 };
 

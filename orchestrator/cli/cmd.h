@@ -66,5 +66,6 @@ int cmd_checkpoint (struct ctl *ctl, int argc, char **argv);
 int cmd_nodes (struct ctl *ctl, int argc, char **argv);
 int cmd_watch (struct ctl *ctl, int argc, char **argv);
 int cmd_report (struct ctl *ctl, int argc, char **argv);
+int cmd_ui (struct ctl *ctl, int argc, char **argv);
 
 #endif

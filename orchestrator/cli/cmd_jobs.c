@@ -580,6 +580,24 @@ static void show_integrity (const json_t *events)
         table_print (t, stdout, 2);
 }
 
+/* The running attempt's communication figures (the comm_bound warning). */
+static void show_comm (const json_t *job)
+{
+    const json_t *c = jget (job, "comm");
+    if (!json_is_object (c))
+        return;
+    printf ("\nCommunication: exposed share %.1f%% (threshold %.0f%% over %lld steps), "
+            "compute spread between ranks %.1f%%%s\n",
+            100 * json_number_value (jget (c, "exposed_share")),
+            100 * json_number_value (jget (c, "threshold")),
+            (long long)json_integer_value (jget (c, "window_steps")),
+            100 * json_number_value (jget (c, "compute_spread")),
+            json_is_true (jget (c, "comm_bound"))
+              ? "\n  COMM-BOUND: most of the step time is communication wait "
+                "(event comm_bound)"
+              : "");
+}
+
 int cmd_show (struct ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = { CMD_COMMON_OPTS, { NULL, 0, NULL, 0 } };
@@ -610,6 +628,7 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
       ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), NULL);
     show_integrity (events);
     json_decref (events);
+    show_comm (job);
     if (jget (job, "result")) {
         printf ("\nResult:\n");
         print_kv_object (jget (job, "result"), 2);

@@ -123,6 +123,10 @@ int64_t progress_gap_ms (struct attempt *att);
 int straggler_window (struct job *job);
 void straggler_pass (struct jobs *jobs, struct attempt *att);
 
+/* commbound.c: the communication-bound pass and its view */
+void commbound_pass (struct jobs *jobs, struct attempt *att);
+void commbound_overlay (const struct job *job, json_t *o);
+
 /* flush.c: the bounded flush of live state */
 bool jobs_flush_some (struct jobs *jobs, int budget);
 

@@ -484,6 +484,7 @@ void jobs_overlay (struct jobs *jobs, json_t *o)
                                                       rk->node, "score", rk->score));
             }
         }
+        commbound_overlay (job, o);
     }
     json_object_set_new (o, "stragglers", strag);
 }

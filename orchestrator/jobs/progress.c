@@ -225,6 +225,7 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
     }
     report_sample (jobs, att); /* goodput accounting */
     straggler_pass (jobs, att);
+    commbound_pass (jobs, att);
 
     /* The first step past the resume point: when the restart paid off
      * (the failure timelines and the goodput report use it). */

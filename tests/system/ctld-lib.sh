@@ -58,6 +58,8 @@ write_conf () {
         echo "NodeTimeout=3s"
         echo "DtagentPath=$DTAGENT"
         [ -n "$ap" ] && echo "AgentPort=$ap"
+        # the web page's files from the source tree (not installed)
+        case " $* " in *" UiDir="*) ;; *) echo "UiDir=$TOP_SRCDIR/ui" ;; esac
         for l in "$@"; do echo "$l"; done
     } > "$TMP/dtctld.conf"
 }

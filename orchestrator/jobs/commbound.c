@@ -1,0 +1,149 @@
+/* commbound.c: the communication-bound early warning.  From the ranks'
+ * step reports (compute time and communication-wait time of their latest
+ * step) each attempt-wide pass computes the exposed communication share
+ * (communication wait / (compute + communication wait), the mean over the
+ * ranks), the spread of compute time between the ranks ((slowest -
+ * fastest) / slowest), and raises one "comm_bound" event per attempt when
+ * the share stays above comm_bound.threshold for comm_bound.window_steps
+ * consecutive steps.  The figures are in the job view ("comm") and on
+ * /metrics.
+ */
+#include <config.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "orchestrator/jobs/internal.h"
+
+/* Defaults of a spec that predates the comm_bound section (spec.c has the
+ * same for new specs). */
+static const double default_threshold = 0.5;
+static const int default_window_steps = 20;
+
+static double cb_threshold (const struct job *job)
+{
+    double t = job->spec.comm_bound.threshold;
+    return t > 0 ? t : default_threshold;
+}
+
+static int cb_window (const struct job *job)
+{
+    int w = job->spec.comm_bound.window_steps;
+    return w > 0 ? w : default_window_steps;
+}
+
+void commbound_pass (struct jobs *jobs, struct attempt *att)
+{
+    struct job *job = att->job;
+    double share = 0, cmin = NAN, cmax = NAN;
+    int64_t min_step = -1;
+    int n = 0;
+
+    for (int r = 0; r < att->row.world_size; r++) {
+        const struct rank *rk = &att->ranks[r];
+        if (!rk->seen || rk->step < 0 || isnan (rk->compute_ms) || isnan (rk->comm_ms) ||
+            rk->compute_ms + rk->comm_ms <= 0)
+            continue;
+        share += rk->comm_ms / (rk->compute_ms + rk->comm_ms);
+        if (isnan (cmin) || rk->compute_ms < cmin)
+            cmin = rk->compute_ms;
+        if (isnan (cmax) || rk->compute_ms > cmax)
+            cmax = rk->compute_ms;
+        if (min_step < 0 || rk->step < min_step)
+            min_step = rk->step;
+        n++;
+    }
+    if (n == 0)
+        return;
+    att->cb_valid = true;
+    att->cb_share = share / n;
+    att->cb_spread = cmax > 0 ? (cmax - cmin) / cmax : 0;
+    /* One sample per step every rank has reported (the fields hold step
+     * + 1, so that a new attempt's zeroed fields read as none). */
+    if (min_step + 1 <= att->cb_seen)
+        return;
+    att->cb_seen = min_step + 1;
+    if (att->cb_share <= cb_threshold (job)) {
+        att->cb_from = 0;
+        return;
+    }
+    if (att->cb_from == 0)
+        att->cb_from = min_step + 1;
+    if (att->cb_fired || min_step + 1 - att->cb_from < cb_window (job))
+        return;
+
+    char detail[256];
+    dt_error_t err;
+    att->cb_fired = true;
+    snprintf (detail, sizeof (detail),
+              "communication-bound: %.0f%% of the step time is exposed communication "
+              "wait (above %.0f%% for %lld steps); compute-time spread between ranks "
+              "%.0f%%",
+              100 * att->cb_share, 100 * cb_threshold (job),
+              (long long)(min_step + 1 - att->cb_from), 100 * att->cb_spread);
+    json_t *data =
+      json_pack ("{s:f s:f s:i s:f s:I s:I}", "exposed_share", att->cb_share, "threshold",
+                 cb_threshold (job), "window_steps", cb_window (job), "compute_spread",
+                 att->cb_spread, "step", (json_int_t)min_step, "since_step",
+                 (json_int_t)(att->cb_from - 1));
+    if (jobs_note (jobs, att, "comm_bound", NULL, -1, detail, data, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
+    else
+        dt_log (LOG_NOTICE, "job %lld attempt %d: %s", (long long)job->row.id,
+                att->row.attempt, detail);
+    json_decref (data);
+}
+
+void commbound_overlay (const struct job *job, json_t *o)
+{
+    const struct attempt *att = job->att;
+    if (!att || !att->cb_valid || att->row.state != ATT_RUNNING)
+        return;
+    int64_t above = att->cb_from ? att->cb_seen - att->cb_from : 0;
+    json_object_set_new (o, "comm",
+                         json_pack ("{s:f s:f s:n s:f s:i s:I s:b}", "exposed_share",
+                                    att->cb_share, "compute_spread", att->cb_spread,
+                                    "mfu", "threshold", cb_threshold (job),
+                                    "window_steps", cb_window (job), "steps_above",
+                                    (json_int_t)above, "comm_bound", att->cb_fired));
+}
+
+char *jobs_comm_metrics_text (struct jobs *jobs)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&buf, &len);
+    if (!f)
+        return NULL;
+    fputs ("# HELP dtctld_job_comm_exposed_share Exposed communication-wait share of "
+           "the step time of a running job (mean over its ranks' latest steps).\n"
+           "# TYPE dtctld_job_comm_exposed_share gauge\n",
+           f);
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att && j->att->cb_valid && j->att->row.state == ATT_RUNNING)
+            fprintf (f, "dtctld_job_comm_exposed_share{job=\"%lld\"} %.4f\n",
+                     (long long)j->row.id, j->att->cb_share);
+    fputs ("# HELP dtctld_job_compute_spread Spread of compute time between the ranks "
+           "of a running job: (slowest - fastest) / slowest.\n"
+           "# TYPE dtctld_job_compute_spread gauge\n",
+           f);
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att && j->att->cb_valid && j->att->row.state == ATT_RUNNING)
+            fprintf (f, "dtctld_job_compute_spread{job=\"%lld\"} %.4f\n",
+                     (long long)j->row.id, j->att->cb_spread);
+    fputs ("# HELP dtctld_job_comm_bound 1 when the running attempt of a job raised a "
+           "comm_bound event.\n"
+           "# TYPE dtctld_job_comm_bound gauge\n",
+           f);
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att && j->att->cb_valid && j->att->row.state == ATT_RUNNING)
+            fprintf (f, "dtctld_job_comm_bound{job=\"%lld\"} %d\n", (long long)j->row.id,
+                     j->att->cb_fired ? 1 : 0);
+    if (fclose (f) != 0) {
+        free (buf);
+        return NULL;
+    }
+    return buf;
+}
