@@ -75,6 +75,7 @@ struct job_spec {
         double spike_k; /* 0: no spike detection */
         int spike_window;
     } integ;
+    struct {
         double threshold; /* 0: the default (a spec from before comm_bound) */
         int window_steps; /* 0: the default */
     } comm_bound;
