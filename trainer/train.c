@@ -84,6 +84,11 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     t->client = client;
     t->rank = o->rank;
     t->world = o->world;
+    /* The layout (opts_parse checked it against the model) */
+    if (layout_init (&t->ly, o, t->world, t->rank, err) < 0) {
+        *exit_code = EXIT_USAGE;
+        goto error;
+    }
 
     /* Data: mmap, hold out the tail. */
     if (data_open (&t->data, o->data, o->context, o->val_frac, err) < 0)
@@ -96,11 +101,21 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
+    if (t->k->is_device && t->ly.tp * t->ly.pp > 1) {
+        errprintf (err,
+                   "--tp %d --pp %d: tensor and pipeline parallelism run on the CPU "
+                   "backend only (use --backend cpu)",
+                   t->ly.tp, t->ly.pp);
+        goto error;
+    }
 
-    /* Model: the micro-batch is a rank's share unless given. */
-    int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world -
-                    ((int64_t)o->global_batch * t->rank) / t->world;
-    int64_t maxshare = (o->global_batch + t->world - 1) / t->world;
+    /* Model: the micro-batch is a rank's share unless given (the batch is
+     * divided among the dp replicas; the ranks of one replica process the
+     * same samples). */
+    int dp = t->ly.dp, dpr = t->ly.dpr;
+    int64_t share = ((int64_t)o->global_batch * (dpr + 1)) / dp -
+                    ((int64_t)o->global_batch * dpr) / dp;
+    int64_t maxshare = (o->global_batch + dp - 1) / dp;
     t->mb = o->micro_batch ? o->micro_batch : (int)maxshare;
     if (t->mb > maxshare)
         t->mb = (int)maxshare;
@@ -116,16 +131,17 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
          dump_vector (&t->model, o->dump_tensors, "init.f32", t->model.params, err) < 0))
         goto error;
 
-    /* Partition (ZeRO-1 shards and checkpoint slices). */
+    /* Partition (ZeRO-1 shards and checkpoint slices) of this rank's
+     * parameters over its dp group. */
     size_t n = t->model.nparams;
-    if (!(t->counts = calloc (t->world, sizeof (size_t)))) {
+    if (!(t->counts = calloc (dp, sizeof (size_t)))) {
         errprintf (err, "out of memory");
         goto error;
     }
-    for (int r = 0; r < t->world; r++) {
-        size_t a = n * r / t->world, b = n * (r + 1) / t->world;
+    for (int r = 0; r < dp; r++) {
+        size_t a = n * r / dp, b = n * (r + 1) / dp;
         t->counts[r] = b - a;
-        if (r == t->rank)
+        if (r == dpr)
             t->lo = a, t->hi = b;
     }
     t->opt_elems = o->parallel == PAR_ZERO1 ? t->hi - t->lo : n;
@@ -148,7 +164,7 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     if (train_resume (t, exit_code, err) < 0)
         goto error;
 
-    if (!(t->comm = train_comm_open (t, err))) {
+    if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0) {
         *exit_code = EXIT_COMM;
         goto error;
     }
@@ -169,10 +185,13 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         long local = lws ? atol (lws) : t->world;
         overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
-    if (t->world > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
+    if (dp > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
+    if (t->rank == 0 && t->ly.tp * t->ly.pp > 1)
+        dt_log (LOG_INFO, "layout: tp %d x pp %d x dp %d (%zu parameters per rank)",
+                t->ly.tp, t->ly.pp, t->ly.dp, n);
     if (t->rank == 0)
         dt_log (
           LOG_INFO,
@@ -193,6 +212,7 @@ void trainer_destroy (struct trainer *t)
         return;
     overlap_stop (t);
     ckpt_writer_destroy (t->writer);
+    train_layout_close (t);
     dt_comm_destroy (t->comm);
     if (t->k) {
         t->k->free (t->m);
@@ -213,7 +233,7 @@ static int comm_fail (struct trainer *t, dt_error_t *err)
     /* gloo names the peer's address, which the communicator maps to a
      * rank; with two ranks it can only be the other one. */
     char peer[48] = "";
-    int who = dt_comm_peer_of (t->comm, err->text);
+    int who = train_layout_peer (t, err->text);
     if (who < 0 && t->world == 2)
         who = 1 - t->rank;
     if (who >= 0)
@@ -229,7 +249,7 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
     size_t n = t->model.nparams, off = b * t->bucket;
     size_t len = n - off < t->bucket ? n - off : t->bucket;
     int64_t t0 = dt_mono_ns ();
-    if (dt_comm_allreduce (t->comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
+    if (dt_comm_allreduce (t->dp_comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
         return -1;
     t->ar_bytes += len * 4.0;
     t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
@@ -240,7 +260,7 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
  * descending order as the comm thread (same boundaries, same bits). */
 static int reduce_grads (struct trainer *t, dt_error_t *err)
 {
-    if (t->world == 1)
+    if (t->ly.dp == 1)
         return 0;
     for (ssize_t b = (ssize_t)t->nbuckets - 1; b >= 0; b--)
         if (reduce_bucket (t, b, err) < 0)
@@ -364,11 +384,12 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
                          (float)bc1, (float)bc2, (float)gscale) < 0)
             return errprintf (err, "adamw: %s", t->k->last_error);
     }
-    if (o->parallel == PAR_ZERO1 && t->world > 1) {
+    if (o->parallel == PAR_ZERO1 && t->ly.dp > 1) {
         if (t->k->sync () < 0)
             return errprintf (err, "%s", t->k->last_error);
         int64_t t0 = dt_mono_ns ();
-        if (dt_comm_allgather (t->comm, m->params + t->lo, m->params, t->counts, err) < 0)
+        if (dt_comm_allgather (t->dp_comm, m->params + t->lo, m->params, t->counts, err) <
+            0)
             return -1;
         *comm_s += (dt_mono_ns () - t0) / 1e9;
     }
@@ -383,7 +404,7 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
 
     if (data_val_pos (&t->data, 0, n) == (size_t)-1 || n == 0)
         return 1;
-    int64_t a = n * t->rank / t->world, b = n * (t->rank + 1) / t->world;
+    int64_t a = n * t->ly.dpr / t->ly.dp, b = n * (t->ly.dpr + 1) / t->ly.dp;
     for (int64_t i = a; i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
         for (int j = 0; j < cnt; j++)
@@ -392,7 +413,8 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
         double ls;
         if (model_eval (&t->model, cnt, t->ctx_host, t->tgt_host, &ls) < 0)
             return errprintf (err, "validation: %s", t->k->last_error);
-        s[0] += ls;
+        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+            s[0] += ls;
     }
     if (dt_comm_allreduce (t->comm, s, 1, DT_F64, DT_SUM, err) < 0)
         return -1;
@@ -417,8 +439,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     const struct train_opts *o = &t->o;
     struct model *m = &t->model;
     int B = o->global_batch, C = o->context;
-    int64_t a = (int64_t)B * t->rank / t->world,
-            b = (int64_t)B * (t->rank + 1) / t->world;
+    int64_t a = (int64_t)B * t->ly.dpr / t->ly.dp,
+            b = (int64_t)B * (t->ly.dpr + 1) / t->ly.dp;
     double loss_sum = 0, sumsq = 0;
 
     /* compute */
@@ -437,11 +459,14 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         }
         double ls;
         if (model_step (m, cnt, t->ctx_host, t->tgt_host, 1.0f / B, &ls) < 0) {
+            dt_error_t e2;
             if (armed)
-                overlap_finish (t, err);
-            return errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
+                overlap_finish (t, &e2);
+            errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
+            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
         }
-        loss_sum += ls;
+        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+            loss_sum += ls;
     }
     if (t->ov.on && !armed) {
         overlap_arm (t); /* no samples on this rank: reduce anyway */
@@ -460,7 +485,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     double comm = 0;
     if ((armed ? overlap_finish (t, err) : reduce_grads (t, err)) < 0)
         return comm_fail (t, err);
-    if (t->k->sumsq (t->hi - t->lo, m->grads + t->lo, &sumsq) < 0)
+    if (train_layout_sumsq (t, &sumsq) < 0)
         return errprintf (err, "%s", t->k->last_error);
     train_ctrl_fill (t, loss_sum, sumsq);
     if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, err) < 0)
@@ -489,7 +514,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     *loss = t->ctrl[0] / B;
     /* samples: what this rank processed in this step (its share of the
      * global batch), so the controller's sum over ranks is the batch. */
-    dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
+    dtclient_step (t->client, t->step, *loss, t->ly.tpr == 0 ? b - a : 0, compute, comm);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
                         : o->steps >= 20 ? o->steps / 20
@@ -576,7 +601,7 @@ int trainer_run (struct trainer *t)
     /* Every replica must hold the same parameters: compare CRCs. */
     uint32_t crc = train_params_crc (t);
     int64_t mm[2] = { crc, -(int64_t)crc };
-    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
+    if (t->ly.dp > 1 && dt_comm_allreduce (t->dp_comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
     if (mm[0] != -mm[1]) {
         dt_log (LOG_ERR,
@@ -585,6 +610,14 @@ int trainer_run (struct trainer *t)
                 t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
         return EXIT_TRAIN_ERR;
     }
+    if (t->ly.tp * t->ly.pp > 1) {
+        /* Report the one-rank layout's params_crc32c, comparable across
+         * layouts. */
+        int ok;
+        crc = train_layout_global_crc (t, &ok);
+        if (!ok)
+            return EXIT_COMM;
+    }
 
     /* Summary */
     int64_t steps_run = t->step - t->start_step;
@@ -592,7 +625,7 @@ int trainer_run (struct trainer *t)
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[1536], val[96];
+    char json[1792], val[96];
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
@@ -608,7 +641,8 @@ int trainer_run (struct trainer *t)
       "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
       "\"ckpt_write_s\": %.4f, "
-      "\"stopped\": %s, \"blas_core\": \"%s\"}",
+      "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
+      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
@@ -616,7 +650,8 @@ int trainer_run (struct trainer *t)
       wall, t->compute_s, t->comm_s,
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
-      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
+      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
+      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes);
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

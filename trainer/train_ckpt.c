@@ -245,6 +245,13 @@ int train_comm_lost (struct trainer *t)
 
     if (!o->jit || t->world < 2 || !o->checkpoint_dir || !dtclient_connected (t->client))
         return EXIT_COMM;
+    if (t->ly.tp * t->ly.pp > 1) {
+        dt_log (LOG_NOTICE,
+                "rank %d: tp %d x pp %d: no just-in-time checkpoint (a rank holds only "
+                "its slice of the model)",
+                t->rank, t->ly.tp, t->ly.pp);
+        return EXIT_COMM;
+    }
     if (o->parallel != PAR_DP) {
         dt_log (LOG_NOTICE,
                 "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
@@ -303,7 +310,7 @@ uint32_t train_params_crc (struct trainer *t)
     uint32_t crc = 0;
     if (h && t->k->download (h, t->model.params, n * 4) == 0) {
         crc = dt_crc32c (0, h, n * 4);
-        if (t->o.dump_params && t->rank == 0) {
+        if (t->o.dump_params && t->rank == 0 && t->ly.tp * t->ly.pp == 1) {
             FILE *f = fopen (t->o.dump_params, "wb");
             if (!f || fwrite (h, 4, n, f) != n || fclose (f) != 0)
                 dt_log (LOG_ERR, "--dump-params %s: %s", t->o.dump_params,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "trainer/data.h"
+#include "trainer/layout.h"
 #include "trainer/transformer.h"
 
 /* Tensors per block, and the index of block l's first. */
@@ -40,37 +41,17 @@ static float uniform (uint64_t seed, size_t i, float a)
     return (float)((2.0 * u - 1.0) * a);
 }
 
+/* The whole model on one rank, or this rank's tp slice (layout.h). */
 static void layout (struct model *m)
 {
-    int C = m->C, E = m->E;
-    char name[24];
-    static const struct {
-        const char *name;
-        int decay, d0, d1;
-    } blk[TFM_PER_BLOCK] = {
-        /* d0, d1 in units of E (0: none) */
-        { "ln1.g", 0, 1, 0 },     { "ln1.b", 0, 1, 0 },   { "attn.wqkv", 1, 1, 3 },
-        { "attn.bqkv", 0, 3, 0 }, { "attn.wo", 1, 1, 1 }, { "attn.bo", 0, 1, 0 },
-        { "ln2.g", 0, 1, 0 },     { "ln2.b", 0, 1, 0 },   { "mlp.w1", 1, 1, 4 },
-        { "mlp.b1", 0, 4, 0 },    { "mlp.w2", 1, 4, 1 },  { "mlp.b2", 0, 1, 0 },
-    };
-
-    model_add_tensor (m, "wte", 0, MODEL_VOCAB, E);
-    model_add_tensor (m, "wpe", 0, C, E);
-    for (int l = 0; l < m->L; l++)
-        for (int i = 0; i < TFM_PER_BLOCK; i++) {
-            snprintf (name, sizeof (name), "h%d.%s", l, blk[i].name);
-            model_add_tensor (m, name, blk[i].decay, (int64_t)blk[i].d0 * E,
-                              (int64_t)blk[i].d1 * E);
-        }
-    model_add_tensor (m, "lnf.g", 0, E, 0);
-    model_add_tensor (m, "lnf.b", 0, E, 0);
-    model_add_tensor (m, "head.w", 1, E, MODEL_VOCAB);
+    layout_tfm (m, m->C, m->E, m->L, m->tp > 1 ? m->tp : 1, m->tpr, 0, m->L, 1, 1);
 }
 
 /* GPT-2's initialisation, with a uniform of the same standard deviation:
  * 0.02 for embeddings and matrices, 0.02 / sqrt(2 L) for the two
- * projections into the residual stream; LayerNorm gains 1; biases 0. */
+ * projections into the residual stream; LayerNorm gains 1; biases 0.
+ * Each value is a function of its index in the one-rank layout, so a
+ * tensor-parallel slice holds the same values as the whole tensor. */
 static void init (struct model *m, float *h, uint64_t seed)
 {
     const float s3 = sqrtf (3.0f);
@@ -88,7 +69,7 @@ static void init (struct model *m, float *h, uint64_t seed)
         if (strstr (t->name, "attn.wo") || strstr (t->name, "mlp.w2"))
             sd = 0.02f / sqrtf (2.0f * m->L);
         for (size_t j = 0; sd > 0 && j < t->count; j++)
-            h[t->off + j] = uniform (seed, t->off + j, sd * s3);
+            h[t->off + j] = uniform (seed, t->goff + layout_global_index (t, j), sd * s3);
     }
 }
 
@@ -105,7 +86,8 @@ static int alloc_act (struct model *m)
 {
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
-    int L = m->L, C = m->C, E = m->E, NH = m->H;
+    int L = m->L, C = m->C, E = m->E, T = m->tp > 1 ? m->tp : 1, NH = m->H / T;
+    int EA = E / T, F = 4 * E / T; /* this rank's attention and MLP widths */
     size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * C;
 
     if (!(a->res = calloc (L + 1, sizeof (float *))) ||
@@ -135,15 +117,15 @@ static int alloc_act (struct model *m)
             a->mid[l] = carve (b, &at, M * E);
             a->ln1[l] = carve (b, &at, M * E);
             a->ln2[l] = carve (b, &at, M * E);
-            a->yatt[l] = carve (b, &at, M * E);
+            a->yatt[l] = carve (b, &at, M * EA);
             a->mean1[l] = carve (b, &at, M);
             a->rstd1[l] = carve (b, &at, M);
             a->mean2[l] = carve (b, &at, M);
             a->rstd2[l] = carve (b, &at, M);
-            a->qkv[l] = carve (b, &at, M * 3 * E);
+            a->qkv[l] = carve (b, &at, M * 3 * EA);
             a->att[l] = carve (b, &at, att);
-            a->u[l] = carve (b, &at, M * 4 * E);
-            a->g[l] = carve (b, &at, M * 4 * E);
+            a->u[l] = carve (b, &at, M * F);
+            a->g[l] = carve (b, &at, M * F);
         }
         a->lnf = carve (b, &at, M * E);
         a->meanf = carve (b, &at, M);
@@ -152,9 +134,9 @@ static int alloc_act (struct model *m)
         a->loss = carve (b, &at, M);
         a->dres = carve (b, &at, M * E);
         a->dln = carve (b, &at, M * E);
-        a->dyatt = carve (b, &at, M * E);
-        a->dqkv = carve (b, &at, M * 3 * E);
-        a->dg = carve (b, &at, M * 4 * E);
+        a->dyatt = carve (b, &at, M * EA);
+        a->dqkv = carve (b, &at, M * 3 * EA);
+        a->dg = carve (b, &at, M * F);
         a->work = carve (b, &at, att);
         a->tok = (uint8_t *)carve (b, &at, (M + 3) / 4);
         a->tgt = (uint8_t *)carve (b, &at, (M + 3) / 4);
@@ -167,20 +149,28 @@ static int alloc_act (struct model *m)
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed)
 {
+    return tfm_create_tp (m, k, C, E, NH, L, mb, seed, 1, 0);
+}
+
+int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                   int mb, uint64_t seed, int tp, int tpr)
+{
     memset (m, 0, sizeof (*m));
     m->k = k;
     m->kind = MODEL_TRANSFORMER;
     m->C = C, m->E = E, m->H = NH, m->L = L, m->mb = mb;
+    m->tp = tp, m->tpr = tpr;
     if (!k->layernorm_fwd || !k->layernorm_bwd || !k->attn_fwd || !k->attn_bwd ||
         !k->embed_pos_fwd || !k->embed_pos_bwd) {
         snprintf (k->last_error, sizeof (k->last_error),
                   "the %s backend has no transformer kernels", k->name);
         return -1;
     }
-    if (NH < 1 || E % NH != 0 || L < 1 || 2 + TFM_PER_BLOCK * L + 3 > MODEL_MAX_TENSORS) {
+    if (NH < 1 || E % NH != 0 || L < 1 || 2 + TFM_PER_BLOCK * L + 3 > MODEL_MAX_TENSORS ||
+        tp < 1 || NH % tp != 0 || tpr < 0 || tpr >= tp) {
         snprintf (k->last_error, sizeof (k->last_error),
-                  "width %d, %d heads, %d layers: not a valid transformer shape", E, NH,
-                  L);
+                  "width %d, %d heads, %d layers, tp %d: not a valid transformer shape",
+                  E, NH, L, tp);
         return -1;
     }
     layout (m);
@@ -227,12 +217,34 @@ void tfm_destroy (struct model *m)
 #define P(i) (m->params + m->t[i].off)
 #define G(i) (m->grads + m->t[i].off)
 
+/* Tensor parallelism's all-reduce (Megatron's g in the forward pass, f in
+ * the backward): the sum of n floats over the tp group; nothing on one
+ * rank.  A device backend syncs first (the hook reads host memory). */
+static int tp_sum (struct model *m, float *buf, size_t n)
+{
+    if (m->tp <= 1)
+        return 0;
+    if (m->k->sync () < 0)
+        return -1;
+    return m->tp_allreduce (m->tp_arg, buf, n);
+}
+
+/* Start a row-parallel product's output: the residual on tp rank 0 (so
+ * that the sum adds it once), zeros on the others. */
+static int tp_residual (struct model *m, float *out, const float *res, size_t n)
+{
+    if (m->tp > 1 && m->tpr != 0)
+        return m->k->zero (out, n * 4);
+    return m->k->copy (out, res, n * 4);
+}
+
 static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
                     float scale, double *loss_sum)
 {
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
-    int C = m->C, E = m->E, NH = m->H, L = m->L, F = 4 * E, D = E / NH, M = n * C;
+    int C = m->C, E = m->E, L = m->L, D = E / m->H, M = n * C;
+    int T = m->tp > 1 ? m->tp : 1, NH = m->H / T, EA = E / T, F = 4 * E / T;
     int f = BLK (L);
 
     /* Targets: each window shifted by one byte, then the window's target. */
@@ -248,14 +260,15 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
         int b = BLK (l);
         if (k->layernorm_fwd (M, E, a->res[l], P (b + LN1G), P (b + LN1B), a->ln1[l],
                               a->mean1[l], a->rstd1[l]) < 0 ||
-            k->sgemm (0, 0, M, 3 * E, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * E, 0.0f,
-                      a->qkv[l], 3 * E) < 0 ||
-            k->bias_fwd (M, 3 * E, a->qkv[l], P (b + BQKV)) < 0 ||
+            k->sgemm (0, 0, M, 3 * EA, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * EA, 0.0f,
+                      a->qkv[l], 3 * EA) < 0 ||
+            k->bias_fwd (M, 3 * EA, a->qkv[l], P (b + BQKV)) < 0 ||
             k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l]) < 0
-            /* mid = res + yatt Wo + bo */
-            || k->copy (a->mid[l], a->res[l], (size_t)M * E * 4) < 0 ||
-            k->sgemm (0, 0, M, E, E, 1.0f, a->yatt[l], E, P (b + WO), E, 1.0f, a->mid[l],
-                      E) < 0 ||
+            /* mid = res + yatt Wo + bo (tp: the sum of the ranks' yatt Wo) */
+            || tp_residual (m, a->mid[l], a->res[l], (size_t)M * E) < 0 ||
+            k->sgemm (0, 0, M, E, EA, 1.0f, a->yatt[l], EA, P (b + WO), E, 1.0f,
+                      a->mid[l], E) < 0 ||
+            tp_sum (m, a->mid[l], (size_t)M * E) < 0 ||
             k->bias_fwd (M, E, a->mid[l], P (b + BO)) < 0 ||
             k->layernorm_fwd (M, E, a->mid[l], P (b + LN2G), P (b + LN2B), a->ln2[l],
                               a->mean2[l], a->rstd2[l]) < 0 ||
@@ -263,9 +276,10 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
                       F) < 0 ||
             k->bias_gelu_fwd (M, F, a->u[l], P (b + B1), a->g[l]) < 0
             /* res' = mid + gelu(u) W2 + b2 */
-            || k->copy (a->res[l + 1], a->mid[l], (size_t)M * E * 4) < 0 ||
+            || tp_residual (m, a->res[l + 1], a->mid[l], (size_t)M * E) < 0 ||
             k->sgemm (0, 0, M, E, F, 1.0f, a->g[l], F, P (b + W2), E, 1.0f, a->res[l + 1],
                       E) < 0 ||
+            tp_sum (m, a->res[l + 1], (size_t)M * E) < 0 ||
             k->bias_fwd (M, E, a->res[l + 1], P (b + B2)) < 0)
             return -1;
     }
@@ -295,7 +309,8 @@ int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, fl
 {
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
-    int C = m->C, E = m->E, NH = m->H, L = m->L, F = 4 * E, D = E / NH, M = n * C;
+    int C = m->C, E = m->E, L = m->L, D = E / m->H, M = n * C;
+    int T = m->tp > 1 ? m->tp : 1, NH = m->H / T, EA = E / T, F = 4 * E / T;
     int f = BLK (L), V = MODEL_VOCAB;
 
     if (forward (m, n, ctx, tgt, scale, loss_sum) < 0)
@@ -310,7 +325,8 @@ int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, fl
         return -1;
     for (int l = L - 1; l >= 0; l--) {
         int b = BLK (l);
-        /* MLP: res[l+1] = mid + gelu(ln2 W1 + b1) W2 + b2; dres += through ln2 */
+        /* MLP: res[l+1] = mid + gelu(ln2 W1 + b1) W2 + b2; dres += through ln2
+         * (tp: each rank's part of dln, summed) */
         if (k->sgemm (1, 0, F, E, M, 1.0f, a->g[l], F, a->dres, E, 1.0f, G (b + W2), E) <
               0 ||
             k->bias_bwd (M, E, a->dres, G (b + B2)) < 0 ||
@@ -321,22 +337,24 @@ int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, fl
               0 ||
             k->sgemm (0, 1, M, E, F, 1.0f, a->dg, F, P (b + W1), F, 0.0f, a->dln, E) <
               0 ||
+            tp_sum (m, a->dln, (size_t)M * E) < 0 ||
             k->layernorm_bwd (M, E, a->mid[l], P (b + LN2G), a->mean2[l], a->rstd2[l],
                               a->dln, a->dres, G (b + LN2G), G (b + LN2B)) < 0)
             return -1;
         /* Attention: mid = res + attn(ln1 Wqkv + bqkv) Wo + bo */
-        if (k->sgemm (1, 0, E, E, M, 1.0f, a->yatt[l], E, a->dres, E, 1.0f, G (b + WO),
+        if (k->sgemm (1, 0, EA, E, M, 1.0f, a->yatt[l], EA, a->dres, E, 1.0f, G (b + WO),
                       E) < 0 ||
             k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 ||
-            k->sgemm (0, 1, M, E, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt, E) <
-              0 ||
+            k->sgemm (0, 1, M, EA, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt,
+                      EA) < 0 ||
             k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv, a->work) <
               0 ||
-            k->sgemm (1, 0, E, 3 * E, M, 1.0f, a->ln1[l], E, a->dqkv, 3 * E, 1.0f,
-                      G (b + WQKV), 3 * E) < 0 ||
-            k->bias_bwd (M, 3 * E, a->dqkv, G (b + BQKV)) < 0 ||
-            k->sgemm (0, 1, M, E, 3 * E, 1.0f, a->dqkv, 3 * E, P (b + WQKV), 3 * E, 0.0f,
-                      a->dln, E) < 0 ||
+            k->sgemm (1, 0, E, 3 * EA, M, 1.0f, a->ln1[l], E, a->dqkv, 3 * EA, 1.0f,
+                      G (b + WQKV), 3 * EA) < 0 ||
+            k->bias_bwd (M, 3 * EA, a->dqkv, G (b + BQKV)) < 0 ||
+            k->sgemm (0, 1, M, E, 3 * EA, 1.0f, a->dqkv, 3 * EA, P (b + WQKV), 3 * EA,
+                      0.0f, a->dln, E) < 0 ||
+            tp_sum (m, a->dln, (size_t)M * E) < 0 ||
             k->layernorm_bwd (M, E, a->res[l], P (b + LN1G), a->mean1[l], a->rstd1[l],
                               a->dln, a->dres, G (b + LN1G), G (b + LN1B)) < 0 ||
             model_ready (m, b) < 0)

@@ -31,6 +31,11 @@
  * 0 or -1 (k->last_error set). */
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed);
+/* tfm_create for tp rank tpr of tp (trainer/layout.h): this rank's slices
+ * of the split tensors, its NH / tp heads; the caller sets
+ * m->tp_allreduce before the first step. */
+int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                   int mb, uint64_t seed, int tp, int tpr);
 void tfm_destroy (struct model *m);
 
 /* As model_step / model_eval: loss_sum is the sum over the n samples of
