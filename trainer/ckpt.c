@@ -23,8 +23,10 @@
 #define CKPT_MAGIC "DTCKPT\r\n"
 /* Version 2 adds the named tensor table (ckpt_table.h) as a fourth
  * table entry after the three slices; version 1 shards (no table) still
- * load, by flat offset. */
-#define CKPT_VERSION 2
+ * load, by flat offset.  Version 3 adds each entry's block (the slice of
+ * the tensor its writer held under a tensor-parallel layout) and the
+ * layout in the header's parallel field (ckpt.h). */
+#define CKPT_VERSION 3
 #define CKPT_NT 3                /* the slices: params, adam_m, adam_v */
 #define CKPT_NTENT (CKPT_NT + 1) /* and the tensor table (version 2) */
 
@@ -610,10 +612,13 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
         return errprintf (err, "%s: checkpoint path too long", root);
     if (!(f = open_memstream (&text, &len)))
         return errprintf (err, "manifest: %s", strerror (errno));
+    int tp = CKPT_PAR_TP (parallel), pp = CKPT_PAR_PP (parallel);
     fprintf (f,
              "{\"job\": \"%s\", \"step\": %" PRId64 ", \"world_size\": %d, "
-             "\"parallel\": \"%s\", \"committed_by\": \"dttrain\", \"shards\": [",
-             job, step, world, parallel ? "zero1" : "dp");
+             "\"parallel\": \"%s\", \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d}, "
+             "\"committed_by\": \"dttrain\", \"shards\": [",
+             job, step, world, CKPT_PAR_MODE (parallel) ? "zero1" : "dp", tp, pp,
+             world / (tp * pp));
     for (int r = 0; r < world; r++)
         fprintf (f,
                  "%s{\"rank\": %d, \"path\": \"rank-%d.ckpt\", \"bytes\": %" PRIu64
@@ -711,7 +716,8 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
  * table), by flat offset. */
 static int load_shard (const char *path, int rank_expect, const char *config,
                        uint64_t nparams, const struct model_tensor *mt, int nmt,
-                       float *out[CKPT_NT], struct ckpt_hdr *h, dt_error_t *err)
+                       float *out[CKPT_NT], uint8_t *cover, struct ckpt_hdr *h,
+                       dt_error_t *err)
 {
     struct ckpt_tent t[CKPT_NTENT];
     char *cfg = NULL;
@@ -730,12 +736,12 @@ static int load_shard (const char *path, int rank_expect, const char *config,
                             path);
     }
     if (!((h->version == 1 && h->ntensors == CKPT_NT) ||
-          (h->version == CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
+          (h->version >= 2 && h->version <= CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
         h->hdr_bytes != sizeof (*h)) {
         close (fd);
         return errnoprintf (err, EBADMSG,
                             "checkpoint shard %s: unsupported version %u "
-                            "(this dttrain reads versions 1 and %d)",
+                            "(this dttrain reads versions 1 to %d)",
                             path, h->version, CKPT_VERSION);
     }
     if (h->config_bytes > ckpt_config_max) {
@@ -761,9 +767,12 @@ static int load_shard (const char *path, int rank_expect, const char *config,
         return errnoprintf (err, EINVAL, "checkpoint %s: %s", path, msg);
     }
     free (cfg);
-    /* After the config check, so a changed size names the field. */
-    if ((int)h->rank != rank_expect || h->nparams != nparams || h->lo > h->hi ||
-        h->hi > nparams) {
+    /* After the config check, so a changed size names the field.  A
+     * version 3 shard holds a slice of its writer's layout: its size need
+     * not be ours (the names place it; the caller checks the coverage). */
+    int other_layout = h->version >= 3 && mt;
+    if ((int)h->rank != rank_expect || (h->nparams != nparams && !other_layout) ||
+        h->lo > h->hi || h->hi > h->nparams) {
         close (fd);
         if (h->nparams != nparams)
             return errnoprintf (err, EINVAL,
@@ -792,16 +801,28 @@ static int load_shard (const char *path, int rank_expect, const char *config,
                              tensor_names[i]);
                 goto named_out;
             }
-            if (!(part[i] =
-                    read_part (fd, path, &t[i], i,
-                               i < CKPT_NT ? 4 : sizeof (struct ckpt_named), err)))
+            size_t esize = h->version >= 3 ? sizeof (struct ckpt_named)
+                                           : CKPT_NAMED_V2_BYTES;
+            if (!(part[i] = read_part (fd, path, &t[i], i, i < CKPT_NT ? 4 : esize, err)))
                 goto named_out;
             if (i < CKPT_NT)
                 koff[i] = t[i].offset;
         }
+        if (h->version < 3) { /* widen version 2 entries: whole tensors */
+            struct ckpt_named *w = calloc (t[CKPT_NT].count, sizeof (*w));
+            if (!w) {
+                errnoprintf (err, ENOMEM, "out of memory");
+                goto named_out;
+            }
+            for (uint64_t j = 0; j < t[CKPT_NT].count; j++)
+                memcpy (&w[j], (char *)part[CKPT_NT] + j * CKPT_NAMED_V2_BYTES,
+                        CKPT_NAMED_V2_BYTES);
+            free (part[CKPT_NT]);
+            part[CKPT_NT] = w;
+        }
         const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
-        rc = ckpt_table_place (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff,
-                               slice, count, out, err);
+        rc = ckpt_table_place_cover (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff,
+                                     slice, count, out, cover, err);
     named_out:
         for (int i = 0; i < CKPT_NTENT; i++)
             free (part[i]);
@@ -869,6 +890,21 @@ static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_
     return 0;
 }
 
+/* Every element of the layout mt placed exactly once (cover: the count
+ * per element). */
+static int check_cover (const char *stepdir, const uint8_t *cover,
+                        const struct model_tensor *mt, int nmt, dt_error_t *err)
+{
+    for (int i = 0; i < nmt; i++)
+        for (size_t j = 0; j < mt[i].count; j++)
+            if (cover[mt[i].off + j] != 1)
+                return errnoprintf (err, EBADMSG,
+                                    "checkpoint %s: element %zu of this rank's slice of "
+                                    "tensor '%s' is held by %d shards (must be 1)",
+                                    stepdir, j, mt[i].name, cover[mt[i].off + j]);
+    return 0;
+}
+
 int ckpt_load (const char *stepdir, const char *config, uint64_t nparams, float *params,
                float *m, float *v, int64_t *step, int *world, int *parallel,
                dt_error_t *err)
@@ -890,12 +926,19 @@ int ckpt_load_named (const char *stepdir, const char *config,
     int rc = -1;
 
     snprintf (path, sizeof (path), "%s/rank-0.ckpt", stepdir);
-    if (load_shard (path, 0, config, nparams, mt, nmt, out, &h0, err) < 0)
+    /* Placed by name, every element of ours must come from exactly one
+     * shard (a shard of another layout may hold any part of it). */
+    uint8_t *cover = mt ? calloc (nparams ? nparams : 1, 1) : NULL;
+    if (mt && !cover)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (load_shard (path, 0, config, nparams, mt, nmt, out, cover, &h0, err) < 0) {
+        free (cover);
         return -1;
+    }
     for (uint32_t r = 0; r < h0.world; r++) {
         if (r > 0) {
             snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-            if (load_shard (path, r, config, nparams, mt, nmt, out, &h, err) < 0)
+            if (load_shard (path, r, config, nparams, mt, nmt, out, cover, &h, err) < 0)
                 goto done;
             if (h.step != h0.step || h.world != h0.world) {
                 errnoprintf (err, EBADMSG,
@@ -917,11 +960,16 @@ int ckpt_load_named (const char *stepdir, const char *config,
         }
         sl[nsl++] = (struct slice){ h.lo, h.hi, r };
     }
-    if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)
+    if (h0.version >= 3 && mt) {
+        if (check_cover (stepdir, cover, mt, nmt, err) < 0)
+            goto done;
+    }
+    else if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)
         goto done;
     rc = 0;
 done:
     free (sl);
+    free (cover);
     if (rc < 0)
         return -1;
     *step = h0.step;

@@ -95,6 +95,7 @@ static void add (struct model *m, size_t *goff, int held, const char *name, int 
         t->shape[0] = d0;
         t->shape[1] = d1 > 0 ? d1 : 0;
         t->count = whole;
+        t->replica = tp > 1 && sdim < 0 && tpr != 0;
         if (tp > 1 && sdim >= 0) {
             t->vdim = vdim;
             for (int i = 0; i < vdim; i++) {

@@ -42,6 +42,9 @@ struct model_tensor {
     int vdim;
     int64_t vshape[3], boff[3], bext[3];
     size_t goff;
+    int replica; /* a replicated tensor on a tp rank other than 0: another
+                  * rank's copy is the one that counts (gradient norm,
+                  * checkpoints) */
 };
 
 struct model {

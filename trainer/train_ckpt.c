@@ -27,6 +27,15 @@
 #include "trainer/train.h"
 #include "trainer/train_int.h"
 
+/* "dp", "zero1", and the tp and pp degrees where they are not 1. */
+static void layout_text (char *buf, size_t len, int mode, int tp, int pp)
+{
+    if (tp * pp > 1)
+        snprintf (buf, len, "%s, tp %d, pp %d", mode ? "zero1" : "dp", tp, pp);
+    else
+        snprintf (buf, len, "%s", mode ? "zero1" : "dp");
+}
+
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -78,12 +87,17 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     dtclient_set_busy (t->client, 0);
     t->step = t->start_step = step;
     t->last_saved = step;
-    if (t->rank == 0)
+    if (t->rank == 0) {
+        char was[64], now[64];
+        layout_text (was, sizeof (was), CKPT_PAR_MODE (parallel), CKPT_PAR_TP (parallel),
+                     CKPT_PAR_PP (parallel));
+        layout_text (now, sizeof (now), o->parallel, t->ly.tp, t->ly.pp);
         dt_log (LOG_NOTICE,
                 "resumed from %s: step %" PRId64
                 ", saved by %d rank%s (%s), now %d (%s), load %.3f s",
-                stepdir, step, world, world == 1 ? "" : "s", parallel ? "zero1" : "dp",
-                t->world, o->parallel ? "zero1" : "dp", (dt_mono_ns () - t0) / 1e9);
+                stepdir, step, world, world == 1 ? "" : "s", was, t->world, now,
+                (dt_mono_ns () - t0) / 1e9);
+    }
     return 0;
 }
 
@@ -126,7 +140,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
         .step = t->step,
         .rank = t->rank,
         .world = t->world,
-        .parallel = t->o.parallel,
+        .parallel = CKPT_PARALLEL (t->o.parallel, t->ly.tp, t->ly.pp),
         .nparams = t->model.nparams,
         .lo = t->lo,
         .hi = t->hi,
@@ -201,7 +215,8 @@ void train_maybe_commit (struct trainer *t)
             bytes[r] = (uint64_t)t->ctrl[1 + 5 * W + r];
         }
         if (ckpt_write_manifest (t->o.checkpoint_dir, t->o.job, t->pending_commit, W,
-                                 t->o.parallel, bytes, crc, &err) < 0)
+                                 CKPT_PARALLEL (t->o.parallel, t->ly.tp, t->ly.pp), bytes,
+                                 crc, &err) < 0)
             dt_log (LOG_ERR, "commit of checkpoint step %" PRId64 ": %s",
                     t->pending_commit, err.text);
         else

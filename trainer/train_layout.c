@@ -96,7 +96,7 @@ int train_layout_sumsq (struct trainer *t, double *sumsq)
     for (int i = 0; i < m->ntensors; i++) {
         size_t a = m->t[i].off, b = a + m->t[i].count;
         double s = 0;
-        if (m->t[i].vdim == 0 && t->ly.tpr != 0)
+        if (m->t[i].replica)
             continue;
         if (a < t->lo)
             a = t->lo;
