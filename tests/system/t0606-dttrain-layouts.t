@@ -1,0 +1,88 @@
+#!/bin/bash
+# t0606-dttrain-layouts: tensor-parallel layouts (--tp) of the transformer.
+# Invalid layouts are refused naming what does not fit; after 50 steps tp2,
+# tp4, dp2 x tp2 (dp and zero1) each match the 1-rank run within 1e-5; a
+# tp2 x dp2 run crashed and resumed is bit-identical to an uninterrupted
+# one; a checkpoint written in one layout loads bit for bit in another
+# (params_crc32c, the one-rank layout's, unchanged), and a run resumed in
+# another layout ends where the 1-rank run does (1e-5).
+. "$(dirname "$0")/dttrain-lib.sh"
+data=$(corpus)
+shape="--model transformer --context 16 --width 32 --heads 4 --layers 2"
+args="$shape --data $data --global-batch 32 --warmup-steps 5"
+
+# --- invalid layouts -------------------------------------------------------------
+refused () { # refused WHAT PATTERN WORLD args...
+    local what=$1 pat=$2 w=$3
+    shift 3
+    WORLD_SIZE=$w RANK=0 "$DTTRAIN" --data "$data" "$@" 2>"$TMP/err"
+    local rc=$?
+    check "$what: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q -- '$pat' $TMP/err"
+}
+refused "world not a multiple of tp x pp" "WORLD_SIZE=3 is not a multiple of --tp 2 x --pp 1" 3 $shape --tp 2
+refused "tp not dividing the heads" "--tp 3 does not divide --heads 4" 3 $shape --tp 3
+refused "pp not dividing the layers" "--pp 3 does not divide --layers 2" 3 $shape --pp 3
+refused "tp with the MLP" "need --model transformer" 2 --tp 2
+refused "pipeline parallelism (not implemented)" "pipeline parallelism is not implemented" 2 $shape --pp 2
+DT_TP=x WORLD_SIZE=2 RANK=0 "$DTTRAIN" --data "$data" $shape 2>"$TMP/err"; rc=$?
+check "DT_TP=x: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q \"DT_TP: 'x'\" $TMP/err"
+
+# --- consistency with the 1-rank run after 50 steps ----------------------------------
+# (with checkpoints at 20, 40, 50 for the tests across layouts below)
+ck="--steps 50 --checkpoint-every 20"
+run 1 one $args $ck --checkpoint-dir "$TMP/ck-one" --dump-params "$TMP/one"
+check "1 rank: exit 0" test $? -eq 0
+run 2 tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-tp2" --dump-params "$TMP/tp2"
+check "tp2: exit 0" test $? -eq 0
+run 4 tp4 $args --steps 50 --tp 4 --dump-params "$TMP/tp4"; check "tp4: exit 0" test $? -eq 0
+run 4 dp2tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-dp2tp2" --dump-params "$TMP/dp2tp2"
+check "dp2 x tp2: exit 0" test $? -eq 0
+run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --dump-params "$TMP/z2tp2"
+check "dp2 x tp2 zero1: exit 0" test $? -eq 0
+check "tp2 says its layout" test "$(summary tp2 tp) $(summary tp2 dp)" = "2 1"
+check "dp2 x tp2 says its layout" test "$(summary dp2tp2 tp) $(summary dp2tp2 dp)" = "2 2"
+for l in tp2 tp4 dp2tp2 z2tp2; do
+    check "$l vs 1 rank: params within 1e-5 after 50 steps" params_close "$TMP/one" "$TMP/$l" 1e-5
+done
+check "dp2 x tp2: dp and zero1 params_crc32c equal" \
+    test "$(summary dp2tp2 params_crc32c)" = "$(summary z2tp2 params_crc32c)"
+check "the tp ranks' all-reduces are counted" $PY -c "import sys; sys.exit(0 if $(summary tp2 tp_bytes) > 0 else 1)"
+
+# --- same layout: crash + resume, bit for bit -------------------------------------------
+rargs="$args --steps 30 --checkpoint-every 10 --tp 2"
+run 4 full $rargs --checkpoint-dir "$TMP/ck-full"; check "tp2 x dp2 uninterrupted: exit 0" test $? -eq 0
+check "the manifest records the layout" \
+    grep -q '"layout": {"tp": 2, "pp": 1, "dp": 2}' "$TMP/ck-full/step-30/manifest.json"
+run 4 crash $rargs --checkpoint-dir "$TMP/ck-cr" --inject-crash 1:25
+check "rank 1 exits 17 at the injected crash" test "$(cat $TMP/crash.1.rc)" = 17
+check "its tp peer names it" grep -q "peer rank 1 lost or hung" "$TMP/crash.0.err"
+run 4 resume $rargs --checkpoint-dir "$TMP/ck-cr" --resume "$TMP/ck-cr"
+check "resumed run exits 0" test $? -eq 0
+check "resumed from step 20" grep -q "resumed from .*step-20" "$TMP/resume.0.err"
+ref=$(summary full params_crc32c); got=$(summary resume params_crc32c)
+echo "# tp2 x dp2: uninterrupted $ref, crashed+resumed $got"
+check "params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
+
+# --- across layouts ---------------------------------------------------------------------
+# The last checkpoint (step 50) of one layout, loaded in another with
+# nothing left to run: the parameters are exactly those saved.
+run 1 l-one $args --steps 50 --resume "$TMP/ck-tp2/step-50"
+check "tp2 -> 1 rank: loads" grep -q "saved by 2 ranks (dp, tp 2, pp 1), now 1 (dp)" "$TMP/l-one.0.err"
+check "tp2 -> 1 rank: params bit-identical" \
+    test "$(summary l-one params_crc32c)" = "$(summary tp2 params_crc32c)"
+run 4 l-tp2 $args --steps 50 --tp 2 --parallel zero1 --resume "$TMP/ck-one/step-50"
+check "1 rank -> dp2 x tp2 zero1: loads" grep -q "saved by 1 rank (dp), now 4 (zero1, tp 2, pp 1)" "$TMP/l-tp2.0.err"
+check "1 rank -> dp2 x tp2 zero1: params bit-identical" \
+    test "$(summary l-tp2 params_crc32c)" = "$(summary one params_crc32c)"
+run 4 l-tp4 $args --steps 50 --tp 4 --resume "$TMP/ck-dp2tp2/step-50"
+check "dp2 x tp2 -> tp4: params bit-identical" \
+    test "$(summary l-tp4 params_crc32c)" = "$(summary dp2tp2 params_crc32c)"
+# Resumed at step 20 in another layout and run on to step 50: where the
+# 1-rank run ends (so the optimizer state came across too).
+run 2 c-tp2 $args --steps 50 --tp 2 --resume "$TMP/ck-one/step-20" --dump-params "$TMP/c-tp2"
+check "1 rank at 20 -> tp2 to 50: exit 0" test $? -eq 0
+check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-tp2" 1e-5
+run 1 c-one $args --steps 50 --resume "$TMP/ck-tp2/step-20" --dump-params "$TMP/c-one"
+check "tp2 at 20 -> 1 rank to 50: exit 0" test $? -eq 0
+check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-one" 1e-5
+finish
