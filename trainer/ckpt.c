@@ -716,8 +716,8 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
  * table), by flat offset. */
 static int load_shard (const char *path, int rank_expect, const char *config,
                        uint64_t nparams, const struct model_tensor *mt, int nmt,
-                       float *out[CKPT_NT], uint8_t *cover, struct ckpt_hdr *h,
-                       dt_error_t *err)
+                       const struct model_tensor *all, int nall, float *out[CKPT_NT],
+                       uint8_t *cover, struct ckpt_hdr *h, dt_error_t *err)
 {
     struct ckpt_tent t[CKPT_NTENT];
     char *cfg = NULL;
@@ -821,8 +821,8 @@ static int load_shard (const char *path, int rank_expect, const char *config,
             part[CKPT_NT] = w;
         }
         const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
-        rc = ckpt_table_place_cover (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff,
-                                     slice, count, out, cover, err);
+        rc = ckpt_table_place_cover (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, all,
+                                     nall, koff, slice, count, out, cover, err);
     named_out:
         for (int i = 0; i < CKPT_NTENT; i++)
             free (part[i]);
@@ -918,6 +918,16 @@ int ckpt_load_named (const char *stepdir, const char *config,
                      float *params, float *m, float *v, int64_t *step, int *world,
                      int *parallel, dt_error_t *err)
 {
+    return ckpt_load_layout (stepdir, config, mt, nmt, NULL, 0, nparams, params, m, v,
+                             step, world, parallel, err);
+}
+
+int ckpt_load_layout (const char *stepdir, const char *config,
+                      const struct model_tensor *mt, int nmt,
+                      const struct model_tensor *all, int nall, uint64_t nparams,
+                      float *params, float *m, float *v, int64_t *step, int *world,
+                      int *parallel, dt_error_t *err)
+{
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
     char path[1100];
@@ -931,14 +941,16 @@ int ckpt_load_named (const char *stepdir, const char *config,
     uint8_t *cover = mt ? calloc (nparams ? nparams : 1, 1) : NULL;
     if (mt && !cover)
         return errnoprintf (err, ENOMEM, "out of memory");
-    if (load_shard (path, 0, config, nparams, mt, nmt, out, cover, &h0, err) < 0) {
+    if (load_shard (path, 0, config, nparams, mt, nmt, all, nall, out, cover, &h0, err) <
+        0) {
         free (cover);
         return -1;
     }
     for (uint32_t r = 0; r < h0.world; r++) {
         if (r > 0) {
             snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-            if (load_shard (path, r, config, nparams, mt, nmt, out, cover, &h, err) < 0)
+            if (load_shard (path, r, config, nparams, mt, nmt, all, nall, out, cover, &h,
+                            err) < 0)
                 goto done;
             if (h.step != h0.step || h.world != h0.world) {
                 errnoprintf (err, EBADMSG,

@@ -142,4 +142,15 @@ int ckpt_load_named (const char *stepdir, const char *config,
                      float *params, float *m, float *v, int64_t *step, int *world,
                      int *parallel, dt_error_t *err);
 
+/* ckpt_load_named into a rank's part of a layout (mt: its tensors, or
+ * slices of them, trainer/layout.h), the whole model's tensors being
+ * all[0..nall) (NULL: mt): a tensor of the whole model that this rank
+ * does not hold (another pipeline stage's) is skipped, one of neither is
+ * errno EINVAL.  Every element of mt must come from exactly one shard. */
+int ckpt_load_layout (const char *stepdir, const char *config,
+                      const struct model_tensor *mt, int nmt,
+                      const struct model_tensor *all, int nall, uint64_t nparams,
+                      float *params, float *m, float *v, int64_t *step, int *world,
+                      int *parallel, dt_error_t *err);
+
 #endif

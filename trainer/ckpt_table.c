@@ -124,12 +124,13 @@ int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
                       const float *const slice[CKPT_KINDS], size_t n_slice,
                       float *const out[CKPT_KINDS], dt_error_t *err)
 {
-    return ckpt_table_place_cover (path, e, ne, t, nt, koff, slice, n_slice, out, NULL,
-                                   err);
+    return ckpt_table_place_cover (path, e, ne, t, nt, NULL, 0, koff, slice, n_slice, out,
+                                   NULL, err);
 }
 
 int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t ne,
                             const struct model_tensor *t, int nt,
+                            const struct model_tensor *all, int nall,
                             const size_t koff[CKPT_KINDS],
                             const float *const slice[CKPT_KINDS], size_t n_slice,
                             float *const out[CKPT_KINDS], uint8_t *cover, dt_error_t *err)
@@ -147,9 +148,15 @@ int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t
                                 "('%.48s') is malformed",
                                 path, j, name);
         const struct model_tensor *mt = NULL;
+        int elsewhere = 0; /* a tensor of the whole model this rank lacks */
         for (int i = 0; i < nt && !mt; i++)
             if (!strcmp (t[i].name, name + pre))
                 mt = &t[i];
+        for (int i = 0; !mt && i < nall; i++)
+            if (!strcmp (all[i].name, name + pre)) {
+                mt = &all[i];
+                elsewhere = 1;
+            }
         if (!mt)
             return errnoprintf (err, EINVAL,
                                 "checkpoint shard %s: tensor '%s' is not in "
@@ -181,7 +188,7 @@ int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t
                                 path, name);
         const float *src = slice[k] + (e[j].offset - koff[k]) / 4;
         placed[k] += e[j].count;
-        if (e[j].flags & CKPT_NAMED_REPLICA)
+        if ((e[j].flags & CKPT_NAMED_REPLICA) || elsewhere)
             continue;
         if (blk.vdim == 0 && mt->vdim == 0) {
             /* whole tensors on both sides: the common case, one copy */

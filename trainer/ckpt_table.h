@@ -73,9 +73,12 @@ int ckpt_table_place (const char *path, const struct ckpt_named *e, size_t ne,
  * skipped.  cover (NULL: none) counts, per element of the model's flat
  * vector, how many entries placed it (params only; the moments follow
  * the same entries), for the caller's check that every element comes
- * from exactly one shard. */
+ * from exactly one shard.  all[0..nall) (NULL: none): the whole model's
+ * tensors; an entry of one of them that t lacks (another pipeline
+ * stage's) is skipped after its shape is checked against it. */
 int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t ne,
                             const struct model_tensor *t, int nt,
+                            const struct model_tensor *all, int nall,
                             const size_t koff[CKPT_KINDS],
                             const float *const slice[CKPT_KINDS], size_t n_slice,
                             float *const out[CKPT_KINDS], uint8_t *cover,

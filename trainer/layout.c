@@ -34,11 +34,6 @@ int layout_init (struct layout *ly, const struct train_opts *o, int world, int r
                           "WORLD_SIZE=%d is not a multiple of --tp %d x --pp %d = %d "
                           "(the data-parallel degree is WORLD_SIZE / (tp x pp))",
                           world, tp, pp, tp * pp);
-    if (pp > 1)
-        return errprintf (err,
-                          "--pp %d: pipeline parallelism is not implemented yet "
-                          "(use --pp 1)",
-                          pp);
     ly->world = world;
     ly->rank = rank;
     ly->tp = tp;

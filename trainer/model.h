@@ -71,6 +71,13 @@ struct model {
     int tp, tpr;
     int (*tp_allreduce) (void *arg, float *buf, size_t n);
     void *tp_arg;
+    /* Pipeline parallelism (trainer/layout.h): this stage holds blocks
+     * pp_l0 .. pp_l1 - 1, the embeddings when pp_first, the final
+     * LayerNorm and head when pp_last; its tensors' indices start at blk0
+     * for block pp_l0.  ntf activation sets (micro-batches in flight). */
+    int pp_l0, pp_l1, pp_first, pp_last, blk0;
+    struct tfm_act *tfs;
+    int ntf;
 };
 
 /* Lay out and allocate; parameters initialised from seed (pure function of

@@ -37,6 +37,7 @@
 #include "trainer/data.h"
 #include "trainer/dump.h"
 #include "trainer/model.h"
+#include "trainer/pipeline.h"
 #include "trainer/train.h"
 #include "trainer/train_int.h"
 
@@ -185,7 +186,10 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         long local = lws ? atol (lws) : t->world;
         overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
-    if (dp > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
+    /* (not under pipeline parallelism: the schedule interleaves the
+     * micro-batches' backward passes) */
+    if (dp > 1 && t->ly.pp == 1 && !t->k->is_device && overlap &&
+        overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
@@ -405,7 +409,14 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
     if (data_val_pos (&t->data, 0, n) == (size_t)-1 || n == 0)
         return 1;
     int64_t a = n * t->ly.dpr / t->ly.dp, b = n * (t->ly.dpr + 1) / t->ly.dp;
-    for (int64_t i = a; i < b; i += t->mb) {
+    if (t->ly.pp > 1) {
+        double ls;
+        if (pipe_eval (t, a, b, n, &ls, err) < 0)
+            return -1;
+        if (t->ly.tpr == 0)
+            s[0] += ls;
+    }
+    for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
         for (int j = 0; j < cnt; j++)
             data_window (&t->data, data_val_pos (&t->data, i + j, n),
@@ -448,7 +459,18 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     if (t->k->zero (m->grads, m->nparams * 4) < 0)
         return errprintf (err, "%s", t->k->last_error);
     int armed = 0;
-    for (int64_t i = a; i < b; i += t->mb) {
+    if (t->ly.pp > 1) {
+        double ls;
+        if (pipe_step (t, a, b, 1.0f / B, &ls, err) < 0) {
+            char msg[sizeof (err->text)];
+            snprintf (msg, sizeof (msg), "%s", err->text);
+            errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
+            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
+        }
+        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+            loss_sum += ls;
+    }
+    for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
         for (int j = 0; j < cnt; j++)
             data_window (&t->data, data_train_pos (&t->data, o->seed, t->step, i + j),
@@ -642,7 +664,7 @@ int trainer_run (struct trainer *t)
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
       "\"ckpt_write_s\": %.4f, "
       "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
-      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f}",
+      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
@@ -651,7 +673,7 @@ int trainer_run (struct trainer *t)
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
-      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes);
+      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes);
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

@@ -66,8 +66,20 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     }
     dtclient_set_busy (t->client, 1);
     int64_t t0 = dt_mono_ns ();
-    if (ckpt_load_named (stepdir, t->config, t->model.t, t->model.ntensors, n, p, m, v,
-                         &step, &world, &parallel, err) < 0) {
+    /* The whole model's tensors, for the names of the other stages' */
+    struct model *whole = NULL;
+    if (t->model.kind == MODEL_TRANSFORMER && t->ly.pp > 1) {
+        if (!(whole = calloc (1, sizeof (*whole)))) {
+            free (p), free (m), free (v);
+            return errprintf (err, "resume: out of memory");
+        }
+        layout_tfm (whole, o->context, o->width, o->layers, 1, 0, 0, o->layers, 1, 1);
+    }
+    rc = ckpt_load_layout (stepdir, t->config, t->model.t, t->model.ntensors,
+                           whole ? whole->t : NULL, whole ? whole->ntensors : 0, n, p, m,
+                           v, &step, &world, &parallel, err);
+    free (whole);
+    if (rc < 0) {
         *exit_code = errno == EBADMSG  ? EXIT_CKPT_CORRUPT
                      : errno == EINVAL ? EXIT_CKPT_MISMATCH
                                        : EXIT_TRAIN_ERR;

@@ -29,8 +29,8 @@ struct trainer {
      * layout is data-parallel only, NULL when dp = 1).  tp_ranks, dp_ranks:
      * the groups' members. */
     struct layout ly;
-    dt_comm_t *tp_comm, *dp_comm;
-    int *tp_ranks, *dp_ranks;
+    dt_comm_t *tp_comm, *dp_comm, *pp_comm; /* pp_comm: NULL when pp = 1 */
+    int *tp_ranks, *dp_ranks, *pp_ranks;
     size_t *counts; /* balanced partition of the parameters (over the dp group) */
     size_t lo, hi;  /* this rank's slice */
     float *m, *v;   /* AdamW moments: full (dp) or slice (zero1) */
@@ -50,6 +50,7 @@ struct trainer {
     double compute_s, comm_s, ckpt_stall_s, ckpt_snapshot_s, ckpt_write_s, ar_bytes_s,
       ar_bytes;
     double tp_s, tp_bytes; /* tensor-parallel all-reduces */
+    double pp_s, pp_bytes; /* pipeline sends and receives (blocked time) */
     int nckpt;
     double last_loss, val_loss;
     int have_val;

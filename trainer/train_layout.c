@@ -42,11 +42,13 @@ int train_layout_open (struct trainer *t, dt_error_t *err)
     int me;
 
     if (!(t->tp_ranks = calloc (ly->tp, sizeof (int))) ||
-        !(t->dp_ranks = calloc (ly->dp, sizeof (int))))
+        !(t->dp_ranks = calloc (ly->dp, sizeof (int))) ||
+        !(t->pp_ranks = calloc (ly->pp, sizeof (int))))
         return errprintf (err, "out of memory");
     layout_group (ly, LAYOUT_TP, t->tp_ranks, &me);
     layout_group (ly, LAYOUT_DP, t->dp_ranks, &me);
-    /* Every rank opens its groups in the same order (tp, then dp), each
+    layout_group (ly, LAYOUT_PP, t->pp_ranks, &me);
+    /* Every rank opens its groups in the same order (tp, pp, dp), each
      * group over keys of its own, so no rank waits on a group that its
      * peers open later. */
     if (ly->tp > 1) {
@@ -55,6 +57,11 @@ int train_layout_open (struct trainer *t, dt_error_t *err)
             return -1;
         t->model.tp_allreduce = tp_allreduce_cb;
         t->model.tp_arg = t;
+    }
+    if (ly->pp > 1) {
+        snprintf (name, sizeof (name), "pp%d", layout_group_id (ly, LAYOUT_PP));
+        if (!(t->pp_comm = train_comm_open_group (t, name, ly->ppr, ly->pp, err)))
+            return -1;
     }
     if (ly->dp == ly->world)
         t->dp_comm = t->comm;
@@ -66,6 +73,8 @@ int train_layout_open (struct trainer *t, dt_error_t *err)
     if (dtclient_connected (t->client)) {
         if (t->tp_comm)
             dt_comm_set_wait_hook (t->tp_comm, train_client_waiting, t->client);
+        if (t->pp_comm)
+            dt_comm_set_wait_hook (t->pp_comm, train_client_waiting, t->client);
         if (t->dp_comm && t->dp_comm != t->comm)
             dt_comm_set_wait_hook (t->dp_comm, train_client_waiting, t->client);
     }
@@ -75,12 +84,14 @@ int train_layout_open (struct trainer *t, dt_error_t *err)
 void train_layout_close (struct trainer *t)
 {
     dt_comm_destroy (t->tp_comm);
+    dt_comm_destroy (t->pp_comm);
     if (t->dp_comm != t->comm)
         dt_comm_destroy (t->dp_comm);
-    t->tp_comm = t->dp_comm = NULL;
+    t->tp_comm = t->dp_comm = t->pp_comm = NULL;
     free (t->tp_ranks);
     free (t->dp_ranks);
-    t->tp_ranks = t->dp_ranks = NULL;
+    free (t->pp_ranks);
+    t->tp_ranks = t->dp_ranks = t->pp_ranks = NULL;
 }
 
 /* The squared norm of this rank's share of the gradient [lo, hi): a
@@ -123,15 +134,24 @@ int train_layout_peer (struct trainer *t, const char *errtext)
     if (t->dp_comm && t->dp_comm != t->comm &&
         (who = dt_comm_peer_of (t->dp_comm, errtext)) >= 0)
         return t->dp_ranks[who];
+    if (t->pp_comm && (who = dt_comm_peer_of (t->pp_comm, errtext)) >= 0)
+        return t->pp_ranks[who];
+    /* A tp group of two: the other one (gloo does not always name the
+     * address). */
+    if (t->ly.tp == 2 && strstr (errtext, "tensor-parallel"))
+        return t->tp_ranks[1 - t->ly.tpr];
     return -1;
 }
 
-/* Rank r's tensors (its tp slice): m's tensor table, nothing allocated. */
-static void rank_layout (const struct trainer *t, struct model *m, int tpr)
+/* Rank r's tensors (its tp slice of its stage's): m's tensor table,
+ * nothing allocated. */
+static void rank_layout (const struct trainer *t, struct model *m, int r)
 {
     const struct train_opts *o = &t->o;
+    int tpr = r % t->ly.tp, ppr = (r / t->ly.tp) % t->ly.pp, per = o->layers / t->ly.pp;
     memset (m, 0, sizeof (*m));
-    layout_tfm (m, o->context, o->width, o->layers, t->ly.tp, tpr, 0, o->layers, 1, 1);
+    layout_tfm (m, o->context, o->width, o->layers, t->ly.tp, tpr, per * ppr,
+                per * (ppr + 1), ppr == 0, ppr == t->ly.pp - 1);
 }
 
 /* The parameters in the one-rank layout: every rank's slice gathered
@@ -152,7 +172,7 @@ uint32_t train_layout_global_crc (struct trainer *t, int *ok)
     if (!g || !r || !counts)
         goto out;
     for (int i = 0; i < ly->world; i++) {
-        rank_layout (t, r, i % ly->tp);
+        rank_layout (t, r, i);
         counts[i] = r->nparams;
         total += r->nparams;
     }
@@ -173,7 +193,7 @@ uint32_t train_layout_global_crc (struct trainer *t, int *ok)
     at = 0;
     for (int i = 0; i < ly->world; i++) {
         if (i < ly->tp * ly->pp) { /* dp replica 0 */
-            rank_layout (t, r, i % ly->tp);
+            rank_layout (t, r, i);
             if (layout_to_global (r->t, r->ntensors, all + at, g->t, g->ntensors, whole) <
                 0)
                 goto out;

@@ -13,12 +13,13 @@
 
 /* Tensors per block, and the index of block l's first. */
 #define TFM_PER_BLOCK 12
-#define BLK(l) (2 + TFM_PER_BLOCK * (l))
+#define BLK(l) (m->blk0 + TFM_PER_BLOCK * (l)) /* l: this stage's block index */
 enum { LN1G, LN1B, WQKV, BQKV, WO, BO, LN2G, LN2B, W1, B1, W2, B2 };
 
 /* Activations of one micro-batch (backend memory, carved from one block). */
 struct tfm_act {
     void *block;
+    int n; /* samples of the forward pass that filled it */
     uint8_t *tok, *tgt; /* backend: tokens, targets [mb*C] */
     uint8_t *tgt_host;
     float *loss_host;
@@ -44,7 +45,8 @@ static float uniform (uint64_t seed, size_t i, float a)
 /* The whole model on one rank, or this rank's tp slice (layout.h). */
 static void layout (struct model *m)
 {
-    layout_tfm (m, m->C, m->E, m->L, m->tp > 1 ? m->tp : 1, m->tpr, 0, m->L, 1, 1);
+    layout_tfm (m, m->C, m->E, m->L, m->tp > 1 ? m->tp : 1, m->tpr, m->pp_l0, m->pp_l1,
+                m->pp_first, m->pp_last);
 }
 
 /* GPT-2's initialisation, with a uniform of the same standard deviation:
@@ -82,11 +84,10 @@ static float *carve (char *base, size_t *at, size_t n)
     return p;
 }
 
-static int alloc_act (struct model *m)
+static int alloc_act (struct model *m, struct tfm_act *a)
 {
     struct dt_kern_ops *k = m->k;
-    struct tfm_act *a = m->tf;
-    int L = m->L, C = m->C, E = m->E, T = m->tp > 1 ? m->tp : 1, NH = m->H / T;
+    int L = m->pp_l1 - m->pp_l0, C = m->C, E = m->E, T = m->tp > 1 ? m->tp : 1, NH = m->H / T;
     int EA = E / T, F = 4 * E / T; /* this rank's attention and MLP widths */
     size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * C;
 
@@ -155,11 +156,26 @@ int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, in
 int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                    int mb, uint64_t seed, int tp, int tpr)
 {
+    return tfm_create_layout (m, k, C, E, NH, L, mb, seed, tp, tpr, 1, 0);
+}
+
+int tfm_create_layout (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
+                       int L, int mb, uint64_t seed, int tp, int tpr, int pp, int ppr)
+{
     memset (m, 0, sizeof (*m));
     m->k = k;
     m->kind = MODEL_TRANSFORMER;
     m->C = C, m->E = E, m->H = NH, m->L = L, m->mb = mb;
     m->tp = tp, m->tpr = tpr;
+    if (pp < 1 || L % pp != 0 || ppr < 0 || ppr >= pp)
+        pp = 0; /* refused below */
+    else {
+        m->pp_l0 = L / pp * ppr;
+        m->pp_l1 = L / pp * (ppr + 1);
+        m->pp_first = ppr == 0;
+        m->pp_last = ppr == pp - 1;
+        m->blk0 = m->pp_first ? 2 : 0;
+    }
     if (!k->layernorm_fwd || !k->layernorm_bwd || !k->attn_fwd || !k->attn_bwd ||
         !k->embed_pos_fwd || !k->embed_pos_bwd) {
         snprintf (k->last_error, sizeof (k->last_error),
@@ -167,10 +183,11 @@ int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
         return -1;
     }
     if (NH < 1 || E % NH != 0 || L < 1 || 2 + TFM_PER_BLOCK * L + 3 > MODEL_MAX_TENSORS ||
-        tp < 1 || NH % tp != 0 || tpr < 0 || tpr >= tp) {
+        tp < 1 || NH % tp != 0 || tpr < 0 || tpr >= tp || pp < 1) {
         snprintf (k->last_error, sizeof (k->last_error),
-                  "width %d, %d heads, %d layers, tp %d: not a valid transformer shape",
-                  E, NH, L, tp);
+                  "width %d, %d heads, %d layers, tp %d, pp %d: not a valid transformer "
+                  "shape",
+                  E, NH, L, tp, pp);
         return -1;
     }
     layout (m);
@@ -182,7 +199,10 @@ int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
     m->flops_per_sample = (double)C * (6.0 * nmat + 12.0 * L * C * E);
 
     float *h = calloc (m->nparams, sizeof (float));
-    if (!h || !(m->tf = calloc (1, sizeof (*m->tf)))) {
+    /* One set of activations per micro-batch in flight: a pipeline stage
+     * has at most pp (1F1B). */
+    m->ntf = pp;
+    if (!h || !(m->tfs = calloc (m->ntf, sizeof (*m->tfs)))) {
         free (h);
         snprintf (k->last_error, sizeof (k->last_error), "out of host memory");
         return -1;
@@ -191,8 +211,12 @@ int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
     int rc = -1;
     if ((m->params = k->alloc (m->nparams * 4)) &&
         (m->grads = k->alloc (m->nparams * 4)) &&
-        k->upload (m->params, h, m->nparams * 4) == 0 && alloc_act (m) == 0)
+        k->upload (m->params, h, m->nparams * 4) == 0) {
         rc = 0;
+        for (int i = 0; i < m->ntf && rc == 0; i++)
+            rc = alloc_act (m, &m->tfs[i]);
+    }
+    m->tf = m->tfs;
     free (h);
     return rc;
 }
@@ -200,17 +224,17 @@ int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
 void tfm_destroy (struct model *m)
 {
     struct dt_kern_ops *k = m->k;
-    struct tfm_act *a = m->tf;
     k->free (m->params);
     k->free (m->grads);
-    if (a) {
+    for (int i = 0; m->tfs && i < m->ntf; i++) {
+        struct tfm_act *a = &m->tfs[i];
         k->free (a->block);
         free (a->res), free (a->mid), free (a->ln1), free (a->ln2), free (a->yatt);
         free (a->mean1), free (a->rstd1), free (a->mean2), free (a->rstd2);
         free (a->qkv), free (a->att), free (a->u), free (a->g);
         free (a->tgt_host), free (a->loss_host);
-        free (a);
     }
+    free (m->tfs);
     memset (m, 0, sizeof (*m));
 }
 
@@ -243,18 +267,22 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
 {
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
-    int C = m->C, E = m->E, L = m->L, D = E / m->H, M = n * C;
+    int C = m->C, E = m->E, L = m->pp_l1 - m->pp_l0, D = E / m->H, M = n * C;
     int T = m->tp > 1 ? m->tp : 1, NH = m->H / T, EA = E / T, F = 4 * E / T;
     int f = BLK (L);
 
+    a->n = n;
+    *loss_sum = 0;
     /* Targets: each window shifted by one byte, then the window's target. */
     for (int i = 0; i < n; i++) {
         memcpy (a->tgt_host + (size_t)i * C, ctx + (size_t)i * C + 1, C - 1);
         a->tgt_host[(size_t)i * C + C - 1] = tgt[i];
     }
+    /* A later pipeline stage's input, res[0], is the previous stage's
+     * output (tfm_stage_buf). */
     if (k->upload (a->tok, ctx, (size_t)M) < 0 ||
         k->upload (a->tgt, a->tgt_host, (size_t)M) < 0 ||
-        k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0)
+        (m->pp_first && k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0))
         return -1;
     for (int l = 0; l < L; l++) {
         int b = BLK (l);
@@ -283,6 +311,8 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
             k->bias_fwd (M, E, a->res[l + 1], P (b + B2)) < 0)
             return -1;
     }
+    if (!m->pp_last)
+        return 0;
     if (k->layernorm_fwd (M, E, a->res[L], P (f), P (f + 1), a->lnf, a->meanf, a->rstdf) <
           0 ||
         k->sgemm (0, 0, M, MODEL_VOCAB, E, 1.0f, a->lnf, E, P (f + 2), MODEL_VOCAB, 0.0f,
@@ -304,24 +334,35 @@ int tfm_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
     return forward (m, n, ctx, tgt, 0.0f, loss_sum);
 }
 
+static int backward (struct model *m);
+
 int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, float scale,
               double *loss_sum)
 {
+    if (forward (m, n, ctx, tgt, scale, loss_sum) < 0)
+        return -1;
+    return backward (m);
+}
+
+/* The backward pass of the forward pass in m->tf.  A stage other than the
+ * last starts from the gradient in dres (tfm_stage_buf); one other than
+ * the first leaves the gradient of its input there. */
+static int backward (struct model *m)
+{
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
-    int C = m->C, E = m->E, L = m->L, D = E / m->H, M = n * C;
+    int n = a->n;
+    int C = m->C, E = m->E, L = m->pp_l1 - m->pp_l0, D = E / m->H, M = n * C;
     int T = m->tp > 1 ? m->tp : 1, NH = m->H / T, EA = E / T, F = 4 * E / T;
     int f = BLK (L), V = MODEL_VOCAB;
 
-    if (forward (m, n, ctx, tgt, scale, loss_sum) < 0)
-        return -1;
     /* a->logits holds dlogits.  Head, then the final LayerNorm into dres. */
-    if (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f, G (f + 2), V) < 0 ||
+    if (m->pp_last && (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f, G (f + 2), V) < 0 ||
         k->sgemm (0, 1, M, E, V, 1.0f, a->logits, V, P (f + 2), V, 0.0f, a->dln, E) < 0 ||
         k->zero (a->dres, (size_t)M * E * 4) < 0 ||
         k->layernorm_bwd (M, E, a->res[L], P (f), a->meanf, a->rstdf, a->dln, a->dres,
                           G (f), G (f + 1)) < 0 ||
-        model_ready (m, f) < 0)
+        model_ready (m, f) < 0))
         return -1;
     for (int l = L - 1; l >= 0; l--) {
         int b = BLK (l);
@@ -360,7 +401,28 @@ int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, fl
             model_ready (m, b) < 0)
             return -1;
     }
-    if (k->embed_pos_bwd (n, C, E, a->tok, a->dres, G (0), G (1)) < 0)
+    if (m->pp_first && k->embed_pos_bwd (n, C, E, a->tok, a->dres, G (0), G (1)) < 0)
         return -1;
     return model_ready (m, 0);
+}
+
+int tfm_stage_forward (struct model *m, int set, int n, const uint8_t *ctx,
+                       const uint8_t *tgt, float scale, double *loss_sum)
+{
+    m->tf = &m->tfs[set];
+    return forward (m, n, ctx, tgt, scale, loss_sum);
+}
+
+int tfm_stage_backward (struct model *m, int set)
+{
+    m->tf = &m->tfs[set];
+    return backward (m);
+}
+
+float *tfm_stage_buf (struct model *m, int set, enum tfm_stage_buf which)
+{
+    struct tfm_act *a = &m->tfs[set];
+    return which == TFM_STAGE_IN    ? a->res[0]
+           : which == TFM_STAGE_OUT ? a->res[m->pp_l1 - m->pp_l0]
+                                    : a->dres;
 }

@@ -1,11 +1,13 @@
 #!/bin/bash
-# t0606-dttrain-layouts: tensor-parallel layouts (--tp) of the transformer.
-# Invalid layouts are refused naming what does not fit; after 50 steps tp2,
-# tp4, dp2 x tp2 (dp and zero1) each match the 1-rank run within 1e-5; a
-# tp2 x dp2 run crashed and resumed is bit-identical to an uninterrupted
-# one; a checkpoint written in one layout loads bit for bit in another
-# (params_crc32c, the one-rank layout's, unchanged), and a run resumed in
-# another layout ends where the 1-rank run does (1e-5).
+# t0606-dttrain-layouts: tensor- and pipeline-parallel layouts (--tp, --pp)
+# of the transformer.  Invalid layouts are refused naming what does not
+# fit; after 50 steps tp2, tp4, pp2, tp2 x pp2, dp2 x tp2 (dp and zero1) and
+# dp2 x tp2 x pp2 (8 ranks) each match the 1-rank run within 1e-5; runs
+# crashed and resumed in the same layout are bit-identical to uninterrupted
+# ones; a pipeline neighbour's death is an error naming it; a checkpoint
+# written in one layout loads bit for bit in another (params_crc32c, the
+# one-rank layout's, unchanged), and a run resumed in another layout ends
+# where the 1-rank run does (1e-5).
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
 shape="--model transformer --context 16 --width 32 --heads 4 --layers 2"
@@ -23,7 +25,7 @@ refused "world not a multiple of tp x pp" "WORLD_SIZE=3 is not a multiple of --t
 refused "tp not dividing the heads" "--tp 3 does not divide --heads 4" 3 $shape --tp 3
 refused "pp not dividing the layers" "--pp 3 does not divide --layers 2" 3 $shape --pp 3
 refused "tp with the MLP" "need --model transformer" 2 --tp 2
-refused "pipeline parallelism (not implemented)" "pipeline parallelism is not implemented" 2 $shape --pp 2
+refused "tp x pp above the world" "WORLD_SIZE=2 is not a multiple of --tp 2 x --pp 2" 2 $shape --tp 2 --pp 2
 DT_TP=x WORLD_SIZE=2 RANK=0 "$DTTRAIN" --data "$data" $shape 2>"$TMP/err"; rc=$?
 check "DT_TP=x: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q \"DT_TP: 'x'\" $TMP/err"
 
@@ -39,9 +41,21 @@ run 4 dp2tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-dp2tp2" --dump-params "$
 check "dp2 x tp2: exit 0" test $? -eq 0
 run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --dump-params "$TMP/z2tp2"
 check "dp2 x tp2 zero1: exit 0" test $? -eq 0
+# pipelines: 4 micro-batches per replica and step
+run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
+check "pp2: exit 0" test $? -eq 0
+run 4 tp2pp2 $args $ck --tp 2 --pp 2 --micro-batch 4 --checkpoint-dir "$TMP/ck-tp2pp2" \
+    --dump-params "$TMP/tp2pp2"
+check "tp2 x pp2: exit 0" test $? -eq 0
+run 8 dp2tp2pp2 $args --steps 50 --tp 2 --pp 2 --micro-batch 2 --parallel zero1 \
+    --dump-params "$TMP/dp2tp2pp2"
+check "dp2 x tp2 x pp2 zero1 (8 ranks): exit 0" test $? -eq 0
+check "dp2 x tp2 x pp2 says its layout" \
+    test "$(summary dp2tp2pp2 tp) $(summary dp2tp2pp2 pp) $(summary dp2tp2pp2 dp)" = "2 2 2"
+check "the stages' sends are counted" $PY -c "import sys; sys.exit(0 if $(summary pp2 pp_bytes) > 0 else 1)"
 check "tp2 says its layout" test "$(summary tp2 tp) $(summary tp2 dp)" = "2 1"
 check "dp2 x tp2 says its layout" test "$(summary dp2tp2 tp) $(summary dp2tp2 dp)" = "2 2"
-for l in tp2 tp4 dp2tp2 z2tp2; do
+for l in tp2 tp4 dp2tp2 z2tp2 pp2 tp2pp2 dp2tp2pp2; do
     check "$l vs 1 rank: params within 1e-5 after 50 steps" params_close "$TMP/one" "$TMP/$l" 1e-5
 done
 check "dp2 x tp2: dp and zero1 params_crc32c equal" \
@@ -63,6 +77,18 @@ ref=$(summary full params_crc32c); got=$(summary resume params_crc32c)
 echo "# tp2 x dp2: uninterrupted $ref, crashed+resumed $got"
 check "params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
 
+# pipeline: a stage crashes; its neighbour names it; resumed, bit for bit
+pargs="$args --steps 30 --checkpoint-every 10 --tp 2 --pp 2 --micro-batch 4"
+run 4 pfull $pargs --checkpoint-dir "$TMP/ck-pfull"; check "tp2 x pp2 uninterrupted: exit 0" test $? -eq 0
+run 4 pcrash $pargs --checkpoint-dir "$TMP/ck-pcr" --inject-crash 3:25
+check "rank 3 (last stage) exits 17 at the injected crash" test "$(cat $TMP/pcrash.3.rc)" = 17
+check "its pipeline neighbour names it" grep -q "stage 1 (rank 3).*\|peer rank 3 lost" "$TMP/pcrash.1.err"
+run 4 presume $pargs --checkpoint-dir "$TMP/ck-pcr" --resume "$TMP/ck-pcr"
+check "resumed tp2 x pp2 run exits 0" test $? -eq 0
+ref=$(summary pfull params_crc32c); got=$(summary presume params_crc32c)
+echo "# tp2 x pp2: uninterrupted $ref, crashed+resumed $got"
+check "tp2 x pp2: params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
+
 # --- across layouts ---------------------------------------------------------------------
 # The last checkpoint (step 50) of one layout, loaded in another with
 # nothing left to run: the parameters are exactly those saved.
@@ -77,6 +103,12 @@ check "1 rank -> dp2 x tp2 zero1: params bit-identical" \
 run 4 l-tp4 $args --steps 50 --tp 4 --resume "$TMP/ck-dp2tp2/step-50"
 check "dp2 x tp2 -> tp4: params bit-identical" \
     test "$(summary l-tp4 params_crc32c)" = "$(summary dp2tp2 params_crc32c)"
+run 2 l-pp2 $args --steps 50 --resume "$TMP/ck-tp2pp2/step-50"
+check "tp2 x pp2 -> dp2: params bit-identical" \
+    test "$(summary l-pp2 params_crc32c)" = "$(summary tp2pp2 params_crc32c)"
+run 4 l-dp2pp2 $args --steps 50 --pp 2 --resume "$TMP/ck-one/step-50"
+check "1 rank -> dp2 x pp2: params bit-identical" \
+    test "$(summary l-dp2pp2 params_crc32c)" = "$(summary one params_crc32c)"
 # Resumed at step 20 in another layout and run on to step 50: where the
 # 1-rank run ends (so the optimizer state came across too).
 run 2 c-tp2 $args --steps 50 --tp 2 --resume "$TMP/ck-one/step-20" --dump-params "$TMP/c-tp2"
@@ -85,4 +117,8 @@ check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c
 run 1 c-one $args --steps 50 --resume "$TMP/ck-tp2/step-20" --dump-params "$TMP/c-one"
 check "tp2 at 20 -> 1 rank to 50: exit 0" test $? -eq 0
 check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-one" 1e-5
+run 4 c-pp $args --steps 50 --pp 2 --micro-batch 4 --resume "$TMP/ck-tp2pp2/step-20" \
+    --dump-params "$TMP/c-pp"
+check "tp2 x pp2 at 20 -> dp2 x pp2 to 50: exit 0" test $? -eq 0
+check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-pp" 1e-5
 finish

@@ -78,7 +78,9 @@ static void test_coordinates (void)
     CU_ASSERT_EQUAL (layout_group_id (&ly, LAYOUT_DP), 1);
 }
 
-static struct model whole, part[2];
+/* whole: one rank; part[j]: tp rank j of tp 2; stage[s][j]: tp rank j of
+ * pipeline stage s of tp 2 x pp 2 (one block each). */
+static struct model whole, part[2], stage[2][2];
 
 static void layouts (void)
 {
@@ -87,6 +89,10 @@ static void layouts (void)
     for (int j = 0; j < 2; j++) {
         memset (&part[j], 0, sizeof (part[j]));
         layout_tfm (&part[j], C, E, L, 2, j, 0, L, 1, 1);
+        for (int s = 0; s < 2; s++) {
+            memset (&stage[s][j], 0, sizeof (stage[s][j]));
+            layout_tfm (&stage[s][j], C, E, L, 2, j, s, s + 1, s == 0, s == 1);
+        }
     }
 }
 
@@ -211,8 +217,9 @@ static void load_check (const char *stepdir, const struct model *m, float *const
         CU_ASSERT_PTR_NOT_NULL_FATAL (got[j] && want[j]);
         layout_from_global (m->t, m->ntensors, want[j], whole.t, whole.ntensors, g[j]);
     }
-    int rc = ckpt_load_named (stepdir, cfg, m->t, m->ntensors, m->nparams, got[0], got[1],
-                              got[2], &step, &world, &par, &err);
+    int rc = ckpt_load_layout (stepdir, cfg, m->t, m->ntensors, whole.t, whole.ntensors,
+                               m->nparams, got[0], got[1], got[2], &step, &world, &par,
+                               &err);
     if (rc < 0)
         fprintf (stderr, "load %s: %s\n", stepdir, err.text);
     CU_ASSERT_EQUAL (rc, 0);
@@ -256,6 +263,20 @@ static void test_ckpt_across_layouts (void)
     load_check (dir, &part[0], g, 0);
     load_check (dir, &part[1], g, 0);
 
+    /* tp 2 x pp 2 -> 1 rank, and 1 rank -> each stage's tp slices */
+    struct model *lay22[4] = { &stage[0][0], &stage[0][1], &stage[1][0], &stage[1][1] };
+    size_t lo22[4], hi22[4];
+    for (int r = 0; r < 4; r++)
+        lo22[r] = 0, hi22[r] = lay22[r]->nparams;
+    CU_ASSERT (stage[0][0].nparams != stage[1][0].nparams);
+    save (40, 4, lay22, lo22, hi22, g, CKPT_PARALLEL (0, 2, 2));
+    snprintf (dir, sizeof (dir), "%s/step-40", root);
+    load_check (dir, &whole, g, CKPT_PARALLEL (0, 2, 2));
+    load_check (dir, &part[0], g, CKPT_PARALLEL (0, 2, 2));
+    snprintf (dir, sizeof (dir), "%s/step-20", root);
+    for (int r = 0; r < 4; r++)
+        load_check (dir, lay22[r], g, 0);
+
     /* Two shards that both hold tp rank 0's half: the other half is held
      * by no shard, and the loader says so. */
     struct model *dup[2] = { &part[0], &part[0] };
@@ -286,7 +307,8 @@ static const struct dt_unit_test tests[] = {
     { "invalid layouts refused, naming what does not fit", test_checks },
     { "rank coordinates and groups (tp innermost)", test_coordinates },
     { "tensor-parallel slices tile the tensors, map to the whole", test_slices },
-    { "checkpoints load bit for bit across layouts; a missing slice is named",
+    { "checkpoints load bit for bit across layouts (tp, pp, dp); a missing slice is "
+      "named",
       test_ckpt_across_layouts },
     { NULL, NULL },
 };
