@@ -68,6 +68,9 @@ struct job_spec {
         int window_steps;
         const char *action; /* "report" or "exclude" */
     } straggler;
+    struct {
+        int tp, pp; /* the trainer's layout (DT_TP, DT_PP); 1 x 1 by default */
+    } parallel;
 };
 
 /* Decode normalized 'spec' (borrowed, see above) into *js. */
