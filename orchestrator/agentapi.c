@@ -160,11 +160,10 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
       att->row.master_port, "restart_count", job->row.restarts, "max_restarts",
       (int)json_integer_value (
         json_object_get (json_object_get (spec, "restart"), "max_restarts")),
-      "command", json_object_get (spec, "command"), "env", trainer_env (job),
-      "workdir", json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume",
-      resume, "heartbeat_interval_ms",
-      json_integer_value (json_object_get (hb, "interval_ms")), "hang_timeout_ms",
-      (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
+      "command", json_object_get (spec, "command"), "env", trainer_env (job), "workdir",
+      json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume", resume,
+      "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
+      "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
       json_integer_value (json_object_get (hb, "node_timeout_ms")),
       /* Trainers that know it checkpoint at every multiple by
        * themselves, so no periodic checkpoint depends on a

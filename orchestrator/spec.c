@@ -21,9 +21,9 @@ static const double default_threshold = 0.75;
 static const json_int_t default_window_steps = 20;
 
 static const char *const top_keys[] = {
-    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command", "env",
-    "workdir",   "partition", "time_limit",  "checkpoint",     "restart", "heartbeat",
-    "straggler", "parallel",  NULL,
+    "name",    "nodes",     "spare_nodes", "ranks_per_node", "command",
+    "env",     "workdir",   "partition",   "time_limit",     "checkpoint",
+    "restart", "heartbeat", "straggler",   "parallel",       NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {

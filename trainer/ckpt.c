@@ -710,6 +710,45 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
     return p;
 }
 
+/* Read and check a shard's header: magic, checksum, version, config
+ * size.  0 or -1 with err (EBADMSG). */
+static int read_header (int fd, const char *path, struct ckpt_hdr *h, dt_error_t *err)
+{
+    if (read_at (fd, h, sizeof (*h), 0) < 0 || memcmp (h->magic, CKPT_MAGIC, 8) != 0)
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: not a dttrain shard (bad magic)", path);
+    if (dt_crc32c (0, h, offsetof (struct ckpt_hdr, hdr_crc)) != h->hdr_crc)
+        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch",
+                            path);
+    if (!((h->version == 1 && h->ntensors == CKPT_NT) ||
+          (h->version >= 2 && h->version <= CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
+        h->hdr_bytes != sizeof (*h))
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: unsupported version %u "
+                            "(this dttrain reads versions 1 to %d)",
+                            path, h->version, CKPT_VERSION);
+    if (h->config_bytes > ckpt_config_max)
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: header announces %" PRIu64
+                            " bytes of config (at most %" PRIu64 ")",
+                            path, h->config_bytes, ckpt_config_max);
+    return 0;
+}
+
+/* Widen a version 2 table (n entries of CKPT_NAMED_V2_BYTES) in place to
+ * struct ckpt_named entries: whole tensors.  0 or -1 with err. */
+static int widen_v2 (void **table, uint64_t n, dt_error_t *err)
+{
+    struct ckpt_named *w = calloc (n ? n : 1, sizeof (*w));
+    if (!w)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    for (uint64_t j = 0; j < n; j++)
+        memcpy (&w[j], (char *)*table + j * CKPT_NAMED_V2_BYTES, CKPT_NAMED_V2_BYTES);
+    free (*table);
+    *table = w;
+    return 0;
+}
+
 /* Load one shard into out (full arrays).  With the model's tensors (mt),
  * a version 2 shard is placed by the names in its tensor table; without
  * them, for version 1, or for a shard written without a layout (an empty
@@ -725,31 +764,9 @@ static int load_shard (const char *path, int rank_expect, const char *config,
 
     if (fd < 0)
         return errprintf (err, "checkpoint shard %s: %s", path, strerror (errno));
-    if (read_at (fd, h, sizeof (*h), 0) < 0 || memcmp (h->magic, CKPT_MAGIC, 8) != 0) {
+    if (read_header (fd, path, h, err) < 0) {
         close (fd);
-        return errnoprintf (err, EBADMSG,
-                            "checkpoint shard %s: not a dttrain shard (bad magic)", path);
-    }
-    if (dt_crc32c (0, h, offsetof (struct ckpt_hdr, hdr_crc)) != h->hdr_crc) {
-        close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch",
-                            path);
-    }
-    if (!((h->version == 1 && h->ntensors == CKPT_NT) ||
-          (h->version >= 2 && h->version <= CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
-        h->hdr_bytes != sizeof (*h)) {
-        close (fd);
-        return errnoprintf (err, EBADMSG,
-                            "checkpoint shard %s: unsupported version %u "
-                            "(this dttrain reads versions 1 to %d)",
-                            path, h->version, CKPT_VERSION);
-    }
-    if (h->config_bytes > ckpt_config_max) {
-        close (fd);
-        return errnoprintf (err, EBADMSG,
-                            "checkpoint shard %s: header announces %" PRIu64
-                            " bytes of config (at most %" PRIu64 ")",
-                            path, h->config_bytes, ckpt_config_max);
+        return -1;
     }
     size_t tbytes = h->ntensors * sizeof (struct ckpt_tent);
     if (read_at (fd, t, tbytes, sizeof (*h)) < 0 ||
@@ -801,25 +818,15 @@ static int load_shard (const char *path, int rank_expect, const char *config,
                              tensor_names[i]);
                 goto named_out;
             }
-            size_t esize = h->version >= 3 ? sizeof (struct ckpt_named)
-                                           : CKPT_NAMED_V2_BYTES;
+            size_t esize =
+              h->version >= 3 ? sizeof (struct ckpt_named) : CKPT_NAMED_V2_BYTES;
             if (!(part[i] = read_part (fd, path, &t[i], i, i < CKPT_NT ? 4 : esize, err)))
                 goto named_out;
             if (i < CKPT_NT)
                 koff[i] = t[i].offset;
         }
-        if (h->version < 3) { /* widen version 2 entries: whole tensors */
-            struct ckpt_named *w = calloc (t[CKPT_NT].count, sizeof (*w));
-            if (!w) {
-                errnoprintf (err, ENOMEM, "out of memory");
-                goto named_out;
-            }
-            for (uint64_t j = 0; j < t[CKPT_NT].count; j++)
-                memcpy (&w[j], (char *)part[CKPT_NT] + j * CKPT_NAMED_V2_BYTES,
-                        CKPT_NAMED_V2_BYTES);
-            free (part[CKPT_NT]);
-            part[CKPT_NT] = w;
-        }
+        if (h->version < 3 && widen_v2 (&part[CKPT_NT], t[CKPT_NT].count, err) < 0)
+            goto named_out;
         const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
         rc = ckpt_table_place_cover (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, all,
                                      nall, koff, slice, count, out, cover, err);
@@ -887,21 +894,6 @@ static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_
         return errnoprintf (
           err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64 "..%" PRIu64,
           stepdir, at, nparams - 1);
-    return 0;
-}
-
-/* Every element of the layout mt placed exactly once (cover: the count
- * per element). */
-static int check_cover (const char *stepdir, const uint8_t *cover,
-                        const struct model_tensor *mt, int nmt, dt_error_t *err)
-{
-    for (int i = 0; i < nmt; i++)
-        for (size_t j = 0; j < mt[i].count; j++)
-            if (cover[mt[i].off + j] != 1)
-                return errnoprintf (err, EBADMSG,
-                                    "checkpoint %s: element %zu of this rank's slice of "
-                                    "tensor '%s' is held by %d shards (must be 1)",
-                                    stepdir, j, mt[i].name, cover[mt[i].off + j]);
     return 0;
 }
 
@@ -973,7 +965,7 @@ int ckpt_load_layout (const char *stepdir, const char *config,
         sl[nsl++] = (struct slice){ h.lo, h.hi, r };
     }
     if (h0.version >= 3 && mt) {
-        if (check_cover (stepdir, cover, mt, nmt, err) < 0)
+        if (ckpt_table_check_cover (stepdir, cover, mt, nmt, err) < 0)
             goto done;
     }
     else if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)

@@ -42,8 +42,8 @@ struct model_tensor;
  * optimizer mode (0 dp, 1 zero1) in bits 0-7, tp - 1 in bits 8-19 and
  * pp - 1 in bits 20-31, so one-rank-layout shards read as before. */
 #define CKPT_PARALLEL(mode, tp, pp)                                                      \
-    ((int)((unsigned)(mode) | (unsigned)((tp) - 1) << 8 | (unsigned)((pp) - 1) << 20))
-#define CKPT_PAR_MODE(p) ((int)((unsigned)(p) & 0xff))
+    ((int)((unsigned)(mode) | (unsigned)((tp)-1) << 8 | (unsigned)((pp)-1) << 20))
+#define CKPT_PAR_MODE(p) ((int)((unsigned)(p)&0xff))
 #define CKPT_PAR_TP(p) ((int)(((unsigned)(p) >> 8) & 0xfff) + 1)
 #define CKPT_PAR_PP(p) ((int)(((unsigned)(p) >> 20) & 0xfff) + 1)
 

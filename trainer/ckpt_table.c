@@ -72,7 +72,8 @@ static void shape_text (char *buf, size_t len, uint32_t ndim, const uint64_t *sh
 
 /* The entry's block as a model_tensor-like slice (layout.h's terms), or
  * -1 when it does not describe a block of a tensor of 'whole' elements. */
-static int entry_block (const struct ckpt_named *e, uint64_t whole, struct model_tensor *b)
+static int entry_block (const struct ckpt_named *e, uint64_t whole,
+                        struct model_tensor *b)
 {
     uint64_t vn = 1, bn = 1;
     memset (b, 0, sizeof (*b));
@@ -215,5 +216,20 @@ int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t
                                 "checkpoint shard %s: the tensor table names %zu "
                                 "of the %zu %s values",
                                 path, placed[k], n_slice, ckpt_kind_names[k]);
+    return 0;
+}
+
+/* Every element of the layout mt placed exactly once (cover: the count
+ * per element). */
+int ckpt_table_check_cover (const char *stepdir, const uint8_t *cover,
+                            const struct model_tensor *mt, int nmt, dt_error_t *err)
+{
+    for (int i = 0; i < nmt; i++)
+        for (size_t j = 0; j < mt[i].count; j++)
+            if (cover[mt[i].off + j] != 1)
+                return errnoprintf (err, EBADMSG,
+                                    "checkpoint %s: element %zu of this rank's slice of "
+                                    "tensor '%s' is held by %d shards (must be 1)",
+                                    stepdir, j, mt[i].name, cover[mt[i].off + j]);
     return 0;
 }

@@ -84,4 +84,10 @@ int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t
                             float *const out[CKPT_KINDS], uint8_t *cover,
                             dt_error_t *err);
 
+/* After placing every shard with ckpt_table_place_cover: every element
+ * of the layout mt placed exactly once (cover: the count per element).
+ * 0, or -1 with err (EBADMSG) naming the tensor and the count. */
+int ckpt_table_check_cover (const char *stepdir, const uint8_t *cover,
+                            const struct model_tensor *mt, int nmt, dt_error_t *err);
+
 #endif

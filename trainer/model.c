@@ -109,11 +109,10 @@ int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct trai
     k->last_error[0] = '\0';
     if (o->model == MODEL_TRANSFORMER)
         /* tp is innermost in the rank order (trainer/layout.h) */
-        rc = tfm_create_layout (m, k, o->context, o->width, o->heads, o->layers, mb,
-                                o->seed, o->tp > 1 ? o->tp : 1,
-                                o->tp > 1 ? o->rank % o->tp : 0, o->pp > 1 ? o->pp : 1,
-                                o->pp > 1 ? (o->rank / (o->tp > 1 ? o->tp : 1)) % o->pp
-                                          : 0);
+        rc = tfm_create_layout (
+          m, k, o->context, o->width, o->heads, o->layers, mb, o->seed,
+          o->tp > 1 ? o->tp : 1, o->tp > 1 ? o->rank % o->tp : 0, o->pp > 1 ? o->pp : 1,
+          o->pp > 1 ? (o->rank / (o->tp > 1 ? o->tp : 1)) % o->pp : 0);
     else
         rc = model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
     if (rc < 0 && !k->last_error[0])

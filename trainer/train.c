@@ -70,6 +70,36 @@ static double lr_at (const struct train_opts *o, int64_t s)
     return floor + 0.5 * (peak - floor) * (1.0 + cos (M_PI * p));
 }
 
+/* The micro-batch: a rank's share of the batch unless given (the batch
+ * is divided among the dp replicas; the ranks of one replica process the
+ * same samples). */
+static int micro_batch (const struct trainer *t)
+{
+    int dp = t->ly.dp;
+    int64_t maxshare = (t->o.global_batch + dp - 1) / dp;
+    int64_t mb = t->o.micro_batch ? t->o.micro_batch : maxshare;
+    if (mb > maxshare)
+        mb = maxshare;
+    return mb < 1 ? 1 : (int)mb;
+}
+
+/* Partition (ZeRO-1 shards and checkpoint slices) of this rank's
+ * parameters over its dp group. */
+static int partition (struct trainer *t, dt_error_t *err)
+{
+    size_t n = t->model.nparams;
+    int dp = t->ly.dp;
+    if (!(t->counts = calloc (dp, sizeof (size_t))))
+        return errprintf (err, "out of memory");
+    for (int r = 0; r < dp; r++) {
+        size_t a = n * r / dp, b = n * (r + 1) / dp;
+        t->counts[r] = b - a;
+        if (r == t->ly.dpr)
+            t->lo = a, t->hi = b;
+    }
+    return 0;
+}
+
 struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
                                 int *exit_code, dt_error_t *err)
 {
@@ -110,19 +140,7 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     }
 
-    /* Model: the micro-batch is a rank's share unless given (the batch is
-     * divided among the dp replicas; the ranks of one replica process the
-     * same samples). */
-    int dp = t->ly.dp, dpr = t->ly.dpr;
-    int64_t share = ((int64_t)o->global_batch * (dpr + 1)) / dp -
-                    ((int64_t)o->global_batch * dpr) / dp;
-    int64_t maxshare = (o->global_batch + dp - 1) / dp;
-    t->mb = o->micro_batch ? o->micro_batch : (int)maxshare;
-    if (t->mb > maxshare)
-        t->mb = (int)maxshare;
-    if (t->mb < 1)
-        t->mb = 1;
-    (void)share;
+    t->mb = micro_batch (t);
     if (model_create_opts (&t->model, t->k, o, t->mb) < 0) {
         errprintf (err, "model: %s (%s backend)", t->k->last_error, t->k->name);
         goto error;
@@ -132,19 +150,9 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
          dump_vector (&t->model, o->dump_tensors, "init.f32", t->model.params, err) < 0))
         goto error;
 
-    /* Partition (ZeRO-1 shards and checkpoint slices) of this rank's
-     * parameters over its dp group. */
     size_t n = t->model.nparams;
-    if (!(t->counts = calloc (dp, sizeof (size_t)))) {
-        errprintf (err, "out of memory");
+    if (partition (t, err) < 0)
         goto error;
-    }
-    for (int r = 0; r < dp; r++) {
-        size_t a = n * r / dp, b = n * (r + 1) / dp;
-        t->counts[r] = b - a;
-        if (r == dpr)
-            t->lo = a, t->hi = b;
-    }
     t->opt_elems = o->parallel == PAR_ZERO1 ? t->hi - t->lo : n;
     if (!(t->m = t->k->alloc (t->opt_elems * 4)) ||
         !(t->v = t->k->alloc (t->opt_elems * 4))) {
@@ -188,14 +196,11 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     /* (not under pipeline parallelism: the schedule interleaves the
      * micro-batches' backward passes) */
-    if (dp > 1 && t->ly.pp == 1 && !t->k->is_device && overlap &&
+    if (t->ly.dp > 1 && t->ly.pp == 1 && !t->k->is_device && overlap &&
         overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
-    if (t->rank == 0 && t->ly.tp * t->ly.pp > 1)
-        dt_log (LOG_INFO, "layout: tp %d x pp %d x dp %d (%zu parameters per rank)",
-                t->ly.tp, t->ly.pp, t->ly.dp, n);
     if (t->rank == 0)
         dt_log (
           LOG_INFO,
@@ -253,7 +258,8 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
     size_t n = t->model.nparams, off = b * t->bucket;
     size_t len = n - off < t->bucket ? n - off : t->bucket;
     int64_t t0 = dt_mono_ns ();
-    if (dt_comm_allreduce (t->dp_comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
+    if (dt_comm_allreduce (t->dp_comm, t->model.grads + off, len, DT_F32, DT_SUM, err) <
+        0)
         return -1;
     t->ar_bytes += len * 4.0;
     t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
@@ -551,6 +557,32 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
+/* Every replica must hold the same parameters: compare CRCs.  *crc: the
+ * one-rank layout's params_crc32c (comparable across layouts).  0 or an
+ * exit status. */
+static int final_crc (struct trainer *t, uint32_t *crc)
+{
+    dt_error_t err;
+    *crc = train_params_crc (t);
+    int64_t mm[2] = { *crc, -(int64_t)*crc };
+    if (t->ly.dp > 1 && dt_comm_allreduce (t->dp_comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
+    if (mm[0] != -mm[1]) {
+        dt_log (LOG_ERR,
+                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
+                "%08x..%08x",
+                t->rank, *crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
+        return EXIT_TRAIN_ERR;
+    }
+    if (t->ly.tp * t->ly.pp > 1) {
+        int ok;
+        *crc = train_layout_global_crc (t, &ok);
+        if (!ok)
+            return EXIT_COMM;
+    }
+    return 0;
+}
+
 int trainer_run (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
@@ -620,26 +652,10 @@ int trainer_run (struct trainer *t)
         return comm_fail (t, &err), train_comm_lost (t);
     t->have_val = vrc == 0;
 
-    /* Every replica must hold the same parameters: compare CRCs. */
-    uint32_t crc = train_params_crc (t);
-    int64_t mm[2] = { crc, -(int64_t)crc };
-    if (t->ly.dp > 1 && dt_comm_allreduce (t->dp_comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
-        return comm_fail (t, &err), train_comm_lost (t);
-    if (mm[0] != -mm[1]) {
-        dt_log (LOG_ERR,
-                "rank %d: replicas diverged: params_crc32c %08x here, ranks range "
-                "%08x..%08x",
-                t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
-        return EXIT_TRAIN_ERR;
-    }
-    if (t->ly.tp * t->ly.pp > 1) {
-        /* Report the one-rank layout's params_crc32c, comparable across
-         * layouts. */
-        int ok;
-        crc = train_layout_global_crc (t, &ok);
-        if (!ok)
-            return EXIT_COMM;
-    }
+    uint32_t crc;
+    int rc = final_crc (t, &crc);
+    if (rc)
+        return rc;
 
     /* Summary */
     int64_t steps_run = t->step - t->start_step;

@@ -70,6 +70,9 @@ int train_layout_open (struct trainer *t, dt_error_t *err)
         if (!(t->dp_comm = train_comm_open_group (t, name, ly->dpr, ly->dp, err)))
             return -1;
     }
+    if (t->rank == 0 && ly->tp * ly->pp > 1)
+        dt_log (LOG_INFO, "layout: tp %d x pp %d x dp %d (%zu parameters per rank)",
+                ly->tp, ly->pp, ly->dp, t->model.nparams);
     if (dtclient_connected (t->client)) {
         if (t->tp_comm)
             dt_comm_set_wait_hook (t->tp_comm, train_client_waiting, t->client);

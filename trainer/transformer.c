@@ -19,7 +19,7 @@ enum { LN1G, LN1B, WQKV, BQKV, WO, BO, LN2G, LN2B, W1, B1, W2, B2 };
 /* Activations of one micro-batch (backend memory, carved from one block). */
 struct tfm_act {
     void *block;
-    int n; /* samples of the forward pass that filled it */
+    int n;              /* samples of the forward pass that filled it */
     uint8_t *tok, *tgt; /* backend: tokens, targets [mb*C] */
     uint8_t *tgt_host;
     float *loss_host;
@@ -87,7 +87,8 @@ static float *carve (char *base, size_t *at, size_t n)
 static int alloc_act (struct model *m, struct tfm_act *a)
 {
     struct dt_kern_ops *k = m->k;
-    int L = m->pp_l1 - m->pp_l0, C = m->C, E = m->E, T = m->tp > 1 ? m->tp : 1, NH = m->H / T;
+    int L = m->pp_l1 - m->pp_l0, C = m->C, E = m->E, T = m->tp > 1 ? m->tp : 1,
+        NH = m->H / T;
     int EA = E / T, F = 4 * E / T; /* this rank's attention and MLP widths */
     size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * C;
 
@@ -357,12 +358,14 @@ static int backward (struct model *m)
     int f = BLK (L), V = MODEL_VOCAB;
 
     /* a->logits holds dlogits.  Head, then the final LayerNorm into dres. */
-    if (m->pp_last && (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f, G (f + 2), V) < 0 ||
-        k->sgemm (0, 1, M, E, V, 1.0f, a->logits, V, P (f + 2), V, 0.0f, a->dln, E) < 0 ||
-        k->zero (a->dres, (size_t)M * E * 4) < 0 ||
-        k->layernorm_bwd (M, E, a->res[L], P (f), a->meanf, a->rstdf, a->dln, a->dres,
-                          G (f), G (f + 1)) < 0 ||
-        model_ready (m, f) < 0))
+    if (m->pp_last && (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f,
+                                 G (f + 2), V) < 0 ||
+                       k->sgemm (0, 1, M, E, V, 1.0f, a->logits, V, P (f + 2), V, 0.0f,
+                                 a->dln, E) < 0 ||
+                       k->zero (a->dres, (size_t)M * E * 4) < 0 ||
+                       k->layernorm_bwd (M, E, a->res[L], P (f), a->meanf, a->rstdf,
+                                         a->dln, a->dres, G (f), G (f + 1)) < 0 ||
+                       model_ready (m, f) < 0))
         return -1;
     for (int l = L - 1; l >= 0; l--) {
         int b = BLK (l);

@@ -129,9 +129,9 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
                       in.available, next_nodes, in.nodes, in.min_nodes, tp, pp,
                       next_nodes * rpn / (tp * pp), in.nodes * rpn / (tp * pp));
             json_t *data =
-              json_pack ("{s:{s:i s:i s:i} s:{s:i s:i s:i}}", "old_layout", "tp", tp, "pp",
-                         pp, "dp", in.nodes * rpn / (tp * pp), "new_layout", "tp", tp,
-                         "pp", pp, "dp", next_nodes * rpn / (tp * pp));
+              json_pack ("{s:{s:i s:i s:i} s:{s:i s:i s:i}}", "old_layout", "tp", tp,
+                         "pp", pp, "dp", in.nodes * rpn / (tp * pp), "new_layout", "tp",
+                         tp, "pp", pp, "dp", next_nodes * rpn / (tp * pp));
             int erc = store_event (jobs->ctx->store, dt_real_ms (), job->row.id,
                                    att->row.attempt, "shrink", NULL, -1, d, data, err);
             json_decref (data);

@@ -37,7 +37,8 @@ static void test_checks (void)
     struct train_opts o = tfm_opts (2, 1);
 
     CU_ASSERT_EQUAL (layout_init (&ly, &o, 3, 0, &err), -1);
-    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "WORLD_SIZE=3 is not a multiple of --tp 2"));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (err.text, "WORLD_SIZE=3 is not a multiple of --tp 2"));
     o = tfm_opts (3, 1);
     CU_ASSERT_EQUAL (layout_init (&ly, &o, 3, 0, &err), -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "--tp 3 does not divide --heads 4"));
@@ -109,7 +110,8 @@ static const struct model_tensor *tensor (const struct model *m, const char *nam
 static void test_slices (void)
 {
     layouts ();
-    size_t split = (size_t)L * (3 * E * E + 3 * E + E * E + 4 * E * E + 4 * E + 4 * E * E);
+    size_t split =
+      (size_t)L * (3 * E * E + 3 * E + E * E + 4 * E * E + 4 * E + 4 * E * E);
     CU_ASSERT_EQUAL (part[0].nparams, whole.nparams - split / 2);
     CU_ASSERT_EQUAL (part[1].nparams, part[0].nparams);
     const struct model_tensor *q = tensor (&part[1], "h1.attn.wqkv");
@@ -132,9 +134,9 @@ static void test_slices (void)
     for (int j = 0; j < 2; j++) {
         for (size_t i = 0; i < part[j].nparams; i++)
             a[i] = 1.0f;
-        CU_ASSERT_EQUAL (layout_to_global (part[j].t, part[j].ntensors, a, whole.t,
-                                           whole.ntensors, g),
-                         0);
+        CU_ASSERT_EQUAL (
+          layout_to_global (part[j].t, part[j].ntensors, a, whole.t, whole.ntensors, g),
+          0);
     }
     size_t ones = 0;
     for (size_t i = 0; i < whole.nparams; i++)
@@ -143,9 +145,9 @@ static void test_slices (void)
     /* from the whole and back */
     for (size_t i = 0; i < whole.nparams; i++)
         g[i] = (float)i;
-    CU_ASSERT_EQUAL (layout_from_global (part[1].t, part[1].ntensors, back, whole.t,
-                                         whole.ntensors, g),
-                     0);
+    CU_ASSERT_EQUAL (
+      layout_from_global (part[1].t, part[1].ntensors, back, whole.t, whole.ntensors, g),
+      0);
     CU_ASSERT_EQUAL (back[q->off + 1 * (3 * E / 2) + E / 2 + 1],
                      (float)(q->goff + 1 * 3 * E + E + E / 2 + 1));
     free (a), free (g), free (back);
@@ -217,9 +219,9 @@ static void load_check (const char *stepdir, const struct model *m, float *const
         CU_ASSERT_PTR_NOT_NULL_FATAL (got[j] && want[j]);
         layout_from_global (m->t, m->ntensors, want[j], whole.t, whole.ntensors, g[j]);
     }
-    int rc = ckpt_load_layout (stepdir, cfg, m->t, m->ntensors, whole.t, whole.ntensors,
-                               m->nparams, got[0], got[1], got[2], &step, &world, &par,
-                               &err);
+    int rc =
+      ckpt_load_layout (stepdir, cfg, m->t, m->ntensors, whole.t, whole.ntensors,
+                        m->nparams, got[0], got[1], got[2], &step, &world, &par, &err);
     if (rc < 0)
         fprintf (stderr, "load %s: %s\n", stepdir, err.text);
     CU_ASSERT_EQUAL (rc, 0);
