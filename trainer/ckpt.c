@@ -811,7 +811,19 @@ static int load_shard (const char *path, int rank_expect, const char *config,
                          t[CKPT_NT].count);
             goto named_out;
         }
-        for (int i = 0; i < CKPT_NTENT; i++) {
+        /* The table first: a shard with nothing for this rank's slices
+         * (another stage's, another tp rank's) is not read further. */
+        for (int o = 0; o < CKPT_NTENT; o++) {
+            int i = (o + CKPT_NT) % CKPT_NTENT;
+            if (i == 0) {
+                if (h->version < 3 &&
+                    widen_v2 (&part[CKPT_NT], t[CKPT_NT].count, err) < 0)
+                    goto named_out;
+                if (!ckpt_table_needed (part[CKPT_NT], t[CKPT_NT].count, mt, nmt)) {
+                    rc = 0;
+                    goto named_out;
+                }
+            }
             if (i < CKPT_NT && t[i].count != count) {
                 errnoprintf (err, EBADMSG,
                              "checkpoint shard %s: tensor %s truncated or missing", path,
@@ -825,8 +837,6 @@ static int load_shard (const char *path, int rank_expect, const char *config,
             if (i < CKPT_NT)
                 koff[i] = t[i].offset;
         }
-        if (h->version < 3 && widen_v2 (&part[CKPT_NT], t[CKPT_NT].count, err) < 0)
-            goto named_out;
         const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
         rc = ckpt_table_place_cover (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, all,
                                      nall, koff, slice, count, out, cover, err);

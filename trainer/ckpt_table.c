@@ -233,3 +233,33 @@ int ckpt_table_check_cover (const char *stepdir, const uint8_t *cover,
                                     stepdir, j, mt[i].name, cover[mt[i].off + j]);
     return 0;
 }
+
+int ckpt_table_needed (const struct ckpt_named *e, size_t ne,
+                       const struct model_tensor *t, int nt)
+{
+    for (size_t j = 0; j < ne; j++) {
+        char name[sizeof (e[j].name) + 1];
+        size_t pre;
+        if (e[j].flags & CKPT_NAMED_REPLICA)
+            continue;
+        memcpy (name, e[j].name, sizeof (e[j].name));
+        name[sizeof (e[j].name)] = '\0';
+        if (find_kind (name, &pre) < 0)
+            return 1; /* malformed: let the placement say so */
+        for (int i = 0; i < nt; i++) {
+            if (strcmp (t[i].name, name + pre))
+                continue;
+            int meet = 1, same = e[j].vdim > 0 && e[j].vdim == (uint32_t)t[i].vdim &&
+                                 e[j].vdim <= 3;
+            for (int d = 0; same && d < t[i].vdim; d++)
+                same = e[j].vshape[d] == (uint64_t)t[i].vshape[d];
+            /* blocks of one view: their boxes must meet (else assume) */
+            for (int d = 0; same && meet && d < t[i].vdim; d++)
+                meet = e[j].boff[d] < (uint64_t)(t[i].boff[d] + t[i].bext[d]) &&
+                       (uint64_t)t[i].boff[d] < e[j].boff[d] + e[j].bext[d];
+            if (meet)
+                return 1;
+        }
+    }
+    return 0;
+}

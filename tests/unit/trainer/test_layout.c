@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "tests/unit/unit.h"
 #include "trainer/ckpt.h"
+#include "trainer/ckpt_table.h"
 #include "trainer/layout.h"
 #include "trainer/opts.h"
 
@@ -151,6 +152,35 @@ static void test_slices (void)
     CU_ASSERT_EQUAL (back[q->off + 1 * (3 * E / 2) + E / 2 + 1],
                      (float)(q->goff + 1 * 3 * E + E + E / 2 + 1));
     free (a), free (g), free (back);
+}
+
+/* Whether a shard holds anything for a rank: table entries of one layout
+ * against another's slices. */
+static int needed (const struct model *from, const struct model *to)
+{
+    size_t koff[CKPT_KINDS] = { 0, 0, 0 };
+    size_t n = ckpt_table_build (from->t, from->ntensors, 0, from->nparams, koff, NULL);
+    struct ckpt_named *e = calloc (n, sizeof (*e));
+    CU_ASSERT_PTR_NOT_NULL_FATAL (e);
+    ckpt_table_build (from->t, from->ntensors, 0, from->nparams, koff, e);
+    int r = ckpt_table_needed (e, n, to->t, to->ntensors);
+    free (e);
+    return r;
+}
+
+static void test_needed (void)
+{
+    layouts ();
+    CU_ASSERT_TRUE (needed (&whole, &part[1]));
+    CU_ASSERT_TRUE (needed (&part[1], &whole));
+    CU_ASSERT_TRUE (needed (&part[0], &part[0]));
+    /* tp rank 1's shard: its halves and replicas only */
+    CU_ASSERT_FALSE (needed (&part[1], &part[0]));
+    CU_ASSERT_TRUE (needed (&part[0], &part[1])); /* rank 0 holds the replicated ones */
+    /* another stage's shard */
+    CU_ASSERT_FALSE (needed (&stage[0][0], &stage[1][0]));
+    CU_ASSERT_FALSE (needed (&stage[1][1], &stage[0][1]));
+    CU_ASSERT_TRUE (needed (&stage[1][0], &part[0]));
 }
 
 static char root[] = "/tmp/test_layout.XXXXXX";
@@ -309,6 +339,7 @@ static const struct dt_unit_test tests[] = {
     { "invalid layouts refused, naming what does not fit", test_checks },
     { "rank coordinates and groups (tp innermost)", test_coordinates },
     { "tensor-parallel slices tile the tensors, map to the whole", test_slices },
+    { "a shard with nothing for a rank's slices is not needed", test_needed },
     { "checkpoints load bit for bit across layouts (tp, pp, dp); a missing slice is "
       "named",
       test_ckpt_across_layouts },
