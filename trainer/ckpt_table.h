@@ -88,8 +88,8 @@ int ckpt_table_place_cover (const char *path, const struct ckpt_named *e, size_t
  * t[0..nt): a tensor of the same name whose slice may meet the entry's
  * block (when both are blocks of the same view, their boxes must meet;
  * otherwise assumed). */
-int ckpt_table_needed (const struct ckpt_named *e, size_t ne, const struct model_tensor *t,
-                       int nt);
+int ckpt_table_needed (const struct ckpt_named *e, size_t ne,
+                       const struct model_tensor *t, int nt);
 
 /* After placing every shard with ckpt_table_place_cover: every element
  * of the layout mt placed exactly once (cover: the count per element).
