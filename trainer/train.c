@@ -132,11 +132,11 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
-    if (t->k->is_device && t->ly.tp * t->ly.pp > 1) {
-        errprintf (err,
-                   "--tp %d --pp %d: tensor and pipeline parallelism run on the CPU "
-                   "backend only (use --backend cpu)",
-                   t->ly.tp, t->ly.pp);
+    if (t->ly.tp * t->ly.pp > 1 && (t->k->is_device || o->dump_tensors)) {
+        errprintf (err, "--tp %d --pp %d: %s", t->ly.tp, t->ly.pp,
+                   o->dump_tensors ? "--dump-tensors writes the one-rank layout only"
+                                   : "tensor and pipeline parallelism run on the CPU "
+                                     "backend only (use --backend cpu)");
         goto error;
     }
 
@@ -680,7 +680,8 @@ int trainer_run (struct trainer *t)
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
       "\"ckpt_write_s\": %.4f, "
       "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
-      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f}",
+      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
+      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
@@ -689,7 +690,8 @@ int trainer_run (struct trainer *t)
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
-      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes);
+      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
+      t->ar_bytes_s, t->ar_bytes);
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);
