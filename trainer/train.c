@@ -72,12 +72,15 @@ static double lr_at (const struct train_opts *o, int64_t s)
 
 /* The micro-batch: a rank's share of the batch unless given (the batch
  * is divided among the dp replicas; the ranks of one replica process the
- * same samples). */
+ * same samples); in a pipeline, a quarter of the share per stage, so that
+ * 4 pp micro-batches keep the bubble at (pp - 1) / (5 pp - 1). */
 static int micro_batch (const struct trainer *t)
 {
-    int dp = t->ly.dp;
+    int dp = t->ly.dp, pp = t->ly.pp;
     int64_t maxshare = (t->o.global_batch + dp - 1) / dp;
-    int64_t mb = t->o.micro_batch ? t->o.micro_batch : maxshare;
+    int64_t mb = t->o.micro_batch ? t->o.micro_batch
+                 : pp > 1         ? (maxshare + 4 * pp - 1) / (4 * pp)
+                                  : maxshare;
     if (mb > maxshare)
         mb = maxshare;
     return mb < 1 ? 1 : (int)mb;
