@@ -4,7 +4,7 @@
 # fit; after 50 steps tp2, tp4, pp2, tp2 x pp2, dp2 x tp2 (dp and zero1) and
 # dp2 x tp2 x pp2 (8 ranks) each match the 1-rank run within 1e-5; runs
 # crashed and resumed in the same layout are bit-identical to uninterrupted
-# ones; a pipeline neighbour's death is an error naming it; a checkpoint
+# ones; a pipeline neighbour's death or hang is an error naming it; a checkpoint
 # written in one layout loads bit for bit in another (params_crc32c, the
 # one-rank layout's, unchanged), and a run resumed in another layout ends
 # where the 1-rank run does (1e-5).
@@ -88,6 +88,24 @@ check "resumed tp2 x pp2 run exits 0" test $? -eq 0
 ref=$(summary pfull params_crc32c); got=$(summary presume params_crc32c)
 echo "# tp2 x pp2: uninterrupted $ref, crashed+resumed $got"
 check "tp2 x pp2: params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
+
+# pipeline: a stage hangs; its neighbour gives up within --comm-timeout,
+# naming it (never a hang)
+launch 2 phang $args --steps 50 --pp 2 --inject-hang 1:5 --comm-timeout 3
+set -- $LAUNCHED
+p0=$1 p1=$2
+deadline=$((SECONDS + 60))    # generous: 3 s timeout on a shared 2-core box
+while kill -0 "$p0" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+if kill -0 "$p0" 2>/dev/null; then
+    fail "stage 0 gave up on the hung stage 1"
+    kill -9 "$p0"
+else
+    wait "$p0"; rc=$?
+    check "stage 0 gave up on the hung stage 1 with exit 5 (rc $rc)" test $rc -eq 5
+    check "... naming it and saying it timed out" \
+        sh -c "grep -q 'stage 1 (rank 1)' $TMP/phang.0.err && grep -qi 'timed out' $TMP/phang.0.err"
+fi
+kill -9 "$p1" 2>/dev/null; wait "$p1" 2>/dev/null
 
 # --- across layouts ---------------------------------------------------------------------
 # The last checkpoint (step 50) of one layout, loaded in another with
