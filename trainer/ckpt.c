@@ -749,10 +749,21 @@ static int widen_v2 (void **table, uint64_t n, dt_error_t *err)
     return 0;
 }
 
+/* Whether the layout mt is a rank's part of the model (a tp slice of a
+ * tensor, or a pipeline stage's tensors: all given): flat offsets do not
+ * apply to it. */
+static int sliced (const struct model_tensor *mt, int nmt, const struct model_tensor *all)
+{
+    int s = all != NULL;
+    for (int i = 0; mt && i < nmt; i++)
+        s |= mt[i].vdim > 0;
+    return s;
+}
+
 /* Load one shard into out (full arrays).  With the model's tensors (mt),
  * a version 2 shard is placed by the names in its tensor table; without
  * them, for version 1, or for a shard written without a layout (an empty
- * table), by flat offset. */
+ * table), by flat offset.  1 placed by name, 0 by offset, -1 with err. */
 static int load_shard (const char *path, int rank_expect, const char *config,
                        uint64_t nparams, const struct model_tensor *mt, int nmt,
                        const struct model_tensor *all, int nall, float *out[CKPT_NT],
@@ -784,10 +795,17 @@ static int load_shard (const char *path, int rank_expect, const char *config,
         return errnoprintf (err, EINVAL, "checkpoint %s: %s", path, msg);
     }
     free (cfg);
-    /* After the config check, so a changed size names the field.  A
-     * version 3 shard holds a slice of its writer's layout: its size need
+    /* After the config check, so a changed size names the field.  A shard
+     * placed by name may hold a slice of another layout: its size need
      * not be ours (the names place it; the caller checks the coverage). */
-    int other_layout = h->version >= 3 && mt;
+    int other_layout = h->version >= 2 && mt && t[CKPT_NT].count > 0;
+    if (!other_layout && sliced (mt, nmt, all)) {
+        close (fd);
+        return errnoprintf (err, EINVAL,
+                            "checkpoint shard %s: no tensor table, so it loads only in "
+                            "the one-rank layout (no --tp, --pp)",
+                            path);
+    }
     if ((int)h->rank != rank_expect || (h->nparams != nparams && !other_layout) ||
         h->lo > h->hi || h->hi > h->nparams) {
         close (fd);
@@ -844,7 +862,7 @@ static int load_shard (const char *path, int rank_expect, const char *config,
         for (int i = 0; i < CKPT_NTENT; i++)
             free (part[i]);
         close (fd);
-        return rc;
+        return rc < 0 ? -1 : 1;
     }
     for (int i = 0; i < CKPT_NT; i++) {
         if (strncmp (t[i].name, tensor_names[i], sizeof (t[i].name)) ||
@@ -863,47 +881,6 @@ static int load_shard (const char *path, int rank_expect, const char *config,
         }
     }
     close (fd);
-    return 0;
-}
-
-struct slice {
-    uint64_t lo, hi;
-    uint32_t rank;
-};
-
-static int slice_cmp (const void *a, const void *b)
-{
-    const struct slice *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
-}
-
-/* The shards' slices must tile [0, nparams) exactly: sorted by start, each
- * non-empty slice starts where the previous one ended (a sum of sizes
- * would let an overlap hide a gap). */
-static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_t nparams,
-                         dt_error_t *err)
-{
-    uint64_t at = 0;
-    qsort (s, n, sizeof (*s), slice_cmp);
-    for (size_t i = 0; i < n; i++) {
-        if (s[i].lo == s[i].hi)
-            continue;
-        if (s[i].lo > at)
-            return errnoprintf (err, EBADMSG,
-                                "checkpoint %s: no shard holds parameters %" PRIu64
-                                "..%" PRIu64,
-                                stepdir, at, s[i].lo - 1);
-        if (s[i].lo < at)
-            return errnoprintf (err, EBADMSG,
-                                "checkpoint %s: rank %u's slice %" PRIu64 "..%" PRIu64
-                                " overlaps another shard's (up to %" PRIu64 ")",
-                                stepdir, s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
-        at = s[i].hi;
-    }
-    if (at != nparams)
-        return errnoprintf (
-          err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64 "..%" PRIu64,
-          stepdir, at, nparams - 1);
     return 0;
 }
 
@@ -933,7 +910,7 @@ int ckpt_load_layout (const char *stepdir, const char *config,
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
     char path[1100];
-    struct slice *sl = NULL;
+    struct ckpt_slice *sl = NULL;
     size_t nsl = 0, cap = 0;
     int rc = -1;
 
@@ -943,17 +920,20 @@ int ckpt_load_layout (const char *stepdir, const char *config,
     uint8_t *cover = mt ? calloc (nparams ? nparams : 1, 1) : NULL;
     if (mt && !cover)
         return errnoprintf (err, ENOMEM, "out of memory");
-    if (load_shard (path, 0, config, nparams, mt, nmt, all, nall, out, cover, &h0, err) <
-        0) {
+    int named =
+      load_shard (path, 0, config, nparams, mt, nmt, all, nall, out, cover, &h0, err);
+    if (named < 0) {
         free (cover);
         return -1;
     }
     for (uint32_t r = 0; r < h0.world; r++) {
         if (r > 0) {
             snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-            if (load_shard (path, r, config, nparams, mt, nmt, all, nall, out, cover, &h,
-                            err) < 0)
+            int nr = load_shard (path, r, config, nparams, mt, nmt, all, nall, out, cover,
+                                 &h, err);
+            if (nr < 0)
                 goto done;
+            named &= nr;
             if (h.step != h0.step || h.world != h0.world) {
                 errnoprintf (err, EBADMSG,
                              "checkpoint shard %s: step %" PRId64
@@ -965,20 +945,22 @@ int ckpt_load_layout (const char *stepdir, const char *config,
         else
             h = h0;
         if (nsl == cap) {
-            struct slice *n = realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));
+            struct ckpt_slice *n =
+              realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));
             if (!n) {
                 errnoprintf (err, ENOMEM, "out of memory");
                 goto done;
             }
             sl = n;
         }
-        sl[nsl++] = (struct slice){ h.lo, h.hi, r };
+        sl[nsl++] = (struct ckpt_slice){ h.lo, h.hi, r };
     }
-    if (h0.version >= 3 && mt) {
+    /* Placed by name: every element of ours from exactly one shard. */
+    if (mt && named) {
         if (ckpt_table_check_cover (stepdir, cover, mt, nmt, err) < 0)
             goto done;
     }
-    else if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)
+    else if (ckpt_slices_tile (stepdir, sl, nsl, nparams, err) < 0)
         goto done;
     rc = 0;
 done:

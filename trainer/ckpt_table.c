@@ -1,9 +1,11 @@
-/* ckpt_table.c: the named tensor table of a checkpoint shard (see ckpt_table.h). */
+/* ckpt_table.c: what a checkpoint's shards hold - the named tensor table of a
+ * shard, and the checks that the shards cover a layout (see ckpt_table.h). */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -261,5 +263,40 @@ int ckpt_table_needed (const struct ckpt_named *e, size_t ne,
                 return 1;
         }
     }
+    return 0;
+}
+
+static int slice_cmp (const void *a, const void *b)
+{
+    const struct ckpt_slice *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+/* Sorted by start, each non-empty slice starts where the previous one
+ * ended (a sum of sizes would let an overlap hide a gap). */
+int ckpt_slices_tile (const char *stepdir, struct ckpt_slice *s, size_t n,
+                      uint64_t nparams, dt_error_t *err)
+{
+    uint64_t at = 0;
+    qsort (s, n, sizeof (*s), slice_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].lo == s[i].hi)
+            continue;
+        if (s[i].lo > at)
+            return errnoprintf (err, EBADMSG,
+                                "checkpoint %s: no shard holds parameters %" PRIu64
+                                "..%" PRIu64,
+                                stepdir, at, s[i].lo - 1);
+        if (s[i].lo < at)
+            return errnoprintf (err, EBADMSG,
+                                "checkpoint %s: rank %u's slice %" PRIu64 "..%" PRIu64
+                                " overlaps another shard's (up to %" PRIu64 ")",
+                                stepdir, s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
+        at = s[i].hi;
+    }
+    if (at != nparams)
+        return errnoprintf (
+          err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64 "..%" PRIu64,
+          stepdir, at, nparams - 1);
     return 0;
 }

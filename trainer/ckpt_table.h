@@ -97,4 +97,14 @@ int ckpt_table_needed (const struct ckpt_named *e, size_t ne,
 int ckpt_table_check_cover (const char *stepdir, const uint8_t *cover,
                             const struct model_tensor *mt, int nmt, dt_error_t *err);
 
+/* Shards without a table (placed by flat offset): their slices [lo, hi)
+ * of the flat vector (rank: the shard's) must tile [0, nparams) exactly.
+ * Sorts s.  0, or -1 with err (EBADMSG) naming the gap or overlap. */
+struct ckpt_slice {
+    uint64_t lo, hi;
+    uint32_t rank;
+};
+int ckpt_slices_tile (const char *stepdir, struct ckpt_slice *s, size_t n,
+                      uint64_t nparams, dt_error_t *err);
+
 #endif

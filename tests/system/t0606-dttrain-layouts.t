@@ -139,4 +139,15 @@ run 4 c-pp $args --steps 50 --pp 2 --micro-batch 4 --resume "$TMP/ck-tp2pp2/step
     --dump-params "$TMP/c-pp"
 check "tp2 x pp2 at 20 -> dp2 x pp2 to 50: exit 0" test $? -eq 0
 check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-pp" 1e-5
+# A version 2 checkpoint (the format before layouts: 2 shards of a 2-rank
+# dp run, written by the previous dttrain) resumes in a tensor-parallel
+# layout and on 1 rank, ending where an uninterrupted run does (1e-5).
+fx="$TOP_SRCDIR/tests/system/data"
+vargs="--data $fx/ckpt-v1/text.txt --model transformer --context 4 --width 8 --heads 2 --layers 2 --steps 4 --global-batch 4 --warmup-steps 1 --val-samples 4"
+run 2 v2ref $vargs --dump-params "$TMP/v2ref"; check "reference run for the v2 checkpoint: exit 0" test $? -eq 0
+run 2 v2tp $vargs --tp 2 --resume "$fx/ckpt-v2/step-2" --dump-params "$TMP/v2tp"
+check "a version 2 checkpoint resumes in tp2" grep -q "resumed from .*step-2" "$TMP/v2tp.0.err"
+check "... and ends where an uninterrupted run does (1e-5)" params_close "$TMP/v2ref" "$TMP/v2tp" 1e-5
+run 1 v2one $vargs --resume "$fx/ckpt-v2/step-2" --dump-params "$TMP/v2one"
+check "... and on 1 rank (1e-5)" params_close "$TMP/v2ref" "$TMP/v2one" 1e-5
 finish

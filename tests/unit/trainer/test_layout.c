@@ -184,6 +184,7 @@ static void test_needed (void)
 }
 
 static char root[] = "/tmp/test_layout.XXXXXX";
+static int no_table; /* save () writes shards without a tensor table */
 static const char *cfg = "model=byte-transformer-v1\nwidth=8\n";
 
 /* Write world shards of step: rank r holds the layout lay[r] and the
@@ -217,8 +218,8 @@ static void save (int64_t step, int world, struct model *const *lay, const size_
             .lo = lo[r],
             .hi = hi[r],
             .config = cfg,
-            .tensors = m->t,
-            .ntensors = m->ntensors,
+            .tensors = no_table ? NULL : m->t,
+            .ntensors = no_table ? 0 : m->ntensors,
         };
         CU_ASSERT_EQUAL_FATAL (ckpt_save_async (w, k, &meta, loc[0] + lo[r],
                                                 loc[1] + lo[r], loc[2] + lo[r], &stall,
@@ -308,6 +309,45 @@ static void test_ckpt_across_layouts (void)
     snprintf (dir, sizeof (dir), "%s/step-20", root);
     for (int r = 0; r < 4; r++)
         load_check (dir, lay22[r], g, 0);
+
+    /* A shard without a tensor table loads only in the one-rank layout. */
+    no_table = 1;
+    save (50, 1, lay1, lo1, hi1, g, 0);
+    no_table = 0;
+    snprintf (dir, sizeof (dir), "%s/step-50", root);
+    {
+        float *q[3];
+        int64_t st;
+        int w, pr;
+        dt_error_t e;
+        for (int j = 0; j < 3; j++)
+            q[j] = calloc (whole.nparams, 4);
+        CU_ASSERT_EQUAL (ckpt_load_named (dir, cfg, whole.t, whole.ntensors,
+                                          whole.nparams, q[0], q[1], q[2], &st, &w, &pr,
+                                          &e),
+                         0);
+        CU_ASSERT (memcmp (q[1], g[1], whole.nparams * 4) == 0);
+        for (int j = 0; j < 3; j++)
+            free (q[j]);
+    }
+    {
+        float *q[3];
+        int64_t st;
+        int w, pr;
+        dt_error_t e;
+        for (int j = 0; j < 3; j++)
+            q[j] = calloc (part[0].nparams, 4);
+        errno = 0;
+        CU_ASSERT_EQUAL (ckpt_load_layout (dir, cfg, part[0].t, part[0].ntensors, NULL, 0,
+                                           part[0].nparams, q[0], q[1], q[2], &st, &w,
+                                           &pr, &e),
+                         -1);
+        CU_ASSERT_EQUAL (errno, EINVAL);
+        CU_ASSERT_PTR_NOT_NULL (
+          strstr (e.text, "no tensor table, so it loads only in the one-rank layout"));
+        for (int j = 0; j < 3; j++)
+            free (q[j]);
+    }
 
     /* Two shards that both hold tp rank 0's half: the other half is held
      * by no shard, and the loader says so. */
