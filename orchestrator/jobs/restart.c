@@ -122,12 +122,14 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
             char d[240];
             int tp = job->spec.parallel.tp, pp = job->spec.parallel.pp;
             int rpn = job->spec.ranks_per_node;
-            snprintf (d, sizeof (d),
-                      "only %d healthy nodes: the next attempt runs on %d of %d "
-                      "nodes (min_nodes %d), same global batch; layout tp %d x pp %d "
-                      "x dp %d, was dp %d",
-                      in.available, next_nodes, in.nodes, in.min_nodes, tp, pp,
-                      next_nodes * rpn / (tp * pp), in.nodes * rpn / (tp * pp));
+            int at = snprintf (d, sizeof (d),
+                               "only %d healthy nodes: the next attempt runs on %d of %d "
+                               "nodes (min_nodes %d), same global batch",
+                               in.available, next_nodes, in.nodes, in.min_nodes);
+            if (tp * pp > 1 && at > 0 && (size_t)at < sizeof (d))
+                snprintf (d + at, sizeof (d) - at,
+                          "; layout tp %d x pp %d x dp %d, was dp %d", tp, pp,
+                          next_nodes * rpn / (tp * pp), in.nodes * rpn / (tp * pp));
             json_t *data =
               json_pack ("{s:{s:i s:i s:i} s:{s:i s:i s:i}}", "old_layout", "tp", tp,
                          "pp", pp, "dp", in.nodes * rpn / (tp * pp), "new_layout", "tp",
