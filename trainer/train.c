@@ -545,7 +545,10 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     *loss = t->ctrl[0] / B;
     /* samples: what this rank processed in this step (its share of the
      * global batch), so the controller's sum over ranks is the batch. */
-    dtclient_step (t->client, t->step, *loss, t->ly.tpr == 0 ? b - a : 0, compute, comm);
+    /* (one rank of each replica counts them: tp rank 0 of the last stage) */
+    dtclient_step (t->client, t->step, *loss,
+                   t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
+                   comm);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
                         : o->steps >= 20 ? o->steps / 20
