@@ -580,6 +580,11 @@ static int final_crc (struct trainer *t, uint32_t *crc)
                 t->rank, *crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
         return EXIT_TRAIN_ERR;
     }
+    int differ = train_layout_replicas_differ (t, &err);
+    if (differ < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
+    if (differ)
+        return EXIT_TRAIN_ERR;
     if (t->ly.tp * t->ly.pp > 1) {
         int ok;
         *crc = train_layout_global_crc (t, &ok);

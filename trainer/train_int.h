@@ -95,6 +95,7 @@ void train_layout_close (struct trainer *t);
 int train_layout_sumsq (struct trainer *t, double *sumsq);
 int train_layout_peer (struct trainer *t, const char *errtext);
 uint32_t train_layout_global_crc (struct trainer *t, int *ok);
+int train_layout_replicas_differ (struct trainer *t, dt_error_t *err);
 void train_poll_commands (struct trainer *t);
 void train_inject (struct trainer *t);
 

@@ -146,6 +146,38 @@ int train_layout_peer (struct trainer *t, const char *errtext)
     return -1;
 }
 
+/* The tensors every tp rank holds whole (embeddings, LayerNorms, output
+ * biases, head) must be the same bits on all of them: their gradients
+ * are computed from all-reduced values, never exchanged.  0, 1 when they
+ * differ (logged), -1 when the comparison failed (err). */
+int train_layout_replicas_differ (struct trainer *t, dt_error_t *err)
+{
+    struct model *m = &t->model;
+    uint32_t crc = 0;
+
+    if (t->ly.tp == 1)
+        return 0;
+    float *h = malloc (m->nparams * 4 + 4);
+    if (!h || t->k->download (h, m->params, m->nparams * 4) < 0) {
+        free (h);
+        return errprintf (err, "out of memory");
+    }
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->t[i].vdim == 0)
+            crc = dt_crc32c (crc, h + m->t[i].off, m->t[i].count * 4);
+    free (h);
+    int64_t mm[2] = { crc, -(int64_t)crc };
+    if (dt_comm_allreduce (t->tp_comm, mm, 2, DT_I64, DT_MAX, err) < 0)
+        return -1;
+    if (mm[0] == -mm[1])
+        return 0;
+    dt_log (LOG_ERR,
+            "rank %d: tensor-parallel replicas diverged: replicated tensors' CRC32C "
+            "%08x here, the tp group's range %08x..%08x",
+            t->rank, crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
+    return 1;
+}
+
 /* Rank r's tensors (its tp slice of its stage's): m's tensor table,
  * nothing allocated. */
 static void rank_layout (const struct trainer *t, struct model *m, int r)
