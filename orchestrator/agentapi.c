@@ -114,6 +114,24 @@ static const char *const register_keys[] = {
     "slurm_job_id", "slurm_step_id", "hostinfo", NULL,
 };
 
+/* The trainers' environment: the spec's, and the layout (spec.h's
+ * parallel) as DT_TP and DT_PP, which dttrain reads for --tp and --pp.
+ * New reference. */
+static json_t *trainer_env (const struct job *job)
+{
+    json_t *env = json_copy (json_object_get (job->row.spec, "env"));
+    char b[16];
+    if (!env)
+        env = json_object ();
+    if (!env)
+        return NULL;
+    snprintf (b, sizeof (b), "%d", job->spec.parallel.tp > 0 ? job->spec.parallel.tp : 1);
+    json_object_set_new (env, "DT_TP", json_string (b));
+    snprintf (b, sizeof (b), "%d", job->spec.parallel.pp > 0 ? job->spec.parallel.pp : 1);
+    json_object_set_new (env, "DT_PP", json_string (b));
+    return env;
+}
+
 static json_t *ready_answer (struct attempt *att, struct agent *ag)
 {
     struct job *job = att->job;
@@ -134,7 +152,7 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
                      att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
     json_t *ans = json_pack (
       "{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
-      " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
+      " s:O s:o s:O s:s s:o s:I s:I s:I s:I}",
       "state", "ready", "job", (json_int_t)job->row.id, "attempt", att->row.attempt,
       "run_id", run_id, "node_rank", ag->node_rank, "num_nodes", att->row.num_nodes,
       "ranks_per_node", att->row.ranks_per_node, "world_size", att->row.world_size,
@@ -142,11 +160,10 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
       att->row.master_port, "restart_count", job->row.restarts, "max_restarts",
       (int)json_integer_value (
         json_object_get (json_object_get (spec, "restart"), "max_restarts")),
-      "command", json_object_get (spec, "command"), "env", json_object_get (spec, "env"),
-      "workdir", json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume",
-      resume, "heartbeat_interval_ms",
-      json_integer_value (json_object_get (hb, "interval_ms")), "hang_timeout_ms",
-      (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
+      "command", json_object_get (spec, "command"), "env", trainer_env (job), "workdir",
+      json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume", resume,
+      "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
+      "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
       json_integer_value (json_object_get (hb, "node_timeout_ms")),
       /* Trainers that know it checkpoint at every multiple by
        * themselves, so no periodic checkpoint depends on a

@@ -117,6 +117,9 @@ enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes)
     if (in->available >= 0 && in->available < n)
         n = in->available;
     int minn = in->min_nodes > 0 ? in->min_nodes : in->nodes;
+    /* keep tp x pp: drop nodes until the world holds whole groups */
+    while (in->group > 1 && n >= minn && ((int64_t)n * in->ranks_per_node) % in->group)
+        n--;
     if (n < minn)
         return FT_GIVE_UP_NO_NODES;
     *nodes = n;

@@ -81,10 +81,15 @@ struct ft_restart_in {
     int nodes;              /* nodes the job asks for */
     int min_nodes;          /* restart.min_nodes (<= nodes) */
     int available; /* healthy nodes the launcher can offer (< 0: unknown = enough) */
+    /* The layout (spec parallel): the world must hold whole groups of
+     * tp * pp ranks; 0: any world. */
+    int ranks_per_node, group;
 };
 
 /* What to do after an attempt failed; *nodes gets the size of the next
- * attempt (min(nodes, available), never below min_nodes) on FT_RESTART. */
+ * attempt (min(nodes, available), never below min_nodes) on FT_RESTART.
+ * With a layout, the largest such size whose world holds whole tp * pp
+ * groups (keeping tp and pp, dropping data-parallel replicas). */
 enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes);
 
 /* "restart", "max_restarts", "no_progress", "no_nodes" */

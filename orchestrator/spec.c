@@ -33,7 +33,7 @@ static const char *const top_keys[] = {
     "name",    "nodes",     "spare_nodes", "ranks_per_node", "command",
     "env",     "workdir",   "partition",   "time_limit",     "checkpoint",
     "restart", "heartbeat", "straggler",   "integrity",      "comm_bound",
-    NULL,
+    "parallel",  NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
@@ -54,6 +54,7 @@ static const char *const integrity_keys[] = {
     "every_steps", "action", "skip_bad_batches", "spike_k", "spike_window", NULL,
 };
 static const char *const comm_bound_keys[] = { "threshold", "window_steps", NULL };
+static const char *const parallel_keys[] = { "tp", "pp", NULL };
 
 static int fail (dt_error_t *err, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
@@ -286,6 +287,48 @@ done:
     return rc;
 }
 
+/* parallel: the trainer's tensor- and pipeline-parallel degrees (DT_TP,
+ * DT_PP).  Every world the job may run in (nodes, and restart.min_nodes on
+ * fewer nodes, times ranks_per_node) must hold whole tp x pp groups; the
+ * data-parallel degree is what remains. */
+static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn,
+                              json_t *out, dt_error_t *err)
+{
+    json_t *empty = json_object (), *sec;
+    json_int_t tp = 1, pp = 1;
+    int rc = -1;
+
+    if (!empty)
+        return fail (err, "out of memory");
+    if (!(sec = get_section (in, "parallel", parallel_keys, empty, err)) ||
+        dt_json_get_int (sec, "parallel", "tp", false, 1, SPEC_MAX_RANKS_PER_NODE, &tp,
+                         err) < 0 ||
+        dt_json_get_int (sec, "parallel", "pp", false, 1, SPEC_MAX_RANKS_PER_NODE, &pp,
+                         err) < 0)
+        goto done;
+    json_int_t minn = json_integer_value (
+      json_object_get (json_object_get (out, "restart"), "min_nodes"));
+    if ((nodes * rpn) % (tp * pp) != 0) {
+        fail (err,
+              "parallel: nodes * ranks_per_node (%lld) is not a multiple of tp * pp "
+              "(%lld)",
+              (long long)(nodes * rpn), (long long)(tp * pp));
+        goto done;
+    }
+    if (minn > 0 && (minn * rpn) < tp * pp) {
+        fail (err,
+              "parallel: restart.min_nodes * ranks_per_node (%lld) holds no tp * pp "
+              "group (%lld)",
+              (long long)(minn * rpn), (long long)(tp * pp));
+        goto done;
+    }
+    json_object_set_new (out, "parallel", json_pack ("{s:I s:I}", "tp", tp, "pp", pp));
+    rc = 0;
+done:
+    json_decref (empty);
+    return rc;
+}
+
 /* command: a non-empty array of strings, the program first. */
 static int validate_command (const json_t *in, json_t *out, dt_error_t *err)
 {
@@ -420,7 +463,9 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
         return fail (err, "time_limit: longer than a year");
     json_object_set_new (out, "time_limit", json_integer (tl));
 
-    return validate_sections (in, d, nodes, out, err);
+    if (validate_sections (in, d, nodes, out, err) < 0)
+        return -1;
+    return validate_parallel (in, nodes, rpn, out, err);
 }
 
 json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error_t *err)
@@ -497,4 +542,8 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->comm_bound.threshold = json_number_value (json_object_get (cb, "threshold"));
     js->comm_bound.window_steps =
       json_integer_value (json_object_get (cb, "window_steps"));
+    const json_t *p = sect (spec, "parallel");
+    /* specs stored before the layout existed have none: 1 x 1 */
+    js->parallel.tp = p ? (int)json_integer_value (json_object_get (p, "tp")) : 1;
+    js->parallel.pp = p ? (int)json_integer_value (json_object_get (p, "pp")) : 1;
 }

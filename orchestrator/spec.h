@@ -79,6 +79,9 @@ struct job_spec {
         double threshold; /* 0: the default (a spec from before comm_bound) */
         int window_steps; /* 0: the default */
     } comm_bound;
+    struct {
+        int tp, pp; /* the trainer's layout (DT_TP, DT_PP); 1 x 1 by default */
+    } parallel;
 };
 
 /* Decode normalized 'spec' (borrowed, see above) into *js. */

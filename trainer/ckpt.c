@@ -23,8 +23,10 @@
 #define CKPT_MAGIC "DTCKPT\r\n"
 /* Version 2 adds the named tensor table (ckpt_table.h) as a fourth
  * table entry after the three slices; version 1 shards (no table) still
- * load, by flat offset. */
-#define CKPT_VERSION 2
+ * load, by flat offset.  Version 3 adds each entry's block (the slice of
+ * the tensor its writer held under a tensor-parallel layout) and the
+ * layout in the header's parallel field (ckpt.h). */
+#define CKPT_VERSION 3
 #define CKPT_NT 3                /* the slices: params, adam_m, adam_v */
 #define CKPT_NTENT (CKPT_NT + 1) /* and the tensor table (version 2) */
 
@@ -610,10 +612,13 @@ int ckpt_write_manifest (const char *root, const char *job, int64_t step, int wo
         return errprintf (err, "%s: checkpoint path too long", root);
     if (!(f = open_memstream (&text, &len)))
         return errprintf (err, "manifest: %s", strerror (errno));
+    int tp = CKPT_PAR_TP (parallel), pp = CKPT_PAR_PP (parallel);
     fprintf (f,
              "{\"job\": \"%s\", \"step\": %" PRId64 ", \"world_size\": %d, "
-             "\"parallel\": \"%s\", \"committed_by\": \"dttrain\", \"shards\": [",
-             job, step, world, parallel ? "zero1" : "dp");
+             "\"parallel\": \"%s\", \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d}, "
+             "\"committed_by\": \"dttrain\", \"shards\": [",
+             job, step, world, CKPT_PAR_MODE (parallel) ? "zero1" : "dp", tp, pp,
+             world / (tp * pp));
     for (int r = 0; r < world; r++)
         fprintf (f,
                  "%s{\"rank\": %d, \"path\": \"rank-%d.ckpt\", \"bytes\": %" PRIu64
@@ -705,13 +710,64 @@ static void *read_part (int fd, const char *path, const struct ckpt_tent *t, int
     return p;
 }
 
+/* Read and check a shard's header: magic, checksum, version, config
+ * size.  0 or -1 with err (EBADMSG). */
+static int read_header (int fd, const char *path, struct ckpt_hdr *h, dt_error_t *err)
+{
+    if (read_at (fd, h, sizeof (*h), 0) < 0 || memcmp (h->magic, CKPT_MAGIC, 8) != 0)
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: not a dttrain shard (bad magic)", path);
+    if (dt_crc32c (0, h, offsetof (struct ckpt_hdr, hdr_crc)) != h->hdr_crc)
+        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch",
+                            path);
+    if (!((h->version == 1 && h->ntensors == CKPT_NT) ||
+          (h->version >= 2 && h->version <= CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
+        h->hdr_bytes != sizeof (*h))
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: unsupported version %u "
+                            "(this dttrain reads versions 1 to %d)",
+                            path, h->version, CKPT_VERSION);
+    if (h->config_bytes > ckpt_config_max)
+        return errnoprintf (err, EBADMSG,
+                            "checkpoint shard %s: header announces %" PRIu64
+                            " bytes of config (at most %" PRIu64 ")",
+                            path, h->config_bytes, ckpt_config_max);
+    return 0;
+}
+
+/* Widen a version 2 table (n entries of CKPT_NAMED_V2_BYTES) in place to
+ * struct ckpt_named entries: whole tensors.  0 or -1 with err. */
+static int widen_v2 (void **table, uint64_t n, dt_error_t *err)
+{
+    struct ckpt_named *w = calloc (n ? n : 1, sizeof (*w));
+    if (!w)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    for (uint64_t j = 0; j < n; j++)
+        memcpy (&w[j], (char *)*table + j * CKPT_NAMED_V2_BYTES, CKPT_NAMED_V2_BYTES);
+    free (*table);
+    *table = w;
+    return 0;
+}
+
+/* Whether the layout mt is a rank's part of the model (a tp slice of a
+ * tensor, or a pipeline stage's tensors: all given): flat offsets do not
+ * apply to it. */
+static int sliced (const struct model_tensor *mt, int nmt, const struct model_tensor *all)
+{
+    int s = all != NULL;
+    for (int i = 0; mt && i < nmt; i++)
+        s |= mt[i].vdim > 0;
+    return s;
+}
+
 /* Load one shard into out (full arrays).  With the model's tensors (mt),
  * a version 2 shard is placed by the names in its tensor table; without
  * them, for version 1, or for a shard written without a layout (an empty
- * table), by flat offset. */
+ * table), by flat offset.  1 placed by name, 0 by offset, -1 with err. */
 static int load_shard (const char *path, int rank_expect, const char *config,
                        uint64_t nparams, const struct model_tensor *mt, int nmt,
-                       float *out[CKPT_NT], struct ckpt_hdr *h, dt_error_t *err)
+                       const struct model_tensor *all, int nall, float *out[CKPT_NT],
+                       uint8_t *cover, struct ckpt_hdr *h, dt_error_t *err)
 {
     struct ckpt_tent t[CKPT_NTENT];
     char *cfg = NULL;
@@ -719,31 +775,9 @@ static int load_shard (const char *path, int rank_expect, const char *config,
 
     if (fd < 0)
         return errprintf (err, "checkpoint shard %s: %s", path, strerror (errno));
-    if (read_at (fd, h, sizeof (*h), 0) < 0 || memcmp (h->magic, CKPT_MAGIC, 8) != 0) {
+    if (read_header (fd, path, h, err) < 0) {
         close (fd);
-        return errnoprintf (err, EBADMSG,
-                            "checkpoint shard %s: not a dttrain shard (bad magic)", path);
-    }
-    if (dt_crc32c (0, h, offsetof (struct ckpt_hdr, hdr_crc)) != h->hdr_crc) {
-        close (fd);
-        return errnoprintf (err, EBADMSG, "checkpoint shard %s: header checksum mismatch",
-                            path);
-    }
-    if (!((h->version == 1 && h->ntensors == CKPT_NT) ||
-          (h->version == CKPT_VERSION && h->ntensors == CKPT_NTENT)) ||
-        h->hdr_bytes != sizeof (*h)) {
-        close (fd);
-        return errnoprintf (err, EBADMSG,
-                            "checkpoint shard %s: unsupported version %u "
-                            "(this dttrain reads versions 1 and %d)",
-                            path, h->version, CKPT_VERSION);
-    }
-    if (h->config_bytes > ckpt_config_max) {
-        close (fd);
-        return errnoprintf (err, EBADMSG,
-                            "checkpoint shard %s: header announces %" PRIu64
-                            " bytes of config (at most %" PRIu64 ")",
-                            path, h->config_bytes, ckpt_config_max);
+        return -1;
     }
     size_t tbytes = h->ntensors * sizeof (struct ckpt_tent);
     if (read_at (fd, t, tbytes, sizeof (*h)) < 0 ||
@@ -761,9 +795,19 @@ static int load_shard (const char *path, int rank_expect, const char *config,
         return errnoprintf (err, EINVAL, "checkpoint %s: %s", path, msg);
     }
     free (cfg);
-    /* After the config check, so a changed size names the field. */
-    if ((int)h->rank != rank_expect || h->nparams != nparams || h->lo > h->hi ||
-        h->hi > nparams) {
+    /* After the config check, so a changed size names the field.  A shard
+     * placed by name may hold a slice of another layout: its size need
+     * not be ours (the names place it; the caller checks the coverage). */
+    int other_layout = h->version >= 2 && mt && t[CKPT_NT].count > 0;
+    if (!other_layout && sliced (mt, nmt, all)) {
+        close (fd);
+        return errnoprintf (err, EINVAL,
+                            "checkpoint shard %s: no tensor table, so it loads only in "
+                            "the one-rank layout (no --tp, --pp)",
+                            path);
+    }
+    if ((int)h->rank != rank_expect || (h->nparams != nparams && !other_layout) ||
+        h->lo > h->hi || h->hi > h->nparams) {
         close (fd);
         if (h->nparams != nparams)
             return errnoprintf (err, EINVAL,
@@ -785,28 +829,40 @@ static int load_shard (const char *path, int rank_expect, const char *config,
                          t[CKPT_NT].count);
             goto named_out;
         }
-        for (int i = 0; i < CKPT_NTENT; i++) {
+        /* The table first: a shard with nothing for this rank's slices
+         * (another stage's, another tp rank's) is not read further. */
+        for (int o = 0; o < CKPT_NTENT; o++) {
+            int i = (o + CKPT_NT) % CKPT_NTENT;
+            if (i == 0) {
+                if (h->version < 3 &&
+                    widen_v2 (&part[CKPT_NT], t[CKPT_NT].count, err) < 0)
+                    goto named_out;
+                if (!ckpt_table_needed (part[CKPT_NT], t[CKPT_NT].count, mt, nmt)) {
+                    rc = 0;
+                    goto named_out;
+                }
+            }
             if (i < CKPT_NT && t[i].count != count) {
                 errnoprintf (err, EBADMSG,
                              "checkpoint shard %s: tensor %s truncated or missing", path,
                              tensor_names[i]);
                 goto named_out;
             }
-            if (!(part[i] =
-                    read_part (fd, path, &t[i], i,
-                               i < CKPT_NT ? 4 : sizeof (struct ckpt_named), err)))
+            size_t esize =
+              h->version >= 3 ? sizeof (struct ckpt_named) : CKPT_NAMED_V2_BYTES;
+            if (!(part[i] = read_part (fd, path, &t[i], i, i < CKPT_NT ? 4 : esize, err)))
                 goto named_out;
             if (i < CKPT_NT)
                 koff[i] = t[i].offset;
         }
         const float *slice[CKPT_NT] = { part[0], part[1], part[2] };
-        rc = ckpt_table_place (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, koff,
-                               slice, count, out, err);
+        rc = ckpt_table_place_cover (path, part[CKPT_NT], t[CKPT_NT].count, mt, nmt, all,
+                                     nall, koff, slice, count, out, cover, err);
     named_out:
         for (int i = 0; i < CKPT_NTENT; i++)
             free (part[i]);
         close (fd);
-        return rc;
+        return rc < 0 ? -1 : 1;
     }
     for (int i = 0; i < CKPT_NT; i++) {
         if (strncmp (t[i].name, tensor_names[i], sizeof (t[i].name)) ||
@@ -828,47 +884,6 @@ static int load_shard (const char *path, int rank_expect, const char *config,
     return 0;
 }
 
-struct slice {
-    uint64_t lo, hi;
-    uint32_t rank;
-};
-
-static int slice_cmp (const void *a, const void *b)
-{
-    const struct slice *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
-}
-
-/* The shards' slices must tile [0, nparams) exactly: sorted by start, each
- * non-empty slice starts where the previous one ended (a sum of sizes
- * would let an overlap hide a gap). */
-static int check_tiling (const char *stepdir, struct slice *s, size_t n, uint64_t nparams,
-                         dt_error_t *err)
-{
-    uint64_t at = 0;
-    qsort (s, n, sizeof (*s), slice_cmp);
-    for (size_t i = 0; i < n; i++) {
-        if (s[i].lo == s[i].hi)
-            continue;
-        if (s[i].lo > at)
-            return errnoprintf (err, EBADMSG,
-                                "checkpoint %s: no shard holds parameters %" PRIu64
-                                "..%" PRIu64,
-                                stepdir, at, s[i].lo - 1);
-        if (s[i].lo < at)
-            return errnoprintf (err, EBADMSG,
-                                "checkpoint %s: rank %u's slice %" PRIu64 "..%" PRIu64
-                                " overlaps another shard's (up to %" PRIu64 ")",
-                                stepdir, s[i].rank, s[i].lo, s[i].hi - 1, at - 1);
-        at = s[i].hi;
-    }
-    if (at != nparams)
-        return errnoprintf (
-          err, EBADMSG, "checkpoint %s: no shard holds parameters %" PRIu64 "..%" PRIu64,
-          stepdir, at, nparams - 1);
-    return 0;
-}
-
 int ckpt_load (const char *stepdir, const char *config, uint64_t nparams, float *params,
                float *m, float *v, int64_t *step, int *world, int *parallel,
                dt_error_t *err)
@@ -882,21 +897,43 @@ int ckpt_load_named (const char *stepdir, const char *config,
                      float *params, float *m, float *v, int64_t *step, int *world,
                      int *parallel, dt_error_t *err)
 {
+    return ckpt_load_layout (stepdir, config, mt, nmt, NULL, 0, nparams, params, m, v,
+                             step, world, parallel, err);
+}
+
+int ckpt_load_layout (const char *stepdir, const char *config,
+                      const struct model_tensor *mt, int nmt,
+                      const struct model_tensor *all, int nall, uint64_t nparams,
+                      float *params, float *m, float *v, int64_t *step, int *world,
+                      int *parallel, dt_error_t *err)
+{
     float *out[CKPT_NT] = { params, m, v };
     struct ckpt_hdr h0, h;
     char path[1100];
-    struct slice *sl = NULL;
+    struct ckpt_slice *sl = NULL;
     size_t nsl = 0, cap = 0;
     int rc = -1;
 
     snprintf (path, sizeof (path), "%s/rank-0.ckpt", stepdir);
-    if (load_shard (path, 0, config, nparams, mt, nmt, out, &h0, err) < 0)
+    /* Placed by name, every element of ours must come from exactly one
+     * shard (a shard of another layout may hold any part of it). */
+    uint8_t *cover = mt ? calloc (nparams ? nparams : 1, 1) : NULL;
+    if (mt && !cover)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    int named =
+      load_shard (path, 0, config, nparams, mt, nmt, all, nall, out, cover, &h0, err);
+    if (named < 0) {
+        free (cover);
         return -1;
+    }
     for (uint32_t r = 0; r < h0.world; r++) {
         if (r > 0) {
             snprintf (path, sizeof (path), "%s/rank-%u.ckpt", stepdir, r);
-            if (load_shard (path, r, config, nparams, mt, nmt, out, &h, err) < 0)
+            int nr = load_shard (path, r, config, nparams, mt, nmt, all, nall, out, cover,
+                                 &h, err);
+            if (nr < 0)
                 goto done;
+            named &= nr;
             if (h.step != h0.step || h.world != h0.world) {
                 errnoprintf (err, EBADMSG,
                              "checkpoint shard %s: step %" PRId64
@@ -908,20 +945,27 @@ int ckpt_load_named (const char *stepdir, const char *config,
         else
             h = h0;
         if (nsl == cap) {
-            struct slice *n = realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));
+            struct ckpt_slice *n =
+              realloc (sl, (cap = cap ? 2 * cap : 16) * sizeof (*sl));
             if (!n) {
                 errnoprintf (err, ENOMEM, "out of memory");
                 goto done;
             }
             sl = n;
         }
-        sl[nsl++] = (struct slice){ h.lo, h.hi, r };
+        sl[nsl++] = (struct ckpt_slice){ h.lo, h.hi, r };
     }
-    if (check_tiling (stepdir, sl, nsl, nparams, err) < 0)
+    /* Placed by name: every element of ours from exactly one shard. */
+    if (mt && named) {
+        if (ckpt_table_check_cover (stepdir, cover, mt, nmt, err) < 0)
+            goto done;
+    }
+    else if (ckpt_slices_tile (stepdir, sl, nsl, nparams, err) < 0)
         goto done;
     rc = 0;
 done:
     free (sl);
+    free (cover);
     if (rc < 0)
         return -1;
     *step = h0.step;

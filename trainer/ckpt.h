@@ -12,7 +12,11 @@
  * slices (params, adam_m, adam_v) and, from version 2, the named tensor
  * table (ckpt_table.h: each model tensor's name, global shape and the
  * range of it this shard holds, per kind), which the loader uses to place
- * the data by name.  Version 1 shards (no table) load by flat offset.
+ * the data by name; from version 3, the table also says which block of
+ * each tensor the writer held under its tensor-parallel layout, so a
+ * checkpoint resumes in any other layout (every rank takes from every
+ * shard the parts of its own slices).  Version 1 shards (no table) load
+ * by flat offset.
  * Written to a temporary name, fsync'd, renamed, directory fsync'd.
  *
  * Writing: the snapshot is the file's image in one block-aligned buffer,
@@ -33,6 +37,15 @@
 #include "kernels/kernels.h"
 
 struct model_tensor;
+
+/* The layout in a shard header's (and ckpt_meta's) parallel field: the
+ * optimizer mode (0 dp, 1 zero1) in bits 0-7, tp - 1 in bits 8-19 and
+ * pp - 1 in bits 20-31, so one-rank-layout shards read as before. */
+#define CKPT_PARALLEL(mode, tp, pp)                                                      \
+    ((int)((unsigned)(mode) | (unsigned)((tp)-1) << 8 | (unsigned)((pp)-1) << 20))
+#define CKPT_PAR_MODE(p) ((int)((unsigned)(p)&0xff))
+#define CKPT_PAR_TP(p) ((int)(((unsigned)(p) >> 8) & 0xfff) + 1)
+#define CKPT_PAR_PP(p) ((int)(((unsigned)(p) >> 20) & 0xfff) + 1)
 
 struct ckpt_meta {
     const char *root; /* checkpoint dir (job included) */
@@ -101,7 +114,9 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
                    const float *m, const float *v, ckpt_jit_f cb, void *arg,
                    dt_error_t *err);
 
-/* Write <root>/step-<S>/manifest.json atomically (standalone commit). */
+/* Write <root>/step-<S>/manifest.json atomically (standalone commit);
+ * parallel as CKPT_PARALLEL: the manifest records the layout (tp, pp, dp
+ * and the optimizer mode). */
 int ckpt_write_manifest (const char *root, const char *job, int64_t step, int world,
                          int parallel, const uint64_t *bytes, const uint32_t *crc,
                          dt_error_t *err);
@@ -130,5 +145,15 @@ int ckpt_load_named (const char *stepdir, const char *config,
 /* The config text of one shard (header checked), new string the caller
  * frees, or NULL with err (errno EBADMSG). */
 char *ckpt_shard_config (const char *path, dt_error_t *err);
+/* ckpt_load_named into a rank's part of a layout (mt: its tensors, or
+ * slices of them, trainer/layout.h), the whole model's tensors being
+ * all[0..nall) (NULL: mt): a tensor of the whole model that this rank
+ * does not hold (another pipeline stage's) is skipped, one of neither is
+ * errno EINVAL.  Every element of mt must come from exactly one shard. */
+int ckpt_load_layout (const char *stepdir, const char *config,
+                      const struct model_tensor *mt, int nmt,
+                      const struct model_tensor *all, int nall, uint64_t nparams,
+                      float *params, float *m, float *v, int64_t *step, int *world,
+                      int *parallel, dt_error_t *err);
 
 #endif

@@ -74,6 +74,16 @@ struct dt_comm_ops {
     /* The rank whose address appears in an error text of this
      * communicator, or -1 (NULL: the backend cannot tell). */
     int (*peer_of) (dt_comm_t *c, const char *errtext);
+    /* Point to point (pipeline parallelism; NULL: the backend has none).
+     * send posts bytes for peer under slot and returns: buf must stay
+     * unchanged until flush returns.  recv blocks until the bytes peer
+     * sent under slot are in buf, or fails within the timeout naming the
+     * peer.  flush waits for every posted send. */
+    int (*send) (dt_comm_t *c, const void *buf, size_t bytes, int peer, uint64_t slot,
+                 dt_error_t *err);
+    int (*recv) (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
+                 dt_error_t *err);
+    int (*flush) (dt_comm_t *c, dt_error_t *err);
 };
 
 /* Every communicator starts with a pointer to its ops.  The backends
@@ -148,6 +158,29 @@ static inline int dt_comm_barrier (dt_comm_t *c, dt_error_t *err)
 static inline int dt_comm_peer_of (dt_comm_t *c, const char *errtext)
 {
     return c && c->ops->peer_of ? c->ops->peer_of (c, errtext) : -1;
+}
+
+static inline int dt_comm_send (dt_comm_t *c, const void *buf, size_t bytes, int peer,
+                                uint64_t slot, dt_error_t *err)
+{
+    return c->ops->send (c, buf, bytes, peer, slot, err);
+}
+
+static inline int dt_comm_recv (dt_comm_t *c, void *buf, size_t bytes, int peer,
+                                uint64_t slot, dt_error_t *err)
+{
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->recv (c, buf, bytes, peer, slot, err);
+    dt_comm_waiting (c, 0);
+    return rc;
+}
+
+static inline int dt_comm_flush (dt_comm_t *c, dt_error_t *err)
+{
+    dt_comm_waiting (c, 1);
+    int rc = c->ops->flush (c, err);
+    dt_comm_waiting (c, 0);
+    return rc;
 }
 
 static inline void dt_comm_destroy (dt_comm_t *c)

@@ -25,6 +25,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 
 // common/errprintf.h has no extern "C" guard of its own.
 extern "C" {
@@ -94,6 +95,8 @@ struct gloo_comm {
     // peer_addr[j]: the address rank j's pair to us listens on, as gloo
     // prints it in errors ("[127.0.0.1]:43210"), to name a lost peer.
     std::vector<std::string> peer_addr;
+    // Posted sends, waited for by g_flush.
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
 };
 
 int fail (dt_error_t *err, const char *what, const std::exception &e)
@@ -271,9 +274,69 @@ void exchange_addresses (gloo_comm *g)
             g->peer_addr[j] = std::string (&table[((size_t)j * W + me) * L]);
 }
 
+// Point to point over gloo's unbound buffers.  A send is queued until
+// the peer posts the matching recv (gloo's TCP pair never buffers), so
+// posting without waiting lets neighbours send to each other at once.
+// Slots start at 2^40, far above the collectives' tags.
+const uint64_t p2p_slot_base = (uint64_t)1 << 40;
+
+int g_send (dt_comm_t *c, const void *buf, size_t bytes, int peer, uint64_t slot,
+            dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    try {
+        auto ub = g->ctx->createUnboundBuffer ((void *)buf, bytes);
+        ub->send (peer, p2p_slot_base + slot);
+        g->sends.push_back (std::move (ub));
+    }
+    catch (const std::exception &e) {
+        errprintf (err, "gloo send to peer %d: %s", peer, e.what ());
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int g_recv (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
+            dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    try {
+        auto ub = g->ctx->createUnboundBuffer (buf, bytes);
+        ub->recv (peer, p2p_slot_base + slot);
+        if (!ub->waitRecv (g->timeout))
+            throw std::runtime_error ("receive aborted");
+    }
+    catch (const std::exception &e) {
+        errprintf (err, "gloo receive from peer %d: %s", peer, e.what ());
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int g_flush (dt_comm_t *c, dt_error_t *err)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    int rank = -1;
+    try {
+        for (auto &ub : g->sends)
+            if (!ub->waitSend (&rank, g->timeout))
+                throw std::runtime_error ("send aborted");
+        g->sends.clear ();
+    }
+    catch (const std::exception &e) {
+        g->sends.clear ();
+        errprintf (err, "gloo send: %s", e.what ());
+        errno = EIO;
+        return -1;
+    }
+    return 0;
+}
+
 const struct dt_comm_ops gloo_ops = {
-    "gloo",      g_allreduce, g_reduce_scatter, g_allgather,
-    g_broadcast, g_barrier,   g_destroy,        g_peer_of,
+    "gloo",    g_allreduce, g_reduce_scatter, g_allgather, g_broadcast, g_barrier,
+    g_destroy, g_peer_of,   g_send,           g_recv,      g_flush,
 };
 
 } // namespace

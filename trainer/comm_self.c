@@ -47,8 +47,10 @@ static void s_destroy (dt_comm_t *c)
 }
 
 static const struct dt_comm_ops self_ops = {
-    "self",      s_allreduce, s_reduce_scatter, s_allgather,
-    s_broadcast, s_barrier,   s_destroy,        NULL,
+    "self",      s_allreduce, s_reduce_scatter,
+    s_allgather, s_broadcast, s_barrier,
+    s_destroy,   NULL,        NULL,
+    NULL,        NULL, /* no peers to send to */
 };
 
 dt_comm_t *dt_comm_self_create (dt_error_t *err)

@@ -58,6 +58,7 @@ struct integ {
     int first_attempt;
     int flip_tensor;     /* -1: no bitflip */
     double fp_s, scan_s; /* time in fingerprints, in gradient scans */
+    char group[32];      /* integ_group's name of this rank's replica group */
     int fp_count;
 };
 
@@ -291,10 +292,16 @@ static void put_positions (struct trainer *t, FILE *f, int64_t s)
     fputs ("]}", f);
 }
 
+/* The ranks that must hold identical parameters: the data-parallel
+ * replicas of one (tp, pp) position ("dp" when every rank holds the whole
+ * model).  The name lives in the trainer's integ state. */
 const char *integ_group (const struct trainer *t)
 {
-    (void)t;
-    return "dp"; /* every rank holds the whole model */
+    struct integ *g = t->integ;
+    if (t->ly.tp * t->ly.pp == 1)
+        return "dp";
+    snprintf (g->group, sizeof (g->group), "tp%d.pp%d", t->ly.tpr, t->ly.ppr);
+    return g->group;
 }
 
 /* Send one report: "{"step": s, "group": ..." + body + "}". */
@@ -520,8 +527,9 @@ int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
     }
     fp0 = seen[0].fp;
     free (seen);
-    /* Every replica held the whole model: the loaded one must be it. */
-    if (groups != 1)
+    /* Every replica held the whole model, and so does this rank: the
+     * loaded one must be it (in another layout, each group's shards agreed). */
+    if (groups != 1 || t->ly.tp * t->ly.pp != 1)
         return 0;
     uint32_t *crcs = calloc (t->model.ntensors + 1, sizeof (uint32_t));
     if (!crcs)

@@ -17,6 +17,8 @@ void model_add_tensor (struct model *m, const char *name, int decay, int64_t d0,
     struct model_tensor *t = &m->t[m->ntensors++];
     snprintf (t->name, sizeof (t->name), "%s", name);
     t->off = m->nparams;
+    t->goff = m->nparams;
+    t->vdim = 0;
     t->count = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     t->decay = decay;
     t->ndim = d1 > 0 ? 2 : 1;
@@ -106,7 +108,11 @@ int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct trai
     int rc;
     k->last_error[0] = '\0';
     if (o->model == MODEL_TRANSFORMER)
-        rc = tfm_create (m, k, o->context, o->width, o->heads, o->layers, mb, o->seed);
+        /* tp is innermost in the rank order (trainer/layout.h) */
+        rc = tfm_create_layout (
+          m, k, o->context, o->width, o->heads, o->layers, mb, o->seed,
+          o->tp > 1 ? o->tp : 1, o->tp > 1 ? o->rank % o->tp : 0, o->pp > 1 ? o->pp : 1,
+          o->pp > 1 ? (o->rank / (o->tp > 1 ? o->tp : 1)) % o->pp : 0);
     else
         rc = model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
     if (rc < 0 && !k->last_error[0])

@@ -34,6 +34,17 @@ struct model_tensor {
     int decay;        /* weight decay applies (matrices) */
     int ndim;         /* 1 or 2 */
     int64_t shape[2]; /* row-major [in, out] for matrices */
+    /* The slice a rank holds under tensor parallelism (trainer/layout.h):
+     * the block boff .. boff + bext of the tensor seen as the row-major
+     * view vshape[0..vdim), stored row-major; count is the block's size.
+     * vdim 0: the whole tensor.  goff: the tensor's offset in the
+     * one-rank layout. */
+    int vdim;
+    int64_t vshape[3], boff[3], bext[3];
+    size_t goff;
+    int replica; /* a replicated tensor on a tp rank other than 0: another
+                  * rank's copy is the one that counts (gradient norm,
+                  * checkpoints) */
 };
 
 struct model {
@@ -54,6 +65,19 @@ struct model {
     int tokens_per_sample;   /* predictions per sample: 1 (mlp), C (transformer) */
     model_ready_f ready_cb;
     void *ready_arg;
+    /* Tensor parallelism (trainer/layout.h): this rank is tpr of tp; the
+     * sum over the tp group of n floats in place (0, or -1 with the error
+     * in k->last_error).  tp 0 or 1: none. */
+    int tp, tpr;
+    int (*tp_allreduce) (void *arg, float *buf, size_t n);
+    void *tp_arg;
+    /* Pipeline parallelism (trainer/layout.h): this stage holds blocks
+     * pp_l0 .. pp_l1 - 1, the embeddings when pp_first, the final
+     * LayerNorm and head when pp_last; its tensors' indices start at blk0
+     * for block pp_l0.  ntf activation sets (micro-batches in flight). */
+    int pp_l0, pp_l1, pp_first, pp_last, blk0;
+    struct tfm_act *tfs;
+    int ntf;
 };
 
 /* Lay out and allocate; parameters initialised from seed (pure function of

@@ -12,6 +12,7 @@
 
 #include "common/version.h"
 #include "trainer/model.h"
+#include "trainer/layout.h"
 #include "trainer/opts.h"
 
 /* Defaults that train sensibly on any text file in seconds on one core. */
@@ -38,6 +39,8 @@ static const struct train_opts defaults = {
     .val_frac = 0.1,
     .val_samples = 512,
     .parallel = PAR_DP,
+    .tp = 1,
+    .pp = 1,
     .val_every = 0,
     .backend = "auto",
     .threads = 1,
@@ -88,8 +91,14 @@ static const char usage_text[] =
   "  --val-frac F           held-out tail of the file (0.1)\n"
   "  --val-samples N        validation windows (512)\n"
   "Execution:\n"
-  "  --micro-batch M        samples per forward/backward pass (default: a rank's share)\n"
+  "  --micro-batch M        samples per forward/backward pass (default: a rank's share;\n"
+  "                         with --pp P, a share / (4 P))\n"
   "  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
+  "  --tp T                 tensor-parallel degree: the transformer's heads and MLP\n"
+  "                         split over T adjacent ranks (1; env DT_TP)\n"
+  "  --pp P                 pipeline-parallel degree: the blocks split into P stages,\n"
+  "                         micro-batches in the 1F1B schedule (1; env DT_PP);\n"
+  "                         data-parallel degree = WORLD_SIZE / (T x P)\n"
   "  --checkpoint-dir DIR   shards go to DIR/step-S/rank-R.ckpt (env DT_CHECKPOINT_DIR)\n"
   "  --checkpoint-every N   checkpoint every N steps (0 = only on stop/command;\n"
   "                         wins over env DT_CHECKPOINT_EVERY)\n"
@@ -194,6 +203,8 @@ enum {
     O_BADBATCH,
     O_HELP,
     O_VERSION,
+    O_TP,
+    O_PP,
 };
 
 static const struct option longopts[] = {
@@ -248,6 +259,8 @@ static const struct option longopts[] = {
     { "inject-bad-batch", required_argument, NULL, O_BADBATCH },
     { "help", no_argument, NULL, O_HELP },
     { "version", no_argument, NULL, O_VERSION },
+    { "tp", required_argument, NULL, O_TP },
+    { "pp", required_argument, NULL, O_PP },
     { NULL, 0, NULL, 0 },
 };
 
@@ -464,6 +477,8 @@ static const struct num_opt num_opts[] = {
       MODEL_TRANSFORMER },
     { O_HEADS, "--heads", NUM_INT, 1, 1024, 0, 0, offsetof (struct train_opts, heads),
       MODEL_TRANSFORMER },
+    { O_TP, "--tp", NUM_INT, 1, 1024, 0, 0, offsetof (struct train_opts, tp), -1 },
+    { O_PP, "--pp", NUM_INT, 1, 1024, 0, 0, offsetof (struct train_opts, pp), -1 },
 };
 
 /* Parse option id 'c' when it is a numeric one: 1 (parsed, *model_only set
@@ -565,7 +580,7 @@ static int opts_check (const struct train_opts *o, const char *mlp_only,
 
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
-    int c, ckev_set = 0, job_set = 0, integ_set = 0;
+    int c, ckev_set = 0, job_set = 0, integ_set = 0, tp_set = 0, pp_set = 0;
     int64_t v;
     double d;
     const char *mlp_only = NULL, *tfm_only = NULL; /* a size option of one model */
@@ -579,8 +594,11 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         int num = parse_num_opt (o, c, a, &mlp_only, &tfm_only, err);
         if (num < 0)
             return -1;
-        if (num > 0)
+        if (num > 0) {
+            tp_set |= c == O_TP;
+            pp_set |= c == O_PP;
             continue;
+        }
         if ((num = parse_integ_opt (o, c, a, &integ_set, err)) < 0)
             return -1;
         if (num > 0)
@@ -677,8 +695,15 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         check_steps_list ((integ_set & 8) ? "--skip-steps" : "DT_SKIP_STEPS",
                           o->skip_steps, err) < 0)
         return -1;
-
-    return opts_check (o, mlp_only, tfm_only, err);
+    /* The job spec's layout (parallel: {tp, pp}) comes as DT_TP, DT_PP;
+     * --tp and --pp win. */
+    if ((!tp_set && env_int ("DT_TP", 1, 1024, &o->tp, err) < 0) ||
+        (!pp_set && env_int ("DT_PP", 1, 1024, &o->pp, err) < 0))
+        return -1;
+    if (opts_check (o, mlp_only, tfm_only, err) < 0)
+        return -1;
+    struct layout ly;
+    return layout_init (&ly, o, o->world, o->rank, err);
 }
 
 char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t data_crc)

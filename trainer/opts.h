@@ -46,6 +46,7 @@ struct train_opts {
     /* execution (may differ on resume) */
     int micro_batch; /* 0: a rank's whole share in one pass */
     enum parallel_mode parallel;
+    int tp, pp; /* tensor and pipeline parallel degrees (trainer/layout.h) */
     const char *checkpoint_dir;
     int64_t checkpoint_every;
     const char *resume;

@@ -37,6 +37,7 @@
 #include "trainer/data.h"
 #include "trainer/dump.h"
 #include "trainer/model.h"
+#include "trainer/pipeline.h"
 #include "trainer/train.h"
 #include "trainer/train_int.h"
 
@@ -69,6 +70,39 @@ static double lr_at (const struct train_opts *o, int64_t s)
     return floor + 0.5 * (peak - floor) * (1.0 + cos (M_PI * p));
 }
 
+/* The micro-batch: a rank's share of the batch unless given (the batch
+ * is divided among the dp replicas; the ranks of one replica process the
+ * same samples); in a pipeline, a quarter of the share per stage, so that
+ * 4 pp micro-batches keep the bubble at (pp - 1) / (5 pp - 1). */
+static int micro_batch (const struct trainer *t)
+{
+    int dp = t->ly.dp, pp = t->ly.pp;
+    int64_t maxshare = (t->o.global_batch + dp - 1) / dp;
+    int64_t mb = t->o.micro_batch ? t->o.micro_batch
+                 : pp > 1         ? (maxshare + 4 * pp - 1) / (4 * pp)
+                                  : maxshare;
+    if (mb > maxshare)
+        mb = maxshare;
+    return mb < 1 ? 1 : (int)mb;
+}
+
+/* Partition (ZeRO-1 shards and checkpoint slices) of this rank's
+ * parameters over its dp group. */
+static int partition (struct trainer *t, dt_error_t *err)
+{
+    size_t n = t->model.nparams;
+    int dp = t->ly.dp;
+    if (!(t->counts = calloc (dp, sizeof (size_t))))
+        return errprintf (err, "out of memory");
+    for (int r = 0; r < dp; r++) {
+        size_t a = n * r / dp, b = n * (r + 1) / dp;
+        t->counts[r] = b - a;
+        if (r == t->ly.dpr)
+            t->lo = a, t->hi = b;
+    }
+    return 0;
+}
+
 struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
                                 int *exit_code, dt_error_t *err)
 {
@@ -84,6 +118,11 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     t->client = client;
     t->rank = o->rank;
     t->world = o->world;
+    /* The layout (opts_parse checked it against the model) */
+    if (layout_init (&t->ly, o, t->world, t->rank, err) < 0) {
+        *exit_code = EXIT_USAGE;
+        goto error;
+    }
 
     /* Data: mmap, hold out the tail. */
     if (data_open (&t->data, o->data, o->context, o->val_frac, err) < 0)
@@ -96,17 +135,15 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
+    if (t->ly.tp * t->ly.pp > 1 && (t->k->is_device || o->dump_tensors)) {
+        errprintf (err, "--tp %d --pp %d: %s", t->ly.tp, t->ly.pp,
+                   o->dump_tensors ? "--dump-tensors writes the one-rank layout only"
+                                   : "tensor and pipeline parallelism run on the CPU "
+                                     "backend only (use --backend cpu)");
+        goto error;
+    }
 
-    /* Model: the micro-batch is a rank's share unless given. */
-    int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world -
-                    ((int64_t)o->global_batch * t->rank) / t->world;
-    int64_t maxshare = (o->global_batch + t->world - 1) / t->world;
-    t->mb = o->micro_batch ? o->micro_batch : (int)maxshare;
-    if (t->mb > maxshare)
-        t->mb = (int)maxshare;
-    if (t->mb < 1)
-        t->mb = 1;
-    (void)share;
+    t->mb = micro_batch (t);
     if (model_create_opts (&t->model, t->k, o, t->mb) < 0) {
         errprintf (err, "model: %s (%s backend)", t->k->last_error, t->k->name);
         goto error;
@@ -116,18 +153,9 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
          dump_vector (&t->model, o->dump_tensors, "init.f32", t->model.params, err) < 0))
         goto error;
 
-    /* Partition (ZeRO-1 shards and checkpoint slices). */
     size_t n = t->model.nparams;
-    if (!(t->counts = calloc (t->world, sizeof (size_t)))) {
-        errprintf (err, "out of memory");
+    if (partition (t, err) < 0)
         goto error;
-    }
-    for (int r = 0; r < t->world; r++) {
-        size_t a = n * r / t->world, b = n * (r + 1) / t->world;
-        t->counts[r] = b - a;
-        if (r == t->rank)
-            t->lo = a, t->hi = b;
-    }
     t->opt_elems = o->parallel == PAR_ZERO1 ? t->hi - t->lo : n;
     if (!(t->m = t->k->alloc (t->opt_elems * 4)) ||
         !(t->v = t->k->alloc (t->opt_elems * 4))) {
@@ -148,7 +176,7 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     if (train_resume (t, exit_code, err) < 0)
         goto error;
 
-    if (!(t->comm = train_comm_open (t, err))) {
+    if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0) {
         *exit_code = EXIT_COMM;
         goto error;
     }
@@ -169,7 +197,10 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         long local = lws ? atol (lws) : t->world;
         overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
-    if (t->world > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
+    /* (not under pipeline parallelism: the schedule interleaves the
+     * micro-batches' backward passes) */
+    if (t->ly.dp > 1 && t->ly.pp == 1 && !t->k->is_device && overlap &&
+        overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
@@ -194,6 +225,7 @@ void trainer_destroy (struct trainer *t)
     overlap_stop (t);
     ckpt_writer_destroy (t->writer);
     integ_destroy (t->integ);
+    train_layout_close (t);
     dt_comm_destroy (t->comm);
     if (t->k) {
         t->k->free (t->m);
@@ -214,7 +246,7 @@ static int comm_fail (struct trainer *t, dt_error_t *err)
     /* gloo names the peer's address, which the communicator maps to a
      * rank; with two ranks it can only be the other one. */
     char peer[48] = "";
-    int who = dt_comm_peer_of (t->comm, err->text);
+    int who = train_layout_peer (t, err->text);
     if (who < 0 && t->world == 2)
         who = 1 - t->rank;
     if (who >= 0)
@@ -231,7 +263,8 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
     size_t len = n - off < t->bucket ? n - off : t->bucket;
     int64_t t0 = dt_mono_ns ();
     integ_local_grads (t, off, t->model.grads + off, len);
-    if (dt_comm_allreduce (t->comm, t->model.grads + off, len, DT_F32, DT_SUM, err) < 0)
+    if (dt_comm_allreduce (t->dp_comm, t->model.grads + off, len, DT_F32, DT_SUM, err) <
+        0)
         return -1;
     t->ar_bytes += len * 4.0;
     t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
@@ -242,7 +275,7 @@ static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
  * descending order as the comm thread (same boundaries, same bits). */
 static int reduce_grads (struct trainer *t, dt_error_t *err)
 {
-    if (t->world == 1) {
+    if (t->ly.dp == 1) {
         integ_local_grads (t, 0, t->model.grads, t->model.nparams);
         return 0;
     }
@@ -368,11 +401,12 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
                          (float)bc1, (float)bc2, (float)gscale) < 0)
             return errprintf (err, "adamw: %s", t->k->last_error);
     }
-    if (o->parallel == PAR_ZERO1 && t->world > 1) {
+    if (o->parallel == PAR_ZERO1 && t->ly.dp > 1) {
         if (t->k->sync () < 0)
             return errprintf (err, "%s", t->k->last_error);
         int64_t t0 = dt_mono_ns ();
-        if (dt_comm_allgather (t->comm, m->params + t->lo, m->params, t->counts, err) < 0)
+        if (dt_comm_allgather (t->dp_comm, m->params + t->lo, m->params, t->counts, err) <
+            0)
             return -1;
         *comm_s += (dt_mono_ns () - t0) / 1e9;
     }
@@ -387,8 +421,15 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
 
     if (data_val_pos (&t->data, 0, n) == (size_t)-1 || n == 0)
         return 1;
-    int64_t a = n * t->rank / t->world, b = n * (t->rank + 1) / t->world;
-    for (int64_t i = a; i < b; i += t->mb) {
+    int64_t a = n * t->ly.dpr / t->ly.dp, b = n * (t->ly.dpr + 1) / t->ly.dp;
+    if (t->ly.pp > 1) {
+        double ls;
+        if (pipe_eval (t, a, b, n, &ls, err) < 0)
+            return -1;
+        if (t->ly.tpr == 0)
+            s[0] += ls;
+    }
+    for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
         for (int j = 0; j < cnt; j++)
             data_window (&t->data, data_val_pos (&t->data, i + j, n),
@@ -396,7 +437,8 @@ static int validate (struct trainer *t, double *loss, dt_error_t *err)
         double ls;
         if (model_eval (&t->model, cnt, t->ctx_host, t->tgt_host, &ls) < 0)
             return errprintf (err, "validation: %s", t->k->last_error);
-        s[0] += ls;
+        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+            s[0] += ls;
     }
     if (dt_comm_allreduce (t->comm, s, 1, DT_F64, DT_SUM, err) < 0)
         return -1;
@@ -421,8 +463,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     const struct train_opts *o = &t->o;
     struct model *m = &t->model;
     int B = o->global_batch, C = o->context;
-    int64_t a = (int64_t)B * t->rank / t->world,
-            b = (int64_t)B * (t->rank + 1) / t->world;
+    int64_t a = (int64_t)B * t->ly.dpr / t->ly.dp,
+            b = (int64_t)B * (t->ly.dpr + 1) / t->ly.dp;
     double loss_sum = 0, sumsq = 0;
 
     /* compute */
@@ -431,7 +473,18 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     if (t->k->zero (m->grads, m->nparams * 4) < 0)
         return errprintf (err, "%s", t->k->last_error);
     int armed = 0;
-    for (int64_t i = a; i < b; i += t->mb) {
+    if (t->ly.pp > 1) {
+        double ls;
+        if (pipe_step (t, a, b, 1.0f / B, &ls, err) < 0) {
+            char msg[sizeof (err->text)];
+            snprintf (msg, sizeof (msg), "%s", err->text);
+            errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
+            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
+        }
+        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+            loss_sum += ls;
+    }
+    for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
         for (int j = 0; j < cnt; j++)
             data_window (&t->data, data_train_pos (&t->data, o->seed, t->step, i + j),
@@ -443,11 +496,14 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         }
         double ls;
         if (model_step (m, cnt, t->ctx_host, t->tgt_host, 1.0f / B, &ls) < 0) {
+            dt_error_t e2;
             if (armed)
-                overlap_finish (t, err);
-            return errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
+                overlap_finish (t, &e2);
+            errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
+            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
         }
-        loss_sum += ls;
+        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+            loss_sum += ls;
     }
     if (t->ov.on && !armed) {
         overlap_arm (t); /* no samples on this rank: reduce anyway */
@@ -466,7 +522,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     double comm = 0;
     if ((armed ? overlap_finish (t, err) : reduce_grads (t, err)) < 0)
         return comm_fail (t, err);
-    if (t->k->sumsq (t->hi - t->lo, m->grads + t->lo, &sumsq) < 0)
+    if (train_layout_sumsq (t, &sumsq) < 0)
         return errprintf (err, "%s", t->k->last_error);
     train_ctrl_fill (t, loss_sum, sumsq);
     if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, err) < 0)
@@ -497,7 +553,10 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     *loss = t->ctrl[0] / B;
     /* samples: what this rank processed in this step (its share of the
      * global batch), so the controller's sum over ranks is the batch. */
-    dtclient_step (t->client, t->step, *loss, b - a, compute, comm);
+    /* (one rank of each replica counts them: tp rank 0 of the last stage) */
+    dtclient_step (t->client, t->step, *loss,
+                   t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
+                   comm);
     integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
@@ -513,14 +572,15 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
-/* At the end: every replica must hold the same parameters.  0 with *crc
- * (params_crc32c), else the exit status. */
-static int replicas_agree (struct trainer *t, uint32_t *crc)
+/* Every replica must hold the same parameters: compare CRCs.  *crc: the
+ * one-rank layout's params_crc32c (comparable across layouts).  0 or an
+ * exit status. */
+static int final_crc (struct trainer *t, uint32_t *crc)
 {
     dt_error_t err;
     *crc = train_params_crc (t);
     int64_t mm[2] = { *crc, -(int64_t)*crc };
-    if (t->world > 1 && dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
+    if (t->ly.dp > 1 && dt_comm_allreduce (t->dp_comm, mm, 2, DT_I64, DT_MAX, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
     if (mm[0] != -mm[1]) {
         dt_log (LOG_ERR,
@@ -528,6 +588,17 @@ static int replicas_agree (struct trainer *t, uint32_t *crc)
                 "%08x..%08x",
                 t->rank, *crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
         return EXIT_TRAIN_ERR;
+    }
+    int differ = train_layout_replicas_differ (t, &err);
+    if (differ < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
+    if (differ)
+        return EXIT_TRAIN_ERR;
+    if (t->ly.tp * t->ly.pp > 1) {
+        int ok;
+        *crc = train_layout_global_crc (t, &ok);
+        if (!ok)
+            return EXIT_COMM;
     }
     return 0;
 }
@@ -601,10 +672,9 @@ int trainer_run (struct trainer *t)
         return comm_fail (t, &err), train_comm_lost (t);
     t->have_val = vrc == 0;
 
-    /* Every replica must hold the same parameters: compare CRCs. */
     uint32_t crc;
-    int rc = replicas_agree (t, &crc);
-    if (rc != 0)
+    int rc = final_crc (t, &crc);
+    if (rc)
         return rc;
 
     /* Summary */
@@ -629,7 +699,9 @@ int trainer_run (struct trainer *t)
       "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
       "\"ckpt_write_s\": %.4f, "
-      "\"stopped\": %s, \"blas_core\": \"%s\"}",
+      "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
+      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
+      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
@@ -637,7 +709,9 @@ int trainer_run (struct trainer *t)
       wall, t->compute_s, t->comm_s,
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
-      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
+      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
+      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
+      t->ar_bytes_s, t->ar_bytes);
     integ_result (t->integ, json, sizeof (json));
     if (t->rank == 0) {
         printf ("%s\n", json);

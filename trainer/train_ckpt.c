@@ -27,6 +27,15 @@
 #include "trainer/train.h"
 #include "trainer/train_int.h"
 
+/* "dp", "zero1", and the tp and pp degrees where they are not 1. */
+static void layout_text (char *buf, size_t len, int mode, int tp, int pp)
+{
+    if (tp * pp > 1)
+        snprintf (buf, len, "%s, tp %d, pp %d", mode ? "zero1" : "dp", tp, pp);
+    else
+        snprintf (buf, len, "%s", mode ? "zero1" : "dp");
+}
+
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -62,8 +71,20 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     }
     dtclient_set_busy (t->client, 1);
     int64_t t0 = dt_mono_ns ();
-    if (ckpt_load_named (stepdir, t->config, t->model.t, t->model.ntensors, n, p, m, v,
-                         &step, &world, &parallel, err) < 0) {
+    /* The whole model's tensors, for the names of the other stages' */
+    struct model *whole = NULL;
+    if (t->model.kind == MODEL_TRANSFORMER && t->ly.pp > 1) {
+        if (!(whole = calloc (1, sizeof (*whole)))) {
+            free (p), free (m), free (v);
+            return errprintf (err, "resume: out of memory");
+        }
+        layout_tfm (whole, o->context, o->width, o->layers, 1, 0, 0, o->layers, 1, 1);
+    }
+    rc = ckpt_load_layout (stepdir, t->config, t->model.t, t->model.ntensors,
+                           whole ? whole->t : NULL, whole ? whole->ntensors : 0, n, p, m,
+                           v, &step, &world, &parallel, err);
+    free (whole);
+    if (rc < 0) {
         *exit_code = errno == EBADMSG  ? EXIT_CKPT_CORRUPT
                      : errno == EINVAL ? EXIT_CKPT_MISMATCH
                                        : EXIT_TRAIN_ERR;
@@ -90,12 +111,17 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     dtclient_set_busy (t->client, 0);
     t->step = t->start_step = step;
     t->last_saved = step;
-    if (t->rank == 0)
+    if (t->rank == 0) {
+        char was[64], now[64];
+        layout_text (was, sizeof (was), CKPT_PAR_MODE (parallel), CKPT_PAR_TP (parallel),
+                     CKPT_PAR_PP (parallel));
+        layout_text (now, sizeof (now), o->parallel, t->ly.tp, t->ly.pp);
         dt_log (LOG_NOTICE,
                 "resumed from %s: step %" PRId64
                 ", saved by %d rank%s (%s), now %d (%s), load %.3f s",
-                stepdir, step, world, world == 1 ? "" : "s", parallel ? "zero1" : "dp",
-                t->world, o->parallel ? "zero1" : "dp", (dt_mono_ns () - t0) / 1e9);
+                stepdir, step, world, world == 1 ? "" : "s", was, t->world, now,
+                (dt_mono_ns () - t0) / 1e9);
+    }
     return 0;
 }
 
@@ -143,7 +169,7 @@ int train_checkpoint (struct trainer *t, dt_error_t *err)
         .step = t->step,
         .rank = t->rank,
         .world = t->world,
-        .parallel = t->o.parallel,
+        .parallel = CKPT_PARALLEL (t->o.parallel, t->ly.tp, t->ly.pp),
         .nparams = t->model.nparams,
         .lo = t->lo,
         .hi = t->hi,
@@ -219,7 +245,8 @@ void train_maybe_commit (struct trainer *t)
             bytes[r] = (uint64_t)t->ctrl[1 + 5 * W + r];
         }
         if (ckpt_write_manifest (t->o.checkpoint_dir, t->o.job, t->pending_commit, W,
-                                 t->o.parallel, bytes, crc, &err) < 0)
+                                 CKPT_PARALLEL (t->o.parallel, t->ly.tp, t->ly.pp), bytes,
+                                 crc, &err) < 0)
             dt_log (LOG_ERR, "commit of checkpoint step %" PRId64 ": %s",
                     t->pending_commit, err.text);
         else
@@ -263,6 +290,13 @@ int train_comm_lost (struct trainer *t)
 
     if (!o->jit || t->world < 2 || !o->checkpoint_dir || !dtclient_connected (t->client))
         return EXIT_COMM;
+    if (t->ly.tp * t->ly.pp > 1) {
+        dt_log (LOG_NOTICE,
+                "rank %d: tp %d x pp %d: no just-in-time checkpoint (a rank holds only "
+                "its slice of the model)",
+                t->rank, t->ly.tp, t->ly.pp);
+        return EXIT_COMM;
+    }
     if (o->parallel != PAR_DP) {
         dt_log (LOG_NOTICE,
                 "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
@@ -321,7 +355,7 @@ uint32_t train_params_crc (struct trainer *t)
     uint32_t crc = 0;
     if (h && t->k->download (h, t->model.params, n * 4) == 0) {
         crc = dt_crc32c (0, h, n * 4);
-        if (t->o.dump_params && t->rank == 0) {
+        if (t->o.dump_params && t->rank == 0 && t->ly.tp * t->ly.pp == 1) {
             FILE *f = fopen (t->o.dump_params, "wb");
             if (!f || fwrite (h, 4, n, f) != n || fclose (f) != 0)
                 dt_log (LOG_ERR, "--dump-params %s: %s", t->o.dump_params,

@@ -44,6 +44,12 @@ void train_client_waiting (void *client, int waiting)
 
 dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
 {
+    return train_comm_open_group (t, NULL, t->rank, t->world, err);
+}
+
+dt_comm_t *train_comm_open_group (struct trainer *t, const char *group, int rank,
+                                  int size, dt_error_t *err)
+{
     const struct train_opts *o = &t->o;
     static dt_comm_store_t store;
     char prefix[256], host[256];
@@ -52,12 +58,14 @@ dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
         attempt = getenv ("TORCHELASTIC_RESTART_COUNT");
     const char *master = getenv ("MASTER_ADDR");
 
-    if (t->world == 1)
+    if (size == 1)
         return dt_comm_self_create (err);
     /* Keys are unique per job, attempt and start step, so a restart never
-     * meets the keys of the generation it replaces. */
-    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64, o->job,
-              attempt ? attempt : "0", t->start_step);
+     * meets the keys of the generation it replaces; a group of the layout
+     * (trainer/layout.h) has keys of its own under them. */
+    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64 "%s%.32s", o->job,
+              attempt ? attempt : "0", t->start_step, group ? "/" : "",
+              group ? group : "");
     for (char *c = prefix; *c; c++) /* kv keys: [A-Za-z0-9_.:/-] */
         if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
             *c = '_';
@@ -71,8 +79,8 @@ dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
     store.set = kv_set_cb;
     store.wait = kv_wait_cb;
     struct dt_comm_params p = {
-        .rank = t->rank,
-        .size = t->world,
+        .rank = rank,
+        .size = size,
         .rendezvous_dir = o->rendezvous_dir,
         .store = &store,
         .prefix = prefix,
@@ -85,6 +93,13 @@ dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err)
                    "WORLD_SIZE=%d needs a rendezvous: --rendezvous-dir DIR, an agent, "
                    "or DT_RENDEZVOUS_DIR",
                    t->world);
+        return NULL;
+    }
+    if (t->k->is_device && group) {
+        errnoprintf (err, ENOTSUP,
+                     "communicator of group %s: tensor and pipeline parallelism run on "
+                     "the CPU backend (gloo) only",
+                     group);
         return NULL;
     }
     if (t->k->is_device)

@@ -12,6 +12,7 @@
 #include "trainer/comm.h"
 #include "trainer/data.h"
 #include "trainer/integrity.h"
+#include "trainer/layout.h"
 #include "trainer/model.h"
 #include "trainer/train.h"
 
@@ -23,7 +24,15 @@ struct trainer {
     struct data data;
     struct model model;
     int rank, world;
-    size_t *counts; /* balanced partition of the parameters */
+    /* The layout (layout.h) and its communicators: tp_comm over this
+     * rank's tp group (NULL when tp = 1), dp_comm over its dp group (the
+     * gradient all-reduce, zero1's all-gather; comm itself when the
+     * layout is data-parallel only, NULL when dp = 1).  tp_ranks, dp_ranks:
+     * the groups' members. */
+    struct layout ly;
+    dt_comm_t *tp_comm, *dp_comm, *pp_comm; /* pp_comm: NULL when pp = 1 */
+    int *tp_ranks, *dp_ranks, *pp_ranks;
+    size_t *counts; /* balanced partition of the parameters (over the dp group) */
     size_t lo, hi;  /* this rank's slice */
     float *m, *v;   /* AdamW moments: full (dp) or slice (zero1) */
     size_t opt_elems;
@@ -42,6 +51,8 @@ struct trainer {
     /* stats */
     double compute_s, comm_s, ckpt_stall_s, ckpt_snapshot_s, ckpt_write_s, ar_bytes_s,
       ar_bytes;
+    double tp_s, tp_bytes; /* tensor-parallel all-reduces */
+    double pp_s, pp_bytes; /* pipeline sends and receives (blocked time) */
     int nckpt;
     double last_loss, val_loss;
     int have_val;
@@ -74,6 +85,19 @@ uint32_t train_params_crc (struct trainer *t);
 /* train_ctl.c: the controller, commands, signals */
 void train_client_waiting (void *client, int waiting);
 dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err);
+/* A communicator over a group of the layout, named group (NULL: the
+ * world), this rank being rank of size. */
+dt_comm_t *train_comm_open_group (struct trainer *t, const char *group, int rank,
+                                  int size, dt_error_t *err);
+
+/* train_layout.c: the layout's communicators and what the step loop does
+ * differently under it */
+int train_layout_open (struct trainer *t, dt_error_t *err);
+void train_layout_close (struct trainer *t);
+int train_layout_sumsq (struct trainer *t, double *sumsq);
+int train_layout_peer (struct trainer *t, const char *errtext);
+uint32_t train_layout_global_crc (struct trainer *t, int *ok);
+int train_layout_replicas_differ (struct trainer *t, dt_error_t *err);
 void train_poll_commands (struct trainer *t);
 void train_inject (struct trainer *t);
 

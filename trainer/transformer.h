@@ -31,7 +31,31 @@
  * 0 or -1 (k->last_error set). */
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed);
+/* tfm_create for tp rank tpr of tp (trainer/layout.h): this rank's slices
+ * of the split tensors, its NH / tp heads; the caller sets
+ * m->tp_allreduce before the first step. */
+int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                   int mb, uint64_t seed, int tp, int tpr);
+/* tfm_create_tp for stage ppr of pp as well (blocks L / pp * ppr ...,
+ * the embeddings on the first stage, the final LayerNorm and the head on
+ * the last), with pp sets of activations (micro-batches in flight). */
+int tfm_create_layout (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
+                       int L, int mb, uint64_t seed, int tp, int tpr, int pp, int ppr);
 void tfm_destroy (struct model *m);
+
+/* A pipeline stage's passes on activation set 'set' (0 .. pp - 1): the
+ * forward pass of n samples (loss_sum: the last stage's, else 0), and the
+ * backward pass of that same forward pass.  Between stages the trainer
+ * moves TFM_STAGE_OUT of one stage into TFM_STAGE_IN of the next before
+ * its forward pass, and TFM_STAGE_DRES (the gradient of a stage's input
+ * after its backward pass) into the previous stage's TFM_STAGE_DRES (the
+ * gradient of its output) before its backward pass; each is n * context
+ * * width floats. */
+enum tfm_stage_buf { TFM_STAGE_IN, TFM_STAGE_OUT, TFM_STAGE_DRES };
+int tfm_stage_forward (struct model *m, int set, int n, const uint8_t *ctx,
+                       const uint8_t *tgt, float scale, double *loss_sum);
+int tfm_stage_backward (struct model *m, int set);
+float *tfm_stage_buf (struct model *m, int set, enum tfm_stage_buf which);
 
 /* As model_step / model_eval: loss_sum is the sum over the n samples of
  * each sample's mean loss over its C positions (nats). */

@@ -32,6 +32,7 @@ const struct cmd dtctl_cmds[] = {
       "      --max-restarts N       automatic restarts before giving up\n"
       "      --min-nodes N          fewest nodes a restart may run on\n"
       "      --straggler-action A   report or exclude\n"
+      "      --tp T, --pp P         the trainer's tensor- and pipeline-parallel degrees\n"
       "Flags override the same fields of JOB.json; the trainer command follows '--'.\n" },
     { "list", cmd_list, "[--state STATE] [--user USER] [--name NAME]",
       "list jobs, newest first",

@@ -94,6 +94,8 @@ enum {
     OPT_MAX_RESTARTS,
     OPT_MIN_NODES,
     OPT_STRAGGLER_ACTION,
+    OPT_TP,
+    OPT_PP,
     OPT_LIMIT,
     OPT_NAME,
     OPT_FROM_SCRATCH,
@@ -186,6 +188,14 @@ static void submit_flag (const struct cmd *cmd, json_t *flags, int c)
         json_object_set_new (sub_obj (cmd, flags, "straggler"), "action",
                              json_string (optarg));
         break;
+    case OPT_TP:
+        json_object_set_new (sub_obj (cmd, flags, "parallel"), "tp",
+                             json_integer (int_arg (cmd, "--tp", optarg, 1)));
+        break;
+    case OPT_PP:
+        json_object_set_new (sub_obj (cmd, flags, "parallel"), "pp",
+                             json_integer (int_arg (cmd, "--pp", optarg, 1)));
+        break;
     }
 }
 
@@ -207,6 +217,8 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
         { "max-restarts", required_argument, NULL, OPT_MAX_RESTARTS },
         { "min-nodes", required_argument, NULL, OPT_MIN_NODES },
         { "straggler-action", required_argument, NULL, OPT_STRAGGLER_ACTION },
+        { "tp", required_argument, NULL, OPT_TP },
+        { "pp", required_argument, NULL, OPT_PP },
         { NULL, 0, NULL, 0 },
     };
     const struct cmd *cmd = cmd_lookup ("submit");

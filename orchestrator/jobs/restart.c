@@ -100,6 +100,8 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
         .nodes = job->spec.nodes,
         .min_nodes = job->spec.restart.min_nodes,
         .available = nodes_available (jobs, job),
+        .ranks_per_node = job->spec.ranks_per_node,
+        .group = job->spec.parallel.tp * job->spec.parallel.pp,
     };
     int next_nodes = 0;
     enum ft_verdict v = ft_restart_decide (&in, &next_nodes);
@@ -117,13 +119,25 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
     if (v == FT_RESTART) {
         job->next_nodes = next_nodes;
         if (next_nodes < in.nodes) {
-            char d[160];
-            snprintf (d, sizeof (d),
-                      "only %d healthy nodes: the next attempt runs on %d of %d "
-                      "nodes (min_nodes %d), same global batch",
-                      in.available, next_nodes, in.nodes, in.min_nodes);
-            if (store_event (jobs->ctx->store, dt_real_ms (), job->row.id,
-                             att->row.attempt, "shrink", NULL, -1, d, NULL, err) < 0)
+            char d[240];
+            int tp = job->spec.parallel.tp, pp = job->spec.parallel.pp;
+            int rpn = job->spec.ranks_per_node;
+            int at = snprintf (d, sizeof (d),
+                               "only %d healthy nodes: the next attempt runs on %d of %d "
+                               "nodes (min_nodes %d), same global batch",
+                               in.available, next_nodes, in.nodes, in.min_nodes);
+            if (tp * pp > 1 && at > 0 && (size_t)at < sizeof (d))
+                snprintf (d + at, sizeof (d) - at,
+                          "; layout tp %d x pp %d x dp %d, was dp %d", tp, pp,
+                          next_nodes * rpn / (tp * pp), in.nodes * rpn / (tp * pp));
+            json_t *data =
+              json_pack ("{s:{s:i s:i s:i} s:{s:i s:i s:i}}", "old_layout", "tp", tp,
+                         "pp", pp, "dp", in.nodes * rpn / (tp * pp), "new_layout", "tp",
+                         tp, "pp", pp, "dp", next_nodes * rpn / (tp * pp));
+            int erc = store_event (jobs->ctx->store, dt_real_ms (), job->row.id,
+                                   att->row.attempt, "shrink", NULL, -1, d, data, err);
+            json_decref (data);
+            if (erc < 0)
                 return -1;
         }
         /* A new attempt that failed before running: still restarting. */

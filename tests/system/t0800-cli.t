@@ -87,6 +87,13 @@ check "submit -t 30: thirty minutes, as sbatch (time_limit 1800)" \
 check "submit -t 1:30:00 and -t 90s: Slurm's form and a unit" \
     eval 'dta submit --json -N 1 -t 1:30:00 -- true | jqt ".spec.time_limit == 5400" && dta submit --json -N 1 -t 90s -- true | jqt ".spec.time_limit == 90"'
 
+# The trainer's layout: --tp and --pp fill the spec's parallel; a world
+# that holds no whole tp x pp groups is refused naming the field.
+check "submit --tp 2: data.spec.parallel is {tp 2, pp 1}" \
+    eval 'dta submit --json -N 2 --tp 2 -- true | jqt ".spec.parallel.tp == 2 and .spec.parallel.pp == 1"'
+dta submit -N 3 --tp 2 --pp 1 -- true 2>"$TMP/err" >/dev/null; rc=$?
+check "submit -N 3 --tp 2: exit 1 naming parallel" eval '[ $rc -eq 1 ] && grep -q "parallel" "$TMP/err"'
+
 # Bad specs: the controller's field path reaches the user.
 echo '{"command": ["true"], "checkpoint": {"every_steps": -5}}' >"$TMP/bad1.json"
 dta submit "$TMP/bad1.json" 2>"$TMP/err" >/dev/null; rc=$?

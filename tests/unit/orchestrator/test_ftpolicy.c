@@ -161,6 +161,36 @@ static void test_restart_decide (void)
     CU_ASSERT_STRING_EQUAL (ft_verdict_name (FT_GIVE_UP_NO_NODES), "no_nodes");
 }
 
+/* With a layout (tp x pp = 4 ranks, 2 ranks per node), a restart on fewer
+ * nodes keeps whole groups: 5 healthy nodes -> 4, 3 -> 2, below min_nodes
+ * -> give up. */
+static void test_restart_layout (void)
+{
+    struct ft_restart_in in = {
+        .max_restarts = 3,
+        .nodes = 6,
+        .min_nodes = 2,
+        .available = 5,
+        .ranks_per_node = 2,
+        .group = 4,
+    };
+    int n = -1;
+    CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
+    CU_ASSERT_EQUAL (n, 4);
+    in.available = 3;
+    CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
+    CU_ASSERT_EQUAL (n, 2);
+    in.available = -1;
+    CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
+    CU_ASSERT_EQUAL (n, 6);
+    in.min_nodes = 3;
+    in.available = 3; /* 3 nodes hold no whole group count; 2 < min_nodes */
+    CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_GIVE_UP_NO_NODES);
+    in.group = 1; /* no layout: 3 */
+    CU_ASSERT_EQUAL (ft_restart_decide (&in, &n), FT_RESTART);
+    CU_ASSERT_EQUAL (n, 3);
+}
+
 /* A job that fails on every attempt stops after K attempts, not in a loop. */
 static void test_no_endless_loop (void)
 {
@@ -242,6 +272,7 @@ static const struct dt_unit_test tests[] = {
     { "auto hang timeout", test_hang_timeout },
     { "progress and the no-progress streak", test_progress },
     { "restart decision incl. min_nodes", test_restart_decide },
+    { "restart on fewer nodes keeps the layout's groups", test_restart_layout },
     { "no endless loop", test_no_endless_loop },
     { "backoff", test_backoff },
     { "node names", test_node_names },

@@ -70,6 +70,19 @@ static void test_defaults (void)
     CU_ASSERT_EQUAL (win, 20);
     CU_ASSERT_STRING_EQUAL (action, "report");
     CU_ASSERT_EQUAL (json_array_size (json_object_get (s, "command")), 3);
+    struct job_spec js;
+    spec_parse (s, &js);
+    CU_ASSERT_EQUAL (js.parallel.tp, 1);
+    CU_ASSERT_EQUAL (js.parallel.pp, 1);
+    json_decref (s);
+    /* a layout: 4 nodes x 2 ranks hold 2 groups of tp 2 x pp 2 */
+    s = validate ("{\"command\": [\"x\"], \"nodes\": 4, \"ranks_per_node\": 2,"
+                  " \"parallel\": {\"tp\": 2, \"pp\": 2}}",
+                  &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (s);
+    spec_parse (s, &js);
+    CU_ASSERT_EQUAL (js.parallel.tp, 2);
+    CU_ASSERT_EQUAL (js.parallel.pp, 2);
     json_decref (s);
 }
 
@@ -171,6 +184,12 @@ static const struct {
       "straggler.action" },
     { "{\"command\": [\"x\"], \"straggler\": {\"action\": \"report\", \"x\": 1}}",
       "straggler.x" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"tp\": 0}}", "parallel.tp" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"dp\": 2}}", "parallel.dp" },
+    { "{\"command\": [\"x\"], \"nodes\": 3, \"parallel\": {\"tp\": 2}}", "parallel" },
+    { "{\"command\": [\"x\"], \"nodes\": 4, \"parallel\": {\"tp\": 2, \"pp\": 2},"
+      " \"restart\": {\"min_nodes\": 3}}",
+      "parallel" },
 };
 
 static void test_invalid (void)

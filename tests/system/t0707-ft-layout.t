@@ -1,0 +1,57 @@
+#!/bin/bash
+# t0707-ft-layout (local launcher): jobs with a parallel layout.
+#   1. parallel {tp: 2} on 2 nodes: the ranks get DT_TP=2 and train
+#      tensor-parallel; the controller's two-phase commit accepts the tp
+#      shards; kill -9 of rank 1 -> restart from the last committed
+#      checkpoint (a tp rank writes no just-in-time checkpoint), the job
+#      completes with params_crc32c equal to an uninterrupted tp2 run's.
+#   2. parallel {tp: 2} on 4 nodes, min_nodes 2, 4 local nodes: a rank killed
+#      leaves 3 healthy nodes, and 3 ranks hold no whole tp group: the
+#      controller restarts on 2 nodes (tp 2 x dp 1, was dp 2), records the
+#      old and new layout in the shrink event, and the job completes.
+. "$(dirname "$0")/ft-lib.sh"
+FT_MODEL="--model transformer --context 16 --width 32 --heads 4 --layers 2"
+MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
+
+write_conf "LocalNodes=4"
+start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+BASE=$(MODEL_ARGS="$MODEL_ARGS --tp 2" baseline 2) || bail "the baseline run failed"
+echo "# uninterrupted run (tp 2, world 2): params_crc32c $BASE"
+
+# --- 1. tp2, a rank killed ------------------------------------------------------------
+submit "$(dttrain_spec tp2 2 "--inject-slow 0:25" '{"parallel": {"tp": 2}}')" || bail "submit failed"
+check "the stored spec has the layout" jqt '.data.spec.parallel == {"tp": 2, "pp": 1}' "$TMP/submit.json"
+check "the job runs past step 45" wait_step "$ID" 45 120
+PID=$(rank_pid "$ID" 1)
+T0=$(now_ms)
+check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
+check "the job completes" wait_state "$ID" completed 180
+wait_att "$ID" succeeded 20
+api GET "/v1/jobs/$ID" > "$TMP/j.json"
+timeline "$ID" "$T0"
+check "checkpoints of the tp ranks were committed (2 shards each)" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed'")" -ge 2
+check "attempt 2 resumed from a committed checkpoint (step >= 20)" \
+    jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
+check "the result says the layout: tp 2, dp 1" jqt '.data.result.tp == 2 and .data.result.dp == 1' "$TMP/j.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
+echo "# tp2 job after a restart: params_crc32c $GOT (uninterrupted $BASE)"
+check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
+
+# --- 2. fewer nodes: the layout keeps tp 2 -------------------------------------------------
+submit "$(dttrain_spec shrink 4 "--inject-slow 0:25" \
+    '{"parallel": {"tp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
+check "the 4-node tp2 job runs past step 45" wait_step "$ID" 45 120
+PID=$(rank_pid "$ID" 2)
+check "kill -9 rank 2 (pid $PID)" kill -9 "$PID"
+check "the job completes" wait_state "$ID" completed 180
+api GET "/v1/jobs/$ID" > "$TMP/j2.json"
+check "attempt 2 ran on 2 nodes (3 healthy, 3 ranks hold no whole tp group)" \
+    jqt '.data.attempts[1].num_nodes == 2 and .data.attempts[1].world_size == 2' "$TMP/j2.json"
+ev () { sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '$1') FROM events WHERE job_id = $ID AND kind = 'shrink' LIMIT 1"; }
+check "the shrink event records the old layout (tp 2 x dp 2)" \
+    test "$(ev '$.old_layout.tp') $(ev '$.old_layout.dp')" = "2 2"
+check "... and the new one (tp 2 x dp 1)" test "$(ev '$.new_layout.tp') $(ev '$.new_layout.dp')" = "2 1"
+check "the result: $FT_STEPS steps, tp 2 x dp 1, global batch 32" \
+    jqt ".data.result.steps == $FT_STEPS and .data.result.tp == 2 and .data.result.dp == 1 and .data.result.global_batch == 32" "$TMP/j2.json"
+finish

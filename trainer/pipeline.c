@@ -1,0 +1,152 @@
+/* pipeline.c: pipeline parallelism in dttrain - a step's micro-batches through the
+ * stages in the 1F1B schedule, activations and gradients between neighbouring
+ * stages, the loss on the last stage.
+ *
+ * Stage p of P runs min(P - p - 1, M) forward passes (warmup), then
+ * alternates one forward and one backward pass, then the remaining
+ * backward passes (PipeDream-Flush / Megatron's 1F1B): at most P - p
+ * micro-batches are in flight on stage p, so P activation sets suffice
+ * (micro-batch j uses set j mod P).  A stage receives its input before a
+ * forward pass and the gradient of its output before a backward pass
+ * (blocking, within the collective timeout: a dead or hung neighbour is
+ * an error naming its rank, never a hang); it posts its sends without
+ * waiting (gloo queues a send until the peer posts the receive, so two
+ * neighbours may send to each other at once) and waits for them all at
+ * the end of the step.  Sets are reused only after the neighbour has
+ * received from them (the schedule's dependencies order it).
+ * Micro-batch j's activations travel in slot 2j, its gradients in 2j + 1. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/dtime.h"
+#include "trainer/pipeline.h"
+#include "trainer/train_int.h"
+#include "trainer/transformer.h"
+
+/* The rank of the pp group member idx (for errors). */
+static int world_rank (struct trainer *t, int idx)
+{
+    return t->pp_ranks[idx];
+}
+
+/* p2p with the stage 'peer' (index in the pp group); the error names its
+ * world rank and what was being moved. */
+static int xfer (struct trainer *t, int send, float *buf, size_t n, int peer,
+                 uint64_t slot, const char *what, dt_error_t *err)
+{
+    dt_error_t e;
+    int64_t t0 = dt_mono_ns ();
+    int rc = send ? dt_comm_send (t->pp_comm, buf, n * 4, peer, slot, &e)
+                  : dt_comm_recv (t->pp_comm, buf, n * 4, peer, slot, &e);
+    t->pp_s += (dt_mono_ns () - t0) / 1e9;
+    if (rc < 0)
+        return errprintf (err, "pipeline %s %s stage %d (rank %d): %s", what,
+                          send ? "to" : "from", peer, world_rank (t, peer), e.text);
+    t->pp_bytes += n * 4.0;
+    return 0;
+}
+
+/* Micro-batch j of the samples [a, b): draws its windows into the host
+ * buffers; returns its size. */
+static int fetch (struct trainer *t, int64_t a, int64_t b, int j, int val, int64_t nval)
+{
+    int64_t i = a + (int64_t)j * t->mb;
+    int cnt = (int)(b - i < t->mb ? b - i : t->mb);
+    for (int s = 0; s < cnt; s++)
+        data_window (&t->data,
+                     val ? data_val_pos (&t->data, i + s, nval)
+                         : data_train_pos (&t->data, t->o.seed, t->step, i + s),
+                     t->ctx_host + (size_t)s * t->o.context, t->tgt_host + s);
+    return cnt;
+}
+
+static int fwd (struct trainer *t, int64_t a, int64_t b, int j, float scale, int val,
+                int64_t nval, double *loss_sum, dt_error_t *err)
+{
+    struct model *m = &t->model;
+    int p = t->ly.ppr, set = j % m->ntf;
+    int cnt = fetch (t, a, b, j, val, nval);
+    size_t n = (size_t)cnt * t->o.context * t->o.width;
+    double ls = 0;
+
+    if (!m->pp_first && xfer (t, 0, tfm_stage_buf (m, set, TFM_STAGE_IN), n, p - 1,
+                              2 * (uint64_t)j, "activations", err) < 0)
+        return -1;
+    if (tfm_stage_forward (m, set, cnt, t->ctx_host, t->tgt_host, scale, &ls) < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    if (t->k->sync () < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    if (!m->pp_last && xfer (t, 1, tfm_stage_buf (m, set, TFM_STAGE_OUT), n, p + 1,
+                             2 * (uint64_t)j, "activations", err) < 0)
+        return -1;
+    *loss_sum += ls;
+    return 0;
+}
+
+static int bwd (struct trainer *t, int64_t a, int64_t b, int j, dt_error_t *err)
+{
+    struct model *m = &t->model;
+    int p = t->ly.ppr, set = j % m->ntf;
+    int64_t i = a + (int64_t)j * t->mb;
+    int cnt = (int)(b - i < t->mb ? b - i : t->mb);
+    size_t n = (size_t)cnt * t->o.context * t->o.width;
+    float *dres = tfm_stage_buf (m, set, TFM_STAGE_DRES);
+
+    if (!m->pp_last &&
+        xfer (t, 0, dres, n, p + 1, 2 * (uint64_t)j + 1, "gradients", err) < 0)
+        return -1;
+    if (tfm_stage_backward (m, set) < 0 || t->k->sync () < 0)
+        return errprintf (err, "%s", t->k->last_error);
+    if (!m->pp_first &&
+        xfer (t, 1, dres, n, p - 1, 2 * (uint64_t)j + 1, "gradients", err) < 0)
+        return -1;
+    return 0;
+}
+
+static int finish (struct trainer *t, dt_error_t *err)
+{
+    dt_error_t e;
+    int64_t t0 = dt_mono_ns ();
+    int rc = dt_comm_flush (t->pp_comm, &e);
+    t->pp_s += (dt_mono_ns () - t0) / 1e9;
+    if (rc < 0)
+        return errprintf (err, "pipeline: %s", e.text);
+    return 0;
+}
+
+int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *loss_sum,
+               dt_error_t *err)
+{
+    int P = t->ly.pp, p = t->ly.ppr;
+    int M = b > a ? (int)((b - a + t->mb - 1) / t->mb) : 0;
+    int warm = P - p - 1 < M ? P - p - 1 : M;
+
+    *loss_sum = 0;
+    for (int j = 0; j < warm; j++)
+        if (fwd (t, a, b, j, scale, 0, 0, loss_sum, err) < 0)
+            return -1;
+    for (int i = 0; i < M - warm; i++)
+        if (fwd (t, a, b, warm + i, scale, 0, 0, loss_sum, err) < 0 ||
+            bwd (t, a, b, i, err) < 0)
+            return -1;
+    for (int i = M - warm; i < M; i++)
+        if (bwd (t, a, b, i, err) < 0)
+            return -1;
+    return finish (t, err);
+}
+
+int pipe_eval (struct trainer *t, int64_t a, int64_t b, int64_t nval, double *loss_sum,
+               dt_error_t *err)
+{
+    int M = b > a ? (int)((b - a + t->mb - 1) / t->mb) : 0;
+    *loss_sum = 0;
+    /* Forward passes only: no backward pass orders the reuse of a set,
+     * so each send is waited for before the next pass. */
+    for (int j = 0; j < M; j++)
+        if (fwd (t, a, b, j, 0.0f, 1, nval, loss_sum, err) < 0 || finish (t, err) < 0)
+            return -1;
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* pipeline.h: pipeline parallelism in dttrain (pipeline.c): a step's and a
+ * validation's micro-batches through this rank's stage. */
+#ifndef DT_TRAINER_PIPELINE_H
+#define DT_TRAINER_PIPELINE_H
+
+#include <stdint.h>
+
+#include "common/errprintf.h"
+
+struct trainer;
+
+/* Forward and backward passes of the samples [a, b) of this step in
+ * micro-batches, in the 1F1B schedule; gradients accumulate (scale: 1 /
+ * global batch).  *loss_sum: the summed loss (the last stage's; 0 on the
+ * others).  0 or -1 with err (a lost neighbour's error names its rank). */
+int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *loss_sum,
+               dt_error_t *err);
+
+/* Forward passes of validation windows [a, b) of nval. */
+int pipe_eval (struct trainer *t, int64_t a, int64_t b, int64_t nval, double *loss_sum,
+               dt_error_t *err);
+
+#endif
