@@ -96,6 +96,28 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
+    if (o->attention == ATTN_FLASH && !t->k->attn_flash_fwd) {
+        errprintf (err, "--attention flash: the %s backend has no flash attention (cuda only)",
+                   t->k->name);
+        goto error;
+    }
+    if (o->attention == ATTN_FLASH && o->width / o->heads > DT_ATTN_FLASH_MAX_D) {
+        errprintf (err, "--attention flash: heads of width %d; the flash kernels take at most %d",
+                   o->width / o->heads, DT_ATTN_FLASH_MAX_D);
+        goto error;
+    }
+    /* bf16 GEMMs with fp32 master weights: no loss scaling (bf16 has
+     * fp32's exponent range, so small gradients do not flush to zero as
+     * they would in fp16) */
+    if (o->precision == PREC_BF16 && !t->k->set_bf16) {
+        errprintf (err, "--precision bf16: the %s backend computes in fp32 only (bf16 needs "
+                   "--backend cuda)", t->k->name);
+        goto error;
+    }
+    if (t->k->set_bf16 && t->k->set_bf16 (o->precision == PREC_BF16) < 0) {
+        errprintf (err, "--precision: %s", t->k->last_error);
+        goto error;
+    }
 
     /* Model: the micro-batch is a rank's share unless given. */
     int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world -
@@ -608,7 +630,8 @@ int trainer_run (struct trainer *t)
       "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
       "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
       "\"ckpt_write_s\": %.4f, "
-      "\"stopped\": %s, \"blas_core\": \"%s\"}",
+      "\"stopped\": %s, \"blas_core\": \"%s\", \"attention\": \"%s\", "
+      "\"precision\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
@@ -616,7 +639,11 @@ int trainer_run (struct trainer *t)
       wall, t->compute_s, t->comm_s,
       t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
-      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename ());
+      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
+      t->model.kind != MODEL_TRANSFORMER ? "none"
+      : t->model.flash                   ? "flash"
+                                         : "simple",
+      o->precision == PREC_BF16 ? "bf16" : "fp32");
     if (t->rank == 0) {
         printf ("%s\n", json);
         fflush (stdout);

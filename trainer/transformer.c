@@ -26,7 +26,7 @@ struct tfm_act {
     float **ln1, **ln2, **yatt; /* [M, E] */
     float **mean1, **rstd1, **mean2, **rstd2; /* [M] */
     float **qkv;                              /* [M, 3E] */
-    float **att;                              /* [mb, NH, C, C] */
+    float **att; /* [mb, NH, C, C]; flash: the log-sum-exps [mb, NH, C] */
     float **u, **g; /* MLP pre-activation and GELU output [M, 4E] */
     float *lnf, *meanf, *rstdf, *logits, *loss;
     float *dres, *dln, *dyatt, *dqkv, *dg, *work;
@@ -106,7 +106,7 @@ static int alloc_act (struct model *m)
     struct dt_kern_ops *k = m->k;
     struct tfm_act *a = m->tf;
     int L = m->L, C = m->C, E = m->E, NH = m->H;
-    size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * C;
+    size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * (m->flash ? 1 : C);
 
     if (!(a->res = calloc (L + 1, sizeof (float *))) ||
         !(a->mid = calloc (L, sizeof (float *))) ||
@@ -167,9 +167,21 @@ static int alloc_act (struct model *m)
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed)
 {
+    return tfm_create_attn (m, k, C, E, NH, L, mb, seed, 0);
+}
+
+int tfm_create_attn (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                     int mb, uint64_t seed, int flash)
+{
     memset (m, 0, sizeof (*m));
     m->k = k;
     m->kind = MODEL_TRANSFORMER;
+    m->flash = flash;
+    if (flash && (!k->attn_flash_fwd || !k->attn_flash_bwd)) {
+        snprintf (k->last_error, sizeof (k->last_error),
+                  "the %s backend has no flash attention", k->name);
+        return -1;
+    }
     m->C = C, m->E = E, m->H = NH, m->L = L, m->mb = mb;
     if (!k->layernorm_fwd || !k->layernorm_bwd || !k->attn_fwd || !k->attn_bwd ||
         !k->embed_pos_fwd || !k->embed_pos_bwd) {
@@ -251,7 +263,8 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
             k->sgemm (0, 0, M, 3 * E, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * E, 0.0f,
                       a->qkv[l], 3 * E) < 0 ||
             k->bias_fwd (M, 3 * E, a->qkv[l], P (b + BQKV)) < 0 ||
-            k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l]) < 0
+            (m->flash ? k->attn_flash_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l])
+                      : k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l])) < 0
             /* mid = res + yatt Wo + bo */
             || k->copy (a->mid[l], a->res[l], (size_t)M * E * 4) < 0 ||
             k->sgemm (0, 0, M, E, E, 1.0f, a->yatt[l], E, P (b + WO), E, 1.0f, a->mid[l],
@@ -330,8 +343,10 @@ int tfm_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt, fl
             k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 ||
             k->sgemm (0, 1, M, E, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt, E) <
               0 ||
-            k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv, a->work) <
-              0 ||
+            (m->flash ? k->attn_flash_bwd (n, C, NH, D, a->qkv[l], a->yatt[l], a->att[l],
+                                           a->dyatt, a->dqkv, a->work)
+                      : k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv,
+                                     a->work)) < 0 ||
             k->sgemm (1, 0, E, 3 * E, M, 1.0f, a->ln1[l], E, a->dqkv, 3 * E, 1.0f,
                       G (b + WQKV), 3 * E) < 0 ||
             k->bias_bwd (M, 3 * E, a->dqkv, G (b + BQKV)) < 0 ||

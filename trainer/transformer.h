@@ -31,6 +31,11 @@
  * 0 or -1 (k->last_error set). */
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed);
+/* As tfm_create; flash = 1: attention by the backend's attn_flash_*
+ * kernels (only B * heads * C log-sum-exps kept per block, no score
+ * matrix), which must exist. */
+int tfm_create_attn (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                     int mb, uint64_t seed, int flash);
 void tfm_destroy (struct model *m);
 
 /* As model_step / model_eval: loss_sum is the sum over the n samples of
