@@ -110,8 +110,8 @@ int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct trai
                 (o->attention == ATTN_AUTO && k->attn_flash_fwd && k->attn_flash_bwd &&
                  o->width / o->heads <= DT_ATTN_FLASH_MAX_D);
     if (o->model == MODEL_TRANSFORMER)
-        rc = tfm_create_attn (m, k, o->context, o->width, o->heads, o->layers, mb, o->seed,
-                              flash);
+        rc = tfm_create_attn (m, k, o->context, o->width, o->heads, o->layers, mb,
+                              o->seed, flash);
     else
         rc = model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
     if (rc < 0 && !k->last_error[0])

@@ -60,7 +60,7 @@ struct train_opts {
     const char *backend; /* auto, cpu, cuda */
     enum attn_mode attention;
     enum prec_mode precision;
-    int threads;         /* OpenBLAS threads */
+    int threads; /* OpenBLAS threads */
     double bucket_mb;
     int overlap; /* reduce buckets during backward: -1 auto, 0, 1 */
     long comm_timeout_ms;

@@ -97,21 +97,25 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
     if (o->attention == ATTN_FLASH && !t->k->attn_flash_fwd) {
-        errprintf (err, "--attention flash: the %s backend has no flash attention (cuda only)",
+        errprintf (err,
+                   "--attention flash: the %s backend has no flash attention (cuda only)",
                    t->k->name);
         goto error;
     }
     if (o->attention == ATTN_FLASH && o->width / o->heads > DT_ATTN_FLASH_MAX_D) {
-        errprintf (err, "--attention flash: heads of width %d; the flash kernels take at most %d",
-                   o->width / o->heads, DT_ATTN_FLASH_MAX_D);
+        errprintf (
+          err, "--attention flash: heads of width %d; the flash kernels take at most %d",
+          o->width / o->heads, DT_ATTN_FLASH_MAX_D);
         goto error;
     }
     /* bf16 GEMMs with fp32 master weights: no loss scaling (bf16 has
      * fp32's exponent range, so small gradients do not flush to zero as
      * they would in fp16) */
     if (o->precision == PREC_BF16 && !t->k->set_bf16) {
-        errprintf (err, "--precision bf16: the %s backend computes in fp32 only (bf16 needs "
-                   "--backend cuda)", t->k->name);
+        errprintf (err,
+                   "--precision bf16: the %s backend computes in fp32 only (bf16 needs "
+                   "--backend cuda)",
+                   t->k->name);
         goto error;
     }
     if (t->k->set_bf16 && t->k->set_bf16 (o->precision == PREC_BF16) < 0) {

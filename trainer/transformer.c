@@ -26,7 +26,7 @@ struct tfm_act {
     float **ln1, **ln2, **yatt; /* [M, E] */
     float **mean1, **rstd1, **mean2, **rstd2; /* [M] */
     float **qkv;                              /* [M, 3E] */
-    float **att; /* [mb, NH, C, C]; flash: the log-sum-exps [mb, NH, C] */
+    float **att;    /* [mb, NH, C, C]; flash: the log-sum-exps [mb, NH, C] */
     float **u, **g; /* MLP pre-activation and GELU output [M, 4E] */
     float *lnf, *meanf, *rstdf, *logits, *loss;
     float *dres, *dln, *dyatt, *dqkv, *dg, *work;

@@ -27,9 +27,9 @@
 
 #include "kernels/cuda/cuda_internal.h"
 
-#define FT 32     /* queries and keys per tile */
-#define FW 4      /* warps per block */
-#define FR 8      /* queries (or keys) per warp: FT / FW */
+#define FT 32 /* queries and keys per tile */
+#define FW 4  /* warps per block */
+#define FR 8  /* queries (or keys) per warp: FT / FW */
 #define FULL_MASK 0xffffffffu
 
 __device__ static float f_warp_sum (float v)
@@ -66,7 +66,7 @@ __device__ static float f_dot (const float *a, const float *b, int D)
 }
 
 /* Grid (query tiles, heads, samples). */
-template <int DL>
+template<int DL>
 __global__ static void k_flash_fwd (int T, int NH, int D, float scale, const float *qkv,
                                     float *lse, float *out)
 {
@@ -162,7 +162,7 @@ __global__ static void k_flash_delta (int B, int T, int NH, int D, const float *
  * queries of the tile: each computes p = exp(s - lse) and
  * ds = p (dp - delta) for the warp's key; the warp then sums p dout and
  * ds q over the 32 queries, lanes over the head's columns. */
-template <int DL>
+template<int DL>
 __global__ static void k_flash_dkv (int T, int NH, int D, float scale, const float *qkv,
                                     const float *lse, const float *delta,
                                     const float *dout, float *dqkv)
@@ -175,7 +175,8 @@ __global__ static void k_flash_dkv (int T, int NH, int D, float scale, const flo
     const size_t qoff = (size_t)b * T * E3 + (size_t)h * D;
     const float *q = qkv + qoff;
     const float *dO = dout + (size_t)b * T * E + (size_t)h * D;
-    const float *L = lse + ((size_t)b * NH + h) * T, *Dl = delta + ((size_t)b * NH + h) * T;
+    const float *L = lse + ((size_t)b * NH + h) * T,
+                *Dl = delta + ((size_t)b * NH + h) * T;
     float dk[FR][DL], dv[FR][DL];
 
 #pragma unroll
@@ -235,7 +236,7 @@ __global__ static void k_flash_dkv (int T, int NH, int D, float scale, const flo
 
 /* dq of one query tile: grid (query tiles, heads, samples); as the
  * forward pass, lanes are the keys of a tile, then the head's columns. */
-template <int DL>
+template<int DL>
 __global__ static void k_flash_dq (int T, int NH, int D, float scale, const float *qkv,
                                    const float *lse, const float *delta,
                                    const float *dout, float *dqkv)
@@ -248,7 +249,8 @@ __global__ static void k_flash_dq (int T, int NH, int D, float scale, const floa
     const size_t qoff = (size_t)b * T * E3 + (size_t)h * D;
     const float *q = qkv + qoff;
     const float *dO = dout + (size_t)b * T * E + (size_t)h * D;
-    const float *L = lse + ((size_t)b * NH + h) * T, *Dl = delta + ((size_t)b * NH + h) * T;
+    const float *L = lse + ((size_t)b * NH + h) * T,
+                *Dl = delta + ((size_t)b * NH + h) * T;
     float dq[FR][DL];
 
 #pragma unroll
@@ -304,7 +306,8 @@ __global__ static void k_flash_dq (int T, int NH, int D, float scale, const floa
 
 /* Dynamic shared memory over the default 48 KiB must be asked for, per
  * kernel. */
-template <typename K> static int f_smem (K kernel, size_t bytes)
+template<typename K>
+static int f_smem (K kernel, size_t bytes)
 {
     if (bytes > 48 * 1024)
         CK (cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -312,7 +315,7 @@ template <typename K> static int f_smem (K kernel, size_t bytes)
     return 0;
 }
 
-template <int DL>
+template<int DL>
 static int f_fwd (dim3 grid, int T, int NH, int D, float scale, const float *qkv,
                   float *lse, float *out)
 {
@@ -325,19 +328,17 @@ static int f_fwd (dim3 grid, int T, int NH, int D, float scale, const float *qkv
     return 0;
 }
 
-template <int DL>
-static int f_bwd (dim3 grid, int T, int NH, int D, float scale, const float *qkv,
+template<int DL>
+static int f_bwd (dim3 g, int T, int NH, int D, float scale, const float *qkv,
                   const float *lse, const float *delta, const float *dout, float *dqkv)
 {
-    const size_t smem = (size_t)4 * FT * (D | 1) * sizeof (float);
-    const unsigned threads = 32 * FW;
-    if (f_smem (k_flash_dkv<DL>, smem) < 0 || f_smem (k_flash_dq<DL>, smem) < 0)
+    const size_t sb = (size_t)4 * FT * (D | 1) * sizeof (float);
+    const unsigned nt = 32 * FW;
+    if (f_smem (k_flash_dkv<DL>, sb) < 0 || f_smem (k_flash_dq<DL>, sb) < 0)
         return -1;
-    k_flash_dkv<DL><<<grid, threads, smem>>> (T, NH, D, scale, qkv, lse, delta, dout,
-                                              dqkv);
+    k_flash_dkv<DL><<<g, nt, sb>>> (T, NH, D, scale, qkv, lse, delta, dout, dqkv);
     CKLAUNCH (flash_dkv);
-    k_flash_dq<DL><<<grid, threads, smem>>> (T, NH, D, scale, qkv, lse, delta, dout,
-                                             dqkv);
+    k_flash_dq<DL><<<g, nt, sb>>> (T, NH, D, scale, qkv, lse, delta, dout, dqkv);
     CKLAUNCH (flash_dq);
     return 0;
 }

@@ -352,8 +352,8 @@ static void test_attention_flash (void)
         free (lse), free (g1), free (g2);
     }
     /* a head wider than the kernels take: an error, not a wrong answer */
-    CU_ASSERT_EQUAL (gpu->attn_flash_fwd (1, 4, 1, DT_ATTN_FLASH_MAX_D + 1, NULL, NULL, NULL),
-                     -1);
+    CU_ASSERT_EQUAL (
+      gpu->attn_flash_fwd (1, 4, 1, DT_ATTN_FLASH_MAX_D + 1, NULL, NULL, NULL), -1);
 }
 
 /* x rounded to bfloat16 (to nearest even), as __float2bfloat16. */
@@ -392,15 +392,16 @@ static void test_sgemm_bf16 (void)
         memcpy (Cr, C0, nc * 4);
         memcpy (Cf, C0, nc * 4);
         void *dA = dev (A, na * 4), *dB = dev (B, nb * 4), *dC = dev (C0, nc * 4);
-        CU_ASSERT_EQUAL (cpu->sgemm (ta, tb, M, N, K, 0.5f, Ar, lda, Br, ldb, 1.0f, Cr, N),
-                         0);
+        CU_ASSERT_EQUAL (
+          cpu->sgemm (ta, tb, M, N, K, 0.5f, Ar, lda, Br, ldb, 1.0f, Cr, N), 0);
         CU_ASSERT_EQUAL (cpu->sgemm (ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, Cf, N),
                          0);
         CU_ASSERT_EQUAL (gpu->set_bf16 (1), 0);
         CU_ASSERT_EQUAL (
           gpu->sgemm (ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, 1.0f, dC, N), 0);
         CU_ASSERT_EQUAL (gpu->set_bf16 (0), 0);
-        CU_ASSERT (parity ("sgemm bf16 vs cpu on rounded inputs", Cr, dC, nc, 1e-4, 1e-4));
+        CU_ASSERT (
+          parity ("sgemm bf16 vs cpu on rounded inputs", Cr, dC, nc, 1e-4, 1e-4));
         CU_ASSERT (parity ("sgemm bf16 vs fp32", Cf, dC, nc, 2e-2, 5e-2));
         /* fp32 again: the fp32 answer */
         CU_ASSERT_EQUAL (gpu->upload (dC, C0, nc * 4), 0);

@@ -25,13 +25,21 @@ static void clear_env (void)
 
 static void test_fields (void)
 {
-    char *argv[] = { "dttrain", "--model",        "mlp",    "--data",         "/d.txt", "--steps",
-                     "77",      "--global-batch", "48",     "--context",
-                     "24",      "--embed",        "12",     "--hidden",
-                     "96",      "--layers",       "3",      "--lr",
-                     "0.25",    "--seed",         "9",      "--parallel",
-                     "zero1",   "--micro-batch",  "5",      "--inject-crash",
-                     "1:25",    "--inject-slow",  "2:3.5",  "--checkpoint-every",
+    char *argv[] = { "dttrain", "--model",
+                     "mlp",     "--data",
+                     "/d.txt",  "--steps",
+                     "77",      "--global-batch",
+                     "48",      "--context",
+                     "24",      "--embed",
+                     "12",      "--hidden",
+                     "96",      "--layers",
+                     "3",       "--lr",
+                     "0.25",    "--seed",
+                     "9",       "--parallel",
+                     "zero1",   "--micro-batch",
+                     "5",       "--inject-crash",
+                     "1:25",    "--inject-slow",
+                     "2:3.5",   "--checkpoint-every",
                      "10" };
     struct train_opts o;
     dt_error_t err = { "" };
@@ -64,9 +72,8 @@ static void test_model_defaults (void)
 {
     char *a1[] = { "dttrain", "--data", "/d" };
     char *a2[] = { "dttrain", "--data", "/d", "--model", "mlp" };
-    char *a3[] = { "dttrain",     "--data",  "/d",          "--attention",
-                   "flash",       "--precision", "bf16",    "--context",
-                   "64" };
+    char *a3[] = { "dttrain",     "--data", "/d",        "--attention", "flash",
+                   "--precision", "bf16",   "--context", "64" };
     struct train_opts o;
     dt_error_t err = { "" };
 
@@ -140,7 +147,9 @@ static void test_refused (void)
         { { "dttrain", "--data", "x", "--model", "mlp", "--attention", "flash" },
           7,
           "--attention" },
-        { { "dttrain", "--data", "x", "--hidden", "64" }, 5, "--hidden sizes --model mlp" },
+        { { "dttrain", "--data", "x", "--hidden", "64" },
+          5,
+          "--hidden sizes --model mlp" },
     };
     clear_env ();
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
