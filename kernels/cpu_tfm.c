@@ -136,9 +136,16 @@ HOT static void masked_softmax (int T, float *S)
 {
     for (int i = 0; i < T; i++) {
         float *row = S + (size_t)i * T;
-        int n = i + 1, j;
-        float mx = row[0];
-        for (j = 1; j < n; j++)
+        int n = i + 1, j = 0;
+        float pm[NPART], mx = row[0];
+        for (int k = 0; k < NPART; k++)
+            pm[k] = row[0];
+        for (; j + NPART <= n; j += NPART)
+            for (int k = 0; k < NPART; k++)
+                pm[k] = row[j + k] > pm[k] ? row[j + k] : pm[k];
+        for (int k = 0; k < NPART; k++)
+            mx = pm[k] > mx ? pm[k] : mx;
+        for (; j < n; j++)
             mx = row[j] > mx ? row[j] : mx;
         for (j = 0; j < n; j++)
             row[j] = dt_fast_exp (row[j] - mx);
