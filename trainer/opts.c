@@ -232,6 +232,12 @@ static const struct option longopts[] = {
     { NULL, 0, NULL, 0 },
 };
 
+/* The words of the choice options, in their enums' order. */
+static const char *const parallel_words[] = { "dp", "zero1", NULL };
+static const char *const model_words[] = { "mlp", "transformer", NULL };
+static const char *const attn_words[] = { "auto", "simple", "flash", NULL };
+static const char *const prec_words[] = { "fp32", "bf16", NULL };
+
 static int parse_i64 (const char *name, const char *s, int64_t lo, int64_t hi,
                       int64_t *out, dt_error_t *err)
 {
@@ -265,6 +271,26 @@ static int parse_dbl (const char *name, const char *s, double lo, double hi, dou
         return errprintf (err, "%s: '%s' is not a number in [%g, %g]", name, s, lo, hi);
     *out = v;
     return 0;
+}
+
+/* a: one of words[] (NULL-terminated); *out: its index. */
+static int parse_word (const char *name, const char *a, const char *const *words,
+                       int *out, dt_error_t *err)
+{
+    char list[96] = "";
+    size_t n = 0;
+    for (int i = 0; words[i]; i++) {
+        if (!strcmp (a, words[i])) {
+            *out = i;
+            return 0;
+        }
+        n += snprintf (list + n, n < sizeof (list) ? sizeof (list) - n : 0, "%s%s",
+                       i == 0         ? ""
+                       : words[i + 1] ? ", "
+                                      : " or ",
+                       words[i]);
+    }
+    return errprintf (err, "%s: '%s' is not %s", name, a, list);
 }
 
 /* "R:S" */
@@ -452,7 +478,7 @@ static int opts_check (const struct train_opts *o, const char *mlp_only,
 
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
-    int c, ckev_set = 0, job_set = 0;
+    int c, ckev_set = 0, job_set = 0, w;
     int64_t v;
     double d;
     const char *mlp_only = NULL, *tfm_only = NULL; /* a size option of one model */
@@ -476,12 +502,9 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
             o->seed = (uint64_t)v;
             break;
         case O_PAR:
-            if (!strcmp (a, "dp"))
-                o->parallel = PAR_DP;
-            else if (!strcmp (a, "zero1"))
-                o->parallel = PAR_ZERO1;
-            else
-                return errprintf (err, "--parallel: '%s' is not dp or zero1", a);
+            if (parse_word ("--parallel", a, parallel_words, &w, err) < 0)
+                return -1;
+            o->parallel = (enum parallel_mode)w;
             break;
         case O_CKDIR: o->checkpoint_dir = a; break;
         case O_CKEV:
@@ -507,31 +530,18 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
         case O_DUMP: o->dump_params = a; break;
         case O_DUMPT: o->dump_tensors = a; break;
         case O_MODEL:
-            if (!strcmp (a, "mlp"))
-                o->model = MODEL_MLP;
-            else if (!strcmp (a, "transformer"))
-                o->model = MODEL_TRANSFORMER;
-            else
-                return errprintf (err, "--model: '%s' is not mlp or transformer", a);
+            if (parse_word ("--model", a, model_words, &o->model, err) < 0)
+                return -1;
             break;
         case O_ATTN:
-            if (!strcmp (a, "auto"))
-                o->attention = ATTN_AUTO;
-            else if (!strcmp (a, "simple"))
-                o->attention = ATTN_SIMPLE;
-            else if (!strcmp (a, "flash"))
-                o->attention = ATTN_FLASH;
-            else
-                return errprintf (err, "--attention: '%s' is not auto, flash or simple",
-                                  a);
+            if (parse_word ("--attention", a, attn_words, &w, err) < 0)
+                return -1;
+            o->attention = (enum attn_mode)w;
             break;
         case O_PREC:
-            if (!strcmp (a, "fp32"))
-                o->precision = PREC_FP32;
-            else if (!strcmp (a, "bf16"))
-                o->precision = PREC_BF16;
-            else
-                return errprintf (err, "--precision: '%s' is not fp32 or bf16", a);
+            if (parse_word ("--precision", a, prec_words, &w, err) < 0)
+                return -1;
+            o->precision = (enum prec_mode)w;
             break;
         case O_NOOV: o->overlap = 0; break;
         case O_OV: o->overlap = 1; break;

@@ -69,6 +69,35 @@ static double lr_at (const struct train_opts *o, int64_t s)
     return floor + 0.5 * (peak - floor) * (1.0 + cos (M_PI * p));
 }
 
+/* What the options ask of the kernels, against what the backend has:
+ * flash attention and bf16 GEMMs are CUDA's.  Sets the GEMM precision.
+ * 0 or -1 with err. */
+static int check_kernels (struct dt_kern_ops *k, const struct train_opts *o,
+                          dt_error_t *err)
+{
+    if (o->attention == ATTN_FLASH && !k->attn_flash_fwd)
+        return errprintf (err,
+                          "--attention flash: the %s backend has no flash attention "
+                          "(cuda only)",
+                          k->name);
+    if (o->attention == ATTN_FLASH && o->width / o->heads > DT_ATTN_FLASH_MAX_D)
+        return errprintf (err,
+                          "--attention flash: heads of width %d; the flash kernels "
+                          "take at most %d",
+                          o->width / o->heads, DT_ATTN_FLASH_MAX_D);
+    /* bf16 GEMMs with fp32 master weights need no loss scaling: bf16 has
+     * fp32's exponent range, so small gradients do not flush to zero as
+     * they would in fp16. */
+    if (o->precision == PREC_BF16 && !k->set_bf16)
+        return errprintf (err,
+                          "--precision bf16: the %s backend computes in fp32 only "
+                          "(bf16 needs --backend cuda)",
+                          k->name);
+    if (k->set_bf16 && k->set_bf16 (o->precision == PREC_BF16) < 0)
+        return errprintf (err, "--precision: %s", k->last_error);
+    return 0;
+}
+
 struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
                                 int *exit_code, dt_error_t *err)
 {
@@ -96,32 +125,8 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
-    if (o->attention == ATTN_FLASH && !t->k->attn_flash_fwd) {
-        errprintf (err,
-                   "--attention flash: the %s backend has no flash attention (cuda only)",
-                   t->k->name);
+    if (check_kernels (t->k, o, err) < 0)
         goto error;
-    }
-    if (o->attention == ATTN_FLASH && o->width / o->heads > DT_ATTN_FLASH_MAX_D) {
-        errprintf (
-          err, "--attention flash: heads of width %d; the flash kernels take at most %d",
-          o->width / o->heads, DT_ATTN_FLASH_MAX_D);
-        goto error;
-    }
-    /* bf16 GEMMs with fp32 master weights: no loss scaling (bf16 has
-     * fp32's exponent range, so small gradients do not flush to zero as
-     * they would in fp16) */
-    if (o->precision == PREC_BF16 && !t->k->set_bf16) {
-        errprintf (err,
-                   "--precision bf16: the %s backend computes in fp32 only (bf16 needs "
-                   "--backend cuda)",
-                   t->k->name);
-        goto error;
-    }
-    if (t->k->set_bf16 && t->k->set_bf16 (o->precision == PREC_BF16) < 0) {
-        errprintf (err, "--precision: %s", t->k->last_error);
-        goto error;
-    }
 
     /* Model: the micro-batch is a rank's share unless given. */
     int64_t share = ((int64_t)o->global_batch * (t->rank + 1)) / t->world -
@@ -530,6 +535,53 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     return 0;
 }
 
+/* The run's one JSON line: rank 0 prints it; every rank reports it as the
+ * job's result. */
+static void train_summary (struct trainer *t, double wall, int stopped, uint32_t crc)
+{
+    const struct train_opts *o = &t->o;
+    int64_t steps_run = t->step - t->start_step;
+    double tps =
+      wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
+               : 0;
+    double flops = t->model.flops_per_sample * o->global_batch * steps_run;
+    char json[1536], val[96];
+    if (t->have_val && isfinite (t->val_loss))
+        snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
+                  t->val_loss / M_LN2);
+    else
+        snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
+    snprintf (
+      json, sizeof (json),
+      "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
+      "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
+      "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
+      "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
+      "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
+      "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
+      "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
+      "\"ckpt_write_s\": %.4f, "
+      "\"stopped\": %s, \"blas_core\": \"%s\", \"attention\": \"%s\", "
+      "\"precision\": \"%s\"}",
+      t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
+      o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
+      isfinite (t->last_loss) ? t->last_loss : -1.0,
+      isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
+      wall, t->compute_s, t->comm_s,
+      t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
+      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
+      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
+      t->model.kind != MODEL_TRANSFORMER ? "none"
+      : t->model.flash                   ? "flash"
+                                         : "simple",
+      o->precision == PREC_BF16 ? "bf16" : "fp32");
+    if (t->rank == 0) {
+        printf ("%s\n", json);
+        fflush (stdout);
+    }
+    dtclient_result (t->client, json);
+}
+
 int trainer_run (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
@@ -612,46 +664,6 @@ int trainer_run (struct trainer *t)
         return EXIT_TRAIN_ERR;
     }
 
-    /* Summary */
-    int64_t steps_run = t->step - t->start_step;
-    double tps =
-      wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
-               : 0;
-    double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[1536], val[96];
-    if (t->have_val && isfinite (t->val_loss))
-        snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
-                  t->val_loss / M_LN2);
-    else
-        snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
-    snprintf (
-      json, sizeof (json),
-      "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
-      "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
-      "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
-      "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
-      "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
-      "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
-      "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
-      "\"ckpt_write_s\": %.4f, "
-      "\"stopped\": %s, \"blas_core\": \"%s\", \"attention\": \"%s\", "
-      "\"precision\": \"%s\"}",
-      t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
-      o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
-      isfinite (t->last_loss) ? t->last_loss : -1.0,
-      isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
-      wall, t->compute_s, t->comm_s,
-      t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
-      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
-      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
-      t->model.kind != MODEL_TRANSFORMER ? "none"
-      : t->model.flash                   ? "flash"
-                                         : "simple",
-      o->precision == PREC_BF16 ? "bf16" : "fp32");
-    if (t->rank == 0) {
-        printf ("%s\n", json);
-        fflush (stdout);
-    }
-    dtclient_result (t->client, json);
+    train_summary (t, wall, stopped, crc);
     return 0;
 }
