@@ -56,7 +56,7 @@ lc=$(summary fsimple train_loss); lg=$(summary fflash train_loss)
 echo "# train loss after 20 steps: simple $lc, flash $lg"
 check "flash vs simple: losses agree (1e-4 relative)" \
     $PY -c "import sys; sys.exit(0 if abs($lc-$lg) <= 1e-4*abs($lc) else 1)"
-check "flash vs simple: params agree (1e-4 relative)" params_close "$TMP/fs" "$TMP/ff" 1e-4
+check "flash vs simple: params agree (1e-3 relative, as cpu vs cuda)" params_close "$TMP/fs" "$TMP/ff" 1e-3
 
 # bf16 GEMMs, fp32 master weights: the loss falls over 60 steps, and ends
 # near the fp32 run (bf16 keeps 8 bits of mantissa: each GEMM input is
