@@ -80,7 +80,7 @@ static void test_model_defaults (void)
     clear_env ();
     CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (a1), a1, &err), 0);
     CU_ASSERT_EQUAL (o.model, 1); /* MODEL_TRANSFORMER */
-    CU_ASSERT_EQUAL (o.context, 16);
+    CU_ASSERT_EQUAL (o.context, 8);
     CU_ASSERT_EQUAL (o.width, 32);
     CU_ASSERT_EQUAL (o.heads, 2);
     CU_ASSERT_EQUAL (o.layers, 2);
