@@ -56,7 +56,7 @@ part_integrity () {
     for rep in $(seq "$REPS"); do
         spec=$(jq -cn --arg t "$DTTRAIN" --arg c "$d/ckpt" --arg data "$CORPUS" '{name: "integrity", nodes: 3,
             ranks_per_node: 1,
-            command: [$t, "--data", $data, "--steps", "100", "--global-batch", "32", "--hidden", "64",
+            command: [$t, "--data", $data, "--steps", "100", "--global-batch", "32", "--model", "mlp", "--hidden", "64",
                       "--layers", "2", "--val-samples", "16", "--quiet", "--inject-slow", "0:25",
                       "--inject-bitflip", "1:45:w0:3"],
             env: {OPENBLAS_NUM_THREADS: "1"},

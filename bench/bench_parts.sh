@@ -289,7 +289,7 @@ part_overhead () {
     spec=$(jq -cn --arg dt "$DTTRAIN" --arg data "$CORPUS" --argjson steps "$STEPS" \
         --arg b "$BATCH" --arg c "$CTX" --arg e "$EMB" --arg h "$HID" --arg l "$LAYERS" --arg w "$d" --arg core "${OPENBLAS_CORETYPE:-}" \
         '{name:"overhead", nodes:1, ranks_per_node:2, workdir:$w,
-          command:[$dt,"--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
+          command:[$dt,"--model","mlp","--data",$data,"--steps",($steps|tostring),"--global-batch",$b,"--context",$c,
                    "--embed",$e,"--hidden",$h,"--layers",$l,"--quiet","--rendezvous-dir",($w + "/rdv")],
           env:({OPENBLAS_NUM_THREADS:"1", OMP_NUM_THREADS:"1"} + (if $core != "" then {OPENBLAS_CORETYPE:$core} else {} end)),
           checkpoint:{every_steps:0}, heartbeat:{interval_ms:1000}}')

@@ -17,8 +17,9 @@ REC_REPS=${BENCH_RECOVERY_REPS:-$REPS}
 # dttrain's 5-segment kv keys "dttrain/<job>/a<n>/s<step>/rank_<r>" (since fixed
 # in orchestrator/agentapi.c); drop the option to measure the kv path too.
 # The recovery job's model: the part-4 model with a batch of 64 (~60 ms steps
-# on 2 ranks here), checkpoint every 50 steps.
-REC_MODEL=(--data "$CORPUS" --global-batch 64 --context 64 --embed 32 --hidden 1024 --layers 4)
+# on 2 ranks here; --model mlp, as the PyTorch twin torch_ddp_ref.py that
+# torchrun restarts), checkpoint every 50 steps.
+REC_MODEL=(--model mlp --data "$CORPUS" --global-batch 64 --context 64 --embed 32 --hidden 1024 --layers 4)
 REC_EVERY=50
 
 now () { date +%s.%N; }

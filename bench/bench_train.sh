@@ -25,7 +25,8 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
     fi
 fi
 cat "$SRC"/man/*.in "$SRC"/schemas/*.md "$SRC"/trainer/*.c "$SRC"/kernels/*.c "$SRC"/common/*.c > "$TMP/corpus.txt"
-model="--data $TMP/corpus.txt --steps $STEPS --global-batch $BATCH --context $CTX --embed $EMB --hidden $HID --layers $LAYERS"
+# --model mlp: bench/torch_ddp_ref.py is the MLP's PyTorch twin.
+model="--model mlp --data $TMP/corpus.txt --steps $STEPS --global-batch $BATCH --context $CTX --embed $EMB --hidden $HID --layers $LAYERS"
 py () { /usr/bin/python3 -c "import json,sys; $1" "${@:2}"; }
 field () { py 'print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
 

@@ -28,6 +28,7 @@ def splitmix(x):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
+    ap.add_argument("--model", choices=["mlp"], default="mlp")  # dttrain's MLP only
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--global-batch", type=int, default=64)
     ap.add_argument("--context", type=int, default=32)

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu_exp.h"
 #include "kernels/cpu_tfm.h"
 #include "kernels/kernels.h"
 
@@ -129,24 +130,35 @@ HOT int cpu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const float 
 
 /* Row i of the causal softmax: columns 0..i hold the scores (already
  * scaled); the maximum is subtracted before exp, so no overflow; columns
- * past i become exactly 0. */
+ * past i become exactly 0.  The sum in 16 fixed partial sums (vectorised,
+ * deterministic). */
 HOT static void masked_softmax (int T, float *S)
 {
     for (int i = 0; i < T; i++) {
         float *row = S + (size_t)i * T;
-        float mx = row[0];
-        for (int j = 1; j <= i; j++)
-            if (row[j] > mx)
-                mx = row[j];
-        float sum = 0.0f;
-        for (int j = 0; j <= i; j++) {
-            row[j] = expf (row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j <= i; j++)
+        int n = i + 1, j = 0;
+        float pm[NPART], mx = row[0];
+        for (int k = 0; k < NPART; k++)
+            pm[k] = row[0];
+        for (; j + NPART <= n; j += NPART)
+            for (int k = 0; k < NPART; k++)
+                pm[k] = row[j + k] > pm[k] ? row[j + k] : pm[k];
+        for (int k = 0; k < NPART; k++)
+            mx = pm[k] > mx ? pm[k] : mx;
+        for (; j < n; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        for (j = 0; j < n; j++)
+            row[j] = dt_fast_exp (row[j] - mx);
+        float p[NPART] = { 0 };
+        for (j = 0; j + NPART <= n; j += NPART)
+            for (int k = 0; k < NPART; k++)
+                p[k] += row[j + k];
+        for (int k = 0; j + k < n; k++)
+            p[k] += row[j + k];
+        float inv = 1.0f / tree16 (p);
+        for (j = 0; j < n; j++)
             row[j] *= inv;
-        for (int j = i + 1; j < T; j++)
+        for (j = n; j < T; j++)
             row[j] = 0.0f;
     }
 }

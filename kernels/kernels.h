@@ -117,8 +117,33 @@ struct dt_kern_ops {
     int (*attn_bwd) (int B, int T, int NH, int D, const float *qkv, const float *att,
                      const float *dout, float *dqkv, float *work);
 
+    /* --- optional: flash attention, bf16 GEMMs (NULL where a backend
+     * lacks them; the CPU backend does) --- */
+
+    /* As attn_fwd, without the probabilities: tiles of q, k and v in fast
+     * memory, an online softmax (running maximum and sum), so no
+     * [T, T] matrix is ever stored; lse[B, NH, T] gets each query's
+     * log-sum-exp of its scaled, masked scores, for backward.  Head width
+     * D <= DT_ATTN_FLASH_MAX_D. */
+    int (*attn_flash_fwd) (int B, int T, int NH, int D, const float *qkv, float *lse,
+                           float *out);
+    /* dqkv[B*T, 3E] = gradient (overwritten) given dout, recomputing the
+     * probabilities tile by tile from qkv and lse; out: attn_flash_fwd's
+     * output; work: scratch of B*NH*T floats. */
+    int (*attn_flash_bwd) (int B, int T, int NH, int D, const float *qkv,
+                           const float *out, const float *lse, const float *dout,
+                           float *dqkv, float *work);
+
+    /* on = 1: sgemm rounds A and B to bf16 (round to nearest even) and
+     * multiplies on the tensor cores, accumulating in fp32 into the fp32 C;
+     * on = 0: fp32 again.  0 or -1. */
+    int (*set_bf16) (int on);
+
     char last_error[256];
 };
+
+/* The widest head attn_flash_* take. */
+#define DT_ATTN_FLASH_MAX_D 128
 
 /* LayerNorm's epsilon (PyTorch's default). */
 #define DT_LN_EPS 1e-5f

@@ -107,12 +107,16 @@ int model_create_opts (struct model *m, struct dt_kern_ops *k, const struct trai
 {
     int rc;
     k->last_error[0] = '\0';
+    /* auto: flash where the backend has it and the heads fit it */
+    int flash = o->attention == ATTN_FLASH ||
+                (o->attention == ATTN_AUTO && k->attn_flash_fwd && k->attn_flash_bwd &&
+                 o->width / o->heads <= DT_ATTN_FLASH_MAX_D);
     if (o->model == MODEL_TRANSFORMER)
         /* tp is innermost in the rank order (trainer/layout.h) */
         rc = tfm_create_layout (
           m, k, o->context, o->width, o->heads, o->layers, mb, o->seed,
           o->tp > 1 ? o->tp : 1, o->tp > 1 ? o->rank % o->tp : 0, o->pp > 1 ? o->pp : 1,
-          o->pp > 1 ? (o->rank / (o->tp > 1 ? o->tp : 1)) % o->pp : 0);
+          o->pp > 1 ? (o->rank / (o->tp > 1 ? o->tp : 1)) % o->pp : 0, flash);
     else
         rc = model_create (m, k, o->context, o->embed, o->hidden, o->layers, mb, o->seed);
     if (rc < 0 && !k->last_error[0])

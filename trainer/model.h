@@ -53,6 +53,7 @@ struct model {
     int C, E, H, L, mb; /* mb: largest micro-batch; transformer: E
                          * width, H heads, L blocks, C context */
     struct tfm_act *tf; /* the transformer's activations */
+    int flash;          /* transformer: attention by k->attn_flash_* */
     size_t nparams;
     int ntensors;
     struct model_tensor t[MODEL_MAX_TENSORS];

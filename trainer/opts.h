@@ -9,6 +9,12 @@
 #include "common/errprintf.h"
 
 enum parallel_mode { PAR_DP = 0, PAR_ZERO1 = 1 };
+/* --attention: the transformer's attention kernels (auto: flash where the
+ * backend has it, i.e. on a GPU). */
+enum attn_mode { ATTN_AUTO = 0, ATTN_SIMPLE = 1, ATTN_FLASH = 2 };
+/* --precision: GEMM inputs in fp32, or in bf16 (GPU; fp32 accumulation and
+ * fp32 master weights either way). */
+enum prec_mode { PREC_FP32 = 0, PREC_BF16 = 1 };
 
 /* Exit codes (documented in --help). */
 enum {
@@ -53,7 +59,9 @@ struct train_opts {
     const char *rendezvous_dir;
     int64_t val_every;
     const char *backend; /* auto, cpu, cuda */
-    int threads;         /* OpenBLAS threads */
+    enum attn_mode attention;
+    enum prec_mode precision;
+    int threads; /* OpenBLAS threads */
     double bucket_mb;
     int overlap; /* reduce buckets during backward: -1 auto, 0, 1 */
     long comm_timeout_ms;

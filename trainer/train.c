@@ -103,6 +103,35 @@ static int partition (struct trainer *t, dt_error_t *err)
     return 0;
 }
 
+/* What the options ask of the kernels, against what the backend has:
+ * flash attention and bf16 GEMMs are CUDA's.  Sets the GEMM precision.
+ * 0 or -1 with err. */
+static int check_kernels (struct dt_kern_ops *k, const struct train_opts *o,
+                          dt_error_t *err)
+{
+    if (o->attention == ATTN_FLASH && !k->attn_flash_fwd)
+        return errprintf (err,
+                          "--attention flash: the %s backend has no flash attention "
+                          "(cuda only)",
+                          k->name);
+    if (o->attention == ATTN_FLASH && o->width / o->heads > DT_ATTN_FLASH_MAX_D)
+        return errprintf (err,
+                          "--attention flash: heads of width %d; the flash kernels "
+                          "take at most %d",
+                          o->width / o->heads, DT_ATTN_FLASH_MAX_D);
+    /* bf16 GEMMs with fp32 master weights need no loss scaling: bf16 has
+     * fp32's exponent range, so small gradients do not flush to zero as
+     * they would in fp16. */
+    if (o->precision == PREC_BF16 && !k->set_bf16)
+        return errprintf (err,
+                          "--precision bf16: the %s backend computes in fp32 only "
+                          "(bf16 needs --backend cuda)",
+                          k->name);
+    if (k->set_bf16 && k->set_bf16 (o->precision == PREC_BF16) < 0)
+        return errprintf (err, "--precision: %s", k->last_error);
+    return 0;
+}
+
 struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
                                 int *exit_code, dt_error_t *err)
 {
@@ -142,6 +171,8 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
                                      "backend only (use --backend cpu)");
         goto error;
     }
+    if (check_kernels (t->k, o, err) < 0)
+        goto error;
 
     t->mb = micro_batch (t);
     if (model_create_opts (&t->model, t->k, o, t->mb) < 0) {
@@ -603,6 +634,58 @@ static int final_crc (struct trainer *t, uint32_t *crc)
     return 0;
 }
 
+/* The run's one JSON line: rank 0 prints it; every rank reports it as the
+ * job's result. */
+static void train_summary (struct trainer *t, double wall, int stopped, uint32_t crc)
+{
+    const struct train_opts *o = &t->o;
+    int64_t steps_run = t->step - t->start_step;
+    double tps =
+      wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
+               : 0;
+    double flops = t->model.flops_per_sample * o->global_batch * steps_run;
+    char json[2048], val[96];
+    if (t->have_val && isfinite (t->val_loss))
+        snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
+                  t->val_loss / M_LN2);
+    else
+        snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
+    snprintf (
+      json, sizeof (json),
+      "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
+      "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
+      "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
+      "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
+      "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
+      "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
+      "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
+      "\"ckpt_write_s\": %.4f, "
+      "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
+      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
+      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"attention\": \"%s\", "
+      "\"precision\": \"%s\"}",
+      t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
+      o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
+      isfinite (t->last_loss) ? t->last_loss : -1.0,
+      isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
+      wall, t->compute_s, t->comm_s,
+      t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
+      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
+      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
+      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
+      t->ar_bytes_s, t->ar_bytes,
+      t->model.kind != MODEL_TRANSFORMER ? "none"
+      : t->model.flash                   ? "flash"
+                                         : "simple",
+      o->precision == PREC_BF16 ? "bf16" : "fp32");
+    integ_result (t->integ, json, sizeof (json));
+    if (t->rank == 0) {
+        printf ("%s\n", json);
+        fflush (stdout);
+    }
+    dtclient_result (t->client, json);
+}
+
 int trainer_run (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
@@ -677,46 +760,6 @@ int trainer_run (struct trainer *t)
     if (rc)
         return rc;
 
-    /* Summary */
-    int64_t steps_run = t->step - t->start_step;
-    double tps =
-      wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
-               : 0;
-    double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[1792], val[96];
-    if (t->have_val && isfinite (t->val_loss))
-        snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
-                  t->val_loss / M_LN2);
-    else
-        snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
-    snprintf (
-      json, sizeof (json),
-      "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
-      "\"parallel\": \"%s\", \"backend\": \"%s\", \"global_batch\": %d, "
-      "\"tokens_per_s\": %.1f, \"model_gflops_per_s\": %.2f, \"train_loss\": %.6f, "
-      "\"train_bpb\": %.6f, %s, \"params\": %zu, \"params_crc32c\": \"%08x\", "
-      "\"wall_s\": %.3f, \"compute_s\": %.3f, \"comm_s\": %.3f, "
-      "\"allreduce_gbps\": %.3f, \"opt_state_bytes_per_rank\": %zu, "
-      "\"checkpoints\": %d, \"ckpt_stall_s\": %.6f, \"ckpt_snapshot_s\": %.4f, "
-      "\"ckpt_write_s\": %.4f, "
-      "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
-      "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
-      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f}",
-      t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
-      o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
-      isfinite (t->last_loss) ? t->last_loss : -1.0,
-      isfinite (t->last_loss) ? t->last_loss / M_LN2 : -1.0, val, t->model.nparams, crc,
-      wall, t->compute_s, t->comm_s,
-      t->ar_bytes_s > 0 ? t->ar_bytes / t->ar_bytes_s / 1e9 : 0, t->opt_elems * 8,
-      t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
-      stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
-      t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
-      t->ar_bytes_s, t->ar_bytes);
-    integ_result (t->integ, json, sizeof (json));
-    if (t->rank == 0) {
-        printf ("%s\n", json);
-        fflush (stdout);
-    }
-    dtclient_result (t->client, json);
+    train_summary (t, wall, stopped, crc);
     return 0;
 }

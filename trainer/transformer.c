@@ -28,7 +28,7 @@ struct tfm_act {
     float **ln1, **ln2, **yatt; /* [M, E] */
     float **mean1, **rstd1, **mean2, **rstd2; /* [M] */
     float **qkv;                              /* [M, 3E] */
-    float **att;                              /* [mb, NH, C, C] */
+    float **att;    /* [mb, NH, C, C]; flash: the log-sum-exps [mb, NH, C] */
     float **u, **g; /* MLP pre-activation and GELU output [M, 4E] */
     float *lnf, *meanf, *rstdf, *logits, *loss;
     float *dres, *dln, *dyatt, *dqkv, *dg, *work;
@@ -90,7 +90,7 @@ static int alloc_act (struct model *m, struct tfm_act *a)
     int L = m->pp_l1 - m->pp_l0, C = m->C, E = m->E, T = m->tp > 1 ? m->tp : 1,
         NH = m->H / T;
     int EA = E / T, F = 4 * E / T; /* this rank's attention and MLP widths */
-    size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * C;
+    size_t M = (size_t)m->mb * C, att = (size_t)m->mb * NH * C * (m->flash ? 1 : C);
 
     if (!(a->res = calloc (L + 1, sizeof (float *))) ||
         !(a->mid = calloc (L, sizeof (float *))) ||
@@ -151,21 +151,34 @@ static int alloc_act (struct model *m, struct tfm_act *a)
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed)
 {
-    return tfm_create_tp (m, k, C, E, NH, L, mb, seed, 1, 0);
+    return tfm_create_layout (m, k, C, E, NH, L, mb, seed, 1, 0, 1, 0, 0);
+}
+
+int tfm_create_attn (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                     int mb, uint64_t seed, int flash)
+{
+    return tfm_create_layout (m, k, C, E, NH, L, mb, seed, 1, 0, 1, 0, flash);
 }
 
 int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                    int mb, uint64_t seed, int tp, int tpr)
 {
-    return tfm_create_layout (m, k, C, E, NH, L, mb, seed, tp, tpr, 1, 0);
+    return tfm_create_layout (m, k, C, E, NH, L, mb, seed, tp, tpr, 1, 0, 0);
 }
 
 int tfm_create_layout (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
-                       int L, int mb, uint64_t seed, int tp, int tpr, int pp, int ppr)
+                       int L, int mb, uint64_t seed, int tp, int tpr, int pp, int ppr,
+                       int flash)
 {
     memset (m, 0, sizeof (*m));
     m->k = k;
     m->kind = MODEL_TRANSFORMER;
+    m->flash = flash;
+    if (flash && (!k->attn_flash_fwd || !k->attn_flash_bwd)) {
+        snprintf (k->last_error, sizeof (k->last_error),
+                  "the %s backend has no flash attention", k->name);
+        return -1;
+    }
     m->C = C, m->E = E, m->H = NH, m->L = L, m->mb = mb;
     m->tp = tp, m->tpr = tpr;
     if (pp < 1 || L % pp != 0 || ppr < 0 || ppr >= pp)
@@ -292,7 +305,8 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
             k->sgemm (0, 0, M, 3 * EA, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * EA, 0.0f,
                       a->qkv[l], 3 * EA) < 0 ||
             k->bias_fwd (M, 3 * EA, a->qkv[l], P (b + BQKV)) < 0 ||
-            k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l]) < 0
+            (m->flash ? k->attn_flash_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l])
+                      : k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l])) < 0
             /* mid = res + yatt Wo + bo (tp: the sum of the ranks' yatt Wo) */
             || tp_residual (m, a->mid[l], a->res[l], (size_t)M * E) < 0 ||
             k->sgemm (0, 0, M, E, EA, 1.0f, a->yatt[l], EA, P (b + WO), E, 1.0f,
@@ -391,8 +405,10 @@ static int backward (struct model *m)
             k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 ||
             k->sgemm (0, 1, M, EA, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt,
                       EA) < 0 ||
-            k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv, a->work) <
-              0 ||
+            (m->flash ? k->attn_flash_bwd (n, C, NH, D, a->qkv[l], a->yatt[l], a->att[l],
+                                           a->dyatt, a->dqkv, a->work)
+                      : k->attn_bwd (n, C, NH, D, a->qkv[l], a->att[l], a->dyatt, a->dqkv,
+                                     a->work)) < 0 ||
             k->sgemm (1, 0, E, 3 * EA, M, 1.0f, a->ln1[l], E, a->dqkv, 3 * EA, 1.0f,
                       G (b + WQKV), 3 * EA) < 0 ||
             k->bias_bwd (M, 3 * EA, a->dqkv, G (b + BQKV)) < 0 ||

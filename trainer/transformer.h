@@ -31,6 +31,11 @@
  * 0 or -1 (k->last_error set). */
 int tfm_create (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
                 int mb, uint64_t seed);
+/* As tfm_create; flash = 1: attention by the backend's attn_flash_*
+ * kernels (only B * heads * C log-sum-exps kept per block, no score
+ * matrix), which must exist. */
+int tfm_create_attn (struct model *m, struct dt_kern_ops *k, int C, int E, int NH, int L,
+                     int mb, uint64_t seed, int flash);
 /* tfm_create for tp rank tpr of tp (trainer/layout.h): this rank's slices
  * of the split tensors, its NH / tp heads; the caller sets
  * m->tp_allreduce before the first step. */
@@ -38,9 +43,11 @@ int tfm_create_tp (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
                    int mb, uint64_t seed, int tp, int tpr);
 /* tfm_create_tp for stage ppr of pp as well (blocks L / pp * ppr ...,
  * the embeddings on the first stage, the final LayerNorm and the head on
- * the last), with pp sets of activations (micro-batches in flight). */
+ * the last), with pp sets of activations (micro-batches in flight), and
+ * the attention of tfm_create_attn. */
 int tfm_create_layout (struct model *m, struct dt_kern_ops *k, int C, int E, int NH,
-                       int L, int mb, uint64_t seed, int tp, int tpr, int pp, int ppr);
+                       int L, int mb, uint64_t seed, int tp, int tpr, int pp, int ppr,
+                       int flash);
 void tfm_destroy (struct model *m);
 
 /* A pipeline stage's passes on activation set 'set' (0 .. pp - 1): the

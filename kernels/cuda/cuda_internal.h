@@ -1,7 +1,8 @@
 /* cuda_internal.h: what the CUDA backend's translation units share (nvcc only).
  *
  * kernels.cu owns the ops table, the cuBLAS handle and the deterministic
- * column sum; tfm.cu adds the transformer kernels to the table. */
+ * column sum; tfm.cu adds the transformer kernels to the table, flash.cu
+ * the flash attention kernels. */
 #ifndef DT_KERN_CUDA_INTERNAL_H
 #define DT_KERN_CUDA_INTERNAL_H
 
@@ -17,8 +18,10 @@ extern cublasHandle_t cublas;
 /* db[N] += column sums of g[M, N] in a fixed order (no atomics).  0 or -1. */
 int colsum_add (int M, int N, const float *g, float *db);
 
-/* Fill the transformer entries of ops (tfm.cu). */
+/* Fill the transformer entries of ops (tfm.cu), the flash attention
+ * entries (flash.cu). */
 void dt_cuda_tfm_install (struct dt_kern_ops *ops);
+void dt_cuda_flash_install (struct dt_kern_ops *ops);
 
 #define CK(call)                                                                         \
     do {                                                                                 \

@@ -7,6 +7,7 @@
  * error text in ops.last_error.
  */
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -90,9 +91,58 @@ static int cu_sync (void)
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
+/* bf16 GEMMs (--precision bf16): the fp32 inputs rounded into bf16
+ * copies (grown on demand), multiplied on the tensor cores with fp32
+ * accumulation into the fp32 output.  The fp32 tensors stay the master
+ * copies. */
+static int bf16_on;
+static __nv_bfloat16 *bf_a, *bf_b;
+static size_t bf_a_n, bf_b_n;
+
+static int cu_set_bf16 (int on)
+{
+    bf16_on = on;
+    return 0;
+}
+
+__global__ static void k_to_bf16 (size_t n, const float *x, __nv_bfloat16 *y)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2bfloat16 (x[i]);
+}
+
+/* The n floats at x rounded into *buf (capacity *cap, grown). */
+static int to_bf16 (const float *x, size_t n, __nv_bfloat16 **buf, size_t *cap)
+{
+    if (n > *cap) {
+        if (*buf)
+            CK (cudaFree (*buf));
+        *buf = NULL;
+        *cap = 0;
+        CK (cudaMalloc ((void **)buf, n * sizeof (__nv_bfloat16)));
+        *cap = n;
+    }
+    k_to_bf16<<<grid_for (n, 256), 256>>> (n, x, *buf);
+    CKLAUNCH (to_bf16);
+    return 0;
+}
+
 static int cu_sgemm (int ta, int tb, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
+    if (bf16_on && M > 0 && N > 0 && K > 0) {
+        /* row-major op(A) [M, K], op(B) [K, N]: the elements they span */
+        size_t na = (size_t)((ta ? K : M) - 1) * lda + (ta ? M : K);
+        size_t nb = (size_t)((tb ? N : K) - 1) * ldb + (tb ? K : N);
+        if (to_bf16 (A, na, &bf_a, &bf_a_n) < 0 || to_bf16 (B, nb, &bf_b, &bf_b_n) < 0)
+            return -1;
+        CKB (cublasGemmEx (cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, bf_b,
+                           CUDA_R_16BF, ldb, bf_a, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F,
+                           ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return 0;
+    }
     CKB (cublasSgemm (cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                       ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A, lda,
                       &beta, C, ldc));
@@ -514,7 +564,9 @@ extern "C" struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen)
                 cuda_ops.sumsq = cu_sumsq;
                 cuda_ops.scale = cu_scale;
                 cuda_ops.adamw = cu_adamw;
+                cuda_ops.set_bf16 = cu_set_bf16;
                 dt_cuda_tfm_install (&cuda_ops);
+                dt_cuda_flash_install (&cuda_ops);
             }
         }
     }

@@ -8,15 +8,17 @@ DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
 [ -x "$DTTRAIN" ] || skip_all "dttrain not built"
 command -v python3 >/dev/null || skip_all "python3 not installed"
 
-# The tiny model every test trains: deterministic for (seed, world size);
-# --inject-slow keeps each step long enough (tens of ms) to hit mid-run.
+# The tiny model every test trains (dttrain's default, the transformer,
+# sized down to a step as short as the MLP's was: 1 block of width 16 over
+# 8 bytes): deterministic for (seed, world size); --inject-slow keeps each
+# step long enough (tens of ms) to hit mid-run.
 CORPUS=$TMP/corpus.txt
 cat "$TOP_SRCDIR"/man/*.in "$TOP_SRCDIR"/schemas/agent-api.md "$TOP_SRCDIR"/trainer/*.c \
     > "$CORPUS"
 : "${FT_STEPS:=120}"
-# FT_MODEL: the model's options (e.g. "--model transformer --context 16
-# --width 32 --heads 4 --layers 2" runs these tests on the transformer).
-: "${FT_MODEL:=--hidden 64 --layers 2}"
+# FT_MODEL: the model's options (e.g. "--model mlp --hidden 64 --layers 2"
+# runs these tests on the MLP).
+: "${FT_MODEL:=--context 8 --width 16 --heads 2 --layers 1}"
 MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
 
 now_ms () { python3 -c 'import time; print(int(time.time() * 1000))'; }

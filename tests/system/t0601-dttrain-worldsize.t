@@ -2,9 +2,11 @@
 # t0601-dttrain-worldsize: the same global batch on 1, 2 and 4 ranks (gloo
 # over loopback) gives the same parameters after 50 steps (1e-5 relative);
 # dp and zero1 agree (1e-6; in fact bit for bit); zero1 shards the optimizer.
+# The MLP (--model mlp): t0605 checks the same of the default model, the
+# transformer, and the MLP must keep its promises too.
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
-args="--data $data --steps 50 --global-batch 32 --hidden 64 --context 16 --embed 8 --warmup-steps 5"
+args="--model mlp --data $data --steps 50 --global-batch 32 --hidden 64 --context 16 --embed 8 --warmup-steps 5"
 
 run 1 w1 $args --dump-params "$TMP/p1"; check "1 rank: exit 0" test $? -eq 0
 run 2 w2 $args --dump-params "$TMP/p2"; check "2 ranks dp: exit 0" test $? -eq 0

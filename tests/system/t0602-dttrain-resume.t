@@ -4,9 +4,10 @@
 # same params_crc32c as an uninterrupted run, bit for bit (dp and zero1); a
 # corrupt shard is an error naming it (exit 3); a config change is an error
 # naming the field (exit 4); a zero1 checkpoint resumes on another world size.
+# The default model, the transformer, at a small size.
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
-args="--data $data --steps 30 --global-batch 32 --hidden 64 --context 16 --embed 8 --checkpoint-every 10"
+args="--data $data --steps 30 --global-batch 32 --context 16 --width 16 --heads 2 --layers 1 --checkpoint-every 10"
 
 for par in dp zero1; do
     run 2 full-$par $args --parallel $par --checkpoint-dir "$TMP/ck-full-$par"
@@ -49,9 +50,9 @@ check "resharded runs end at the same loss (1e-4)" \
     $PY -c "import sys; sys.exit(0 if abs($l3-$lf) < 1e-4 and abs($l1-$lf) < 1e-4 else 1)"
 
 # A config change is refused, naming the field.
-run 2 mism $args --hidden 96 --checkpoint-dir "$TMP/ck-m" --resume "$TMP/ck-dp/step-20"
-check "changed --hidden: exit 4" test "$(cat $TMP/mism.0.rc)" = 4
-check "changed --hidden: error names the field" grep -q "'hidden'" "$TMP/mism.0.err"
+run 2 mism $args --width 24 --checkpoint-dir "$TMP/ck-m" --resume "$TMP/ck-dp/step-20"
+check "changed --width: exit 4" test "$(cat $TMP/mism.0.rc)" = 4
+check "changed --width: error names the field" grep -q "'width'" "$TMP/mism.0.err"
 run 1 mism2 $args --lr 0.01 --checkpoint-dir "$TMP/ck-m" --resume "$TMP/ck-dp/step-20"
 check "changed --lr: exit 4 naming 'lr'" sh -c "test \$(cat $TMP/mism2.0.rc) = 4 && grep -q \"'lr'\" $TMP/mism2.0.err"
 

@@ -2,10 +2,11 @@
 # t0603-dttrain-peer-loss: a dead peer gives an error, not a hang (exit 5,
 # naming the peer); a hung peer gives an error within the collective
 # timeout; SIGTERM stops cleanly with a checkpoint; --inject-slow slows a
-# rank without changing the result.
+# rank without changing the result.  The default model (the transformer),
+# small.
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
-args="--data $data --steps 40 --global-batch 16 --hidden 32 --context 8 --embed 4"
+args="--data $data --steps 40 --global-batch 16 --context 8 --width 16 --heads 2 --layers 1"
 
 # Dead peer: rank 2 of 3 exits at step 5.
 run 3 dead $args --inject-crash 2:5

@@ -15,7 +15,7 @@ check "--width not a multiple of --heads: exit 2 naming both" \
     sh -c "test $rc -eq 2 && grep -q -- '--width 30 is not a multiple of --heads 4' $TMP/err"
 "$DTTRAIN" --data "$data" --model transformer --hidden 64 2>"$TMP/err"; rc=$?
 check "--hidden with the transformer: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q -- '--hidden sizes --model mlp' $TMP/err"
-"$DTTRAIN" --data "$data" --heads 2 2>"$TMP/err"; rc=$?
+"$DTTRAIN" --data "$data" --model mlp --heads 2 2>"$TMP/err"; rc=$?
 check "--heads with the MLP: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q -- '--heads sizes --model transformer' $TMP/err"
 "$DTTRAIN" --data "$data" --model lstm 2>"$TMP/err"; rc=$?
 check "unknown --model: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q lstm $TMP/err"
@@ -68,7 +68,7 @@ for par in dp zero1; do
 done
 
 # --- a checkpoint of the other model, or another shape, is refused ---------------------
-run 1 mlp --data "$data" --steps 10 --global-batch 32 --context 16 --checkpoint-dir "$TMP/ck-mlp"
+run 1 mlp --model mlp --data "$data" --steps 10 --global-batch 32 --context 16 --checkpoint-dir "$TMP/ck-mlp"
 check "an MLP run writes a checkpoint" test -f "$TMP/ck-mlp/step-10/manifest.json"
 run 1 mism $rargs --checkpoint-dir "$TMP/ck-m" --resume "$TMP/ck-mlp"
 check "transformer resuming an MLP checkpoint: exit 4" test "$(cat $TMP/mism.0.rc)" = 4
@@ -83,7 +83,7 @@ check "a transformer shard names its tensors (params/, adam_m/, adam_v/ + name)"
 # A version 1 shard (before the tensor table; an MLP, written by the
 # previous dttrain) resumes and continues like an uninterrupted run.
 fx="$TOP_SRCDIR/tests/system/data/ckpt-v1"
-fargs="--data $fx/text.txt --steps 4 --global-batch 4 --context 4 --embed 2 --hidden 4 --layers 1"
+fargs="--model mlp --data $fx/text.txt --steps 4 --global-batch 4 --context 4 --embed 2 --hidden 4 --layers 1"
 run 1 v1ref $fargs --dump-params "$TMP/v1ref"; check "reference run for the v1 shard: exit 0" test $? -eq 0
 run 1 v1res $fargs --resume "$fx/step-2" --dump-params "$TMP/v1res"
 check "a version 1 checkpoint resumes: exit 0" test $? -eq 0

@@ -24,7 +24,7 @@ refused () { # refused WHAT PATTERN WORLD args...
 refused "world not a multiple of tp x pp" "WORLD_SIZE=3 is not a multiple of --tp 2 x --pp 1" 3 $shape --tp 2
 refused "tp not dividing the heads" "--tp 3 does not divide --heads 4" 3 $shape --tp 3
 refused "pp not dividing the layers" "--pp 3 does not divide --layers 2" 3 $shape --pp 3
-refused "tp with the MLP" "need --model transformer" 2 --tp 2
+refused "tp with the MLP" "need --model transformer" 2 --model mlp --tp 2
 refused "tp x pp above the world" "WORLD_SIZE=2 is not a multiple of --tp 2 x --pp 2" 2 $shape --tp 2 --pp 2
 DT_TP=x WORLD_SIZE=2 RANK=0 "$DTTRAIN" --data "$data" $shape 2>"$TMP/err"; rc=$?
 check "DT_TP=x: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q \"DT_TP: 'x'\" $TMP/err"

@@ -8,7 +8,7 @@
 # may legitimately differ from a 2-rank run; the test prints both.
 FT_STEPS=400   # long enough that the stop for the exclusion lands before the end, also under load
 . "$(dirname "$0")/ft-lib.sh"
-MODEL_ARGS="$MODEL_ARGS --hidden 768"   # steps of ~10 ms: a window fills mid-run
+MODEL_ARGS="$MODEL_ARGS --width 128"   # steps of ~10 ms: a window fills mid-run
 
 write_conf "LocalNodes=2"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"

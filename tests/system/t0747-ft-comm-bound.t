@@ -9,6 +9,9 @@
 # (no peer to wait for, a large batch): its share stays low and no event
 # is raised.
 FT_STEPS=${FT_STEPS:-300}
+# The MLP: its hidden width sets the compute of a step without changing
+# the context, so one flag makes a job communication- or compute-bound.
+FT_MODEL="--model mlp --hidden 64 --layers 2"
 . "$(dirname "$0")/ft-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 

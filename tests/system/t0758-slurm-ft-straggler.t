@@ -9,7 +9,7 @@
 # prints both and does not compare them.
 : "${FT_STEPS:=600}"   # long enough for a full straggler window and the stop, also under load
 . "$(dirname "$0")/ft-slurm-lib.sh"
-MODEL_ARGS="$MODEL_ARGS --hidden 768"   # steps of ~10 ms: a window fills mid-run
+MODEL_ARGS="$MODEL_ARGS --width 128"   # steps of ~10 ms: a window fills mid-run
 ft_slurm_up 2
 BASE=$(baseline 2) || bail "the baseline run failed"
 

@@ -150,7 +150,7 @@ check "no hash of the root-only file anywhere in the database" \
 if [ -x "$DTTRAIN" ]; then
     D=$TMP/work/dt; as_user "$U" mkdir -p "$D"
     cat "$TOP_SRCDIR"/man/*.in > "$D/corpus.txt"
-    targs=(--data "$D/corpus.txt" --global-batch 8 --hidden 16 --context 8 --embed 8 --checkpoint-every 10)
+    targs=(--data "$D/corpus.txt" --global-batch 8 --context 8 --width 16 --heads 2 --layers 1 --checkpoint-every 10)
     as_user "$U" env RANK=0 WORLD_SIZE=1 "$DTTRAIN" "${targs[@]}" --steps 10 --checkpoint-dir "$D/ck" >/dev/null 2>&1
     "$PY" - "$D/ck/step-10/rank-0.ckpt" <<'PYEOF'
 import struct, sys

@@ -10,6 +10,9 @@
 # job; an expired link is refused and the page says so; the nodes page
 # shows a node an admin marked suspect, with its history.
 FT_STEPS=200
+# The MLP: its hidden width makes steps of tens of ms (tens of metric
+# points per attempt) with one flag.
+FT_MODEL="--model mlp --hidden 64 --layers 2"
 . "$(dirname "$0")/ft-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
 dt_users_setup

@@ -1,4 +1,5 @@
-/* test_cuda.c: CUDA-versus-CPU parity of every kernel (skips, exit 77, without a GPU). */
+/* test_cuda.c: CUDA-versus-CPU parity of every kernel, flash attention against the
+ * simple path, bf16 GEMMs (skips, exit 77, without a GPU). */
 #include <config.h>
 #include <math.h>
 #include <stdint.h>
@@ -263,6 +264,155 @@ static void test_attention (void)
     }
 }
 
+/* The log-sum-exp of each query's scaled, masked scores, in double on the
+ * host: what attn_flash_fwd keeps for backward. */
+static void host_lse (int B, int T, int NH, int D, const float *qkv, float *lse)
+{
+    int E = NH * D, E3 = 3 * E;
+    double scale = 1.0 / sqrt ((double)D);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const float *q = qkv + ((size_t)b * T + i) * E3 + (size_t)h * D;
+                double mx = -INFINITY, s = 0.0, sc[512];
+                for (int j = 0; j <= i; j++) {
+                    const float *k = qkv + ((size_t)b * T + j) * E3 + E + (size_t)h * D;
+                    double d = 0.0;
+                    for (int c = 0; c < D; c++)
+                        d += (double)q[c] * k[c];
+                    sc[j] = d * scale;
+                    mx = sc[j] > mx ? sc[j] : mx;
+                }
+                for (int j = 0; j <= i; j++)
+                    s += exp (sc[j] - mx);
+                lse[((size_t)b * NH + h) * T + i] = (float)(mx + log (s));
+            }
+}
+
+/* Flash attention against the CPU's simple path (the reference) and the
+ * GPU's simple path: shapes with one partial tile, several tiles, a head
+ * width of each of the kernels' four register widths (up to 128), large
+ * scores; and bit-identical twice. */
+static void test_attention_flash (void)
+{
+    int shapes[][5] = { { 2, 7, 3, 5, 1 },    { 3, 65, 4, 16, 1 }, { 1, 130, 2, 32, 8 },
+                        { 2, 100, 2, 64, 1 }, { 1, 33, 2, 96, 1 }, { 1, 70, 1, 128, 2 } };
+    CU_ASSERT_PTR_NOT_NULL_FATAL (gpu->attn_flash_fwd);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (gpu->attn_flash_bwd);
+    for (int s = 0; s < 6; s++) {
+        int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], D = shapes[s][3];
+        float a = (float)shapes[s][4];
+        int E = NH * D;
+        size_t nq = (size_t)B * T * 3 * E, no = (size_t)B * T * E,
+               na = (size_t)B * NH * T * T, nl = (size_t)B * NH * T;
+        float *qkv = rnd (nq, a), *dout = rnd (no, 1), *att = malloc (na * 4),
+              *out = malloc (no * 4), *dqkv = malloc (nq * 4), *work = malloc (na * 4),
+              *lse = malloc (nl * 4), *g1 = malloc (nq * 4), *g2 = malloc (nq * 4);
+        void *dq = dev (qkv, nq * 4), *ddout = dev (dout, no * 4);
+        void *fo = gpu->alloc (no * 4), *flse = gpu->alloc (nl * 4),
+             *fdq = gpu->alloc (nq * 4), *fwork = gpu->alloc (nl * 4);
+        void *so = gpu->alloc (no * 4), *satt = gpu->alloc (na * 4),
+             *sdq = gpu->alloc (nq * 4), *swork = gpu->alloc (na * 4);
+        char what[64];
+
+        /* CPU simple path, GPU simple path, GPU flash */
+        CU_ASSERT_EQUAL (cpu->attn_fwd (B, T, NH, D, qkv, att, out), 0);
+        CU_ASSERT_EQUAL (cpu->attn_bwd (B, T, NH, D, qkv, att, dout, dqkv, work), 0);
+        host_lse (B, T, NH, D, qkv, lse);
+        CU_ASSERT_EQUAL (gpu->attn_fwd (B, T, NH, D, dq, satt, so), 0);
+        CU_ASSERT_EQUAL (gpu->attn_bwd (B, T, NH, D, dq, satt, ddout, sdq, swork), 0);
+        CU_ASSERT_EQUAL (gpu->attn_flash_fwd (B, T, NH, D, dq, flse, fo), 0);
+        CU_ASSERT_EQUAL (
+          gpu->attn_flash_bwd (B, T, NH, D, dq, fo, flse, ddout, fdq, fwork), 0);
+        snprintf (what, sizeof (what), "shape %d: flash out vs cpu", s);
+        CU_ASSERT (parity (what, out, fo, no, 1e-4, 1e-5));
+        snprintf (what, sizeof (what), "shape %d: flash lse vs host", s);
+        CU_ASSERT (parity (what, lse, flse, nl, 1e-5, 1e-5));
+        snprintf (what, sizeof (what), "shape %d: flash dqkv vs cpu", s);
+        CU_ASSERT (parity (what, dqkv, fdq, nq, 1e-3, 1e-4 * a));
+        /* flash against the GPU's simple path */
+        CU_ASSERT_EQUAL_FATAL (gpu->download (out, so, no * 4), 0);
+        CU_ASSERT_EQUAL_FATAL (gpu->download (dqkv, sdq, nq * 4), 0);
+        snprintf (what, sizeof (what), "shape %d: flash out vs simple", s);
+        CU_ASSERT (parity (what, out, fo, no, 1e-4, 1e-5));
+        snprintf (what, sizeof (what), "shape %d: flash dqkv vs simple", s);
+        CU_ASSERT (parity (what, dqkv, fdq, nq, 1e-3, 1e-4 * a));
+        /* run to run: bit for bit */
+        CU_ASSERT_EQUAL_FATAL (gpu->download (g1, fdq, nq * 4), 0);
+        CU_ASSERT_EQUAL (gpu->attn_flash_fwd (B, T, NH, D, dq, flse, fo), 0);
+        CU_ASSERT_EQUAL (
+          gpu->attn_flash_bwd (B, T, NH, D, dq, fo, flse, ddout, fdq, fwork), 0);
+        CU_ASSERT_EQUAL_FATAL (gpu->download (g2, fdq, nq * 4), 0);
+        CU_ASSERT (memcmp (g1, g2, nq * 4) == 0);
+
+        gpu->free (dq), gpu->free (ddout), gpu->free (fo), gpu->free (flse);
+        gpu->free (fdq), gpu->free (fwork), gpu->free (so), gpu->free (satt);
+        gpu->free (sdq), gpu->free (swork);
+        free (qkv), free (dout), free (att), free (out), free (dqkv), free (work);
+        free (lse), free (g1), free (g2);
+    }
+    /* a head wider than the kernels take: an error, not a wrong answer */
+    CU_ASSERT_EQUAL (
+      gpu->attn_flash_fwd (1, 4, 1, DT_ATTN_FLASH_MAX_D + 1, NULL, NULL, NULL), -1);
+}
+
+/* x rounded to bfloat16 (to nearest even), as __float2bfloat16. */
+static float bf16_round (float x)
+{
+    uint32_t u;
+    memcpy (&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy (&x, &u, 4);
+    return x;
+}
+
+/* bf16 GEMMs: the CPU's fp32 GEMM of the bf16-rounded inputs (the products
+ * of two bf16 numbers are exact in fp32, so only the summation order
+ * differs), and near the unrounded fp32 product; fp32 again after. */
+static void test_sgemm_bf16 (void)
+{
+    int shapes[][5] = { { 0, 0, 64, 96, 80 },
+                        { 0, 1, 33, 17, 65 },
+                        { 1, 0, 48, 256, 31 },
+                        { 1, 1, 20, 40, 24 } };
+    CU_ASSERT_PTR_NOT_NULL_FATAL (gpu->set_bf16);
+    for (int s = 0; s < 4; s++) {
+        int ta = shapes[s][0], tb = shapes[s][1], M = shapes[s][2], N = shapes[s][3],
+            K = shapes[s][4];
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+        float *A = rnd (na, 1), *B = rnd (nb, 1), *C0 = rnd (nc, 1);
+        float *Ar = malloc (na * 4), *Br = malloc (nb * 4), *Cr = malloc (nc * 4),
+              *Cf = malloc (nc * 4);
+        for (size_t i = 0; i < na; i++)
+            Ar[i] = bf16_round (A[i]);
+        for (size_t i = 0; i < nb; i++)
+            Br[i] = bf16_round (B[i]);
+        memcpy (Cr, C0, nc * 4);
+        memcpy (Cf, C0, nc * 4);
+        void *dA = dev (A, na * 4), *dB = dev (B, nb * 4), *dC = dev (C0, nc * 4);
+        CU_ASSERT_EQUAL (
+          cpu->sgemm (ta, tb, M, N, K, 0.5f, Ar, lda, Br, ldb, 1.0f, Cr, N), 0);
+        CU_ASSERT_EQUAL (cpu->sgemm (ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, Cf, N),
+                         0);
+        CU_ASSERT_EQUAL (gpu->set_bf16 (1), 0);
+        CU_ASSERT_EQUAL (
+          gpu->sgemm (ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, 1.0f, dC, N), 0);
+        CU_ASSERT_EQUAL (gpu->set_bf16 (0), 0);
+        CU_ASSERT (
+          parity ("sgemm bf16 vs cpu on rounded inputs", Cr, dC, nc, 1e-4, 1e-4));
+        CU_ASSERT (parity ("sgemm bf16 vs fp32", Cf, dC, nc, 2e-2, 5e-2));
+        /* fp32 again: the fp32 answer */
+        CU_ASSERT_EQUAL (gpu->upload (dC, C0, nc * 4), 0);
+        CU_ASSERT_EQUAL (
+          gpu->sgemm (ta, tb, M, N, K, 0.5f, dA, lda, dB, ldb, 1.0f, dC, N), 0);
+        CU_ASSERT (parity ("sgemm fp32 after bf16", Cf, dC, nc, 1e-4, 1e-4));
+        gpu->free (dA), gpu->free (dB), gpu->free (dC);
+        free (A), free (B), free (C0), free (Ar), free (Br), free (Cr), free (Cf);
+    }
+}
+
 static const struct dt_unit_test tests[] = {
     { "sgemm NN, NT, TN", test_sgemm },
     { "bias+gelu and bias forward/backward", test_bias_gelu },
@@ -272,6 +422,9 @@ static const struct dt_unit_test tests[] = {
     { "layernorm forward and backward", test_layernorm },
     { "token + position embeddings", test_embed_pos },
     { "causal attention forward and backward, three shapes", test_attention },
+    { "flash attention vs the simple path (CPU and GPU), six shapes",
+      test_attention_flash },
+    { "bf16 GEMMs: rounded inputs, fp32 accumulation", test_sgemm_bf16 },
     { NULL, NULL },
 };
 

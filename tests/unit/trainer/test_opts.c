@@ -33,13 +33,21 @@ static void clear_env (void)
 
 static void test_fields (void)
 {
-    char *argv[] = { "dttrain", "--data",         "/d.txt", "--steps",
-                     "77",      "--global-batch", "48",     "--context",
-                     "24",      "--embed",        "12",     "--hidden",
-                     "96",      "--layers",       "3",      "--lr",
-                     "0.25",    "--seed",         "9",      "--parallel",
-                     "zero1",   "--micro-batch",  "5",      "--inject-crash",
-                     "1:25",    "--inject-slow",  "2:3.5",  "--checkpoint-every",
+    char *argv[] = { "dttrain", "--model",
+                     "mlp",     "--data",
+                     "/d.txt",  "--steps",
+                     "77",      "--global-batch",
+                     "48",      "--context",
+                     "24",      "--embed",
+                     "12",      "--hidden",
+                     "96",      "--layers",
+                     "3",       "--lr",
+                     "0.25",    "--seed",
+                     "9",       "--parallel",
+                     "zero1",   "--micro-batch",
+                     "5",       "--inject-crash",
+                     "1:25",    "--inject-slow",
+                     "2:3.5",   "--checkpoint-every",
                      "10" };
     struct train_opts o;
     dt_error_t err = { "" };
@@ -64,6 +72,35 @@ static void test_fields (void)
     CU_ASSERT_EQUAL (o.checkpoint_every, 10);
     CU_ASSERT_EQUAL (o.world, 1);
     CU_ASSERT_EQUAL (o.rank, 0);
+}
+
+/* The transformer is the default model, with its own context; the MLP
+ * keeps its; attention and precision parse. */
+static void test_model_defaults (void)
+{
+    char *a1[] = { "dttrain", "--data", "/d" };
+    char *a2[] = { "dttrain", "--data", "/d", "--model", "mlp" };
+    char *a3[] = { "dttrain",     "--data", "/d",        "--attention", "flash",
+                   "--precision", "bf16",   "--context", "64" };
+    struct train_opts o;
+    dt_error_t err = { "" };
+
+    clear_env ();
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (a1), a1, &err), 0);
+    CU_ASSERT_EQUAL (o.model, 1); /* MODEL_TRANSFORMER */
+    CU_ASSERT_EQUAL (o.context, 8);
+    CU_ASSERT_EQUAL (o.width, 32);
+    CU_ASSERT_EQUAL (o.heads, 2);
+    CU_ASSERT_EQUAL (o.layers, 2);
+    CU_ASSERT_EQUAL (o.attention, ATTN_AUTO);
+    CU_ASSERT_EQUAL (o.precision, PREC_FP32);
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (a2), a2, &err), 0);
+    CU_ASSERT_EQUAL (o.model, 0); /* MODEL_MLP */
+    CU_ASSERT_EQUAL (o.context, 32);
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (a3), a3, &err), 0);
+    CU_ASSERT_EQUAL (o.attention, ATTN_FLASH);
+    CU_ASSERT_EQUAL (o.precision, PREC_BF16);
+    CU_ASSERT_EQUAL (o.context, 64);
 }
 
 /* The torchrun environment and the agent's DT_* variables. */
@@ -98,7 +135,7 @@ static void test_environment (void)
 static void test_refused (void)
 {
     struct {
-        char *argv[6];
+        char *argv[8];
         int argc;
         const char *needle;
     } bad[] = {
@@ -124,6 +161,14 @@ static void test_refused (void)
         { { "dttrain", "--data", "x", "--skip-steps", "0" }, 5, "--skip-steps" },
         { { "dttrain", "--data", "x", "--spike-window", "2" }, 5, "--spike-window" },
         { { "dttrain", "--data", "x", "--spike-k", "-1" }, 5, "--spike-k" },
+        { { "dttrain", "--data", "x", "--attention", "fast" }, 5, "fast" },
+        { { "dttrain", "--data", "x", "--precision", "fp16" }, 5, "fp16" },
+        { { "dttrain", "--data", "x", "--model", "mlp", "--attention", "flash" },
+          7,
+          "--attention" },
+        { { "dttrain", "--data", "x", "--hidden", "64" },
+          5,
+          "--hidden sizes --model mlp" },
     };
     clear_env ();
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
@@ -142,17 +187,17 @@ static void test_refused (void)
  * execution options; a model field changed is named with both values. */
 static void test_text_roundtrip (void)
 {
-    char *a1[] = { "dttrain", "--data", "/d",     "--hidden", "64",
+    char *a1[] = { "dttrain", "--data", "/d",     "--width", "64",
                    "--lr",    "0.1",    "--seed", "3" };
     char *a2[] = { "dttrain", "--data",
-                   "/d",      "--hidden",
+                   "/d",      "--width",
                    "64",      "--lr",
                    "0.1",     "--seed",
                    "3",       "--parallel",
                    "zero1",   "--micro-batch",
                    "2",       "--checkpoint-every",
                    "9" };
-    char *a3[] = { "dttrain", "--data", "/d",     "--hidden", "65",
+    char *a3[] = { "dttrain", "--data", "/d",     "--width", "66",
                    "--lr",    "0.1",    "--seed", "3" };
     struct train_opts o1, o2, o3;
     dt_error_t err = { "" };
@@ -166,19 +211,19 @@ static void test_text_roundtrip (void)
     char *t3 = opts_to_text (&o3, 1000, 0xabcdef01);
     char *t4 = opts_to_text (&o1, 1001, 0xabcdef01);
     CU_ASSERT_FATAL (t1 && t2 && t3 && t4);
-    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "hidden=64\n"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (t1, "width=64\n"));
     CU_ASSERT_PTR_NOT_NULL (strstr (t1, "data_crc32c=abcdef01\n"));
     CU_ASSERT_PTR_NOT_NULL (strstr (t1, "lr=0.10000000000000001\n")); /* %.17g */
     CU_ASSERT_STRING_EQUAL (t1, t2);
     CU_ASSERT_EQUAL (opts_compare (t1, t2, &err), 0);
     CU_ASSERT_EQUAL (opts_compare (t1, t3, &err), -1);
-    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "'hidden'"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "'width'"));
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "64"));
-    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "65"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "66"));
     CU_ASSERT_EQUAL (opts_compare (t1, t4, &err), -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "'data_bytes'"));
     /* A field the checkpoint does not have is named too. */
-    CU_ASSERT_EQUAL (opts_compare ("model=byte-mlp-v1\n", t1, &err), -1);
+    CU_ASSERT_EQUAL (opts_compare ("model=byte-transformer-v1\n", t1, &err), -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "missing"));
     free (t1), free (t2), free (t3), free (t4);
 }
@@ -311,6 +356,7 @@ static void test_resume_conflict (void)
 
 static const struct dt_unit_test tests[] = {
     { "every option reaches its field", test_fields },
+    { "the transformer is the default model", test_model_defaults },
     { "the world and DT_* come from the environment", test_environment },
     { "bad command lines are refused, naming the option", test_refused },
     { "the config text round trips and names a changed field", test_text_roundtrip },
