@@ -158,7 +158,8 @@ def main():
     if rank == 0:
         print(json.dumps(res), flush=True)
     if world > 1:
-        dist.barrier()
+        if not ft:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -449,7 +449,9 @@ class Session:
         if self.every and self.step % self.every == 0:
             want = True
         if creq > self._ckpt_done and self.step >= creq:
-            want, self._ckpt_done = True, creq
+            # (a request for a step already saved, e.g. a periodic one the
+            # ranks took by themselves, needs nothing more)
+            want, self._ckpt_done = want or self.last_saved < creq, creq
         if sreq > 0 and self.step >= sreq:
             want = self.stopped = True
         if self.total is not None and self.step == self.total:
@@ -521,13 +523,26 @@ class Session:
         self.client.shard_written(step, path, len(data), crc)
 
     def flush(self):
-        """Wait until the shard being written is durable and reported."""
+        """Wait until the shard being written is durable and reported (a
+        checkpoint in progress for the hang detector meanwhile)."""
         if self._writer is not None:
-            self._writer.wait()
+            self.client.set_busy(True)
+            try:
+                self._writer.wait()
+            finally:
+                self.client.set_busy(False)
 
     def finish(self, result=None):
-        """End of training: the last shard durable; rank 0 reports result."""
+        """End of training: the last shard durable, then a barrier of all
+        ranks (marked: a rank done first waits for the others' last writes
+        without being taken for hung); rank 0 reports the result."""
         self.flush()
+        if self._ctl_group is not None:
+            self.client.collective(True)
+            try:
+                dist.barrier(group=self._ctl_group)
+            finally:
+                self.client.collective(False)
         if result is not None and self.rank == 0:
             self.client.result(result)
 
