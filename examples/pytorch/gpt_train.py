@@ -92,6 +92,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--sleep-ms", type=float, default=0,
                     help="sleep in each step (tests: long enough steps to hit mid-run)")
+    ap.add_argument("--log-every", type=int, default=0,
+                    help="log 'rank R step S loss L time T' every N steps (default steps/10, rank 0)")
     ap.add_argument("--sync-save", action="store_true", help="checkpoint on the training thread")
     ap.add_argument("--plain", action="store_true", help="without dtclient.torch")
     a = ap.parse_args()
@@ -145,8 +147,9 @@ def main():
                 time.sleep(a.sleep_ms / 1000)
             if ft:
                 ft.step_done(loss, samples=len(idx))                          # dtctl
-            if rank == 0 and (step + 1) % max(1, a.steps // 10) == 0:
-                print("step %d loss %.4f" % (step + 1, loss.item()), file=sys.stderr, flush=True)
+            if (a.log_every or rank == 0) and (step + 1) % (a.log_every or max(1, a.steps // 10)) == 0:
+                print("rank %d step %d loss %.4f time %.3f" % (rank, step + 1, loss.item(), time.time()),
+                      file=sys.stderr, flush=True)
     wall = time.perf_counter() - t_start
     res = {"steps": a.steps, "loss": loss.item() if loss is not None else None,
            "params_sha256": params_sha256(model), "world_size": world,
