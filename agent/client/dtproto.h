@@ -156,7 +156,8 @@ struct dtshm_page {
     struct dtshm_cmd cmd __attribute__ ((aligned (64)));
 };
 
-/* The Python module hard-codes these offsets (agent/client/python/dtclient/__init__.py). */
+/* The Python module hard-codes these offsets
+ * (agent/client/python/dtclient/__init__.py). */
 _Static_assert(offsetof (struct dtshm_page, report) == 64, "report at 64");
 _Static_assert(offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
 _Static_assert(offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");
