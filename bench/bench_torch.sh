@@ -21,7 +21,7 @@ TORCH_ENV=(PYTHONPATH="$SRC/agent/client/python" LD_LIBRARY_PATH="$B/agent/clien
 TORCH_STEPS=${TORCH_STEPS:-200}
 
 # torch_log_times FILE: "step time" of each "rank 0 step S ... time T" line.
-torch_log_times () { sed -n 's/^rank 0 step \([0-9]*\) loss [^ ]* time \([0-9.]*\)$/\1 \2/p' "$1" 2>/dev/null; }
+torch_log_times () { sed -n 's/^.*rank 0 step \([0-9]*\) loss [^ ]* time \([0-9.]*\)$/\1 \2/p' "$1" 2>/dev/null; }
 
 # torch_job_log D ID A: rank 0's log of attempt A of job ID (local launcher).
 torch_job_log () { find "$1" -path "*job-$2.$3/*" -name 'rank-0.log' 2>/dev/null | head -n 1; }
@@ -39,7 +39,7 @@ torch_spec () {  # torch_spec NODES RANKS_PER_NODE WORKDIR EVERY ARGS...
 }
 
 torch_step_cost () {
-    local d=$1 rep v id log ms plain lib
+    local d=$1 rep v id log ms plain lib self
     for rep in $(seq "$REPS"); do
         for v in plain lib; do
             local extra=()
@@ -54,11 +54,13 @@ torch_step_cost () {
                 continue 2
             fi
             eval "$v=$ms"
+            [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step)
         done
         rec torch.plain_step_ms "$plain"; rec torch.lib_step_ms "$lib"
         rec torch.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
-        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%)\n' "$rep" "$plain" "$lib" \
-            "$(calc "100 * ($lib - $plain) / $plain")" >&2
+        rec torch.self_ms "$self"; rec torch.self_frac "$(calc "$self / $plain")"
+        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); its own time %.3f ms per step (%.2f%%)\n' \
+            "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$self" "$(calc "100 * $self / $plain")" >&2
     done
 }
 
@@ -118,20 +120,27 @@ torch_recovery () {
         wait_for 300 job_ended "$id"
         torch_kill_figures torch.dtctl "$(torch_job_err "$d" "$id" 1)" "$(torch_job_err "$d" "$id" 2)" "$tk"
         # torchrun, same script (no checkpoint directory: it starts over)
+        # (--redirects 1 --tee 1: torch 1.13 on Python 3.11 fails with the
+        # defaults, see bench_recovery.sh; the step lines are on stderr)
         tr=$d/torchrun.$rep
         mkdir -p "$tr"
-        ( cd "$tr" && exec env "${TORCH_ENV[@]}" OMP_NUM_THREADS=1 "$PY" -m torch.distributed.run \
-            --standalone --nproc_per_node 2 --max_restarts 1 --monitor_interval 0.1 \
+        ( cd "$tr" && exec env "${TORCH_ENV[@]}" OMP_NUM_THREADS=1 setsid "$PY" -m torch.distributed.run \
+            --nnodes 1 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(free_port)" \
+            --max_restarts 1 --redirects 1 --tee 1 --log_dir "$tr/logs" \
             "$TORCH_TRAIN" --data "$CORPUS" --steps 400 --sleep-ms 30 --log-every 1 ) \
             > "$tr/out" 2> "$tr/err" &
         local trpid=$!
-        wait_for 120 sh -c "[ \"\$(sed -n 's/^rank 0 step \([0-9]*\) .*/\1/p' '$tr/err' | tail -n 1)\" -ge 50 ] 2>/dev/null" \
-            || { note torch "recovery rep $rep: torchrun did not reach step 50"; kill "$trpid"; wait "$trpid"; continue; }
+        PIDS="$PIDS $trpid"
+        wait_for 120 sh -c "[ \"\$(sed -n 's/^.*rank 0 step \([0-9]*\) .*/\1/p' '$tr/err' | tail -n 1)\" -ge 50 ] 2>/dev/null" \
+            || { note torch "recovery rep $rep: torchrun did not reach step 50 ($(tail -n 2 "$tr/err" | tr '\n' ' ' | cut -c1-200))"
+                 kill -9 -- -"$trpid" 2>/dev/null; wait "$trpid"; continue; }
         pid=$(for p in $(pgrep -f -- "$TORCH_TRAIN"); do
                   tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && echo "$p"
               done | head -n 1)
         tk=$(date +%s.%N); kill -9 "$pid"
-        wait "$trpid"
+        wait_for 120 sh -c "sed -n 's/^.*rank 0 step [0-9]* loss [^ ]* time \\([0-9.]*\\)\$/\\1/p' '$tr/err' | awk -v t=$tk '\$1 > t {f = 1} END {exit !f}'"
+        kill -TERM -- -"$trpid" 2>/dev/null; sleep 1; kill -9 -- -"$trpid" 2>/dev/null
+        wait "$trpid" 2>/dev/null
         torch_kill_figures torch.torchrun "$tr/err" "$tr/err" "$tk"
     done
 }

@@ -155,7 +155,8 @@ def main():
            "params_sha256": params_sha256(model), "world_size": world,
            "start_step": ft.start_step if ft else 0, "wall_s": wall,
            "checkpoints": ft.nckpt if ft else 0,
-           "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0}
+           "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0,
+           "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0}
     if ft:
         ft.finish(res)                                                        # dtctl
     if rank == 0:
