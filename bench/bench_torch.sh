@@ -93,17 +93,28 @@ torch_stall () {
     done
 }
 
-# torch_kill_figures LOG_BEFORE LOG_AFTER T_KILL RESUMED_FROM: records
-# "kill to first new step s" and "steps lost" into KEY.
+# torch_kill_figures KEY LOG_BEFORE LOG_AFTER T_KILL: records KEY's "kill
+# to first new step s" and "steps lost".  The first new step is the first
+# step line of LOG_AFTER after the kill, or, when both logs are one file
+# (torchrun's), the first line after the kill whose step number went down
+# (the restarted script); the last step is the highest one the killed
+# generation logged (a step finishing just after the kill is still lost).
 torch_kill_figures () {
     local key=$1 before=$2 after=$3 tk=$4 last first ft
-    last=$(torch_log_times "$before" | awk -v t="$tk" '$2 <= t {s = $1} END {print s + 0}')
-    read -r first ft < <(torch_log_times "$after" | awk -v t="$tk" '$2 > t {print; exit}')
+    if [ "$before" = "$after" ]; then
+        read -r last first ft < <(torch_log_times "$before" | awk -v t="$tk" '
+            { if ($2 > t && seen && $1 <= prev) { print max, $1, $2; found = 1; exit }
+              if ($1 > max) max = $1; prev = $1; seen = 1 }
+            END { if (!found) print max + 0 }')
+    else
+        last=$(torch_log_times "$before" | awk '$1 > m {m = $1} END {print m + 0}')
+        read -r first ft < <(torch_log_times "$after" | awk -v t="$tk" '$2 > t {print; exit}')
+    fi
     [ -n "$first" ] || { note torch "$key: no step after the kill"; return; }
     rec "$key.first_step_s" "$(calc "$ft - $tk")"
     # A restart at step S0 logs S0+1 first: lost = last done - S0.
     rec "$key.steps_lost" "$((last - (first - 1)))"
-    printf '   %s: last step before the kill %d, first after %d, %.2f s after the kill\n' \
+    printf '   %s: last step of the killed generation %d, first new step %d, %.2f s after the kill\n' \
         "$key" "$last" "$first" "$(calc "$ft - $tk")" >&2
 }
 
@@ -138,7 +149,7 @@ torch_recovery () {
                   tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && echo "$p"
               done | head -n 1)
         tk=$(date +%s.%N); kill -9 "$pid"
-        wait_for 120 sh -c "sed -n 's/^.*rank 0 step [0-9]* loss [^ ]* time \\([0-9.]*\\)\$/\\1/p' '$tr/err' | awk -v t=$tk '\$1 > t {f = 1} END {exit !f}'"
+        wait_for 120 sh -c "sed -n 's/^.*rank 0 step \\([0-9]*\\) .*/\\1/p' '$tr/err' | awk '\$1 < p {f = 1} {p = \$1} END {exit !f}'"
         kill -TERM -- -"$trpid" 2>/dev/null; sleep 1; kill -9 -- -"$trpid" 2>/dev/null
         wait "$trpid" 2>/dev/null
         torch_kill_figures torch.torchrun "$tr/err" "$tr/err" "$tk"
