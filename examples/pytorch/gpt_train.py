@@ -94,6 +94,8 @@ def main():
                     help="sleep in each step (tests: long enough steps to hit mid-run)")
     ap.add_argument("--log-every", type=int, default=0,
                     help="log 'rank R step S loss L time T' every N steps (default steps/10, rank 0)")
+    ap.add_argument("--control-every", type=int, default=1,
+                    help="exchange the controller's requests among the ranks every N steps")
     ap.add_argument("--sync-save", action="store_true", help="checkpoint on the training thread")
     ap.add_argument("--plain", action="store_true", help="without dtclient.torch")
     a = ap.parse_args()
@@ -126,7 +128,8 @@ def main():
         import dtclient.torch as dtt                                          # dtctl
         sampler = dtt.StepSampler(n, a.batch, seed=a.seed)                    # dtctl
         ft = dtt.Session(ddp, opt, scheduler=sched, sampler=sampler,          # dtctl
-                         seed=a.seed, async_save=not a.sync_save)             # dtctl
+                         seed=a.seed, async_save=not a.sync_save,             # dtctl
+                         control_every=a.control_every)                       # dtctl
         steps = ft.steps(a.steps)                                             # dtctl
     t_start, loss = time.perf_counter(), None
     with ft or contextlib.nullcontext():   # dtctl: a failed collective -> just-in-time checkpoint

@@ -34,17 +34,26 @@ torch_spec () {
 }
 
 # torch_baseline W: params_sha256 of an uninterrupted run without an agent
-# (W processes, gloo on 127.0.0.1).
+# (W processes, gloo on 127.0.0.1).  A second try if the first fails (the
+# free port it picked may have been taken meanwhile); the errors go to
+# standard error as TAP comments.
 torch_baseline () {
-    local W=$1 r port pids=""
+    torch_baseline_try "$1" || torch_baseline_try "$1"
+}
+torch_baseline_try () {
+    local W=$1 r port pids="" rc=0
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     for r in $(seq 0 $((W - 1))); do
         RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            PYTHONPATH=$TORCH_PYPATH LD_LIBRARY_PATH=$TORCH_LIBDIR \
+            PYTHONPATH=$TORCH_PYPATH LD_LIBRARY_PATH=$TORCH_LIBDIR OMP_NUM_THREADS=1 \
             $TORCH_PY "$TORCH_TRAIN" $TORCH_ARGS > "$TMP/tbase.$r.out" 2> "$TMP/tbase.$r.err" &
         pids="$pids $!"
     done
-    for p in $pids; do wait "$p" || { tail -n 5 "$TMP"/tbase.*.err | sed 's/^/# baseline: /'; return 1; }; done
+    for p in $pids; do wait "$p" || rc=1; done
+    if [ $rc != 0 ]; then
+        tail -n 5 "$TMP"/tbase.*.err | sed 's/^/# baseline: /' >&2
+        return 1
+    fi
     jq -r .params_sha256 < <(tail -n 1 "$TMP/tbase.0.out")
 }
 

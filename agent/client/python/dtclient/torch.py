@@ -292,17 +292,24 @@ class Session:
     async_save: write shards on a background thread (default); extra: a
     dict of more picklable state saved and restored as is, available as
     .extra after resume; it must be the same on every rank (a survivor's
-    just-in-time checkpoint copies its own into every rank's shard)."""
+    just-in-time checkpoint copies its own into every rank's shard);
+    control_every: exchange the ranks' requests (the controller's
+    checkpoint and stop) every N steps instead of every step: the
+    exchange's cost per step divided by N, a request acted on up to N-1
+    steps later (periodic checkpoints and the end do not need it)."""
 
     def __init__(self, model, optimizer=None, scheduler=None, sampler=None, seed=0,
                  checkpoint_dir=None, every=None, async_save=True, extra=None, client=None,
-                 reseed=True):
+                 reseed=True, control_every=1):
         if type(model).__name__ == "FullyShardedDataParallel":
             raise NotImplementedError(
                 "dtclient.torch: FSDP models are not supported (Debian's torch 1.13 cannot "
                 "import torch.distributed.fsdp under Python 3.11; see the module's text)")
         self.model, self.optimizer, self.scheduler, self.sampler = model, optimizer, scheduler, sampler
         self.seed, self.reseed, self.extra = int(seed), reseed, extra if extra is not None else {}
+        if int(control_every) < 1:
+            raise ValueError("dtclient.torch: control_every must be >= 1")
+        self.control_every = int(control_every)
         self.client = client or dtclient.open()
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
@@ -342,6 +349,15 @@ class Session:
             except ValueError:      # not the main thread
                 pass
         self._resume()
+        if self._ctl_group is not None:
+            # Every rank loaded (busy meanwhile): start the first step
+            # together, so that a rank whose load is slow is not blamed on
+            # the others' behalf, and the others are seen waiting for it.
+            self.client.collective(True)
+            try:
+                dist.barrier(group=self._ctl_group)
+            finally:
+                self.client.collective(False)
 
     # -- context: a failed collective becomes a just-in-time checkpoint -----
     def __enter__(self):
@@ -421,7 +437,7 @@ class Session:
             if self.reseed:
                 self._reseed(s)
             self._poll()
-            if self._ctl_group is not None:
+            if self._ctl_group is not None and s % self.control_every == 0:
                 self._ctl_buf = torch.tensor([self._ckpt_req, self._stop_req], dtype=torch.int64)
                 self._ctl = dist.all_reduce(self._ctl_buf, op=dist.ReduceOp.MAX,
                                             group=self._ctl_group, async_op=True)
@@ -452,6 +468,8 @@ class Session:
         # bucket's launch to its completion, plus the control exchange.
         comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0
         creq, sreq = self._ckpt_req, self._stop_req
+        if self._ctl_group is not None:
+            creq = sreq = 0         # requests are acted on at exchange steps only
         if self._ctl is not None:
             t = time.perf_counter()
             self.client.collective(True)
