@@ -4,9 +4,10 @@
 # say, jget, calc, wait_for, free_port, start_ctld, stop_ctld, run_ranks
 # and B SRC TMP REPS PY.
 #   1. per-step cost: the same script with and without dtclient.torch
-#      (--plain), both as dtctl jobs (local launcher, 1 node x 2 ranks, no
-#      checkpoints), alternating: step time = the trainer's training wall
-#      time / steps;
+#      (--plain; and with --control-every 8), as dtctl jobs (local
+#      launcher, 1 node x 2 ranks, no checkpoints), alternating: step time
+#      = the trainer's training wall time / steps; and the library's own
+#      time on the training thread per step, as it measures it;
 #   2. checkpoint stall per checkpoint (training-thread time), asynchronous
 #      (host copy, then a writer thread) and synchronous (--sync-save),
 #      without an agent, a checkpoint every 10 steps; as a fraction of a
@@ -39,11 +40,12 @@ torch_spec () {  # torch_spec NODES RANKS_PER_NODE WORKDIR EVERY ARGS...
 }
 
 torch_step_cost () {
-    local d=$1 rep v id log ms plain lib self
+    local d=$1 rep v id log ms plain lib lib8 self self8
     for rep in $(seq "$REPS"); do
-        for v in plain lib; do
+        for v in plain lib lib8; do
             local extra=()
             [ $v = plain ] && extra=(--plain)
+            [ $v = lib8 ] && extra=(--control-every 8)
             id=$(curl -s -X POST "$URL/v1/jobs" -d "$(torch_spec 1 2 "$d" 0 --data "$CORPUS" \
                 --steps "$TORCH_STEPS" "${extra[@]}")" | jq -r .data.id)
             wait_for 300 job_ended "$id"
@@ -55,12 +57,15 @@ torch_step_cost () {
             fi
             eval "$v=$ms"
             [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step)
+            [ $v = lib8 ] && self8=$(jget "$log" .dtclient_ms_per_step)
         done
+        rec torch.lib8_step_ms "$lib8"; rec torch.self8_ms "$self8"
+        rec torch.self8_frac "$(calc "$self8 / $plain")"
         rec torch.plain_step_ms "$plain"; rec torch.lib_step_ms "$lib"
         rec torch.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
         rec torch.self_ms "$self"; rec torch.self_frac "$(calc "$self / $plain")"
-        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); its own time %.3f ms per step (%.2f%%)\n' \
-            "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$self" "$(calc "100 * $self / $plain")" >&2
+        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%, its own time %.3f ms), %.2f ms with control_every=8 (its own time %.3f ms)\n' \
+            "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$self" "$lib8" "$self8" >&2
     done
 }
 

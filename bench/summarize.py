@@ -189,6 +189,9 @@ row("8 torch", "per-step cost of dtclient.torch (fraction of a step)", "torch.st
 row("8 torch", "dtclient.torch's own time on the training thread / step", "torch.self_frac",
     ref="ms", ref_key="torch.self_ms", goal="< 0.01",
     ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "same, control_every=8 (requests exchanged every 8 steps)", "torch.self8_frac",
+    ref="ms", ref_key="torch.self8_ms", goal="< 0.01",
+    ok=lambda st, a, b: None if not st else st["median"] < 0.01)
 row("8 torch", "checkpoint stall per checkpoint ms, async", "torch.ckpt_async_stall_ms",
     ref="sync", ref_key="torch.ckpt_sync_stall_ms")
 row("8 torch", "checkpoint stall / step, async", "torch.ckpt_async_stall_frac", ref="sync",
