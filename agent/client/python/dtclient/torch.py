@@ -176,14 +176,29 @@ def state_hash(model):
     return h.hexdigest()
 
 
-def _cpu_copy(obj):
-    """A deep copy of a state dict with every tensor copied to the host."""
+_IMMUTABLE = (int, float, bool, str, bytes, type(None))
+
+
+def _cpu_copy(obj, into=None):
+    """A deep copy of a state dict with every tensor copied to the host
+    (immutable values shared, not copied: this is the checkpoint's stall).
+    into: a previous copy of the same structure whose tensors are reused
+    (copied into, no allocation) where shape and dtype match."""
     if torch.is_tensor(obj):
-        return obj.detach().to("cpu", copy=True)
+        t = obj.detach()
+        if torch.is_tensor(into) and into.shape == t.shape and into.dtype == t.dtype:
+            return into.copy_(t)
+        return t.clone() if t.device.type == "cpu" else t.to("cpu")
+    if isinstance(obj, _IMMUTABLE):
+        return obj
     if isinstance(obj, dict):
-        return {k: _cpu_copy(v) for k, v in obj.items()}
+        old = into if isinstance(into, dict) else {}
+        return {k: _cpu_copy(v, old.get(k)) for k, v in obj.items()}
+    if isinstance(obj, tuple) and all(isinstance(v, _IMMUTABLE) for v in obj):
+        return obj
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu_copy(v) for v in obj)
+        old = into if isinstance(into, (list, tuple)) and len(into) == len(obj) else [None] * len(obj)
+        return type(obj)(_cpu_copy(v, o) for v, o in zip(obj, old))
     return copy.deepcopy(obj)
 
 
@@ -343,6 +358,7 @@ class Session:
             if hasattr(model, "register_comm_hook"):
                 model.register_comm_hook(None, self._allreduce_hook)
         self._writer = _Writer(self) if async_save else None
+        self._snap = None           # the last host snapshot (reused)
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             try:
                 signal.signal(sig, self._on_signal)
@@ -546,7 +562,8 @@ class Session:
         try:
             if self._writer is not None:
                 self._writer.wait()     # the previous shard first: one in flight
-            state = _cpu_copy(self._state())
+            # The previous snapshot is written: its tensors are reused.
+            state = self._snap = _cpu_copy(self._state(), self._snap)
             path = self.shard_path(self.step)
             if self._writer is not None:
                 self._writer.submit(self.step, path, state)
