@@ -211,6 +211,27 @@ row("9 ui", "metrics?max_points=1000 answer KB (every point as reference)", "ui.
 row("6 dtclient", "dtclient_step ns per call (agent attached)", "dtclient.step_ns", ref="no agent",
     ref_key="dtclient.noagent_ns")
 
+# 8. dtclient.torch (bench_torch.sh): examples/pytorch/gpt_train.py, 2 ranks gloo
+row("8 torch", "step ms with dtclient.torch (jobs, 1 node x 2 ranks)", "torch.lib_step_ms",
+    ref="same script without it", ref_key="torch.plain_step_ms")
+row("8 torch", "per-step cost of dtclient.torch (fraction of a step)", "torch.step_overhead_frac",
+    goal="< 0.01", ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "dtclient.torch's own time on the training thread / step", "torch.self_frac",
+    ref="ms", ref_key="torch.self_ms", goal="< 0.01",
+    ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "same, control_every=8 (requests exchanged every 8 steps)", "torch.self8_frac",
+    ref="ms", ref_key="torch.self8_ms", goal="< 0.01",
+    ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "checkpoint stall per checkpoint ms, async", "torch.ckpt_async_stall_ms",
+    ref="sync", ref_key="torch.ckpt_sync_stall_ms")
+row("8 torch", "checkpoint stall / step, async", "torch.ckpt_async_stall_frac", ref="sync",
+    ref_key="torch.ckpt_sync_stall_frac", goal="< 0.05",
+    ok=lambda st, a, b: None if not st else st["median"] < 0.05)
+row("8 torch", "kill -9 of a rank to first new step s", "torch.dtctl.first_step_s",
+    ref="torchrun --max_restarts", ref_key="torch.torchrun.first_step_s")
+row("8 torch", "steps lost", "torch.dtctl.steps_lost", ref="torchrun --max_restarts",
+    ref_key="torch.torchrun.steps_lost", digits=0)
+
 # Drop rows of parts that did not run at all.
 rows = [r for r in rows if not (r[2] == "n/a" and (r[3] in ("",) or r[3].endswith("n/a")))]
 

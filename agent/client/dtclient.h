@@ -115,6 +115,11 @@ dtclient_err_t dtclient_kv_get (dtclient_t *c, const char *key, void **val, size
 dtclient_err_t dtclient_kv_wait (dtclient_t *c, const char *key, int timeout_ms,
                                  void **val, size_t *len);
 
+/* CRC32C (Castagnoli) of buf[0..len), extending 'crc' (0 to start): the
+ * checksum dtclient_shard_written expects.  Uses the SSE4.2 instruction
+ * when the CPU has it. */
+uint32_t dtclient_crc32c (uint32_t crc, const void *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,7 @@
  * the convenience library libdtproto.la); it is not installed.  It depends on
  * nothing but libc so that libdtclient stays self-contained.  The format is
  * documented in schemas/dtclient-protocol.md; the Python module
- * agent/client/python/dtclient.py implements the same bytes.
+ * agent/client/python/dtclient/__init__.py implements the same bytes.
  *
  * Frame: a 12-byte header, then 'length' bytes of payload.
  *   0  4  magic "DTC" + protocol version byte (1)
@@ -157,7 +157,8 @@ struct dtshm_page {
     struct dtshm_cmd cmd __attribute__ ((aligned (64)));
 };
 
-/* The Python module hard-codes these offsets (agent/client/python/dtclient.py). */
+/* The Python module hard-codes these offsets
+ * (agent/client/python/dtclient/__init__.py). */
 _Static_assert(offsetof (struct dtshm_page, report) == 64, "report at 64");
 _Static_assert(offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
 _Static_assert(offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");

@@ -21,10 +21,15 @@ DT_RENDEZVOUS_DIR when that is set.
 Like the C library, a connected client watches the agent's socket from a
 daemon thread and ends the process (and its process group, when it leads
 one) if the agent goes away.
+
+PyTorch trainers: dtclient.torch (imported only by its own name, so this
+module never imports torch) adds checkpoints, the just-in-time checkpoint,
+collective marking and step reports on top of these calls.
 """
 
 import builtins
 import collections
+import ctypes
 import errno
 import json
 import mmap
@@ -38,7 +43,7 @@ import threading
 import time
 
 __all__ = [
-    "open", "Client", "Command", "DTClientError",
+    "open", "Client", "Command", "DTClientError", "crc32c",
     "CMD_NONE", "CMD_CHECKPOINT", "CMD_STOP", "CMD_ABORT",
     "OK", "ERR_NOAGENT", "ERR_IO", "ERR_PROTO", "ERR_TIMEOUT", "ERR_INVAL", "ERR_NOTFOUND",
 ]
@@ -65,9 +70,9 @@ _MAX_VALUE = 64 * 1024
 _MAX_KEY = 200
 
 HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY = range(1, 9)
-T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON = \
-    range(1, 12)
-_INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS}
+T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON, \
+    T_JIT = range(1, 13)
+_INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS, T_JIT}
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:/-")
 
 # ---- the shared page (struct dtshm_page) ---------------------------------
@@ -336,6 +341,17 @@ class Client:
             self._request(SHARD, [(T_STEP, step), (T_PATH, str(path)), (T_BYTES, nbytes),
                                   (T_CRC32C, crc32c)])
 
+    def shard_written_jit(self, step, shard_rank, path, nbytes, crc32c):
+        """A just-in-time shard is durable: after a peer was lost, this
+        rank wrote shard 'shard_rank' of the last completed step (into
+        jit-<step>-r<this rank>/) and verified it by reading it back."""
+        if not path or step < 0 or shard_rank < 0 or nbytes < 0 or \
+                not 0 <= crc32c <= 0xFFFFFFFF:
+            raise DTClientError(ERR_INVAL)
+        if self._sock is not None:
+            self._request(SHARD, [(T_STEP, step), (T_PATH, str(path)), (T_BYTES, nbytes),
+                                  (T_CRC32C, crc32c), (T_RANK, shard_rank), (T_JIT, 1)])
+
     def shard_failed(self, step, reason=""):
         if step < 0:
             raise DTClientError(ERR_INVAL)
@@ -410,6 +426,61 @@ class Client:
             left = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
             time.sleep(left)
             delay = min(delay * 2, 0.1)
+
+
+# ---- CRC32C ---------------------------------------------------------------
+# libdtclient's dtclient_crc32c (the hardware instruction) when the library
+# can be loaded (installed, or on LD_LIBRARY_PATH; DT_LIBDTCLIENT names it
+# explicitly), else a table in Python, correct but about a thousand times
+# slower: fine for small shards and tests of the module alone.
+_crc_fn = None
+_crc_table = None
+
+
+def _crc_lib():
+    global _crc_fn
+    if _crc_fn is None:
+        _crc_fn = False
+        for name in (os.environ.get("DT_LIBDTCLIENT"), "libdtclient.so.0", "libdtclient.so"):
+            if not name:
+                continue
+            try:
+                f = ctypes.CDLL(name).dtclient_crc32c
+            except (OSError, AttributeError):
+                continue
+            f.restype = ctypes.c_uint32
+            f.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]
+            _crc_fn = f
+            break
+    return _crc_fn
+
+
+def crc32c(data, crc=0):
+    """CRC32C (Castagnoli) of a bytes-like object, extending crc (0 to start)."""
+    f = _crc_lib()
+    if f and isinstance(data, bytes):
+        return f(crc, data, len(data))
+    mv = memoryview(data).cast("B")
+    if f:
+        if mv.readonly:
+            buf = (ctypes.c_char * len(mv)).from_buffer_copy(mv) if len(mv) else None
+        else:
+            buf = (ctypes.c_char * len(mv)).from_buffer(mv) if len(mv) else None
+        return f(crc, ctypes.addressof(buf) if buf is not None else None, len(mv))
+    global _crc_table
+    if _crc_table is None:
+        t = []
+        for n in range(256):
+            c = n
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            t.append(c)
+        _crc_table = t
+    t = _crc_table
+    c = crc ^ 0xFFFFFFFF
+    for b in mv:
+        c = t[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
 
 
 def open():  # noqa: A001 - mirrors dtclient_open

@@ -1,0 +1,712 @@
+"""dtclient.torch: dtctl's fault-tolerance cycle for PyTorch trainers.
+
+A stock DDP script under dtagent gets liveness only.  With a handful of
+added lines it gets what dttrain gets: checkpoints that the controller
+commits in two phases (each rank's shard written atomically, reported with
+its size and CRC32C), resume from the checkpoint dtctl names, the
+just-in-time checkpoint of the survivors when a peer dies, step reports for
+the straggler score, and collectives marked so that a hang is blamed on the
+rank that stopped, not on the ranks waiting for it.
+
+    import dtclient.torch as dtt
+
+    ddp = DDP(model)
+    with dtt.Session(ddp, opt, scheduler=sched, seed=SEED) as ft:
+        sampler = dtt.StepSampler(len(data), batch, seed=SEED)
+        for step in ft.steps(total_steps):
+            idx = sampler.indices(step)
+            loss = ...; opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+            ft.step_done(loss, samples=len(idx))
+        ft.finish({"steps": total_steps, "params_sha256": dtt.state_hash(ddp)})
+
+What a Session does:
+- at start, loads the checkpoint in DT_RESUME_DIR (model, optimizer, LR
+  scheduler, the step, torch/CUDA/Python RNG states, the sampler's state),
+  verified against the controller's manifest (size and CRC32C): a shard that
+  fails is named on standard error ("checkpoint shard PATH: ...") and the
+  process exits 3, so that the controller marks that checkpoint bad and
+  resumes from the one before;
+- registers a DDP communication hook that all-reduces each gradient bucket
+  (the same arithmetic as DDP's default hook) and marks the rank as waiting
+  on its peers while a bucket is in flight;
+- at each step start, reseeds torch, CUDA and Python's random from
+  (seed, step, rank) and starts a small control all-reduce (its own gloo
+  group, overlapped with the step) by which the ranks agree on the
+  controller's checkpoint and stop requests;
+- in step_done, reports the step (loss, samples, compute and communication
+  time) to the agent's shared page, polls the controller's commands, and
+  checkpoints every DT_CHECKPOINT_EVERY steps, when the controller asks,
+  on a stop (the controller's, SIGTERM, or Slurm's SIGUSR1 time-limit
+  warning: then it exits 0 once the shard is durable) and at the end;
+- saves asynchronously: a CPU copy of the state on the training thread (the
+  stall), then serialization, CRC32C, tmp + fsync + rename + directory
+  fsync and the report on a writer thread;
+- when a collective fails because a peer died, writes every rank's shard of
+  the last completed step (DDP replicas are identical; each rank's RNG state
+  is a function of (seed, step, rank)) into jit-<S>-r<rank>/, reads each
+  back to verify it, reports them as just-in-time shards and exits 6; the
+  controller commits the first complete set newer than its last committed
+  checkpoint, as for dttrain.
+
+NCCL: the same code runs (the control exchange keeps a gloo group of
+its own), but it was tested with gloo on CPU only.  NCCL reports a dead
+peer only when the process group's timeout expires (pass a short timeout
+to init_process_group), and with NCCL_ASYNC_ERROR_HANDLING=1 its watchdog
+ends the process instead of raising, so no just-in-time checkpoint is
+written then: the next attempt resumes from the last committed one.
+
+FSDP: Debian's torch 1.13 (python3-torch, Python 3.11) cannot import
+torch.distributed.fsdp at all (its sharded-tensor metadata dataclass has a
+mutable default, which Python 3.11 refuses), and it is built without NCCL;
+so sharded state dicts are not supported and a Session refuses an FSDP
+model.  With a torch where FSDP imports, each rank's SHARDED_STATE_DICT
+would be its shard as here, but a just-in-time checkpoint is then
+impossible (a dead rank's parameter shard dies with it).
+"""
+
+import copy
+import io
+import json
+import os
+import random
+import signal
+import struct
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import dtclient
+
+__all__ = ["Session", "StepSampler", "state_hash", "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH",
+           "EXIT_COMM", "EXIT_JIT"]
+
+# Exit statuses, as dttrain's: the controller reads 3 with the shard named
+# on standard error as "this checkpoint is bad".
+EXIT_CKPT_CORRUPT = 3
+EXIT_CKPT_MISMATCH = 4
+EXIT_COMM = 5
+EXIT_JIT = 6
+
+FORMAT = "dtclient.torch/1"
+# A shard: torch.save() of a dict, then this trailer: magic, version, the
+# CRC32C of everything before it.  The controller records the CRC32C of the
+# whole file (trailer included), as reported.
+_TRAILER = struct.Struct("<4sII")
+_MAGIC = b"DTPT"
+
+
+def _log(msg):
+    sys.stderr.write("dtclient.torch: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def _mix(*xs):
+    """A 63-bit seed from integers (splitmix64 steps): a pure function."""
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = (h ^ (int(x) & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
+        h = (h + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = h
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        h = z ^ (z >> 31)
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+class StepSampler:
+    """The sample indices rank `rank` trains on at step `step`: a pure
+    function of (seed, step, rank), so a resumed run, or a survivor
+    writing a dead rank's shard, knows the data position from the step
+    alone.  The global batch of step s is positions [s*B*W, (s+1)*B*W) of an
+    endless sequence of epochs, each a permutation of range(n) seeded by
+    (seed, epoch); rank r takes its B-sized slice."""
+
+    def __init__(self, n, batch_per_rank, rank=None, world=None, seed=0):
+        if n <= 0 or batch_per_rank <= 0:
+            raise ValueError("StepSampler: n and batch_per_rank must be positive")
+        if rank is None:
+            rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", 0))
+        if world is None:
+            world = (dist.get_world_size() if dist.is_initialized()
+                     else int(os.environ.get("WORLD_SIZE", 1)))
+        self.n, self.batch, self.rank, self.world, self.seed = n, batch_per_rank, rank, world, seed
+        self._epoch, self._perm = None, None
+
+    def _perm_of(self, epoch):
+        if epoch != self._epoch:
+            g = torch.Generator().manual_seed(_mix(self.seed, epoch, 0x5A3))
+            self._perm, self._epoch = torch.randperm(self.n, generator=g), epoch
+        return self._perm
+
+    def indices(self, step):
+        gb = self.batch * self.world
+        start = step * gb + self.rank * self.batch
+        out, pos, left = [], start, self.batch
+        while left > 0:
+            e, off = divmod(pos, self.n)
+            take = min(left, self.n - off)
+            out.append(self._perm_of(e)[off:off + take])
+            pos, left = pos + take, left - take
+        return torch.cat(out) if len(out) > 1 else out[0]
+
+    def state_dict(self):
+        return {"n": self.n, "batch": self.batch, "world": self.world, "seed": self.seed}
+
+    def load_state_dict(self, sd):
+        for k in ("n", "batch", "world", "seed"):
+            if sd.get(k) != getattr(self, k):
+                raise ValueError("StepSampler: checkpoint has %s=%s, this run %s"
+                                 % (k, sd.get(k), getattr(self, k)))
+
+
+def state_hash(model):
+    """SHA-256 (hex) over the model's state dict, in key order: equal
+    exactly when the parameters and buffers are bit-identical."""
+    import hashlib
+    m = getattr(model, "module", model)
+    h = hashlib.sha256()
+    for k, v in sorted(m.state_dict().items()):
+        h.update(k.encode())
+        t = v.detach().to("cpu").contiguous()
+        h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+_IMMUTABLE = (int, float, bool, str, bytes, type(None))
+
+
+def _cpu_copy(obj, into=None):
+    """A deep copy of a state dict with every tensor copied to the host
+    (immutable values shared, not copied: this is the checkpoint's stall).
+    into: a previous copy of the same structure whose tensors are reused
+    (copied into, no allocation) where shape and dtype match."""
+    if torch.is_tensor(obj):
+        t = obj.detach()
+        if torch.is_tensor(into) and into.shape == t.shape and into.dtype == t.dtype:
+            return into.copy_(t)
+        return t.clone() if t.device.type == "cpu" else t.to("cpu")
+    if isinstance(obj, _IMMUTABLE):
+        return obj
+    if isinstance(obj, dict):
+        old = into if isinstance(into, dict) else {}
+        return {k: _cpu_copy(v, old.get(k)) for k, v in obj.items()}
+    if isinstance(obj, tuple) and all(isinstance(v, _IMMUTABLE) for v in obj):
+        return obj
+    if isinstance(obj, (list, tuple)):
+        old = into if isinstance(into, (list, tuple)) and len(into) == len(obj) else [None] * len(obj)
+        return type(obj)(_cpu_copy(v, o) for v, o in zip(obj, old))
+    return copy.deepcopy(obj)
+
+
+def _fsync_dir(d):
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _encode(obj):
+    """The bytes of a shard: payload + trailer; (bytes, crc of the file)."""
+    b = io.BytesIO()
+    torch.save(obj, b)
+    with b.getbuffer() as payload:
+        pcrc = dtclient.crc32c(payload)
+    trailer = _TRAILER.pack(_MAGIC, 1, pcrc)
+    b.seek(0, io.SEEK_END)
+    b.write(trailer)
+    data = b.getvalue()
+    return data, dtclient.crc32c(trailer, pcrc)
+
+
+def _write_atomic(path, data):
+    """tmp + fsync + rename + directory fsync, never through a link."""
+    d = os.path.dirname(path)
+    os.makedirs(d, mode=0o755, exist_ok=True)
+    tmp = os.path.join(d, ".%s.tmp.%d" % (os.path.basename(path), os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    try:
+        mv = memoryview(data)
+        while mv:
+            n = os.write(fd, mv)
+            mv = mv[n:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.rename(tmp, path)
+    _fsync_dir(d)
+
+
+def _is_comm_error(e):
+    t = str(e)
+    return isinstance(e, RuntimeError) and any(
+        s in t for s in ("gloo", "Gloo", "NCCL", "Connection closed", "Connection reset",
+                         "Broken pipe", "Timed out", "timed out", "peer", "Socket"))
+
+
+class _Writer:
+    """One background thread that writes shards, one at a time."""
+
+    def __init__(self, session):
+        self._s = session
+        self._cv = threading.Condition()
+        self._job = None
+        self._busy = False
+        self.error = None
+        self._t = threading.Thread(target=self._run, name="dtclient-torch-writer", daemon=True)
+        self._t.start()
+
+    def submit(self, step, path, state):
+        with self._cv:
+            while self._busy:
+                self._cv.wait()
+            self._job, self._busy = (step, path, state), True
+            self._cv.notify_all()
+
+    def wait(self):
+        with self._cv:
+            while self._busy:
+                self._cv.wait()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while self._job is None:
+                    self._cv.wait()
+                step, path, state = self._job
+                self._job = None
+            try:
+                self._s._write_shard(step, path, state)
+            except Exception as e:   # reported, and the commit simply does not happen
+                self.error = e
+                _log("rank %d: checkpoint of step %d failed: %s" % (self._s.rank, step, e))
+                try:
+                    self._s.client.shard_failed(step, str(e))
+                except dtclient.DTClientError:
+                    pass
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+
+
+class Session:
+    """The fault-tolerance cycle of one PyTorch trainer process (see the
+    module's text).  model: the DDP-wrapped model (or a plain module for a
+    single process); optimizer, scheduler: theirs or None; sampler: an
+    object with state_dict/load_state_dict (a StepSampler) or None; seed:
+    the run's seed (RNG reseeding and the sampler); checkpoint_dir,
+    every: override DT_CHECKPOINT_DIR and DT_CHECKPOINT_EVERY;
+    async_save: write shards on a background thread (default); extra: a
+    dict of more picklable state saved and restored as is, available as
+    .extra after resume; it must be the same on every rank (a survivor's
+    just-in-time checkpoint copies its own into every rank's shard);
+    control_every: exchange the ranks' requests (the controller's
+    checkpoint and stop) every N steps instead of every step: the
+    exchange's cost per step divided by N, a request acted on up to N-1
+    steps later (periodic checkpoints and the end do not need it)."""
+
+    def __init__(self, model, optimizer=None, scheduler=None, sampler=None, seed=0,
+                 checkpoint_dir=None, every=None, async_save=True, extra=None, client=None,
+                 reseed=True, control_every=1):
+        if type(model).__name__ == "FullyShardedDataParallel":
+            raise NotImplementedError(
+                "dtclient.torch: FSDP models are not supported (Debian's torch 1.13 cannot "
+                "import torch.distributed.fsdp under Python 3.11; see the module's text)")
+        self.model, self.optimizer, self.scheduler, self.sampler = model, optimizer, scheduler, sampler
+        self.seed, self.reseed, self.extra = int(seed), reseed, extra if extra is not None else {}
+        if int(control_every) < 1:
+            raise ValueError("dtclient.torch: control_every must be >= 1")
+        self.control_every = int(control_every)
+        self.client = client or dtclient.open()
+        self.distributed = dist.is_available() and dist.is_initialized()
+        self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
+        self.world = dist.get_world_size() if self.distributed else 1
+        self.job = os.environ.get("DT_JOB", "")
+        self.ckpt_dir = checkpoint_dir or os.environ.get("DT_CHECKPOINT_DIR") or None
+        self.every = int(every if every is not None else os.environ.get("DT_CHECKPOINT_EVERY") or 0)
+        self.step = 0               # completed steps
+        self.start_step = 0
+        self.total = None
+        self.stopped = False
+        self.nckpt = 0
+        self.stall_s = 0.0          # training-thread time spent on checkpoints
+        self.self_s = 0.0           # training-thread time spent in this module otherwise
+        self.last_saved = 0
+        self._ckpt_req = self._stop_req = 0     # this rank's requests
+        self._ckpt_done = 0
+        self._ctl = None            # the control all-reduce in flight
+        self._ctl_buf = None
+        self._signal = 0
+        self._t0 = None
+        self._comm_failed = None
+        self._lock = threading.Lock()
+        self._last_launch = self._last_done = 0.0
+        self._ctl_group = None
+        if self.distributed and self.world > 1:
+            # A gloo group of its own for the control exchange: host
+            # tensors, no device sync, also when the gradients go over NCCL.
+            self._ctl_group = (dist.new_group(backend="gloo")
+                               if dist.get_backend() != "gloo" else dist.group.WORLD)
+            if hasattr(model, "register_comm_hook"):
+                model.register_comm_hook(None, self._allreduce_hook)
+        self._writer = _Writer(self) if async_save else None
+        self._snap = None           # the last host snapshot (reused)
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            try:
+                signal.signal(sig, self._on_signal)
+            except ValueError:      # not the main thread
+                pass
+        self._resume()
+        if self._ctl_group is not None:
+            # Every rank loaded (busy meanwhile): start the first step
+            # together, so that a rank whose load is slow is not blamed on
+            # the others' behalf, and the others are seen waiting for it.
+            self.client.collective(True)
+            try:
+                dist.barrier(group=self._ctl_group)
+            finally:
+                self.client.collective(False)
+
+    # -- context: a failed collective becomes a just-in-time checkpoint -----
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, e, tb):
+        if e is None or isinstance(e, (SystemExit, KeyboardInterrupt)):
+            return False
+        if self._comm_failed is not None or _is_comm_error(e):
+            _log("rank %d: a collective failed after step %d: %s"
+                 % (self.rank, self.step, str(e).splitlines()[0] if str(e) else etype.__name__))
+            # Only a failure of one of our own collectives (a gradient
+            # bucket: before the optimizer step; the control exchange:
+            # after step_done counted the step) says that the state is
+            # exactly that of self.step; anything else gets no checkpoint.
+            code = self._jit() if self._comm_failed is not None else EXIT_COMM
+            # Not sys.exit: tearing the process group down with a dead
+            # peer may block in gloo's or NCCL's destructors.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return False
+
+    # -- signals and commands ------------------------------------------------
+    def _on_signal(self, sig, frame):
+        self._signal = sig
+
+    def _poll(self):
+        if self._signal and not self._stop_req:
+            _log("rank %d: %s: stopping after step %d with a checkpoint"
+                 % (self.rank, signal.Signals(self._signal).name, self.step + 1))
+            self._stop_req = self.step + 1
+        while True:
+            cmd = self.client.poll()
+            if cmd is None:
+                return
+            if cmd.kind == dtclient.CMD_CHECKPOINT:
+                self._ckpt_req = max(self._ckpt_req, cmd.step)
+            elif cmd.kind == dtclient.CMD_STOP:
+                self._stop_req = cmd.step if cmd.step > 0 else self.step + 1
+            elif cmd.kind == dtclient.CMD_ABORT:
+                _log("rank %d: abort requested by the controller at step %d" % (self.rank,
+                                                                                 self.step))
+                os._exit(1)
+
+    # -- the DDP communication hook -------------------------------------------
+    def _allreduce_hook(self, state, bucket):
+        c = self.client
+        t = time.perf_counter()
+        c.collective(True)
+        self._last_launch = t
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+
+        def done(f):
+            self._last_done = time.perf_counter()
+            c.collective(False)
+            try:
+                return f.value()[0]
+            except Exception as e:
+                self._comm_failed = e
+                raise
+        fut = fut.then(done)
+        self.self_s += time.perf_counter() - t
+        return fut
+
+    # -- the step loop ---------------------------------------------------------
+    def steps(self, total):
+        """Step numbers from the resumed step to total-1.  Each iteration
+        reseeds the RNGs from (seed, step, rank) and starts the control
+        exchange; the loop body must end with step_done()."""
+        self.total = int(total)
+        s = self.step
+        while s < self.total and not self.stopped:
+            t = time.perf_counter()
+            if self.reseed:
+                self._reseed(s)
+            self._poll()
+            if self._ctl_group is not None and s % self.control_every == 0:
+                self._ctl_buf = torch.tensor([self._ckpt_req, self._stop_req], dtype=torch.int64)
+                self._ctl = dist.all_reduce(self._ctl_buf, op=dist.ReduceOp.MAX,
+                                            group=self._ctl_group, async_op=True)
+            self._last_launch = self._last_done = 0.0
+            self._t0 = time.perf_counter()
+            self.self_s += self._t0 - t
+            yield s
+            if self.step != s + 1:
+                raise RuntimeError("dtclient.torch: step %d ended without step_done()" % s)
+            s = self.step
+
+    def _reseed(self, step):
+        x = _mix(self.seed, step, self.rank)
+        random.seed(x)
+        # torch.manual_seed costs ~100 us (CUDA's lazy seeding); the CPU
+        # generator alone ~1 us, CUDA's only once CUDA is in use.
+        torch.default_generator.manual_seed(x)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.manual_seed_all(x)
+
+    def step_done(self, loss=0.0, samples=0):
+        """The step's optimizer update is done: agree on requests, report,
+        checkpoint or stop as needed."""
+        self.step += 1
+        t_in = time.perf_counter()
+        lossf = float(loss.detach().item() if torch.is_tensor(loss) else loss)
+        # Communication not hidden behind the backward pass: from the last
+        # bucket's launch to its completion, plus the control exchange.
+        comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0
+        creq, sreq = self._ckpt_req, self._stop_req
+        if self._ctl_group is not None:
+            creq = sreq = 0         # requests are acted on at exchange steps only
+        if self._ctl is not None:
+            t = time.perf_counter()
+            self.client.collective(True)
+            try:
+                self._ctl.wait()
+            except Exception as e:
+                self._comm_failed = e
+                raise
+            finally:
+                self.client.collective(False)
+            comm += time.perf_counter() - t
+            creq, sreq = int(self._ctl_buf[0]), int(self._ctl_buf[1])
+            self._ctl = None
+        wall = time.perf_counter() - self._t0
+        self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
+        want = False
+        if self.every and self.step % self.every == 0:
+            want = True
+        if creq > self._ckpt_done and self.step >= creq:
+            # (a request for a step already saved, e.g. a periodic one the
+            # ranks took by themselves, needs nothing more)
+            want, self._ckpt_done = want or self.last_saved < creq, creq
+        if sreq > 0 and self.step >= sreq:
+            want = self.stopped = True
+        if self.total is not None and self.step == self.total:
+            want = True
+        self.self_s += time.perf_counter() - t_in
+        if want and self.ckpt_dir and self.last_saved != self.step:
+            self.save()
+        if self.stopped:
+            self.flush()
+            _log("rank %d: stopped at step %d (checkpoint written)" % (self.rank, self.step))
+            sys.stdout.flush()
+            sys.exit(0)
+
+    # -- checkpoints ------------------------------------------------------------
+    def _module(self):
+        return getattr(self.model, "module", self.model)
+
+    def _state(self, shard_rank=None):
+        """This rank's state (or, for a just-in-time shard, rank
+        shard_rank's: the same replica, its RNG state derived)."""
+        own = shard_rank is None or shard_rank == self.rank
+        st = {
+            "format": FORMAT, "job": self.job, "step": self.step,
+            "rank": self.rank if shard_rank is None else shard_rank,
+            "world_size": self.world, "seed": self.seed,
+            "model": self._module().state_dict(),
+            "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+            "scheduler": self.scheduler.state_dict() if self.scheduler else None,
+            "sampler": self.sampler.state_dict() if self.sampler is not None else None,
+            "extra": self.extra,
+            "rng": None,
+        }
+        if own:
+            st["rng"] = {"python": random.getstate(), "torch": torch.get_rng_state(),
+                         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available()
+                         else None}
+        return st
+
+    def shard_path(self, step, rank=None, jit_by=None):
+        r = self.rank if rank is None else rank
+        if jit_by is not None:
+            return os.path.join(self.ckpt_dir, "jit-%d-r%d" % (step, jit_by), "rank-%d.ckpt" % r)
+        return os.path.join(self.ckpt_dir, "step-%d" % step, "rank-%d.ckpt" % r)
+
+    def save(self):
+        """Checkpoint the state after the current step: a host copy here,
+        the rest on the writer thread (or here, with async_save=False)."""
+        if not self.ckpt_dir:
+            raise RuntimeError("dtclient.torch: no checkpoint directory (DT_CHECKPOINT_DIR)")
+        t = time.perf_counter()
+        self.client.set_busy(True)
+        try:
+            if self._writer is not None:
+                self._writer.wait()     # the previous shard first: one in flight
+            # The previous snapshot is written: its tensors are reused.
+            state = self._snap = _cpu_copy(self._state(), self._snap)
+            path = self.shard_path(self.step)
+            if self._writer is not None:
+                self._writer.submit(self.step, path, state)
+            else:
+                self._write_shard(self.step, path, state)
+        finally:
+            self.client.set_busy(False)
+        self.stall_s += time.perf_counter() - t
+        self.nckpt += 1
+        self.last_saved = self.step
+
+    def _write_shard(self, step, path, state):
+        data, crc = _encode(state)
+        _write_atomic(path, data)
+        self.client.shard_written(step, path, len(data), crc)
+
+    def flush(self):
+        """Wait until the shard being written is durable and reported (a
+        checkpoint in progress for the hang detector meanwhile)."""
+        if self._writer is not None:
+            self.client.set_busy(True)
+            try:
+                self._writer.wait()
+            finally:
+                self.client.set_busy(False)
+
+    def finish(self, result=None):
+        """End of training: the last shard durable, then a barrier of all
+        ranks (marked: a rank done first waits for the others' last writes
+        without being taken for hung); rank 0 reports the result."""
+        self.flush()
+        if self._ctl_group is not None:
+            self.client.collective(True)
+            try:
+                dist.barrier(group=self._ctl_group)
+            finally:
+                self.client.collective(False)
+        if result is not None and self.rank == 0:
+            self.client.result(result)
+
+    # -- the just-in-time checkpoint -----------------------------------------------
+    def _jit(self):
+        """After a failed collective: every rank's shard of the last
+        completed step into jit-<S>-r<rank>/, each read back and checked,
+        then reported.  Returns the exit status (EXIT_JIT or EXIT_COMM)."""
+        if (self.world < 2 or not self.ckpt_dir or not self.client.connected
+                or self.step <= self.start_step):
+            return EXIT_COMM
+        t0 = time.perf_counter()
+        self.client.set_busy(True)
+        try:
+            self.flush()
+            for k in range(self.world):
+                data, crc = _encode(_cpu_copy(self._state(shard_rank=k)))
+                path = self.shard_path(self.step, k, jit_by=self.rank)
+                _write_atomic(path, data)
+                with open(path, "rb") as f:
+                    back = f.read()
+                if len(back) != len(data) or dtclient.crc32c(back) != crc:
+                    raise OSError("shard %s did not read back as written" % path)
+                self.client.shard_written_jit(self.step, k, path, len(data), crc)
+        except (OSError, RuntimeError, dtclient.DTClientError) as e:
+            _log("rank %d: just-in-time checkpoint of step %d: %s" % (self.rank, self.step, e))
+            return EXIT_COMM
+        finally:
+            self.client.set_busy(False)
+        _log("rank %d: just-in-time checkpoint of step %d written to %s (%d shards, %.1f ms)"
+             % (self.rank, self.step, os.path.dirname(self.shard_path(self.step, 0, self.rank)),
+                self.world, (time.perf_counter() - t0) * 1e3))
+        return EXIT_JIT
+
+    # -- resume -------------------------------------------------------------------
+    def _resume(self):
+        d = os.environ.get("DT_RESUME_DIR")
+        want = int(os.environ.get("DT_RESUME_STEP") or 0)
+        if not d or want <= 0:
+            return
+        path = os.path.join(d, "rank-%d.ckpt" % self.rank)
+        self.client.set_busy(True)
+        try:
+            st = self._read_shard(d, path)
+        finally:
+            self.client.set_busy(False)
+        if st.get("format") != FORMAT:
+            self._fail(EXIT_CKPT_MISMATCH, "checkpoint shard %s: not a %s shard" % (path, FORMAT))
+        if st["world_size"] != self.world or st["step"] != want:
+            self._fail(EXIT_CKPT_MISMATCH,
+                       "checkpoint shard %s: step %s of world size %s, expected step %d of %d"
+                       % (path, st["step"], st["world_size"], want, self.world))
+        self._module().load_state_dict(st["model"])
+        if self.optimizer is not None and st["optimizer"] is not None:
+            self.optimizer.load_state_dict(st["optimizer"])
+        if self.scheduler is not None and st["scheduler"] is not None:
+            self.scheduler.load_state_dict(st["scheduler"])
+        if self.sampler is not None and st["sampler"] is not None:
+            self.sampler.load_state_dict(st["sampler"])
+        self.extra.update(st.get("extra") or {})
+        rng = st.get("rng")
+        if rng:
+            random.setstate(rng["python"])
+            torch.set_rng_state(rng["torch"])
+            if rng.get("cuda") and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+        elif self.reseed:
+            self._reseed(want)      # a just-in-time shard of a lost rank
+        self.step = self.start_step = self.last_saved = want
+        if self.rank == 0:
+            _log("resumed from %s: step %d" % (d, want))
+
+    def _fail(self, code, text):
+        _log(text)
+        sys.exit(code)
+
+    def _read_shard(self, d, path):
+        """The shard's state, verified: against the manifest's size and
+        CRC32C when the controller wrote one, and its own trailer."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            self._fail(EXIT_CKPT_CORRUPT, "checkpoint shard %s: %s" % (path, e.strerror))
+        try:
+            with open(os.path.join(d, "manifest.json")) as f:
+                man = json.load(f)
+        except FileNotFoundError:
+            man = None
+        except (OSError, ValueError) as e:
+            self._fail(EXIT_CKPT_CORRUPT, "checkpoint shard %s: manifest: %s" % (path, e))
+        if man is not None:
+            rows = [s for s in man.get("shards", []) if s.get("rank") == self.rank]
+            if not rows:
+                self._fail(EXIT_CKPT_CORRUPT,
+                           "checkpoint shard %s: not in the manifest" % path)
+            want_bytes, want_crc = int(rows[0]["bytes"]), int(str(rows[0]["crc32c"]), 16)
+            got = dtclient.crc32c(data)
+            if len(data) != want_bytes or got != want_crc:
+                self._fail(EXIT_CKPT_CORRUPT,
+                           "checkpoint shard %s: %d bytes, CRC32C %08x; the manifest says "
+                           "%d bytes, %08x" % (path, len(data), got, want_bytes, want_crc))
+        if len(data) < _TRAILER.size:
+            self._fail(EXIT_CKPT_CORRUPT, "checkpoint shard %s: truncated" % path)
+        magic, ver, pcrc = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
+        payload = memoryview(data)[:len(data) - _TRAILER.size]
+        if magic != _MAGIC or ver != 1 or dtclient.crc32c(payload) != pcrc:
+            self._fail(EXIT_CKPT_CORRUPT, "checkpoint shard %s: CRC32C mismatch" % path)
+        return torch.load(io.BytesIO(payload), map_location="cpu")

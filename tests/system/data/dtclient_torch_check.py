@@ -1,0 +1,116 @@
+"""Checks of dtclient.torch without an agent or peers (t0406): CRC32C,
+the step sampler, a shard's write, verification and resume, and the exit
+statuses the controller reads.  Prints TAP lines; argv[1]: a scratch dir."""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+import dtclient
+import dtclient.torch as dtt
+
+n = 0
+failed = 0
+
+
+def check(what, cond):
+    global n, failed
+    n += 1
+    if not cond:
+        failed = 1
+    print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
+
+
+tmp = sys.argv[1]
+# --- CRC32C: the library (ctypes) and the Python table agree, on the standard vector
+data = os.urandom(100000) + b"123456789"
+lib = dtclient._crc_lib()
+check("libdtclient's dtclient_crc32c is loaded", bool(lib))
+check("crc32c('123456789') = e3069283", dtclient.crc32c(b"123456789") == 0xE3069283)
+fn, dtclient._crc_fn = dtclient._crc_fn, False
+py = dtclient.crc32c(data)
+dtclient._crc_fn = fn
+check("the library and the Python table agree", dtclient.crc32c(data) == py
+      and dtclient.crc32c(bytearray(data)) == py
+      and dtclient.crc32c(data[50000:], dtclient.crc32c(data[:50000])) == py)
+
+# --- the sampler: a pure function of (seed, step, rank)
+a = dtt.StepSampler(1000, 7, rank=1, world=3, seed=5)
+b = dtt.StepSampler(1000, 7, rank=1, world=3, seed=5)
+check("StepSampler: the same indices from a fresh sampler, in any order of steps",
+      all(torch.equal(a.indices(s), b.indices(s)) for s in (400, 3, 0, 142, 3)))
+ranks = [dtt.StepSampler(1000, 7, rank=r, world=3, seed=5) for r in range(3)]
+ep = torch.cat([r.indices(s) for s in range(48) for r in ranks])[:1000]
+check("StepSampler: the ranks of a step are disjoint, an epoch covers every sample once",
+      len(set(ep.tolist())) == 1000)
+c = dtt.StepSampler(1000, 7, rank=1, world=3, seed=6)
+check("StepSampler: another seed, another order", not torch.equal(a.indices(9), c.indices(9)))
+
+# --- a shard: save, verify, resume
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(opt, 3)
+ck = os.path.join(tmp, "ckpt")
+s = dtt.Session(model, opt, scheduler=sched, seed=9, checkpoint_dir=ck, every=4)
+for step in s.steps(8):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
+    s.step_done(loss, 4)
+s.finish()
+h8 = dtt.state_hash(model)
+shard = os.path.join(ck, "step-4", "rank-0.ckpt")
+check("checkpoints of steps 4 and 8 written as step-S/rank-0.ckpt, no temporary left",
+      sorted(os.listdir(ck)) == ["step-4", "step-8"] and os.listdir(os.path.join(ck, "step-4")) == ["rank-0.ckpt"])
+raw = open(shard, "rb").read()
+with open(os.path.join(ck, "step-4", "manifest.json"), "w") as f:
+    json.dump({"shards": [{"rank": 0, "path": shard, "bytes": len(raw),
+                           "crc32c": "%08x" % dtclient.crc32c(raw)}]}, f)
+
+# A resumed run from step 4 ends with the same parameters as the run above.
+script = r'''
+import sys, torch, dtclient.torch as dtt
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(opt, 3)
+s = dtt.Session(model, opt, scheduler=sched, seed=9, checkpoint_dir=sys.argv[1])
+for step in s.steps(8):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+    s.step_done(loss, 4)
+s.finish()
+print(s.start_step, dtt.state_hash(model))
+'''
+
+
+def resume(step_dir, step):
+    env = dict(os.environ, DT_RESUME_DIR=step_dir, DT_RESUME_STEP=str(step))
+    return subprocess.run([sys.executable, "-c", script, os.path.join(tmp, "ckpt2")], env=env,
+                          capture_output=True, text=True)
+
+
+r = resume(os.path.join(ck, "step-4"), 4)
+check("resumed at step 4, the parameters at step 8 equal the uninterrupted run's",
+      r.returncode == 0 and r.stdout.split() == ["4", h8])
+if r.returncode:
+    sys.stdout.write("# " + r.stderr.replace("\n", "\n# ") + "\n")
+r = resume(os.path.join(ck, "step-4"), 5)
+check("a resume step the shard does not hold: exit 4", r.returncode == 4)
+with open(shard, "r+b") as f:
+    f.seek(len(raw) // 2)
+    f.write(bytes([raw[len(raw) // 2] ^ 0xFF]))
+r = resume(os.path.join(ck, "step-4"), 4)
+check("a corrupt shard: exit 3, the shard named as the controller reads it",
+      r.returncode == 3 and ("checkpoint shard %s:" % shard) in r.stderr)
+os.unlink(os.path.join(ck, "step-4", "manifest.json"))
+r = resume(os.path.join(ck, "step-4"), 4)
+check("without a manifest, the shard's own trailer catches it: exit 3",
+      r.returncode == 3 and ("checkpoint shard %s:" % shard) in r.stderr)
+print("1..%d" % n)
+sys.exit(failed)

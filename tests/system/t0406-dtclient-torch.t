@@ -1,0 +1,17 @@
+#!/bin/bash
+# t0406-dtclient-torch: dtclient.torch without an agent
+# (data/dtclient_torch_check.py): CRC32C through libdtclient agrees with
+# the standard vector and the Python table, the step sampler is a pure
+# function of (seed, step, rank) covering each epoch, checkpoints are
+# written as step-S/rank-R.ckpt, a resumed run ends with the parameters of
+# an uninterrupted one, and a bad shard or step gives the exit statuses the
+# controller reads (3 naming the shard, 4).
+. "$(dirname "$0")/tap-lib.sh"
+TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
+: "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"
+/usr/bin/python3 -c 'import torch' 2>/dev/null || skip_all "no torch for /usr/bin/python3 (python3-torch)"
+[ -e "$TOP_BUILDDIR/agent/client/.libs/libdtclient.so.0" ] || skip_all "libdtclient not built"
+TMP=$(mktemp -d /tmp/t0406.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+PYTHONPATH=$TOP_SRCDIR/agent/client/python LD_LIBRARY_PATH=$TOP_BUILDDIR/agent/client/.libs \
+    OMP_NUM_THREADS=1 /usr/bin/python3 "$TOP_SRCDIR/tests/system/data/dtclient_torch_check.py" "$TMP"
