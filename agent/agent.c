@@ -382,6 +382,11 @@ static void heartbeat (agent_t *a)
     a->unreachable = false;
     a->hb_backoff_ms = 0;
     a->next_hb_ms = now + interval;
+    /* Refused at the controller's connection limit (ctl_post logged its
+     * answer): the next try at a jittered time, so the refused agents do
+     * not all return together. */
+    if (status == 503)
+        a->next_hb_ms = now + ctl_jitter_ms (interval);
     if (status == CTL_GONE)
         a->gone = true;
     else if (status == 200 && data) {

@@ -102,6 +102,16 @@ int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json
     return 0;
 }
 
+int64_t ctl_jitter_ms (int64_t base_ms)
+{
+    static unsigned int seed;
+    if (!seed)
+        seed = (unsigned int)getpid () ^ (unsigned int)dt_mono_ns ();
+    if (base_ms < 2)
+        return base_ms;
+    return base_ms / 2 + rand_r (&seed) % base_ms;
+}
+
 /* ---- registration -------------------------------------------------------- */
 
 static char *dup_opt_str (const json_t *obj, const char *key)
@@ -251,6 +261,7 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
 {
     int64_t deadline = dt_mono_ms () + timeout_ms;
     int delay = 100;
+    int busy = 0; /* answers 503/429 in a row */
     int rc = -1;
     json_t *body = json_pack (
       "{s:s, s:i, s:s, s:i, s:I, s:I, s:I, s:o}", "node", ni->name, "node_order",
@@ -315,9 +326,21 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
             json_decref (data);
             break;
         }
+        else if (status == 503 || status == 429) {
+            /* The controller is at its connection limit (or busy): back off
+             * further than for a wait, with jitter, and say so. */
+            int64_t base = (int64_t)1000 << (busy < 3 ? busy : 3);
+            busy++;
+            delay = (int)ctl_jitter_ms (base);
+            dt_log (busy == 1 || busy % 10 == 0 ? LOG_WARNING : LOG_DEBUG,
+                    "register: controller busy (HTTP %ld, try %d): retrying in %d ms",
+                    status, tries, delay);
+        }
         else {
             dt_log (LOG_WARNING, "register: HTTP %ld, retrying", status);
         }
+        if (status != 503 && status != 429)
+            busy = 0;
         json_decref (data);
         int64_t left = deadline - dt_mono_ms ();
         if (left <= 0) {
@@ -331,8 +354,10 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
             errnoprintf (err, EINTR, "register: interrupted by a signal");
             break;
         }
-        if (delay < 1000)
+        if (busy == 0 && delay < 1000)
             delay = delay * 3 / 2;
+        else if (busy == 0)
+            delay = (int)ctl_jitter_ms (1000);
     }
     json_decref (body);
     return rc;

@@ -63,6 +63,10 @@ struct listener {
     struct MHD_Daemon *d;
     int port;
     int cls;
+    unsigned int limit;     /* MHD's hard limit: more are closed at accept */
+    unsigned int refuse_at; /* above this many, requests get 503 and a close */
+    unsigned int nconns;    /* open now */
+    uint64_t refused;       /* requests refused for the connection limit */
 };
 
 struct dt_httpd {
@@ -84,6 +88,10 @@ struct dt_httpd {
     void *gate_arg;
     struct route *routes;
     int nroutes;
+    uint64_t nofile;        /* RLIMIT_NOFILE after the raise */
+    uint64_t nofile_budget; /* descriptors for connections: nofile less a reserve */
+    uint64_t refuse_all_at; /* connections of all listeners: above it, 503 */
+    uint64_t nconns;        /* connections of all listeners, open now */
 };
 
 struct dt_http_req {
@@ -102,6 +110,7 @@ struct dt_http_req {
     bool too_big;
     bool over_budget; /* the global body budget was full */
     bool replied;
+    bool overfull; /* refused for the connection limit: close after it */
     int cls;    /* the listener's class */
     void *data; /* dt_http_req_set_data */
     void (*data_free) (void *);
@@ -361,6 +370,11 @@ static void queue (dt_http_req_t *req, int status, const char *content_type, cha
     MHD_add_response_header (resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (allow)
         MHD_add_response_header (resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (req->overfull) {
+        /* Free the descriptor at once, and say when to come back. */
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
     if (MHD_queue_response (req->conn, status, resp) != MHD_YES)
         dt_log (LOG_ERR, "httpd: %s %s: cannot queue response", req->method, req->path);
     MHD_destroy_response (resp);
@@ -591,6 +605,22 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         if (!(req->method = strdup (method)) || !(req->path = strdup (url)))
             return MHD_NO;
         set_peer (req);
+        /* Over the listener's connection limit: a clear answer rather than
+         * a connection closed at accept, which a client cannot tell from a
+         * controller that is down.  Agents back off with jitter (and, in a
+         * tree, use their relay). */
+        if (l->nconns > l->refuse_at || h->nconns > h->refuse_all_at) {
+            l->refused++;
+            req->overfull = true;
+            dt_http_reply_error (req, 503, NULL,
+                                 "controller at its connection limit (%llu connections "
+                                 "open, descriptor limit %llu): retry after a "
+                                 "randomized backoff; large jobs should use a fan-in "
+                                 "tree (TreeWidth)",
+                                 (unsigned long long)h->nconns,
+                                 (unsigned long long)h->nofile);
+            return MHD_YES;
+        }
         route_match (req);
         if (req->route_status == 404) {
             dt_http_reply_error (req, 404, NULL, "no such resource: %s", req->path);
@@ -700,6 +730,14 @@ static void notify_cb (void *cls, struct MHD_Connection *mc, void **socket_conte
     struct httpd_conn *c = *socket_context;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        l->nconns++;
+        l->h->nconns++;
+    }
+    else if (l->nconns > 0) {
+        l->nconns--;
+        l->h->nconns--;
+    }
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci;
         if (!(c = calloc (1, sizeof (*c))))
             return; /* untracked: only the idle timeout applies to it */
@@ -751,15 +789,86 @@ static void mhd_log_cb (void *cls, const char *fmt, va_list ap)
 /* --- daemon ------------------------------------------------------------- */
 
 /* Each keep-alive connection is a file descriptor: raise the soft limit to
- * the hard one so thousands of agents fit. */
-static void raise_nofile (void)
+ * the hard one so thousands of agents fit; a privileged daemon (root, as
+ * dtctld runs) first raises the hard limit to the kernel's fs.nr_open, up
+ * to httpd_nofile_max.  Logged, since the connection limits follow from it.
+ * Returns the soft limit in force. */
+static const rlim_t httpd_nofile_max = 1048576;
+static uint64_t raise_nofile (void)
 {
-    struct rlimit rl;
-    if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
-            dt_log_errno (LOG_WARNING, "httpd: cannot raise RLIMIT_NOFILE");
+    struct rlimit rl, was;
+    if (getrlimit (RLIMIT_NOFILE, &rl) < 0)
+        return 1024;
+    was = rl;
+    FILE *f = fopen ("/proc/sys/fs/nr_open", "r");
+    unsigned long long nr_open = 0;
+    if (f) {
+        if (fscanf (f, "%llu", &nr_open) != 1)
+            nr_open = 0;
+        fclose (f);
     }
+    rlim_t want = nr_open > 0 && nr_open < httpd_nofile_max ? (rlim_t)nr_open
+                                                              : httpd_nofile_max;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        struct rlimit up = { want, want };
+        if (setrlimit (RLIMIT_NOFILE, &up) == 0)
+            rl = up; /* privileged: hard and soft raised together */
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit (RLIMIT_NOFILE, &rl) < 0) {
+            dt_log_errno (LOG_WARNING, "httpd: cannot raise RLIMIT_NOFILE");
+            rl = was;
+        }
+    }
+    if (rl.rlim_cur != was.rlim_cur)
+        dt_log (LOG_NOTICE,
+                "descriptor limit (RLIMIT_NOFILE) raised from %llu to %llu "
+                "(hard limit %llu)",
+                (unsigned long long)was.rlim_cur, (unsigned long long)rl.rlim_cur,
+                (unsigned long long)rl.rlim_max);
+    else
+        dt_log (LOG_INFO, "descriptor limit (RLIMIT_NOFILE): %llu",
+                (unsigned long long)rl.rlim_cur);
+    return rl.rlim_cur == RLIM_INFINITY ? httpd_nofile_max : (uint64_t)rl.rlim_cur;
+}
+
+/* Descriptors kept out of every listener's share: the database and its
+ * WAL, logs, Slurm and munge sockets, the agents' child processes. */
+static const uint64_t httpd_nofile_reserve = 256;
+
+/* Near a limit, the last 1% (16 to 256) of the connections are answered
+ * 503 instead of being closed unanswered at accept. */
+static uint64_t refuse_band (uint64_t limit)
+{
+    uint64_t band = limit / 100;
+    return band < 16 ? 16 : band > 256 ? 256 : band;
+}
+
+/* The limits of one listener: what it asks for (0: the default), cut to
+ * what the descriptor limit allows (with a warning naming the fix), and
+ * the threshold above which its requests are refused with 503.  The
+ * listeners together are held to the descriptor limit as well (at
+ * request time, h->refuse_all_at), so that none of them runs the process
+ * out of descriptors. */
+static void listener_limits (dt_httpd_t *h, struct listener *l, unsigned int asked,
+                             int idx)
+{
+    uint64_t want = asked ? asked : httpd_connection_limit;
+    if (want > h->nofile_budget) {
+        uint64_t got = h->nofile_budget > 32 ? h->nofile_budget : 32;
+        if (asked)
+            dt_log (LOG_WARNING,
+                    "listener %d: %llu connections wanted, but the descriptor limit "
+                    "(%llu) leaves room for %llu: using that (raise the hard limit, "
+                    "e.g. LimitNOFILE= in the service unit)",
+                    idx, (unsigned long long)want, (unsigned long long)h->nofile,
+                    (unsigned long long)got);
+        want = got;
+    }
+    uint64_t band = refuse_band (want);
+    l->limit = (unsigned int)want;
+    l->refuse_at = want > band ? (unsigned int)(want - band) : 1;
 }
 
 /* Bind ourselves (rather than letting MHD do it) so the caller gets the
@@ -819,7 +928,12 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
         free (h);
         return NULL;
     }
-    raise_nofile ();
+    h->nofile = raise_nofile ();
+    h->nofile_budget =
+      h->nofile > httpd_nofile_reserve ? h->nofile - httpd_nofile_reserve : 0;
+    h->refuse_all_at = h->nofile_budget > refuse_band (h->nofile_budget)
+                         ? h->nofile_budget - refuse_band (h->nofile_budget)
+                         : 1;
     return h;
 }
 
@@ -837,6 +951,7 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     memset (l, 0, sizeof (*l));
     l->h = h;
     l->cls = lc->cls;
+    listener_limits (h, l, lc->max_connections, h->nls);
     if ((h->listen_fd = listen_socket (lc->addr, lc->port, err)) < 0)
         return -1;
     if (getsockname (h->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
@@ -849,8 +964,7 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     l->d = MHD_start_daemon (
       MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
       access_cb, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h, MHD_OPTION_LISTEN_SOCKET,
-      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-      lc->max_connections ? lc->max_connections : httpd_connection_limit,
+      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT, l->limit,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, lc->per_address, MHD_OPTION_CONNECTION_TIMEOUT,
       h->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, httpd_connection_memory,
       MHD_OPTION_NOTIFY_CONNECTION, notify_cb, l, MHD_OPTION_URI_LOG_CALLBACK, uri_cb, l,
@@ -933,6 +1047,14 @@ int dt_httpd_listener_port (const dt_httpd_t *h, int idx)
 uint64_t dt_httpd_cut_count (const dt_httpd_t *h)
 {
     return h->conns.cut;
+}
+
+uint64_t dt_httpd_refused_count (const dt_httpd_t *h)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < h->nls; i++)
+        n += h->ls[i].refused;
+    return n;
 }
 
 int dt_httpd_fd (const dt_httpd_t *h)

@@ -75,6 +75,14 @@ int dt_httpd_port (const dt_httpd_t *h);
 int dt_httpd_listener_port (const dt_httpd_t *h, int idx);
 /* Connections cut so far at the request timeout. */
 uint64_t dt_httpd_cut_count (const dt_httpd_t *h);
+/* Requests refused so far because their listener was at its connection
+ * limit.  A server raises RLIMIT_NOFILE at creation (to the hard limit;
+ * as root, the hard limit to fs.nr_open first) and logs it; each listener
+ * gets what it asks for out of that, less a reserve.  Near its limit (its
+ * last 1%) a listener answers every request 503 with "Retry-After: 1" and
+ * "Connection: close", so a client learns why, instead of seeing its
+ * connection closed unanswered. */
+uint64_t dt_httpd_refused_count (const dt_httpd_t *h);
 
 /* The gate runs once per request that matched a route, when its headers
  * have arrived and before any of its body is read: it may answer (e.g. 401

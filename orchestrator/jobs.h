@@ -46,6 +46,7 @@ struct agent {
     bool spare;
     bool done;             /* reported "done" */
     bool dirty;            /* heartbeat time not flushed */
+    bool reg_pending;      /* registration not yet in the database (regbatch.c) */
     int64_t register_time; /* epoch ms */
     int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
     json_t *hostinfo;
@@ -110,6 +111,7 @@ struct attempt {
     struct store_attempt_row row;
     struct agent *agents;
     int nagents, cap;
+    int reg_pending; /* agents with reg_pending set */
     struct rank *ranks; /* [world_size] */
     struct kv *kv;
     size_t kv_bytes;
@@ -220,9 +222,16 @@ json_t *jobs_ranks_json (struct jobs *jobs, int64_t id);
 
 /* --- used by agentapi.c ---------------------------------------------- */
 
-/* Transitions driven by agents.  Each is one transaction with its event. */
+/* Transitions driven by agents.  Each is one transaction with its event,
+ * except a first registration that does not complete the rendezvous: it
+ * is recorded by the next jobs_flush_registrations, with the others of the
+ * same pass, in one transaction. */
 int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent *ag,
                            bool first, dt_error_t *err);
+/* Write the registrations recorded since the last call (one transaction
+ * per attempt); call it after each pass of the event loop.  Cheap when
+ * there are none.  A failure is logged and retried at the next call. */
+void jobs_flush_registrations (struct jobs *jobs);
 /* A failure of the attempt (recorded once; later ones are ignored). */
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
                         const char *node, int rank, const char *detail, json_t *evidence);

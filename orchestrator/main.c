@@ -263,6 +263,8 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
         }
         if (dt_httpd_run (ctx->httpd) < 0)
             dt_log (LOG_ERR, "httpd: run failed");
+        /* The registrations of this pass, in one transaction. */
+        jobs_flush_registrations (ctx->jobs);
         if (pfd[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
