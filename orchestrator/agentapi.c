@@ -33,7 +33,7 @@ static const size_t kv_value_max = (65536 + 2) / 3 * 4;
 static const size_t kv_attempt_max = 64 << 20;
 
 /* The attempt of the request's token: 401 unknown, 410 ended. */
-static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
+struct attempt *agentapi_auth (struct ctld *ctx, dt_http_req_t *req)
 {
     const char *tok = auth_bearer (req);
     struct attempt *att;
@@ -222,7 +222,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     json_int_t order, port, pid = 0, sjob = 0, sstep = 0;
     dt_error_t err;
 
-    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+    if (!(att = agentapi_auth (ctx, req)) || !(body = body_json (req)))
         return;
     if (dt_json_check_object (body, "", register_keys, &err) < 0 ||
         dt_json_get_str (body, "", "node", true, 255, false, &node, &err) < 0 ||
@@ -326,46 +326,12 @@ static struct agent *agent_of (struct attempt *att, const char *node)
     return jobs_agent_find (att, node); /* hashed */
 }
 
-static void heartbeat_cb (dt_http_req_t *req, void *arg)
+/* One node's decoded heartbeat into the live state of its attempt: from
+ * a direct heartbeat, or one line of a relay's (relayapi.c). */
+void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
+                               const struct hb_msg *m)
 {
-    struct ctld *ctx = arg;
-    int64_t t0 = dt_mono_ns ();
-    struct hb_msg *m = &hb_scratch;
-    struct attempt *att;
-    struct agent *ag;
-    const char *body;
-    size_t len;
-    dt_error_t err;
-    enum hb_result rc;
     bool busy = false;
-
-    if (!(att = agent_auth (ctx, req)))
-        return;
-    /* Decoded and validated in full before any state is touched. */
-    body = dt_http_req_body (req, &len);
-    rc = hb_parse (body, len, att->row.world_size, m, &err);
-    if (rc == HB_ERR_BODY) {
-        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
-        return;
-    }
-    if (rc == HB_ERR_NOMEM) {
-        dt_http_reply_error (req, 500, NULL, "out of memory");
-        return;
-    }
-    if (rc != HB_OK && !m->node[0]) {
-        reply_field_error (req, 400, &err); /* the top level is at fault */
-        return;
-    }
-    /* An unknown node answers 409 before its rank entries are judged. */
-    if (!(ag = agent_of (att, m->node))) {
-        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d",
-                             m->node, att->row.attempt);
-        return;
-    }
-    if (rc != HB_OK) {
-        reply_field_error (req, 400, &err);
-        return;
-    }
     int64_t now = dt_real_ms ();
     ag->last_hb_ms = now;
     ag->dirty = true;
@@ -415,6 +381,48 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
+}
+
+static void heartbeat_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t t0 = dt_mono_ns ();
+    struct hb_msg *m = &hb_scratch;
+    struct attempt *att;
+    struct agent *ag;
+    const char *body;
+    size_t len;
+    dt_error_t err;
+    enum hb_result rc;
+
+    if (!(att = agentapi_auth (ctx, req)))
+        return;
+    /* Decoded and validated in full before any state is touched. */
+    body = dt_http_req_body (req, &len);
+    rc = hb_parse (body, len, att->row.world_size, m, &err);
+    if (rc == HB_ERR_BODY) {
+        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
+        return;
+    }
+    if (rc == HB_ERR_NOMEM) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        return;
+    }
+    if (rc != HB_OK && !m->node[0]) {
+        reply_field_error (req, 400, &err); /* the top level is at fault */
+        return;
+    }
+    /* An unknown node answers 409 before its rank entries are judged. */
+    if (!(ag = agent_of (att, m->node))) {
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d",
+                             m->node, att->row.attempt);
+        return;
+    }
+    if (rc != HB_OK) {
+        reply_field_error (req, 400, &err);
+        return;
+    }
+    agentapi_heartbeat_apply (ctx, att, ag, m);
     /* The answer without a JSON tree: {"commands":[...]}. */
     char ans[128];
     size_t n = 12;
@@ -726,7 +734,7 @@ static void events_cb (dt_http_req_t *req, void *arg)
     int accepted = 0, refused = 0;
     bool retry_rest = false;
 
-    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+    if (!(att = agentapi_auth (ctx, req)) || !(body = body_json (req)))
         return;
     if (dt_json_check_object (body, "", ev_keys, &err) < 0 ||
         dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0 ||
@@ -855,7 +863,7 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
     static const char *const keys[] = { "value", NULL };
     dt_error_t err;
 
-    if (!(att = agent_auth (ctx, req)))
+    if (!(att = agentapi_auth (ctx, req)))
         return;
     if (!key || !kv_key_ok (key)) {
         dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");
@@ -928,7 +936,7 @@ static void kv_get_cb (dt_http_req_t *req, void *arg)
     struct attempt *att;
     const char *key = kv_key (req);
 
-    if (!(att = agent_auth (ctx, req)))
+    if (!(att = agentapi_auth (ctx, req)))
         return;
     if (!key || !kv_key_ok (key)) {
         dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "orchestrator/agentapi.h"
+#include "orchestrator/relayapi.h"
 #include "orchestrator/api.h"
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
@@ -444,7 +445,8 @@ int main (int argc, char **argv)
     if (!(ctx.metrics = metrics_create (&ctx, &err)) ||
         !(ctx.jobs = jobs_create (&ctx, &err)) ||
         !(ctx.report = report_create (ctx.store, &err)) ||
-        api_register_routes (&ctx, &err) < 0 || agentapi_register_routes (&ctx, &err) < 0)
+        api_register_routes (&ctx, &err) < 0 || agentapi_register_routes (&ctx, &err) < 0 ||
+        relayapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
     if (port_file)
