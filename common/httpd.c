@@ -45,6 +45,8 @@ static const int httpd_listen_backlog = 4096;
  * agents registering at once) does not hold up the owner's loop (its tick,
  * its signals) for seconds. */
 static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
+/* MHD runs per dt_httpd_run at most, while each accepts connections. */
+static const int httpd_runs_max = 64;
 
 #define HTTPD_MAX_PARAMS 12 /* httpd.h; kv keys of dtctld have up to 12 segments */
 #define HTTPD_MAX_SEGS 16
@@ -92,6 +94,7 @@ struct dt_httpd {
     uint64_t nofile_budget; /* descriptors for connections: nofile less a reserve */
     uint64_t refuse_all_at; /* connections of all listeners: above it, 503 */
     uint64_t nconns;        /* connections of all listeners, open now */
+    size_t accepted;        /* connections accepted so far */
 };
 
 struct dt_http_req {
@@ -111,6 +114,7 @@ struct dt_http_req {
     bool over_budget; /* the global body budget was full */
     bool replied;
     bool overfull; /* refused for the connection limit: close after it */
+    bool close;    /* dt_http_req_close: close the connection after the answer */
     int cls;    /* the listener's class */
     void *data; /* dt_http_req_set_data */
     void (*data_free) (void *);
@@ -375,6 +379,8 @@ static void queue (dt_http_req_t *req, int status, const char *content_type, cha
         MHD_add_response_header (resp, MHD_HTTP_HEADER_CONNECTION, "close");
         MHD_add_response_header (resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     }
+    else if (req->close)
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (MHD_queue_response (req->conn, status, resp) != MHD_YES)
         dt_log (LOG_ERR, "httpd: %s %s: cannot queue response", req->method, req->path);
     MHD_destroy_response (resp);
@@ -732,6 +738,7 @@ static void notify_cb (void *cls, struct MHD_Connection *mc, void **socket_conte
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         l->nconns++;
         l->h->nconns++;
+        l->h->accepted++;
     }
     else if (l->nconns > 0) {
         l->nconns--;
@@ -1049,6 +1056,16 @@ uint64_t dt_httpd_cut_count (const dt_httpd_t *h)
     return h->conns.cut;
 }
 
+bool dt_httpd_crowded (const dt_httpd_t *h)
+{
+    return h->nconns > h->refuse_all_at / 2;
+}
+
+void dt_http_req_close (dt_http_req_t *req)
+{
+    req->close = true;
+}
+
 uint64_t dt_httpd_refused_count (const dt_httpd_t *h)
 {
     uint64_t n = 0;
@@ -1088,9 +1105,18 @@ int dt_httpd_run (dt_httpd_t *h)
     h->dispatched = 0;
     h->running = true;
     h->run_start_ns = dt_mono_ns ();
-    for (int i = 0; i < h->nls; i++)
-        if (MHD_run (h->ls[i].d) != MHD_YES)
-            rc = -1;
+    /* MHD accepts a few connections per run (10): a storm of thousands of
+     * agents connecting at once would be admitted at that rate per pass
+     * of the owner's loop.  So run again while there may be more to
+     * accept, within the run's budget. */
+    for (int k = 0; k < httpd_runs_max; k++) {
+        size_t before = h->accepted;
+        for (int i = 0; i < h->nls; i++)
+            if (MHD_run (h->ls[i].d) != MHD_YES)
+                rc = -1;
+        if (h->accepted == before || dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)
+            break;
+    }
     h->running = false;
     httpd_conn_cut_expired (&h->conns);
     if (rc < 0)

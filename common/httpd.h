@@ -22,6 +22,7 @@
 #ifndef DT_HTTPD_H
 #define DT_HTTPD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -83,6 +84,13 @@ uint64_t dt_httpd_cut_count (const dt_httpd_t *h);
  * "Connection: close", so a client learns why, instead of seeing its
  * connection closed unanswered. */
 uint64_t dt_httpd_refused_count (const dt_httpd_t *h);
+/* More than half of the descriptors for connections are in use: a handler
+ * may then close connections it does not need kept (dt_http_req_close). */
+bool dt_httpd_crowded (const dt_httpd_t *h);
+/* Close the request's connection after its answer ("Connection: close"):
+ * for a client that will not need it soon, when the server is crowded.
+ * Call before the reply. */
+void dt_http_req_close (dt_http_req_t *req);
 
 /* The gate runs once per request that matched a route, when its headers
  * have arrived and before any of its body is read: it may answer (e.g. 401

@@ -242,6 +242,21 @@ static int options (int argc, char **argv, struct config_overrides *ov,
     return -1;
 }
 
+/* The longest pass of the event loop so far (nothing else is heard
+ * meanwhile): each new longest one over loop_stall_log_ms is logged, so a
+ * stall shows in the log with its size (bench/run reads it). */
+static const int64_t loop_stall_log_ms = 50;
+static void loop_stall_note (int64_t ms)
+{
+    static int64_t longest;
+    if (ms <= longest)
+        return;
+    longest = ms;
+    if (ms >= loop_stall_log_ms)
+        dt_log (ms >= 200 ? LOG_WARNING : LOG_NOTICE,
+                "event loop: a pass took %lld ms, the longest so far", (long long)ms);
+}
+
 /* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
  * the configuration), and the supervision tick every tick_ms. */
 static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
@@ -262,6 +277,7 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             dt_log_errno (LOG_ERR, "poll");
             break;
         }
+        int64_t busy_from = dt_mono_ms ();
         if (dt_httpd_run (ctx->httpd) < 0)
             dt_log (LOG_ERR, "httpd: run failed");
         /* The registrations of this pass, in one transaction. */
@@ -283,6 +299,7 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             report_tick (ctx->report);
             next_tick = dt_mono_ms () + tick_ms;
         }
+        loop_stall_note (dt_mono_ms () - busy_from);
     }
 }
 
