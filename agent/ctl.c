@@ -47,6 +47,9 @@ void layout_clear (struct layout *l)
     free (l->workdir);
     free (l->checkpoint_dir);
     free (l->resume_dir);
+    for (char **p = l->ancestors; p && *p; p++)
+        free (*p);
+    free (l->ancestors);
     memset (l, 0, sizeof (*l));
 }
 
@@ -110,6 +113,31 @@ int64_t ctl_jitter_ms (int64_t base_ms)
     if (base_ms < 2)
         return base_ms;
     return base_ms / 2 + rand_r (&seed) % base_ms;
+}
+
+int ctl_post_text (ctl_t *c, const char *path, const char *body, size_t len,
+                   const char *content_type, long *status, json_t **data,
+                   dt_error_t *err)
+{
+    char *reply = NULL;
+    size_t rlen = 0;
+    dt_error_t e;
+    if (dt_httpc_raw (c->http, "POST", path, body, len, content_type, status, &reply,
+                      &rlen, err) < 0)
+        return -1;
+    json_t *env = reply && rlen ? dt_json_parse (reply, rlen, &e) : NULL;
+    free (reply);
+    if (*status >= 400) {
+        const char *m = dt_httpc_envelope_error (env);
+        dt_log (*status == CTL_GONE ? LOG_INFO : LOG_WARNING, "POST %s: HTTP %ld%s%s",
+                path, *status, m ? ": " : "", m ? m : "");
+    }
+    if (data) {
+        json_t *d = env ? json_object_get (env, "data") : NULL;
+        *data = d && !json_is_null (d) ? json_incref (d) : NULL;
+    }
+    json_decref (env);
+    return 0;
 }
 
 /* ---- registration -------------------------------------------------------- */
@@ -242,6 +270,25 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
         errnoprintf (err, EPROTO, "data.resume: expected object or null");
         goto error;
     }
+    /* The fan-in tree: absent or null means direct heartbeats. */
+    o = json_object_get (d, "tree");
+    if (json_is_object (o)) {
+        json_int_t w = 0;
+        json_t *anc = json_object_get (o, "ancestors");
+        if (dt_json_get_int (o, "data.tree", "width", true, 1, 4096, &w, err) < 0)
+            goto error;
+        l->tree_width = (int)w;
+        if (!json_is_array (anc) || json_array_size (anc) == 0) {
+            errnoprintf (err, EPROTO, "data.tree.ancestors: expected a non-empty array");
+            goto error;
+        }
+        if (!(l->ancestors = str_array (anc, "data.tree.ancestors", err)))
+            goto error;
+    }
+    else if (o && !json_is_null (o)) {
+        errnoprintf (err, EPROTO, "data.tree: expected object or null");
+        goto error;
+    }
     if (!l->spare && (l->ranks_per_node < 1 || l->world_size < 1)) {
         errnoprintf (err, EPROTO, "data: ranks_per_node and world_size must be >= 1");
         goto error;
@@ -270,6 +317,8 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
       (json_int_t)ni->slurm_step_id, "hostinfo", node_hostinfo ());
     if (!body)
         return errnoprintf (err, ENOMEM, "out of memory");
+    if (ni->relay_port > 0)
+        json_object_set_new (body, "relay_port", json_integer (ni->relay_port));
     /* node_hostinfo ran helper commands (popen: srun --version under
      * Slurm); their SIGCHLDs are pending on stopfd (the agent's signalfd),
      * which the wait below reads as "stop".  Consume only those: a TERM

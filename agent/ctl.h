@@ -30,6 +30,8 @@ struct layout {
     char *resume_dir;     /* may be NULL */
     int64_t heartbeat_interval_ms, hang_timeout_ms, node_timeout_ms;
     int64_t checkpoint_every_steps; /* 0: only on command; DT_CHECKPOINT_EVERY */
+    int tree_width;   /* the fan-in tree; 0: heartbeats go to the controller */
+    char **ancestors; /* NULL-terminated relay URLs, nearest first; NULL none */
 };
 
 void layout_clear (struct layout *l);
@@ -61,6 +63,12 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
  * when the controller could not be reached. */
 int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
               dt_error_t *err);
+
+/* ctl_post with a body that is already text (len bytes, borrowed) of
+ * 'content_type'. */
+int ctl_post_text (ctl_t *c, const char *path, const char *body, size_t len,
+                   const char *content_type, long *status, json_t **data,
+                   dt_error_t *err);
 
 /* The kv relay: 0 with *status (200, 404, 410...); for get on 200, *val
  * (new, malloc'ed) and *len.  -1 with err when unreachable or the answer is

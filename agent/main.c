@@ -26,6 +26,7 @@
 #include "reaper.h"
 #include "ctl.h"
 #include "node.h"
+#include "relay.h"
 
 static const int64_t default_register_timeout_ms = 10 * 60 * 1000;
 static const int64_t default_stop_grace_ms = 20000;
@@ -112,6 +113,7 @@ int main (int argc, char **argv)
     struct layout layout = { 0 };
     ctl_t *ctl = NULL;
     agent_t *agent = NULL;
+    relay_t *relay = NULL;
     int sigfd = -1;
 
     /* ---- options ---- */
@@ -182,6 +184,14 @@ int main (int argc, char **argv)
     dt_log (LOG_INFO, "%s: node %s (order %d), address %s, port %d", dt_version_string (),
             ni.name, ni.order, ni.addr, ni.port);
 
+    /* ---- the listener for children in a fan-in tree (its port goes with
+     * the registration; without it, this node heartbeats directly) ---- */
+    if (!(relay = relay_create (ni.addr, getenv ("DT_TOKEN"), &err)))
+        dt_log (LOG_WARNING, "no relay listener (%s): heartbeats go directly",
+                err.text);
+    else
+        ni.relay_port = relay_port (relay);
+
     /* ---- the controller: register until the attempt is ready ---- */
     if (!(ctl = ctl_create (controller, getenv ("DT_TOKEN"), &err))) {
         dt_log (LOG_ERR, "%s", err.text);
@@ -198,11 +208,19 @@ int main (int argc, char **argv)
         dt_log (LOG_ERR, "%s", err.text);
         goto cleanup;
     }
+    if (relay) {
+        relay_set_ancestors (relay, layout.ancestors);
+        agent_set_relay (agent, relay);
+        if (layout.ancestors)
+            dt_log (LOG_INFO, "fan-in tree of width %d: heartbeats go through %s",
+                    layout.tree_width, layout.ancestors[0]);
+    }
     exit_code = agent_run (agent);
     dt_log (LOG_INFO, "exiting with code %d", exit_code);
 
 cleanup:
     agent_destroy (agent); /* kills any rank still running: every exit path */
+    relay_destroy (relay);
     layout_clear (&layout);
     ctl_destroy (ctl);
     if (sigfd >= 0)

@@ -24,6 +24,7 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
+#include "orchestrator/treeplan.h"
 
 /* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
  * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
@@ -110,8 +111,8 @@ static void reply_field_error (dt_http_req_t *req, int status, const dt_error_t 
 /* --- register -------------------------------------------------------------------- */
 
 static const char *const register_keys[] = {
-    "node",         "node_order",    "addr",     "port", "pid",
-    "slurm_job_id", "slurm_step_id", "hostinfo", NULL,
+    "node",         "node_order",    "addr",     "port",       "pid",
+    "slurm_job_id", "slurm_step_id", "hostinfo", "relay_port", NULL,
 };
 
 static json_t *ready_answer (struct attempt *att, struct agent *ag)
@@ -132,10 +133,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
         resume =
           json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                      att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
+    json_t *tree = treeplan_answer (att, ag);
     return json_pack (
-      "{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
+      "{s:o s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
       " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
-      "state", "ready", "job", (json_int_t)job->row.id, "attempt", att->row.attempt,
+      "tree", tree ? tree : json_null (), "state", "ready", "job", (json_int_t)job->row.id,
+      "attempt", att->row.attempt,
       "run_id", run_id, "node_rank", ag->node_rank, "num_nodes", att->row.num_nodes,
       "ranks_per_node", att->row.ranks_per_node, "world_size", att->row.world_size,
       "spare", ag->spare, "master_addr", att->row.master_addr, "master_port",
@@ -219,7 +222,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     struct attempt *att;
     json_t *body, *hostinfo = NULL;
     const char *node, *addr;
-    json_int_t order, port, pid = 0, sjob = 0, sstep = 0;
+    json_int_t order, port, pid = 0, sjob = 0, sstep = 0, rport = 0;
     dt_error_t err;
 
     if (!(att = agentapi_auth (ctx, req)) || !(body = body_json (req)))
@@ -234,7 +237,8 @@ static void register_cb (dt_http_req_t *req, void *arg)
           0 ||
         dt_json_get_int (body, "", "slurm_step_id", false, 0, INT64_MAX, &sstep, &err) <
           0 ||
-        dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0) {
+        dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0 ||
+        dt_json_get_int (body, "", "relay_port", false, 0, 65535, &rport, &err) < 0) {
         reply_field_error (req, 400, &err);
         goto done;
     }
@@ -273,6 +277,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     snprintf (ag->addr, sizeof (ag->addr), "%s", addr);
     if (att->row.state != ATT_RUNNING)
         ag->port = port;
+    ag->relay_port = (int)rport;
     ag->pid = pid;
     ag->last_hb_ms = dt_real_ms ();
     if (hostinfo) {

@@ -41,6 +41,7 @@ struct agent {
     int order; /* node_order (Slurm node id) */
     char addr[64];
     int port;
+    int relay_port; /* its listener for tree children; 0: none (an older agent) */
     int pid;
     int node_rank; /* -1: spare or not assigned yet */
     bool spare;

@@ -36,6 +36,7 @@ static const char *const heartbeat_keys[] = {
     "interval_ms",
     "node_timeout_ms",
     "hang_timeout_ms",
+    "tree_width",
     NULL,
 };
 static const char *const straggler_keys[] = { "threshold", "window_steps", "action",
@@ -172,14 +173,16 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
 
     /* heartbeat */
     json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms,
-               ht = d->hang_timeout_ms;
+               ht = d->hang_timeout_ms, tw = d->tree_width;
     if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err)) ||
         dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) <
           0 ||
         dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
                          err) < 0 ||
         dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
-                         err) < 0)
+                         err) < 0 ||
+        dt_json_get_int (sec, "heartbeat", "tree_width", false, 0, SPEC_MAX_TREE_WIDTH,
+                         &tw, err) < 0)
         goto done;
     if (!json_object_get (sec, "node_timeout_ms") && nt < 2 * hb)
         nt = 3 * hb; /* a faster heartbeat than the conf's default timeout */
@@ -193,8 +196,9 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
         goto done;
     }
     json_object_set_new (out, "heartbeat",
-                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms",
-                                    nt, "hang_timeout_ms", ht));
+                         json_pack ("{s:I s:I s:I s:I}", "interval_ms", hb,
+                                    "node_timeout_ms", nt, "hang_timeout_ms", ht,
+                                    "tree_width", tw));
 
     /* straggler */
     double thr = default_threshold;
@@ -422,6 +426,7 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->hb.interval_ms = json_integer_value (json_object_get (h, "interval_ms"));
     js->hb.node_timeout_ms = json_integer_value (json_object_get (h, "node_timeout_ms"));
     js->hb.hang_timeout_ms = json_integer_value (json_object_get (h, "hang_timeout_ms"));
+    js->hb.tree_width = json_integer_value (json_object_get (h, "tree_width"));
     js->straggler.threshold = json_number_value (json_object_get (s, "threshold"));
     js->straggler.window_steps = json_integer_value (json_object_get (s, "window_steps"));
     js->straggler.action = json_string_value (json_object_get (s, "action"));
