@@ -124,7 +124,16 @@ nomem:
 
 int relayapi_register_routes (struct ctld *ctx, dt_error_t *err)
 {
-    if (dt_httpd_route (ctx->httpd, "POST", "/v1/agent/relay", relay_cb, ctx) < 0)
-        return errprintf (err, "cannot register route POST /v1/agent/relay");
+    static const struct {
+        const char *method, *pattern;
+        dt_http_handler_f cb;
+    } routes[] = {
+        { "POST", "/v1/agent/relay", relay_cb },
+    };
+    for (size_t i = 0; i < sizeof (routes) / sizeof (routes[0]); i++)
+        if (dt_httpd_route (ctx->httpd, routes[i].method, routes[i].pattern, routes[i].cb,
+                            ctx) < 0)
+            return errprintf (err, "cannot register route %s %s", routes[i].method,
+                              routes[i].pattern);
     return 0;
 }
