@@ -663,8 +663,8 @@ int agent_run (agent_t *a)
             timeout = 0;
 
         pfd[0] = (struct pollfd){ .fd = a->sigfd, .events = POLLIN };
-        pfd[1] = (struct pollfd){ .fd = a->relay ? relay_fd (a->relay) : -1,
-                                  .events = POLLIN };
+        pfd[1] =
+          (struct pollfd){ .fd = a->relay ? relay_fd (a->relay) : -1, .events = POLLIN };
         int n = 2 + chan_pollfds (a->chan, pfd + 2, MAXFDS - 2);
         if (poll (pfd, (nfds_t)n, (int)timeout) < 0 && errno != EINTR) {
             dt_log_errno (LOG_ERR, "poll");

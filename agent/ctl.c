@@ -116,8 +116,7 @@ int64_t ctl_jitter_ms (int64_t base_ms)
 }
 
 int ctl_post_text (ctl_t *c, const char *path, const char *body, size_t len,
-                   const char *content_type, long *status, json_t **data,
-                   dt_error_t *err)
+                   const char *content_type, long *status, json_t **data, dt_error_t *err)
 {
     char *reply = NULL;
     size_t rlen = 0;

@@ -94,6 +94,31 @@ static int signals_init (void)
     return signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+/* The listener for children in a fan-in tree; its port goes with the
+ * registration.  NULL (logged): this node heartbeats directly. */
+static relay_t *relay_start (struct node_info *ni)
+{
+    dt_error_t err;
+    relay_t *relay = relay_create (ni->addr, getenv ("DT_TOKEN"), &err);
+    if (!relay)
+        dt_log (LOG_WARNING, "no relay listener (%s): heartbeats go directly", err.text);
+    else
+        ni->relay_port = relay_port (relay);
+    return relay;
+}
+
+/* The agent's place in the tree, from the registration answer. */
+static void relay_join (relay_t *relay, agent_t *agent, const struct layout *l)
+{
+    if (!relay)
+        return;
+    relay_set_ancestors (relay, l->ancestors);
+    agent_set_relay (agent, relay);
+    if (l->ancestors)
+        dt_log (LOG_INFO, "fan-in tree of width %d: heartbeats go through %s",
+                l->tree_width, l->ancestors[0]);
+}
+
 int main (int argc, char **argv)
 {
     const char *controller = getenv ("DT_CONTROLLER");
@@ -183,14 +208,7 @@ int main (int argc, char **argv)
     }
     dt_log (LOG_INFO, "%s: node %s (order %d), address %s, port %d", dt_version_string (),
             ni.name, ni.order, ni.addr, ni.port);
-
-    /* ---- the listener for children in a fan-in tree (its port goes with
-     * the registration; without it, this node heartbeats directly) ---- */
-    if (!(relay = relay_create (ni.addr, getenv ("DT_TOKEN"), &err)))
-        dt_log (LOG_WARNING, "no relay listener (%s): heartbeats go directly",
-                err.text);
-    else
-        ni.relay_port = relay_port (relay);
+    relay = relay_start (&ni); /* children's listener in a fan-in tree */
 
     /* ---- the controller: register until the attempt is ready ---- */
     if (!(ctl = ctl_create (controller, getenv ("DT_TOKEN"), &err))) {
@@ -208,13 +226,7 @@ int main (int argc, char **argv)
         dt_log (LOG_ERR, "%s", err.text);
         goto cleanup;
     }
-    if (relay) {
-        relay_set_ancestors (relay, layout.ancestors);
-        agent_set_relay (agent, relay);
-        if (layout.ancestors)
-            dt_log (LOG_INFO, "fan-in tree of width %d: heartbeats go through %s",
-                    layout.tree_width, layout.ancestors[0]);
-    }
+    relay_join (relay, agent, &layout);
     exit_code = agent_run (agent);
     dt_log (LOG_INFO, "exiting with code %d", exit_code);
 

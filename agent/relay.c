@@ -93,8 +93,8 @@ static void relay_cb (dt_http_req_t *req, void *arg)
     /* The commands of the last answer from above: the same for every node
      * of the attempt. */
     char ans[4096];
-    int n = snprintf (ans, sizeof (ans), "{\"commands\":%s}",
-                      r->commands ? r->commands : "[]");
+    int n =
+      snprintf (ans, sizeof (ans), "{\"commands\":%s}", r->commands ? r->commands : "[]");
     if (n < 0 || (size_t)n >= sizeof (ans))
         n = snprintf (ans, sizeof (ans), "{\"commands\":[]}");
     dt_http_reply_json_text (req, 200, ans, (size_t)n);
@@ -208,9 +208,8 @@ static int post_to_ancestors (relay_t *r, const char *body, size_t len, long *st
         free (reply);
         /* Dead (or full): reattach to the next ancestor, or the controller. */
         const char *next = r->ancestors[r->up + 1];
-        dt_log (LOG_WARNING,
-                "relay %s unreachable (%s): heartbeats go to %s from now on", url,
-                *status == 503 ? "full" : e.text, next ? next : "the controller");
+        dt_log (LOG_WARNING, "relay %s unreachable (%s): heartbeats go to %s from now on",
+                url, *status == 503 ? "full" : e.text, next ? next : "the controller");
         dt_httpc_destroy (r->http);
         r->http = NULL;
         r->up++;

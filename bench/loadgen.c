@@ -115,8 +115,8 @@ static void hb_line (char **body, size_t *n, size_t *cap, int local, int64_t ste
         *body = realloc (*body, *cap);
     }
     char *b = *body;
-    *n += snprintf (b + *n, *cap - *n, "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix,
-                    local);
+    *n +=
+      snprintf (b + *n, *cap - *n, "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, local);
     for (int r = 0; r < opt_ranks; r++)
         *n += snprintf (b + *n, *cap - *n,
                         "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":"
@@ -172,15 +172,14 @@ static void build_request (struct agent *a, int64_t step)
         hb_line (&body, &n, &cap, a->local, step);
     size_t rcap = n + 512;
     a->req = malloc (rcap);
-    a->req_len =
-      snprintf (a->req, rcap,
-                "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
-                "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
-                "Content-Length: %zu\r\n\r\n%s",
-                route, opt_host, a->token,
-                opt_tree > 0 && a->registered ? "application/x-ndjson"
-                                              : "application/json",
-                n, body);
+    a->req_len = snprintf (a->req, rcap,
+                           "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
+                           "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
+                           "Content-Length: %zu\r\n\r\n%s",
+                           route, opt_host, a->token,
+                           opt_tree > 0 && a->registered ? "application/x-ndjson"
+                                                         : "application/json",
+                           n, body);
     free (body);
     a->req_off = 0;
     a->resp_len = 0;
@@ -450,8 +449,8 @@ int main (int argc, char **argv)
                             /* At the controller's limit: 1-8 s, jittered,
                              * as dtagent backs off. */
                             non2xx++;
-                            int64_t base = a->reg_delay < 1000000000 ? 1000000000
-                                                                     : a->reg_delay;
+                            int64_t base =
+                              a->reg_delay < 1000000000 ? 1000000000 : a->reg_delay;
                             a->next_ns = t + base / 2 + rand_r (&seed) % base;
                             if (a->reg_delay < 8000000000LL)
                                 a->reg_delay = base * 2;

@@ -25,8 +25,10 @@
 #include <microhttpd.h>
 
 #include "common/dtime.h"
+#include "common/fdlimit.h"
 #include "common/httpd.h"
 #include "common/httpd_conn.h"
+#include "common/httpd_int.h"
 #include "common/log.h"
 
 /* Room for 10k simulated agents plus CLIs, below a typical hard nofile limit
@@ -35,7 +37,6 @@ static const unsigned int httpd_connection_limit = 20000;
 /* Idle keep-alive connections are closed after this many seconds; agents
  * heartbeat far more often than that, so they keep their connection. */
 static const unsigned int httpd_connection_timeout_s = 300;
-#define HTTPD_MAX_LISTENERS 4
 /* Per-connection MHD pool (request line + headers).  Bodies are kept in our
  * own buffer, so this stays small: 10k connections x 16 KiB. */
 static const size_t httpd_connection_memory = 16 * 1024;
@@ -47,83 +48,6 @@ static const int httpd_listen_backlog = 4096;
 static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
 /* MHD runs per dt_httpd_run at most, while each accepts connections. */
 static const int httpd_runs_max = 64;
-
-#define HTTPD_MAX_PARAMS 12 /* httpd.h; kv keys of dtctld have up to 12 segments */
-#define HTTPD_MAX_SEGS 16
-
-struct route {
-    char *method;
-    char *pattern;
-    char *segs[HTTPD_MAX_SEGS]; /* literal, or "{name}" */
-    int nsegs;
-    dt_http_handler_f cb;
-    void *arg;
-};
-
-struct listener {
-    struct dt_httpd *h;
-    struct MHD_Daemon *d;
-    int port;
-    int cls;
-    unsigned int limit;     /* MHD's hard limit: more are closed at accept */
-    unsigned int refuse_at; /* above this many, requests get 503 and a close */
-    unsigned int nconns;    /* open now */
-    uint64_t refused;       /* requests refused for the connection limit */
-};
-
-struct dt_httpd {
-    struct listener ls[HTTPD_MAX_LISTENERS];
-    int nls;
-    int epfd;      /* the listeners' epoll fds, for one poll */
-    int listen_fd; /* bound, not yet handed to MHD */
-    size_t max_body;
-    size_t body_budget; /* bodies buffered at once, all requests; 0 none */
-    size_t body_bytes;  /* buffered now */
-    unsigned int idle_timeout_s;
-    struct httpd_conns conns; /* busy connections, the request timeout */
-    bool running;             /* inside dt_httpd_run */
-    int64_t run_start_ns;
-    struct MHD_Connection **deferred; /* suspended: handled in the next run */
-    size_t ndeferred, deferred_cap;
-    size_t dispatched; /* requests handled in the current (last) run */
-    dt_http_gate_f gate;
-    void *gate_arg;
-    struct route *routes;
-    int nroutes;
-    uint64_t nofile;        /* RLIMIT_NOFILE after the raise */
-    uint64_t nofile_budget; /* descriptors for connections: nofile less a reserve */
-    uint64_t refuse_all_at; /* connections of all listeners: above it, 503 */
-    uint64_t nconns;        /* connections of all listeners, open now */
-    size_t accepted;        /* connections accepted so far */
-};
-
-struct dt_http_req {
-    dt_httpd_t *h;
-    struct MHD_Connection *conn;
-    char *method;
-    char *path;
-    struct route *route;
-    int route_status; /* 0 matched, else 404/405 */
-    char *pnames[HTTPD_MAX_PARAMS];
-    char *pvalues[HTTPD_MAX_PARAMS];
-    int nparams;
-    char *body;
-    size_t len;
-    size_t cap;
-    bool too_big;
-    bool over_budget; /* the global body budget was full */
-    bool replied;
-    bool overfull; /* refused for the connection limit: close after it */
-    bool close;    /* dt_http_req_close: close the connection after the answer */
-    int cls;    /* the listener's class */
-    void *data; /* dt_http_req_set_data */
-    void (*data_free) (void *);
-    int status;
-    size_t reply_len;
-    json_t *warnings;
-    int64_t start_ns;
-    char peer[INET6_ADDRSTRLEN];
-};
 
 /* --- routes ------------------------------------------------------------- */
 
@@ -588,6 +512,25 @@ static void resume_deferred (dt_httpd_t *h, size_t max)
     h->ndeferred -= n;
 }
 
+/* Over the listener's connection limit: a clear answer rather than a
+ * connection closed at accept, which a client cannot tell from a
+ * controller that is down.  Agents back off with jitter (and, in a tree,
+ * use their relay).  True when it answered. */
+static bool refuse_overfull (struct listener *l, dt_http_req_t *req)
+{
+    dt_httpd_t *h = l->h;
+    if (l->nconns <= l->refuse_at && h->nconns <= h->refuse_all_at)
+        return false;
+    l->refused++;
+    req->overfull = true;
+    dt_http_reply_error (req, 503, NULL,
+                         "controller at its connection limit (%llu connections open, "
+                         "descriptor limit %llu): retry after a randomized backoff; "
+                         "large jobs should use a fan-in tree (TreeWidth)",
+                         (unsigned long long)h->nconns, (unsigned long long)h->nofile);
+    return true;
+}
+
 static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -611,22 +554,8 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         if (!(req->method = strdup (method)) || !(req->path = strdup (url)))
             return MHD_NO;
         set_peer (req);
-        /* Over the listener's connection limit: a clear answer rather than
-         * a connection closed at accept, which a client cannot tell from a
-         * controller that is down.  Agents back off with jitter (and, in a
-         * tree, use their relay). */
-        if (l->nconns > l->refuse_at || h->nconns > h->refuse_all_at) {
-            l->refused++;
-            req->overfull = true;
-            dt_http_reply_error (req, 503, NULL,
-                                 "controller at its connection limit (%llu connections "
-                                 "open, descriptor limit %llu): retry after a "
-                                 "randomized backoff; large jobs should use a fan-in "
-                                 "tree (TreeWidth)",
-                                 (unsigned long long)h->nconns,
-                                 (unsigned long long)h->nofile);
+        if (refuse_overfull (l, req))
             return MHD_YES;
-        }
         route_match (req);
         if (req->route_status == 404) {
             dt_http_reply_error (req, 404, NULL, "no such resource: %s", req->path);
@@ -795,63 +724,6 @@ static void mhd_log_cb (void *cls, const char *fmt, va_list ap)
 
 /* --- daemon ------------------------------------------------------------- */
 
-/* Each keep-alive connection is a file descriptor: raise the soft limit to
- * the hard one so thousands of agents fit; a privileged daemon (root, as
- * dtctld runs) first raises the hard limit to the kernel's fs.nr_open, up
- * to httpd_nofile_max.  Logged, since the connection limits follow from it.
- * Returns the soft limit in force. */
-static const rlim_t httpd_nofile_max = 1048576;
-static uint64_t raise_nofile (void)
-{
-    struct rlimit rl, was;
-    if (getrlimit (RLIMIT_NOFILE, &rl) < 0)
-        return 1024;
-    was = rl;
-    FILE *f = fopen ("/proc/sys/fs/nr_open", "r");
-    unsigned long long nr_open = 0;
-    if (f) {
-        if (fscanf (f, "%llu", &nr_open) != 1)
-            nr_open = 0;
-        fclose (f);
-    }
-    rlim_t want = nr_open > 0 && nr_open < httpd_nofile_max ? (rlim_t)nr_open
-                                                              : httpd_nofile_max;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
-        struct rlimit up = { want, want };
-        if (setrlimit (RLIMIT_NOFILE, &up) == 0)
-            rl = up; /* privileged: hard and soft raised together */
-    }
-    if (rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        if (setrlimit (RLIMIT_NOFILE, &rl) < 0) {
-            dt_log_errno (LOG_WARNING, "httpd: cannot raise RLIMIT_NOFILE");
-            rl = was;
-        }
-    }
-    if (rl.rlim_cur != was.rlim_cur)
-        dt_log (LOG_NOTICE,
-                "descriptor limit (RLIMIT_NOFILE) raised from %llu to %llu "
-                "(hard limit %llu)",
-                (unsigned long long)was.rlim_cur, (unsigned long long)rl.rlim_cur,
-                (unsigned long long)rl.rlim_max);
-    else
-        dt_log (LOG_INFO, "descriptor limit (RLIMIT_NOFILE): %llu",
-                (unsigned long long)rl.rlim_cur);
-    return rl.rlim_cur == RLIM_INFINITY ? httpd_nofile_max : (uint64_t)rl.rlim_cur;
-}
-
-/* Descriptors kept out of every listener's share: the database and its
- * WAL, logs, Slurm and munge sockets, the agents' child processes. */
-static const uint64_t httpd_nofile_reserve = 256;
-
-/* Near a limit, the last 1% (16 to 256) of the connections are answered
- * 503 instead of being closed unanswered at accept. */
-static uint64_t refuse_band (uint64_t limit)
-{
-    uint64_t band = limit / 100;
-    return band < 16 ? 16 : band > 256 ? 256 : band;
-}
-
 /* The limits of one listener: what it asks for (0: the default), cut to
  * what the descriptor limit allows (with a warning naming the fix), and
  * the threshold above which its requests are refused with 503.  The
@@ -873,7 +745,7 @@ static void listener_limits (dt_httpd_t *h, struct listener *l, unsigned int ask
                     (unsigned long long)got);
         want = got;
     }
-    uint64_t band = refuse_band (want);
+    uint64_t band = dt_fdlimit_band (want);
     l->limit = (unsigned int)want;
     l->refuse_at = want > band ? (unsigned int)(want - band) : 1;
 }
@@ -935,11 +807,10 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
         free (h);
         return NULL;
     }
-    h->nofile = raise_nofile ();
-    h->nofile_budget =
-      h->nofile > httpd_nofile_reserve ? h->nofile - httpd_nofile_reserve : 0;
-    h->refuse_all_at = h->nofile_budget > refuse_band (h->nofile_budget)
-                         ? h->nofile_budget - refuse_band (h->nofile_budget)
+    h->nofile = dt_fdlimit_raise ();
+    h->nofile_budget = dt_fdlimit_connections (h->nofile);
+    h->refuse_all_at = h->nofile_budget > dt_fdlimit_band (h->nofile_budget)
+                         ? h->nofile_budget - dt_fdlimit_band (h->nofile_budget)
                          : 1;
     return h;
 }
@@ -1114,7 +985,8 @@ int dt_httpd_run (dt_httpd_t *h)
         for (int i = 0; i < h->nls; i++)
             if (MHD_run (h->ls[i].d) != MHD_YES)
                 rc = -1;
-        if (h->accepted == before || dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)
+        if (h->accepted == before ||
+            dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)
             break;
     }
     h->running = false;

@@ -137,12 +137,12 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     return json_pack (
       "{s:o s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
       " s:O s:O s:O s:s s:o s:I s:I s:I s:I}",
-      "tree", tree ? tree : json_null (), "state", "ready", "job", (json_int_t)job->row.id,
-      "attempt", att->row.attempt,
-      "run_id", run_id, "node_rank", ag->node_rank, "num_nodes", att->row.num_nodes,
-      "ranks_per_node", att->row.ranks_per_node, "world_size", att->row.world_size,
-      "spare", ag->spare, "master_addr", att->row.master_addr, "master_port",
-      att->row.master_port, "restart_count", job->row.restarts, "max_restarts",
+      "tree", tree ? tree : json_null (), "state", "ready", "job",
+      (json_int_t)job->row.id, "attempt", att->row.attempt, "run_id", run_id, "node_rank",
+      ag->node_rank, "num_nodes", att->row.num_nodes, "ranks_per_node",
+      att->row.ranks_per_node, "world_size", att->row.world_size, "spare", ag->spare,
+      "master_addr", att->row.master_addr, "master_port", att->row.master_port,
+      "restart_count", job->row.restarts, "max_restarts",
       (int)json_integer_value (
         json_object_get (json_object_get (spec, "restart"), "max_restarts")),
       "command", json_object_get (spec, "command"), "env", json_object_get (spec, "env"),

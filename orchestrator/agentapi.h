@@ -12,7 +12,6 @@ struct attempt;
 struct agent;
 struct hb_msg;
 
-
 /* Register the /v1/agent/... routes on ctx->httpd. */
 int agentapi_register_routes (struct ctld *ctx, dt_error_t *err);
 

@@ -112,7 +112,7 @@ struct attempt {
     struct store_attempt_row row;
     struct agent *agents;
     int nagents, cap;
-    int reg_pending; /* agents with reg_pending set */
+    int reg_pending;    /* agents with reg_pending set */
     struct rank *ranks; /* [world_size] */
     struct kv *kv;
     size_t kv_bytes;

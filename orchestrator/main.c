@@ -462,7 +462,8 @@ int main (int argc, char **argv)
     if (!(ctx.metrics = metrics_create (&ctx, &err)) ||
         !(ctx.jobs = jobs_create (&ctx, &err)) ||
         !(ctx.report = report_create (ctx.store, &err)) ||
-        api_register_routes (&ctx, &err) < 0 || agentapi_register_routes (&ctx, &err) < 0 ||
+        api_register_routes (&ctx, &err) < 0 ||
+        agentapi_register_routes (&ctx, &err) < 0 ||
         relayapi_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 

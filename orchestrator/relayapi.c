@@ -68,8 +68,8 @@ static void relay_cb (dt_http_req_t *req, void *arg)
         p = stop + 1;
         if (rc == HB_ERR_NOMEM)
             goto nomem;
-        struct agent *ag = rc == HB_OK || m->node[0] ? jobs_agent_find (att, m->node)
-                                                     : NULL;
+        struct agent *ag =
+          rc == HB_OK || m->node[0] ? jobs_agent_find (att, m->node) : NULL;
         if (rc == HB_OK && ag) {
             agentapi_heartbeat_apply (ctx, att, ag, m);
             applied++;

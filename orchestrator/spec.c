@@ -33,11 +33,7 @@ static const char *const restart_keys[] = {
     NULL,
 };
 static const char *const heartbeat_keys[] = {
-    "interval_ms",
-    "node_timeout_ms",
-    "hang_timeout_ms",
-    "tree_width",
-    NULL,
+    "interval_ms", "node_timeout_ms", "hang_timeout_ms", "tree_width", NULL,
 };
 static const char *const straggler_keys[] = { "threshold", "window_steps", "action",
                                               NULL };

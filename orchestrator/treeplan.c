@@ -49,4 +49,3 @@ json_t *treeplan_answer (struct attempt *att, struct agent *ag)
     return json_pack ("{s:i s:o s:i}", "width", w, "ancestors", anc, "children",
                       dt_tree_children (ag->node_rank, n, w, &first));
 }
-

@@ -224,8 +224,8 @@ static void test_layout_tree (void)
         err.text[0] = '\0';
         CU_ASSERT_EQUAL (parse (j, &l, &err), -1);
         if (!strstr (err.text, bad[i][1]))
-            fprintf (stderr, "tree %s: error '%s' does not name %s\n", bad[i][0], err.text,
-                     bad[i][1]);
+            fprintf (stderr, "tree %s: error '%s' does not name %s\n", bad[i][0],
+                     err.text, bad[i][1]);
         CU_ASSERT_PTR_NOT_NULL (strstr (err.text, bad[i][1]));
     }
 }
