@@ -113,6 +113,8 @@ relay_t *relay_create (const char *addr, const char *token, dt_error_t *err)
     }
     if (!(r->httpd = dt_httpd_create (addr, 0, relay_buf_max, err)))
         goto error;
+    /* A line per child per interval would drown the agent's log. */
+    dt_httpd_set_access_log (r->httpd, LOG_DEBUG);
     if (dt_httpd_route (r->httpd, "POST", "/v1/agent/relay", relay_cb, r) < 0) {
         errprintf (err, "relay: cannot register its route");
         goto error;

@@ -46,8 +46,7 @@ static const int httpd_listen_backlog = 4096;
  * agents registering at once) does not hold up the owner's loop (its tick,
  * its signals) for seconds. */
 static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
-/* MHD runs per dt_httpd_run at most, while each accepts connections. */
-static const int httpd_runs_max = 64;
+static const int httpd_runs_max = 64; /* MHD runs per dt_httpd_run, at most */
 
 /* --- routes ------------------------------------------------------------- */
 
@@ -268,11 +267,11 @@ void *dt_http_req_data (const dt_http_req_t *req)
 
 static void access_log (dt_http_req_t *req)
 {
-    if (LOG_INFO > dt_log_get_level ())
+    if (req->h->access_level > dt_log_get_level ())
         return;
     double ms = (dt_mono_ns () - req->start_ns) / 1e6;
-    dt_log_msg (LOG_INFO, "%s \"%s %s\" %d %zu %.1fms", req->peer, req->method, req->path,
-                req->status, req->reply_len, ms);
+    dt_log_msg (req->h->access_level, "%s \"%s %s\" %d %zu %.1fms", req->peer,
+                req->method, req->path, req->status, req->reply_len, ms);
 }
 
 /* Queue 'body' (malloc'ed, stolen) with 'status'. */
@@ -512,10 +511,9 @@ static void resume_deferred (dt_httpd_t *h, size_t max)
     h->ndeferred -= n;
 }
 
-/* Over the listener's connection limit: a clear answer rather than a
- * connection closed at accept, which a client cannot tell from a
- * controller that is down.  Agents back off with jitter (and, in a tree,
- * use their relay).  True when it answered. */
+/* Over the listener's connection limit: a clear answer, not a connection
+ * closed at accept (which a client cannot tell from a controller that is
+ * down); agents back off with jitter.  True when it answered. */
 static bool refuse_overfull (struct listener *l, dt_http_req_t *req)
 {
     dt_httpd_t *h = l->h;
@@ -796,6 +794,7 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
+    h->access_level = LOG_INFO;
     h->listen_fd = -1;
     h->max_body = conf->max_body;
     h->body_budget = conf->body_budget;
@@ -937,6 +936,11 @@ void dt_http_req_close (dt_http_req_t *req)
     req->close = true;
 }
 
+void dt_httpd_set_access_log (dt_httpd_t *h, int level)
+{
+    h->access_level = level;
+}
+
 uint64_t dt_httpd_refused_count (const dt_httpd_t *h)
 {
     uint64_t n = 0;
@@ -976,10 +980,7 @@ int dt_httpd_run (dt_httpd_t *h)
     h->dispatched = 0;
     h->running = true;
     h->run_start_ns = dt_mono_ns ();
-    /* MHD accepts a few connections per run (10): a storm of thousands of
-     * agents connecting at once would be admitted at that rate per pass
-     * of the owner's loop.  So run again while there may be more to
-     * accept, within the run's budget. */
+    /* MHD accepts 10 connections a run: again while it accepts, in budget. */
     for (int k = 0; k < httpd_runs_max; k++) {
         size_t before = h->accepted;
         for (int i = 0; i < h->nls; i++)

@@ -55,6 +55,7 @@ struct dt_httpd {
     void *gate_arg;
     struct route *routes;
     int nroutes;
+    int access_level;       /* of the access log's lines (LOG_INFO) */
     uint64_t nofile;        /* RLIMIT_NOFILE after the raise */
     uint64_t nofile_budget; /* descriptors for connections: nofile less a reserve */
     uint64_t refuse_all_at; /* connections of all listeners: above it, 503 */
