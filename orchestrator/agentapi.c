@@ -299,6 +299,10 @@ static void register_cb (dt_http_req_t *req, void *arg)
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
     json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    /* An agent in a fan-in tree heartbeats to its relay: it does not keep
+     * a connection here. */
+    if (ready && json_is_object (json_object_get (ready, "tree")))
+        dt_http_req_close (req);
     if (ready)
         dt_http_reply_json (req, 200, ready);
     else if (att->row.state == ATT_RUNNING && ag)
