@@ -63,6 +63,7 @@ struct agent {
     int64_t reg_delay; /* register retry delay (ns), backing off */
     int gone;          /* 410: its attempt has ended; it stops, as dtagent does */
     int keep;          /* sends heartbeats itself (direct mode, or a top relay) */
+    int64_t sent_ns;   /* when the request in flight was sent */
     int nlines;        /* heartbeats in the request in flight */
 };
 
@@ -294,7 +295,7 @@ int main (int argc, char **argv)
     size_t lat_cap = (size_t)(opt_agents * opt_hz * (opt_duration + 1)) + 16, nlat = 0;
     int64_t *lat = malloc (lat_cap * sizeof (*lat));
     long errors = 0, non2xx = 0, sent = 0, done_measured = 0, refused_503 = 0;
-    long connect_fail = 0, lines_measured = 0;
+    long connect_fail = 0, lines_measured = 0, timeouts = 0;
 
     for (int i = 0; i < opt_agents; i++) {
         struct agent *a = &agents[i];
@@ -372,6 +373,7 @@ int main (int argc, char **argv)
             step = (now - t0) / period;
             build_request (a, step);
             a->sched_ns = a->next_ns;
+            a->sent_ns = now;
             /* A heartbeat's successor is due one period later; a register's
              * retry is scheduled when its answer comes. */
             a->next_ns = a->registered ? a->next_ns + period : INT64_MAX;
@@ -383,6 +385,22 @@ int main (int argc, char **argv)
                 want_write (ep, a, 1);
             sent++;
         }
+        /* A registration unanswered for 3 s is given up and sent again on a
+         * new connection, as dtagent's calls time out (ctl.c): a connection
+         * the controller never accepted must not stall an agent for good. */
+        if (!phase2)
+            for (int i = 0; i < opt_agents; i++) {
+                struct agent *a = &agents[i];
+                if (!a->busy || a->registered || now - a->sent_ns < 3000000000LL)
+                    continue;
+                timeouts++;
+                epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
+                close (a->fd);
+                a->fd = -1;
+                a->want_out = 0;
+                a->busy = 0;
+                a->next_ns = now + a->reg_delay / 2 + rand_r (&seed) % a->reg_delay;
+            }
         /* Sleep until the next send is due (ns resolution) or an answer comes. */
         int64_t wait = next_due - now_ns ();
         if (wait < 0)
@@ -514,12 +532,13 @@ int main (int argc, char **argv)
       "\"registered\":%d,\"register_s\":%.3f,\"offered_rank_hb_per_s\":%.0f,\"achieved_"
       "rank_hb_per_s\":%.0f,"
       "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"gone_410\":%d,\"unanswered\":%ld,"
-      "\"refused_503\":%ld,\"connect_fail\":%ld,\"tree_width\":%d,"
+      "\"refused_503\":%ld,\"connect_fail\":%ld,\"register_timeouts\":%ld,"
+      "\"tree_width\":%d,"
       "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
       opt_agents, opt_ranks, opt_hz, opt_duration, reg, register_s,
       opt_agents * opt_hz * opt_ranks,
       (opt_tree > 0 ? lines_measured : done_measured) * opt_ranks / opt_duration, sent,
-      errors, non2xx, ngone, unanswered, refused_503, connect_fail, opt_tree, PCT (0.50),
-      PCT (0.90), PCT (0.99), PCT (0.999), nlat ? lat[nlat - 1] / 1e6 : -1.0);
+      errors, non2xx, ngone, unanswered, refused_503, connect_fail, timeouts, opt_tree,
+      PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999), nlat ? lat[nlat - 1] / 1e6 : -1.0);
     return 0;
 }

@@ -19,7 +19,7 @@ for line in open(args.samples):
         s = json.loads(line)
         # loadgen's -1: nothing measured in that run (no answer at all); the
         # run still counts through its 'failed' and 'achieved' samples.
-        if s["key"].startswith("ingest.") and float(s["v"]) < 0:
+        if s["key"].startswith("ingest") and float(s["v"]) < 0:
             continue
         # Steps lost = last step rank 0's log showed - resume step; the log
         # shows a step only every few (checkpoint lines), and a just-in-time
