@@ -28,8 +28,20 @@ static const struct dt_httpc_opts ctl_http_opts = {
     .backoff_max_ms = 1000,
 };
 
+/* Registration is not urgent, and in a storm of thousands the controller
+ * answers in turn: a try waits for its answer this long, rather than
+ * giving up and asking again at the back of the queue. */
+static const struct dt_httpc_opts ctl_register_opts = {
+    .connect_timeout_ms = 3000,
+    .total_timeout_ms = 30000,
+    .retries = 0,
+    .backoff_ms = 100,
+    .backoff_max_ms = 1000,
+};
+
 struct ctl {
     dt_httpc_t *http;
+    dt_httpc_t *reg; /* for registration (ctl_register_opts) */
 };
 
 void layout_clear (struct layout *l)
@@ -61,11 +73,12 @@ ctl_t *ctl_create (const char *url, const char *token, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(c->http = dt_httpc_create (url, &ctl_http_opts, err)))
+    if (!(c->http = dt_httpc_create (url, &ctl_http_opts, err)) ||
+        !(c->reg = dt_httpc_create (url, &ctl_register_opts, err)))
         goto error;
     if (token && *token) {
         snprintf (hdr, sizeof (hdr), "Authorization: Bearer %s", token);
-        if (dt_httpc_set_header (c->http, hdr) < 0) {
+        if (dt_httpc_set_header (c->http, hdr) < 0 || dt_httpc_set_header (c->reg, hdr) < 0) {
             errprintf (err, "cannot set the Authorization header");
             goto error;
         }
@@ -81,16 +94,17 @@ void ctl_destroy (ctl_t *c)
     if (c) {
         int saved = errno;
         dt_httpc_destroy (c->http);
+        dt_httpc_destroy (c->reg);
         free (c);
         errno = saved;
     }
 }
 
-int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
-              dt_error_t *err)
+static int post_on (dt_httpc_t *h, const char *path, const json_t *body, long *status,
+                    json_t **data, dt_error_t *err)
 {
     json_t *reply = NULL;
-    if (dt_httpc_json (c->http, "POST", path, body, status, &reply, err) < 0)
+    if (dt_httpc_json (h, "POST", path, body, status, &reply, err) < 0)
         return -1;
     if (*status >= 400) {
         const char *e = dt_httpc_envelope_error (reply);
@@ -103,6 +117,12 @@ int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json
     }
     json_decref (reply);
     return 0;
+}
+
+int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
+              dt_error_t *err)
+{
+    return post_on (c->http, path, body, status, data, err);
 }
 
 int64_t ctl_jitter_ms (int64_t base_ms)
@@ -307,7 +327,8 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
 {
     int64_t deadline = dt_mono_ms () + timeout_ms;
     int delay = 100;
-    int busy = 0; /* answers 503/429 in a row */
+    int busy = 0;        /* answers 503/429 in a row */
+    bool hinted = false; /* this wait is the controller's retry_ms */
     int rc = -1;
     json_t *body = json_pack (
       "{s:s, s:i, s:s, s:i, s:I, s:I, s:I, s:o}", "node", ni->name, "node_order",
@@ -334,7 +355,7 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
         long status = 0;
         json_t *data = NULL;
         dt_error_t e;
-        if (ctl_post (c, "/v1/agent/register", body, &status, &data, &e) < 0) {
+        if (post_on (c->reg, "/v1/agent/register", body, &status, &data, &e) < 0) {
             dt_log (tries == 1 || tries % 20 == 0 ? LOG_WARNING : LOG_DEBUG,
                     "register (try %d): %s", tries, e.text);
         }
@@ -357,6 +378,13 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
                 break;
             }
             dt_log (LOG_DEBUG, "register: waiting for the other agents");
+            /* The controller says when to ask again (many agents waiting). */
+            json_t *rm = json_object_get (data, "retry_ms");
+            if (json_is_integer (rm) && json_integer_value (rm) > 0 &&
+                json_integer_value (rm) <= 60000) {
+                delay = (int)ctl_jitter_ms (json_integer_value (rm));
+                hinted = true;
+            }
         }
         else if (status == CTL_GONE) {
             errnoprintf (err, ESTALE, "register: the attempt is over (HTTP 410)");
@@ -402,7 +430,9 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
             errnoprintf (err, EINTR, "register: interrupted by a signal");
             break;
         }
-        if (busy == 0 && delay < 1000)
+        if (hinted)
+            hinted = false; /* the next answer says again */
+        else if (busy == 0 && delay < 1000)
             delay = delay * 3 / 2;
         else if (busy == 0)
             delay = (int)ctl_jitter_ms (1000);

@@ -52,7 +52,9 @@ void ctl_destroy (ctl_t *c);
  * passes, or 'stopfd' (the agent's signalfd; -1 for none) becomes readable.
  * Retries every 100 ms, backing off to 1 s; after a 503 (the controller at
  * its connection limit) or 429, from 1 s to 8 s, with jitter, saying so in
- * the log.  0 with *out filled (caller
+ * the log; a "waiting" answer's retry_ms, when given, sets the next wait.
+ * Each try waits up to 30 s for its answer (a storm of registrations is
+ * answered in turn), so stopfd is seen between tries.  0 with *out filled (caller
  * clears it), or -1 with err: errno ESTALE for 410, EACCES for 401,
  * ETIMEDOUT, EINTR (stopfd readable), EPROTO (bad answer). */
 int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int stopfd,

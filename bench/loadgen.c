@@ -385,13 +385,14 @@ int main (int argc, char **argv)
                 want_write (ep, a, 1);
             sent++;
         }
-        /* A registration unanswered for 3 s is given up and sent again on a
-         * new connection, as dtagent's calls time out (ctl.c): a connection
-         * the controller never accepted must not stall an agent for good. */
+        /* A registration unanswered for 30 s is given up and sent again on a
+         * new connection, as dtagent's registration times out (ctl.c): a
+         * connection the controller never accepted must not stall an agent
+         * for good. */
         if (!phase2)
             for (int i = 0; i < opt_agents; i++) {
                 struct agent *a = &agents[i];
-                if (!a->busy || a->registered || now - a->sent_ns < 3000000000LL)
+                if (!a->busy || a->registered || now - a->sent_ns < 30000000000LL)
                     continue;
                 timeouts++;
                 epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
@@ -472,6 +473,15 @@ int main (int argc, char **argv)
                             a->next_ns = t + base / 2 + rand_r (&seed) % base;
                             if (a->reg_delay < 8000000000LL)
                                 a->reg_delay = base * 2;
+                        }
+                        else if (status == 200 && strstr (a->resp, "\"retry_ms\":")) {
+                            /* "waiting": ask again when the controller says,
+                             * jittered, as dtagent does (ctl.c). */
+                            int64_t ms =
+                              atoll (strstr (a->resp, "\"retry_ms\":") + 11) * 1000000LL;
+                            if (ms < 100000000)
+                                ms = 100000000;
+                            a->next_ns = t + ms / 2 + rand_r (&seed) % ms;
                         }
                         else {
                             if (status != 200)

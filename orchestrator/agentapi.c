@@ -308,15 +308,11 @@ static void register_cb (dt_http_req_t *req, void *arg)
     else if (att->row.state == ATT_RUNNING && ag)
         dt_http_reply_error (req, 500, NULL,
                              "the job's checkpoint directory path is too long");
-    else {
-        /* A storm of registrations: while they wait, agents need not hold
-         * descriptors that others need to get in (they ask again). */
-        if (dt_httpd_crowded (ctx->httpd))
-            dt_http_req_close (req);
+    else /* (crowded, the gate closes the connection of a waiting agent) */
         dt_http_reply_json (req, 200,
-                            json_pack ("{s:s s:i s:i}", "state", "waiting", "registered",
-                                       att->nagents, "expected", expected));
-    }
+                            json_pack ("{s:s s:i s:i s:i}", "state", "waiting",
+                                       "registered", att->nagents, "expected", expected,
+                                       "retry_ms", jobs_register_retry_ms (ctx->jobs)));
 done:
     json_decref (body);
 }

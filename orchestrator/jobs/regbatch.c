@@ -85,6 +85,24 @@ static int tx_batch (struct jobs *jobs, struct job *job, struct attempt *att, vo
     return regbatch_write (jobs, job, att, err);
 }
 
+int jobs_register_retry_ms (struct jobs *jobs)
+{
+    static int64_t at_ms;
+    static int cached = 1000;
+    int64_t now = dt_mono_ms ();
+    if (now - at_ms < 100)
+        return cached; /* counted at most every 100 ms */
+    at_ms = now;
+    int64_t waiting = 0;
+    for (struct job *job = jobs->list; job; job = job->next)
+        if (job->att && (job->att->row.state == ATT_SUBMITTED ||
+                         job->att->row.state == ATT_STARTING))
+            waiting += job->att->nagents;
+    int64_t ms = waiting / 4; /* 4,000 agents asking once a second */
+    cached = ms < 1000 ? 1000 : ms > 10000 ? 10000 : (int)ms;
+    return cached;
+}
+
 void jobs_flush_registrations (struct jobs *jobs)
 {
     dt_error_t err;
