@@ -78,7 +78,8 @@ ctl_t *ctl_create (const char *url, const char *token, dt_error_t *err)
         goto error;
     if (token && *token) {
         snprintf (hdr, sizeof (hdr), "Authorization: Bearer %s", token);
-        if (dt_httpc_set_header (c->http, hdr) < 0 || dt_httpc_set_header (c->reg, hdr) < 0) {
+        if (dt_httpc_set_header (c->http, hdr) < 0 ||
+            dt_httpc_set_header (c->reg, hdr) < 0) {
             errprintf (err, "cannot set the Authorization header");
             goto error;
         }

@@ -95,8 +95,8 @@ int jobs_register_retry_ms (struct jobs *jobs)
     at_ms = now;
     int64_t waiting = 0;
     for (struct job *job = jobs->list; job; job = job->next)
-        if (job->att && (job->att->row.state == ATT_SUBMITTED ||
-                         job->att->row.state == ATT_STARTING))
+        if (job->att &&
+            (job->att->row.state == ATT_SUBMITTED || job->att->row.state == ATT_STARTING))
             waiting += job->att->nagents;
     int64_t ms = waiting / 4; /* 4,000 agents asking once a second */
     cached = ms < 1000 ? 1000 : ms > 10000 ? 10000 : (int)ms;
