@@ -34,9 +34,10 @@ int job_ckpt_dir (const struct job *job, char *buf, size_t len)
 int64_t ckpt_lookahead (struct attempt *att)
 {
     int64_t iv = att->job->spec.hb.interval_ms;
-    int levels = att->job->spec.hb.tree_width > 0
-                   ? dt_tree_height (att->row.num_nodes, (int)att->job->spec.hb.tree_width)
-                   : 1;
+    int levels =
+      att->job->spec.hb.tree_width > 0
+        ? dt_tree_height (att->row.num_nodes, (int)att->job->spec.hb.tree_width)
+        : 1;
     if (levels > 1)
         iv += iv * 5 / 4 * (levels - 1);
     return ckpt_lookahead_steps (att->row.start_time, dt_real_ms (), att->row.resume_step,
