@@ -67,9 +67,9 @@ static void test_defaults (void)
     CU_ASSERT_EQUAL (nt, 10000);
     CU_ASSERT_EQUAL (ht, 0);
     /* no tree unless asked (the default TreeWidth is 0) */
-    CU_ASSERT_EQUAL (
-      json_integer_value (json_object_get (json_object_get (s, "heartbeat"), "tree_width")),
-      0);
+    CU_ASSERT_EQUAL (json_integer_value (
+                       json_object_get (json_object_get (s, "heartbeat"), "tree_width")),
+                     0);
     CU_ASSERT_DOUBLE_EQUAL (thr, 0.75, 1e-9);
     CU_ASSERT_EQUAL (win, 20);
     CU_ASSERT_STRING_EQUAL (action, "report");
