@@ -27,6 +27,7 @@
 #include "chan.h"
 #include "ranks.h"
 #include "reaper.h"
+#include "relay.h"
 #include "rundir.h"
 
 /* Granularity of hang detection and SIGKILL deadlines. */
@@ -48,6 +49,7 @@ struct agent {
     char *sockdir; /* a second private dir for a long socket path */
     chan_t *chan;
     ranks_t *ranks;
+    relay_t *relay; /* borrowed; NULL: direct heartbeats */
 
     json_t *events;     /* not yet accepted by the controller */
     size_t ev_chunk;    /* bytes of JSON per events request */
@@ -356,8 +358,13 @@ static void heartbeat (agent_t *a)
     json_t *data = NULL;
     long status = 0;
     dt_error_t err;
-    int rc =
-      body ? ctl_post (a->ctl, "/v1/agent/heartbeat", body, &status, &data, &err) : -1;
+    int rc;
+    if (!body)
+        rc = errnoprintf (&err, ENOMEM, "out of memory");
+    else if (a->relay)
+        rc = relay_heartbeat (a->relay, a->ctl, body, &status, &data, &err);
+    else
+        rc = ctl_post (a->ctl, "/v1/agent/heartbeat", body, &status, &data, &err);
     json_decref (body);
     int64_t now = dt_mono_ms ();
     if (rc < 0) {
@@ -382,6 +389,11 @@ static void heartbeat (agent_t *a)
     a->unreachable = false;
     a->hb_backoff_ms = 0;
     a->next_hb_ms = now + interval;
+    /* Refused at the controller's connection limit (ctl_post logged its
+     * answer): the next try at a jittered time, so the refused agents do
+     * not all return together. */
+    if (status == 503)
+        a->next_hb_ms = now + ctl_jitter_ms (interval);
     if (status == CTL_GONE)
         a->gone = true;
     else if (status == 200 && data) {
@@ -582,6 +594,11 @@ error:
     return NULL;
 }
 
+void agent_set_relay (agent_t *a, struct relay *r)
+{
+    a->relay = r;
+}
+
 void agent_destroy (agent_t *a)
 {
     if (!a)
@@ -663,15 +680,26 @@ int agent_run (agent_t *a)
             timeout = 0;
 
         pfd[0] = (struct pollfd){ .fd = a->sigfd, .events = POLLIN };
-        int n = 1 + chan_pollfds (a->chan, pfd + 1, MAXFDS - 1);
+        pfd[1] =
+          (struct pollfd){ .fd = a->relay ? relay_fd (a->relay) : -1, .events = POLLIN };
+        int n = 2 + chan_pollfds (a->chan, pfd + 2, MAXFDS - 2);
         if (poll (pfd, (nfds_t)n, (int)timeout) < 0 && errno != EINTR) {
             dt_log_errno (LOG_ERR, "poll");
             return 3;
         }
         if (pfd[0].revents & POLLIN)
             read_signals (a);
-        chan_process (a->chan, pfd + 1, n - 1);
+        chan_process (a->chan, pfd + 2, n - 2);
+        /* Children's heartbeats (answered at once, sent up with ours). */
+        if (a->relay)
+            relay_run (a->relay);
         now = dt_mono_ms ();
+        /* Children's lines go up within a quarter interval, not a whole
+         * one: each level of the tree adds at most that to what the
+         * controller sees of a node. */
+        if (a->relay && !a->unreachable &&
+            relay_due (a->relay, now, a->l->heartbeat_interval_ms / 4))
+            a->next_hb_ms = now;
         ranks_tick (a->ranks, now, a->l->hang_timeout_ms, on_rank_hang, a);
 
         if (json_array_size (a->events) && now >= a->next_ev_ms)

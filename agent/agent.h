@@ -26,6 +26,13 @@ agent_t *agent_create (ctl_t *ctl, const struct node_info *ni, const struct layo
 /* Kills any rank still running (every exit path goes through here). */
 void agent_destroy (agent_t *a);
 
+/* The agent's relay for the fan-in tree (relay.h; borrowed, must outlive
+ * the agent): its heartbeats then go up the tree with its children's, and
+ * the loop serves the children.  Without one, heartbeats go directly to
+ * the controller. */
+struct relay;
+void agent_set_relay (agent_t *a, struct relay *r);
+
 /* Start the ranks and run until the agent is done.  Returns the agent's
  * exit code: 0 all local ranks exited 0 (or a spare told to stop), 1 a rank
  * failed or was killed, 2 the attempt is over (410), 3 internal failure. */

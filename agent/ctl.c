@@ -28,8 +28,20 @@ static const struct dt_httpc_opts ctl_http_opts = {
     .backoff_max_ms = 1000,
 };
 
+/* Registration is not urgent, and in a storm of thousands the controller
+ * answers in turn: a try waits for its answer this long, rather than
+ * giving up and asking again at the back of the queue. */
+static const struct dt_httpc_opts ctl_register_opts = {
+    .connect_timeout_ms = 3000,
+    .total_timeout_ms = 30000,
+    .retries = 0,
+    .backoff_ms = 100,
+    .backoff_max_ms = 1000,
+};
+
 struct ctl {
     dt_httpc_t *http;
+    dt_httpc_t *reg; /* for registration (ctl_register_opts) */
 };
 
 void layout_clear (struct layout *l)
@@ -48,6 +60,9 @@ void layout_clear (struct layout *l)
     free (l->checkpoint_dir);
     free (l->resume_dir);
     free (l->skip_steps);
+    for (char **p = l->ancestors; p && *p; p++)
+        free (*p);
+    free (l->ancestors);
     memset (l, 0, sizeof (*l));
 }
 
@@ -59,11 +74,13 @@ ctl_t *ctl_create (const char *url, const char *token, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
-    if (!(c->http = dt_httpc_create (url, &ctl_http_opts, err)))
+    if (!(c->http = dt_httpc_create (url, &ctl_http_opts, err)) ||
+        !(c->reg = dt_httpc_create (url, &ctl_register_opts, err)))
         goto error;
     if (token && *token) {
         snprintf (hdr, sizeof (hdr), "Authorization: Bearer %s", token);
-        if (dt_httpc_set_header (c->http, hdr) < 0) {
+        if (dt_httpc_set_header (c->http, hdr) < 0 ||
+            dt_httpc_set_header (c->reg, hdr) < 0) {
             errprintf (err, "cannot set the Authorization header");
             goto error;
         }
@@ -79,16 +96,17 @@ void ctl_destroy (ctl_t *c)
     if (c) {
         int saved = errno;
         dt_httpc_destroy (c->http);
+        dt_httpc_destroy (c->reg);
         free (c);
         errno = saved;
     }
 }
 
-int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
-              dt_error_t *err)
+static int post_on (dt_httpc_t *h, const char *path, const json_t *body, long *status,
+                    json_t **data, dt_error_t *err)
 {
     json_t *reply = NULL;
-    if (dt_httpc_json (c->http, "POST", path, body, status, &reply, err) < 0)
+    if (dt_httpc_json (h, "POST", path, body, status, &reply, err) < 0)
         return -1;
     if (*status >= 400) {
         const char *e = dt_httpc_envelope_error (reply);
@@ -100,6 +118,46 @@ int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json
         *data = d && !json_is_null (d) ? json_incref (d) : NULL;
     }
     json_decref (reply);
+    return 0;
+}
+
+int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
+              dt_error_t *err)
+{
+    return post_on (c->http, path, body, status, data, err);
+}
+
+int64_t ctl_jitter_ms (int64_t base_ms)
+{
+    static unsigned int seed;
+    if (!seed)
+        seed = (unsigned int)getpid () ^ (unsigned int)dt_mono_ns ();
+    if (base_ms < 2)
+        return base_ms;
+    return base_ms / 2 + rand_r (&seed) % base_ms;
+}
+
+int ctl_post_text (ctl_t *c, const char *path, const char *body, size_t len,
+                   const char *content_type, long *status, json_t **data, dt_error_t *err)
+{
+    char *reply = NULL;
+    size_t rlen = 0;
+    dt_error_t e;
+    if (dt_httpc_raw (c->http, "POST", path, body, len, content_type, status, &reply,
+                      &rlen, err) < 0)
+        return -1;
+    json_t *env = reply && rlen ? dt_json_parse (reply, rlen, &e) : NULL;
+    free (reply);
+    if (*status >= 400) {
+        const char *m = dt_httpc_envelope_error (env);
+        dt_log (*status == CTL_GONE ? LOG_INFO : LOG_WARNING, "POST %s: HTTP %ld%s%s",
+                path, *status, m ? ": " : "", m ? m : "");
+    }
+    if (data) {
+        json_t *d = env ? json_object_get (env, "data") : NULL;
+        *data = d && !json_is_null (d) ? json_incref (d) : NULL;
+    }
+    json_decref (env);
     return 0;
 }
 
@@ -142,6 +200,28 @@ error:
         free (v[i]);
     free (v);
     return NULL;
+}
+
+/* The fan-in tree of the ready answer: absent or null means direct
+ * heartbeats.  0 or -1 with err (the caller clears l). */
+static int parse_tree (const json_t *d, struct layout *l, dt_error_t *err)
+{
+    json_t *o = json_object_get (d, "tree");
+    if (json_is_object (o)) {
+        json_int_t w = 0;
+        json_t *anc = json_object_get (o, "ancestors");
+        if (dt_json_get_int (o, "data.tree", "width", true, 1, 4096, &w, err) < 0)
+            return -1;
+        l->tree_width = (int)w;
+        if (!json_is_array (anc) || json_array_size (anc) == 0)
+            return errnoprintf (err, EPROTO,
+                                "data.tree.ancestors: expected a non-empty array");
+        if (!(l->ancestors = str_array (anc, "data.tree.ancestors", err)))
+            return -1;
+    }
+    else if (o && !json_is_null (o))
+        return errnoprintf (err, EPROTO, "data.tree: expected object or null");
+    return 0;
 }
 
 /* Decode the "ready" answer.  Unknown keys are tolerated (the controller
@@ -245,6 +325,8 @@ int ctl_parse_layout (const json_t *d, struct layout *l, dt_error_t *err)
         errnoprintf (err, EPROTO, "data.resume: expected object or null");
         goto error;
     }
+    if (parse_tree (d, l, err) < 0)
+        goto error;
     if (!l->spare && (l->ranks_per_node < 1 || l->world_size < 1)) {
         errnoprintf (err, EPROTO, "data: ranks_per_node and world_size must be >= 1");
         goto error;
@@ -264,6 +346,8 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
 {
     int64_t deadline = dt_mono_ms () + timeout_ms;
     int delay = 100;
+    int busy = 0;        /* answers 503/429 in a row */
+    bool hinted = false; /* this wait is the controller's retry_ms */
     int rc = -1;
     json_t *body = json_pack (
       "{s:s, s:i, s:s, s:i, s:I, s:I, s:I, s:o}", "node", ni->name, "node_order",
@@ -272,6 +356,8 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
       (json_int_t)ni->slurm_step_id, "hostinfo", node_hostinfo ());
     if (!body)
         return errnoprintf (err, ENOMEM, "out of memory");
+    if (ni->relay_port > 0)
+        json_object_set_new (body, "relay_port", json_integer (ni->relay_port));
     /* node_hostinfo ran helper commands (popen: srun --version under
      * Slurm); their SIGCHLDs are pending on stopfd (the agent's signalfd),
      * which the wait below reads as "stop".  Consume only those: a TERM
@@ -288,7 +374,7 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
         long status = 0;
         json_t *data = NULL;
         dt_error_t e;
-        if (ctl_post (c, "/v1/agent/register", body, &status, &data, &e) < 0) {
+        if (post_on (c->reg, "/v1/agent/register", body, &status, &data, &e) < 0) {
             dt_log (tries == 1 || tries % 20 == 0 ? LOG_WARNING : LOG_DEBUG,
                     "register (try %d): %s", tries, e.text);
         }
@@ -311,6 +397,13 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
                 break;
             }
             dt_log (LOG_DEBUG, "register: waiting for the other agents");
+            /* The controller says when to ask again (many agents waiting). */
+            json_t *rm = json_object_get (data, "retry_ms");
+            if (json_is_integer (rm) && json_integer_value (rm) > 0 &&
+                json_integer_value (rm) <= 60000) {
+                delay = (int)ctl_jitter_ms (json_integer_value (rm));
+                hinted = true;
+            }
         }
         else if (status == CTL_GONE) {
             errnoprintf (err, ESTALE, "register: the attempt is over (HTTP 410)");
@@ -328,9 +421,21 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
             json_decref (data);
             break;
         }
+        else if (status == 503 || status == 429) {
+            /* The controller is at its connection limit (or busy): back off
+             * further than for a wait, with jitter, and say so. */
+            int64_t base = (int64_t)1000 << (busy < 3 ? busy : 3);
+            busy++;
+            delay = (int)ctl_jitter_ms (base);
+            dt_log (busy == 1 || busy % 10 == 0 ? LOG_WARNING : LOG_DEBUG,
+                    "register: controller busy (HTTP %ld, try %d): retrying in %d ms",
+                    status, tries, delay);
+        }
         else {
             dt_log (LOG_WARNING, "register: HTTP %ld, retrying", status);
         }
+        if (status != 503 && status != 429)
+            busy = 0;
         json_decref (data);
         int64_t left = deadline - dt_mono_ms ();
         if (left <= 0) {
@@ -344,8 +449,12 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
             errnoprintf (err, EINTR, "register: interrupted by a signal");
             break;
         }
-        if (delay < 1000)
+        if (hinted)
+            hinted = false; /* the next answer says again */
+        else if (busy == 0 && delay < 1000)
             delay = delay * 3 / 2;
+        else if (busy == 0)
+            delay = (int)ctl_jitter_ms (1000);
     }
     json_decref (body);
     return rc;

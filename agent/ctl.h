@@ -35,6 +35,8 @@ struct layout {
     int64_t integrity_every_steps, integrity_spike_window;
     double integrity_spike_k;
     char *skip_steps;
+    int tree_width;   /* the fan-in tree; 0: heartbeats go to the controller */
+    char **ancestors; /* NULL-terminated relay URLs, nearest first; NULL none */
 };
 
 void layout_clear (struct layout *l);
@@ -42,13 +44,22 @@ void layout_clear (struct layout *l);
 /* The answer status that means "your attempt is over": stop and exit. */
 #define CTL_GONE 410
 
+/* A retry delay around base_ms: uniformly in [base/2, 3*base/2), so that
+ * thousands of agents refused at once (503: the controller at its
+ * connection limit) do not all come back in the same instant. */
+int64_t ctl_jitter_ms (int64_t base_ms);
+
 /* token: the attempt's bearer token (borrowed).  New client or NULL. */
 ctl_t *ctl_create (const char *url, const char *token, dt_error_t *err);
 void ctl_destroy (ctl_t *c);
 
 /* Register until the controller answers "ready", 410/401/400, 'timeout_ms'
  * passes, or 'stopfd' (the agent's signalfd; -1 for none) becomes readable.
- * Retries every 100 ms, backing off to 1 s.  0 with *out filled (caller
+ * Retries every 100 ms, backing off to 1 s; after a 503 (the controller at
+ * its connection limit) or 429, from 1 s to 8 s, with jitter, saying so in
+ * the log; a "waiting" answer's retry_ms, when given, sets the next wait.
+ * Each try waits up to 30 s for its answer (a storm of registrations is
+ * answered in turn), so stopfd is seen between tries.  0 with *out filled (caller
  * clears it), or -1 with err: errno ESTALE for 410, EACCES for 401,
  * ETIMEDOUT, EINTR (stopfd readable), EPROTO (bad answer). */
 int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int stopfd,
@@ -59,6 +70,12 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
  * when the controller could not be reached. */
 int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json_t **data,
               dt_error_t *err);
+
+/* ctl_post with a body that is already text (len bytes, borrowed) of
+ * 'content_type'. */
+int ctl_post_text (ctl_t *c, const char *path, const char *body, size_t len,
+                   const char *content_type, long *status, json_t **data,
+                   dt_error_t *err);
 
 /* The kv relay: 0 with *status (200, 404, 410...); for get on 200, *val
  * (new, malloc'ed) and *len.  -1 with err when unreachable or the answer is

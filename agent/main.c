@@ -26,6 +26,7 @@
 #include "reaper.h"
 #include "ctl.h"
 #include "node.h"
+#include "relay.h"
 
 static const int64_t default_register_timeout_ms = 10 * 60 * 1000;
 static const int64_t default_stop_grace_ms = 20000;
@@ -93,6 +94,31 @@ static int signals_init (void)
     return signalfd (-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+/* The listener for children in a fan-in tree; its port goes with the
+ * registration.  NULL (logged): this node heartbeats directly. */
+static relay_t *relay_start (struct node_info *ni)
+{
+    dt_error_t err;
+    relay_t *relay = relay_create (ni->addr, getenv ("DT_TOKEN"), &err);
+    if (!relay)
+        dt_log (LOG_WARNING, "no relay listener (%s): heartbeats go directly", err.text);
+    else
+        ni->relay_port = relay_port (relay);
+    return relay;
+}
+
+/* The agent's place in the tree, from the registration answer. */
+static void relay_join (relay_t *relay, agent_t *agent, const struct layout *l)
+{
+    if (!relay)
+        return;
+    relay_set_ancestors (relay, l->ancestors);
+    agent_set_relay (agent, relay);
+    if (l->ancestors)
+        dt_log (LOG_INFO, "fan-in tree of width %d: heartbeats go through %s",
+                l->tree_width, l->ancestors[0]);
+}
+
 int main (int argc, char **argv)
 {
     const char *controller = getenv ("DT_CONTROLLER");
@@ -112,6 +138,7 @@ int main (int argc, char **argv)
     struct layout layout = { 0 };
     ctl_t *ctl = NULL;
     agent_t *agent = NULL;
+    relay_t *relay = NULL;
     int sigfd = -1;
 
     /* ---- options ---- */
@@ -181,6 +208,7 @@ int main (int argc, char **argv)
     }
     dt_log (LOG_INFO, "%s: node %s (order %d), address %s, port %d", dt_version_string (),
             ni.name, ni.order, ni.addr, ni.port);
+    relay = relay_start (&ni); /* children's listener in a fan-in tree */
 
     /* ---- the controller: register until the attempt is ready ---- */
     if (!(ctl = ctl_create (controller, getenv ("DT_TOKEN"), &err))) {
@@ -198,11 +226,13 @@ int main (int argc, char **argv)
         dt_log (LOG_ERR, "%s", err.text);
         goto cleanup;
     }
+    relay_join (relay, agent, &layout);
     exit_code = agent_run (agent);
     dt_log (LOG_INFO, "exiting with code %d", exit_code);
 
 cleanup:
     agent_destroy (agent); /* kills any rank still running: every exit path */
+    relay_destroy (relay);
     layout_clear (&layout);
     ctl_destroy (ctl);
     if (sigfd >= 0)

@@ -12,6 +12,7 @@ struct node_info {
     int order;      /* SLURM_NODEID, else --node-order, else 0 */
     char addr[64];  /* first non-loopback IPv4, else 127.0.0.1 */
     int port;       /* a TCP port free right now on this node */
+    int relay_port; /* the agent's listener for its tree children; 0 none */
     int64_t slurm_job_id;
     int64_t slurm_step_id;
 };

@@ -32,18 +32,26 @@ pct () { sort -g "$1" | awk -v p="$2" '{v[NR]=$1} END {if (NR == 0) exit; i = in
 db_bytes () { du -cb "$1"/state/dtctld.db* 2>/dev/null | awk 'END {print $1}'; }
 db_pages () { sqlite3 "$1/state/dtctld.db" 'pragma page_count' 'pragma page_size' 2>/dev/null | awk 'NR == 1 {c = $1} NR == 2 {print c * $1}'; }
 
+# Each size runs in each mode of BENCH_INGEST_TREE (default "0 256"): 0 is
+# direct connections (keys ingest.RATE.*), W > 0 the fan-in tree of width
+# W (keys ingesttree.RATE.*: the generator plays relays and leaves, the
+# controller sees W relays per attempt, each POSTing its subtree's
+# heartbeats to /v1/agent/relay once a second).
 part_ingest () {
     local agents_list=${BENCH_INGEST_AGENTS:-"125 1250 5000 10000"}
+    local trees=${BENCH_INGEST_TREE:-"0 256"} TW K
     local W=${BENCH_INGEST_WARMUP:-2} D=${BENCH_INGEST_SECONDS:-6} A d njobs per j id toks tok
     [ -x "$LOADGEN" ] || { note ingest "loadgen not built: part skipped"; return; }
     for A in $agents_list; do
+    for TW in $trees; do
         local rate=$((A * 8)) rep
-        say "ingest: $A simulated agents x 8 ranks at 1 Hz = $rate rank-heartbeats/s offered, ${D}s x $REPS (+${W}s warm-up each)"
-        d=$TMP/ingest-$A
+        if [ "$TW" = 0 ]; then K=ingest.$rate; else K=ingesttree.$rate; fi
+        say "ingest: $A simulated agents x 8 ranks at 1 Hz = $rate rank-heartbeats/s offered, $([ "$TW" = 0 ] && echo direct || echo "tree of width $TW"), ${D}s x $REPS (+${W}s warm-up each)"
+        d=$TMP/ingest-$A-t$TW
         # Between runs the simulated agents are silent: long node and hang
         # timeouts keep their attempts alive across the pause.
-        start_ctld "$d" external HeartbeatInterval=1s NodeTimeout=180s HangTimeoutFloor=10m \
-            RendezvousTimeout=600s || return
+        CTLD_LOGLEVEL=notice start_ctld "$d" external HeartbeatInterval=1s NodeTimeout=180s \
+            HangTimeoutFloor=10m RendezvousTimeout=600s || return
         # One attempt holds at most 65536 ranks (SPEC_MAX_WORLD): more agents
         # are split over several jobs, which the generator drives together.
         njobs=$(( (rate + 65535) / 65536 )); per=$(( A / njobs )); toks=
@@ -88,40 +96,49 @@ part_ingest () {
             ( wait_for 130 test -e "$mark" && poll_status "$URL/v1/jobs/1" "$D" 10 "$d/st-show.$rep" ) &
             local p2=$!
             "$LOADGEN" --port "$aport" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
-                --hz 1 --duration "$D" --warmup "$W" --register-timeout 30 --mark "$mark" \
-                > "$d/lg.$rep" 2> "$d/lg.$rep.err"
+                --hz 1 --duration "$D" --warmup "$W" --register-timeout 60 --mark "$mark" \
+                --tree-width "$TW" > "$d/lg.$rep" 2> "$d/lg.$rep.err"
             touch "$mark"
             wait $p1 $p2
             t_load=$((t_load + W + D))
             local f=$d/lg.$rep
-            rec "ingest.$rate.achieved" "$(jget "$f" .achieved_rank_hb_per_s)"
-            rec "ingest.$rate.p50" "$(jget "$f" .lat_ms.p50)"
-            rec "ingest.$rate.p99" "$(jget "$f" .lat_ms.p99)"
-            rec "ingest.$rate.p999" "$(jget "$f" .lat_ms.p999)"
-            rec "ingest.$rate.failed" "$(jget "$f" '.errors + .non2xx + .unanswered')"
-            rec "ingest.$rate.registered" "$(jget "$f" .registered)"
-            rec "ingest.$rate.register_s" "$(jget "$f" .register_s)"
-            rec "ingest.$rate.list_p50" "$(pct "$d/st-list.$rep" 50)"
-            rec "ingest.$rate.list_p99" "$(pct "$d/st-list.$rep" 99)"
-            rec "ingest.$rate.show_p50" "$(pct "$d/st-show.$rep" 50)"
-            rec "ingest.$rate.show_p99" "$(pct "$d/st-show.$rep" 99)"
-            rec "ingest.$rate.show_bytes" "$(awk 'END {print $3 + 0}' "$d/st-show.$rep")"
+            rec "$K.achieved" "$(jget "$f" .achieved_rank_hb_per_s)"
+            rec "$K.p50" "$(jget "$f" .lat_ms.p50)"
+            rec "$K.p99" "$(jget "$f" .lat_ms.p99)"
+            rec "$K.p999" "$(jget "$f" .lat_ms.p999)"
+            rec "$K.failed" "$(jget "$f" '.errors + .non2xx + .unanswered')"
+            rec "$K.registered" "$(jget "$f" .registered)"
+            rec "$K.register_s" "$(jget "$f" .register_s)"
+            rec "$K.list_p50" "$(pct "$d/st-list.$rep" 50)"
+            rec "$K.list_p99" "$(pct "$d/st-list.$rep" 99)"
+            rec "$K.show_p50" "$(pct "$d/st-show.$rep" 50)"
+            rec "$K.show_p99" "$(pct "$d/st-show.$rep" 99)"
+            rec "$K.show_bytes" "$(awk 'END {print $3 + 0}' "$d/st-show.$rep")"
             printf '   rep %d: %s\n' "$rep" "$(jq -c '{achieved_rank_hb_per_s, registered, register_s, errors, non2xx, gone_410, unanswered, lat_ms}' "$f" 2>/dev/null || cat "$d/lg.$rep.err")" >&2
             if [ "$(jget "$f" .gone_410)" -gt 0 ] 2>/dev/null; then
-                note "ingest.$rate" "rep $rep: the controller ended the attempt(s) (410 to $(jget "$f" .gone_410) agents): $(sqlite3 "$d/state/dtctld.db" "select 'job ' || job_id || ' attempt ' || attempt || ': ' || state || ' ' || ifnull(cause, '') || ' ' || substr(ifnull(detail, ''), 1, 120) from attempts" | tr '\n' ';')"
+                note "$K" "rep $rep: the controller ended the attempt(s) (410 to $(jget "$f" .gone_410) agents): $(sqlite3 "$d/state/dtctld.db" "select 'job ' || job_id || ' attempt ' || attempt || ': ' || state || ' ' || ifnull(cause, '') || ' ' || substr(ifnull(detail, ''), 1, 120) from attempts" | tr '\n' ';')"
                 break
             fi
         done
         size1=$(db_pages "$d")
-        rec "ingest.$rate.db_bytes" "$(db_bytes "$d")"
-        [ "$t_grow" -gt 0 ] && rec "ingest.$rate.db_growth_per_h" "$(calc "($size1 - $size0) / $t_grow * 3600")"
+        rec "$K.db_bytes" "$(db_bytes "$d")"
+        [ "$t_grow" -gt 0 ] && rec "$K.db_growth_per_h" "$(calc "($size1 - $size0) / $t_grow * 3600")"
         sqlite3 "$d/state/dtctld.db" "select 'metrics', count(*) from metrics; select 'events', count(*) from events;
             select 'ranks', count(*) from ranks; select 'attempt_nodes', count(*) from attempt_nodes;
             select 'metrics_stride', group_concat(metrics_stride) from jobs;" > "$d/rows" 2>/dev/null
-        note "ingest.$rate" "after ${t_load}s of load at $rate rank-hb/s: database files $(( $(db_bytes "$d") / 1024 )) KiB, logical $(( size1 / 1024 )) KiB; rows: $(tr '|\n' '= ' < "$d/rows")"
+        note "$K" "after ${t_load}s of load at $rate rank-hb/s: database files $(( $(db_bytes "$d") / 1024 )) KiB, logical $(( size1 / 1024 )) KiB; rows: $(tr '|\n' '= ' < "$d/rows")"
         grep -v '"POST /v1/agent' "$d/ctld.log" | grep -iE 'error|warn' | grep -v AuthType=none | tail -n 3 > "$d/ctld.warn"
-        [ -s "$d/ctld.warn" ] && note "ingest.$rate" "controller log: $(tr '\n' ' ' < "$d/ctld.warn" | cut -c1-300)"
+        [ -s "$d/ctld.warn" ] && note "$K" "controller log: $(tr '\n' ' ' < "$d/ctld.warn" | cut -c1-300)"
+        # The longest pass of the controller's loop (it logs each new
+        # longest over 50 ms; 0 recorded: none over 50 ms) and its peak memory.
+        local stall hwm
+        stall=$(grep -a 'event loop: a pass took' "$d/ctld.log" | tail -n 1 | sed 's/.*took \([0-9]*\) ms.*/\1/')
+        rec "$K.stall_ms" "${stall:-0}"
+        hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$CTLD_PID/status" 2>/dev/null)
+        rec "$K.ctld_hwm_bytes" "$hwm"
+        rec "$K.refused_503" "$(jget "$d/lg.1" ".refused_503 // 0")"
         stop_ctld
+    done
     done
 }
 

@@ -13,6 +13,16 @@
  *
  * Output: one JSON object on stdout with the offered and achieved rates and
  * the latency percentiles.
+ *
+ * --tree-width W (W > 0): the agents form dtctl's fan-in tree (common/tree.h)
+ * and the generator plays relays and leaves: every agent registers directly
+ * (connections are opened when needed and closed when the controller says
+ * "Connection: close", as on a 503 at its connection limit), then only the
+ * controller's children (the first W nodes of each attempt) keep a
+ * connection; each sends, once a period, one POST /v1/agent/relay with the
+ * heartbeats of its whole subtree, one line per node, as the real relays
+ * forward them.  Latency is then per relay request, and the achieved rate
+ * counts every node's line.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -52,7 +62,13 @@ struct agent {
     int want_out;      /* EPOLLOUT armed: a request is partly written */
     int64_t reg_delay; /* register retry delay (ns), backing off */
     int gone;          /* 410: its attempt has ended; it stops, as dtagent does */
+    int keep;          /* sends heartbeats itself (direct mode, or a top relay) */
+    int64_t sent_ns;   /* when the request in flight was sent */
+    int nlines;        /* heartbeats in the request in flight */
 };
+
+static struct agent *all_agents;
+static int opt_tree = 0; /* --tree-width */
 
 static int64_t now_ns (void)
 {
@@ -92,40 +108,80 @@ static int connect_one (void)
     return fd;
 }
 
+/* One node's heartbeat body (no newline) at the end of *body. */
+static void hb_line (char **body, size_t *n, size_t *cap, int local, int64_t step)
+{
+    if (*cap - *n < 256 + (size_t)opt_ranks * 256) {
+        *cap = *cap * 2 + 256 + (size_t)opt_ranks * 256;
+        *body = realloc (*body, *cap);
+    }
+    char *b = *body;
+    *n +=
+      snprintf (b + *n, *cap - *n, "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, local);
+    for (int r = 0; r < opt_ranks; r++)
+        *n += snprintf (b + *n, *cap - *n,
+                        "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":"
+                        "\"running\",\"client\":true,\"step\":%" PRId64
+                        ",\"loss\":%.4f,\"samples\":%" PRId64
+                        ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
+                        r ? "," : "", local * opt_ranks + r, r, 1000 + r, step,
+                        3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
+    *n += snprintf (b + *n, *cap - *n, "]}");
+}
+
+/* The lines of node 'local' of attempt 'att' and of its subtree (width
+ * opt_tree): children of i are W*(i+1) .. W*(i+1)+W-1 (common/tree.h). */
+static int subtree_lines (char **body, size_t *n, size_t *cap, int local, int att,
+                          int nodes, int64_t step)
+{
+    int count = 0;
+    struct agent *a = &all_agents[local * ntokens + att];
+    if (a->registered && !a->gone) {
+        if (*n > 0)
+            (*body)[(*n)++] = '\n';
+        hb_line (body, n, cap, local, step);
+        count++;
+    }
+    for (long c = (long)opt_tree * (local + 1);
+         c < (long)opt_tree * (local + 2) && c < nodes; c++)
+        count += subtree_lines (body, n, cap, (int)c, att, nodes, step);
+    return count;
+}
+
 static void build_request (struct agent *a, int64_t step)
 {
-    char body[8192];
-    size_t n = 0;
+    size_t cap = 8192, n = 0;
+    char *body = malloc (cap);
+    const char *route = a->registered ? "heartbeat" : "register";
 
     free (a->req);
+    a->nlines = 1;
     if (!a->registered) {
-        n = snprintf (body, sizeof (body),
+        n = snprintf (body, cap,
                       "{\"node\":\"%s%d\",\"node_order\":%d,\"addr\":\"127.0.0.1\","
                       "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
                       "\"hostinfo\":{}}",
                       opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid ());
     }
-    else {
-        n = snprintf (body, sizeof (body), "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix,
-                      a->local);
-        for (int r = 0; r < opt_ranks; r++)
-            n += snprintf (
-              body + n, sizeof (body) - n,
-              "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":\"running\","
-              "\"client\":true,\"step\":%" PRId64 ",\"loss\":%.4f,\"samples\":%" PRId64
-              ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
-              r ? "," : "", a->local * opt_ranks + r, r, 1000 + r, step,
-              3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
-        n += snprintf (body + n, sizeof (body) - n, "]}");
+    else if (opt_tree > 0) {
+        int att = a->idx % ntokens;
+        int nodes = opt_agents / ntokens + (att < opt_agents % ntokens);
+        a->nlines = subtree_lines (&body, &n, &cap, a->local, att, nodes, step);
+        route = "relay";
     }
-    size_t cap = n + 512;
-    a->req = malloc (cap);
-    a->req_len =
-      snprintf (a->req, cap,
-                "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
-                "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                "Content-Length: %zu\r\n\r\n%s",
-                a->registered ? "heartbeat" : "register", opt_host, a->token, n, body);
+    else
+        hb_line (&body, &n, &cap, a->local, step);
+    size_t rcap = n + 512;
+    a->req = malloc (rcap);
+    a->req_len = snprintf (a->req, rcap,
+                           "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
+                           "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
+                           "Content-Length: %zu\r\n\r\n%s",
+                           route, opt_host, a->token,
+                           opt_tree > 0 && a->registered ? "application/x-ndjson"
+                                                         : "application/json",
+                           n, body);
+    free (body);
     a->req_off = 0;
     a->resp_len = 0;
 }
@@ -169,7 +225,7 @@ static void usage (void)
       "Usage: loadgen --token TOKEN[,TOKEN...] [--host H] [--port P] [--agents N] "
       "[--ranks R]\n"
       "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
-      "               [--register-timeout S] [--mark FILE]\n"
+      "               [--register-timeout S] [--mark FILE] [--tree-width W]\n"
       "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
       "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
       "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
@@ -192,6 +248,7 @@ int main (int argc, char **argv)
                                               { "register-timeout", required_argument, 0,
                                                 'R' },
                                               { "mark", required_argument, 0, 'm' },
+                                              { "tree-width", required_argument, 0, 'T' },
                                               { 0 } };
     int c;
 
@@ -208,10 +265,12 @@ int main (int argc, char **argv)
         case 'x': opt_prefix = optarg; break;
         case 'R': opt_register_timeout = atof (optarg); break;
         case 'm': opt_mark = optarg; break;
+        case 'T': opt_tree = atoi (optarg); break;
         default: usage ();
         }
     }
-    if (!opt_token || opt_agents < 1 || opt_ranks < 1 || opt_ranks > 64 || opt_hz <= 0)
+    if (!opt_token || opt_agents < 1 || opt_ranks < 1 || opt_ranks > 64 || opt_hz <= 0 ||
+        opt_tree < 0)
         usage ();
     {
         char *copy = strdup (opt_token), *save = NULL;
@@ -230,28 +289,28 @@ int main (int argc, char **argv)
 
     int ep = epoll_create1 (EPOLL_CLOEXEC);
     struct agent *agents = calloc (opt_agents, sizeof (*agents));
+    all_agents = agents;
     int64_t period = (int64_t)(1e9 / opt_hz);
     int64_t t0 = now_ns ();
     size_t lat_cap = (size_t)(opt_agents * opt_hz * (opt_duration + 1)) + 16, nlat = 0;
     int64_t *lat = malloc (lat_cap * sizeof (*lat));
-    long errors = 0, non2xx = 0, sent = 0, done_measured = 0;
+    long errors = 0, non2xx = 0, sent = 0, done_measured = 0, refused_503 = 0;
+    long connect_fail = 0, lines_measured = 0, timeouts = 0;
 
     for (int i = 0; i < opt_agents; i++) {
         struct agent *a = &agents[i];
         a->idx = i;
         a->local = i / ntokens;
         a->token = tokens[i % ntokens];
-        a->fd = connect_one ();
-        if (a->fd < 0) {
-            fprintf (stderr, "loadgen: connect: %s\n", strerror (errno));
-            return 1;
-        }
+        a->keep = opt_tree == 0 || a->local < opt_tree;
+        /* Connected when its first request is due (below): 40,000 agents
+         * need not hold 40,000 descriptors at once. */
+        a->fd = -1;
         /* Registration first, all at once (as a real allocation starts). */
         a->next_ns = t0;
         a->reg_delay = 100000000;
-        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
-        epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
     }
+    unsigned int seed = (unsigned int)getpid ();
 
     /* Phase 1 (registration) ends when all are registered or at the
      * timeout; then phase 2 sets the real schedule. */
@@ -280,10 +339,14 @@ int main (int argc, char **argv)
             t_measure = t0 + (int64_t)(opt_warmup * 1e9);
             t_end = t_measure + (int64_t)(opt_duration * 1e9);
             next_due = t_end;
-            /* Spread the agents' heartbeats evenly over one period. */
+            /* Spread the senders' heartbeats evenly over one period (in a
+             * tree, the relays': the first nodes of each attempt). */
+            int nkeep = 0, k = 0;
             for (int i = 0; i < opt_agents; i++)
-                if (agents[i].registered)
-                    agents[i].next_ns = t0 + (period * i) / opt_agents;
+                nkeep += agents[i].keep;
+            for (int i = 0; i < opt_agents; i++)
+                if (agents[i].keep && k++ >= 0 && agents[i].registered)
+                    agents[i].next_ns = t0 + (period * (k - 1)) / nkeep;
         }
         /* Start the sends that are due.  (A linear scan keeps this simple;
          * 10k agents x 1 kHz of scans is far below the controller's cost.) */
@@ -296,9 +359,21 @@ int main (int argc, char **argv)
                     next_due = a->next_ns;
                 continue;
             }
+            if (a->fd < 0) {
+                if ((a->fd = connect_one ()) < 0) {
+                    /* Out of descriptors here: try again later. */
+                    connect_fail++;
+                    a->next_ns = now + 100000000 + rand_r (&seed) % 100000000;
+                    continue;
+                }
+                struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
+                epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
+                a->want_out = 0;
+            }
             step = (now - t0) / period;
             build_request (a, step);
             a->sched_ns = a->next_ns;
+            a->sent_ns = now;
             /* A heartbeat's successor is due one period later; a register's
              * retry is scheduled when its answer comes. */
             a->next_ns = a->registered ? a->next_ns + period : INT64_MAX;
@@ -310,6 +385,23 @@ int main (int argc, char **argv)
                 want_write (ep, a, 1);
             sent++;
         }
+        /* A registration unanswered for 30 s is given up and sent again on a
+         * new connection, as dtagent's registration times out (ctl.c): a
+         * connection the controller never accepted must not stall an agent
+         * for good. */
+        if (!phase2)
+            for (int i = 0; i < opt_agents; i++) {
+                struct agent *a = &agents[i];
+                if (!a->busy || a->registered || now - a->sent_ns < 30000000000LL)
+                    continue;
+                timeouts++;
+                epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
+                close (a->fd);
+                a->fd = -1;
+                a->want_out = 0;
+                a->busy = 0;
+                a->next_ns = now + a->reg_delay / 2 + rand_r (&seed) % a->reg_delay;
+            }
         /* Sleep until the next send is due (ns resolution) or an answer comes. */
         int64_t wait = next_due - now_ns ();
         if (wait < 0)
@@ -334,9 +426,7 @@ int main (int argc, char **argv)
                     errors++;
                     epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
                     close (a->fd);
-                    a->fd = connect_one ();
-                    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
-                    epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
+                    a->fd = -1; /* reconnected when its next request is due */
                     a->want_out = 0;
                     a->busy = 0;
                     if (!a->registered)
@@ -347,6 +437,12 @@ int main (int argc, char **argv)
                 int status = response_complete (a);
                 if (status) {
                     int64_t t = now_ns ();
+                    /* The controller closes this connection after the
+                     * answer (a 503 at its limit, a crowded "waiting"):
+                     * so do we, reconnecting when needed. */
+                    int closing = strcasestr (a->resp, "\r\nconnection: close") != NULL;
+                    if (status == 503)
+                        refused_503++;
                     if (status == 410) {
                         /* The attempt ended (e.g. the controller declared
                          * nodes lost): a real agent exits. */
@@ -364,7 +460,28 @@ int main (int argc, char **argv)
                         if (status == 200 && strstr (a->resp, "\"ready\"")) {
                             a->registered = 1;
                             nreg++;
-                            a->next_ns = phase2 ? t : INT64_MAX;
+                            a->next_ns = phase2 && a->keep ? t : INT64_MAX;
+                            /* In a tree, a non-top node talks to its relay. */
+                            closing = closing || !a->keep;
+                        }
+                        else if (status == 503 || status == 429) {
+                            /* At the controller's limit: 1-8 s, jittered,
+                             * as dtagent backs off. */
+                            non2xx++;
+                            int64_t base =
+                              a->reg_delay < 1000000000 ? 1000000000 : a->reg_delay;
+                            a->next_ns = t + base / 2 + rand_r (&seed) % base;
+                            if (a->reg_delay < 8000000000LL)
+                                a->reg_delay = base * 2;
+                        }
+                        else if (status == 200 && strstr (a->resp, "\"retry_ms\":")) {
+                            /* "waiting": ask again when the controller says,
+                             * jittered, as dtagent does (ctl.c). */
+                            int64_t ms =
+                              atoll (strstr (a->resp, "\"retry_ms\":") + 11) * 1000000LL;
+                            if (ms < 100000000)
+                                ms = 100000000;
+                            a->next_ns = t + ms / 2 + rand_r (&seed) % ms;
                         }
                         else {
                             if (status != 200)
@@ -380,9 +497,17 @@ int main (int argc, char **argv)
                         if (a->sched_ns >= t_measure && nlat < lat_cap) {
                             lat[nlat++] = t - a->sched_ns;
                             done_measured++;
+                            if (status >= 200 && status <= 299)
+                                lines_measured += a->nlines;
                         }
                     }
                     a->busy = 0;
+                    if (closing) {
+                        epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
+                        close (a->fd);
+                        a->fd = -1;
+                        a->want_out = 0;
+                    }
                 }
             }
         }
@@ -395,6 +520,8 @@ int main (int argc, char **argv)
         reg += a->registered;
         /* A request still in flight counts with the latency it has so far
          * (a lower bound): a stalled controller must not look fast. */
+        if (!a->keep)
+            continue; /* in a tree, its heartbeats travel in its relay's */
         if (a->registered && a->busy && a->sched_ns >= t_measure && nlat < lat_cap) {
             lat[nlat++] = t_stop - a->sched_ns;
             unanswered++;
@@ -415,10 +542,13 @@ int main (int argc, char **argv)
       "\"registered\":%d,\"register_s\":%.3f,\"offered_rank_hb_per_s\":%.0f,\"achieved_"
       "rank_hb_per_s\":%.0f,"
       "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"gone_410\":%d,\"unanswered\":%ld,"
+      "\"refused_503\":%ld,\"connect_fail\":%ld,\"register_timeouts\":%ld,"
+      "\"tree_width\":%d,"
       "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
       opt_agents, opt_ranks, opt_hz, opt_duration, reg, register_s,
-      opt_agents * opt_hz * opt_ranks, done_measured * opt_ranks / opt_duration, sent,
-      errors, non2xx, ngone, unanswered, PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999),
-      nlat ? lat[nlat - 1] / 1e6 : -1.0);
+      opt_agents * opt_hz * opt_ranks,
+      (opt_tree > 0 ? lines_measured : done_measured) * opt_ranks / opt_duration, sent,
+      errors, non2xx, ngone, unanswered, refused_503, connect_fail, timeouts, opt_tree,
+      PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999), nlat ? lat[nlat - 1] / 1e6 : -1.0);
     return 0;
 }

@@ -19,7 +19,7 @@ for line in open(args.samples):
         s = json.loads(line)
         # loadgen's -1: nothing measured in that run (no answer at all); the
         # run still counts through its 'failed' and 'achieved' samples.
-        if s["key"].startswith("ingest.") and float(s["v"]) < 0:
+        if s["key"].startswith("ingest") and float(s["v"]) < 0:
             continue
         # Steps lost = last step rank 0's log showed - resume step; the log
         # shows a step only every few (checkpoint lines), and a just-in-time
@@ -102,6 +102,33 @@ for r in rates:
         ok=(lambda st, a, b: None if not st else st["median"] < 10) if top else None)
     row("1 ingest", "%d/s: database MiB after the run (growth MiB/h as reference)" % r, k + "db_bytes",
         scale=1 / 1048576, ref="MiB/h", ref_key=k + "db_growth_per_h", ref_scale=1 / 1048576)
+
+# 1b. every ingest mode: the controller's longest loop pass, its memory, and
+# (fan-in tree) the same figures through relays.
+for pre, mode in (("ingest", "direct"), ("ingesttree", "tree")):
+    trates = sorted({int(m.group(1)) for k in samples
+                     for m in [re.match(r"%s\.(\d+)\." % pre, k)] if m})
+    for r in trates:
+        k = "%s.%d." % (pre, r)
+        if pre == "ingesttree":
+            row("1 ingest (tree)", "%d rank-hb/s offered: achieved rank-hb/s" % r, k + "achieved",
+                goal=">= 99% of offered",
+                ok=lambda st, a, b, r=r: None if not st else st["median"] >= 0.99 * r)
+            row("1 ingest (tree)", "%d/s: registration of all agents s (agents registered as reference)" % r,
+                k + "register_s", ref="registered", ref_key=k + "registered", digits=None)
+            row("1 ingest (tree)", "%d/s: relay request latency p50 ms" % r, k + "p50")
+            row("1 ingest (tree)", "%d/s: relay request latency p99 ms" % r, k + "p99", goal="< 20 ms",
+                ok=lambda st, a, b: False if not st else st["median"] < 20)
+            row("1 ingest (tree)", "%d/s: failed, unanswered or unsent relay requests per run" % r,
+                k + "failed", digits=0)
+            row("1 ingest (tree)", "%d/s: GET /v1/jobs/{id} p99 ms (answer bytes as reference)" % r,
+                k + "show_p99", ref="bytes", ref_key=k + "show_bytes", goal="< 10 ms",
+                ok=lambda st, a, b: None if not st else st["median"] < 10)
+        row("1 ingest (%s)" % mode, "%d/s: longest event-loop pass ms (0: none over 50)" % r,
+            k + "stall_ms", goal="< 200 ms",
+            ok=lambda st, a, b: None if not st else st["median"] < 200)
+        row("1 ingest (%s)" % mode, "%d/s: controller peak memory MiB (503 answers as reference)" % r,
+            k + "ctld_hwm_bytes", scale=1 / 1048576, ref="503s", ref_key=k + "refused_503")
 
 # 2. recovery (dtctl vs Slurm requeue vs torchrun)
 for kind, label in (("rank", "rank kill"), ("node", "node kill")):

@@ -25,8 +25,10 @@
 #include <microhttpd.h>
 
 #include "common/dtime.h"
+#include "common/fdlimit.h"
 #include "common/httpd.h"
 #include "common/httpd_conn.h"
+#include "common/httpd_int.h"
 #include "common/log.h"
 
 /* Room for 10k simulated agents plus CLIs, below a typical hard nofile limit
@@ -35,7 +37,6 @@ static const unsigned int httpd_connection_limit = 20000;
 /* Idle keep-alive connections are closed after this many seconds; agents
  * heartbeat far more often than that, so they keep their connection. */
 static const unsigned int httpd_connection_timeout_s = 300;
-#define HTTPD_MAX_LISTENERS 4
 /* Per-connection MHD pool (request line + headers).  Bodies are kept in our
  * own buffer, so this stays small: 10k connections x 16 KiB. */
 static const size_t httpd_connection_memory = 16 * 1024;
@@ -45,72 +46,7 @@ static const int httpd_listen_backlog = 4096;
  * agents registering at once) does not hold up the owner's loop (its tick,
  * its signals) for seconds. */
 static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
-
-#define HTTPD_MAX_PARAMS 12 /* httpd.h; kv keys of dtctld have up to 12 segments */
-#define HTTPD_MAX_SEGS 16
-
-struct route {
-    char *method;
-    char *pattern;
-    char *segs[HTTPD_MAX_SEGS]; /* literal, or "{name}" */
-    int nsegs;
-    dt_http_handler_f cb;
-    void *arg;
-};
-
-struct listener {
-    struct dt_httpd *h;
-    struct MHD_Daemon *d;
-    int port;
-    int cls;
-};
-
-struct dt_httpd {
-    struct listener ls[HTTPD_MAX_LISTENERS];
-    int nls;
-    int epfd;      /* the listeners' epoll fds, for one poll */
-    int listen_fd; /* bound, not yet handed to MHD */
-    size_t max_body;
-    size_t body_budget; /* bodies buffered at once, all requests; 0 none */
-    size_t body_bytes;  /* buffered now */
-    unsigned int idle_timeout_s;
-    struct httpd_conns conns; /* busy connections, the request timeout */
-    bool running;             /* inside dt_httpd_run */
-    int64_t run_start_ns;
-    struct MHD_Connection **deferred; /* suspended: handled in the next run */
-    size_t ndeferred, deferred_cap;
-    size_t dispatched; /* requests handled in the current (last) run */
-    dt_http_gate_f gate;
-    void *gate_arg;
-    struct route *routes;
-    int nroutes;
-};
-
-struct dt_http_req {
-    dt_httpd_t *h;
-    struct MHD_Connection *conn;
-    char *method;
-    char *path;
-    struct route *route;
-    int route_status; /* 0 matched, else 404/405 */
-    char *pnames[HTTPD_MAX_PARAMS];
-    char *pvalues[HTTPD_MAX_PARAMS];
-    int nparams;
-    char *body;
-    size_t len;
-    size_t cap;
-    bool too_big;
-    bool over_budget; /* the global body budget was full */
-    bool replied;
-    int cls;    /* the listener's class */
-    void *data; /* dt_http_req_set_data */
-    void (*data_free) (void *);
-    int status;
-    size_t reply_len;
-    json_t *warnings;
-    int64_t start_ns;
-    char peer[INET6_ADDRSTRLEN];
-};
+static const int httpd_runs_max = 64; /* MHD runs per dt_httpd_run, at most */
 
 /* --- routes ------------------------------------------------------------- */
 
@@ -331,11 +267,11 @@ void *dt_http_req_data (const dt_http_req_t *req)
 
 static void access_log (dt_http_req_t *req)
 {
-    if (LOG_INFO > dt_log_get_level ())
+    if (req->h->access_level > dt_log_get_level ())
         return;
     double ms = (dt_mono_ns () - req->start_ns) / 1e6;
-    dt_log_msg (LOG_INFO, "%s \"%s %s\" %d %zu %.1fms", req->peer, req->method, req->path,
-                req->status, req->reply_len, ms);
+    dt_log_msg (req->h->access_level, "%s \"%s %s\" %d %zu %.1fms", req->peer,
+                req->method, req->path, req->status, req->reply_len, ms);
 }
 
 /* Queue 'body' (malloc'ed, stolen) with 'status'. */
@@ -361,6 +297,13 @@ static void queue (dt_http_req_t *req, int status, const char *content_type, cha
     MHD_add_response_header (resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (allow)
         MHD_add_response_header (resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (req->overfull) {
+        /* Free the descriptor at once, and say when to come back. */
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
+    else if (req->close)
+        MHD_add_response_header (resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (MHD_queue_response (req->conn, status, resp) != MHD_YES)
         dt_log (LOG_ERR, "httpd: %s %s: cannot queue response", req->method, req->path);
     MHD_destroy_response (resp);
@@ -568,6 +511,24 @@ static void resume_deferred (dt_httpd_t *h, size_t max)
     h->ndeferred -= n;
 }
 
+/* Over the listener's connection limit: a clear answer, not a connection
+ * closed at accept (which a client cannot tell from a controller that is
+ * down); agents back off with jitter.  True when it answered. */
+static bool refuse_overfull (struct listener *l, dt_http_req_t *req)
+{
+    dt_httpd_t *h = l->h;
+    if (l->nconns <= l->refuse_at && h->nconns <= h->refuse_all_at)
+        return false;
+    l->refused++;
+    req->overfull = true;
+    dt_http_reply_error (req, 503, NULL,
+                         "controller at its connection limit (%llu connections open, "
+                         "descriptor limit %llu): retry after a randomized backoff; "
+                         "large jobs should use a fan-in tree (TreeWidth)",
+                         (unsigned long long)h->nconns, (unsigned long long)h->nofile);
+    return true;
+}
+
 static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -591,6 +552,8 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         if (!(req->method = strdup (method)) || !(req->path = strdup (url)))
             return MHD_NO;
         set_peer (req);
+        if (refuse_overfull (l, req))
+            return MHD_YES;
         route_match (req);
         if (req->route_status == 404) {
             dt_http_reply_error (req, 404, NULL, "no such resource: %s", req->path);
@@ -700,6 +663,15 @@ static void notify_cb (void *cls, struct MHD_Connection *mc, void **socket_conte
     struct httpd_conn *c = *socket_context;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        l->nconns++;
+        l->h->nconns++;
+        l->h->accepted++;
+    }
+    else if (l->nconns > 0) {
+        l->nconns--;
+        l->h->nconns--;
+    }
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci;
         if (!(c = calloc (1, sizeof (*c))))
             return; /* untracked: only the idle timeout applies to it */
@@ -750,16 +722,30 @@ static void mhd_log_cb (void *cls, const char *fmt, va_list ap)
 
 /* --- daemon ------------------------------------------------------------- */
 
-/* Each keep-alive connection is a file descriptor: raise the soft limit to
- * the hard one so thousands of agents fit. */
-static void raise_nofile (void)
+/* The limits of one listener: what it asks for (0: the default), cut to
+ * what the descriptor limit allows (with a warning naming the fix), and
+ * the threshold above which its requests are refused with 503.  The
+ * listeners together are held to the descriptor limit as well (at
+ * request time, h->refuse_all_at), so that none of them runs the process
+ * out of descriptors. */
+static void listener_limits (dt_httpd_t *h, struct listener *l, unsigned int asked,
+                             int idx)
 {
-    struct rlimit rl;
-    if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
-            dt_log_errno (LOG_WARNING, "httpd: cannot raise RLIMIT_NOFILE");
+    uint64_t want = asked ? asked : httpd_connection_limit;
+    if (want > h->nofile_budget) {
+        uint64_t got = h->nofile_budget > 32 ? h->nofile_budget : 32;
+        if (asked)
+            dt_log (LOG_WARNING,
+                    "listener %d: %llu connections wanted, but the descriptor limit "
+                    "(%llu) leaves room for %llu: using that (raise the hard limit, "
+                    "e.g. LimitNOFILE= in the service unit)",
+                    idx, (unsigned long long)want, (unsigned long long)h->nofile,
+                    (unsigned long long)got);
+        want = got;
     }
+    uint64_t band = dt_fdlimit_band (want);
+    l->limit = (unsigned int)want;
+    l->refuse_at = want > band ? (unsigned int)(want - band) : 1;
 }
 
 /* Bind ourselves (rather than letting MHD do it) so the caller gets the
@@ -808,6 +794,7 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         return NULL;
     }
+    h->access_level = LOG_INFO;
     h->listen_fd = -1;
     h->max_body = conf->max_body;
     h->body_budget = conf->body_budget;
@@ -819,7 +806,11 @@ dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
         free (h);
         return NULL;
     }
-    raise_nofile ();
+    h->nofile = dt_fdlimit_raise ();
+    h->nofile_budget = dt_fdlimit_connections (h->nofile);
+    h->refuse_all_at = h->nofile_budget > dt_fdlimit_band (h->nofile_budget)
+                         ? h->nofile_budget - dt_fdlimit_band (h->nofile_budget)
+                         : 1;
     return h;
 }
 
@@ -837,6 +828,7 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     memset (l, 0, sizeof (*l));
     l->h = h;
     l->cls = lc->cls;
+    listener_limits (h, l, lc->max_connections, h->nls);
     if ((h->listen_fd = listen_socket (lc->addr, lc->port, err)) < 0)
         return -1;
     if (getsockname (h->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
@@ -849,8 +841,7 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     l->d = MHD_start_daemon (
       MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
       access_cb, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, h, MHD_OPTION_LISTEN_SOCKET,
-      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-      lc->max_connections ? lc->max_connections : httpd_connection_limit,
+      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT, l->limit,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, lc->per_address, MHD_OPTION_CONNECTION_TIMEOUT,
       h->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, httpd_connection_memory,
       MHD_OPTION_NOTIFY_CONNECTION, notify_cb, l, MHD_OPTION_URI_LOG_CALLBACK, uri_cb, l,
@@ -935,6 +926,29 @@ uint64_t dt_httpd_cut_count (const dt_httpd_t *h)
     return h->conns.cut;
 }
 
+bool dt_httpd_crowded (const dt_httpd_t *h)
+{
+    return h->nconns > h->refuse_all_at / 2;
+}
+
+void dt_http_req_close (dt_http_req_t *req)
+{
+    req->close = true;
+}
+
+void dt_httpd_set_access_log (dt_httpd_t *h, int level)
+{
+    h->access_level = level;
+}
+
+uint64_t dt_httpd_refused_count (const dt_httpd_t *h)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < h->nls; i++)
+        n += h->ls[i].refused;
+    return n;
+}
+
 int dt_httpd_fd (const dt_httpd_t *h)
 {
     return h->epfd;
@@ -966,9 +980,16 @@ int dt_httpd_run (dt_httpd_t *h)
     h->dispatched = 0;
     h->running = true;
     h->run_start_ns = dt_mono_ns ();
-    for (int i = 0; i < h->nls; i++)
-        if (MHD_run (h->ls[i].d) != MHD_YES)
-            rc = -1;
+    /* MHD accepts 10 connections a run: again while it accepts, in budget. */
+    for (int k = 0; k < httpd_runs_max; k++) {
+        size_t before = h->accepted;
+        for (int i = 0; i < h->nls; i++)
+            if (MHD_run (h->ls[i].d) != MHD_YES)
+                rc = -1;
+        if (h->accepted == before ||
+            dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)
+            break;
+    }
     h->running = false;
     httpd_conn_cut_expired (&h->conns);
     if (rc < 0)

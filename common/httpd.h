@@ -22,6 +22,7 @@
 #ifndef DT_HTTPD_H
 #define DT_HTTPD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -75,6 +76,23 @@ int dt_httpd_port (const dt_httpd_t *h);
 int dt_httpd_listener_port (const dt_httpd_t *h, int idx);
 /* Connections cut so far at the request timeout. */
 uint64_t dt_httpd_cut_count (const dt_httpd_t *h);
+/* Requests refused so far because their listener was at its connection
+ * limit.  A server raises RLIMIT_NOFILE at creation (to the hard limit;
+ * as root, the hard limit to fs.nr_open first) and logs it; each listener
+ * gets what it asks for out of that, less a reserve.  Near its limit (its
+ * last 1%) a listener answers every request 503 with "Retry-After: 1" and
+ * "Connection: close", so a client learns why, instead of seeing its
+ * connection closed unanswered. */
+uint64_t dt_httpd_refused_count (const dt_httpd_t *h);
+/* More than half of the descriptors for connections are in use: a handler
+ * may then close connections it does not need kept (dt_http_req_close). */
+bool dt_httpd_crowded (const dt_httpd_t *h);
+/* The syslog level of the access log's lines (default LOG_INFO). */
+void dt_httpd_set_access_log (dt_httpd_t *h, int level);
+/* Close the request's connection after its answer ("Connection: close"):
+ * for a client that will not need it soon, when the server is crowded.
+ * Call before the reply. */
+void dt_http_req_close (dt_http_req_t *req);
 
 /* The gate runs once per request that matched a route, when its headers
  * have arrived and before any of its body is read: it may answer (e.g. 401

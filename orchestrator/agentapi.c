@@ -15,6 +15,7 @@
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "orchestrator/agentapi.h"
+#include "orchestrator/agentkv.h"
 #include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
 #include "orchestrator/ftpolicy.h"
@@ -24,16 +25,10 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
-
-/* KV limits of the contract: keys [A-Za-z0-9_.:/-]{1,200}, values up to
- * 64 KiB decoded (base64: 4/3 of that), and a cap per attempt so one
- * attempt cannot exhaust the controller's memory. */
-static const size_t kv_key_max = 200;
-static const size_t kv_value_max = (65536 + 2) / 3 * 4;
-static const size_t kv_attempt_max = 64 << 20;
+#include "orchestrator/treeplan.h"
 
 /* The attempt of the request's token: 401 unknown, 410 ended. */
-static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
+struct attempt *agentapi_auth (struct ctld *ctx, dt_http_req_t *req)
 {
     const char *tok = auth_bearer (req);
     struct attempt *att;
@@ -72,7 +67,7 @@ static struct attempt *agent_auth (struct ctld *ctx, dt_http_req_t *req)
 }
 
 /* Parse the JSON body; answers 400 itself on failure. */
-static json_t *body_json (dt_http_req_t *req)
+json_t *agentapi_body_json (dt_http_req_t *req)
 {
     size_t len;
     const char *b = dt_http_req_body (req, &len);
@@ -95,7 +90,7 @@ static json_t *body_json (dt_http_req_t *req)
     return v;
 }
 
-static void reply_field_error (dt_http_req_t *req, int status, const dt_error_t *err)
+void agentapi_reply_field_error (dt_http_req_t *req, int status, const dt_error_t *err)
 {
     char field[128];
     const char *sep = strstr (err->text, ": ");
@@ -110,8 +105,8 @@ static void reply_field_error (dt_http_req_t *req, int status, const dt_error_t 
 /* --- register -------------------------------------------------------------------- */
 
 static const char *const register_keys[] = {
-    "node",         "node_order",    "addr",     "port", "pid",
-    "slurm_job_id", "slurm_step_id", "hostinfo", NULL,
+    "node",         "node_order",    "addr",     "port",       "pid",
+    "slurm_job_id", "slurm_step_id", "hostinfo", "relay_port", NULL,
 };
 
 /* The trainers' environment: the spec's, and the layout (spec.h's
@@ -150,14 +145,16 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
         resume =
           json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                      att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
+    json_t *tree = treeplan_answer (att, ag);
     json_t *ans = json_pack (
-      "{s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
+      "{s:o s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
       " s:O s:o s:O s:s s:o s:I s:I s:I s:I}",
-      "state", "ready", "job", (json_int_t)job->row.id, "attempt", att->row.attempt,
-      "run_id", run_id, "node_rank", ag->node_rank, "num_nodes", att->row.num_nodes,
-      "ranks_per_node", att->row.ranks_per_node, "world_size", att->row.world_size,
-      "spare", ag->spare, "master_addr", att->row.master_addr, "master_port",
-      att->row.master_port, "restart_count", job->row.restarts, "max_restarts",
+      "tree", tree ? tree : json_null (), "state", "ready", "job",
+      (json_int_t)job->row.id, "attempt", att->row.attempt, "run_id", run_id, "node_rank",
+      ag->node_rank, "num_nodes", att->row.num_nodes, "ranks_per_node",
+      att->row.ranks_per_node, "world_size", att->row.world_size, "spare", ag->spare,
+      "master_addr", att->row.master_addr, "master_port", att->row.master_port,
+      "restart_count", job->row.restarts, "max_restarts",
       (int)json_integer_value (
         json_object_get (json_object_get (spec, "restart"), "max_restarts")),
       "command", json_object_get (spec, "command"), "env", trainer_env (job), "workdir",
@@ -243,10 +240,10 @@ static void register_cb (dt_http_req_t *req, void *arg)
     struct attempt *att;
     json_t *body, *hostinfo = NULL;
     const char *node, *addr;
-    json_int_t order, port, pid = 0, sjob = 0, sstep = 0;
+    json_int_t order, port, pid = 0, sjob = 0, sstep = 0, rport = 0;
     dt_error_t err;
 
-    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+    if (!(att = agentapi_auth (ctx, req)) || !(body = agentapi_body_json (req)))
         return;
     if (dt_json_check_object (body, "", register_keys, &err) < 0 ||
         dt_json_get_str (body, "", "node", true, 255, false, &node, &err) < 0 ||
@@ -258,8 +255,9 @@ static void register_cb (dt_http_req_t *req, void *arg)
           0 ||
         dt_json_get_int (body, "", "slurm_step_id", false, 0, INT64_MAX, &sstep, &err) <
           0 ||
-        dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0) {
-        reply_field_error (req, 400, &err);
+        dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0 ||
+        dt_json_get_int (body, "", "relay_port", false, 0, 65535, &rport, &err) < 0) {
+        agentapi_reply_field_error (req, 400, &err);
         goto done;
     }
     if (node_refused (ctx, att, req, node))
@@ -297,6 +295,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     snprintf (ag->addr, sizeof (ag->addr), "%s", addr);
     if (att->row.state != ATT_RUNNING)
         ag->port = port;
+    ag->relay_port = (int)rport;
     ag->pid = pid;
     ag->last_hb_ms = dt_real_ms ();
     if (hostinfo) {
@@ -318,15 +317,20 @@ static void register_cb (dt_http_req_t *req, void *arg)
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
     json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    /* An agent in a fan-in tree heartbeats to its relay: it does not keep
+     * a connection here. */
+    if (ready && json_is_object (json_object_get (ready, "tree")))
+        dt_http_req_close (req);
     if (ready)
         dt_http_reply_json (req, 200, ready);
     else if (att->row.state == ATT_RUNNING && ag)
         dt_http_reply_error (req, 500, NULL,
                              "the job's checkpoint directory path is too long");
-    else
+    else /* (crowded, the gate closes the connection of a waiting agent) */
         dt_http_reply_json (req, 200,
-                            json_pack ("{s:s s:i s:i}", "state", "waiting", "registered",
-                                       att->nagents, "expected", expected));
+                            json_pack ("{s:s s:i s:i s:i}", "state", "waiting",
+                                       "registered", att->nagents, "expected", expected,
+                                       "retry_ms", jobs_register_retry_ms (ctx->jobs)));
 done:
     json_decref (body);
 }
@@ -350,46 +354,12 @@ static struct agent *agent_of (struct attempt *att, const char *node)
     return jobs_agent_find (att, node); /* hashed */
 }
 
-static void heartbeat_cb (dt_http_req_t *req, void *arg)
+/* One node's decoded heartbeat into the live state of its attempt: from
+ * a direct heartbeat, or one line of a relay's (relayapi.c). */
+void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
+                               const struct hb_msg *m)
 {
-    struct ctld *ctx = arg;
-    int64_t t0 = dt_mono_ns ();
-    struct hb_msg *m = &hb_scratch;
-    struct attempt *att;
-    struct agent *ag;
-    const char *body;
-    size_t len;
-    dt_error_t err;
-    enum hb_result rc;
     bool busy = false;
-
-    if (!(att = agent_auth (ctx, req)))
-        return;
-    /* Decoded and validated in full before any state is touched. */
-    body = dt_http_req_body (req, &len);
-    rc = hb_parse (body, len, att->row.world_size, m, &err);
-    if (rc == HB_ERR_BODY) {
-        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
-        return;
-    }
-    if (rc == HB_ERR_NOMEM) {
-        dt_http_reply_error (req, 500, NULL, "out of memory");
-        return;
-    }
-    if (rc != HB_OK && !m->node[0]) {
-        reply_field_error (req, 400, &err); /* the top level is at fault */
-        return;
-    }
-    /* An unknown node answers 409 before its rank entries are judged. */
-    if (!(ag = agent_of (att, m->node))) {
-        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d",
-                             m->node, att->row.attempt);
-        return;
-    }
-    if (rc != HB_OK) {
-        reply_field_error (req, 400, &err);
-        return;
-    }
     int64_t now = dt_real_ms ();
     ag->last_hb_ms = now;
     ag->dirty = true;
@@ -439,6 +409,48 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         report_heartbeat (ctx->report, att->row.job_id, att->row.attempt, busy);
     if (att->row.state == ATT_RUNNING)
         jobs_heartbeat_done (ctx->jobs, att);
+}
+
+static void heartbeat_cb (dt_http_req_t *req, void *arg)
+{
+    struct ctld *ctx = arg;
+    int64_t t0 = dt_mono_ns ();
+    struct hb_msg *m = &hb_scratch;
+    struct attempt *att;
+    struct agent *ag;
+    const char *body;
+    size_t len;
+    dt_error_t err;
+    enum hb_result rc;
+
+    if (!(att = agentapi_auth (ctx, req)))
+        return;
+    /* Decoded and validated in full before any state is touched. */
+    body = dt_http_req_body (req, &len);
+    rc = hb_parse (body, len, att->row.world_size, m, &err);
+    if (rc == HB_ERR_BODY) {
+        dt_http_reply_error (req, 400, NULL, "request body: %s", err.text);
+        return;
+    }
+    if (rc == HB_ERR_NOMEM) {
+        dt_http_reply_error (req, 500, NULL, "out of memory");
+        return;
+    }
+    if (rc != HB_OK && !m->node[0]) {
+        agentapi_reply_field_error (req, 400, &err); /* the top level is at fault */
+        return;
+    }
+    /* An unknown node answers 409 before its rank entries are judged. */
+    if (!(ag = agent_of (att, m->node))) {
+        dt_http_reply_error (req, 409, "node", "%s has not registered with attempt %d",
+                             m->node, att->row.attempt);
+        return;
+    }
+    if (rc != HB_OK) {
+        agentapi_reply_field_error (req, 400, &err);
+        return;
+    }
+    agentapi_heartbeat_apply (ctx, att, ag, m);
     /* The answer without a JSON tree: {"commands":[...]}. */
     char ans[128];
     size_t n = 12;
@@ -760,12 +772,12 @@ static void events_cb (dt_http_req_t *req, void *arg)
     int accepted = 0, refused = 0;
     bool retry_rest = false;
 
-    if (!(att = agent_auth (ctx, req)) || !(body = body_json (req)))
+    if (!(att = agentapi_auth (ctx, req)) || !(body = agentapi_body_json (req)))
         return;
     if (dt_json_check_object (body, "", ev_keys, &err) < 0 ||
         dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0 ||
         dt_json_get_arr (body, "", "events", true, &events, &err) < 0) {
-        reply_field_error (req, 400, &err);
+        agentapi_reply_field_error (req, 400, &err);
         goto done;
     }
     if (!(ag = agent_of (att, node))) {
@@ -841,142 +853,6 @@ done:
     json_decref (body);
 }
 
-/* --- key-value store -------------------------------------------------------------- */
-
-static bool kv_key_ok (const char *k)
-{
-    size_t n = strlen (k);
-    if (n == 0 || n > kv_key_max)
-        return false;
-    for (; *k; k++)
-        if (!isalnum ((unsigned char)*k) && !strchr ("_.:/-", *k))
-            return false;
-    return true;
-}
-
-static bool base64_ok (const char *s, size_t n)
-{
-    if (n % 4)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (isalnum ((unsigned char)c) || c == '+' || c == '/')
-            continue;
-        if (c == '=' && i >= n - 2)
-            continue;
-        return false;
-    }
-    return true;
-}
-
-static const char *kv_key (dt_http_req_t *req)
-{
-    /* The route is /v1/agent/kv/{key} but keys may contain '/': take the
-     * whole rest of the path. */
-    const char *p = dt_http_req_path (req);
-    const char *pre = "/v1/agent/kv/";
-    if (p && !strncmp (p, pre, strlen (pre)))
-        return p + strlen (pre);
-    return dt_http_req_param (req, "key");
-}
-
-static void kv_put_cb (dt_http_req_t *req, void *arg)
-{
-    struct ctld *ctx = arg;
-    struct attempt *att;
-    json_t *body;
-    const char *key = kv_key (req), *value;
-    static const char *const keys[] = { "value", NULL };
-    dt_error_t err;
-
-    if (!(att = agent_auth (ctx, req)))
-        return;
-    if (!key || !kv_key_ok (key)) {
-        dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");
-        return;
-    }
-    if (!(body = body_json (req)))
-        return;
-    if (dt_json_check_object (body, "", keys, &err) < 0 ||
-        dt_json_get_str (body, "", "value", true, 0, true, &value, &err) < 0) {
-        reply_field_error (req, 400, &err);
-        goto done;
-    }
-    size_t n = strlen (value);
-    if (n > kv_value_max) {
-        dt_http_reply_error (req, 413, "value", "value: larger than 64 KiB");
-        goto done;
-    }
-    if (!base64_ok (value, n)) {
-        dt_http_reply_error (req, 400, "value", "value: not base64");
-        goto done;
-    }
-    struct kv *kv;
-    for (kv = att->kv; kv; kv = kv->next)
-        if (!strcmp (kv->key, key))
-            break;
-    size_t old = kv ? strlen (kv->value) : 0;
-    if (att->kv_bytes - old + n > kv_attempt_max) {
-        dt_http_reply_error (req, 413, NULL, "the attempt's key-value store is full");
-        goto done;
-    }
-    /* Every attempt's store together (the controller's memory). */
-    int64_t kv_max = ctx->cfg->max_kv_bytes;
-    size_t kv_now = kv_max > 0 ? jobs_kv_bytes (ctx->jobs) : 0;
-    if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old &&
-        kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
-        metrics_refused (ctx->metrics, REFUSED_MAX_KV_BYTES);
-        dt_http_reply_error (req, 429, NULL,
-                             "quota MaxKvBytes: the controller's key-value "
-                             "stores hold %zu bytes, the limit is %lld",
-                             kv_now, (long long)kv_max);
-        goto done;
-    }
-    char *copy = strdup (value);
-    if (!copy) {
-        dt_http_reply_error (req, 500, NULL, "out of memory");
-        goto done;
-    }
-    if (!kv) {
-        if (!(kv = calloc (1, sizeof (*kv))) || !(kv->key = strdup (key))) {
-            free (kv);
-            free (copy);
-            dt_http_reply_error (req, 500, NULL, "out of memory");
-            goto done;
-        }
-        kv->next = att->kv;
-        att->kv = kv;
-        att->kv_bytes += strlen (key);
-    }
-    free (kv->value);
-    kv->value = copy;
-    att->kv_bytes = att->kv_bytes - old + n;
-    dt_http_reply_json (req, 200, NULL);
-done:
-    json_decref (body);
-}
-
-static void kv_get_cb (dt_http_req_t *req, void *arg)
-{
-    struct ctld *ctx = arg;
-    struct attempt *att;
-    const char *key = kv_key (req);
-
-    if (!(att = agent_auth (ctx, req)))
-        return;
-    if (!key || !kv_key_ok (key)) {
-        dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");
-        return;
-    }
-    for (struct kv *kv = att->kv; kv; kv = kv->next) {
-        if (!strcmp (kv->key, key)) {
-            dt_http_reply_json (req, 200, json_pack ("{s:s}", "value", kv->value));
-            return;
-        }
-    }
-    dt_http_reply_error (req, 404, "key", "key '%s' is not set", key);
-}
-
 int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
 {
     static const struct {
@@ -986,8 +862,6 @@ int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
         { "POST", "/v1/agent/register", register_cb },
         { "POST", "/v1/agent/heartbeat", heartbeat_cb },
         { "POST", "/v1/agent/events", events_cb },
-        { "PUT", "/v1/agent/kv/{key}", kv_put_cb },
-        { "GET", "/v1/agent/kv/{key}", kv_get_cb },
     };
     for (size_t i = 0; i < sizeof (routes) / sizeof (routes[0]); i++) {
         if (dt_httpd_route (ctx->httpd, routes[i].method, routes[i].pattern, routes[i].cb,
@@ -995,17 +869,9 @@ int agentapi_register_routes (struct ctld *ctx, dt_error_t *err)
             return errnoprintf (err, errno, "route %s %s: %s", routes[i].method,
                                 routes[i].pattern, strerror (errno));
     }
-    /* Keys may contain '/': the same handlers also serve keys of 2 to 12
-     * segments (kv_key takes the whole rest of the path); dttrain's gloo
-     * bootstrap uses 5 (dttrain/<job>/a<n>/s<seq>/rank_<r>). */
-    char deeper[256] = "/v1/agent/kv/{k1}";
-    for (int d = 2; d <= 12; d++) {
-        size_t l = strlen (deeper);
-        snprintf (deeper + l, sizeof (deeper) - l, "/{k%d}", d);
-        if (dt_httpd_route (ctx->httpd, "PUT", deeper, kv_put_cb, ctx) < 0 ||
-            dt_httpd_route (ctx->httpd, "GET", deeper, kv_get_cb, ctx) < 0)
-            return errnoprintf (err, errno, "route %s: %s", deeper, strerror (errno));
-    }
-    /* The batch scripts' route (in-allocation restart): allocapi.c. */
+    /* The attempt's key-value store: orchestrator/agentkv.c; the batch
+     * scripts' route (in-allocation restart): orchestrator/allocapi.c. */
+    if (agentkv_register_routes (ctx, err) < 0)
+        return -1;
     return allocapi_register_routes (ctx, err);
 }

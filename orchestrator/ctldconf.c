@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "orchestrator/ckptpath.h"
 #include "orchestrator/ctldconf.h"
+#include "orchestrator/spec.h"
 
 static const char *const default_listen_address = "127.0.0.1";
 static const int64_t default_listen_port = 6830;
@@ -27,6 +28,11 @@ static const char *const default_ui_chartjs =
   "/usr/share/javascript/chart.js/chart.min.js";
 static const int64_t default_heartbeat_ms = 1000;
 static const int64_t default_node_timeout_ms = 10000;
+/* Direct connections unless asked: a tree of width W is the same as
+ * direct for jobs of up to W nodes, and adds a relay's hop for larger
+ * ones, which only clusters beyond the controller's connection limit
+ * need (dtctld.conf(5)). */
+static const int64_t default_tree_width = 0;
 /* 0 = auto: the agent uses its floor until step times are known. */
 static const int64_t default_hang_timeout_ms = 0;
 static const int64_t default_rendezvous_timeout_ms = 120000;
@@ -88,6 +94,7 @@ const char *const config_keys[] = {
     "NodeTimeout",
     "HangTimeout",
     "RendezvousTimeout",
+    "TreeWidth",
     "LogLevel",
     "DtagentPath",
     "MaxBodySize",
@@ -239,6 +246,8 @@ static int load_numbers (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t
     cfg->listen_port = (int)n;
     if (dt_conf_get_int (c, "MaxBodySize", default_max_body, 1024, 1 << 30,
                          &cfg->max_body, err) < 0 ||
+        dt_conf_get_int (c, "TreeWidth", default_tree_width, 0, SPEC_MAX_TREE_WIDTH,
+                         &cfg->tree_width, err) < 0 ||
         dt_conf_get_duration_ms (c, "HeartbeatInterval", default_heartbeat_ms,
                                  &cfg->heartbeat_interval_ms, err) < 0 ||
         dt_conf_get_duration_ms (c, "NodeTimeout", default_node_timeout_ms,

@@ -49,6 +49,7 @@ struct ctld_config {
     char *ui_chartjs;      /* UiChartJs: the charting library the page loads */
     int64_t heartbeat_interval_ms, node_timeout_ms, hang_timeout_ms,
       rendezvous_timeout_ms;
+    int64_t tree_width; /* TreeWidth: the agents' fan-in tree; 0 direct */
     int log_level;      /* LogLevel */
     char *dtagent_path; /* DtagentPath */
     int64_t max_body;   /* MaxBodySize (bytes) */

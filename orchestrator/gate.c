@@ -49,6 +49,13 @@ static int gate_agent (struct ctld *ctx, dt_http_req_t *req)
         dt_http_reply_error (req, 401, NULL, "missing Authorization: Bearer <token>");
         return -1;
     }
+    /* Crowded: only heartbeats keep their connection (registrations,
+     * events and kv calls are occasional), so that agents of a fan-in
+     * tree, which heartbeat to their relays, hold no descriptor here. */
+    const char *path = dt_http_req_path (req);
+    if (dt_httpd_crowded (ctx->httpd) && strcmp (path, "/v1/agent/heartbeat") &&
+        strcmp (path, "/v1/agent/relay"))
+        dt_http_req_close (req);
     if (jobs_attempt_by_token (ctx->jobs, tok))
         return 0;
     if (store_attempt_by_token (ctx->store, tok, &job, &n, &st, &err) < 0 &&

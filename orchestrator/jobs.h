@@ -41,11 +41,13 @@ struct agent {
     int order; /* node_order (Slurm node id) */
     char addr[64];
     int port;
+    int relay_port; /* its listener for tree children; 0: none (an older agent) */
     int pid;
     int node_rank; /* -1: spare or not assigned yet */
     bool spare;
     bool done;             /* reported "done" */
     bool dirty;            /* heartbeat time not flushed */
+    bool reg_pending;      /* registration not yet in the database (regbatch.c) */
     int64_t register_time; /* epoch ms */
     int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
     json_t *hostinfo;
@@ -110,6 +112,7 @@ struct attempt {
     struct store_attempt_row row;
     struct agent *agents;
     int nagents, cap;
+    int reg_pending;    /* agents with reg_pending set */
     struct rank *ranks; /* [world_size] */
     struct kv *kv;
     size_t kv_bytes;
@@ -231,9 +234,20 @@ json_t *jobs_ranks_json (struct jobs *jobs, int64_t id);
 
 /* --- used by agentapi.c ---------------------------------------------- */
 
-/* Transitions driven by agents.  Each is one transaction with its event. */
+/* Transitions driven by agents.  Each is one transaction with its event,
+ * except a first registration that does not complete the rendezvous: it
+ * is recorded by the next jobs_flush_registrations, with the others of the
+ * same pass, in one transaction. */
 int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent *ag,
                            bool first, dt_error_t *err);
+/* Write the registrations recorded since the last call (one transaction
+ * per attempt); call it after each pass of the event loop.  Cheap when
+ * there are none.  A failure is logged and retried at the next call. */
+void jobs_flush_registrations (struct jobs *jobs);
+/* When an agent told to wait should ask again (ms): 1 s, longer when many
+ * agents wait (1 s per 4,000, up to 10 s), so that their questions do not
+ * take the controller's time from the registrations still to come. */
+int jobs_register_retry_ms (struct jobs *jobs);
 /* A failure of the attempt (recorded once; later ones are ignored). */
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,
                         const char *node, int rank, const char *detail, json_t *evidence);

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "orchestrator/agentapi.h"
+#include "orchestrator/relayapi.h"
 #include "orchestrator/api.h"
 #include "orchestrator/ctldconf.h"
 #include "orchestrator/ctld.h"
@@ -242,6 +243,21 @@ static int options (int argc, char **argv, struct config_overrides *ov,
     return -1;
 }
 
+/* The longest pass of the event loop so far (nothing else is heard
+ * meanwhile): each new longest one over loop_stall_log_ms is logged, so a
+ * stall shows in the log with its size (bench/run reads it). */
+static const int64_t loop_stall_log_ms = 50;
+static void loop_stall_note (int64_t ms)
+{
+    static int64_t longest;
+    if (ms <= longest)
+        return;
+    longest = ms;
+    if (ms >= loop_stall_log_ms)
+        dt_log (ms >= 200 ? LOG_WARNING : LOG_NOTICE,
+                "event loop: a pass took %lld ms, the longest so far", (long long)ms);
+}
+
 /* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
  * the configuration), and the supervision tick every tick_ms. */
 static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
@@ -262,8 +278,11 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             dt_log_errno (LOG_ERR, "poll");
             break;
         }
+        int64_t busy_from = dt_mono_ms ();
         if (dt_httpd_run (ctx->httpd) < 0)
             dt_log (LOG_ERR, "httpd: run failed");
+        /* The registrations of this pass, in one transaction. */
+        jobs_flush_registrations (ctx->jobs);
         if (pfd[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
@@ -281,6 +300,7 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             report_tick (ctx->report);
             next_tick = dt_mono_ms () + tick_ms;
         }
+        loop_stall_note (dt_mono_ms () - busy_from);
     }
 }
 
@@ -444,7 +464,8 @@ int main (int argc, char **argv)
         !(ctx.jobs = jobs_create (&ctx, &err)) ||
         !(ctx.report = report_create (ctx.store, &err)) ||
         api_register_routes (&ctx, &err) < 0 ||
-        agentapi_register_routes (&ctx, &err) < 0 || ui_register_routes (&ctx, &err) < 0)
+        agentapi_register_routes (&ctx, &err) < 0 ||
+        relayapi_register_routes (&ctx, &err) < 0 || ui_register_routes (&ctx, &err) < 0)
         die ("%s", err.text);
 
     if (port_file)

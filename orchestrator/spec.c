@@ -30,10 +30,9 @@ static const double default_comm_threshold = 0.5;
 static const json_int_t default_comm_window_steps = 20;
 
 static const char *const top_keys[] = {
-    "name",    "nodes",     "spare_nodes", "ranks_per_node", "command",
-    "env",     "workdir",   "partition",   "time_limit",     "checkpoint",
-    "restart", "heartbeat", "straggler",   "integrity",      "comm_bound",
-    "parallel",  NULL,
+    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command", "env",
+    "workdir",   "partition", "time_limit",  "checkpoint",     "restart", "heartbeat",
+    "straggler", "integrity", "comm_bound",  "parallel",       NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
@@ -43,10 +42,7 @@ static const char *const restart_keys[] = {
     NULL,
 };
 static const char *const heartbeat_keys[] = {
-    "interval_ms",
-    "node_timeout_ms",
-    "hang_timeout_ms",
-    NULL,
+    "interval_ms", "node_timeout_ms", "hang_timeout_ms", "tree_width", NULL,
 };
 static const char *const straggler_keys[] = { "threshold", "window_steps", "action",
                                               NULL };
@@ -137,6 +133,27 @@ static json_t *get_section (const json_t *in, const char *key,
     return o;
 }
 
+/* comm_bound: the communication-bound warning's threshold and window. */
+static int validate_comm_bound (const json_t *in, json_t *empty, json_t *out,
+                                dt_error_t *err)
+{
+    json_t *sec;
+    double cthr = default_comm_threshold;
+    json_int_t cwin = default_comm_window_steps;
+    if (!(sec = get_section (in, "comm_bound", comm_bound_keys, empty, err)) ||
+        dt_json_get_real (sec, "comm_bound", "threshold", false, 0.0, 1.0, &cthr, err) <
+          0 ||
+        dt_json_get_int (sec, "comm_bound", "window_steps", false, 1, 1000000, &cwin,
+                         err) < 0)
+        return -1;
+    if (cthr <= 0.0)
+        return fail (err, "comm_bound.threshold: must be in (0, 1]");
+    json_object_set_new (
+      out, "comm_bound",
+      json_pack ("{s:f s:I}", "threshold", cthr, "window_steps", cwin));
+    return 0;
+}
+
 /* The integrity section (dtctl-job(5)), with its defaults, into out. */
 static int validate_integrity (const json_t *in, json_t *empty, json_t *out,
                                dt_error_t *err)
@@ -216,14 +233,16 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
 
     /* heartbeat */
     json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms,
-               ht = d->hang_timeout_ms;
+               ht = d->hang_timeout_ms, tw = d->tree_width;
     if (!(sec = get_section (in, "heartbeat", heartbeat_keys, empty, err)) ||
         dt_json_get_int (sec, "heartbeat", "interval_ms", false, 100, 60000, &hb, err) <
           0 ||
         dt_json_get_int (sec, "heartbeat", "node_timeout_ms", false, 200, 3600000, &nt,
                          err) < 0 ||
         dt_json_get_int (sec, "heartbeat", "hang_timeout_ms", false, 0, 86400000, &ht,
-                         err) < 0)
+                         err) < 0 ||
+        dt_json_get_int (sec, "heartbeat", "tree_width", false, 0, SPEC_MAX_TREE_WIDTH,
+                         &tw, err) < 0)
         goto done;
     if (!json_object_get (sec, "node_timeout_ms") && nt < 2 * hb)
         nt = 3 * hb; /* a faster heartbeat than the conf's default timeout */
@@ -237,8 +256,9 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
         goto done;
     }
     json_object_set_new (out, "heartbeat",
-                         json_pack ("{s:I s:I s:I}", "interval_ms", hb, "node_timeout_ms",
-                                    nt, "hang_timeout_ms", ht));
+                         json_pack ("{s:I s:I s:I s:I}", "interval_ms", hb,
+                                    "node_timeout_ms", nt, "hang_timeout_ms", ht,
+                                    "tree_width", tw));
 
     /* straggler */
     double thr = default_threshold;
@@ -265,22 +285,8 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
 
     if (validate_integrity (in, empty, out, err) < 0)
         goto done;
-    /* comm_bound */
-    double cthr = default_comm_threshold;
-    json_int_t cwin = default_comm_window_steps;
-    if (!(sec = get_section (in, "comm_bound", comm_bound_keys, empty, err)) ||
-        dt_json_get_real (sec, "comm_bound", "threshold", false, 0.0, 1.0, &cthr, err) <
-          0 ||
-        dt_json_get_int (sec, "comm_bound", "window_steps", false, 1, 1000000, &cwin,
-                         err) < 0)
+    if (validate_comm_bound (in, empty, out, err) < 0)
         goto done;
-    if (cthr <= 0.0) {
-        fail (err, "comm_bound.threshold: must be in (0, 1]");
-        goto done;
-    }
-    json_object_set_new (
-      out, "comm_bound",
-      json_pack ("{s:f s:I}", "threshold", cthr, "window_steps", cwin));
     rc = 0;
 done:
     json_decref (empty);
@@ -530,6 +536,7 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->hb.interval_ms = json_integer_value (json_object_get (h, "interval_ms"));
     js->hb.node_timeout_ms = json_integer_value (json_object_get (h, "node_timeout_ms"));
     js->hb.hang_timeout_ms = json_integer_value (json_object_get (h, "hang_timeout_ms"));
+    js->hb.tree_width = json_integer_value (json_object_get (h, "tree_width"));
     js->straggler.threshold = json_number_value (json_object_get (s, "threshold"));
     js->straggler.window_steps = json_integer_value (json_object_get (s, "window_steps"));
     js->straggler.action = json_string_value (json_object_get (s, "action"));

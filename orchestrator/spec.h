@@ -21,12 +21,14 @@ struct spec_defaults {
     int64_t heartbeat_interval_ms; /* HeartbeatInterval */
     int64_t node_timeout_ms;       /* NodeTimeout */
     int64_t hang_timeout_ms;       /* HangTimeout (0: auto) */
+    int64_t tree_width;            /* TreeWidth (0: direct connections) */
 };
 
 /* Limits (also in job.schema.json). */
 enum {
     SPEC_NAME_MAX = 64,
     SPEC_MAX_NODES = 10000,
+    SPEC_MAX_TREE_WIDTH = 4096, /* heartbeat.tree_width, TreeWidth */
     SPEC_MAX_RANKS_PER_NODE = 1024,
     SPEC_MAX_WORLD = 65536,
     SPEC_MAX_ARGS = 4096,
@@ -62,6 +64,7 @@ struct job_spec {
     struct {
         int64_t interval_ms, node_timeout_ms;
         int64_t hang_timeout_ms; /* 0: automatic */
+        int64_t tree_width;      /* fan-in tree of the agents; 0: direct */
     } hb;
     struct {
         double threshold;

@@ -625,6 +625,40 @@ static int opts_check (const struct train_opts *o, const char *mlp_only,
     return 0;
 }
 
+/* After the options: defaults that depend on the model, the world and
+ * the agent's environment (explicit flags win, the *_set flags say which
+ * were given), then the checks of the whole.  0 or -1 with err. */
+static int opts_finish (struct train_opts *o, int ckev_set, int job_set, int integ_set,
+                        int tp_set, int pp_set, const char *mlp_only,
+                        const char *tfm_only, dt_error_t *err)
+{
+    if (!o->context)
+        o->context = o->model == MODEL_MLP ? MLP_CONTEXT : TFM_CONTEXT;
+
+    /* The world, torchrun style, from the agent (or 1 rank standalone). */
+    if (env_int ("WORLD_SIZE", 1, 1 << 20, &o->world, err) < 0 ||
+        env_int ("RANK", 0, 1 << 20, &o->rank, err) < 0 ||
+        env_int ("LOCAL_RANK", 0, 1 << 20, &o->local_rank, err) < 0)
+        return -1;
+    if (o->rank >= o->world)
+        return errprintf (err, "RANK=%d is not below WORLD_SIZE=%d", o->rank, o->world);
+    if (opts_env (o, ckev_set, job_set, integ_set, err) < 0)
+        return -1;
+    if (o->skip_steps &&
+        check_steps_list ((integ_set & 8) ? "--skip-steps" : "DT_SKIP_STEPS",
+                          o->skip_steps, err) < 0)
+        return -1;
+    /* The job spec's layout (parallel: {tp, pp}) comes as DT_TP, DT_PP;
+     * --tp and --pp win. */
+    if ((!tp_set && env_int ("DT_TP", 1, 1024, &o->tp, err) < 0) ||
+        (!pp_set && env_int ("DT_PP", 1, 1024, &o->pp, err) < 0))
+        return -1;
+    if (opts_check (o, mlp_only, tfm_only, err) < 0)
+        return -1;
+    struct layout ly;
+    return layout_init (&ly, o, o->world, o->rank, err);
+}
+
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
     int c, ckev_set = 0, job_set = 0, integ_set = 0, tp_set = 0, pp_set = 0, w;
@@ -731,31 +765,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     }
     if (optind < argc)
         return errprintf (err, "unexpected argument '%s' (see --help)", argv[optind]);
-    if (!o->context)
-        o->context = o->model == MODEL_MLP ? MLP_CONTEXT : TFM_CONTEXT;
-
-    /* The world, torchrun style, from the agent (or 1 rank standalone). */
-    if (env_int ("WORLD_SIZE", 1, 1 << 20, &o->world, err) < 0 ||
-        env_int ("RANK", 0, 1 << 20, &o->rank, err) < 0 ||
-        env_int ("LOCAL_RANK", 0, 1 << 20, &o->local_rank, err) < 0)
-        return -1;
-    if (o->rank >= o->world)
-        return errprintf (err, "RANK=%d is not below WORLD_SIZE=%d", o->rank, o->world);
-    if (opts_env (o, ckev_set, job_set, integ_set, err) < 0)
-        return -1;
-    if (o->skip_steps &&
-        check_steps_list ((integ_set & 8) ? "--skip-steps" : "DT_SKIP_STEPS",
-                          o->skip_steps, err) < 0)
-        return -1;
-    /* The job spec's layout (parallel: {tp, pp}) comes as DT_TP, DT_PP;
-     * --tp and --pp win. */
-    if ((!tp_set && env_int ("DT_TP", 1, 1024, &o->tp, err) < 0) ||
-        (!pp_set && env_int ("DT_PP", 1, 1024, &o->pp, err) < 0))
-        return -1;
-    if (opts_check (o, mlp_only, tfm_only, err) < 0)
-        return -1;
-    struct layout ly;
-    return layout_init (&ly, o, o->world, o->rank, err);
+    return opts_finish (o, ckev_set, job_set, integ_set, tp_set, pp_set, mlp_only,
+                        tfm_only, err);
 }
 
 char *opts_to_text (const struct train_opts *o, uint64_t data_bytes, uint32_t data_crc)

@@ -103,6 +103,7 @@ void attempt_destroy (struct attempt *att)
 {
     if (att) {
         integ_att_free (att);
+        regbatch_forget (att);
         for (int i = 0; i < att->nagents; i++)
             json_decref (att->agents[i].hostinfo);
         free (att->agents);
@@ -554,6 +555,10 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
     if (att->row.state == ATT_SUBMITTED &&
         att_set_state (jobs, att, ATT_STARTING, err) < 0)
         return -1;
+    /* The registrations batched so far, before the rendezvous sorts the
+     * agents (regbatch.c). */
+    if (regbatch_write (jobs, job, att, err) < 0)
+        return -1;
     if (r->first) {
         char detail[128];
         struct agent *ag = r->ag;
@@ -624,8 +629,16 @@ int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent 
     struct reg_arg r = { ag, first };
     char node[64];
     snprintf (node, sizeof (node), "%s", ag->node); /* qsort may move ag */
+    /* One more agent of a starting attempt that still waits for others:
+     * recorded with the others of this pass (regbatch.c). */
+    if (first && att->row.state == ATT_STARTING &&
+        att->nagents < att->row.num_nodes + att->row.spare_nodes) {
+        regbatch_mark (att, ag);
+        return 0;
+    }
     if (transact (jobs, att->job, att, tx_registered, &r, err) < 0)
         return -1;
+    regbatch_written (att);
     if (att->row.state == ATT_RUNNING && first &&
         att->nagents == att->row.num_nodes + att->row.spare_nodes)
         dt_log (LOG_INFO, "job %lld attempt %d running on %s (master %s:%d)",

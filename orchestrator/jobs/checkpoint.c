@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/tree.h"
 #include "orchestrator/jobs/internal.h"
 #include "orchestrator/jobs/ckptpolicy.h"
 
@@ -25,11 +26,22 @@ int job_ckpt_dir (const struct job *job, char *buf, size_t len)
 }
 
 /* Steps the fastest rank makes in two heartbeat intervals, at least 2:
- * far enough ahead that every rank gets the command before reaching it. */
+ * far enough ahead that every rank gets the command before reaching it.
+ * In a fan-in tree a command reaches a node one level down up to 1.25
+ * intervals later (its relay answers with the commands of its own last
+ * exchange, a quarter interval to an interval old): the interval counted
+ * grows by that for each level below the first. */
 int64_t ckpt_lookahead (struct attempt *att)
 {
+    int64_t iv = att->job->spec.hb.interval_ms;
+    int levels =
+      att->job->spec.hb.tree_width > 0
+        ? dt_tree_height (att->row.num_nodes, (int)att->job->spec.hb.tree_width)
+        : 1;
+    if (levels > 1)
+        iv += iv * 5 / 4 * (levels - 1);
     return ckpt_lookahead_steps (att->row.start_time, dt_real_ms (), att->row.resume_step,
-                                 att->max_step, att->job->spec.hb.interval_ms);
+                                 att->max_step, iv);
 }
 
 void job_fs_id (const struct job *job, struct userfs_id *id)

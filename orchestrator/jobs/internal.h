@@ -82,6 +82,15 @@ int attempt_launch (struct jobs *jobs, struct attempt *att);
 bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now);
 void attempt_tick_ending (struct jobs *jobs, struct attempt *att, int64_t now);
 
+/* regbatch.c: registrations recorded in batches.  mark: recorded in
+ * memory only; write: their rows, inside the caller's transaction;
+ * written: after its commit; forget: the attempt goes away. */
+void regbatch_mark (struct attempt *att, struct agent *ag);
+int regbatch_write (struct jobs *jobs, struct job *job, struct attempt *att,
+                    dt_error_t *err);
+void regbatch_written (struct attempt *att);
+void regbatch_forget (struct attempt *att);
+
 /* detect.c: failures: node loss, the launcher's word, the hang watchdog */
 void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
                               const struct launcher_status *st, int64_t now);

@@ -68,6 +68,7 @@ int jobs_submit (struct jobs *jobs, const json_t *spec_in, uid_t uid, gid_t gid,
     struct spec_defaults d = {
         .checkpoint_root = cfg->checkpoint_root,
         .heartbeat_interval_ms = cfg->heartbeat_interval_ms,
+        .tree_width = cfg->tree_width,
         .node_timeout_ms = cfg->node_timeout_ms,
         .hang_timeout_ms = cfg->hang_timeout_ms,
     };

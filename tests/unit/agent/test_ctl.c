@@ -184,6 +184,52 @@ static void test_layout_refused (void)
     }
 }
 
+/* The fan-in tree: null or absent is direct; an object names the width
+ * and the ancestors, nearest first; a malformed one is refused. */
+static void test_layout_tree (void)
+{
+    struct layout l;
+    dt_error_t err = { "" };
+    CU_ASSERT_EQUAL_FATAL (
+      parse ("{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"tree\": null}", &l,
+             &err),
+      0);
+    CU_ASSERT_EQUAL (l.tree_width, 0);
+    CU_ASSERT_PTR_NULL (l.ancestors);
+    layout_clear (&l);
+    CU_ASSERT_EQUAL_FATAL (
+      parse ("{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"tree\": {\"width\": 2,"
+             " \"ancestors\": [\"http://10.0.0.2:4000\", \"http://10.0.0.1:4001\"],"
+             " \"children\": 1}}",
+             &l, &err),
+      0);
+    CU_ASSERT_EQUAL (l.tree_width, 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (l.ancestors);
+    CU_ASSERT_STRING_EQUAL (l.ancestors[0], "http://10.0.0.2:4000");
+    CU_ASSERT_STRING_EQUAL (l.ancestors[1], "http://10.0.0.1:4001");
+    CU_ASSERT_PTR_NULL (l.ancestors[2]);
+    layout_clear (&l);
+    static const char *const bad[][2] = {
+        { "{\"width\": 0, \"ancestors\": [\"http://x:1\"]}", "data.tree" },
+        { "{\"width\": 2, \"ancestors\": []}", "data.tree.ancestors" },
+        { "{\"width\": 2, \"ancestors\": [7]}", "data.tree.ancestors[0]" },
+        { "{\"width\": 2}", "data.tree.ancestors" },
+        { "\"wide\"", "data.tree" },
+    };
+    for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++) {
+        char j[512];
+        snprintf (j, sizeof (j),
+                  "{\"job\": 1, \"attempt\": 1, \"command\": [\"a\"], \"tree\": %s}",
+                  bad[i][0]);
+        err.text[0] = '\0';
+        CU_ASSERT_EQUAL (parse (j, &l, &err), -1);
+        if (!strstr (err.text, bad[i][1]))
+            fprintf (stderr, "tree %s: error '%s' does not name %s\n", bad[i][0],
+                     err.text, bad[i][1]);
+        CU_ASSERT_PTR_NOT_NULL (strstr (err.text, bad[i][1]));
+    }
+}
+
 static const struct dt_unit_test tests[] = {
     { "base64: RFC 4648 vectors", test_b64_vectors },
     { "base64: binary round trip", test_b64_binary_roundtrip },
@@ -191,6 +237,7 @@ static const struct dt_unit_test tests[] = {
     { "layout: defaults of a minimal answer", test_layout_minimal },
     { "layout: every field; a spare without a command", test_layout_full },
     { "layout: bad answers refused naming the field", test_layout_refused },
+    { "layout: the fan-in tree", test_layout_tree },
     { NULL, NULL },
 };
 

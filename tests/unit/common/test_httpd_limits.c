@@ -32,7 +32,11 @@
 static dt_httpd_t *srv;
 static pthread_t srv_thread;
 static atomic_int srv_stop;
-static int port_user, port_agent;
+static int port_user, port_agent, port_small;
+/* The third listener's connection limit: its last 16 (the least band)
+ * answer 503, so requests on connections past the 24th are refused. */
+#define SMALL_LIMIT 40
+#define SMALL_SERVED 24
 static atomic_int gate_calls;
 
 /* --- server side (its own thread) ---------------------------------------- */
@@ -104,9 +108,13 @@ static int start_server (void)
                                      .cls = 0,
                                      .per_address = PER_ADDRESS };
     struct dt_httpd_listen agents = { .addr = "127.0.0.1", .cls = 1 };
+    struct dt_httpd_listen small = { .addr = "127.0.0.1",
+                                     .cls = 2,
+                                     .max_connections = SMALL_LIMIT };
 
     if (!(srv = dt_httpd_new (&conf, &err)) || dt_httpd_listen (srv, &users, &err) != 0 ||
-        dt_httpd_listen (srv, &agents, &err) != 1) {
+        dt_httpd_listen (srv, &agents, &err) != 1 ||
+        dt_httpd_listen (srv, &small, &err) != 2) {
         fprintf (stderr, "httpd: %s\n", err.text);
         return -1;
     }
@@ -117,6 +125,7 @@ static int start_server (void)
         return -1;
     port_user = dt_httpd_listener_port (srv, 0);
     port_agent = dt_httpd_listener_port (srv, 1);
+    port_small = dt_httpd_listener_port (srv, 2);
     if (port_user != dt_httpd_port (srv) || port_agent <= 0 || port_agent == port_user)
         return -1;
     return pthread_create (&srv_thread, NULL, srv_loop, NULL) == 0 ? 0 : -1;
@@ -404,6 +413,49 @@ static void test_run_budget (void)
     CU_ASSERT (most <= 3);
 }
 
+/* Near a listener's connection limit a request is answered 503 with
+ * Retry-After and Connection: close (and its connection closed), not
+ * dropped unanswered; once connections close, requests are served again. */
+static void test_connection_limit (void)
+{
+    enum { N = SMALL_SERVED + 1 };
+    char buf[4096];
+    int fd[N];
+    uint64_t refused0 = dt_httpd_refused_count (srv);
+
+    for (int i = 0; i < N - 1; i++)
+        CU_ASSERT_FATAL ((fd[i] = connect_to (port_small)) >= 0);
+    /* The 24th connection's request: 24 open, not over 24: served (so the
+     * server has accepted them all); then a 25th connection's is refused. */
+    CU_ASSERT_EQUAL (
+      send_str (fd[N - 2], "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n"), 0);
+    CU_ASSERT_EQUAL (read_status (fd[N - 2], buf, sizeof (buf)), 200);
+    CU_ASSERT_FATAL ((fd[N - 1] = connect_to (port_small)) >= 0);
+    CU_ASSERT_EQUAL (
+      send_str (fd[N - 1], "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n"), 0);
+    CU_ASSERT_EQUAL (read_status (fd[N - 1], buf, sizeof (buf)), 503);
+    CU_ASSERT_PTR_NOT_NULL (strcasestr (buf, "\r\nRetry-After: 1\r\n"));
+    CU_ASSERT_PTR_NOT_NULL (strcasestr (buf, "\r\nConnection: close\r\n"));
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "connection limit"));
+    CU_ASSERT_EQUAL (dt_httpd_refused_count (srv), refused0 + 1);
+    /* The refused connection is closed by the server. */
+    CU_ASSERT_EQUAL (recv (fd[N - 1], buf, sizeof (buf), 0), 0);
+    for (int i = 0; i < N; i++)
+        close (fd[i]);
+    /* Room again: served (the server counts the closes as it sees them). */
+    int status = 0;
+    for (int t = 0; t < 100 && status != 200; t++) {
+        int f = connect_to (port_small);
+        CU_ASSERT_FATAL (f >= 0);
+        send_str (f, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n");
+        status = read_status (f, buf, sizeof (buf));
+        close (f);
+        if (status != 200)
+            usleep (20000);
+    }
+    CU_ASSERT_EQUAL (status, 200);
+}
+
 static const struct dt_unit_test tests[] = {
     { "gate: refused at header time, note to the handler, not for 404", test_gate },
     { "listener classes", test_classes },
@@ -413,6 +465,8 @@ static const struct dt_unit_test tests[] = {
       test_request_timeout },
     { "a run's budget: a burst is handled over several loop iterations",
       test_run_budget },
+    { "connection limit: 503 with Retry-After and a close, then served",
+      test_connection_limit },
     { NULL, NULL },
 };
 

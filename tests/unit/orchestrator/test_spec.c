@@ -66,6 +66,10 @@ static void test_defaults (void)
     CU_ASSERT_EQUAL (hb, 1000);
     CU_ASSERT_EQUAL (nt, 10000);
     CU_ASSERT_EQUAL (ht, 0);
+    /* no tree unless asked (the default TreeWidth is 0) */
+    CU_ASSERT_EQUAL (json_integer_value (
+                       json_object_get (json_object_get (s, "heartbeat"), "tree_width")),
+                     0);
     CU_ASSERT_DOUBLE_EQUAL (thr, 0.75, 1e-9);
     CU_ASSERT_EQUAL (win, 20);
     CU_ASSERT_STRING_EQUAL (action, "report");
@@ -97,7 +101,8 @@ static void test_full_valid (void)
                 " \"checkpoint\": {\"dir\": \"/scratch/c\", \"every_steps\": 0,"
                 " \"keep\": 5}, \"restart\": {\"max_restarts\": 0, \"min_nodes\": 2,"
                 " \"exclude_failed_nodes\": false},"
-                " \"heartbeat\": {\"interval_ms\": 200, \"hang_timeout_ms\": 5000},"
+                " \"heartbeat\": {\"interval_ms\": 200, \"hang_timeout_ms\": 5000,"
+                " \"tree_width\": 16},"
                 " \"straggler\": {\"threshold\": 1, \"window_steps\": 5,"
                 " \"action\": \"exclude\"}}",
                 &err);
@@ -107,6 +112,7 @@ static void test_full_valid (void)
     /* node_timeout_ms keeps the conf default when it is >= 2 intervals */
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (hb, "node_timeout_ms")), 10000);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (hb, "interval_ms")), 200);
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (hb, "tree_width")), 16);
     CU_ASSERT_STRING_EQUAL (
       json_string_value (json_object_get (json_object_get (s, "straggler"), "action")),
       "exclude");
@@ -174,6 +180,12 @@ static const struct {
       "heartbeat.node_timeout_ms" },
     { "{\"command\": [\"x\"], \"heartbeat\": {\"hang_timeout_ms\": 10}}",
       "heartbeat.hang_timeout_ms" },
+    { "{\"command\": [\"x\"], \"heartbeat\": {\"tree_width\": 4097}}",
+      "heartbeat.tree_width" },
+    { "{\"command\": [\"x\"], \"heartbeat\": {\"tree_width\": -1}}",
+      "heartbeat.tree_width" },
+    { "{\"command\": [\"x\"], \"heartbeat\": {\"tree_width\": \"wide\"}}",
+      "heartbeat.tree_width" },
     { "{\"command\": [\"x\"], \"straggler\": {\"threshold\": 0}}",
       "straggler.threshold" },
     { "{\"command\": [\"x\"], \"straggler\": {\"threshold\": 1.5}}",

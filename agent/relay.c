@@ -1,0 +1,271 @@
+/* relay.c: the agent's part in the heartbeat fan-in tree (see relay.h). */
+#if HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dtime.h"
+#include "common/httpc.h"
+#include "common/httpd.h"
+#include "common/jsonx.h"
+#include "common/log.h"
+#include "relay.h"
+
+/* Children's lines kept at most (a relay cut off from everything above
+ * must not grow without bound): 8 MiB, some 7,000 nodes of 8 ranks. */
+static const size_t relay_buf_max = 8 << 20;
+
+/* Calls up the tree fail fast, as the controller's do (ctl.c): the next
+ * ancestor or the controller is tried at once. */
+static const struct dt_httpc_opts relay_http_opts = {
+    .connect_timeout_ms = 1000,
+    .total_timeout_ms = 3000,
+    .retries = 0,
+    .backoff_ms = 100,
+    .backoff_max_ms = 1000,
+};
+
+struct relay {
+    dt_httpd_t *httpd;
+    char *token;
+    char *lines; /* children's heartbeat lines, '\n'-separated */
+    size_t len, cap;
+    int64_t oldest_ms; /* when the first kept line came; 0 none */
+    char *commands;    /* JSON array text for the children's answers */
+    bool gone;         /* the attempt is over: children get 410 */
+    char **ancestors;  /* borrowed */
+    int up;            /* index of the ancestor in use */
+    dt_httpc_t *http;  /* to ancestors[up] */
+};
+
+/* --- the children's side -------------------------------------------------- */
+
+static void relay_cb (dt_http_req_t *req, void *arg)
+{
+    relay_t *r = arg;
+    const char *auth = dt_http_req_header (req, "Authorization");
+    size_t len;
+    const char *body = dt_http_req_body (req, &len);
+
+    if (!auth || strncmp (auth, "Bearer ", 7) || strcmp (auth + 7, r->token)) {
+        dt_http_reply_error (req, 401, NULL, "not a token of this attempt");
+        return;
+    }
+    if (r->gone) {
+        dt_http_reply_error (req, 410, NULL, "the attempt is over");
+        return;
+    }
+    if (!body || len == 0) {
+        dt_http_reply_error (req, 400, NULL,
+                             "request body: expected heartbeats, one JSON object a line");
+        return;
+    }
+    if (r->len + len + 1 > relay_buf_max) {
+        dt_http_reply_error (req, 503, NULL,
+                             "relay: %zu bytes of heartbeats waiting to go up; retry",
+                             r->len);
+        return;
+    }
+    if (r->len + len + 2 > r->cap) {
+        size_t cap = r->cap ? r->cap : 16384;
+        while (cap < r->len + len + 2)
+            cap *= 2;
+        char *p = realloc (r->lines, cap);
+        if (!p) {
+            dt_http_reply_error (req, 500, NULL, "out of memory");
+            return;
+        }
+        r->lines = p;
+        r->cap = cap;
+    }
+    if (r->len > 0)
+        r->lines[r->len++] = '\n';
+    memcpy (r->lines + r->len, body, len);
+    r->len += len;
+    while (r->len > 0 && r->lines[r->len - 1] == '\n')
+        r->len--;
+    r->lines[r->len] = '\0';
+    if (!r->oldest_ms)
+        r->oldest_ms = dt_mono_ms ();
+    /* The commands of the last answer from above: the same for every node
+     * of the attempt. */
+    char ans[4096];
+    int n =
+      snprintf (ans, sizeof (ans), "{\"commands\":%s}", r->commands ? r->commands : "[]");
+    if (n < 0 || (size_t)n >= sizeof (ans))
+        n = snprintf (ans, sizeof (ans), "{\"commands\":[]}");
+    dt_http_reply_json_text (req, 200, ans, (size_t)n);
+}
+
+relay_t *relay_create (const char *addr, const char *token, dt_error_t *err)
+{
+    relay_t *r = calloc (1, sizeof (*r));
+    if (!r) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (!(r->token = strdup (token ? token : ""))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        goto error;
+    }
+    if (!(r->httpd = dt_httpd_create (addr, 0, relay_buf_max, err)))
+        goto error;
+    /* A line per child per interval would drown the agent's log. */
+    dt_httpd_set_access_log (r->httpd, LOG_DEBUG);
+    if (dt_httpd_route (r->httpd, "POST", "/v1/agent/relay", relay_cb, r) < 0) {
+        errprintf (err, "relay: cannot register its route");
+        goto error;
+    }
+    return r;
+error:
+    relay_destroy (r);
+    return NULL;
+}
+
+void relay_destroy (relay_t *r)
+{
+    if (!r)
+        return;
+    int saved = errno;
+    dt_httpd_destroy (r->httpd);
+    dt_httpc_destroy (r->http);
+    free (r->token);
+    free (r->lines);
+    free (r->commands);
+    free (r);
+    errno = saved;
+}
+
+int relay_port (const relay_t *r)
+{
+    return dt_httpd_port (r->httpd);
+}
+
+int relay_fd (const relay_t *r)
+{
+    return dt_httpd_fd (r->httpd);
+}
+
+void relay_run (relay_t *r)
+{
+    if (dt_httpd_run (r->httpd) < 0)
+        dt_log (LOG_WARNING, "relay: its HTTP server failed a run");
+}
+
+void relay_set_ancestors (relay_t *r, char **ancestors)
+{
+    r->ancestors = ancestors;
+    r->up = 0;
+}
+
+bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
+{
+    return r->len > 0 && now_ms - r->oldest_ms >= min_age_ms;
+}
+
+const char *relay_upstream (const relay_t *r)
+{
+    return r->ancestors && r->ancestors[r->up] ? r->ancestors[r->up] : NULL;
+}
+
+/* --- the way up ------------------------------------------------------------ */
+
+/* The answer's data (new reference or NULL) from a raw envelope. */
+static json_t *envelope_data (const char *text, size_t len)
+{
+    dt_error_t e;
+    json_t *env = text && len ? dt_json_parse (text, len, &e) : NULL;
+    json_t *d = env ? json_object_get (env, "data") : NULL;
+    d = d && !json_is_null (d) ? json_incref (d) : NULL;
+    json_decref (env);
+    return d;
+}
+
+/* POST the lines to ancestors[up]; on a transport failure, the next one. */
+static int post_to_ancestors (relay_t *r, const char *body, size_t len, long *status,
+                              json_t **data, dt_error_t *err)
+{
+    while (r->ancestors && r->ancestors[r->up]) {
+        const char *url = r->ancestors[r->up];
+        char hdr[1024], *reply = NULL;
+        size_t rlen = 0;
+        dt_error_t e;
+        *status = 0;
+        if (!r->http) {
+            if (!(r->http = dt_httpc_create (url, &relay_http_opts, &e)))
+                return errprintf (err, "relay %s: %s", url, e.text);
+            snprintf (hdr, sizeof (hdr), "Authorization: Bearer %s", r->token);
+            dt_httpc_set_header (r->http, hdr);
+        }
+        if (dt_httpc_raw (r->http, "POST", "/v1/agent/relay", body, len,
+                          "application/x-ndjson", status, &reply, &rlen, &e) == 0 &&
+            *status != 503) {
+            *data = envelope_data (reply, rlen);
+            free (reply);
+            return 0;
+        }
+        free (reply);
+        /* Dead (or full): reattach to the next ancestor, or the controller. */
+        const char *next = r->ancestors[r->up + 1];
+        dt_log (LOG_WARNING, "relay %s unreachable (%s): heartbeats go to %s from now on",
+                url, *status == 503 ? "full" : e.text, next ? next : "the controller");
+        dt_httpc_destroy (r->http);
+        r->http = NULL;
+        r->up++;
+    }
+    return 1; /* no ancestor left */
+}
+
+int relay_heartbeat (relay_t *r, ctl_t *ctl, const json_t *own, long *status,
+                     json_t **data, dt_error_t *err)
+{
+    int rc;
+    *data = NULL;
+    *status = 0;
+    if (!relay_upstream (r) && r->len == 0) {
+        /* No tree above and no children's lines: the direct heartbeat. */
+        rc = ctl_post (ctl, "/v1/agent/heartbeat", own, status, data, err);
+    }
+    else {
+        char *line = json_dumps (own, JSON_COMPACT);
+        size_t ll = line ? strlen (line) : 0, n = ll + 1 + r->len;
+        char *body = line ? malloc (n + 1) : NULL;
+        if (!body) {
+            free (line);
+            return errnoprintf (err, ENOMEM, "out of memory");
+        }
+        memcpy (body, line, ll);
+        if (r->len) {
+            body[ll] = '\n';
+            memcpy (body + ll + 1, r->lines, r->len);
+        }
+        else
+            n = ll;
+        body[n] = '\0';
+        free (line);
+        rc = post_to_ancestors (r, body, n, status, data, err);
+        if (rc == 1)
+            rc = ctl_post_text (ctl, "/v1/agent/relay", body, n, "application/x-ndjson",
+                                status, data, err);
+        free (body);
+        if (rc == 0) {
+            /* Delivered (or refused for good): the children's lines go. */
+            r->len = 0;
+            r->oldest_ms = 0;
+        }
+    }
+    if (rc == 0 && *status == 410)
+        r->gone = true;
+    if (rc == 0 && *status == 200 && *data) {
+        json_t *c = json_object_get (*data, "commands");
+        char *text = json_is_array (c) ? json_dumps (c, JSON_COMPACT) : NULL;
+        if (text) {
+            free (r->commands);
+            r->commands = text;
+        }
+    }
+    return rc;
+}

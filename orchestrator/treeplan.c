@@ -1,0 +1,51 @@
+/* treeplan.c: each agent's place in its attempt's fan-in tree (see
+ * treeplan.h and common/tree.h). */
+#include <config.h>
+#include <stdio.h>
+
+#include "common/tree.h"
+#include "orchestrator/jobs.h"
+#include "orchestrator/treeplan.h"
+
+/* The node of node rank r (the agents are sorted by node rank at the
+ * rendezvous, so usually at index r). */
+static struct agent *agent_at_rank (struct attempt *att, int r)
+{
+    if (r >= 0 && r < att->nagents && att->agents[r].node_rank == r)
+        return &att->agents[r];
+    for (int i = 0; i < att->nagents; i++)
+        if (att->agents[i].node_rank == r)
+            return &att->agents[i];
+    return NULL;
+}
+
+/* The agent's place in the fan-in tree (common/tree.h): the width and its
+ * ancestors' relay URLs, nearest first; its heartbeats go to the first
+ * one it can reach, else to the controller.  NULL (no tree): width 0, a
+ * spare, a child of the controller, or an ancestor without a relay
+ * listener (an older dtagent).  New reference. */
+json_t *treeplan_answer (struct attempt *att, struct agent *ag)
+{
+    int w = (int)att->job->spec.hb.tree_width, n = att->row.num_nodes;
+    if (w <= 0 || ag->spare || ag->node_rank < 0 || ag->node_rank >= n)
+        return NULL;
+    json_t *anc = json_array ();
+    for (int p = dt_tree_parent (ag->node_rank, n, w); p >= 0 && anc;
+         p = dt_tree_parent (p, n, w)) {
+        struct agent *a = agent_at_rank (att, p);
+        char url[128];
+        if (!a || a->relay_port <= 0) {
+            json_decref (anc);
+            return NULL;
+        }
+        snprintf (url, sizeof (url), "http://%s:%d", a->addr, a->relay_port);
+        json_array_append_new (anc, json_string (url));
+    }
+    if (!anc || json_array_size (anc) == 0) {
+        json_decref (anc);
+        return NULL;
+    }
+    int first;
+    return json_pack ("{s:i s:o s:i}", "width", w, "ancestors", anc, "children",
+                      dt_tree_children (ag->node_rank, n, w, &first));
+}

@@ -1,0 +1,21 @@
+/* treeplan.h: the fan-in tree of an attempt's agents, as the controller
+ * tells each agent in its registration answer (schemas/agent-api.md). */
+#ifndef DT_TREEPLAN_H
+#define DT_TREEPLAN_H
+
+#include <jansson.h>
+
+struct attempt;
+struct agent;
+
+/* {"width": W, "ancestors": [URL, ...], "children": N} for agent 'ag' of
+ * the running attempt 'att': the relay URLs of its ancestors, nearest
+ * first (node rank order, common/tree.h), to which it sends its
+ * heartbeats, the first it can reach, else the controller; and how many
+ * children it relays for.  NULL when it talks to the controller directly:
+ * the job's heartbeat.tree_width is 0, it is a spare or a child of the
+ * controller, or an ancestor has no relay listener (an older dtagent).
+ * New reference. */
+json_t *treeplan_answer (struct attempt *att, struct agent *ag);
+
+#endif
