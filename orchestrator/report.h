@@ -112,6 +112,7 @@ struct report_attempt {
     double step_ms_sum;
     double stall_reported_s; /* NAN: not reported */
     const uint32_t *hist;    /* REPORT_HIST_BUCKETS counts, may be NULL */
+    const char *restart_path; /* in_place, spare, new_allocation; "" first */
 };
 
 struct report_job {

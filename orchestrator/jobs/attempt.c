@@ -259,10 +259,11 @@ void attempt_cancel (struct jobs *jobs, struct attempt *att)
     dt_error_t err;
     if (att->cancel_sent || !att->row.handle[0])
         return;
-    /* A job with spares that will restart keeps its allocation: the
-     * next attempt runs in it as a new step (launcher.h, "reuse"). */
+    /* A job that will restart in its allocation keeps it -- it has
+     * spares, or a rank ended on a trusted node (in place): the next
+     * attempt runs in it as a new step (launcher.h, "reuse"). */
     int flags = 0;
-    if (restart_keep_alloc (att->job->spec.spare_nodes,
+    if (restart_keep_alloc (att->job->spec.spare_nodes, att->job->restart_in_place,
                             att->job->row.state == JOB_RESTARTING, cause)) {
         flags = LAUNCHER_CANCEL_KEEP_ALLOC;
         snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
@@ -505,6 +506,15 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
         goto done;
     }
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
+    /* The restart path: refined once every agent is in (tx_registered),
+     * when the nodes are known. */
+    {
+        bool reused = job->reuse_handle[0] && launcher_same_alloc (handle, job->reuse_handle);
+        const char *path =
+          restart_path_of (att->row.attempt, reused, job->restart_in_place);
+        snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s",
+                  path ? path : "");
+    }
     if (job->reuse_handle[0])
         dt_log (LOG_INFO, "job %lld attempt %d: %s allocation %s", (long long)job->row.id,
                 att->row.attempt,
@@ -536,6 +546,23 @@ static int agent_cmp (const void *a, const void *b)
     if (x->order != y->order)
         return x->order < y->order ? -1 : 1;
     return strcmp (x->node, y->node);
+}
+
+/* Are the attempt's rank nodes exactly 'list' (comma-joined)? */
+static bool same_nodes (const struct attempt *att, const char *list)
+{
+    char buf[256], *save = NULL;
+    int n = 0;
+    snprintf (buf, sizeof (buf), "%s", list);
+    for (char *t = strtok_r (buf, ",", &save); t; t = strtok_r (NULL, ",", &save)) {
+        bool found = false;
+        for (int i = 0; i < att->nagents && !found; i++)
+            found = !att->agents[i].spare && !strcmp (att->agents[i].node, t);
+        if (!found)
+            return false;
+        n++;
+    }
+    return n > 0 && n == workers (att);
 }
 
 struct reg_arg {
@@ -596,6 +623,14 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
                                     ag->port, ag->pid, "registered", ag->register_time,
                                     now, ag->hostinfo, err) < 0)
             return -1;
+    }
+    /* A restart in the same allocation: in place when its rank nodes are
+     * the last attempt's, else a spare took a node's place. */
+    if (att->row.attempt > 1 && strcmp (att->row.restart_path, "new_allocation") &&
+        att->row.restart_path[0]) {
+        const char *p = restart_path_of (att->row.attempt, true,
+                                         same_nodes (att, job->prev_nodes));
+        snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s", p);
     }
     snprintf (att->row.master_addr, sizeof (att->row.master_addr), "%s",
               att->agents[0].addr);
@@ -809,4 +844,13 @@ void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int6
     out->token = att->row.token;
     out->nodes = att->row.num_nodes + att->row.spare_nodes;
     out->exclude = att->row.exclude;
+    /* In place: the same nodes as the attempt before, so that a spare
+     * stays free for a real node loss. */
+    if (job->restart_in_place && job->prev_nodes[0]) {
+        int n = 1;
+        for (const char *c = job->prev_nodes; *c; c++)
+            n += *c == ',';
+        if (n == att->row.num_nodes)
+            out->nodelist = job->prev_nodes;
+    }
 }
