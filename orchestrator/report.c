@@ -537,7 +537,8 @@ static json_t *recovery_by_path (const struct report_attempt *atts, int n)
         double tot = json_real_value (json_object_get (p, "recovery_s_total"));
         double mx = json_real_value (json_object_get (p, "recovery_s_max"));
         json_object_set_new (
-          p, "count", json_integer (json_integer_value (json_object_get (p, "count")) + 1));
+          p, "count",
+          json_integer (json_integer_value (json_object_get (p, "count")) + 1));
         json_object_set_new (p, "recovery_s_total", json_real (tot + ms / 1000.0));
         json_object_set_new (p, "recovery_s_max",
                              json_real (ms / 1000.0 > mx ? ms / 1000.0 : mx));

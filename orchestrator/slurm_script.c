@@ -80,11 +80,13 @@ char *subst_node (const char *path, const char *with)
  * that name), and asks the controller what next (POST /v1/alloc/next,
  * orchestrator/allocapi.c) four times a second: run the next attempt as a
  * new step (in-allocation restart: its token, node count and the
- * nodes to avoid; in place, the nodes to run on), wait, or exit.  It never
+ * nodes to avoid; in place, the nodes to run on, unless one of the
+ * allocation must be avoided now), wait, or exit.  It never
  * kills a step itself: a step spanning a dead node must end through Slurm
- * (see end_steps), and a new step is exclusive, so Slurm starts it only once the old one is gone.
- * The allocation's token is the first attempt's; the controller accepts it
- * on that route only, and only for this allocation.
+ * (see end_steps), and a new step is exclusive, so Slurm starts it only
+ * once the old one is gone.  The allocation's token is the first
+ * attempt's; the controller accepts it on that route only, and only for
+ * this allocation.
  *
  * SIGUSR1 (time-limit warning, sent to the batch shell only) is forwarded
  * to srun, which forwards it to every agent.  SIGTERM (scancel) is
@@ -189,8 +191,7 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "            export DT_TOKEN=$a_token DT_ATTEMPT=$a_attempt\n"
         "            nodes=$a_nodes\n"
         "            step_exclude=$(step_excludes \"$a_exclude\")\n"
-        "            # In place: the same nodes, unless one must be avoided now.\n"
-        "            step_nodelist=$a_nodelist\n"
+        "            step_nodelist=$a_nodelist  # in place: the same nodes\n"
         "            [ -n \"$step_exclude\" ] && step_nodelist=\n"
         "            start_step ;;\n"
         "        exit)\n"

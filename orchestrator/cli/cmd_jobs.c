@@ -450,8 +450,8 @@ static void show_job_header (const json_t *job)
 static void show_attempts (const json_t *job)
 {
     static const char *const hdr[] = {
-        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK",  "SLURM_JOB",
-        "RESTART", "RESUMED", "START", "END", "NODES", "DETAIL",
+        "ATTEMPT", "STATE",   "CAUSE", "NODE", "RANK",  "SLURM_JOB",
+        "RESTART", "RESUMED", "START", "END",  "NODES", "DETAIL",
     };
     json_t *attempts = jget (job, "attempts");
     struct table *t;

@@ -509,7 +509,8 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     /* The restart path: refined once every agent is in (tx_registered),
      * when the nodes are known. */
     {
-        bool reused = job->reuse_handle[0] && launcher_same_alloc (handle, job->reuse_handle);
+        bool reused =
+          job->reuse_handle[0] && launcher_same_alloc (handle, job->reuse_handle);
         const char *path =
           restart_path_of (att->row.attempt, reused, job->restart_in_place);
         snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s",
@@ -628,8 +629,8 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
      * the last attempt's, else a spare took a node's place. */
     if (att->row.attempt > 1 && strcmp (att->row.restart_path, "new_allocation") &&
         att->row.restart_path[0]) {
-        const char *p = restart_path_of (att->row.attempt, true,
-                                         same_nodes (att, job->prev_nodes));
+        const char *p =
+          restart_path_of (att->row.attempt, true, same_nodes (att, job->prev_nodes));
         snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s", p);
     }
     snprintf (att->row.master_addr, sizeof (att->row.master_addr), "%s",

@@ -109,9 +109,8 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
      * the same nodes as a new step of the same allocation. */
     job->restart_in_place = restart_in_place (
       cause, att->row.cause_rank,
-      att->row.cause_node[0] &&
-        (json_set_has (job->row.exclude, att->row.cause_node) ||
-         node_suspect (jobs, att->row.cause_node)));
+      att->row.cause_node[0] && (json_set_has (job->row.exclude, att->row.cause_node) ||
+                                 node_suspect (jobs, att->row.cause_node)));
 
     /* The restart decision (ftpolicy.c). */
     bool progressed =

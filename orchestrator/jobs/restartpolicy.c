@@ -15,7 +15,8 @@ bool restart_cause_planned (const char *cause)
  * that rank -- the node itself gave no sign of failing. */
 static bool rank_cause (const char *cause, int cause_rank)
 {
-    return !strcmp (cause, "trainer_exit") || (!strcmp (cause, "hang") && cause_rank >= 0);
+    return !strcmp (cause, "trainer_exit") ||
+           (!strcmp (cause, "hang") && cause_rank >= 0);
 }
 
 bool restart_exclude_node (const char *cause, int cause_rank, const char *cause_node,

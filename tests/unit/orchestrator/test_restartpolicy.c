@@ -17,7 +17,8 @@ static void test_exclude (void)
 {
     CU_ASSERT_TRUE (restart_exclude_node ("node_lost", -1, "n3", true));
     CU_ASSERT_FALSE (restart_exclude_node ("node_lost", -1, "n3", false));
-    CU_ASSERT_FALSE (restart_exclude_node ("node_lost", -1, "", true)); /* no node named */
+    CU_ASSERT_FALSE (
+      restart_exclude_node ("node_lost", -1, "", true)); /* no node named */
     CU_ASSERT_TRUE (restart_exclude_node ("node_failure", -1, "n3", true));
     CU_ASSERT_TRUE (restart_exclude_node ("slurm_node_fail", -1, "n3", true));
     /* A rank's own end on its node: restarts in place, not excluded. */
@@ -59,10 +60,11 @@ static void test_in_place (void)
     CU_ASSERT_FALSE (restart_in_place ("trainer_exit", 1, true));
     CU_ASSERT_FALSE (restart_in_place ("hang", 0, true));
     /* Node causes and planned ends never restart in place. */
-    const char *never[] = { "node_lost",          "node_failure", "slurm_node_fail",
-                            "agent_exit",         "time_limit",   "preempted",
-                            "straggler_excluded", "launch_failed", "rendezvous_timeout",
-                            NULL };
+    const char *never[] = { "node_lost",          "node_failure",
+                            "slurm_node_fail",    "agent_exit",
+                            "time_limit",         "preempted",
+                            "straggler_excluded", "launch_failed",
+                            "rendezvous_timeout", NULL };
     for (int i = 0; never[i]; i++)
         CU_ASSERT_FALSE (restart_in_place (never[i], 0, false));
 }
