@@ -507,10 +507,12 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
     }
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
     /* The restart path: refined once every agent is in (tx_registered),
-     * when the nodes are known. */
+     * when the nodes are known.  Only the Slurm launcher reuses an
+     * allocation (the local one's handles, "pgid:N", would all look like
+     * one allocation to launcher_same_alloc). */
     {
-        bool reused =
-          job->reuse_handle[0] && launcher_same_alloc (handle, job->reuse_handle);
+        bool reused = job->reuse_handle[0] && !strcmp (ctx->lops->name, "slurm") &&
+                      launcher_same_alloc (handle, job->reuse_handle);
         const char *path =
           restart_path_of (att->row.attempt, reused, job->restart_in_place);
         snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s",

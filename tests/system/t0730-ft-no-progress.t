@@ -15,7 +15,7 @@ wait_for 20 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[-1
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 jq -c '{reason: .data.reason, failure: (.data.failure | {cause, attempt_cause, verdict, no_progress_streak})}' "$TMP/j.json" | sed 's/^/# /'
 check "reason no_progress" jqt '.data.reason == "no_progress" and .data.failure.cause == "no_progress"' "$TMP/j.json"
-jq -c '[.data.attempts[] | {attempt, state, cause, cause_rank, exit: .evidence.exit_code, nodelist}]' "$TMP/j.json" | sed 's/^/# /'
+jq -c '[.data.attempts[] | {attempt, state, cause, cause_rank, exit: .evidence.exit_code, nodelist, restart_path}]' "$TMP/j.json" | sed 's/^/# /'
 check "after exactly 3 attempts, each failed by a trainer exit before step 1" \
     jqt '(.data.attempts | length) == 3 and all(.data.attempts[]; .state == "failed"
          and .cause == "trainer_exit")' "$TMP/j.json"
