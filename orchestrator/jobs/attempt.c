@@ -385,6 +385,21 @@ static int tx_launched (struct jobs *jobs, struct job *job, struct attempt *att,
                         "attempt_launched", NULL, -1, detail, NULL, err);
 }
 
+/* The restart path of a launched attempt ('handle' its launcher's):
+ * refined once every agent is in (tx_registered), when the nodes are
+ * known.  Only the Slurm launcher reuses an allocation (the local one's
+ * handles, "pgid:N", would all look like one allocation to
+ * launcher_same_alloc). */
+static void launched_path (struct jobs *jobs, struct attempt *att, const char *handle)
+{
+    struct job *job = att->job;
+    bool reused = job->reuse_handle[0] && !strcmp (jobs->ctx->lops->name, "slurm") &&
+                  launcher_same_alloc (handle, job->reuse_handle);
+    const char *path = restart_path_of (att->row.attempt, reused, job->restart_in_place);
+    snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s",
+              path ? path : "");
+}
+
 /* The job's checkpoint directory, made with the user's rights: the
  * controller writes the manifests there, so it must reach it anyway (a
  * shared file system under Slurm).  -1 (the attempt failed) when its paths
@@ -506,18 +521,7 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
         goto done;
     }
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
-    /* The restart path: refined once every agent is in (tx_registered),
-     * when the nodes are known.  Only the Slurm launcher reuses an
-     * allocation (the local one's handles, "pgid:N", would all look like
-     * one allocation to launcher_same_alloc). */
-    {
-        bool reused = job->reuse_handle[0] && !strcmp (ctx->lops->name, "slurm") &&
-                      launcher_same_alloc (handle, job->reuse_handle);
-        const char *path =
-          restart_path_of (att->row.attempt, reused, job->restart_in_place);
-        snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s",
-                  path ? path : "");
-    }
+    launched_path (jobs, att, handle);
     if (job->reuse_handle[0])
         dt_log (LOG_INFO, "job %lld attempt %d: %s allocation %s", (long long)job->row.id,
                 att->row.attempt,
