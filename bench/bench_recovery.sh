@@ -38,6 +38,7 @@ first_step () { step_lines "$1" | head -n 1; }
 # att_log ID A: rank 0's log of attempt A of job ID (the agents' run dir
 # is <workdir>/dt-<job>-a<attempt>).
 att_log () { ls -d "$RD"/work/dt-"$1"-a"$2"-*/rank-0.log 2>/dev/null | head -n 1; }
+att_has_step () { local l; l=$(att_log "$1" "$2"); [ -n "$l" ] && has_step "$l"; }
 show () { "$DTCTL" --json show "$1" 2>/dev/null; }
 cur_attempt () { show "$1" | jq -r '.attempts[-1].attempt // 0'; }
 # first_event ID T0: "time kind" of the first failure-related event after
@@ -187,8 +188,10 @@ rec_kill () {
         # heartbeats: at most one heartbeat interval old); the new attempt
         # has not stepped yet.
         shown=$(show "$id" | jq -r '.last_step // empty')
-        na=$(cur_attempt "$id"); nlog=$(att_log "$id" "$na")
-        wait_for 120 has_step "$nlog" && t_res=$(first_step "$nlog" | awk '{print $1}')
+        na=$(cur_attempt "$id")
+        # (its run dir appears only once its agents start)
+        wait_for 120 att_has_step "$id" "$na" && nlog=$(att_log "$id" "$na") \
+            && t_res=$(first_step "$nlog" | awk '{print $1}')
     fi
     ev=$(first_event "$id" "$t_kill")
     local lost_last; lost_last=$(last_step "$log")

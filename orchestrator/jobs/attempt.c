@@ -725,6 +725,21 @@ int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag,
     return 0;
 }
 
+/* Every process of a failed attempt ended before the controller
+ * cancelled it (each rank exited): its allocation may live on, its batch
+ * script waiting for the next step.  A restart that may run in it (in
+ * place, or on a spare) asks to reuse it, as after a cancel with
+ * KEEP_ALLOC; a launcher that cannot reuse it ends it (launcher.h). */
+static void keep_ended_alloc (struct attempt *att)
+{
+    struct job *job = att->job;
+    if (att->cancel_sent || job->reuse_handle[0] || !att->row.handle[0] ||
+        !restart_keep_alloc (job->spec.spare_nodes, job->restart_in_place,
+                             job->row.state == JOB_RESTARTING, att->row.cause))
+        return;
+    snprintf (job->reuse_handle, sizeof (job->reuse_handle), "%s", att->row.handle);
+}
+
 /* Poll the launcher (every poll interval; faster while ending): it may
  * say that the attempt started or ended.  True when the attempt's tick
  * is over (its processes ended). */
@@ -761,6 +776,7 @@ bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now)
                 attempt_launcher_failed (jobs, att, &st, now);
             if (att->row.state == ATT_ENDING) {
                 jit_window_close (jobs, att, "every process of the attempt ended");
+                keep_ended_alloc (att);
                 attempt_finish (jobs, att, &st);
             }
             return true;

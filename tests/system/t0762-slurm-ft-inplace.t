@@ -6,7 +6,8 @@
 # (the node is healthy, so it is not excluded; no new Slurm job, no spare
 # needed), the surviving rank saves the state just in time (at most 1 step
 # lost), the job completes, params_crc32c equals an uninterrupted run's
-# (world 2), and the allocation ends with the job.
+# (world 2), and the allocation ends with the job.  Then the same with
+# --no-jit: the surviving rank exits by itself before any cancel.
 : "${FT_STEPS:=200}"
 # As an ordinary user (users-lib.sh), as on a shared cluster.
 DT_SUBMIT_USER=dtalice
@@ -56,4 +57,23 @@ GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+
+# --- 2. no just-in-time checkpoint (--no-jit): the surviving rank exits on
+# its own, so the attempt's step ends before the controller cancels it;
+# the allocation, its batch script waiting for the next step, is reused.
+submit "$(dttrain_spec killrank-nojit 2 "--inject-slow 0:25 --no-jit" \
+    '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
+check "2: the job runs past step 50" wait_step "$ID" 50 90
+SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+PID=$(rank_pid "$ID" 0)
+[[ "$SJ" =~ ^[0-9]+$ ]] && [ -n "$PID" ] || bail "2: no Slurm job id ($SJ) or pid of rank 0"
+check "2: kill -9 rank 0" kill -9 "$PID"
+check "2: the job completes" wait_state "$ID" completed 120
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j2.json"
+check "2: attempt 2 ran in place in the same Slurm job $SJ, from the last committed checkpoint" \
+    jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "in_place"
+         and .data.attempts[1].resume_step >= 20 and .data.exclude == []' "$TMP/j2.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j2.json")
+check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "2: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 done_testing
