@@ -39,6 +39,7 @@ first_step () { step_lines "$1" | head -n 1; }
 # att_log ID A: rank 0's log of attempt A of job ID (the agents' run dir
 # is <workdir>/dt-<job>-a<attempt>).
 att_log () { ls -d "$RD"/work/dt-"$1"-a"$2"-*/rank-0.log 2>/dev/null | head -n 1; }
+att_has_step () { local l; l=$(att_log "$1" "$2"); [ -n "$l" ] && has_step "$l"; }
 show () { "$DTCTL" --json show "$1" 2>/dev/null; }
 cur_attempt () { show "$1" | jq -r '.attempts[-1].attempt // 0'; }
 # first_event ID T0: "time kind" of the first failure-related event after
@@ -188,8 +189,10 @@ rec_kill () {
         # heartbeats: at most one heartbeat interval old); the new attempt
         # has not stepped yet.
         shown=$(show "$id" | jq -r '.last_step // empty')
-        na=$(cur_attempt "$id"); nlog=$(att_log "$id" "$na")
-        wait_for 120 has_step "$nlog" && t_res=$(first_step "$nlog" | awk '{print $1}')
+        na=$(cur_attempt "$id")
+        # (its run dir appears only once its agents start)
+        wait_for 120 att_has_step "$id" "$na" && nlog=$(att_log "$id" "$na") \
+            && t_res=$(first_step "$nlog" | awk '{print $1}')
     fi
     ev=$(first_event "$id" "$t_kill")
     local lost_last; lost_last=$(last_step "$log")
@@ -200,6 +203,7 @@ rec_kill () {
     if [ -n "$t_res" ]; then
         local nfirst; nfirst=$(first_step "$nlog" | awk '{print $2}')
         rec "recovery.$kind.resume_s" "$(calc "$t_res - $t_kill")"
+        rec_phases "$id" "$kind" "$a" "$na" "$t_kill" "$t_res"
         # (clamped at 0 by summarize.py: a just-in-time checkpoint resumes
         # past the last step the log showed)
         rec "recovery.$kind.steps_lost" "$(( lost_last - (nfirst - 1) ))"
@@ -220,6 +224,40 @@ rec_kill () {
         cp "$log" "$TMP/recovery.old.log"
     fi
     return 1
+}
+
+# rec_phases ID KIND A NA T_KILL T_RES: the phases of one recovery from
+# the controller's record of attempts A (failed) and NA (the restart):
+# detection (kill to the failure first seen), stop (to the end of A: the
+# just-in-time window and the step's end), decision (to NA's submission:
+# the restart decision and backoff), start (to NA starting: a new step or
+# Slurm job, the agents), first step (to NA's first step: rendezvous,
+# checkpoint load); and NA's restart_path, as a note.
+rec_phases () {
+    local out
+    out=$(show "$1" | $PY -c '
+import sys, json, datetime
+j = json.load(sys.stdin); a, na, tk, tr = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+at = {x["attempt"]: x for x in j.get("attempts", [])}
+def s(t):
+    return datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp() if t else None
+o, n = at.get(a, {}), at.get(na, {})
+pts = [tk, s(o.get("fail_time")), s(o.get("end_time")), s(n.get("submit_time")), s(n.get("start_time")), tr]
+names = ["detect_phase_s", "stop_s", "decision_s", "start_s", "first_step_s"]
+for k in range(5):
+    if pts[k] is not None and pts[k + 1] is not None:
+        print("%s %.6g" % (names[k], pts[k + 1] - pts[k]))
+print("path %s" % (n.get("restart_path") or "none"))' "$3" "$4" "$5" "$6" 2>/dev/null)
+    local k v
+    while read -r k v; do
+        case $k in
+            path) REC_PATH=$v ;;
+            *) rec "recovery.$2.$k" "$v" ;;
+        esac
+    done <<< "$out"
+    printf '   %s: restart_path %s; phases: %s\n' "$2" "${REC_PATH:-?}" "$(echo "$out" | grep -v '^path' | tr '\n' ' ')" >&2
+    [ -n "${REC_PATH:-}" ] && [ -z "$(eval echo "\${REC_PATH_NOTED_$2:-}")" ] && {
+        note "recovery.$2" "restart_path of the restarts after a $2 kill: $REC_PATH"; eval "REC_PATH_NOTED_$2=1"; }
 }
 
 # --- Slurm's own handling of the same node kill ----------------------------------------------

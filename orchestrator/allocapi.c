@@ -2,7 +2,8 @@
  *
  * An allocation that outlives its attempts (launcher.h, "reuse") asks
  * here what to run next.  Only the Slurm launcher keeps one today: the
- * allocation of a job with spare nodes, whose batch script
+ * allocation of a job with spare nodes or restarting in place, whose batch
+ * script
  * (launcher_slurm.c, make_script) runs one srun step per attempt and asks,
  * about four times a second:
  *
@@ -12,13 +13,15 @@
  *
  *   -> {"action": "run", "attempt": 3, "token": "<hex>", "nodes": 3,
  *       "exclude": ["node2"]}        start attempt 3 as a new step
+ *       (+ "nodelist": ["node1", "node3"] for a restart in place: run on
+ *       exactly these nodes, the attempt before's)
  *   -> {"action": "wait"}            keep going (the step runs, or the
  *                                    controller has not decided yet)
  *   -> {"action": "exit"}            the job is over, or goes on in another
  *                                    allocation: end the batch script
  *
  * With ?format=sh the same answer comes as text/plain "key=value" lines
- * (exclude comma-joined), which the batch script reads without a JSON
+ * (exclude and nodelist comma-joined), which the batch script reads without a JSON
  * parser.  Documented in schemas/agent-api.md.
  *
  * The token is checked like an agent's, except that an ended attempt's
@@ -203,9 +206,25 @@ static void next_cb (dt_http_req_t *req, void *arg)
             json_decref (ex);
             goto done;
         }
-        reply (req, json_pack ("{s:s s:i s:s s:i s:o}", "action", "run", "attempt",
+        /* In place: the nodes to run on, each a safe shell word too. */
+        json_t *pin = NULL;
+        if (next.nodelist) {
+            char buf[256], *save = NULL;
+            pin = json_array ();
+            snprintf (buf, sizeof (buf), "%s", next.nodelist);
+            for (char *t = strtok_r (buf, ",", &save); t && pin;
+                 t = strtok_r (NULL, ",", &save)) {
+                if (!node_name_ok (t)) {
+                    json_decref (pin);
+                    pin = NULL;
+                }
+                else
+                    json_array_append_new (pin, json_string (t));
+            }
+        }
+        reply (req, json_pack ("{s:s s:i s:s s:i s:o s:o*}", "action", "run", "attempt",
                                next.attempt, "token", next.token, "nodes", next.nodes,
-                               "exclude", ex));
+                               "exclude", ex, "nodelist", pin));
     }
     else
         reply (req, json_pack ("{s:s}", "action", "wait"));

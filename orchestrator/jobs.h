@@ -187,6 +187,8 @@ struct job {
     int no_progress_streak;  /* consecutive failed attempts without progress */
     int next_nodes;          /* size of the next attempt (0: the spec's nodes) */
     char reuse_handle[64];   /* allocation kept for an in-allocation restart */
+    bool restart_in_place;   /* the next attempt runs on prev_nodes, same allocation */
+    char prev_nodes[256];    /* the last attempt's rank nodes, comma-joined */
     int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
     struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */
 };
@@ -337,6 +339,8 @@ struct jobs_alloc_next {
     const char *token; /* borrowed from the attempt */
     int nodes;
     const json_t *exclude; /* RUN: node names not to use (borrowed) */
+    const char *nodelist;  /* RUN: in place: the nodes to run on, comma-joined
+                            * (borrowed), or NULL: any but exclude */
 };
 /* The job manager's answer; a RUN makes the attempt run without spares (a
  * reused allocation runs exactly num_nodes agents) and notes the step. */

@@ -94,8 +94,10 @@ struct launcher_req {
      * few healthy nodes, feature not supported) starts a new allocation;
      * the handle it returns tells which happened (compare with reuse).
      *
-     * The controller sets reuse only for a job with spare_nodes > 0, after
-     * it ended the previous attempt with LAUNCHER_CANCEL_KEEP_ALLOC, and
+     * The controller sets reuse only for a job with spare_nodes > 0 or one
+     * restarting in place (a rank ended on a trusted node; restartpolicy.h),
+     * after it ended the previous attempt with LAUNCHER_CANCEL_KEEP_ALLOC
+     * (or poll reported it ENDED before any cancel: every rank exited), and
      * only once poll reported that previous attempt ENDED.  Contract for
      * the handles (the controller polls each attempt by its own handle):
      *   - poll (reuse) must report ENDED once the previous attempt's

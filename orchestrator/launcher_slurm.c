@@ -4,9 +4,14 @@
  * (slurm_submit_batch_job).  Its batch script is a loop that runs one
  * `srun --ntasks-per-node=1 dtagent ...` step per attempt, so Slurm places
  * one agent per node; the controller, not Slurm, owns restarts (requeue=0).
- * A job with spare nodes gets nodes + spares with no-kill semantics, and
- * after a failure its next attempt runs as a new step of the same
- * allocation (in-allocation restart): cancel with KEEP_ALLOC ends
+ * Every allocation runs that loop, so that after a rank's exit on a
+ * healthy node the next attempt runs in place, as a new step on the same
+ * nodes.  A job with spare nodes gets nodes + spares with no-kill
+ * semantics, and after a node failure too its next attempt runs as a new
+ * step of the same allocation (in-allocation restart); a job without
+ * spares keeps Slurm's kill-on-node-fail, since it cannot go on in an
+ * allocation with a dead node: Slurm ending it at NODE_FAIL is the
+ * quickest way to the new Slurm job.  Cancel with KEEP_ALLOC ends
  * the step without wedging the allocation (a dead node is first removed
  * from it: shrink_alloc, end_steps), submit with reuse checks that the
  * allocation still has enough live nodes and its batch host, and the batch
@@ -480,7 +485,9 @@ static void desc_options (struct slurm_launcher *sl, const struct launcher_req *
     d->group_id = req->gid;
     /* The controller owns restarts: never requeue.  With spares, a failed
      * node leaves the allocation instead of ending it (in-allocation
-     * restart). */
+     * restart).  Without, the allocation ends with a failed node (no
+     * attempt could run in it), but a rank's exit leaves it live: the
+     * next attempt runs in place in it (restart_keep_alloc). */
     d->requeue = 0;
     d->kill_on_node_fail = req->spare_nodes > 0 ? 0 : 1;
 }

@@ -481,7 +481,7 @@ static json_t *attempt_json (const struct report_attempt *a, const double *apart
     double sps =
       a->batch_samples > 0 && mean > 0 ? a->batch_samples * 1000.0 / mean : NAN;
     double tr = apart[P_KEPT] + apart[P_LOST];
-    return json_pack (
+    json_t *o = json_pack (
       "{s:i s:s s:s? s:s? s:o s:o s:o s:I s:I s:o s:f s:f s:f s:f"
       " s:f s:o s:o s:o s:o s:o}",
       "attempt", a->attempt, "state", a->state, "cause", *a->cause ? a->cause : NULL,
@@ -499,6 +499,51 @@ static json_t *attempt_json (const struct report_attempt *a, const double *apart
       apart[P_DETECT] / 1000.0, "step_ms_p50", num_or_null (p50), "step_ms_p90",
       num_or_null (p90), "step_ms_p99", num_or_null (p99), "step_ms_mean",
       num_or_null (mean), "samples_per_s", num_or_null (sps));
+    if (o)
+        json_object_set_new (o, "restart_path",
+                             a->restart_path && *a->restart_path
+                               ? json_string (a->restart_path)
+                               : json_null ());
+    return o;
+}
+
+/* A restart's recovery: from the failure of the attempt before (first
+ * seen) to this attempt's first step; NAN when either is unknown. */
+static double recovery_ms (const struct report_attempt *prev,
+                           const struct report_attempt *a)
+{
+    if (!prev || !prev->failed || prev->fail <= 0 || a->first_step_time <= 0 ||
+        a->first_step_time < prev->fail)
+        return NAN;
+    return (double)(a->first_step_time - prev->fail);
+}
+
+/* Restart time per path: {path: {count, recovery_s_total, recovery_s_max}}
+ * over the attempts that restarted after a failure and reached a step. */
+static json_t *recovery_by_path (const struct report_attempt *atts, int n)
+{
+    json_t *out = json_object ();
+    for (int i = 1; out && i < n; i++) {
+        const struct report_attempt *a = &atts[i];
+        double ms = recovery_ms (&atts[i - 1], a);
+        if (!a->restart_path || !*a->restart_path || isnan (ms))
+            continue;
+        json_t *p = json_object_get (out, a->restart_path);
+        if (!p) {
+            p = json_pack ("{s:i s:f s:f}", "count", 0, "recovery_s_total", 0.0,
+                           "recovery_s_max", 0.0);
+            json_object_set_new (out, a->restart_path, p);
+        }
+        double tot = json_real_value (json_object_get (p, "recovery_s_total"));
+        double mx = json_real_value (json_object_get (p, "recovery_s_max"));
+        json_object_set_new (
+          p, "count",
+          json_integer (json_integer_value (json_object_get (p, "count")) + 1));
+        json_object_set_new (p, "recovery_s_total", json_real (tot + ms / 1000.0));
+        json_object_set_new (p, "recovery_s_max",
+                             json_real (ms / 1000.0 > mx ? ms / 1000.0 : mx));
+    }
+    return out;
 }
 
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
@@ -581,7 +626,12 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
             samples_done += (double)a->batch_samples * steps[i];
             kept_samples += (double)a->batch_samples * kept[i];
         }
-        json_array_append_new (alist, attempt_json (a, apart[i], kept[i], steps[i]));
+        json_t *aj = attempt_json (a, apart[i], kept[i], steps[i]);
+        if (aj)
+            json_object_set_new (
+              aj, "recovery_s",
+              num_or_null (recovery_ms (i > 0 ? &atts[i - 1] : NULL, a) / 1000.0));
+        json_array_append_new (alist, aj);
     }
     double ettr = since_start > 0 ? c.part[P_KEPT] / since_start : NAN;
     out = json_pack (
@@ -603,6 +653,8 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
                  nfail > 0 ? json_real (since_start / 1000.0 / nfail) : json_null (),
                  "by_cause", by_cause, "by_node", by_node, "list", flist),
       "attempts", alist);
+    if (out)
+        json_object_set_new (out, "recovery_by_path", recovery_by_path (atts, n));
 done:
     free (apart);
     free (kept);
@@ -666,6 +718,7 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
     r->step_ms_sum = g->step_ms_sum;
     r->hist = g->hist;
     r->stall_reported_s = NAN;
+    r->restart_path = a->restart_path;
     /* The trainer's own figure, when the attempt that ran to the end
      * reported one (dttrain: ckpt_stall_s). */
     json_t *st = json_object_get (result, "ckpt_stall_s");

@@ -110,8 +110,9 @@ struct report_attempt {
     int64_t train_start, first_step, first_step_time, last_step, last_step_time;
     int64_t hb_samples, busy_samples, step_samples, batch_samples;
     double step_ms_sum;
-    double stall_reported_s; /* NAN: not reported */
-    const uint32_t *hist;    /* REPORT_HIST_BUCKETS counts, may be NULL */
+    double stall_reported_s;  /* NAN: not reported */
+    const uint32_t *hist;     /* REPORT_HIST_BUCKETS counts, may be NULL */
+    const char *restart_path; /* in_place, spare, new_allocation; "" first */
 };
 
 struct report_job {

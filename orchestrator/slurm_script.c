@@ -80,11 +80,13 @@ char *subst_node (const char *path, const char *with)
  * that name), and asks the controller what next (POST /v1/alloc/next,
  * orchestrator/allocapi.c) four times a second: run the next attempt as a
  * new step (in-allocation restart: its token, node count and the
- * nodes to avoid), wait, or exit.  It never kills a step itself: a step
- * spanning a dead node must end through Slurm (see end_steps), and a new
- * step is exclusive, so Slurm starts it only once the old one is gone.
- * The allocation's token is the first attempt's; the controller accepts it
- * on that route only, and only for this allocation.
+ * nodes to avoid; in place, the nodes to run on, unless one of the
+ * allocation must be avoided now), wait, or exit.  It never
+ * kills a step itself: a step spanning a dead node must end through Slurm
+ * (see end_steps), and a new step is exclusive, so Slurm starts it only
+ * once the old one is gone.  The allocation's token is the first
+ * attempt's; the controller accepts it on that route only, and only for
+ * this allocation.
  *
  * SIGUSR1 (time-limit warning, sent to the batch shell only) is forwarded
  * to srun, which forwards it to every agent.  SIGTERM (scancel) is
@@ -112,6 +114,7 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "alloc_token=$DT_TOKEN\n"
         "nodes=%d\n"
         "step_exclude=\n"
+        "step_nodelist=\n"
         "srun_pid=\n"
         "log () { echo \"dtctl: $(date +%%T.%%3N) $*\"; }\n"
         "fwd () { [ -n \"$srun_pid\" ] && kill -\"$1\" \"$srun_pid\" 2>/dev/null; }\n"
@@ -121,13 +124,14 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "start_step () {\n"
         "    srun --ntasks-per-node=1 --kill-on-bad-exit=0 -N\"$nodes\" -n\"$nodes\" \\\n"
         "        -J \"dt-$DT_JOB-a$DT_ATTEMPT\" "
-        "${step_exclude:+--exclude=\"$step_exclude\"} %s%s \\\n"
+        "${step_exclude:+--exclude=\"$step_exclude\"} "
+        "${step_nodelist:+--nodelist=\"$step_nodelist\"} %s%s \\\n"
         "        /bin/sh -c 'exec \"$0\" --controller \"$1\" --node \"$SLURMD_NODENAME\" "
         "--node-order \"$SLURM_NODEID\"' \\\n"
         "        \"$agent\" \"$url\" &\n"
         "    srun_pid=$!\n"
         "    log \"attempt $DT_ATTEMPT: step on $nodes nodes${step_exclude:+, excluding "
-        "$step_exclude}\"\n"
+        "$step_exclude}${step_nodelist:+, on $step_nodelist}\"\n"
         "}\n"
         "# The step's exclusions: the controller's list plus the nodes Slurm\n"
         "# reports dead, both only where they are in the allocation.\n"
@@ -160,7 +164,7 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "        else wait \"$srun_pid\"; rc=$?; srun_pid=; log \"step of attempt "
         "$DT_ATTEMPT ended rc=$rc\"; fi\n"
         "    fi\n"
-        "    action=; a_attempt=; a_token=; a_nodes=; a_exclude=\n"
+        "    action=; a_attempt=; a_token=; a_nodes=; a_exclude=; a_nodelist=\n"
         "    if ans=$(ask $running); then\n"
         "        unreachable=0; answered=1\n"
         "        while IFS='=' read -r k v; do\n"
@@ -168,6 +172,7 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "                action) action=$v ;; attempt) a_attempt=$v ;; token) a_token=$v "
         ";;\n"
         "                nodes) a_nodes=$v ;; exclude) a_exclude=$v ;;\n"
+        "                nodelist) a_nodelist=$v ;;\n"
         "            esac\n"
         "        done <<< \"$ans\"\n"
         "    else\n"
@@ -186,6 +191,8 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "            export DT_TOKEN=$a_token DT_ATTEMPT=$a_attempt\n"
         "            nodes=$a_nodes\n"
         "            step_exclude=$(step_excludes \"$a_exclude\")\n"
+        "            step_nodelist=$a_nodelist  # in place: the same nodes\n"
+        "            [ -n \"$step_exclude\" ] && step_nodelist=\n"
         "            start_step ;;\n"
         "        exit)\n"
         "            log \"controller: exit\"; break ;;\n"

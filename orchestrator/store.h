@@ -73,7 +73,8 @@ struct store_attempt_row {
     int64_t fail_time;
     int exit_code; /* -1: none */
     int64_t submit_time, start_time, end_time;
-    json_t *provenance; /* owned, may be NULL */
+    json_t *provenance;    /* owned, may be NULL */
+    char restart_path[16]; /* restartpolicy.h, restart_path_of; "" first attempt */
 };
 
 /* Zero a row and set the "absent" markers; free what a row owns. */

@@ -462,8 +462,8 @@ static void show_job_header (const json_t *job)
 static void show_attempts (const json_t *job)
 {
     static const char *const hdr[] = {
-        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK",   "SLURM_JOB",
-        "RESUMED", "START", "END",   "NODES", "DETAIL",
+        "ATTEMPT", "STATE",   "CAUSE", "NODE", "RANK",  "SLURM_JOB",
+        "RESTART", "RESUMED", "START", "END",  "NODES", "DETAIL",
     };
     json_t *attempts = jget (job, "attempts");
     struct table *t;
@@ -473,10 +473,10 @@ static void show_attempts (const json_t *job)
     if (json_array_size (attempts) == 0)
         return;
     printf ("\nAttempts:\n");
-    t = table_create (11, hdr);
+    t = table_create (12, hdr);
     json_array_foreach (attempts, i, a)
     {
-        char b[11][256];
+        char b[12][256];
         json_int_t sj = json_integer_value (jget (a, "slurm_job_id"));
         const char *row[] = {
             jtext (a, "attempt", b[0], sizeof (b[0])),
@@ -486,6 +486,7 @@ static void show_attempts (const json_t *job)
             jtext (a, "cause_rank", b[4], sizeof (b[4])),
             sj > 0 ? jtext (a, "slurm_job_id", b[5], sizeof (b[5]))
                    : jtext (a, "handle", b[5], sizeof (b[5])),
+            jtext (a, "restart_path", b[11], sizeof (b[11])),
             jtext (a, "resume_step", b[6], sizeof (b[6])),
             fmt_when (a, "start_time|submit_time", b[7], sizeof (b[7])),
             fmt_when (a, "end_time", b[8], sizeof (b[8])),

@@ -260,10 +260,11 @@ void attempt_cancel (struct jobs *jobs, struct attempt *att)
     dt_error_t err;
     if (att->cancel_sent || !att->row.handle[0])
         return;
-    /* A job with spares that will restart keeps its allocation: the
-     * next attempt runs in it as a new step (launcher.h, "reuse"). */
+    /* A job that will restart in its allocation keeps it -- it has
+     * spares, or a rank ended on a trusted node (in place): the next
+     * attempt runs in it as a new step (launcher.h, "reuse"). */
     int flags = 0;
-    if (restart_keep_alloc (att->job->spec.spare_nodes,
+    if (restart_keep_alloc (att->job->spec.spare_nodes, att->job->restart_in_place,
                             att->job->row.state == JOB_RESTARTING, cause)) {
         flags = LAUNCHER_CANCEL_KEEP_ALLOC;
         snprintf (att->job->reuse_handle, sizeof (att->job->reuse_handle), "%s",
@@ -383,6 +384,21 @@ static int tx_launched (struct jobs *jobs, struct job *job, struct attempt *att,
               att->row.handle);
     return store_event (jobs->ctx->store, dt_real_ms (), job->row.id, att->row.attempt,
                         "attempt_launched", NULL, -1, detail, NULL, err);
+}
+
+/* The restart path of a launched attempt ('handle' its launcher's):
+ * refined once every agent is in (tx_registered), when the nodes are
+ * known.  Only the Slurm launcher reuses an allocation (the local one's
+ * handles, "pgid:N", would all look like one allocation to
+ * launcher_same_alloc). */
+static void launched_path (struct jobs *jobs, struct attempt *att, const char *handle)
+{
+    struct job *job = att->job;
+    bool reused = job->reuse_handle[0] && !strcmp (jobs->ctx->lops->name, "slurm") &&
+                  launcher_same_alloc (handle, job->reuse_handle);
+    const char *path = restart_path_of (att->row.attempt, reused, job->restart_in_place);
+    snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s",
+              path ? path : "");
 }
 
 /* The job's checkpoint directory, made with the user's rights: the
@@ -506,6 +522,7 @@ int attempt_launch (struct jobs *jobs, struct attempt *att)
         goto done;
     }
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", handle);
+    launched_path (jobs, att, handle);
     if (job->reuse_handle[0])
         dt_log (LOG_INFO, "job %lld attempt %d: %s allocation %s", (long long)job->row.id,
                 att->row.attempt,
@@ -537,6 +554,23 @@ static int agent_cmp (const void *a, const void *b)
     if (x->order != y->order)
         return x->order < y->order ? -1 : 1;
     return strcmp (x->node, y->node);
+}
+
+/* Are the attempt's rank nodes exactly 'list' (comma-joined)? */
+static bool same_nodes (const struct attempt *att, const char *list)
+{
+    char buf[256], *save = NULL;
+    int n = 0;
+    snprintf (buf, sizeof (buf), "%s", list);
+    for (char *t = strtok_r (buf, ",", &save); t; t = strtok_r (NULL, ",", &save)) {
+        bool found = false;
+        for (int i = 0; i < att->nagents && !found; i++)
+            found = !att->agents[i].spare && !strcmp (att->agents[i].node, t);
+        if (!found)
+            return false;
+        n++;
+    }
+    return n > 0 && n == workers (att);
 }
 
 struct reg_arg {
@@ -601,6 +635,14 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
                                     ag->port, ag->pid, "registered", ag->register_time,
                                     now, ag->hostinfo, err) < 0)
             return -1;
+    }
+    /* A restart in the same allocation: in place when its rank nodes are
+     * the last attempt's, else a spare took a node's place. */
+    if (att->row.attempt > 1 && strcmp (att->row.restart_path, "new_allocation") &&
+        att->row.restart_path[0]) {
+        const char *p =
+          restart_path_of (att->row.attempt, true, same_nodes (att, job->prev_nodes));
+        snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s", p);
     }
     snprintf (att->row.master_addr, sizeof (att->row.master_addr), "%s",
               att->agents[0].addr);
@@ -696,6 +738,21 @@ int jobs_agent_done (struct jobs *jobs, struct attempt *att, struct agent *ag,
     return 0;
 }
 
+/* Every process of a failed attempt ended before the controller
+ * cancelled it (each rank exited): its allocation may live on, its batch
+ * script waiting for the next step.  A restart that may run in it (in
+ * place, or on a spare) asks to reuse it, as after a cancel with
+ * KEEP_ALLOC; a launcher that cannot reuse it ends it (launcher.h). */
+static void keep_ended_alloc (struct attempt *att)
+{
+    struct job *job = att->job;
+    if (att->cancel_sent || job->reuse_handle[0] || !att->row.handle[0] ||
+        !restart_keep_alloc (job->spec.spare_nodes, job->restart_in_place,
+                             job->row.state == JOB_RESTARTING, att->row.cause))
+        return;
+    snprintf (job->reuse_handle, sizeof (job->reuse_handle), "%s", att->row.handle);
+}
+
 /* Poll the launcher (every poll interval; faster while ending): it may
  * say that the attempt started or ended.  True when the attempt's tick
  * is over (its processes ended). */
@@ -732,6 +789,7 @@ bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now)
                 attempt_launcher_failed (jobs, att, &st, now);
             if (att->row.state == ATT_ENDING) {
                 jit_window_close (jobs, att, "every process of the attempt ended");
+                keep_ended_alloc (att);
                 attempt_finish (jobs, att, &st);
             }
             return true;
@@ -822,4 +880,13 @@ void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int6
     out->token = att->row.token;
     out->nodes = att->row.num_nodes + att->row.spare_nodes;
     out->exclude = att->row.exclude;
+    /* In place: the same nodes as the attempt before, so that a spare
+     * stays free for a real node loss. */
+    if (job->restart_in_place && job->prev_nodes[0]) {
+        int n = 1;
+        for (const char *c = job->prev_nodes; *c; c++)
+            n += *c == ',';
+        if (n == att->row.num_nodes)
+            out->nodelist = job->prev_nodes;
+    }
 }

@@ -38,6 +38,24 @@ static void json_set_add (json_t *arr, const char *name)
     json_array_append_new (arr, json_string (name));
 }
 
+static bool json_set_has (const json_t *arr, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (arr, i, v) if (!strcmp (json_string_value (v), name)) return true;
+    return false;
+}
+
+/* Is 'node' suspect (store_nodes_suspect)?  Unknown counts as suspect. */
+static bool node_suspect (struct jobs *jobs, const char *node)
+{
+    dt_error_t err;
+    json_t *sus = store_nodes_suspect (jobs->ctx->store, &err);
+    bool r = !sus || json_set_has (sus, node);
+    json_decref (sus);
+    return r;
+}
+
 /* Healthy nodes the launcher could give the next attempt (-1 unknown). */
 static int nodes_available (struct jobs *jobs, struct job *job)
 {
@@ -79,11 +97,20 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
         return 0; /* cancelled meanwhile */
 
     /* Exclusions: the failed node (restart.exclude_failed_nodes; every
-     * launcher honours them, the local one by picking other names), and
-     * always an excluded straggler's node. */
-    if (restart_exclude_node (cause, att->row.cause_node,
+     * launcher honours them, the local one by picking other names) when
+     * the node failed -- not after a rank's own end -- and always an
+     * excluded straggler's node. */
+    if (restart_exclude_node (cause, att->row.cause_rank, att->row.cause_node,
                               job->spec.restart.exclude_failed_nodes))
         json_set_add (job->row.exclude, att->row.cause_node);
+
+    /* In place: a rank ended on its own on a node the controller still
+     * trusts (not excluded above, not suspect): the next attempt runs on
+     * the same nodes as a new step of the same allocation. */
+    job->restart_in_place = restart_in_place (
+      cause, att->row.cause_rank,
+      att->row.cause_node[0] && (json_set_has (job->row.exclude, att->row.cause_node) ||
+                                 node_suspect (jobs, att->row.cause_node)));
 
     /* The restart decision (ftpolicy.c). */
     bool progressed =
@@ -163,6 +190,18 @@ static int tx_restart (struct jobs *jobs, struct job *job, struct attempt *old, 
                        dt_error_t *err)
 {
     struct restart_arg *a = arg;
+    /* The rank nodes of the attempt that ends: an in-place restart runs
+     * on them again, and its record says whether it did. */
+    job->prev_nodes[0] = '\0';
+    if (job->att) {
+        size_t off = 0;
+        for (int i = 0; i < job->att->nagents && off < sizeof (job->prev_nodes); i++)
+            if (!job->att->agents[i].spare)
+                off += snprintf (job->prev_nodes + off, sizeof (job->prev_nodes) - off,
+                                 "%s%s", off ? "," : "", job->att->agents[i].node);
+        if (off >= sizeof (job->prev_nodes))
+            job->prev_nodes[0] = '\0'; /* too many to name: never pinned */
+    }
     if (!(a->att = attempt_alloc (jobs, job, job->row.attempts + 1, false, err)))
         return -1;
     job->row.attempts++;

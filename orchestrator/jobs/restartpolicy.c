@@ -11,18 +11,50 @@ bool restart_cause_planned (const char *cause)
            !strcmp (cause, "straggler_excluded");
 }
 
-bool restart_exclude_node (const char *cause, const char *cause_node,
+/* A rank's own end: its agent reported the exit, or a hang is blamed on
+ * that rank -- the node itself gave no sign of failing. */
+static bool rank_cause (const char *cause, int cause_rank)
+{
+    return !strcmp (cause, "trainer_exit") ||
+           (!strcmp (cause, "hang") && cause_rank >= 0);
+}
+
+bool restart_exclude_node (const char *cause, int cause_rank, const char *cause_node,
                            bool exclude_failed_nodes)
 {
     return cause_node && cause_node[0] &&
            (!strcmp (cause, "straggler_excluded") ||
-            (exclude_failed_nodes && !restart_cause_planned (cause)));
+            (exclude_failed_nodes && !restart_cause_planned (cause) &&
+             !rank_cause (cause, cause_rank)));
 }
 
-bool restart_keep_alloc (int spare_nodes, bool restarting, const char *cause)
+bool restart_in_place (const char *cause, int cause_rank, bool node_distrusted)
 {
-    return spare_nodes > 0 && restarting && strcmp (cause, "time_limit") &&
+    if (node_distrusted)
+        return false;
+    return rank_cause (cause, cause_rank);
+}
+
+bool restart_keep_alloc (int spare_nodes, bool in_place, bool restarting,
+                         const char *cause)
+{
+    return (spare_nodes > 0 || in_place) && restarting && strcmp (cause, "time_limit") &&
            strcmp (cause, "preempted");
+}
+
+const char *restart_path_of (int attempt, bool reused_alloc, bool same_nodes)
+{
+    if (attempt <= 1)
+        return NULL;
+    if (!reused_alloc)
+        return "new_allocation";
+    return same_nodes ? "in_place" : "spare";
+}
+
+bool restart_path_valid (const char *path)
+{
+    return path && (!strcmp (path, "in_place") || !strcmp (path, "spare") ||
+                    !strcmp (path, "new_allocation"));
 }
 
 bool restart_jit_cause (const char *cause, int cause_rank)

@@ -2,7 +2,8 @@
 # t0700-ft-kill-rank (local launcher): kill -9 of one dttrain rank
 # mid-run -> the failure is recorded once (cause trainer_exit, the rank's
 # node and rank, exit code), the job restarts from the latest committed
-# checkpoint on other nodes and completes, and its final params_crc32c
+# checkpoint on the same nodes (a rank's own exit does not exclude its
+# healthy node) and completes, and its final params_crc32c
 # equals that of an uninterrupted run of the same world size.
 . "$(dirname "$0")/ft-lib.sh"
 
@@ -28,8 +29,9 @@ check "attempt 1 failed with cause trainer_exit, node local2, rank 1, signal 9" 
          and .data.attempts[0].evidence.signal == 9' "$TMP/j.json"
 check "the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'trainer_exit'")" = 1
-check "attempt 2 resumed from a committed checkpoint (step >= 20), not on local2" \
-    jqt '.data.attempts[1].resume_step >= 20 and (.data.attempts[1].nodelist | test("local2") | not)' "$TMP/j.json"
+check "attempt 2 resumed from a committed checkpoint (step >= 20), on local2 again, nothing excluded" \
+    jqt '.data.attempts[1].resume_step >= 20 and (.data.attempts[1].nodelist | test("local2"))
+         and .data.exclude == [] and .data.attempts[1].restart_path == "new_allocation"' "$TMP/j.json"
 check "the resume source is recorded (committed)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = committed
 # How soon: bench/run (parts local and recovery); here only that it was seen after the kill.

@@ -41,6 +41,7 @@ check "attempt 2 ran in the same Slurm job $SJ (in-allocation restart)" \
 check "attempt 2 did not use $VICTIM" \
     jqt --arg v "$VICTIM" '[.data.attempts[1].nodes[].node] | index($v) == null' "$TMP/j.json"
 check "attempt 2 ran on 3 nodes" jqt '[.data.attempts[1].nodes[].node] | length == 3' "$TMP/j.json"
+check "attempt 2 says restart_path spare" jqt '.data.attempts[0].restart_path == null and .data.attempts[1].restart_path == "spare"' "$TMP/j.json"
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the restart went through the allocation's loop (alloc_step event)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'alloc_step'")" -ge 1

@@ -36,6 +36,7 @@ check "the failure is recorded once" \
 check "the first Slurm job $SJ is over" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 SJ2=$(jq -r '.data.attempts[1].slurm_job_id' "$TMP/j.json")
 check "attempt 2 is a new Slurm job ($SJ2)" test "$SJ2" -gt 0 -a "$SJ2" != "$SJ"
+check "attempt 2 says restart_path new_allocation" jqt '.data.attempts[1].restart_path == "new_allocation"' "$TMP/j.json"
 check "the new Slurm job excludes $VICTIM" eval 'scontrol show job "$SJ2" | grep -q "ExcNodeList=.*$VICTIM"'
 check "attempt 2 did not use $VICTIM" \
     jqt --arg v "$VICTIM" '[.data.attempts[1].nodes[].node] | index($v) == null' "$TMP/j.json"

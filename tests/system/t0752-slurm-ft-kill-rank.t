@@ -2,9 +2,10 @@
 # t0752-slurm-ft-kill-rank (Slurm testbed): kill -9 of one dttrain
 # rank of a 2-node job with spare_nodes: 1 -> the failure is recorded once
 # (trainer_exit, that rank's node and rank, signal 9), the next attempt runs
-# in the same Slurm allocation (in-allocation restart: the node that failed
-# is excluded, the spare takes its place), the job completes, and
-# params_crc32c equals an uninterrupted run's (world 2).
+# in place: a new step of the same Slurm allocation on the same two nodes
+# (the node is healthy, so it is not excluded, and the spare stays idle,
+# kept for a real node loss), the job completes, and params_crc32c equals
+# an uninterrupted run's (world 2).
 : "${FT_STEPS:=200}"
 # As an ordinary user (users-lib.sh), as on a shared cluster.
 DT_SUBMIT_USER=dtalice
@@ -37,10 +38,11 @@ check "attempt 1 failed with cause trainer_exit, node $NODE, rank 1, signal 9" \
          and .data.attempts[0].evidence.signal == 9' "$TMP/j.json"
 check "the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind IN ('node_lost', 'trainer_exit', 'slurm_node_fail', 'agent_exit', 'hang')")" = 1
-check "attempt 2 ran in the same Slurm job $SJ" \
-    jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj' "$TMP/j.json"
-check "attempt 2 did not use $NODE" \
-    jqt --arg v "$NODE" '[.data.attempts[1].nodes[].node] | index($v) == null' "$TMP/j.json"
+check "attempt 2 ran in place in the same Slurm job $SJ (restart_path in_place)" \
+    jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "in_place"' "$TMP/j.json"
+check "attempt 2 ran on the same nodes, $NODE included, and nothing is excluded" \
+    jqt --arg v "$NODE" '([.data.attempts[1].nodes[].node] | sort) == ([.data.attempts[0].nodes[] | select(.spare | not) | .node] | sort)
+         and ([.data.attempts[1].nodes[].node] | index($v) != null) and .data.exclude == []' "$TMP/j.json"
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")

@@ -266,6 +266,59 @@ static void test_histogram (void)
     json_decref (r);
 }
 
+/* Restart time per path: from a failure (first seen) to the next
+ * attempt's first step, per attempt and summed by restart_path. */
+static void test_recovery_by_path (void)
+{
+    struct report_attempt a[4] = { att (1, "failed", true), att (2, "failed", true),
+                                   att (3, "failed", true), att (4, "succeeded", false) };
+    const char *path[4] = { "", "in_place", "in_place", "new_allocation" };
+    for (int i = 0; i < 4; i++) {
+        a[i].restart_path = path[i];
+        a[i].submit = T + i * 10000;
+        a[i].leave_queue = a[i].submit + 100;
+        a[i].first_step = 1;
+        a[i].last_step = 5;
+        a[i].train_start = a[i].submit + 200;
+        a[i].last_step_time = a[i].submit + 5000;
+        if (i < 3)
+            a[i].fail = a[i].submit + 6000;
+    }
+    /* Recoveries: 4.3 s and 4.5 s in place, 4.9 s in a new allocation. */
+    a[1].first_step_time = a[0].fail + 4300;
+    a[2].first_step_time = a[1].fail + 4500;
+    a[3].first_step_time = a[2].fail + 4900;
+    a[3].end = T + 40000;
+    struct report_job j = { .id = 1,
+                            .name = "x",
+                            .state = "completed",
+                            .final = true,
+                            .submit = T,
+                            .end = T + 40000,
+                            .latest_ckpt_step = 5 };
+    json_t *r = report_compute (&j, a, 4, T + 40000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (r);
+    json_t *al = json_object_get (r, "attempts");
+    CU_ASSERT_TRUE (
+      json_is_null (json_object_get (json_array_get (al, 0), "restart_path")));
+    CU_ASSERT_TRUE (
+      json_is_null (json_object_get (json_array_get (al, 0), "recovery_s")));
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (al, 1), "restart_path")),
+      "in_place");
+    CU_ASSERT_DOUBLE_EQUAL (num (json_array_get (al, 1), "recovery_s", NULL), 4.3, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (json_array_get (al, 3), "recovery_s", NULL), 4.9, 1e-9);
+    json_t *bp = json_object_get (r, "recovery_by_path");
+    json_t *ip = json_object_get (bp, "in_place"),
+           *na = json_object_get (bp, "new_allocation");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (ip, "count")), 2);
+    CU_ASSERT_DOUBLE_EQUAL (num (ip, "recovery_s_total", NULL), 8.8, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (ip, "recovery_s_max", NULL), 4.5, 1e-9);
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (na, "count")), 1);
+    CU_ASSERT_PTR_NULL (json_object_get (bp, "spare"));
+    json_decref (r);
+}
+
 static const struct dt_unit_test tests[] = {
     { "one failure: every part by hand", test_one_failure },
     { "fallback to an older checkpoint", test_fallback },
@@ -273,6 +326,7 @@ static const struct dt_unit_test tests[] = {
     { "live, running, with stalls", test_live_running_stall },
     { "failure before the first step", test_no_steps },
     { "step-time histogram and reported stall", test_histogram },
+    { "restart time per restart path", test_recovery_by_path },
     { NULL, NULL },
 };
 

@@ -15,22 +15,74 @@ static void test_planned (void)
 
 static void test_exclude (void)
 {
-    CU_ASSERT_TRUE (restart_exclude_node ("node_lost", "n3", true));
-    CU_ASSERT_FALSE (restart_exclude_node ("node_lost", "n3", false));
-    CU_ASSERT_FALSE (restart_exclude_node ("node_lost", "", true)); /* no node named */
+    CU_ASSERT_TRUE (restart_exclude_node ("node_lost", -1, "n3", true));
+    CU_ASSERT_FALSE (restart_exclude_node ("node_lost", -1, "n3", false));
+    CU_ASSERT_FALSE (
+      restart_exclude_node ("node_lost", -1, "", true)); /* no node named */
+    CU_ASSERT_TRUE (restart_exclude_node ("node_failure", -1, "n3", true));
+    CU_ASSERT_TRUE (restart_exclude_node ("slurm_node_fail", -1, "n3", true));
+    /* A rank's own end on its node: restarts in place, not excluded. */
+    CU_ASSERT_FALSE (restart_exclude_node ("trainer_exit", 1, "n3", true));
+    CU_ASSERT_FALSE (restart_exclude_node ("hang", 1, "n3", true));
+    /* A hang blamed on nobody in particular: the node named is excluded. */
+    CU_ASSERT_TRUE (restart_exclude_node ("hang", -1, "n3", true));
     /* A straggler's node always; a planned end's node never. */
-    CU_ASSERT_TRUE (restart_exclude_node ("straggler_excluded", "n2", false));
-    CU_ASSERT_FALSE (restart_exclude_node ("time_limit", "n2", true));
+    CU_ASSERT_TRUE (restart_exclude_node ("straggler_excluded", -1, "n2", false));
+    CU_ASSERT_FALSE (restart_exclude_node ("time_limit", -1, "n2", true));
 }
 
 static void test_keep_alloc (void)
 {
-    CU_ASSERT_TRUE (restart_keep_alloc (1, true, "node_lost"));
-    CU_ASSERT_FALSE (restart_keep_alloc (0, true, "node_lost"));  /* no spares */
-    CU_ASSERT_FALSE (restart_keep_alloc (1, false, "node_lost")); /* no restart */
+    CU_ASSERT_TRUE (restart_keep_alloc (1, false, true, "node_lost"));
+    CU_ASSERT_FALSE (restart_keep_alloc (0, false, true, "node_lost"));  /* no spares */
+    CU_ASSERT_FALSE (restart_keep_alloc (1, false, false, "node_lost")); /* no restart */
+    /* In place: kept without spares; never when no restart follows or
+     * when the scheduler takes the allocation back. */
+    CU_ASSERT_TRUE (restart_keep_alloc (0, true, true, "trainer_exit"));
+    CU_ASSERT_TRUE (restart_keep_alloc (0, true, true, "hang"));
+    CU_ASSERT_FALSE (restart_keep_alloc (0, true, false, "trainer_exit"));
+    CU_ASSERT_FALSE (restart_keep_alloc (0, true, true, "time_limit"));
     CU_ASSERT_FALSE (
-      restart_keep_alloc (1, true, "time_limit")); /* Slurm takes it back */
-    CU_ASSERT_FALSE (restart_keep_alloc (1, true, "preempted"));
+      restart_keep_alloc (1, false, true, "time_limit")); /* Slurm takes it back */
+    CU_ASSERT_FALSE (restart_keep_alloc (1, false, true, "preempted"));
+}
+
+static void test_in_place (void)
+{
+    /* A rank's own end on a trusted node: same nodes, same allocation. */
+    CU_ASSERT_TRUE (restart_in_place ("trainer_exit", 1, false));
+    CU_ASSERT_TRUE (restart_in_place ("trainer_exit", -1, false));
+    CU_ASSERT_TRUE (restart_in_place ("hang", 0, false));
+    /* A hang nobody is blamed for may be the node's (or the network's). */
+    CU_ASSERT_FALSE (restart_in_place ("hang", -1, false));
+    /* A node the controller distrusts: excluded (exclude_failed_nodes, a
+     * straggler, hardware integrity fault) or suspect. */
+    CU_ASSERT_FALSE (restart_in_place ("trainer_exit", 1, true));
+    CU_ASSERT_FALSE (restart_in_place ("hang", 0, true));
+    /* Node causes and planned ends never restart in place. */
+    const char *never[] = { "node_lost",          "node_failure",
+                            "slurm_node_fail",    "agent_exit",
+                            "time_limit",         "preempted",
+                            "straggler_excluded", "launch_failed",
+                            "rendezvous_timeout", NULL };
+    for (int i = 0; never[i]; i++)
+        CU_ASSERT_FALSE (restart_in_place (never[i], 0, false));
+}
+
+static void test_path_of (void)
+{
+    CU_ASSERT_PTR_NULL (restart_path_of (1, false, false)); /* the first attempt */
+    CU_ASSERT_PTR_NULL (restart_path_of (1, true, true));
+    CU_ASSERT_STRING_EQUAL (restart_path_of (2, true, true), "in_place");
+    CU_ASSERT_STRING_EQUAL (restart_path_of (3, true, false), "spare");
+    CU_ASSERT_STRING_EQUAL (restart_path_of (2, false, true), "new_allocation");
+    CU_ASSERT_STRING_EQUAL (restart_path_of (2, false, false), "new_allocation");
+    CU_ASSERT_TRUE (restart_path_valid ("in_place"));
+    CU_ASSERT_TRUE (restart_path_valid ("spare"));
+    CU_ASSERT_TRUE (restart_path_valid ("new_allocation"));
+    CU_ASSERT_FALSE (restart_path_valid (""));
+    CU_ASSERT_FALSE (restart_path_valid (NULL));
+    CU_ASSERT_FALSE (restart_path_valid ("in-place"));
 }
 
 static void test_jit_cause (void)
@@ -49,6 +101,8 @@ static const struct dt_unit_test tests[] = {
     { "which failed node is excluded", test_exclude },
     { "keep the allocation for the next attempt", test_keep_alloc },
     { "causes after which survivors may save", test_jit_cause },
+    { "restart in place after a rank's end", test_in_place },
+    { "the restart path of an attempt", test_path_of },
     { NULL, NULL },
 };
 

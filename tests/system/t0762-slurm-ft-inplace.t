@@ -1,0 +1,79 @@
+#!/bin/bash
+# t0762-slurm-ft-inplace (Slurm testbed): kill -9 of one dttrain
+# rank of a 2-node job with NO spare -> the failure is recorded once
+# (trainer_exit, that rank's node and rank, signal 9), the next attempt runs
+# in place: a new step of the same Slurm allocation on the same two nodes
+# (the node is healthy, so it is not excluded; no new Slurm job, no spare
+# needed), the surviving rank saves the state just in time (at most 1 step
+# lost), the job completes, params_crc32c equals an uninterrupted run's
+# (world 2), and the allocation ends with the job.  Then the same with
+# --no-jit: the surviving rank exits by itself before any cancel.
+: "${FT_STEPS:=200}"
+# As an ordinary user (users-lib.sh), as on a shared cluster.
+DT_SUBMIT_USER=dtalice
+. "$(dirname "$0")/ft-slurm-lib.sh"
+ft_slurm_up 2
+BASE=$(baseline 2) || bail "the baseline run failed"
+echo "# uninterrupted run (world 2): params_crc32c $BASE"
+
+submit "$(dttrain_spec killrank 2 "--inject-slow 0:25" \
+    '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" \
+    || bail "submit failed"
+check "the job runs past step 50" wait_step "$ID" 50 90
+SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
+PID=$(rank_pid "$ID" 1)
+NODE=$(rank_node "$ID" 1)
+[ -n "$PID" ] && [ -n "$NODE" ] || bail "rank 1's pid or node is unknown"
+echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
+T0=$(now_ms)
+check "kill -9 rank 1" kill -9 "$PID"
+check "the job completes" wait_state "$ID" completed 120
+# (after the injection, so that these checks do not delay it)
+ft_check_user "$ID" "$SJ"
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
+ft_slurm_ids "$ID" | sed 's/^/# attempt /'
+timeline "$ID" "$T0"
+check "attempt 1 failed with cause trainer_exit, node $NODE, rank 1, signal 9" \
+    jqt --arg v "$NODE" '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "trainer_exit"
+         and .data.attempts[0].cause_node == $v and .data.attempts[0].cause_rank == 1
+         and .data.attempts[0].evidence.signal == 9' "$TMP/j.json"
+check "the failure is recorded once" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind IN ('node_lost', 'trainer_exit', 'slurm_node_fail', 'agent_exit', 'hang')")" = 1
+check "attempt 2 ran in place in the same Slurm job $SJ (restart_path in_place)" \
+    jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "in_place"' "$TMP/j.json"
+check "attempt 2 ran on the same nodes, $NODE included, and nothing is excluded" \
+    jqt --arg v "$NODE" '([.data.attempts[1].nodes[].node] | sort) == ([.data.attempts[0].nodes[] | select(.spare | not) | .node] | sort)
+         and ([.data.attempts[1].nodes[].node] | index($v) != null) and .data.exclude == []' "$TMP/j.json"
+check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
+check "at most 1 step lost: the surviving rank saved the state just in time (lost $STEPS_LOST)" \
+    test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 1
+check "the goodput report has the in-place restart's time" \
+    eval 'curl -s "$URL/v1/jobs/$ID/report" | jqt ".data.attempts[1].restart_path == \"in_place\" and (.data.attempts[1].recovery_s | type) == \"number\" and .data.recovery_by_path.in_place.count == 1"'
+DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>&1 | sed -n '/^Attempts:/,/^$/p' | sed 's/^/# /'
+check "dtctl show names the path" eval 'DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>/dev/null | grep -q "in_place"'
+check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
+check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+
+# --- 2. no just-in-time checkpoint (--no-jit): the surviving rank exits on
+# its own, so the attempt's step ends before the controller cancels it;
+# the allocation, its batch script waiting for the next step, is reused.
+submit "$(dttrain_spec killrank-nojit 2 "--inject-slow 0:25 --no-jit" \
+    '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
+check "2: the job runs past step 50" wait_step "$ID" 50 90
+SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
+PID=$(rank_pid "$ID" 0)
+[[ "$SJ" =~ ^[0-9]+$ ]] && [ -n "$PID" ] || bail "2: no Slurm job id ($SJ) or pid of rank 0"
+check "2: kill -9 rank 0" kill -9 "$PID"
+check "2: the job completes" wait_state "$ID" completed 120
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j2.json"
+check "2: attempt 2 ran in place in the same Slurm job $SJ, from the last committed checkpoint" \
+    jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "in_place"
+         and .data.attempts[1].resume_step >= 20 and .data.exclude == []' "$TMP/j2.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j2.json")
+check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "2: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
+done_testing
