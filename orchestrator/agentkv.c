@@ -160,9 +160,18 @@ static void kv_get_cb (dt_http_req_t *req, void *arg)
 
 int agentkv_register_routes (struct ctld *ctx, dt_error_t *err)
 {
-    if (dt_httpd_route (ctx->httpd, "PUT", "/v1/agent/kv/{key}", kv_put_cb, ctx) < 0 ||
-        dt_httpd_route (ctx->httpd, "GET", "/v1/agent/kv/{key}", kv_get_cb, ctx) < 0)
-        return errnoprintf (err, errno, "route /v1/agent/kv/{key}: %s", strerror (errno));
+    static const struct {
+        const char *method, *pattern;
+        dt_http_handler_f cb;
+    } routes[] = {
+        { "PUT", "/v1/agent/kv/{key}", kv_put_cb },
+        { "GET", "/v1/agent/kv/{key}", kv_get_cb },
+    };
+    for (size_t i = 0; i < sizeof (routes) / sizeof (routes[0]); i++)
+        if (dt_httpd_route (ctx->httpd, routes[i].method, routes[i].pattern, routes[i].cb,
+                            ctx) < 0)
+            return errnoprintf (err, errno, "route %s %s: %s", routes[i].method,
+                                routes[i].pattern, strerror (errno));
     /* Keys may contain '/': the same handlers also serve keys of 2 to 12
      * segments (kv_key takes the whole rest of the path); dttrain's gloo
      * bootstrap uses 5 (dttrain/<job>/a<n>/s<seq>/rank_<r>). */
