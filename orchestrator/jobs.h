@@ -246,9 +246,11 @@ int jobs_agent_registered (struct jobs *jobs, struct attempt *att, struct agent 
  * per attempt); call it after each pass of the event loop.  Cheap when
  * there are none.  A failure is logged and retried at the next call. */
 void jobs_flush_registrations (struct jobs *jobs);
-/* When an agent told to wait should ask again (ms): 1 s, longer when many
- * agents wait (1 s per 4,000, up to 10 s), so that their questions do not
- * take the controller's time from the registrations still to come. */
+/* When an agent told to wait should ask again (ms): 50 ms, so that a
+ * small attempt starts as soon as its last agent registers, and longer
+ * when many agents wait (1 s per 4,000, up to 10 s), so that their
+ * questions do not take the controller's time from the registrations
+ * still to come. */
 int jobs_register_retry_ms (struct jobs *jobs);
 /* A failure of the attempt (recorded once; later ones are ignored). */
 void jobs_attempt_fail (struct jobs *jobs, struct attempt *att, const char *cause,

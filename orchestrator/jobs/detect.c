@@ -142,8 +142,15 @@ static int64_t attempt_hang_timeout (struct jobs *jobs, struct attempt *att, boo
     struct ft_hang_params hp = ft_hang_defaults;
     hp.floor_ms = jobs->ctx->cfg->hang_floor_ms;
     *p99 = ft_percentile (att->steptime, att->nsteptime, 99.0);
-    return ft_hang_timeout_ms (&hp, att->job->spec.hb.hang_timeout_ms, *p99,
-                               att->nsteptime, busy);
+    int64_t t = ft_hang_timeout_ms (&hp, att->job->spec.hb.hang_timeout_ms, *p99,
+                                    att->nsteptime, busy);
+    /* A fixed timeout is the agents' too, and an agent sees its ranks'
+     * steps a heartbeat earlier: the controller's watchdog is their
+     * backstop one heartbeat interval later, so that the agent next to a
+     * hung rank is the one that detects and blames it. */
+    if (att->job->spec.hb.hang_timeout_ms > 0)
+        t += att->job->spec.hb.interval_ms;
+    return t;
 }
 
 static const char *cause_of_launcher_end (const struct launcher_status *st)

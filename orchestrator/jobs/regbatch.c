@@ -88,7 +88,7 @@ static int tx_batch (struct jobs *jobs, struct job *job, struct attempt *att, vo
 int jobs_register_retry_ms (struct jobs *jobs)
 {
     static int64_t at_ms;
-    static int cached = 1000;
+    static int cached = 50;
     int64_t now = dt_mono_ms ();
     if (now - at_ms < 100)
         return cached; /* counted at most every 100 ms */
@@ -99,7 +99,7 @@ int jobs_register_retry_ms (struct jobs *jobs)
             (job->att->row.state == ATT_SUBMITTED || job->att->row.state == ATT_STARTING))
             waiting += job->att->nagents;
     int64_t ms = waiting / 4; /* 4,000 agents asking once a second */
-    cached = ms < 1000 ? 1000 : ms > 10000 ? 10000 : (int)ms;
+    cached = ms < 50 ? 50 : ms > 10000 ? 10000 : (int)ms;
     return cached;
 }
 
