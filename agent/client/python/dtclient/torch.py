@@ -38,6 +38,11 @@ What a Session does:
   checkpoints every DT_CHECKPOINT_EVERY steps, when the controller asks,
   on a stop (the controller's, SIGTERM, or Slurm's SIGUSR1 time-limit
   warning: then it exits 0 once the shard is durable) and at the end;
+- every DT_INTEGRITY_EVERY steps (the job's integrity.every_steps; 50
+  without it, 0: never), reports the fingerprint of the module's state
+  dict (fingerprint(): dttrain's, a CRC32C per tensor and the CRC32C of
+  those) through the client's integrity(), group "dp", with the loss when
+  it is not finite: the controller votes across the replicas;
 - saves asynchronously: a CPU copy of the state on the training thread (the
   stall), then serialization, CRC32C, tmp + fsync + rename + directory
   fsync and the report on a writer thread;
