@@ -8,7 +8,10 @@
 # divergence between them), names rank 3 on local2 at step 50, rolls back to
 # step 40 (the checkpoint's fingerprints verified per group at resume), and
 # the job completes with the parameters of an uninterrupted run of the
-# same layout.
+# same layout.  Then the same flip with the checks off, and a crash at
+# step 50 (a layout takes no just-in-time checkpoint): the restart refuses
+# the checkpoint of step 40 by its fingerprints (group tp1.pp0's shards
+# disagree) and resumes from 20, again ending as the uninterrupted run.
 . "$(dirname "$0")/ft-lib.sh"
 
 FT_STEPS=60
@@ -40,4 +43,18 @@ check "attributed to the hardware of local2" \
     test "$(ev integrity_attributed '| select(.data.cause == "hardware" and .node == "local2")')" = 1
 GOT=$(jq -r .data.result.params_crc32c "$TMP/job.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+
+SPEC=$(dttrain_spec late 3 "" '{"ranks_per_node": 2, "integrity": {"every_steps": 0}, "checkpoint": {"keep": 5}}' |
+    jq --arg t "$DTTRAIN" --arg a "$MODEL_ARGS --inject-slow 0:25" '.command = ["sh", "-c",
+  "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec \"$0\" \($a) --inject-bitflip 3:25:h0.mlp.w1:3 --inject-crash 0:50; fi; exec \"$0\" \($a)", $t]')
+submit "$SPEC" || bail "submit failed"
+check "late: the job completes" wait_state "$ID" completed 120
+wait_att "$ID" succeeded 20
+api GET "/v1/jobs/$ID" > "$TMP/late.job.json"
+jq -c '[.data.attempts[] | {attempt, cause, resume_step, exit: .evidence.exit_code}]' "$TMP/late.job.json" | sed 's/^/# /'
+check "late: the checkpoint of step 40 was refused at load (exit 3, fingerprint), the job resumed from 20" \
+    jqt '[.data.attempts[1] | .evidence.exit_code == 3 and (.evidence.stderr_tail | test("fingerprint"))] == [true]
+         and [.data.attempts[1,2] | .resume_step] == [40, 20]' "$TMP/late.job.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/late.job.json")
+check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 done_testing
