@@ -10,11 +10,10 @@
 # step 5, sees the re-run pass step 10 (the hardware: local2 excluded), and
 # the job ends with the parameters of a run resumed from that checkpoint
 # without the controller (the re-run's fingerprints agree: one divergence
-# in all).  (Not those of an
-# uninterrupted run: with 3 ranks, a DDP resume is not bit-identical, as
-# the gradient buckets of the first step after a resume are not the
-# rebuilt ones of an uninterrupted run, and gloo's sums of 3 ranks depend
-# on them; with 2 ranks, t0782, they are.)
+# in all).  Not those of an uninterrupted run: with 3 ranks a resumed DDP
+# run of the example is not bit-identical to an uninterrupted one (with 1
+# and 2 it is, t0782), most likely because gloo's sums of 3 values depend
+# on the bucket layout, which DDP rebuilds after the first step it runs.
 . "$(dirname "$0")/ft-lib.sh"
 TORCH_STEPS=20
 . "$(dirname "$0")/torch-lib.sh"
