@@ -171,7 +171,9 @@ def main():
            "start_step": ft.start_step if ft else 0, "wall_s": wall,
            "checkpoints": ft.nckpt if ft else 0,
            "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0,
-           "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0}
+           "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
+           "fingerprints": ft.integrity_count if ft else 0,
+           "fingerprint_ms": ft.integrity_s * 1e3 / max(1, ft.integrity_count) if ft else 0.0}
     if ft:
         ft.finish(res)                                                        # dtctl
     if rank == 0:

@@ -45,7 +45,7 @@ GOT=$(jq -r .data.result.params_crc32c "$TMP/job.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 
 SPEC=$(dttrain_spec late 3 "" '{"ranks_per_node": 2, "integrity": {"every_steps": 0}, "checkpoint": {"keep": 5}}' |
-    jq --arg t "$DTTRAIN" --arg a "$MODEL_ARGS --inject-slow 0:25" '.command = ["sh", "-c",
+    jq --arg t "$DTTRAIN" --arg a "$MODEL_ARGS" '.command = ["sh", "-c",
   "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec \"$0\" \($a) --inject-bitflip 3:25:h0.mlp.w1:3 --inject-crash 0:50; fi; exec \"$0\" \($a)", $t]')
 submit "$SPEC" || bail "submit failed"
 check "late: the job completes" wait_state "$ID" completed 120

@@ -155,7 +155,7 @@ for step in s.steps(7):
 del os.environ["DT_INTEGRITY_EVERY"]
 check("Session: DT_INTEGRITY_EVERY=3 -> reports of steps 3 and 6, group dp, the fingerprint",
       [(r["step"], r["group"], r["fingerprint"]) for r in cl.sent] == [(3, "dp", fp1), (6, "dp", fp1)]
-      and cl.sent[0]["tensors"] == t1)
+      and cl.sent[0]["tensors"] == t1 and s.integrity_count == 2)
 check("Session: a non-finite loss at a reported step is in its report",
       "nonfinite" not in cl.sent[0] and cl.sent[1].get("nonfinite", {}).get("loss") == "nan"
       and cl.sent[1]["nonfinite"]["local_loss_finite"] is False)

@@ -361,6 +361,7 @@ class Session:
         # integrity.every_steps; 0: none; dttrain's default without one).
         self.integrity_every = int(os.environ.get("DT_INTEGRITY_EVERY") or 50)
         self.integrity_s = 0.0      # training-thread time spent on fingerprints
+        self.integrity_count = 0
         self.step = 0               # completed steps
         self.start_step = 0
         self.total = None
@@ -530,8 +531,6 @@ class Session:
             self._ctl = None
         wall = time.perf_counter() - self._t0
         self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
-        if self.integrity_every > 0 and self.step % self.integrity_every == 0:
-            self._integrity(lossf)
         want = False
         if self.every and self.step % self.every == 0:
             want = True
@@ -544,6 +543,8 @@ class Session:
         if self.total is not None and self.step == self.total:
             want = True
         self.self_s += time.perf_counter() - t_in
+        if self.integrity_every > 0 and self.step % self.integrity_every == 0:
+            self._integrity(lossf)  # (its time in integrity_s)
         if want and self.ckpt_dir and self.last_saved != self.step:
             self.save()
         if self.stopped:
@@ -571,6 +572,7 @@ class Session:
         except dtclient.DTClientError as e:
             _log("rank %d: integrity report of step %d: %s" % (self.rank, self.step, e))
         self.integrity_s += time.perf_counter() - t
+        self.integrity_count += 1
 
     # -- checkpoints ------------------------------------------------------------
     def _module(self):
