@@ -482,7 +482,7 @@ static int config_fingerprint (const char *cfg, char *group, size_t len, uint32_
 }
 
 int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
-                         const float *params, dt_error_t *err)
+                         int same_layout, const float *params, dt_error_t *err)
 {
     /* Shards of one replica group must agree (another group holds other
      * parameters: a different parameter position). */
@@ -525,11 +525,16 @@ int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
             return -1;
         }
     }
-    fp0 = seen[0].fp;
+    /* This rank holds what its group's shards held (its slice under a
+     * layout): the loaded parameters must be them.  Saved in another
+     * layout, the groups hold other slices: each group's shards agreed. */
+    const char *mine = integ_group (t);
+    int g = 0;
+    while (g < groups && strcmp (seen[g].name, mine))
+        g++;
+    fp0 = g < groups ? seen[g].fp : 0;
     free (seen);
-    /* Every replica held the whole model, and so does this rank: the
-     * loaded one must be it (in another layout, each group's shards agreed). */
-    if (groups != 1 || t->ly.tp * t->ly.pp != 1)
+    if (!same_layout || g == groups)
         return 0;
     uint32_t *crcs = calloc (t->model.ntensors + 1, sizeof (uint32_t));
     if (!crcs)
@@ -537,11 +542,12 @@ int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
     fp = integ_fingerprint (t, params, crcs);
     free (crcs);
     if (fp != fp0) {
-        snprintf (path, sizeof (path), "%s/rank-0.ckpt", stepdir);
+        snprintf (path, sizeof (path), "%s/rank-%d.ckpt", stepdir,
+                  t->rank < world ? t->rank : 0);
         return errnoprintf (err, EBADMSG,
                             "checkpoint shard %s: loaded parameters have fingerprint "
-                            "%08x, the shards record %08x",
-                            path, fp, fp0);
+                            "%08x, the shards of group %s record %08x",
+                            path, fp, mine, fp0);
     }
     return 0;
 }

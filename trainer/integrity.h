@@ -68,13 +68,15 @@ const char *integ_group (const struct trainer *t);
 uint32_t integ_checkpoint (struct trainer *t);
 
 /* After a resume from stepdir (saved by 'world' ranks) into host params
- * (nparams floats): the shards of one replica group must record the same
- * fingerprint, and with a single group the loaded parameters must have
- * it; else -1 with err "checkpoint shard PATH: ..." and errno EBADMSG (a
- * checkpoint written after replicas diverged).  Shards without a
- * fingerprint (older ones) pass. */
+ * (nparams floats, this rank's tensors): the shards of one replica group
+ * must record the same fingerprint, and when the checkpoint was saved in
+ * this run's layout (same_layout: the same tp and pp) the loaded
+ * parameters must have the fingerprint of this rank's group; else -1 with
+ * err "checkpoint shard PATH: ..." and errno EBADMSG (a checkpoint
+ * written after replicas diverged).  Shards without a fingerprint (older
+ * ones) pass. */
 int integ_verify_resume (struct trainer *t, const char *stepdir, int world,
-                         const float *params, dt_error_t *err);
+                         int same_layout, const float *params, dt_error_t *err);
 
 /* For tests and benchmarks: the fingerprint of n floats laid out as the
  * model's tensors (host memory); per-tensor CRC32Cs into crcs (may be

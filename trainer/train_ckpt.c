@@ -101,7 +101,10 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         return errprintf (err, "resume: %s", t->k->last_error);
     }
     /* A checkpoint written after replicas diverged is refused. */
-    if (integ_verify_resume (t, stepdir, world, p, err) < 0) {
+    if (integ_verify_resume (t, stepdir, world,
+                             CKPT_PAR_TP (parallel) == t->ly.tp &&
+                               CKPT_PAR_PP (parallel) == t->ly.pp,
+                             p, err) < 0) {
         *exit_code = EXIT_CKPT_CORRUPT;
         free (p), free (m), free (v);
         dtclient_set_busy (t->client, 0);

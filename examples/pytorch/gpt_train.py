@@ -98,6 +98,9 @@ def main():
                     help="exchange the controller's requests among the ranks every N steps")
     ap.add_argument("--sync-save", action="store_true", help="checkpoint on the training thread")
     ap.add_argument("--plain", action="store_true", help="without dtclient.torch")
+    ap.add_argument("--inject-bitflip", metavar="R:S", default=None,
+                    help="tests: flip one bit of rank R's first parameter before step S "
+                         "(first attempt only): a silent error for the integrity checks")
     a = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -131,6 +134,9 @@ def main():
                          seed=a.seed, async_save=not a.sync_save,             # dtctl
                          control_every=a.control_every)                       # dtctl
         steps = ft.steps(a.steps)                                             # dtctl
+    flip = [int(x) for x in a.inject_bitflip.split(":")] if a.inject_bitflip else None
+    if flip and int(os.environ.get("DT_ATTEMPT") or 1) > 1:
+        flip = None
     t_start, loss = time.perf_counter(), None
     with ft or contextlib.nullcontext():   # dtctl: a failed collective -> just-in-time checkpoint
         for step in steps:
@@ -138,6 +144,12 @@ def main():
                 idx = torch.randint(0, n, (a.batch,), generator=g)
             else:
                 idx = sampler.indices(step)                                   # dtctl
+            if flip and flip[0] == rank and flip[1] == step + 1:
+                with torch.no_grad():   # bit 20 of element 3: a mantissa bit, as dttrain's
+                    w = next(model.parameters()).view(-1)[3:4]
+                    w.copy_((w.view(torch.int32) ^ (1 << 20)).view(torch.float32))
+                print("rank %d: injected a bit flip before step %d" % (rank, step + 1),
+                      file=sys.stderr, flush=True)
             pos = idx.unsqueeze(1) + torch.arange(a.context + 1)
             batch = data[pos].to(dev)
             logits = ddp(batch[:, :-1])
@@ -159,7 +171,9 @@ def main():
            "start_step": ft.start_step if ft else 0, "wall_s": wall,
            "checkpoints": ft.nckpt if ft else 0,
            "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0,
-           "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0}
+           "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
+           "fingerprints": ft.integrity_count if ft else 0,
+           "fingerprint_ms": ft.integrity_s * 1e3 / max(1, ft.integrity_count) if ft else 0.0}
     if ft:
         ft.finish(res)                                                        # dtctl
     if rank == 0:

@@ -4,8 +4,9 @@
 # the standard vector and the Python table, the step sampler is a pure
 # function of (seed, step, rank) covering each epoch, checkpoints are
 # written as step-S/rank-R.ckpt, a resumed run ends with the parameters of
-# an uninterrupted one, and a bad shard or step gives the exit statuses the
-# controller reads (3 naming the shard, 4).
+# an uninterrupted one, a bad shard or step gives the exit statuses the
+# controller reads (3 naming the shard, 4), and the parameter fingerprint
+# (integrity reports every DT_INTEGRITY_EVERY steps) is dttrain's.
 . "$(dirname "$0")/tap-lib.sh"
 TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 : "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"

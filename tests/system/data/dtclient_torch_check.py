@@ -112,5 +112,52 @@ os.unlink(os.path.join(ck, "step-4", "manifest.json"))
 r = resume(os.path.join(ck, "step-4"), 4)
 check("without a manifest, the shard's own trailer catches it: exit 3",
       r.returncode == 3 and ("checkpoint shard %s:" % shard) in r.stderr)
+
+# --- the parameter fingerprint: dttrain's (per-tensor CRC32C, then the CRC32C of those)
+import struct  # noqa: E402
+torch.manual_seed(0)
+m1 = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
+torch.manual_seed(0)
+m2 = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
+fp1, t1 = dtt.fingerprint(m1)
+sd = m1.state_dict()
+want = [dtclient.crc32c(v.contiguous().numpy().tobytes()) for v in sd.values()]
+check("fingerprint: one CRC32C per state-dict tensor, in state-dict order, named by key",
+      list(t1) == list(sd) and [int(x, 16) for x in t1.values()] == want)
+check("fingerprint: the summary is the CRC32C of the tensors' CRCs (little-endian u32s)",
+      int(fp1, 16) == dtclient.crc32c(struct.pack("<%dI" % len(want), *want)) and len(fp1) == 8)
+check("fingerprint: equal for bit-identical replicas", dtt.fingerprint(m2) == (fp1, t1))
+with torch.no_grad():
+    w = m2[2].weight.view(-1)[3:4]
+    w.copy_((w.view(torch.int32) ^ (1 << 20)).view(torch.float32))
+fp2, t2 = dtt.fingerprint(m2)
+check("fingerprint: one flipped bit changes the summary and only that tensor's CRC",
+      fp2 != fp1 and [k for k in t1 if t1[k] != t2[k]] == ["2.weight"])
+
+
+class Reports:
+    """A client that keeps the integrity reports (no agent here)."""
+    def __init__(self):
+        self.sent = []
+
+    def integrity(self, obj):
+        self.sent.append(json.loads(json.dumps(obj)))
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+os.environ["DT_INTEGRITY_EVERY"] = "3"
+cl = Reports()
+s = dtt.Session(m1, seed=9, client=cl, every=0)
+for step in s.steps(7):
+    s.step_done(float("nan") if step == 5 else 1.0)
+del os.environ["DT_INTEGRITY_EVERY"]
+check("Session: DT_INTEGRITY_EVERY=3 -> reports of steps 3 and 6, group dp, the fingerprint",
+      [(r["step"], r["group"], r["fingerprint"]) for r in cl.sent] == [(3, "dp", fp1), (6, "dp", fp1)]
+      and cl.sent[0]["tensors"] == t1 and s.integrity_count == 2)
+check("Session: a non-finite loss at a reported step is in its report",
+      "nonfinite" not in cl.sent[0] and cl.sent[1].get("nonfinite", {}).get("loss") == "nan"
+      and cl.sent[1]["nonfinite"]["local_loss_finite"] is False)
 print("1..%d" % n)
 sys.exit(failed)

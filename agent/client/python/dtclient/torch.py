@@ -38,6 +38,11 @@ What a Session does:
   checkpoints every DT_CHECKPOINT_EVERY steps, when the controller asks,
   on a stop (the controller's, SIGTERM, or Slurm's SIGUSR1 time-limit
   warning: then it exits 0 once the shard is durable) and at the end;
+- every DT_INTEGRITY_EVERY steps (the job's integrity.every_steps; 50
+  without it, 0: never), reports the fingerprint of the module's state
+  dict (fingerprint(): dttrain's, a CRC32C per tensor and the CRC32C of
+  those) through the client's integrity(), group "dp", with the loss when
+  it is not finite: the controller votes across the replicas;
 - saves asynchronously: a CPU copy of the state on the training thread (the
   stall), then serialization, CRC32C, tmp + fsync + rename + directory
   fsync and the report on a writer thread;
@@ -67,6 +72,7 @@ impossible (a dead rank's parameter shard dies with it).
 import copy
 import io
 import json
+import math
 import os
 import random
 import signal
@@ -80,7 +86,7 @@ import torch.distributed as dist
 
 import dtclient
 
-__all__ = ["Session", "StepSampler", "state_hash", "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH",
+__all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH",
            "EXIT_COMM", "EXIT_JIT"]
 
 # Exit statuses, as dttrain's: the controller reads 3 with the shard named
@@ -174,6 +180,25 @@ def state_hash(model):
         h.update(str(t.dtype).encode() + str(tuple(t.shape)).encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def fingerprint(model):
+    """The parameter fingerprint dttrain reports (trainer/integrity.c), for
+    a PyTorch module: the CRC32C of each tensor of the state dict (its
+    bytes as held, in state-dict order: parameters and buffers, which DDP
+    replicas hold bit-identical), and the CRC32C of those CRCs as
+    little-endian u32s.  Returns (fingerprint, {name: crc}), both as
+    8 hex digits."""
+    m = getattr(model, "module", model)
+    names, crcs = [], []
+    for k, v in m.state_dict().items():
+        if not torch.is_tensor(v):
+            continue
+        t = v.detach().to("cpu").contiguous()
+        names.append(k)
+        crcs.append(dtclient.crc32c(t.view(torch.uint8).numpy()) if t.numel() else 0)
+    fp = dtclient.crc32c(struct.pack("<%dI" % len(crcs), *crcs))
+    return "%08x" % fp, {k: "%08x" % c for k, c in zip(names, crcs)}
 
 
 _IMMUTABLE = (int, float, bool, str, bytes, type(None))
@@ -332,6 +357,11 @@ class Session:
         self.job = os.environ.get("DT_JOB", "")
         self.ckpt_dir = checkpoint_dir or os.environ.get("DT_CHECKPOINT_DIR") or None
         self.every = int(every if every is not None else os.environ.get("DT_CHECKPOINT_EVERY") or 0)
+        # Parameter fingerprints every N steps (the controller's
+        # integrity.every_steps; 0: none; dttrain's default without one).
+        self.integrity_every = int(os.environ.get("DT_INTEGRITY_EVERY") or 50)
+        self.integrity_s = 0.0      # training-thread time spent on fingerprints
+        self.integrity_count = 0
         self.step = 0               # completed steps
         self.start_step = 0
         self.total = None
@@ -513,6 +543,8 @@ class Session:
         if self.total is not None and self.step == self.total:
             want = True
         self.self_s += time.perf_counter() - t_in
+        if self.integrity_every > 0 and self.step % self.integrity_every == 0:
+            self._integrity(lossf)  # (its time in integrity_s)
         if want and self.ckpt_dir and self.last_saved != self.step:
             self.save()
         if self.stopped:
@@ -520,6 +552,27 @@ class Session:
             _log("rank %d: stopped at step %d (checkpoint written)" % (self.rank, self.step))
             sys.stdout.flush()
             sys.exit(0)
+
+    def _integrity(self, lossf):
+        """Report this rank's parameter fingerprint of the step just done
+        (group "dp": every DDP rank is a replica of the whole model), and
+        its loss if that is not finite (every rank reports each step, as
+        the controller judges a step once all of them have)."""
+        t = time.perf_counter()
+        fp, tensors = fingerprint(self.model)
+        rep = {"step": self.step, "group": "dp", "fingerprint": fp, "tensors": tensors}
+        if not math.isfinite(lossf):
+            rep["nonfinite"] = {"skipped": False, "loss": "nan" if math.isnan(lossf) else
+                                "inf" if lossf > 0 else "-inf",
+                                "local_loss_finite": False}
+        if len(json.dumps(rep)) > 60 * 1024:
+            del rep["tensors"]      # the summary alone fits the protocol's 64 KiB
+        try:
+            self.client.integrity(rep)
+        except dtclient.DTClientError as e:
+            _log("rank %d: integrity report of step %d: %s" % (self.rank, self.step, e))
+        self.integrity_s += time.perf_counter() - t
+        self.integrity_count += 1
 
     # -- checkpoints ------------------------------------------------------------
     def _module(self):
