@@ -5,15 +5,17 @@
 #      shards; kill -9 of rank 1 -> restart from the last committed
 #      checkpoint (a tp rank writes no just-in-time checkpoint), the job
 #      completes with params_crc32c equal to an uninterrupted tp2 run's.
-#   2. parallel {tp: 2} on 4 nodes, min_nodes 2, 4 local nodes: a rank killed
-#      leaves 3 healthy nodes, and 3 ranks hold no whole tp group: the
+#   2. parallel {tp: 2} on 4 nodes, min_nodes 2, 4 local nodes: the admin
+#      marks rank 2's node suspect and rank 2 is killed (a rank's exit on a
+#      trusted node would restart in place): 3 healthy nodes are left, and
+#      3 ranks hold no whole tp group: the
 #      controller restarts on 2 nodes (tp 2 x dp 1, was dp 2), records the
 #      old and new layout in the shrink event, and the job completes.
 . "$(dirname "$0")/ft-lib.sh"
 FT_MODEL="--model transformer --context 16 --width 32 --heads 4 --layers 2"
 MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
 
-write_conf "LocalNodes=4"
+write_conf "LocalNodes=4" "AdminUsers=root"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 BASE=$(MODEL_ARGS="$MODEL_ARGS --tp 2" baseline 2) || bail "the baseline run failed"
 echo "# uninterrupted run (tp 2, world 2): params_crc32c $BASE"
@@ -42,6 +44,9 @@ check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
 submit "$(dttrain_spec shrink 4 "--inject-slow 0:25" \
     '{"parallel": {"tp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
 check "the 4-node tp2 job runs past step 45" wait_step "$ID" 45 120
+NODE=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 2) | .node')
+api POST "/v1/nodes/$NODE/suspect" >/dev/null
+check "the admin marks rank 2's node $NODE suspect" test "$(status)" = 200
 PID=$(rank_pid "$ID" 2)
 check "kill -9 rank 2 (pid $PID)" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 180
