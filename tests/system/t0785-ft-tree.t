@@ -65,10 +65,13 @@ api GET "/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0"
 check "attempt 1 failed on the relay's node $R1" \
     jqt ".data.attempts[0].state == \"failed\" and .data.attempts[0].cause_node == \"$R1\"" "$TMP/j.json"
-# (the child notices at its next heartbeat, which may come after the
-# attempt's failure was recorded)
-check "its child $L4 reattached to the controller" \
-    wait_for 5 sh -c "cat $TMP/users/*/job-$ID.1.$L4.log | grep -q 'relay http://[^ ]* unreachable .*: heartbeats go to the controller from now on'"
+# (the child notices at its next heartbeat; when the attempt's failure
+# stops it first, it ends without ever needing to reattach)
+REATTACH='relay http://[^ ]* unreachable .*: heartbeats go to the controller from now on'
+check "its child $L4 reattached to the controller, or ended with the attempt first" \
+    wait_for 5 sh -c "cat $TMP/users/*/job-$ID.1.$L4.log | grep -q -e '$REATTACH' -e 'dtagent: exiting with code'"
+grep -q -- "$REATTACH" $TMP/users/*/job-"$ID".1."$L4".log 2>/dev/null \
+    && echo "# $L4 reattached to the controller" || echo "# $L4 ended before its next heartbeat"
 check "no node but the relay was blamed" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND attempt = 1 AND kind = 'node_lost' AND node != '$R1'")" = 0
 
@@ -83,8 +86,12 @@ check "kill -9 the leaf's agent" kill -9 "$A"
 check "attempt 2 fails" wait_att_failed 2
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0" 2
-check "attempt 2 failed on the leaf's node $L3" \
-    jqt ".data.attempts[1].state == \"failed\" and .data.attempts[1].cause_node == \"$L3\"" "$TMP/j.json"
+# Under the local launcher the other ranks may lose their peer and end
+# every agent before the leaf's node is corroborated lost: the attempt then
+# ends with agent_exit and no node.  What must never happen is the blame
+# of a healthy node.
+check "attempt 2 failed, blamed on the leaf's node $L3 or on no node" \
+    jqt ".data.attempts[1].state == \"failed\" and (.data.attempts[1].cause_node == \"$L3\" or .data.attempts[1].cause_node == null)" "$TMP/j.json"
 
 # 4. the end: the same parameters as without failures.
 check "the job completes" wait_state "$ID" completed 300
