@@ -7,7 +7,9 @@
 #    when all 5 ranks wrote their shard (periodic checkpoints are off:
 #    checkpoint.every_steps 0);
 #  - kill -9 of a relay's agent (node rank 1): its child reattaches to the
-#    controller (its log says so), the loss is recorded against the relay,
+#    controller (its log says so) unless the attempt ends first, the loss
+#    is recorded against the relay or, when every agent ended before the
+#    node was corroborated lost, against no node (never a healthy one),
 #    the attempt restarts (its ranks died with the agent, so the trainers'
 #    world is broken: the tree's repair keeps the others' heartbeats, it
 #    cannot keep the attempt) and the job goes on;
@@ -63,8 +65,11 @@ check "kill -9 the relay's agent" kill -9 "$A"
 check "attempt 1 fails" wait_att_failed 1
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0"
-check "attempt 1 failed on the relay's node $R1" \
-    jqt ".data.attempts[0].state == \"failed\" and .data.attempts[0].cause_node == \"$R1\"" "$TMP/j.json"
+# As for the leaf below: under the local launcher every agent may end
+# (agent_exit, no node) before the relay's node is corroborated lost; a
+# healthy node must never be blamed.
+check "attempt 1 failed, blamed on the relay's node $R1 or on no node" \
+    jqt ".data.attempts[0].state == \"failed\" and (.data.attempts[0].cause_node == \"$R1\" or .data.attempts[0].cause_node == null)" "$TMP/j.json"
 # (the child notices at its next heartbeat; when the attempt's failure
 # stops it first, it ends without ever needing to reattach)
 REATTACH='relay http://[^ ]* unreachable .*: heartbeats go to the controller from now on'
