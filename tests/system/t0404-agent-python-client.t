@@ -32,7 +32,8 @@ ok = len(rows) == 2 and all(r.get("client") in (True, 1) and r.get("step", 0) >=
 if not ok: print("# ranks view: %s" % json.dumps(rows)[:600])
 sys.exit(0 if ok else 1)'
 }
-check "the controller saw both ranks' steps, as libdtclient ranks" ranks_ok
+# (the step a rank reports reaches the controller with its next heartbeat)
+check "the controller saw both ranks' steps, as libdtclient ranks" wait_for 10 ranks_ok
 result_stored () { api GET "/v1/jobs/$JOB" | grep -q dtclient_train.py; }
 check "the result is stored" result_stored
 finish
