@@ -53,7 +53,7 @@ check "the relays forward their subtrees to the controller (POST /v1/agent/relay
 api POST "/v1/jobs/$ID/checkpoint" -d '{}' > "$TMP/ck.json"
 check "checkpoint requested" test "$(status)" = 200
 S=$(jq -r .data.step "$TMP/ck.json")
-committed () { api GET "/v1/jobs/$ID/checkpoints" | jq -e ".data[] | select(.step == $S and .state == \"committed\")" >/dev/null; }
+committed () { api GET "/v1/jobs/$ID/checkpoints" | jqt "[.data[] | select(.step == $S and .state == \"committed\")] | length > 0"; }
 check "the checkpoint of step $S is committed: all 5 ranks got the command" wait_for 120 committed
 
 # 2. a relay: node rank 1 (its child is node rank 4).
