@@ -486,7 +486,11 @@ static const struct ev_spec ev_specs[] = {
     { "signal", { "kind", "detail", NULL } },
     { "done", { "kind", "exit_code", NULL } },
     { "integrity", { "kind", "rank", "step", "report", NULL } },
+    { "perf", { "kind", "rank", "model_flops", "peak_flops", "peak_source", NULL } },
 };
+
+/* A FLOP count or rate beyond any machine: a garbled report. */
+static const double perf_flops_max = 1e24;
 
 /* Check one event fully (so a bad event changes nothing). */
 static int event_check (struct attempt *att, json_t *e, const char *path, dt_error_t *err)
@@ -552,6 +556,23 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
         (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0 ||
          dt_json_get_obj (e, path, "report", true, &o, err) < 0))
         return -1;
+    /* perf: model FLOPs of the rank's step (>= 1), its peak FLOP/s (0:
+     * unknown) and a word saying where the peak came from. */
+    if (!strcmp (kind, "perf")) {
+        double d;
+        s = NULL;
+        if (dt_json_get_real (e, path, "model_flops", true, 1, perf_flops_max, &d, err) <
+              0 ||
+            dt_json_get_real (e, path, "peak_flops", false, 0, perf_flops_max, &d, err) <
+              0 ||
+            dt_json_get_str (e, path, "peak_source", false, 31, false, &s, err) < 0)
+            return -1;
+        for (const char *c = s; c && *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+                  *c == '-' || *c == '.'))
+                return errnoprintf (err, EINVAL,
+                                    "%s.peak_source: only [a-z0-9_.-] allowed", path);
+    }
     return 0;
 }
 
@@ -733,6 +754,12 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
         rc = jobs_integrity (ctx->jobs, att, node, rank,
                              json_integer_value (json_object_get (e, "step")),
                              json_object_get (e, "report"), err);
+    }
+    else if (!strcmp (kind, "perf")) {
+        rc = jobs_perf (ctx->jobs, att, rank,
+                        json_number_value (json_object_get (e, "model_flops")),
+                        json_number_value (json_object_get (e, "peak_flops")),
+                        json_string_value (json_object_get (e, "peak_source")), err);
     }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");

@@ -84,6 +84,9 @@ struct rank {
     bool stopped;          /* its process is stopped (SIGSTOP, a debugger) */
     int64_t progress_ms;   /* epoch ms of the last step change; 0 not yet seen */
     int64_t progress_step; /* the step seen then */
+    /* its "perf" report (commbound.c): model FLOPs of its share of a step,
+     * the peak FLOP/s it is measured against; 0 none */
+    double model_flops, peak_flops;
 };
 
 struct kv {
@@ -167,6 +170,7 @@ struct attempt {
      * first of the current run above the threshold. */
     bool cb_valid, cb_fired;
     double cb_share, cb_spread;
+    double cb_mfu; /* model FLOP utilisation of the latest step, NAN unknown */
     int64_t cb_seen, cb_from;
     /* jobs_flush writes a bounded number of rows at a time, from here */
     int flush_rank_pos, flush_agent_pos;
@@ -354,6 +358,13 @@ void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int6
  * (jobs/integrity.c).  0, or -1 with err (errno EINVAL: a bad report). */
 int jobs_integrity (struct jobs *jobs, struct attempt *att, const char *node, int rank,
                     int64_t step, const json_t *report, dt_error_t *err);
+/* A rank's FLOP report (event "perf"): the model FLOPs of its share of one
+ * step (> 0), the peak FLOP/s it is measured against (0: unknown) and
+ * where that peak came from (may be NULL).  Summed over the ranks into the
+ * attempt's row, which is written at once (commbound.c).  0, or -1 with
+ * err (the row could not be written: nothing changed). */
+int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_flops,
+               double peak_flops, const char *peak_source, dt_error_t *err);
 /* Add the job's integrity keys and the steps to skip to an agent's ready
  * answer 'ans'.  0 or -1 (out of memory). */
 int jobs_integrity_ready (struct attempt *att, json_t *ans);

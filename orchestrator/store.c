@@ -27,6 +27,7 @@ extern const char store_sql_002[];
 extern const char store_sql_003[];
 extern const char store_sql_004[];
 extern const char store_sql_005[];
+extern const char store_sql_006[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -34,6 +35,7 @@ const struct dt_db_migration store_migrations[] = {
     { 3, "003-view-index.sql", store_sql_003 },
     { 4, "004-token-sha256.sql", store_sql_004 },
     { 5, "005-restart-path.sql", store_sql_005 },
+    { 6, "006-mfu.sql", store_sql_006 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
@@ -368,6 +370,7 @@ void store_attempt_row_init (struct store_attempt_row *r)
     r->resume_step = -1;
     r->cause_rank = -1;
     r->exit_code = -1;
+    r->model_flops = r->peak_flops = NAN;
 }
 
 void store_attempt_row_clear (struct store_attempt_row *r)
@@ -438,14 +441,15 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
     else
         snprintf (hash, sizeof (hash), "%s", r->token_sha256);
     return store_bind (
-      st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJs", r->job_id, (int64_t)r->attempt,
+      st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJsDDs", r->job_id, (int64_t)r->attempt,
       fsm_attempt_state_name (r->state), hash, r->launcher, r->handle, r->slurm_job_id,
       r->batch_host, r->nodelist, (int64_t)r->num_nodes, (int64_t)r->spare_nodes,
       (int64_t)r->ranks_per_node, (int64_t)r->world_size, r->exclude ? r->exclude : empty,
       r->resume_step, r->resume_dir, r->resume_sha256, r->master_addr,
       r->master_port > 0 ? (int64_t)r->master_port : (int64_t)-1, r->cause, r->cause_node,
       (int64_t)r->cause_rank, r->detail, r->evidence, r->fail_time, (int64_t)r->exit_code,
-      r->submit_time, r->start_time, r->end_time, r->provenance, r->restart_path);
+      r->submit_time, r->start_time, r->end_time, r->provenance, r->restart_path,
+      r->model_flops, r->peak_flops, r->peak_source);
 }
 
 void store_prov_memo_forget (store_t *st, int64_t job, int attempt)

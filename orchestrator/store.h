@@ -75,6 +75,11 @@ struct store_attempt_row {
     int64_t submit_time, start_time, end_time;
     json_t *provenance;    /* owned, may be NULL */
     char restart_path[16]; /* restartpolicy.h, restart_path_of; "" first attempt */
+    /* What the ranks reported of their FLOPs (schemas/006-mfu.sql), summed
+     * over the ranks that did: NAN none. */
+    double model_flops; /* model FLOPs of one step of the job */
+    double peak_flops;  /* FLOP/s the step is measured against */
+    char peak_source[32];
 };
 
 /* Zero a row and set the "absent" markers; free what a row owns. */

@@ -147,6 +147,9 @@ int store_attempt_load (store_t *st, int64_t job, int attempt,
     r->end_time = store_col_int (s, 28, 0);
     r->provenance = store_col_json (s, 29);
     store_col_str (s, 30, r->restart_path, sizeof (r->restart_path));
+    r->model_flops = store_col_real (s, 31);
+    r->peak_flops = store_col_real (s, 32);
+    store_col_str (s, 33, r->peak_source, sizeof (r->peak_source));
     sqlite3_reset (s);
     if (!r->exclude)
         r->exclude = json_array ();

@@ -133,6 +133,8 @@ static const char usage_text[] =
   "  --comm-timeout SEC     collective timeout; a dead peer errors within it (60)\n"
   "  --comm-host ADDR       address this rank listens on (127.0.0.1 or hostname)\n"
   "  --job NAME             job name recorded in checkpoints (env DT_JOB)\n"
+  "  --peak-flops X         peak FLOP/s of this rank for the MFU (env DT_PEAK_FLOPS;\n"
+  "                         default: measured at start, see dttrain(1))\n"
   "  --quiet                no per-step lines\n"
   "  --log-every N          rank 0 logs every Nth step (default: 20 lines a run)\n"
   "Integrity (silent errors; see the INTEGRITY section of dttrain(1)):\n"
@@ -222,6 +224,7 @@ enum {
     O_VERSION,
     O_TP,
     O_PP,
+    O_PEAK,
 };
 
 static const struct option longopts[] = {
@@ -265,6 +268,7 @@ static const struct option longopts[] = {
     { "precision", required_argument, NULL, O_PREC },
     { "no-overlap", no_argument, NULL, O_NOOV },
     { "no-jit", no_argument, NULL, O_NOJIT },
+    { "peak-flops", required_argument, NULL, O_PEAK },
     { "overlap", no_argument, NULL, O_OV },
     { "inject-crash", required_argument, NULL, O_CRASH },
     { "inject-hang", required_argument, NULL, O_HANG },
@@ -426,6 +430,12 @@ static int opts_env (struct train_opts *o, int ckev_set, int job_set, int integ_
         return -1;
     if (!(integ_set & 8) && (s = getenv ("DT_SKIP_STEPS")) && *s)
         o->skip_steps = s;
+    /* The peak FLOP/s the MFU is measured against; --peak-flops wins. */
+    if (o->peak_flops == 0 && (s = getenv ("DT_PEAK_FLOPS")) && *s) {
+        if (parse_dbl ("DT_PEAK_FLOPS", s, 0, 1e24, &o->peak_flops, err) < 0)
+            return -1;
+        o->peak_from_env = o->peak_flops > 0;
+    }
     return 0;
 }
 
@@ -524,6 +534,8 @@ static const struct num_opt num_opts[] = {
       MODEL_TRANSFORMER },
     { O_TP, "--tp", NUM_INT, 1, 1024, 0, 0, offsetof (struct train_opts, tp), -1 },
     { O_PP, "--pp", NUM_INT, 1, 1024, 0, 0, offsetof (struct train_opts, pp), -1 },
+    { O_PEAK, "--peak-flops", NUM_DBL, 0, 0, 0, 1e24,
+      offsetof (struct train_opts, peak_flops), -1 },
 };
 
 /* Parse option id 'c' when it is a numeric one: 1 (parsed, *model_only set

@@ -70,6 +70,8 @@ struct train_opts {
     int quiet;
     int log_every;            /* rank 0's step lines: every Nth step; 0: steps/20 */
     int jit;                  /* just-in-time checkpoint on a lost peer (dp; default 1) */
+    double peak_flops;        /* this rank's peak FLOP/s for the MFU; 0: found at start */
+    int peak_from_env;        /* peak_flops came from DT_PEAK_FLOPS */
     const char *dump_params;  /* rank 0 writes final params (raw float32) */
     const char *dump_tensors; /* rank 0 writes the tensor table, initial
                                * params and step 1's gradients there */

@@ -692,6 +692,7 @@ int trainer_run (struct trainer *t)
     dt_error_t err;
     double loss = NAN;
     int stopped = 0;
+    train_perf_report (t);
     int64_t t0 = dt_mono_ns ();
 
     while (t->step < o->steps) {

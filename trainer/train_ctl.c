@@ -196,3 +196,55 @@ void train_inject (struct trainer *t)
             pause ();
     }
 }
+
+/* The peak FLOP/s of this rank, measured once: the best of a few SGEMMs of
+ * a fixed size on the rank's backend (OpenBLAS with its threads on the CPU,
+ * cuBLAS on a GPU, in the precision the GEMMs of the step run in).  0 when
+ * memory is short. */
+static double perf_measure_peak (struct trainer *t, const char **src)
+{
+    struct dt_kern_ops *k = t->k;
+    const int n = k->is_device ? 4096 : 512, reps = 4;
+    size_t bytes = (size_t)n * n * sizeof (float);
+    float *a = k->alloc (bytes), *b = k->alloc (bytes), *c = k->alloc (bytes);
+    double best = 0;
+
+    *src = k->is_device ? "sgemm4096" : "sgemm512";
+    for (int i = 0; a && b && c && i < reps; i++) {
+        int64_t t0 = dt_mono_ns ();
+        if (k->sgemm (0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n) < 0 || k->sync () < 0)
+            break;
+        double s = (dt_mono_ns () - t0) / 1e9;
+        if (i > 0 && s > 0 && 2.0 * n * n * n / s > best) /* the first warms up */
+            best = 2.0 * n * n * n / s;
+    }
+    if (a)
+        k->free (a);
+    if (b)
+        k->free (b);
+    if (c)
+        k->free (c);
+    return best;
+}
+
+void train_perf_report (struct trainer *t)
+{
+    const struct train_opts *o = &t->o;
+    const char *src = o->peak_from_env ? "env" : "option";
+    double peak = o->peak_flops;
+
+    if (!dtclient_connected (t->client))
+        return;
+    /* The model FLOPs of one step of the job (model.h's flops_per_sample,
+     * dttrain(1)), this rank's share: the controller sums the ranks. */
+    double step = t->model.flops_per_sample * o->global_batch / t->world;
+    if (peak <= 0)
+        peak = perf_measure_peak (t, &src);
+    if (t->rank == 0)
+        dt_log (LOG_INFO, "model %.3g FLOP per step (%.3g per rank), peak %.3g FLOP/s (%s)",
+                step * t->world, step, peak, peak > 0 ? src : "unknown");
+    dtclient_err_t e = dtclient_perf (t->client, step, peak, peak > 0 ? src : NULL);
+    if (e != DTCLIENT_OK && t->rank == 0)
+        dt_log (LOG_WARNING, "rank %d: FLOP report not taken: %s", t->rank,
+                dtclient_strerror (e));
+}

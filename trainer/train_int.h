@@ -99,6 +99,9 @@ int train_layout_peer (struct trainer *t, const char *errtext);
 uint32_t train_layout_global_crc (struct trainer *t, int *ok);
 int train_layout_replicas_differ (struct trainer *t, dt_error_t *err);
 void train_poll_commands (struct trainer *t);
+/* Tell the controller once what a step costs in model FLOPs and the peak
+ * FLOP/s it is measured against (--peak-flops, else measured). */
+void train_perf_report (struct trainer *t);
 void train_inject (struct trainer *t);
 
 #endif

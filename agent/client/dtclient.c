@@ -495,6 +495,31 @@ dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object)
     return e;
 }
 
+dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flops,
+                              const char *peak_source)
+{
+    char json[192];
+    if (!c || !(model_flops >= 1) || !(peak_flops >= 0) || model_flops > 1e24 ||
+        peak_flops > 1e24 || (peak_source && strlen (peak_source) > 31))
+        return DTCLIENT_ERR_INVAL;
+    for (const char *p = peak_source; p && *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '-' || *p == '.'))
+            return DTCLIENT_ERR_INVAL;
+    if (c->fd < 0)
+        return DTCLIENT_OK;
+    snprintf (json, sizeof (json),
+              "{\"model_flops\": %.6e, \"peak_flops\": %.6e%s%s%s}", model_flops,
+              peak_flops, peak_source ? ", \"peak_source\": \"" : "",
+              peak_source ? peak_source : "", peak_source ? "\"" : "");
+    pthread_mutex_lock (&c->lock);
+    dtproto_begin (&c->buf, DTPROTO_PERF);
+    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json);
+    dtclient_err_t e = exchange (c, NULL, NULL);
+    pthread_mutex_unlock (&c->lock);
+    return e;
+}
+
 dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object)
 {
     if (!c || !json_object || strlen (json_object) > DTPROTO_MAX_VALUE)

@@ -107,6 +107,16 @@ dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object);
  * compares the reports of one step across ranks. */
 dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object);
 
+/* What one step of this rank costs in model FLOPs (its share of the
+ * job's step: the controller sums the ranks), the peak FLOP/s it is
+ * measured against (0: unknown) and where that peak came from (a short
+ * word, [a-z0-9_.-], may be NULL).  Once, at start: the controller
+ * computes the model FLOP utilisation from it and the step times.  An
+ * agent older than this call answers DTCLIENT_ERR_PROTO (nothing is lost
+ * but the figure). */
+dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flops,
+                              const char *peak_source);
+
 /* Per-attempt key-value store (bootstrap of gloo / NCCL).  Values are
  * opaque bytes (up to 64 KiB).  get: *val is malloc'ed, caller frees. */
 dtclient_err_t dtclient_kv_set (dtclient_t *c, const char *key, const void *val,

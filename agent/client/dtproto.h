@@ -45,7 +45,8 @@ enum dtproto_type {
     DTPROTO_KV_GET = 6,       /* key                       → REPLY (+ value) */
     DTPROTO_REPLY = 7,        /* status [, text] [, value]   (agent → client) */
     DTPROTO_INTEGRITY = 8,    /* json                      → REPLY */
-    DTPROTO_TYPE_MAX = 8,
+    DTPROTO_PERF = 9,         /* json                      → REPLY */
+    DTPROTO_TYPE_MAX = 9,
 };
 
 enum dtproto_tag {

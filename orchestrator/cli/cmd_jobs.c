@@ -462,8 +462,8 @@ static void show_job_header (const json_t *job)
 static void show_attempts (const json_t *job)
 {
     static const char *const hdr[] = {
-        "ATTEMPT", "STATE",   "CAUSE", "NODE", "RANK",  "SLURM_JOB",
-        "RESTART", "RESUMED", "START", "END",  "NODES", "DETAIL",
+        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK", "SLURM_JOB", "RESTART",
+        "RESUMED", "START", "END",   "NODES", "MFU",  "DETAIL",
     };
     json_t *attempts = jget (job, "attempts");
     struct table *t;
@@ -473,10 +473,13 @@ static void show_attempts (const json_t *job)
     if (json_array_size (attempts) == 0)
         return;
     printf ("\nAttempts:\n");
-    t = table_create (12, hdr);
+    t = table_create (13, hdr);
     json_array_foreach (attempts, i, a)
     {
-        char b[12][256];
+        char b[13][256];
+        const json_t *mfu = jget (a, "mfu");
+        snprintf (b[12], sizeof (b[12]), json_is_number (mfu) ? "%.1f%%" : "-",
+                  100 * json_number_value (mfu));
         json_int_t sj = json_integer_value (jget (a, "slurm_job_id"));
         const char *row[] = {
             jtext (a, "attempt", b[0], sizeof (b[0])),
@@ -491,6 +494,7 @@ static void show_attempts (const json_t *job)
             fmt_when (a, "start_time|submit_time", b[7], sizeof (b[7])),
             fmt_when (a, "end_time", b[8], sizeof (b[8])),
             jtext (a, "nodes", b[9], sizeof (b[9])),
+            b[12],
             jtext (a, "detail", b[10], sizeof (b[10])),
         };
         table_add (t, row);
@@ -596,15 +600,19 @@ static void show_integrity (const json_t *events)
 /* The running attempt's communication figures (the comm_bound warning). */
 static void show_comm (const json_t *job)
 {
-    const json_t *c = jget (job, "comm");
+    const json_t *c = jget (job, "comm"), *mfu;
+    char m[48] = "";
     if (!json_is_object (c))
         return;
+    mfu = jget (c, "mfu");
+    if (json_is_number (mfu))
+        snprintf (m, sizeof (m), ", MFU %.1f%%", 100 * json_number_value (mfu));
     printf ("\nCommunication: exposed share %.1f%% (threshold %.0f%% over %lld steps), "
-            "compute spread between ranks %.1f%%%s\n",
+            "compute spread between ranks %.1f%%%s%s\n",
             100 * json_number_value (jget (c, "exposed_share")),
             100 * json_number_value (jget (c, "threshold")),
             (long long)json_integer_value (jget (c, "window_steps")),
-            100 * json_number_value (jget (c, "compute_spread")),
+            100 * json_number_value (jget (c, "compute_spread")), m,
             json_is_true (jget (c, "comm_bound"))
               ? "\n  COMM-BOUND: most of the step time is communication wait "
                 "(event comm_bound)"

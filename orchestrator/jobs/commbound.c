@@ -5,10 +5,14 @@
  * ranks), the spread of compute time between the ranks ((slowest -
  * fastest) / slowest), and raises one "comm_bound" event per attempt when
  * the share stays above comm_bound.threshold for comm_bound.window_steps
- * consecutive steps.  The figures are in the job view ("comm") and on
- * /metrics.
+ * consecutive steps.  Where the ranks report their FLOPs (event "perf",
+ * jobs_perf), also the model FLOP utilisation: the model FLOPs of one step
+ * of the job over (the step time x the peak FLOP/s of the ranks), the
+ * step time being the slowest rank's compute + communication wait.  The
+ * figures are in the job view ("comm") and on /metrics.
  */
 #include <config.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +41,7 @@ static int cb_window (const struct job *job)
 void commbound_pass (struct jobs *jobs, struct attempt *att)
 {
     struct job *job = att->job;
-    double share = 0, cmin = NAN, cmax = NAN;
+    double share = 0, cmin = NAN, cmax = NAN, step_ms = 0;
     int64_t min_step = -1;
     int n = 0;
 
@@ -53,11 +57,16 @@ void commbound_pass (struct jobs *jobs, struct attempt *att)
             cmax = rk->compute_ms;
         if (min_step < 0 || rk->step < min_step)
             min_step = rk->step;
+        if (rk->compute_ms + rk->comm_ms > step_ms)
+            step_ms = rk->compute_ms + rk->comm_ms;
         n++;
     }
     if (n == 0)
         return;
     att->cb_valid = true;
+    att->cb_mfu = att->row.model_flops > 0 && att->row.peak_flops > 0 && step_ms > 0
+                    ? att->row.model_flops / (att->row.peak_flops * step_ms / 1000.0)
+                    : NAN;
     att->cb_share = share / n;
     att->cb_spread = cmax > 0 ? (cmax - cmin) / cmax : 0;
     /* One sample per step every rank has reported (the fields hold step
@@ -103,9 +112,12 @@ void commbound_overlay (const struct job *job, json_t *o)
         return;
     int64_t above = att->cb_from ? att->cb_seen - att->cb_from : 0;
     json_object_set_new (o, "comm",
-                         json_pack ("{s:f s:f s:n s:f s:i s:I s:b}", "exposed_share",
+                         json_pack ("{s:f s:f s:o s:f s:i s:I s:b}", "exposed_share",
                                     att->cb_share, "compute_spread", att->cb_spread,
-                                    "mfu", "threshold", cb_threshold (job),
+                                    "mfu",
+                                    isnan (att->cb_mfu) ? json_null ()
+                                                        : json_real (att->cb_mfu),
+                                    "threshold", cb_threshold (job),
                                     "window_steps", cb_window (job), "steps_above",
                                     (json_int_t)above, "comm_bound", att->cb_fired));
 }
@@ -141,9 +153,65 @@ char *jobs_comm_metrics_text (struct jobs *jobs)
         if (j->att && j->att->cb_valid && j->att->row.state == ATT_RUNNING)
             fprintf (f, "dtctld_job_comm_bound{job=\"%lld\"} %d\n", (long long)j->row.id,
                      j->att->cb_fired ? 1 : 0);
+    fputs ("# HELP dtctld_job_mfu Model FLOP utilisation of a running job's latest "
+           "step (absent where its trainer reports no FLOPs).\n"
+           "# TYPE dtctld_job_mfu gauge\n",
+           f);
+    for (struct job *j = jobs->list; j; j = j->next)
+        if (j->att && j->att->cb_valid && j->att->row.state == ATT_RUNNING &&
+            !isnan (j->att->cb_mfu))
+            fprintf (f, "dtctld_job_mfu{job=\"%lld\"} %.6f\n", (long long)j->row.id,
+                     j->att->cb_mfu);
     if (fclose (f) != 0) {
         free (buf);
         return NULL;
     }
     return buf;
+}
+
+int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_flops,
+               double peak_flops, const char *peak_source, dt_error_t *err)
+{
+    struct store_attempt_row *row = &att->row;
+    double old_m = row->model_flops, old_p = row->peak_flops;
+    char old_src[sizeof (row->peak_source)];
+    double m = 0, p = 0;
+    bool peak_known = true;
+    const char *src = NULL;
+
+    if (rank < 0 || rank >= row->world_size)
+        return errnoprintf (err, EINVAL, "perf: rank %d out of range", rank);
+    att->ranks[rank].model_flops = model_flops;
+    att->ranks[rank].peak_flops = peak_flops;
+    /* One source for the attempt: the ranks' common word, or "mixed"
+     * (the first rank to report sets it). */
+    snprintf (old_src, sizeof (old_src), "%s", row->peak_source);
+    if (peak_source && *peak_source) {
+        if (!row->peak_source[0])
+            src = peak_source;
+        else if (strcmp (row->peak_source, peak_source))
+            src = "mixed";
+    }
+    for (int r = 0; r < row->world_size; r++) {
+        const struct rank *rk = &att->ranks[r];
+        if (rk->model_flops <= 0)
+            continue;
+        m += rk->model_flops;
+        if (rk->peak_flops > 0)
+            p += rk->peak_flops;
+        else
+            peak_known = false;
+    }
+    row->model_flops = m;
+    row->peak_flops = peak_known && p > 0 ? p : NAN;
+    if (src)
+        snprintf (row->peak_source, sizeof (row->peak_source), "%s", src);
+    if (store_attempt_update (jobs->ctx->store, row, err) < 0) {
+        row->model_flops = old_m;
+        row->peak_flops = old_p;
+        snprintf (row->peak_source, sizeof (row->peak_source), "%s", old_src);
+        att->ranks[rank].model_flops = att->ranks[rank].peak_flops = 0;
+        return -1;
+    }
+    return 0;
 }

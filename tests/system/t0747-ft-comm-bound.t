@@ -7,7 +7,10 @@
 # share stayed above comm_bound.threshold for comm_bound.window_steps
 # steps.  A job of one rank with a large model spends its steps computing
 # (no peer to wait for, a large batch): its share stays low and no event
-# is raised.
+# is raised.  Model FLOP utilisation: dttrain reports its model FLOPs and
+# a measured peak, so both jobs show an MFU in (0, 1], live and per
+# attempt, with its gauge; a trainer that reports steps but no FLOPs
+# (steptrainer) shows the communication figures with a null MFU.
 FT_STEPS=${FT_STEPS:-300}
 # The MLP: its hidden width sets the compute of a step without changing
 # the context, so one flag makes a job communication- or compute-bound.
@@ -36,15 +39,18 @@ jq -c '.data.comm' "$TMP/cb.json" | sed 's/^/# comm: /'
 check "the job view shows the exposed share above the threshold, comm_bound true" test $seen = yes
 check "... with the threshold and window of the spec and a compute spread in [0, 1]" \
     jqt '.data.comm.threshold == 0.5 and .data.comm.window_steps == 10 and .data.comm.exposed_share > 0.5
-         and .data.comm.compute_spread >= 0 and .data.comm.compute_spread <= 1 and .data.comm.mfu == null' "$TMP/cb.json"
+         and .data.comm.compute_spread >= 0 and .data.comm.compute_spread <= 1' "$TMP/cb.json"
+check "... and its MFU in (0, 1] (dttrain reports its FLOPs)" \
+    jqt '.data.comm.mfu > 0 and .data.comm.mfu <= 1' "$TMP/cb.json"
 DTCTL_CONTROLLER=$URL "$DTCTL" show "$CB" > "$TMP/show.txt"
-check "dtctl show prints the share and COMM-BOUND" \
-    eval 'grep -q "^Communication: exposed share" "$TMP/show.txt" && grep -q "COMM-BOUND" "$TMP/show.txt"'
+check "dtctl show prints the share, the MFU and COMM-BOUND" \
+    eval 'grep -Eq "^Communication: exposed share .*, MFU [0-9.]+%" "$TMP/show.txt" && grep -q "COMM-BOUND" "$TMP/show.txt"'
 curl -s "$URL/metrics" > "$TMP/metrics.txt"
 check "/metrics has the job's gauges" \
     eval 'grep -Eq "^dtctld_job_comm_exposed_share\{job=\"$CB\"\} 0\.[5-9]" "$TMP/metrics.txt" &&
           grep -q "^dtctld_job_comm_bound{job=\"$CB\"} 1" "$TMP/metrics.txt" &&
-          grep -Eq "^dtctld_job_compute_spread\{job=\"$CB\"\} [01]\." "$TMP/metrics.txt"'
+          grep -Eq "^dtctld_job_compute_spread\{job=\"$CB\"\} [01]\." "$TMP/metrics.txt" &&
+          grep -Eq "^dtctld_job_mfu\{job=\"$CB\"\} 0\.[0-9]*[1-9]" "$TMP/metrics.txt"'
 check "the job completes" wait_state "$CB" completed 180
 check "exactly one comm_bound event" test "$(events_of "$CB")" = 1
 api GET "/v1/jobs/$CB/events" > "$TMP/ev.json"
@@ -53,26 +59,51 @@ check "... its data: share above 0.5 over at least 10 steps" \
     jqt '[.data[] | select(.kind == "comm_bound")][0].data | .exposed_share > 0.5 and .threshold == 0.5
          and .window_steps == 10 and .step - .since_step >= 10' "$TMP/ev.json"
 
+api GET "/v1/jobs/$CB" > "$TMP/cb.json"
+jq -c '.data.attempts[0] | {model_flops, peak_flops, peak_source, mfu}' "$TMP/cb.json" | sed 's/^/# perf: /'
+check "its attempt keeps the model FLOPs of 8 ranks, a measured peak and an MFU in (0, 1]" \
+    jqt '.data.attempts[0] | .model_flops > 0 and .peak_flops > 0 and .peak_source == "sgemm512"
+         and .mfu > 0 and .mfu <= 1' "$TMP/cb.json"
+
+# ---- no FLOPs reported: steptrainer (steps, compute times, no perf) -------------------------
+submit "{\"name\": \"noflops\", \"nodes\": 1, \"command\": [\"$TOP_BUILDDIR/tests/system/steptrainer\", \"--steps\", \"150\", \"--step-ms\", \"20\"]}" \
+    || bail "submit failed"
+NF=$ID
+
 # ---- compute-bound: one rank, a larger model ------------------------------------------------
 spec=$(dttrain_spec computebound 1 "--hidden 128 --global-batch 1024" '{"comm_bound": {"threshold": 0.5, "window_steps": 10}, "checkpoint": {"every_steps": 0}}')
 submit "$spec" || bail "submit failed"
 NB=$ID
-shown=no high=no
+shown=no high=no mfu=no nf=no
 for _ in $(seq 600); do
     curl -s "$URL/v1/jobs/$NB" > "$TMP/nb.json"
     if jqt '.data.comm.exposed_share != null' "$TMP/nb.json"; then
         shown=yes
         jq -c '.data.comm' "$TMP/nb.json" > "$TMP/nb-comm.json"
         jqt '.data.comm.exposed_share < 0.5' "$TMP/nb.json" || high=yes
+        jqt '.data.comm.mfu > 0 and .data.comm.mfu <= 1' "$TMP/nb.json" && mfu=yes
     fi
+    curl -s "$URL/v1/jobs/$NF" > "$TMP/nf.json"
+    jqt '.data.comm != null' "$TMP/nf.json" && { nf=yes; jq -c .data.comm "$TMP/nf.json" > "$TMP/nf-comm.json"; }
     jqt '.data.state != "running" and .data.state != "pending"' "$TMP/nb.json" && break
     sleep 0.2
 done
 sed 's/^/# comm (last seen): /' "$TMP/nb-comm.json" 2>/dev/null
 check "the compute-bound job's share was shown while it ran" test $shown = yes
 check "... and stayed below the threshold" test $high = no
+check "... with its MFU in (0, 1]" test $mfu = yes
 check "the compute-bound job completes" wait_state "$NB" completed 180
+api GET "/v1/jobs/$NB" > "$TMP/nb.json"
+jq -c '.data.attempts[0] | {model_flops, peak_flops, peak_source, mfu}' "$TMP/nb.json" | sed 's/^/# perf: /'
+check "... its attempt's MFU in (0, 1]" jqt '.data.attempts[0].mfu > 0 and .data.attempts[0].mfu <= 1' "$TMP/nb.json"
 check "... with no comm_bound event" test "$(events_of "$NB")" = 0
+sed 's/^/# no FLOPs (last seen): /' "$TMP/nf-comm.json" 2>/dev/null
+check "a trainer that reports no FLOPs: its communication figures shown with a null MFU" \
+    eval 'test $nf = yes && jqt ".mfu == null and .exposed_share != null" "$TMP/nf-comm.json"'
+check "... it completes with a null MFU, model_flops and peak_flops" wait_state "$NF" completed 60
+api GET "/v1/jobs/$NF" > "$TMP/nf.json"
+check "... in its attempt" \
+    jqt '.data.attempts[0] | .mfu == null and .model_flops == null and .peak_flops == null' "$TMP/nf.json"
 
 # ---- the spec keys are validated ------------------------------------------------------------
 api POST /v1/jobs -d '{"command":["true"],"comm_bound":{"threshold":0}}' > "$TMP/bad.json"
