@@ -18,7 +18,6 @@
 #include "orchestrator/privacy.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/report.h"
-#include "orchestrator/series.h"
 #include "orchestrator/spec.h"
 
 static const int list_limit_default = 1000;
@@ -379,7 +378,6 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
     struct ctld *ctx = arg;
     int64_t id;
     dt_error_t err;
-    json_t *p;
 
     const char *mp = dt_http_req_query (req, "max_points");
     long max_points = 0;
@@ -395,22 +393,15 @@ static void metrics_job_cb (dt_http_req_t *req, void *arg)
             return;
         }
     }
-    /* Plots ask for a bounded answer: sampled by the store, then capped
-     * (series.h); the total says how many rows the store holds. */
-    int64_t total = 0, bucket = 1;
-    if (!(p = max_points ? store_metrics_sampled_json (ctx->store, id, (int)max_points,
-                                                       &total, &bucket, &err)
-                         : store_metrics_json (ctx->store, id, &err)))
+    /* Plots ask for a bounded answer (store_plot.c); the total says how
+     * many rows the store holds. */
+    size_t len = 0;
+    char *text = store_metrics_text (ctx->store, id, (int)max_points, &len, &err);
+    if (!text)
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
-    else {
-        if (!max_points)
-            total = json_array_size (p);
-        int stride = max_points ? series_downsample (p, (int)max_points) : 1;
-        dt_http_reply_json (req, 200,
-                            json_pack ("{s:I s:o s:I s:I}", "job", (json_int_t)id,
-                                       "points", p, "total", (json_int_t)total, "stride",
-                                       (json_int_t)(bucket * stride)));
-    }
+    else
+        dt_http_reply_json_text (req, 200, text, len);
+    free (text);
 }
 
 static void ranks_cb (dt_http_req_t *req, void *arg)

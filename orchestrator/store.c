@@ -316,6 +316,7 @@ void store_close (store_t *st)
         int saved = errno;
         for (int i = 0; i < PROV_MEMO_SLOTS; i++)
             json_decref (st->memo[i].prov);
+        store_plot_free (st);
         for (int i = 0; i < S_COUNT; i++)
             sqlite3_finalize (st->stmt[i]);
         dt_db_close (st->db);
@@ -559,6 +560,7 @@ int store_metric_put (store_t *st, int64_t job, int64_t step, int attempt, int64
                       double comm_ms, dt_error_t *err)
 {
     sqlite3_stmt *s;
+    store_plot_forget (st, job);
     if (!(s = store_stmt (st, S_METRIC_PUT, err)) ||
         store_bind (st, s, err, "IIIIDDDD", job, step, (int64_t)attempt, time, loss,
                     samples_per_s, compute_ms, comm_ms) < 0)
@@ -596,6 +598,7 @@ int store_metrics_thin (store_t *st, int64_t job, int64_t stride, dt_error_t *er
     sqlite3_stmt *s;
     if (stride < 1)
         return errnoprintf (err, EINVAL, "metrics stride must be >= 1");
+    store_plot_forget (st, job);
     if (!(s = store_stmt (st, S_METRIC_THIN, err)) ||
         store_bind (st, s, err, "II", job, stride) < 0)
         return -1;

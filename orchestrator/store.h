@@ -247,12 +247,14 @@ json_t *store_events_json (store_t *st, int64_t job, int64_t after, int limit,
                            dt_error_t *err);
 json_t *store_ckpts_json (store_t *st, int64_t job, dt_error_t *err);
 json_t *store_metrics_json (store_t *st, int64_t job, dt_error_t *err);
-/* The same for a plot: about 3/4 max_points rows or fewer (the first row
- * of each bucket of *bucket steps, and around each change of attempt the
- * last row before and the first after), found by seeks, without a pass
- * over all rows; every row when they fit.  *total: the rows of the job. */
-json_t *store_metrics_sampled_json (store_t *st, int64_t job, int max_points,
-                                    int64_t *total, int64_t *bucket, dt_error_t *err);
+/* The data of GET /v1/jobs/ID/metrics as JSON text, {"job", "points",
+ * "total", "stride"} (schemas/openapi.json, Metrics): every row, or with
+ * max_points > 0 at most max_points of them for a plot (store_plot.c:
+ * sampled by seeks, each attempt's ends kept; the text is kept until the
+ * job's metrics change).  New string (*len bytes), caller frees; NULL
+ * with err. */
+char *store_metrics_text (store_t *st, int64_t job, int max_points, size_t *len,
+                          dt_error_t *err);
 json_t *store_ranks_json (store_t *st, int64_t job, int attempt, dt_error_t *err);
 json_t *store_nodes_json (store_t *st, dt_error_t *err);
 /* Counts for /metrics: 'sql' is one of the STORE_COUNT_* queries. */

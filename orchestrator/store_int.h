@@ -93,11 +93,25 @@ struct prov_memo {
     uint64_t used; /* for eviction: the least recently used goes */
 };
 
+/* The metrics route's answers, per (job, max_points), until the store
+ * writes that job's metrics again (store_plot.c). */
+enum { PLOT_MEMO_SLOTS = 8 };
+
+struct plot_memo {
+    int64_t job; /* 0: free */
+    int max_points;
+    char *text; /* owned */
+    size_t len;
+    uint64_t used; /* for eviction: the least recently used goes */
+};
+
 struct store {
     dt_db_t *db;
     sqlite3_stmt *stmt[S_COUNT];
     struct prov_memo memo[PROV_MEMO_SLOTS];
     uint64_t memo_clock;
+    struct plot_memo plot[PLOT_MEMO_SLOTS];
+    uint64_t plot_clock;
 };
 
 /* The statement 'id', prepared on first use, else reset with its bindings
@@ -128,6 +142,9 @@ json_t *store_row_json (sqlite3_stmt *s);
 json_t *store_rows_json (store_t *st, sqlite3_stmt *s, const char *what, dt_error_t *err);
 /* The trimmed provenance kept per attempt for the job views. */
 void store_prov_memo_forget (store_t *st, int64_t job, int attempt);
+/* store_plot.c: drop the job's memoised metrics answers; free them all. */
+void store_plot_forget (store_t *st, int64_t job);
+void store_plot_free (store_t *st);
 json_t *store_prov_memo_get (store_t *st, int64_t job, int attempt, int nodes_max,
                              dt_error_t *err);
 
