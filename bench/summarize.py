@@ -234,6 +234,8 @@ row("9 ui", "GET /ui/job.html ms", "ui.page_ms", ref="/ui/lib/chart.js (Chart.js
 row("9 ui", "GET metrics?max_points=1000 ms (every point as reference)", "ui.data_ms",
     ref="every point", ref_key="ui.full_ms", goal="< 50 ms",
     ok=lambda st, a, b: None if not st else st["median"] < 50)
+row("9 ui", "first GET metrics?max_points=N after a change ms (kept answer as reference)",
+    "ui.data_cold_ms", ref="kept answer", ref_key="ui.data_ms")
 row("9 ui", "metrics?max_points=1000 answer KB (every point as reference)", "ui.data_bytes",
     scale=1 / 1000, ref="every point", ref_key="ui.full_bytes", ref_scale=1 / 1000, goal="< 200 KB",
     ok=lambda st, a, b: None if not st else st["max"] < 200000)
