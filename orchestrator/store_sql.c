@@ -173,6 +173,9 @@ const char *const store_sql[S_COUNT] = {
       " throughput, exclude,"
       " (SELECT max (step) FROM checkpoints c WHERE c.job_id = jobs.id"
       "   AND c.state = 'committed') AS last_checkpoint,"
+      " (SELECT coalesce (commit_time, create_time) FROM checkpoints c"
+      "   WHERE c.job_id = jobs.id AND c.state = 'committed' ORDER BY step DESC LIMIT 1)"
+      "   AS last_checkpoint_time,"
       " failure, result FROM jobs WHERE id = ?1",
     [S_ATT_VIEW] =
       "SELECT job_id AS job, attempt, state, cause, cause_node, cause_rank, detail, "

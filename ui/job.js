@@ -146,7 +146,10 @@ async function load() {
     "<tr><td>" + a.attempt + "</td><td>" + dt.esc(a.state) + "</td><td>" + dt.esc(a.cause) + "</td><td>" +
     dt.esc(a.cause_node) + "</td><td>" + dt.esc(a.cause_rank) + "</td><td>" + dt.esc(a.slurm_job_id) +
     "</td><td>" + dt.esc(a.nodelist || (a.nodes || []).map(n => n.name || n).join(",")) + "</td><td>" + dt.esc(a.resume_step) + "</td><td>" +
-    dt.esc(a.start_time) + "</td><td>" + dt.esc(a.end_time) + "</td></tr>").join("");
+    dt.esc(a.start_time) + "</td><td>" + dt.esc(a.end_time) + '</td><td data-mfu="' + dt.esc(a.mfu) + '" title="' +
+    (a.model_flops ? dt.num(a.model_flops / 1e9, 3) + " GFLOP per step, peak " + dt.num(a.peak_flops / 1e9, 1) +
+      " GFLOP/s (" + dt.esc(a.peak_source) + ")" : "the trainer reports no FLOPs") + '">' +
+    (a.mfu !== null && a.mfu !== undefined ? dt.num(100 * a.mfu, 2) + "%" : "-") + "</td></tr>").join("");
   document.querySelector("#checkpoints tbody").innerHTML = ckpts.map(k =>
     "<tr><td>" + k.step + "</td><td>" + k.attempt + "</td><td>" + dt.esc(k.state) + "</td><td>" +
     dt.esc(k.shards) + "</td><td>" + dt.esc(k.bytes) + "</td><td>" + dt.esc(k.commit_time || k.time) + "</td></tr>").join("");

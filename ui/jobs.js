@@ -1,17 +1,9 @@
 /* jobs.js: the jobs list, filtered by user and state, refreshed. */
 "use strict";
-const ckptAge = {}; /* job id -> time of its newest committed checkpoint */
-
-async function lastCkpt(job) {
+/* The latest committed checkpoint: its step and the time since. */
+function lastCkpt(job) {
   if (job.last_checkpoint === null || job.last_checkpoint === undefined) return "";
-  if (job.state === "running" || job.state === "restarting" || !(job.id in ckptAge)) {
-    try {
-      const c = await dt.get("/v1/jobs/" + job.id + "/checkpoints");
-      const done = c.filter(x => x.state === "committed");
-      ckptAge[job.id] = done.length ? (done[0].commit_time || done[0].time) : null;
-    } catch (e) { ckptAge[job.id] = null; }
-  }
-  return "step " + job.last_checkpoint + (ckptAge[job.id] ? ", " + dt.ago(ckptAge[job.id]) : "");
+  return "step " + job.last_checkpoint + (job.last_checkpoint_time ? ", " + dt.ago(job.last_checkpoint_time) : "");
 }
 
 async function refresh() {
@@ -41,8 +33,9 @@ async function refresh() {
     rows.push('<tr data-job="' + j.id + '"><td><a href="/ui/job.html?id=' + j.id + '">' + j.id + "</a></td><td>" +
       dt.esc(j.name) + "</td><td>" + dt.esc(j.user) + '</td><td class="state-' + dt.esc(j.state) + '">' +
       dt.esc(j.state) + "</td><td>" + dt.progress(j) + "</td><td>" + dt.num(j.loss, 4) + "</td><td>" +
-      dt.num(j.throughput, 1) + "</td><td>" + j.restarts + "</td><td>" + dt.esc(await lastCkpt(j)) +
-      "</td><td>" + share + "</td></tr>");
+      dt.num(j.throughput, 1) + "</td><td>" + j.restarts + "</td><td>" + dt.esc(lastCkpt(j)) +
+      "</td><td>" + share + "</td><td>" + (j.comm && typeof j.comm.mfu === "number" ? dt.num(100 * j.comm.mfu, 1) + "%" : "") +
+      "</td></tr>");
   }
   document.querySelector("#jobs tbody").innerHTML = rows.join("");
   document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();

@@ -8,7 +8,10 @@
 # failure, its detection, the restart and the resume marked; the goodput
 # bar matches the report; dtbob's link shows neither root's nor dtalice's
 # job; an expired link is refused and the page says so; the nodes page
-# shows a node an admin marked suspect, with its history.
+# shows a node an admin marked suspect, with its history; the job's
+# attempts carry dttrain's model FLOP utilisation, in (0, 1], shown in the
+# attempts table, where dtalice's job (no trainer reporting FLOPs) has none;
+# the jobs list shows the time since each job's last checkpoint.
 FT_STEPS=200
 # The MLP: its hidden width makes steps of tens of ms (tens of metric
 # points per attempt) with one flag.
@@ -40,7 +43,14 @@ wait_att "$JOB" succeeded 20
 api GET "/v1/jobs/$JOB" > "$TMP/j.json"
 check "... in two attempts, the first failed with trainer_exit" \
     jqt '(.data.attempts | length) == 2 and .data.attempts[0].cause == "trainer_exit"' "$TMP/j.json"
+jq -c '[.data.attempts[] | {attempt, model_flops, peak_source, mfu}]' "$TMP/j.json" | sed 's/^/# perf: /'
+check "... each attempt with dttrain's model FLOPs, a measured peak and an MFU in (0, 1]" \
+    jqt '[.data.attempts[] | .model_flops > 0 and .peak_source == "sgemm512" and .mfu > 0 and .mfu <= 1] == [true, true]' "$TMP/j.json"
+check "... and the time of its last checkpoint" jqt '.data.last_checkpoint_time | type == "string"' "$TMP/j.json"
 api GET "/v1/jobs/$JOB/report" | jq .data > "$TMP/report.json"
+api GET "/v1/jobs/$AJOB" > "$TMP/ja.json"
+check "dtalice's job (sleep: no FLOPs reported) has a null MFU" \
+    jqt '.data.attempts[0] | .mfu == null and .model_flops == null' "$TMP/ja.json"
 steps=$(sqlite3 "$TMP/state/dtctld.db" "SELECT attempt, count(*) FROM metrics WHERE job_id = $JOB AND loss IS NOT NULL GROUP BY attempt" \
     | jq -c -R -s 'split("\n") | map(select(. != "") | split("|")) | map({(.[0]): (.[1] | tonumber)}) | add')
 echo "# metric rows with a loss, per attempt: $steps"
@@ -60,8 +70,9 @@ sleep 1.5
 jq -n --arg root "$ROOT_T" --arg bob "$BOB_T" --arg alice "$ALICE_T" --arg exp "$EXP_T" \
     --argjson job "$JOB" --argjson ajob "$AJOB" --slurpfile rep "$TMP/report.json" \
     --argjson steps "$steps" --arg an "$A" --arg bn "$B" --arg sus "$SUSPECT" \
+    --argjson mfu "$(jq -c '[.data.attempts[].mfu]' "$TMP/j.json")" \
     '{root: $root, bob: $bob, alice: $alice, expired: $exp, job: $job, alice_job: $ajob,
-      report: $rep[0], steps: $steps, alice_name: $an, bob_name: $bn, suspect: $sus}' > "$TMP/cases.json"
+      report: $rep[0], steps: $steps, alice_name: $an, bob_name: $bn, suspect: $sus, mfu: $mfu}' > "$TMP/cases.json"
 
 HOME=$TMP DT_UI_SCREENSHOTS=${DT_UI_SCREENSHOTS:-} timeout 240 /usr/bin/python3 "$TOP_SRCDIR/tests/system/ui-browser.py" "$URL" "$TMP/cases.json" \
     > "$TMP/browser.out" 2> "$TMP/browser.err"

@@ -78,6 +78,7 @@ try:
     prog = driver.execute_script("const r = document.querySelector('#jobs tr[data-job=\"%d\"]');"
                                  "return r ? r.innerText : ''" % job)
     check("jobs page: the job's row has its state and progress", "completed" in prog and "/" in prog, prog)
+    check("jobs page: the job's row has the time since its last checkpoint", " ago" in prog, prog)
     driver.execute_script("document.getElementById('f-user').value = arguments[0];"
                           "document.getElementById('f-user').dispatchEvent(new Event('change'))",
                           cases["alice_name"])
@@ -133,6 +134,11 @@ try:
     att_rows = driver.execute_script("return [...document.querySelectorAll('#attempts tbody tr')].map(r => r.innerText)")
     check("job page: the attempts table has both attempts, attempt 1's cause",
           len(att_rows) == 2 and "trainer_exit" in att_rows[0], att_rows)
+    mfu = driver.execute_script("return [...document.querySelectorAll('#attempts tbody td[data-mfu]')]"
+                                ".map(d => [d.dataset.mfu, d.textContent])")
+    check("job page: the attempts table shows each attempt's MFU as the API has it",
+          len(mfu) == 2 and all(abs(float(m[0]) - cases["mfu"][i]) < 1e-9 and
+                                m[1] == "%.2f%%" % (100 * cases["mfu"][i]) for i, m in enumerate(mfu)), mfu)
     ck = driver.execute_script("return document.querySelectorAll('#checkpoints tbody tr').length")
     check("job page: the checkpoints are listed", ck >= 1, ck)
     rk = driver.execute_script("return Chart.getChart('ranks').data.labels.length")
@@ -171,6 +177,9 @@ try:
     fresh("/ui/job.html?id=%d" % cases["alice_job"], cases["alice"])
     loaded = wait("return document.body.dataset.loaded")
     check("dtalice's link: her own job's page loads", loaded, driver.find_element("id", "error").text)
+    mfu = driver.execute_script("return [...document.querySelectorAll('#attempts tbody td[data-mfu]')]"
+                                ".map(d => [d.dataset.mfu, d.textContent])")
+    check("dtalice's job page: no MFU (her trainer reports no FLOPs)", mfu == [["", "-"]], mfu)
 
     # ---- an expired link ----------------------------------------------------------
     fresh("/ui/", cases["expired"])
