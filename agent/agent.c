@@ -436,6 +436,27 @@ static void on_shard (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
 
+/* A rank's FLOP report: relayed with the rank added (the controller
+ * checks its fields). */
+static void on_perf (agent_t *a, const struct dtproto_msg *m, int conn_rank,
+                     struct dtproto_buf *reply)
+{
+    dt_error_t err;
+    json_t *perf =
+      dt_json_parse ((const char *)m->s[DTPROTO_T_JSON], m->slen[DTPROTO_T_JSON], &err);
+    if (!json_is_object (perf) || json_object_get (perf, "kind") ||
+        json_object_get (perf, "rank")) {
+        json_decref (perf);
+        chan_reply_status (reply, DTCLIENT_ERR_INVAL,
+                           "perf: not a JSON object of FLOP figures");
+        return;
+    }
+    json_object_set_new (perf, "kind", json_string ("perf"));
+    json_object_set_new (perf, "rank", json_integer (conn_rank));
+    event_add (a, perf);
+    chan_reply_status (reply, DTCLIENT_OK, NULL);
+}
+
 static void on_request (const struct dtproto_msg *m, int *conn_rank,
                         struct dtproto_buf *reply, void *arg)
 {
@@ -497,23 +518,7 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
     }
-    case DTPROTO_PERF: {
-        /* Relayed with the rank added: the controller checks its fields. */
-        json_t *perf = dt_json_parse ((const char *)m->s[DTPROTO_T_JSON],
-                                      m->slen[DTPROTO_T_JSON], &err);
-        if (!json_is_object (perf) || json_object_get (perf, "kind") ||
-            json_object_get (perf, "rank")) {
-            json_decref (perf);
-            chan_reply_status (reply, DTCLIENT_ERR_INVAL,
-                               "perf: not a JSON object of FLOP figures");
-            return;
-        }
-        json_object_set_new (perf, "kind", json_string ("perf"));
-        json_object_set_new (perf, "rank", json_integer (*conn_rank));
-        event_add (a, perf);
-        chan_reply_status (reply, DTCLIENT_OK, NULL);
-        return;
-    }
+    case DTPROTO_PERF: on_perf (a, m, *conn_rank, reply); return;
     case DTPROTO_KV_SET:
         if (ctl_kv_put (a->ctl, STR (DTPROTO_T_KEY, key), m->s[DTPROTO_T_VALUE],
                         m->slen[DTPROTO_T_VALUE], &status, &err) < 0) {

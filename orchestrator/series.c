@@ -55,7 +55,8 @@ int series_downsample (json_t *points, int max_points)
         return 1;
     }
     for (size_t i = 0; i < n; i++)
-        att[i] = json_integer_value (json_object_get (json_array_get (points, i), "attempt"));
+        att[i] =
+          json_integer_value (json_object_get (json_array_get (points, i), "attempt"));
     k = series_keep (att, n, max_points, keep);
     for (size_t i = 0; i < n; i++)
         if (keep[i])

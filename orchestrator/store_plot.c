@@ -135,8 +135,8 @@ static int rows_sampled (store_t *st, struct rows *rs, int64_t job, int max_poin
             int got_ch, got_prev;
             if ((got_ch = row_one (st, S_METRIC_CHANGE, job, last.step, row.step,
                                    last.attempt, &ch, err)) < 0 ||
-                (got_prev = row_one (st, S_METRIC_BEFORE, job, got_ch ? ch.step : row.step,
-                                     0, 0, &prev, err)) < 0)
+                (got_prev = row_one (st, S_METRIC_BEFORE, job,
+                                     got_ch ? ch.step : row.step, 0, 0, &prev, err)) < 0)
                 return -1;
             if (got_prev && prev.step != last.step && rows_push (rs, &prev, err) < 0)
                 return -1;

@@ -224,9 +224,9 @@ const char *const store_sql[S_COUNT] = {
     [S_METRICS_RANGE] =
       /* min and max apart: together SQLite walks every row of the job for
        * them (28 ms for 100,000 rows, where each alone is one seek) */
-      "SELECT (SELECT count(*) FROM metrics WHERE job_id = ?1),"
-      " (SELECT min(step) FROM metrics WHERE job_id = ?1),"
-      " (SELECT max(step) FROM metrics WHERE job_id = ?1)",
+    "SELECT (SELECT count(*) FROM metrics WHERE job_id = ?1),"
+    " (SELECT min(step) FROM metrics WHERE job_id = ?1),"
+    " (SELECT max(step) FROM metrics WHERE job_id = ?1)",
     [S_METRIC_AT] =
       "SELECT step, time, attempt, loss, samples_per_s, compute_ms, comm_ms FROM metrics"
       " WHERE job_id = ?1 AND step >= ?2 ORDER BY step LIMIT 1",

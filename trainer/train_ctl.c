@@ -241,7 +241,8 @@ void train_perf_report (struct trainer *t)
     if (peak <= 0)
         peak = perf_measure_peak (t, &src);
     if (t->rank == 0)
-        dt_log (LOG_INFO, "model %.3g FLOP per step (%.3g per rank), peak %.3g FLOP/s (%s)",
+        dt_log (LOG_INFO,
+                "model %.3g FLOP per step (%.3g per rank), peak %.3g FLOP/s (%s)",
                 step * t->world, step, peak, peak > 0 ? src : "unknown");
     dtclient_err_t e = dtclient_perf (t->client, step, peak, peak > 0 ? src : NULL);
     if (e != DTCLIENT_OK && t->rank == 0)

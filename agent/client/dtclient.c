@@ -508,9 +508,8 @@ dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flo
             return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
-    snprintf (json, sizeof (json),
-              "{\"model_flops\": %.6e, \"peak_flops\": %.6e%s%s%s}", model_flops,
-              peak_flops, peak_source ? ", \"peak_source\": \"" : "",
+    snprintf (json, sizeof (json), "{\"model_flops\": %.6e, \"peak_flops\": %.6e%s%s%s}",
+              model_flops, peak_flops, peak_source ? ", \"peak_source\": \"" : "",
               peak_source ? peak_source : "", peak_source ? "\"" : "");
     pthread_mutex_lock (&c->lock);
     dtproto_begin (&c->buf, DTPROTO_PERF);

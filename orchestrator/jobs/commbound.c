@@ -111,15 +111,13 @@ void commbound_overlay (const struct job *job, json_t *o)
     if (!att || !att->cb_valid || att->row.state != ATT_RUNNING)
         return;
     int64_t above = att->cb_from ? att->cb_seen - att->cb_from : 0;
-    json_object_set_new (o, "comm",
-                         json_pack ("{s:f s:f s:o s:f s:i s:I s:b}", "exposed_share",
-                                    att->cb_share, "compute_spread", att->cb_spread,
-                                    "mfu",
-                                    isnan (att->cb_mfu) ? json_null ()
-                                                        : json_real (att->cb_mfu),
-                                    "threshold", cb_threshold (job),
-                                    "window_steps", cb_window (job), "steps_above",
-                                    (json_int_t)above, "comm_bound", att->cb_fired));
+    json_object_set_new (
+      o, "comm",
+      json_pack ("{s:f s:f s:o s:f s:i s:I s:b}", "exposed_share", att->cb_share,
+                 "compute_spread", att->cb_spread, "mfu",
+                 isnan (att->cb_mfu) ? json_null () : json_real (att->cb_mfu),
+                 "threshold", cb_threshold (job), "window_steps", cb_window (job),
+                 "steps_above", (json_int_t)above, "comm_bound", att->cb_fired));
 }
 
 char *jobs_comm_metrics_text (struct jobs *jobs)

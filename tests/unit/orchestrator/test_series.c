@@ -81,8 +81,8 @@ static void test_thin (void)
     CU_ASSERT_EQUAL (k, series_downsample (a, 1500));
     CU_ASSERT_EQUAL (n, json_array_size (a)); /* the same rows as the JSON path */
     for (size_t i = 0; i < n; i++)
-        CU_ASSERT_EQUAL (r[i].step,
-                         json_integer_value (json_object_get (json_array_get (a, i), "step")));
+        CU_ASSERT_EQUAL (r[i].step, json_integer_value (
+                                      json_object_get (json_array_get (a, i), "step")));
     size_t m = 10;
     CU_ASSERT_EQUAL (series_thin (r, &m, 100), 1); /* short: untouched */
     CU_ASSERT_EQUAL (m, 10);
