@@ -34,6 +34,7 @@ import errno
 import json
 import mmap
 import os
+import re
 import select
 import signal
 import socket
@@ -69,7 +70,7 @@ _MAX_PAYLOAD = 128 * 1024
 _MAX_VALUE = 64 * 1024
 _MAX_KEY = 200
 
-HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY = range(1, 9)
+HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY, PERF = range(1, 10)
 T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON, \
     T_JIT = range(1, 13)
 _INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS, T_JIT}
@@ -375,6 +376,21 @@ class Client:
             raise DTClientError(ERR_INVAL, "integrity: not a JSON object")
         if self._sock is not None:
             self._request(INTEGRITY, [(T_JSON, text)])
+
+    def perf(self, model_flops, peak_flops=0.0, peak_source=None):
+        """Once, at start: the model FLOPs of this rank's share of one step
+        (the controller sums the ranks), the peak FLOP/s it is measured
+        against (0: unknown) and where that peak came from (a word of
+        [a-z0-9_.-], at most 31): the controller computes the model FLOP
+        utilisation from them and the step times (dtclient_perf)."""
+        if not (1 <= model_flops <= 1e24) or not (0 <= peak_flops <= 1e24) or (
+                peak_source is not None and not re.fullmatch(r"[a-z0-9_.-]{1,31}", peak_source)):
+            raise DTClientError(ERR_INVAL, "perf: model_flops in [1, 1e24], peak_flops in [0, 1e24]")
+        obj = {"model_flops": float(model_flops), "peak_flops": float(peak_flops)}
+        if peak_source:
+            obj["peak_source"] = peak_source
+        if self._sock is not None:
+            self._request(PERF, [(T_JSON, json.dumps(obj))])
 
     # -- key-value store -----------------------------------------------------
     def _rdv_path(self, key):
