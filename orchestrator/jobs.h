@@ -361,8 +361,8 @@ int jobs_integrity (struct jobs *jobs, struct attempt *att, const char *node, in
 /* A rank's FLOP report (event "perf"): the model FLOPs of its share of one
  * step (> 0), the peak FLOP/s it is measured against (0: unknown) and
  * where that peak came from (may be NULL).  Summed over the ranks into the
- * attempt's row, which is written at once (commbound.c).  0, or -1 with
- * err (the row could not be written: nothing changed). */
+ * attempt's row, written once every rank has reported (commbound.c).  0,
+ * or -1 with err (the row could not be written: nothing changed). */
 int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_flops,
                double peak_flops, const char *peak_source, dt_error_t *err);
 /* Add the job's integrity keys and the steps to skip to an agent's ready

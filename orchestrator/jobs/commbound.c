@@ -175,6 +175,7 @@ int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_fl
     char old_src[sizeof (row->peak_source)];
     double m = 0, p = 0;
     bool peak_known = true;
+    int reported = 0;
     const char *src = NULL;
 
     if (rank < 0 || rank >= row->world_size)
@@ -195,6 +196,7 @@ int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_fl
         if (rk->model_flops <= 0)
             continue;
         m += rk->model_flops;
+        reported++;
         if (rk->peak_flops > 0)
             p += rk->peak_flops;
         else
@@ -204,6 +206,11 @@ int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_fl
     row->peak_flops = peak_known && p > 0 ? p : NAN;
     if (src)
         snprintf (row->peak_source, sizeof (row->peak_source), "%s", src);
+    /* Written once every rank has reported (a large job's ranks would
+     * otherwise cost a commit each); until then the sums ride along with
+     * the attempt's other writes, like the ranks' live fields. */
+    if (reported < row->world_size)
+        return 0;
     if (store_attempt_update (jobs->ctx->store, row, err) < 0) {
         row->model_flops = old_m;
         row->peak_flops = old_p;
