@@ -132,12 +132,16 @@ async function load() {
   for (const e of cb) ch += '<div class="warn" data-kind="comm_bound">' + dt.esc(e.detail) + "</div>";
   document.getElementById("comm").innerHTML = ch || '<span class="muted">no live figures</span>';
 
-  const rl = (ranks || []).map(r => "rank " + r.rank + (r.straggler_score !== null && r.straggler_score < 0.75 ? " (straggler?)" : ""));
+  /* A straggler (score below the spec's straggler.threshold) stands out in red. */
+  const sth = ((job.spec || {}).straggler || {}).threshold || 0.75;
+  const slow = r => r.straggler_score !== null && r.straggler_score !== undefined && r.straggler_score < sth;
+  const rl = (ranks || []).map(r => "rank " + r.rank + (slow(r) ? " (straggler, score " + dt.num(r.straggler_score, 2) + ")" : ""));
   if (charts.ranks) charts.ranks.destroy();
   charts.ranks = new Chart(document.getElementById("ranks"), {
     type: "bar",
     data: { labels: rl, datasets: [
-      { label: "compute (ms)", backgroundColor: "#1f77b4", data: (ranks || []).map(r => r.compute_ms) },
+      { label: "compute (ms)", backgroundColor: (ranks || []).map(r => slow(r) ? "#d62728" : "#1f77b4"),
+        data: (ranks || []).map(r => r.compute_ms) },
       { label: "communication wait (ms)", backgroundColor: "#ff7f0e", data: (ranks || []).map(r => r.comm_ms) }] },
     options: { animation: false, maintainAspectRatio: false, scales: { x: { stacked: true }, y: { stacked: true } } }
   });

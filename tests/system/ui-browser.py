@@ -143,6 +143,12 @@ try:
     check("job page: the checkpoints are listed", ck >= 1, ck)
     rk = driver.execute_script("return Chart.getChart('ranks').data.labels.length")
     check("job page: the per-rank chart has a bar per rank", rk == 2, rk)
+    # rank 0 computes 3 times slower (--inject-slow 0:3): the straggler stands out
+    sl = driver.execute_script("const c = Chart.getChart('ranks');"
+                               "return {labels: c.data.labels, colors: c.data.datasets[0].backgroundColor}")
+    check("job page: the per-rank chart marks the slow rank 0 as the straggler, in red",
+          "straggler" in sl["labels"][0] and "straggler" not in sl["labels"][1] and
+          sl["colors"][0] == "#d62728" and sl["colors"][1] != "#d62728", sl)
     cs = driver.execute_script("return Chart.getChart('commshare').data.datasets.map(d => d.data.length)")
     check("job page: the communication share is plotted", cs and sum(cs) > 0, cs)
     errs = console_errors()
