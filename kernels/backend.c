@@ -14,6 +14,19 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
+double dt_kern_cuda_peak_flops (int bf16, char *name, size_t namelen)
+{
+#if HAVE_CUDA
+    if (dt_kern_cuda_probe (NULL, 0))
+        return dt_kern_cuda_peak (bf16, name, namelen);
+#else
+    (void)bf16;
+#endif
+    if (name && namelen)
+        name[0] = '\0';
+    return 0;
+}
+
 struct dt_kern_ops *dt_kern_cuda (void)
 {
 #if HAVE_CUDA

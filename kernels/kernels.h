@@ -163,6 +163,15 @@ int dt_kern_cuda_available (char *why, size_t whylen);
 /* The CUDA backend, or NULL when not built or no device.  Borrowed. */
 struct dt_kern_ops *dt_kern_cuda (void);
 
+/* The data-sheet peak FLOP/s of the CUDA device this rank uses, dense, of
+ * fp32 GEMMs on its CUDA cores (bf16 0) or bf16 GEMMs on its tensor cores
+ * (bf16 1): from a table of known parts by name (H100, H200, A100, L40S),
+ * else from its properties (SMs x peak clock x FLOPs per SM and clock of
+ * its compute capability).  Writes the device's name into name (may be
+ * NULL).  0 when CUDA is not built, there is no device, or the
+ * architecture is not known. */
+double dt_kern_cuda_peak_flops (int bf16, char *name, size_t namelen);
+
 /* CPU backend: number of OpenBLAS threads (default 1: two ranks on two
  * cores must not oversubscribe). */
 void dt_kern_cpu_set_threads (int n);

@@ -204,7 +204,8 @@ void train_inject (struct trainer *t)
 static double perf_measure_peak (struct trainer *t, const char **src)
 {
     struct dt_kern_ops *k = t->k;
-    const int n = k->is_device ? 4096 : 512, reps = 4;
+    /* the best of several: a busy machine slows some of them */
+    const int n = k->is_device ? 4096 : 512, reps = 8;
     size_t bytes = (size_t)n * n * sizeof (float);
     float *a = k->alloc (bytes), *b = k->alloc (bytes), *c = k->alloc (bytes);
     double best = 0;
@@ -238,6 +239,11 @@ void train_perf_report (struct trainer *t)
     /* The model FLOPs of one step of the job (model.h's flops_per_sample,
      * dttrain(1)), this rank's share: the controller sums the ranks. */
     double step = t->model.flops_per_sample * o->global_batch / t->world;
+    /* On a GPU its data-sheet peak in the step's precision (kernels.h);
+     * else, or for a part not known, a measured one. */
+    if (peak <= 0 && t->k->is_device &&
+        (peak = dt_kern_cuda_peak_flops (o->precision == PREC_BF16, NULL, 0)) > 0)
+        src = "datasheet";
     if (peak <= 0)
         peak = perf_measure_peak (t, &src);
     if (t->rank == 0)

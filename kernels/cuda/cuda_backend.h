@@ -20,6 +20,9 @@ struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen);
  * CPU. */
 int dt_kern_cuda_fatal (void);
 
+/* dt_kern_cuda_peak_flops (kernels.h) for the current device. */
+double dt_kern_cuda_peak (int bf16, char *name, size_t namelen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -498,6 +498,46 @@ static int cu_adamw (size_t n, float *p, const float *g, float *m, float *v, flo
     return 0;
 }
 
+/* Data-sheet peaks of known parts (NVIDIA's, dense: no sparsity), FLOP/s
+ * of fp32 on the CUDA cores and of bf16 on the tensor cores; the first
+ * name that is part of the device's name wins. */
+static const struct {
+    const char *name;
+    double fp32, bf16;
+} cu_known_peaks[] = {
+    { "H200 NVL", 60e12, 835e12 },  { "H200", 67e12, 989.4e12 },
+    { "H100 NVL", 60e12, 835e12 },  { "H100 PCIe", 51.2e12, 756.5e12 },
+    { "H100", 67e12, 989.4e12 },    { "A100", 19.5e12, 312e12 },
+    { "L40S", 91.6e12, 362.05e12 },
+};
+
+extern "C" double dt_kern_cuda_peak (int bf16, char *name, size_t namelen)
+{
+    cudaDeviceProp p;
+    int dev = 0, khz = 0;
+    if (cudaGetDevice (&dev) != cudaSuccess ||
+        cudaGetDeviceProperties (&p, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute (&khz, cudaDevAttrClockRate, dev) != cudaSuccess)
+        return 0;
+    if (name && namelen)
+        snprintf (name, namelen, "%s", p.name);
+    for (size_t i = 0; i < sizeof (cu_known_peaks) / sizeof (cu_known_peaks[0]); i++)
+        if (strstr (p.name, cu_known_peaks[i].name))
+            return bf16 ? cu_known_peaks[i].bf16 : cu_known_peaks[i].fp32;
+    /* Else from the properties: FLOPs per SM per clock of the compute
+     * capability (an FMA counts two), times SMs, times the peak clock. */
+    int cc = p.major * 10 + p.minor;
+    double per_sm = bf16 ? (cc == 80              ? 2048
+                            : cc == 89            ? 1024
+                            : cc == 90            ? 4096
+                            : cc >= 86 && cc < 90 ? 512
+                                                  : 0)
+                         : (cc >= 70 && cc <= 80 ? 128
+                            : cc > 80            ? 256
+                                                 : 0);
+    return per_sm * p.multiProcessorCount * (khz * 1e3);
+}
+
 extern "C" int dt_kern_cuda_fatal (void)
 {
     return fatal;

@@ -8,8 +8,8 @@
 # steps.  A job of one rank with a large model spends its steps computing
 # (no peer to wait for, a large batch): its share stays low and no event
 # is raised.  Model FLOP utilisation: dttrain reports its model FLOPs and
-# a measured peak, so both jobs show an MFU in (0, 1], live and per
-# attempt, with its gauge; a trainer that reports steps but no FLOPs
+# a peak (--peak-flops, or measured at start), so both jobs show an MFU
+# in (0, 1], live and per attempt, with its gauge; a trainer that reports steps but no FLOPs
 # (steptrainer) shows the communication figures with a null MFU.
 FT_STEPS=${FT_STEPS:-300}
 # The MLP: its hidden width sets the compute of a step without changing
@@ -24,7 +24,7 @@ start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 events_of () { sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $1 AND kind = 'comm_bound'"; }
 
 # ---- communication-bound: a tiny model, 8 ranks ------------------------------------------
-spec=$(dttrain_spec commbound 4 "--hidden 8 --layers 1 --global-batch 8" \
+spec=$(dttrain_spec commbound 4 "--hidden 8 --layers 1 --global-batch 8 --peak-flops 1e11" \
     '{"ranks_per_node": 2, "comm_bound": {"threshold": 0.5, "window_steps": 10}, "checkpoint": {"every_steps": 0}}')
 submit "$spec" || bail "submit failed"
 CB=$ID
@@ -61,8 +61,8 @@ check "... its data: share above 0.5 over at least 10 steps" \
 
 api GET "/v1/jobs/$CB" > "$TMP/cb.json"
 jq -c '.data.attempts[0] | {model_flops, peak_flops, peak_source, mfu}' "$TMP/cb.json" | sed 's/^/# perf: /'
-check "its attempt keeps the model FLOPs of 8 ranks, a measured peak and an MFU in (0, 1]" \
-    jqt '.data.attempts[0] | .model_flops > 0 and .peak_flops > 0 and .peak_source == "sgemm512"
+check "its attempt keeps the model FLOPs of 8 ranks, their 8 peaks of --peak-flops, an MFU in (0, 1]" \
+    jqt '.data.attempts[0] | .model_flops > 0 and .peak_flops == 8e11 and .peak_source == "option"
          and .mfu > 0 and .mfu <= 1' "$TMP/cb.json"
 
 # ---- no FLOPs reported: steptrainer (steps, compute times, no perf) -------------------------
@@ -95,7 +95,8 @@ check "... with its MFU in (0, 1]" test $mfu = yes
 check "the compute-bound job completes" wait_state "$NB" completed 180
 api GET "/v1/jobs/$NB" > "$TMP/nb.json"
 jq -c '.data.attempts[0] | {model_flops, peak_flops, peak_source, mfu}' "$TMP/nb.json" | sed 's/^/# perf: /'
-check "... its attempt's MFU in (0, 1]" jqt '.data.attempts[0].mfu > 0 and .data.attempts[0].mfu <= 1' "$TMP/nb.json"
+check "... its attempt's MFU in (0, 1] against a peak measured at start" \
+    jqt '.data.attempts[0] | .mfu > 0 and .mfu <= 1 and .peak_flops > 0 and .peak_source == "sgemm512"' "$TMP/nb.json"
 check "... with no comm_bound event" test "$(events_of "$NB")" = 0
 sed 's/^/# no FLOPs (last seen): /' "$TMP/nf-comm.json" 2>/dev/null
 check "a trainer that reports no FLOPs: its communication figures shown with a null MFU" \
