@@ -439,7 +439,11 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
         if (dt_comm_allgather (t->dp_comm, m->params + t->lo, m->params, t->counts, err) <
             0)
             return -1;
-        *comm_s += (dt_mono_ns () - t0) / 1e9;
+        double s = (dt_mono_ns () - t0) / 1e9;
+        *comm_s += s;
+        t->ar_bytes_s += s;
+        t->dp_exposed_s += s;
+        t->ar_bytes += (m->nparams - (t->hi - t->lo)) * 4.0;
     }
     return 0;
 }
@@ -498,6 +502,10 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             b = (int64_t)B * (t->ly.dpr + 1) / t->ly.dp;
     double loss_sum = 0, sumsq = 0;
 
+    /* per-dimension totals before the step (the step reports the deltas) */
+    const double d0[9] = { t->tp_bytes, t->tp_s, t->tp_s, t->pp_bytes, t->pp_s,
+                           t->pp_s,     t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+
     /* compute */
     int64_t t0 = dt_mono_ns ();
     integ_step_start (t);
@@ -553,6 +561,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     double comm = 0;
     if ((armed ? overlap_finish (t, err) : reduce_grads (t, err)) < 0)
         return comm_fail (t, err);
+    t->dp_exposed_s += (dt_mono_ns () - t1) / 1e9;
     if (train_layout_sumsq (t, &sumsq) < 0)
         return errprintf (err, "%s", t->k->last_error);
     train_ctrl_fill (t, loss_sum, sumsq);
@@ -588,6 +597,21 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     dtclient_step (t->client, t->step, *loss,
                    t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
                    comm);
+    /* Per dimension: tensor-parallel all-reduces and pipeline receives
+     * block the step (all exposed); data-parallel buckets reduced by the
+     * comm thread during the backward pass are hidden, what the step
+     * waited for after it is exposed. */
+    if (t->ly.tp * t->ly.pp * t->ly.dp > 1) {
+        const double d1[9] = { t->tp_bytes, t->tp_s, t->tp_s, t->pp_bytes, t->pp_s,
+                               t->pp_s,     t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+        double bytes[3], cs[3], xs[3];
+        for (int d = 0; d < 3; d++) {
+            bytes[d] = d1[3 * d] - d0[3 * d];
+            cs[d] = d1[3 * d + 1] - d0[3 * d + 1];
+            xs[d] = d1[3 * d + 2] - d0[3 * d + 2];
+        }
+        dtclient_step_dims (t->client, t->step, bytes, cs, xs);
+    }
     integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
@@ -644,7 +668,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[2048], val[96];
+    char json[3072], val[96];
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
@@ -662,7 +686,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"ckpt_write_s\": %.4f, "
       "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
       "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
-      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"attention\": \"%s\", "
+      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"tp_exposed_s\": %.3f, "
+      "\"pp_exposed_s\": %.3f, \"dp_exposed_s\": %.3f, \"attention\": \"%s\", "
       "\"precision\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
@@ -673,7 +698,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
-      t->ar_bytes_s, t->ar_bytes,
+      t->ar_bytes_s, t->ar_bytes, t->tp_s, t->pp_s, t->dp_exposed_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",

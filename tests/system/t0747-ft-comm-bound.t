@@ -40,6 +40,12 @@ check "... with the threshold and window of the spec and a compute spread in [0,
 DTCTL_CONTROLLER=$URL "$DTCTL" show "$CB" > "$TMP/show.txt"
 check "dtctl show prints the share and COMM-BOUND" \
     eval 'grep -q "^Communication: exposed share" "$TMP/show.txt" && grep -q "COMM-BOUND" "$TMP/show.txt"'
+# The step reports carry per-dimension figures: a data-parallel job moves
+# gradient bytes along dp only.
+check "the job view's comm has per-dimension figures: dp bytes moved, none along tp or pp" \
+    jqt '.data.comm.dims.dp.bytes > 0 and .data.comm.dims.dp.comm_ms > 0
+         and .data.comm.dims.tp.bytes == 0 and .data.comm.dims.pp.bytes == 0' "$TMP/cb.json"
+check "dtctl show prints them" grep -Eq "^    dp +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$TMP/show.txt"
 curl -s "$URL/metrics" > "$TMP/metrics.txt"
 check "/metrics has the job's gauges" \
     eval 'grep -Eq "^dtctld_job_comm_exposed_share\{job=\"$CB\"\} 0\.[5-9]" "$TMP/metrics.txt" &&
@@ -71,6 +77,7 @@ done
 sed 's/^/# comm (last seen): /' "$TMP/nb-comm.json" 2>/dev/null
 check "the compute-bound job's share was shown while it ran" test $shown = yes
 check "... and stayed below the threshold" test $high = no
+check "... with no per-dimension figures (one rank, no layout)" jqt '.dims == null' "$TMP/nb-comm.json"
 check "the compute-bound job completes" wait_state "$NB" completed 180
 check "... with no comm_bound event" test "$(events_of "$NB")" = 0
 
