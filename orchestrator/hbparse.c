@@ -421,8 +421,8 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 
 static const char *const hb_keys[] = { "node", "ranks", NULL };
 static const char *const hb_rank_keys[] = {
-    "rank",    "local_rank", "pid",     "state", "client",  "step",    "loss",
-    "samples", "compute_ms", "comm_ms", "busy",  "waiting", "stopped", "dims", NULL,
+    "rank",       "local_rank", "pid",  "state",   "client",  "step", "loss", "samples",
+    "compute_ms", "comm_ms",    "busy", "waiting", "stopped", "dims", NULL,
 };
 
 /* Is 'key' of 'o' given (present and not null)? */

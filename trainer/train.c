@@ -503,8 +503,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     double loss_sum = 0, sumsq = 0;
 
     /* per-dimension totals before the step (the step reports the deltas) */
-    const double d0[9] = { t->tp_bytes, t->tp_s, t->tp_s, t->pp_bytes, t->pp_s,
-                           t->pp_s,     t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+    const double d0[9] = { t->tp_bytes, t->tp_s,       t->tp_s,
+                           t->pp_bytes, t->pp_s,       t->pp_s,
+                           t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
 
     /* compute */
     int64_t t0 = dt_mono_ns ();
@@ -602,8 +603,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
      * comm thread during the backward pass are hidden, what the step
      * waited for after it is exposed. */
     if (t->ly.tp * t->ly.pp * t->ly.dp > 1) {
-        const double d1[9] = { t->tp_bytes, t->tp_s, t->tp_s, t->pp_bytes, t->pp_s,
-                               t->pp_s,     t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+        const double d1[9] = { t->tp_bytes, t->tp_s,       t->tp_s,
+                               t->pp_bytes, t->pp_s,       t->pp_s,
+                               t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
         double bytes[3], cs[3], xs[3];
         for (int d = 0; d < 3; d++) {
             bytes[d] = d1[3 * d] - d0[3 * d];

@@ -113,10 +113,10 @@ void commbound_overlay (const struct job *job, json_t *o)
     if (!att || !att->cb_valid || att->row.state != ATT_RUNNING)
         return;
     int64_t above = att->cb_from ? att->cb_seen - att->cb_from : 0;
-    json_t *c = json_pack ("{s:f s:f s:n s:f s:i s:I s:b}", "exposed_share", att->cb_share,
-                           "compute_spread", att->cb_spread, "mfu", "threshold",
-                           cb_threshold (job), "window_steps", cb_window (job),
-                           "steps_above", (json_int_t)above, "comm_bound", att->cb_fired);
+    json_t *c = json_pack (
+      "{s:f s:f s:n s:f s:i s:I s:b}", "exposed_share", att->cb_share, "compute_spread",
+      att->cb_spread, "mfu", "threshold", cb_threshold (job), "window_steps",
+      cb_window (job), "steps_above", (json_int_t)above, "comm_bound", att->cb_fired);
     /* Per parallel dimension: the mean over the ranks that report them of
      * their latest step's figures (null: no rank reports them). */
     double sum[9] = { 0 };

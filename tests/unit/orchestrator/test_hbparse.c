@@ -32,9 +32,9 @@ static bool same_msg (const struct hb_msg *a, const struct hb_msg *b)
             memcmp (&x->loss, &y->loss, sizeof (double)) ||
             memcmp (&x->compute_ms, &y->compute_ms, sizeof (double)) ||
             memcmp (&x->comm_ms, &y->comm_ms, sizeof (double)) ||
-            memcmp (x->dims, y->dims, sizeof (x->dims)) ||
-            x->client != y->client || x->busy != y->busy || x->waiting != y->waiting ||
-            x->stopped != y->stopped || strcmp (x->state, y->state))
+            memcmp (x->dims, y->dims, sizeof (x->dims)) || x->client != y->client ||
+            x->busy != y->busy || x->waiting != y->waiting || x->stopped != y->stopped ||
+            strcmp (x->state, y->state))
             return false;
     }
     return true;
