@@ -238,6 +238,18 @@ static bool real_in (struct cur *c, double min, double max, double *out)
     return number (c, &is_int, &i, out) && isfinite (*out) && *out >= min && *out <= max;
 }
 
+/* "dims": [bytes, comm_ms, exposed_ms] of tp, pp and dp, nine numbers >= 0. */
+static bool dims_array (struct cur *c, double *dims)
+{
+    if (!eat (c, '['))
+        return false;
+    for (int d = 0; d < HB_NDIMS; d++)
+        if ((d && !eat (c, ',')) ||
+            !real_in (c, 0, d % 3 ? hb_ms_max : hb_bytes_max, &dims[d]))
+            return false;
+    return eat (c, ']');
+}
+
 enum { K_RANK = 1 << 20 }; /* above the enum hb_field bits */
 
 /* One rank entry: the keys of hb_rank_keys (agentapi.c's contract) once
@@ -320,19 +332,13 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
             break;
         }
         case HB_CLIENT:
-            if (!boolean (c, &r->client))
-                return false;
-            break;
         case HB_BUSY:
-            if (!boolean (c, &r->busy))
-                return false;
-            break;
         case HB_WAITING:
-            if (!boolean (c, &r->waiting))
-                return false;
-            break;
         case HB_STOPPED:
-            if (!boolean (c, &r->stopped))
+            if (!boolean (c, bit == HB_CLIENT    ? &r->client
+                             : bit == HB_BUSY    ? &r->busy
+                             : bit == HB_WAITING ? &r->waiting
+                                                 : &r->stopped))
                 return false;
             break;
         case HB_STEP:
@@ -356,13 +362,7 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
                 return false;
             break;
         case HB_DIMS:
-            if (!eat (c, '['))
-                return false;
-            for (int d = 0; d < HB_NDIMS; d++)
-                if ((d && !eat (c, ',')) ||
-                    !real_in (c, 0, d % 3 ? hb_ms_max : hb_bytes_max, &r->dims[d]))
-                    return false;
-            if (!eat (c, ']'))
+            if (!dims_array (c, r->dims))
                 return false;
             break;
         }

@@ -493,6 +493,34 @@ static int dump_step1 (struct trainer *t, dt_error_t *err)
     return 0;
 }
 
+/* Per dimension (tp, pp, dp): bytes moved, communication time, exposed
+ * time, totals so far.  Tensor-parallel all-reduces and pipeline receives
+ * block the step (all exposed); data-parallel buckets reduced by the comm
+ * thread during the backward pass are hidden, what the step waited for
+ * after it is exposed. */
+static void dims_totals (const struct trainer *t, double d[9])
+{
+    const double v[9] = { t->tp_bytes, t->tp_s,       t->tp_s,
+                          t->pp_bytes, t->pp_s,       t->pp_s,
+                          t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+    memcpy (d, v, sizeof (v));
+}
+
+/* The step's share of them (since d0), to the agent, under a layout. */
+static void dims_report (struct trainer *t, const double d0[9])
+{
+    double d1[9], bytes[3], cs[3], xs[3];
+    if (t->ly.tp * t->ly.pp * t->ly.dp == 1)
+        return;
+    dims_totals (t, d1);
+    for (int d = 0; d < 3; d++) {
+        bytes[d] = d1[3 * d] - d0[3 * d];
+        cs[d] = d1[3 * d + 1] - d0[3 * d + 1];
+        xs[d] = d1[3 * d + 2] - d0[3 * d + 2];
+    }
+    dtclient_step_dims (t->client, t->step, bytes, cs, xs);
+}
+
 static int train_step (struct trainer *t, double *loss, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -502,10 +530,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             b = (int64_t)B * (t->ly.dpr + 1) / t->ly.dp;
     double loss_sum = 0, sumsq = 0;
 
-    /* per-dimension totals before the step (the step reports the deltas) */
-    const double d0[9] = { t->tp_bytes, t->tp_s,       t->tp_s,
-                           t->pp_bytes, t->pp_s,       t->pp_s,
-                           t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+    double d0[9]; /* per-dimension totals before the step */
+    dims_totals (t, d0);
 
     /* compute */
     int64_t t0 = dt_mono_ns ();
@@ -598,22 +624,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     dtclient_step (t->client, t->step, *loss,
                    t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
                    comm);
-    /* Per dimension: tensor-parallel all-reduces and pipeline receives
-     * block the step (all exposed); data-parallel buckets reduced by the
-     * comm thread during the backward pass are hidden, what the step
-     * waited for after it is exposed. */
-    if (t->ly.tp * t->ly.pp * t->ly.dp > 1) {
-        const double d1[9] = { t->tp_bytes, t->tp_s,       t->tp_s,
-                               t->pp_bytes, t->pp_s,       t->pp_s,
-                               t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
-        double bytes[3], cs[3], xs[3];
-        for (int d = 0; d < 3; d++) {
-            bytes[d] = d1[3 * d] - d0[3 * d];
-            cs[d] = d1[3 * d + 1] - d0[3 * d + 1];
-            xs[d] = d1[3 * d + 2] - d0[3 * d + 2];
-        }
-        dtclient_step_dims (t->client, t->step, bytes, cs, xs);
-    }
+    dims_report (t, d0);
     integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
