@@ -441,9 +441,9 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
             return -1;
         double s = (dt_mono_ns () - t0) / 1e9;
         *comm_s += s;
-        t->ar_bytes_s += s;
+        t->ag_s += s;
         t->dp_exposed_s += s;
-        t->ar_bytes += (m->nparams - (t->hi - t->lo)) * 4.0;
+        t->ag_bytes += (m->nparams - (t->hi - t->lo)) * 4.0;
     }
     return 0;
 }
@@ -500,9 +500,9 @@ static int dump_step1 (struct trainer *t, dt_error_t *err)
  * after it is exposed. */
 static void dims_totals (const struct trainer *t, double d[9])
 {
-    const double v[9] = { t->tp_bytes, t->tp_s,       t->tp_s,
-                          t->pp_bytes, t->pp_s,       t->pp_s,
-                          t->ar_bytes, t->ar_bytes_s, t->dp_exposed_s };
+    double dpb = t->ar_bytes + t->ag_bytes, dps = t->ar_bytes_s + t->ag_s;
+    const double v[9] = { t->tp_bytes, t->tp_s, t->tp_s, t->pp_bytes,    t->pp_s,
+                          t->pp_s,     dpb,     dps,     t->dp_exposed_s };
     memcpy (d, v, sizeof (v));
 }
 
@@ -711,7 +711,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
-      t->ar_bytes_s, t->ar_bytes, t->tp_s, t->pp_s, t->dp_exposed_s,
+      t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
+      t->dp_exposed_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",

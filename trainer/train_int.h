@@ -54,9 +54,9 @@ struct trainer {
     double tp_s, tp_bytes; /* tensor-parallel all-reduces */
     double pp_s, pp_bytes; /* pipeline sends and receives (blocked time) */
     /* the data-parallel dimension: what the step waited for (the gradient
-     * reduction after the backward pass, zero1's all-gather); ar_bytes_s
-     * and ar_bytes include the all-gather */
-    double dp_exposed_s;
+     * reduction after the backward pass, zero1's all-gather); zero1's
+     * all-gather (ag_*) counts in dp but not in allreduce_gbps */
+    double dp_exposed_s, ag_s, ag_bytes;
     int nckpt;
     double last_loss, val_loss;
     int have_val;
