@@ -110,11 +110,11 @@ for rep in $(seq "$REPS"); do
             fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep
         done
     done
-    for lay in "2 1" ; do
+    for lay in "2 1" "1 2"; do
         set -- $lay
         for ov in no-overlap overlap; do
             run 4 "lay-tp$1-$ov" $ovmodel --tp "$1" --pp "$2" --$ov || continue
-            fig "lay-tp$1-$ov" fig=exposed layout="dp2 x tp$1" mode=$ov rep=$rep
+            fig "lay-tp$1-$ov" fig=exposed layout="dp2 x tp$1 x pp$2" mode=$ov rep=$rep
         done
     done
 done
@@ -222,21 +222,22 @@ for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=fl
         rec.append(("layouts.hidden_across.b%s" % bm, hx[0]))
 p()
 p("Exposed communication as a share of the step, per layout, before and after overlap "
-  "(pipelines do not overlap: the schedule interleaves the micro-batches' backward passes):")
+  "(in a pipeline the buckets are reduced during the last micro-batch's backward pass):")
 p()
-p("| layout | exposed share without | with | tp exposed s | dp exposed s without | with |")
-p("|---|---|---|---|---|---|")
+p("| layout | exposed share without | with | tp exposed s | pp exposed s | dp exposed s without | with |")
+p("|---|---|---|---|---|---|---|")
 for d0 in [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == "4" and d["mode"] == "no-overlap"][:1] + \
-          [d for d in rows if d["fig"] == "exposed" and d["mode"] == "no-overlap"][:1]:
+          list({d["layout"]: d for d in rows if d["fig"] == "exposed" and d["mode"] == "no-overlap"}.values()):
     lay = "dp2" if d0["fig"] == "overlap" else d0["layout"]
     sel = lambda mode: [d for d in rows if (d["fig"] == "overlap" and lay == "dp2" and d["bucket_mb"] == "4"
                         or d["fig"] == "exposed" and d.get("layout") == lay) and d["mode"] == mode]
     a = stat([ex(d) / d["wall_s"] for d in sel("no-overlap")])
     b = stat([ex(d) / d["wall_s"] for d in sel("overlap")])
     t = stat([d["tp_exposed_s"] for d in sel("overlap")])
+    pq = stat([d["pp_exposed_s"] for d in sel("overlap")])
     da = stat([d["dp_exposed_s"] for d in sel("no-overlap")])
     db = stat([d["dp_exposed_s"] for d in sel("overlap")])
-    p("| %s | %s | %s | %s | %s | %s |" % (lay, a[1], b[1], t[1], da[1], db[1]))
+    p("| %s | %s | %s | %s | %s | %s | %s |" % (lay, a[1], b[1], t[1], pq[1], da[1], db[1]))
     if a[0] is not None and b[0] is not None:
         key = lay.replace(" ", "")
         rec += [("layouts.exposed_share.%s.without" % key, a[0]), ("layouts.exposed_share.%s.with" % key, b[0])]

@@ -272,7 +272,7 @@ for bm in ("1", "4", "16"):
     row("9 layouts", "dp2 gradient all-reduce hidden behind backward, %s MiB buckets" % bm,
         "layouts.hidden.b%s" % bm, ref="all-reduce s (comm thread)", ref_key="layouts.allreduce_s.b%s" % bm,
         goal=">= 0.8", ok=lambda st, a, b: None if not st else st["median"] >= 0.8)
-for lay in ("dp2", "dp2xtp2"):
+for lay in ("dp2", "dp2xtp2xpp1", "dp2xtp1xpp2"):
     row("9 layouts", "%s exposed communication share of the step, with overlap" % lay,
         "layouts.exposed_share.%s.with" % lay, ref="without", ref_key="layouts.exposed_share.%s.without" % lay)
 row("9 layouts", "dp2 tokens/s, transformer", "layouts.ddp.dttrain_tps", ref="PyTorch DDP (gloo)",

@@ -228,10 +228,9 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         long local = lws ? atol (lws) : t->world;
         overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
-    /* (not under pipeline parallelism: the schedule interleaves the
-     * micro-batches' backward passes) */
-    if (t->ly.dp > 1 && t->ly.pp == 1 && !t->k->is_device && overlap &&
-        overlap_start (t) < 0) {
+    /* (in a pipeline, during the last micro-batch's backward pass: the
+     * schedule interleaves the others') */
+    if (t->ly.dp > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
@@ -359,7 +358,7 @@ static void overlap_ready_cb (void *arg, size_t off)
 }
 
 /* Arm for the last micro-batch of a step. */
-static void overlap_arm (struct trainer *t)
+void train_overlap_arm (struct trainer *t)
 {
     pthread_mutex_lock (&t->ov.lock);
     t->ov.next = (ssize_t)t->nbuckets - 1;
@@ -541,7 +540,12 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     int armed = 0;
     if (t->ly.pp > 1) {
         double ls;
+        /* (pipe_step arms the overlap before the last backward pass) */
+        armed = t->ov.on && b > a;
         if (pipe_step (t, a, b, 1.0f / B, &ls, err) < 0) {
+            dt_error_t e2;
+            if (t->ov.on)
+                overlap_finish (t, &e2);
             char msg[sizeof (err->text)];
             snprintf (msg, sizeof (msg), "%s", err->text);
             errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
@@ -557,7 +561,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                          t->ctx_host + (size_t)j * C, t->tgt_host + j);
         integ_batch (t, t->ctx_host, t->tgt_host, cnt);
         if (t->ov.on && i + t->mb >= b) {
-            overlap_arm (t); /* the last micro-batch: reduce as we go */
+            train_overlap_arm (t); /* the last micro-batch: reduce as we go */
             armed = 1;
         }
         double ls;
@@ -572,7 +576,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             loss_sum += ls;
     }
     if (t->ov.on && !armed) {
-        overlap_arm (t); /* no samples on this rank: reduce anyway */
+        train_overlap_arm (t); /* no samples on this rank: reduce anyway */
         armed = 1;
     }
     if (t->k->sync () < 0)

@@ -75,6 +75,9 @@ struct trainer {
 };
 
 /* train.c: the loop: steps, gradients, the optimizer */
+/* The comm thread reduces gradient buckets as the backward pass about to
+ * run finishes them (the last micro-batch of a step). */
+void train_overlap_arm (struct trainer *t);
 
 /* train_ckpt.c: checkpoints */
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err);

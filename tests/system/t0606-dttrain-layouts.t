@@ -64,16 +64,18 @@ check "dp2 x tp2: dp and zero1 params_crc32c equal" \
     test "$(summary dp2tp2 params_crc32c)" = "$(summary z2tp2 params_crc32c)"
 check "the tp ranks' all-reduces are counted" $PY -c "import sys; sys.exit(0 if $(summary tp2 tp_bytes) > 0 else 1)"
 # The comm thread (--overlap) reduces the same gradient buckets in the
-# same order as the reduction after the backward pass, while the tp
-# all-reduces go on in the main thread: bit-identical, and the same bytes.
-ob="$args --steps 10 --tp 2 --bucket-mb 0.004"
-run 4 ov $ob --overlap; check "dp2 x tp2 --overlap, 4 KiB buckets: exit 0" test $? -eq 0
-run 4 noov $ob --no-overlap; check "dp2 x tp2 --no-overlap, 4 KiB buckets: exit 0" test $? -eq 0
+# same order as the reduction after the backward pass (in a pipeline,
+# during the last micro-batch's), while the tp all-reduces and the stages'
+# sends go on in the main thread: bit-identical, and the same bytes.
+ob="$args --steps 10 --tp 2 --pp 2 --micro-batch 2 --bucket-mb 0.004"
+run 8 ov $ob --overlap; check "dp2 x tp2 x pp2 --overlap, 4 KiB buckets: exit 0" test $? -eq 0
+run 8 noov $ob --no-overlap; check "dp2 x tp2 x pp2 --no-overlap, 4 KiB buckets: exit 0" test $? -eq 0
 check "... the comm thread ran" grep -q "gradient buckets overlapped with backward" "$TMP/ov.0.err"
 check "... params_crc32c bit-identical with and without overlap" \
     test "$(summary ov params_crc32c)" = "$(summary noov params_crc32c)"
-check "... the same bytes along dp and tp" \
-    test "$(summary ov dp_bytes) $(summary ov tp_bytes)" = "$(summary noov dp_bytes) $(summary noov tp_bytes)"
+check "... the same bytes along dp, tp and pp" \
+    test "$(summary ov dp_bytes) $(summary ov tp_bytes) $(summary ov pp_bytes)" = \
+         "$(summary noov dp_bytes) $(summary noov tp_bytes) $(summary noov pp_bytes)"
 
 # --- same layout: crash + resume, bit for bit -------------------------------------------
 rargs="$args --steps 30 --checkpoint-every 10 --tp 2"
