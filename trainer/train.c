@@ -520,6 +520,26 @@ static void dims_report (struct trainer *t, const double d0[9])
     dtclient_step_dims (t->client, t->step, bytes, cs, xs);
 }
 
+/* A replica's samples [a, b) through the pipeline; pipe_step arms the
+ * overlap before the last backward pass.  0 or -1 with err. */
+static int step_pipeline (struct trainer *t, int64_t a, int64_t b, double *loss_sum,
+                          dt_error_t *err)
+{
+    double ls;
+    if (pipe_step (t, a, b, 1.0f / t->o.global_batch, &ls, err) < 0) {
+        dt_error_t e2;
+        if (t->ov.on)
+            overlap_finish (t, &e2);
+        char msg[sizeof (err->text)];
+        snprintf (msg, sizeof (msg), "%s", err->text);
+        errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
+        return -1;
+    }
+    if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+        *loss_sum += ls;
+    return 0;
+}
+
 static int train_step (struct trainer *t, double *loss, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -539,20 +559,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         return errprintf (err, "%s", t->k->last_error);
     int armed = 0;
     if (t->ly.pp > 1) {
-        double ls;
-        /* (pipe_step arms the overlap before the last backward pass) */
-        armed = t->ov.on && b > a;
-        if (pipe_step (t, a, b, 1.0f / B, &ls, err) < 0) {
-            dt_error_t e2;
-            if (t->ov.on)
-                overlap_finish (t, &e2);
-            char msg[sizeof (err->text)];
-            snprintf (msg, sizeof (msg), "%s", err->text);
-            errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
+        if (step_pipeline (t, a, b, &loss_sum, err) < 0)
             return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
-        }
-        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
-            loss_sum += ls;
+        armed = t->ov.on && b > a;
     }
     for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
