@@ -370,6 +370,9 @@ void ranks_tick (ranks_t *r, int64_t now, int64_t hang_timeout_ms, ranks_hang_f 
                 rk->progress_ms = now;
             rk->last = rep;
         }
+        struct dtshm_dims dims;
+        if (rk->page && dtshm_read_dims (rk->page, &dims) == 0)
+            rk->dims = dims;
         if (!rk->client || rk->killed || rk->last.busy || hang_timeout_ms <= 0)
             continue;
         int64_t idle = now - rk->progress_ms;
@@ -471,6 +474,17 @@ json_t *ranks_heartbeat_json (ranks_t *r)
         if (o && rk->client && rk->state == RANK_RUNNING) {
             json_object_set_new (o, "waiting", json_boolean (rk->last.waiting != 0));
             json_object_set_new (o, "stopped", json_boolean (ranks_stopped (rk)));
+        }
+        /* Per dimension (tp, pp, dp): bytes, comm_ms, exposed_ms. */
+        if (o && rk->client && rk->dims.step > 0) {
+            json_t *d = json_array ();
+            for (int k = 0; d && k < DTSHM_NDIMS; k++) {
+                json_array_append_new (d, json_real (rk->dims.bytes[k]));
+                json_array_append_new (d, json_real (rk->dims.comm_ms[k]));
+                json_array_append_new (d, json_real (rk->dims.exposed_ms[k]));
+            }
+            if (d)
+                json_object_set_new (o, "dims", d);
         }
         if (o)
             json_array_append_new (a, o);

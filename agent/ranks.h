@@ -30,6 +30,7 @@ struct rank {
     bool kill_now; /* the controller's kill command was applied */
     volatile struct dtshm_page *page;
     struct dtshm_report last; /* latest report read from the page */
+    struct dtshm_dims dims;   /* latest per-dimension figures (step 0: none) */
     int64_t progress_ms;      /* when the report last changed (or hello) */
     int64_t kill_at_ms;       /* SIGKILL deadline after a SIGTERM; 0: none */
     char *log_path, *err_path, *shm_path;

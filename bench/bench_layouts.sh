@@ -1,42 +1,62 @@
 #!/bin/bash
 # bench_layouts.sh: dttrain's parallel layouts (numbers, not asserts).
 #  (1) tokens/s of the transformer in each layout at 1, 2, 4 and 8 ranks
-#      (dp, tp, pp and their combinations), with each dimension's
-#      communication time from the summary (tp_comm_s, pp_comm_s,
-#      dp_comm_s) as a fraction of the wall time;
+#      (dp, tp, pp and their combinations), with each dimension's exposed
+#      communication (tp_exposed_s, pp_exposed_s, dp_exposed_s of the
+#      summary) as a fraction of the wall time;
 #  (2) the pipeline bubble: for pp 2 and M micro-batches per step, the
 #      fraction of stage 0's step spent blocked on its neighbour
-#      (pp_comm_s / compute_s) against the theory (P - 1) / (M + P - 1).
+#      (pp_exposed_s / compute_s) against the theory (P - 1) / (M + P - 1);
+#  (3) communication overlap: a model whose backward pass takes longer
+#      than its gradient all-reduce (dp 2), every bucket size of BUCKETS,
+#      with and without the comm thread: the all-reduce time (without) and
+#      the part the step still waited for (with); hidden = 1 - exposed with
+#      / all-reduce without (goal >= 80%); and the exposed share of the
+#      step per layout (dp2, dp2 x tp2) before and after overlap;
+#  (4) dp tokens/s against PyTorch DDP (gloo) on the same transformer
+#      (bench/torch_tfm_ref.py), 2 ranks, same shapes, data and threads
+#      (goal >= 1.2x).
 # Caveat: every rank is a process; with more ranks than cores (the project's
 # 2-core machine) the ranks share cores, so tokens/s at 4 and 8 ranks
-# measure the scheduler as much as the layout, and the bubble includes
-# waiting for a core.
+# measure the scheduler as much as the layout, the bubble includes waiting
+# for a core, and the comm thread competes with the ranks for the cores.
 # Usage: bench/bench_layouts.sh [BUILDDIR]   (default: the current directory)
 # Env: STEPS (10), BATCH (32), CTX (64), WIDTH (128), HEADS (4), LAYERS (4),
-#      RANKS ("1 2 4 8"), MBS ("1 2 4 8": micro-batches per step for (2)).
-# Prints one JSON line per figure at the end ("bench_layouts": ...).
+#      RANKS ("1 2 4 8"), MBS ("1 2 4 8": micro-batches per step for (2)),
+#      OV_WIDTH (256), OV_LAYERS (4), OV_BATCH (16), OV_STEPS (6), BUCKETS ("1 4 16")
+#      for (3) and (4), REPS (3), LAYOUTS_OUT (a directory: layouts.md and
+#      layouts.json are written there), LAYOUTS_REC (a file: "key value"
+#      lines for bench/run).
+# Prints the tables and one JSON line per figure at the end.
 set -u
 B=$(cd "${1:-.}" && pwd)
-SRC=$(cd "$(dirname "$0")/.." && pwd)
+SRC=${BENCH_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 DTTRAIN=$B/trainer/dttrain
 STEPS=${STEPS:-10} BATCH=${BATCH:-32} CTX=${CTX:-64} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4}
 LAYERS=${LAYERS:-4} RANKS=${RANKS:-"1 2 4 8"} MBS=${MBS:-"1 2 4 8"}
+OV_WIDTH=${OV_WIDTH:-256} OV_LAYERS=${OV_LAYERS:-4} OV_BATCH=${OV_BATCH:-16} OV_STEPS=${OV_STEPS:-6}
+BUCKETS=${BUCKETS:-"1 4 16"} REPS=${REPS:-3}
 PY=/usr/bin/python3
 [ -x "$DTTRAIN" ] || { echo "bench_layouts: $DTTRAIN not built" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/bench-layouts.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 cat "$SRC"/man/*.in "$SRC"/schemas/*.md "$SRC"/trainer/*.c > "$TMP/corpus.txt"
-model="--data $TMP/corpus.txt --model transformer --global-batch $BATCH --context $CTX --width $WIDTH --heads $HEADS --layers $LAYERS --steps $STEPS --warmup-steps 2 --val-samples 0 --quiet --backend cpu"
+common="--data $TMP/corpus.txt --model transformer --warmup-steps 2 --val-samples 0 --quiet --backend cpu"
+model="$common --global-batch $BATCH --context $CTX --width $WIDTH --heads $HEADS --layers $LAYERS --steps $STEPS"
+ovmodel="$common --global-batch $OV_BATCH --context $CTX --width $OV_WIDTH --heads $HEADS --layers $OV_LAYERS --steps $OV_STEPS"
+LINES=$TMP/lines.jsonl
+: > "$LINES"
 
 # run W NAME args...: W ranks standalone (gloo over loopback); rank 0's summary in $TMP/NAME.json
 run () {
     local W=$1 name=$2 r pids=""
     shift 2
+    rm -rf "$TMP/rdv-$name"
     mkdir -p "$TMP/rdv-$name"
     for r in $(seq 0 $((W - 1))); do
-        RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r "$DTTRAIN" --rendezvous-dir "$TMP/rdv-$name" $model "$@" \
-            >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" &
+        RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r LOCAL_WORLD_SIZE=$W "$DTTRAIN" \
+            --rendezvous-dir "$TMP/rdv-$name" "$@" >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" &
         pids="$pids $!"
     done
     local rc=0
@@ -44,47 +64,204 @@ run () {
     [ $rc = 0 ] || { tail -2 "$TMP/$name.0.err" >&2; return 1; }
     tail -n 1 "$TMP/$name.0.out" > "$TMP/$name.json"
 }
-
-echo "# (1) tokens/s per layout (C$CTX E$WIDTH H$HEADS L$LAYERS, batch $BATCH, $STEPS steps; $(nproc) cores)"
-printf '# %-18s %5s %10s %8s %8s %8s\n' layout ranks tokens/s tp% pp% dp%
-for W in $RANKS; do
-    for lay in "dp" "tp 2" "tp 4" "pp 2" "pp 4" "tp 2 pp 2" "tp 2 pp 4" "tp 4 pp 2"; do
-        set -- $lay
-        tp=1 pp=1
-        while [ $# -gt 0 ]; do case $1 in tp) tp=$2 ;; pp) pp=$2 ;; esac; shift 2 2>/dev/null || shift; done
-        [ $((W % (tp * pp))) = 0 ] || continue
-        [ $((HEADS % tp)) = 0 ] && [ $((LAYERS % pp)) = 0 ] || continue
-        dp=$((W / (tp * pp)))
-        name="w$W-tp$tp-pp$pp"
-        run "$W" "$name" --tp $tp --pp $pp || { echo "# $name failed"; continue; }
-        $PY - "$TMP/$name.json" "$W" "$tp" "$pp" "$dp" <<'PYEOF'
+# fig NAME KEYS...: append rank 0's summary of run NAME, with extra keys, to LINES
+fig () {
+    local name=$1
+    shift
+    $PY - "$TMP/$name.json" "$@" >> "$LINES" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-w, tp, pp, dp = sys.argv[2:6]
-wall = d["wall_s"] or 1
-lay = "tp%s x pp%s x dp%s" % (tp, pp, dp)
-print("  %-18s %5s %10.0f %7.1f%% %7.1f%% %7.1f%%" % (lay, w, d["tokens_per_s"], 100 * d["tp_comm_s"] / wall,
-      100 * d["pp_comm_s"] / wall, 100 * d["dp_comm_s"] / wall))
-print(json.dumps({"bench_layouts": "tokens_per_s", "ranks": int(w), "tp": int(tp), "pp": int(pp), "dp": int(dp),
-                  "tokens_per_s": d["tokens_per_s"], "tp_comm_s": d["tp_comm_s"], "pp_comm_s": d["pp_comm_s"],
-                  "dp_comm_s": d["dp_comm_s"], "wall_s": d["wall_s"]}), file=open(sys.argv[1] + ".line", "w"))
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    d[k] = int(v) if k in ("ranks", "micro_batches", "rep") else v
+print(json.dumps(d))
 PYEOF
+}
+free_port () { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+echo "== $(date -u +%FT%TZ), $(nproc) cores usable ($(getconf _NPROCESSORS_ONLN) online), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== (1) tokens/s per layout (C$CTX E$WIDTH H$HEADS L$LAYERS, batch $BATCH, $STEPS steps)"
+for W in $RANKS; do
+    for lay in "1 1" "2 1" "4 1" "1 2" "1 4" "2 2" "2 4" "4 2"; do
+        set -- $lay
+        tp=$1 pp=$2
+        [ $((W % (tp * pp))) = 0 ] || continue
+        [ $((HEADS % tp)) = 0 ] && [ $((LAYERS % pp)) = 0 ] || continue
+        name="w$W-tp$tp-pp$pp"
+        run "$W" "$name" $model --tp $tp --pp $pp || { echo "# $name failed"; continue; }
+        fig "$name" fig=layout ranks=$W
     done
 done
 
-echo "# (2) pipeline bubble, pp 2 on 2 ranks: measured (stage 0 blocked / step) vs (P-1)/(M+P-1)"
-for M in $MBS; do
-    [ $((BATCH % M)) = 0 ] || continue
-    run 2 "bubble-$M" --pp 2 --micro-batch $((BATCH / M)) || continue
-    $PY - "$TMP/bubble-$M.json" "$M" <<'PYEOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-M, P = int(sys.argv[2]), 2
-meas = d["pp_comm_s"] / d["compute_s"] if d["compute_s"] else 0
-theory = (P - 1) / (M + P - 1)
-print("  M %2d: measured %.3f, theory %.3f (%+.0f%%)" % (M, meas, theory, 100 * (meas - theory) / theory))
-print(json.dumps({"bench_layouts": "bubble", "pp": P, "micro_batches": M, "measured": meas, "theory": theory}),
-      file=open(sys.argv[1] + ".line", "w"))
-PYEOF
+echo "== (2) pipeline bubble, pp 2 on 2 ranks: stage 0 blocked / step vs (P-1)/(M+P-1), x $REPS"
+for rep in $(seq "$REPS"); do
+    for M in $MBS; do
+        [ $((BATCH % M)) = 0 ] || continue
+        run 2 "bubble-$M" $model --pp 2 --micro-batch $((BATCH / M)) || continue
+        fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep
+    done
 done
-cat "$TMP"/*.line 2>/dev/null
+
+echo "== (3) overlap: dp 2, E$OV_WIDTH L$OV_LAYERS batch $OV_BATCH, buckets $BUCKETS MiB, x $REPS"
+for rep in $(seq "$REPS"); do
+    for bm in $BUCKETS; do
+        for ov in no-overlap overlap; do
+            run 2 "ov-$bm-$ov" $ovmodel --bucket-mb "$bm" --$ov || continue
+            fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep
+        done
+    done
+    for lay in "2 1" "1 2"; do
+        set -- $lay
+        for ov in no-overlap overlap; do
+            run 4 "lay-tp$1-$ov" $ovmodel --tp "$1" --pp "$2" --$ov || continue
+            fig "lay-tp$1-$ov" fig=exposed layout="dp2 x tp$1 x pp$2" mode=$ov rep=$rep
+        done
+    done
+done
+
+echo "== (4) dp 2: dttrain vs PyTorch DDP (gloo) on the same transformer, x $REPS"
+for rep in $(seq "$REPS"); do
+    run 2 "dt-dp2" $ovmodel || continue
+    fig "dt-dp2" fig=ddp who=dttrain rep=$rep
+    port=$(free_port) pids=""
+    for r in 0 1; do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 \
+            $PY "$SRC/bench/torch_tfm_ref.py" --data "$TMP/corpus.txt" --global-batch "$OV_BATCH" \
+            --context "$CTX" --width "$OV_WIDTH" --heads "$HEADS" --layers "$OV_LAYERS" \
+            --steps "$OV_STEPS" --warmup-steps 2 > "$TMP/ddp.$r.out" 2>"$TMP/ddp.$r.err" &
+        pids="$pids $!"
+    done
+    ok=1
+    for p in $pids; do wait "$p" || ok=0; done
+    [ $ok = 1 ] || { tail -2 "$TMP/ddp.0.err" >&2; continue; }
+    tail -n 1 "$TMP/ddp.0.out" > "$TMP/ddp.json"
+    fig ddp fig=ddp who=torch rep=$rep
+done
+
+$PY - "$LINES" "${LAYOUTS_OUT:-}" "${LAYOUTS_REC:-}" "$(getconf _NPROCESSORS_ONLN)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PYEOF'
+import json, statistics, sys, time
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+out, recf, ncpu, load = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+md, rec = [], []
+def p(s=""):
+    print(s); md.append(s)
+def stat(v):
+    v = [x for x in v if x is not None]
+    if not v:
+        return None, "n/a"
+    m = statistics.median(v)
+    return m, ("%.3g" % m) if len(v) == 1 else "%.3g [%.3g..%.3g]" % (m, min(v), max(v))
+ex = lambda d: d["tp_exposed_s"] + d["pp_exposed_s"] + d["dp_exposed_s"]
+
+p("# dttrain parallel layouts (bench/bench_layouts.sh)")
+p()
+p("%s, %s cores, load average at the end %s. Medians [min..max] over the repetitions." %
+  (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), ncpu, load))
+p("Caveat: each rank is a process; on this %s-core machine, shared with other work, 4 and 8 ranks "
+  "share the cores, so their tokens/s measure the scheduler as much as the layout." % ncpu)
+p()
+p("## (1) tokens/s per layout (one run each)")
+p()
+p("| ranks | layout | tokens/s | tp exposed | pp exposed | dp exposed | (share of wall time) |")
+p("|---|---|---|---|---|---|---|")
+for d in rows:
+    if d["fig"] != "layout":
+        continue
+    w = d["wall_s"] or 1
+    p("| %d | tp%d x pp%d x dp%d | %.0f | %.1f%% | %.1f%% | %.1f%% | |" % (
+        d["ranks"], d["tp"], d["pp"], d["dp"], d["tokens_per_s"], 100 * d["tp_exposed_s"] / w,
+        100 * d["pp_exposed_s"] / w, 100 * d["dp_exposed_s"] / w))
+    rec.append(("layouts.tps.w%d.tp%dpp%d" % (d["ranks"], d["tp"], d["pp"]), d["tokens_per_s"]))
+p()
+p("## (2) pipeline bubble, pp 2 (stage 0's blocked time / its step)")
+p()
+p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% |")
+p("|---|---|---|---|---|")
+for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble"}):
+    meas = [d["pp_exposed_s"] / d["compute_s"] for d in rows
+            if d["fig"] == "bubble" and d["micro_batches"] == M and d["compute_s"]]
+    th = 1 / (M + 1)
+    m, s = stat(meas)
+    err = None if m is None else (m - th) / th
+    p("| %d | %s | %.3f | %s | %s |" % (M, s, th, "n/a" if err is None else "%+.0f%%" % (100 * err),
+      "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met"))
+    if m is not None:
+        rec += [("layouts.bubble.M%d" % M, m), ("layouts.bubble_theory.M%d" % M, th),
+                ("layouts.bubble_err.M%d" % M, err)]
+p()
+p("## (3) communication overlap, dp 2 (gradient all-reduce on a comm thread during the backward pass)")
+p()
+p("hidden: 1 - exposed / all-reduce time, both of the run with overlap (the comm thread's "
+  "all-reduce time against what the step still waited for); across runs: 1 - exposed with "
+  "overlap / all-reduce time of the run without (paired by repetition; noisier on a shared machine).")
+p()
+p("| bucket MiB | buckets | forward+backward s / all-reduce s (without) | all-reduce s (without) | all-reduce s (with) | exposed s (with) | hidden | goal >= 80% | hidden across runs | step s without | step s with |")
+p("|---|---|---|---|---|---|---|---|---|---|---|")
+for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=float):
+    no = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "no-overlap"]
+    yes = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "overlap"]
+    nb = max(1, round(no[0]["params"] * 4 / (float(bm) * 1048576) + 0.4999)) if no else 0
+    ratio = stat([d["compute_s"] / d["dp_comm_s"] for d in no if d["dp_comm_s"]])
+    ar = stat([d["dp_comm_s"] for d in no])
+    xs = stat([d["dp_exposed_s"] for d in yes])
+    ary = stat([d["dp_comm_s"] for d in yes])
+    hid = stat([1 - d["dp_exposed_s"] / d["dp_comm_s"] for d in yes if d["dp_comm_s"]])
+    byrep = {d["rep"]: d for d in no}
+    hx = stat([1 - y["dp_exposed_s"] / byrep[y["rep"]]["dp_comm_s"] for y in yes
+               if y["rep"] in byrep and byrep[y["rep"]]["dp_comm_s"]])
+    sn = stat([d["wall_s"] / d["steps_run"] for d in no])
+    sy = stat([d["wall_s"] / d["steps_run"] for d in yes])
+    pc = lambda st: "n/a" if st[0] is None else "%.0f%%" % (100 * st[0])
+    p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        bm, nb, ratio[1], ar[1], ary[1], xs[1], pc(hid),
+        "n/a" if hid[0] is None else "met" if hid[0] >= 0.8 else "NOT met", pc(hx), sn[1], sy[1]))
+    if hid[0] is not None:
+        rec += [("layouts.hidden.b%s" % bm, hid[0]), ("layouts.allreduce_s.b%s" % bm, ary[0]),
+                ("layouts.exposed_ov_s.b%s" % bm, xs[0])]
+    if hx[0] is not None:
+        rec.append(("layouts.hidden_across.b%s" % bm, hx[0]))
+p()
+p("Exposed communication as a share of the step, per layout, before and after overlap "
+  "(in a pipeline the buckets are reduced during the last micro-batch's backward pass):")
+p()
+p("| layout | exposed share without | with | tp exposed s | pp exposed s | dp exposed s without | with |")
+p("|---|---|---|---|---|---|---|")
+for d0 in [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == "4" and d["mode"] == "no-overlap"][:1] + \
+          list({d["layout"]: d for d in rows if d["fig"] == "exposed" and d["mode"] == "no-overlap"}.values()):
+    lay = "dp2" if d0["fig"] == "overlap" else d0["layout"]
+    sel = lambda mode: [d for d in rows if (d["fig"] == "overlap" and lay == "dp2" and d["bucket_mb"] == "4"
+                        or d["fig"] == "exposed" and d.get("layout") == lay) and d["mode"] == mode]
+    a = stat([ex(d) / d["wall_s"] for d in sel("no-overlap")])
+    b = stat([ex(d) / d["wall_s"] for d in sel("overlap")])
+    t = stat([d["tp_exposed_s"] for d in sel("overlap")])
+    pq = stat([d["pp_exposed_s"] for d in sel("overlap")])
+    da = stat([d["dp_exposed_s"] for d in sel("no-overlap")])
+    db = stat([d["dp_exposed_s"] for d in sel("overlap")])
+    p("| %s | %s | %s | %s | %s | %s | %s |" % (lay, a[1], b[1], t[1], pq[1], da[1], db[1]))
+    if a[0] is not None and b[0] is not None:
+        key = lay.replace(" ", "")
+        rec += [("layouts.exposed_share.%s.without" % key, a[0]), ("layouts.exposed_share.%s.with" % key, b[0])]
+p()
+p("## (4) dp 2: dttrain (default settings) vs PyTorch DDP (gloo), same transformer, data, threads")
+p()
+dt = stat([d["tokens_per_s"] for d in rows if d["fig"] == "ddp" and d["who"] == "dttrain"])
+pt = stat([d["tokens_per_s"] for d in rows if d["fig"] == "ddp" and d["who"] == "torch"])
+pairs = {}
+for d in rows:
+    if d["fig"] == "ddp":
+        pairs.setdefault(d["rep"], {})[d["who"]] = d["tokens_per_s"]
+rat = stat([v["dttrain"] / v["torch"] for v in pairs.values() if "dttrain" in v and "torch" in v])
+p("| dttrain tokens/s | DDP tokens/s | ratio (per repetition) | goal >= 1.2 |")
+p("|---|---|---|---|")
+p("| %s | %s | %s | %s |" % (dt[1], pt[1], rat[1],
+  "n/a" if rat[0] is None else "met" if rat[0] >= 1.2 else "NOT met"))
+if rat[0] is not None:
+    rec += [("layouts.ddp.dttrain_tps", dt[0]), ("layouts.ddp.torch_tps", pt[0]), ("layouts.ddp.ratio", rat[0])]
+if out:
+    open(out + "/layouts.md", "w").write("\n".join(md) + "\n")
+    json.dump({"rows": rows, "load": load, "cores": int(ncpu)}, open(out + "/layouts.json", "w"), indent=1)
+if recf:
+    with open(recf, "a") as f:
+        for k, v in rec:
+            f.write("%s %.6g\n" % (k, v))
+PYEOF

@@ -339,3 +339,4 @@ part_overhead () {
 . "$SRC/bench/bench_recovery.sh"
 . "$SRC/bench/bench_integrity.sh"
 . "$SRC/bench/bench_ui.sh"
+. "$SRC/bench/bench_layouts_part.sh"

@@ -265,6 +265,22 @@ row("8 torch", "kill -9 of a rank to first new step s", "torch.dtctl.first_step_
 row("8 torch", "steps lost", "torch.dtctl.steps_lost", ref="torchrun --max_restarts",
     ref_key="torch.torchrun.steps_lost", digits=0)
 
+# 9. layouts (bench_layouts.sh; the per-layout tokens/s table is in layouts.md)
+for M in (1, 2, 4, 8):
+    row("9 layouts", "pp2 bubble, M=%d micro-batches (stage 0 blocked / step)" % M, "layouts.bubble.M%d" % M,
+        ref="theory (P-1)/(M+P-1)", ref_key="layouts.bubble_theory.M%d" % M, ratio_key="layouts.bubble_err.M%d" % M,
+        goal="within 10%", ok=lambda st, a, b: None if not b else abs(b["median"]) <= 0.10)
+for bm in ("1", "4", "16"):
+    row("9 layouts", "dp2 gradient all-reduce hidden behind backward, %s MiB buckets" % bm,
+        "layouts.hidden.b%s" % bm, ref="all-reduce s (comm thread)", ref_key="layouts.allreduce_s.b%s" % bm,
+        goal=">= 0.8", ok=lambda st, a, b: None if not st else st["median"] >= 0.8)
+for lay in ("dp2", "dp2xtp2xpp1", "dp2xtp1xpp2"):
+    row("9 layouts", "%s exposed communication share of the step, with overlap" % lay,
+        "layouts.exposed_share.%s.with" % lay, ref="without", ref_key="layouts.exposed_share.%s.without" % lay)
+row("9 layouts", "dp2 tokens/s, transformer", "layouts.ddp.dttrain_tps", ref="PyTorch DDP (gloo)",
+    ref_key="layouts.ddp.torch_tps", ratio_key="layouts.ddp.ratio", goal=">= 1.2",
+    ok=lambda st, a, b: None if not b else b["median"] >= 1.2)
+
 # Drop rows of parts that did not run at all.
 rows = [r for r in rows if not (r[2] == "n/a" and (r[3] in ("",) or r[3].endswith("n/a")))]
 

@@ -3,14 +3,20 @@
 
 Same model (tests/system/tfm-oracle.py checks the two agree to float32
 rounding), same shapes, same data sampling (splitmix64 of seed, step,
-sample index), AdamW with the same schedule and clipping; one process,
---threads intra-op threads.  Prints one JSON line: steps, tokens_per_s,
-model_gflops_per_s (dttrain's FLOP count), train_loss, torch.
+sample index), AdamW with the same schedule and clipping; --threads
+intra-op threads.  One process, or data parallel under DDP (gloo, CPU)
+when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT are set: rank r takes the
+contiguous slice [B r / W, B (r+1) / W) of each global batch, as dttrain's
+dp does.  Prints one JSON line (rank 0): steps, tokens_per_s (of the
+global batch), model_gflops_per_s (dttrain's FLOP count), train_loss, torch.
 Use /usr/bin/python3 (Debian's torch).
 """
 import argparse, json, math, sys, time
 
+import os
+
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -70,14 +76,22 @@ def main():
                  ("min-lr-frac", 0.1)):
         ap.add_argument("--" + k, type=float, default=v)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--bucket-mb", type=float, default=4.0)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
     torch.manual_seed(a.seed)
     data = open(a.data, "rb").read()
     train_len = len(data) - int(len(data) * a.val_frac)
     buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     C, B, E, L = a.context, a.global_batch, a.width, a.layers
     model = Model(C, E, a.heads, L)
+    lo, hi = B * rank // world, B * (rank + 1) // world
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "wte" not in n and "wpe" not in n]
     other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "wte" not in n and "wpe" not in n)]
     peak = a.lr * B / a.lr_ref_batch
@@ -92,7 +106,7 @@ def main():
             t0 = time.perf_counter()
         st = s if s else 0
         pos = torch.tensor([splitmix(splitmix(splitmix(a.seed) ^ st) ^ i) % (train_len - C)
-                            for i in range(B)])
+                            for i in range(lo, hi)])
         w = buf[pos[:, None] + idx].long()
         logits = model(w[:, :C])
         l = F.cross_entropy(logits.reshape(-1, 256), w[:, 1:].reshape(-1))
@@ -109,9 +123,13 @@ def main():
         opt.step()
         loss = l.item()
     wall = time.perf_counter() - t0
+    if world > 1:
+        dist.destroy_process_group()
+    if rank:
+        return 0
     print(json.dumps({"steps": a.steps, "tokens_per_s": a.steps * B * C / wall,
                       "model_gflops_per_s": a.steps * B * flops_per_sample / wall / 1e9,
-                      "train_loss": loss, "wall_s": wall, "threads": a.threads,
+                      "train_loss": loss, "wall_s": wall, "threads": a.threads, "world_size": world,
                       "torch": torch.__version__}))
 
 

@@ -389,6 +389,10 @@ void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct age
             rk->compute_ms = h->compute_ms;
         if (h->has & HB_COMM_MS)
             rk->comm_ms = h->comm_ms;
+        if (h->has & HB_DIMS) {
+            memcpy (rk->dims, h->dims, sizeof (rk->dims));
+            rk->has_dims = true;
+        }
         if (h->has & HB_BUSY) {
             /* Entering or leaving a checkpoint save/load restarts the hang
              * clock (the watchdog gives busy ranks their own allowance). */

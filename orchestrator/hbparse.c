@@ -16,6 +16,7 @@ static const size_t hb_state_max = 15;
 static const json_int_t hb_local_rank_max = 1 << 20;
 static const json_int_t hb_pid_max = 0x7fffffff;
 static const double hb_ms_max = 1e12;
+static const double hb_bytes_max = 1e18;
 
 void hb_msg_init (struct hb_msg *m)
 {
@@ -237,7 +238,19 @@ static bool real_in (struct cur *c, double min, double max, double *out)
     return number (c, &is_int, &i, out) && isfinite (*out) && *out >= min && *out <= max;
 }
 
-enum { K_RANK = 1 << 12 }; /* next to the enum hb_field bits */
+/* "dims": [bytes, comm_ms, exposed_ms] of tp, pp and dp, nine numbers >= 0. */
+static bool dims_array (struct cur *c, double *dims)
+{
+    if (!eat (c, '['))
+        return false;
+    for (int d = 0; d < HB_NDIMS; d++)
+        if ((d && !eat (c, ',')) ||
+            !real_in (c, 0, d % 3 ? hb_ms_max : hb_bytes_max, &dims[d]))
+            return false;
+    return eat (c, ']');
+}
+
+enum { K_RANK = 1 << 20 }; /* above the enum hb_field bits */
 
 /* One rank entry: the keys of hb_rank_keys (agentapi.c's contract) once
  * each, "rank" required, null = not given for the others. */
@@ -283,6 +296,8 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
             bit = HB_WAITING;
         else if (KEY ("stopped"))
             bit = HB_STOPPED;
+        else if (KEY ("dims"))
+            bit = HB_DIMS;
         else
             return false; /* unknown field */
 #undef KEY
@@ -317,19 +332,13 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
             break;
         }
         case HB_CLIENT:
-            if (!boolean (c, &r->client))
-                return false;
-            break;
         case HB_BUSY:
-            if (!boolean (c, &r->busy))
-                return false;
-            break;
         case HB_WAITING:
-            if (!boolean (c, &r->waiting))
-                return false;
-            break;
         case HB_STOPPED:
-            if (!boolean (c, &r->stopped))
+            if (!boolean (c, bit == HB_CLIENT    ? &r->client
+                             : bit == HB_BUSY    ? &r->busy
+                             : bit == HB_WAITING ? &r->waiting
+                                                 : &r->stopped))
                 return false;
             break;
         case HB_STEP:
@@ -350,6 +359,10 @@ static bool rank_entry (struct cur *c, int world_size, struct hb_rank *r)
             break;
         case HB_COMM_MS:
             if (!real_in (c, 0, hb_ms_max, &r->comm_ms))
+                return false;
+            break;
+        case HB_DIMS:
+            if (!dims_array (c, r->dims))
                 return false;
             break;
         }
@@ -408,8 +421,8 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 
 static const char *const hb_keys[] = { "node", "ranks", NULL };
 static const char *const hb_rank_keys[] = {
-    "rank",    "local_rank", "pid",     "state", "client",  "step",    "loss",
-    "samples", "compute_ms", "comm_ms", "busy",  "waiting", "stopped", NULL,
+    "rank",       "local_rank", "pid",  "state",   "client",  "step", "loss", "samples",
+    "compute_ms", "comm_ms",    "busy", "waiting", "stopped", "dims", NULL,
 };
 
 /* Is 'key' of 'o' given (present and not null)? */
@@ -417,6 +430,29 @@ static bool given (const json_t *o, const char *key)
 {
     json_t *v = json_object_get (o, key);
     return v && !json_is_null (v);
+}
+
+/* "dims": absent, null, or nine numbers >= 0 (bytes, comm_ms, exposed_ms
+ * of tp, pp, dp).  0 or -1 with err. */
+static int dims_get (const json_t *r, const char *path, double *dims, dt_error_t *err)
+{
+    json_t *a = json_object_get (r, "dims");
+    memset (dims, 0, HB_NDIMS * sizeof (double));
+    if (!a || json_is_null (a))
+        return 0;
+    if (!json_is_array (a) || json_array_size (a) != HB_NDIMS)
+        return errnoprintf (err, EPROTO, "%s.dims: expected an array of %d numbers", path,
+                            HB_NDIMS);
+    for (int d = 0; d < HB_NDIMS; d++) {
+        json_t *v = json_array_get (a, d);
+        double max = d % 3 ? hb_ms_max : hb_bytes_max;
+        if (!json_is_number (v) || json_number_value (v) < 0 ||
+            json_number_value (v) > max)
+            return errnoprintf (err, EPROTO, "%s.dims[%d]: expected a number in [0, %g]",
+                                path, d, max);
+        dims[d] = json_number_value (v);
+    }
+    return 0;
 }
 
 enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
@@ -474,6 +510,9 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
               0 ||
             dt_json_get_real (r, path, "comm_ms", false, 0, hb_ms_max, &comm, err) < 0)
             goto done;
+        double dims[HB_NDIMS];
+        if (dims_get (r, path, dims, err) < 0)
+            goto done;
         struct hb_rank *e = rank_next (m);
         if (!e) {
             errnoprintf (err, ENOMEM, "out of memory");
@@ -488,6 +527,7 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
         e->loss = loss;
         e->compute_ms = comp;
         e->comm_ms = comm;
+        memcpy (e->dims, dims, sizeof (dims));
         e->client = client;
         e->busy = busy;
         e->waiting = waiting;
@@ -510,6 +550,7 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
             { "busy", HB_BUSY },
             { "waiting", HB_WAITING },
             { "stopped", HB_STOPPED },
+            { "dims", HB_DIMS },
         };
         for (size_t k = 0; k < sizeof (opt) / sizeof (opt[0]); k++)
             if (given (r, opt[k].key))

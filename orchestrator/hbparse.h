@@ -34,7 +34,11 @@ enum hb_field {
     HB_BUSY = 1 << 9,
     HB_WAITING = 1 << 10,
     HB_STOPPED = 1 << 11,
+    HB_DIMS = 1 << 12,
 };
+
+/* "dims": per parallel dimension (tp, pp, dp) bytes, comm_ms, exposed_ms. */
+#define HB_NDIMS 9
 
 struct hb_rank {
     unsigned has; /* enum hb_field bits */
@@ -43,6 +47,7 @@ struct hb_rank {
     int pid;
     int64_t step, samples;
     double loss, compute_ms, comm_ms;
+    double dims[HB_NDIMS];
     bool client, busy, waiting, stopped;
     char state[16];
 };

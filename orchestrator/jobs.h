@@ -67,6 +67,10 @@ struct rank {
     double loss;
     int64_t samples;
     double compute_ms, comm_ms;
+    /* Per parallel dimension (tp, pp, dp) of the latest step: bytes,
+     * comm_ms, exposed_ms (has_dims: the trainer reports them). */
+    double dims[9];
+    bool has_dims;
     double score; /* straggler score, NAN unknown */
     bool flagged;
     int exit_code, signal;

@@ -98,6 +98,10 @@ static int bwd (struct trainer *t, int64_t a, int64_t b, int j, dt_error_t *err)
     if (!m->pp_last &&
         xfer (t, 0, dres, n, p + 1, 2 * (uint64_t)j + 1, "gradients", err) < 0)
         return -1;
+    /* The last micro-batch's backward pass makes the gradients final: the
+     * comm thread (--overlap) reduces its buckets as it goes. */
+    if (t->ov.on && i + t->mb >= b)
+        train_overlap_arm (t);
     if (tfm_stage_backward (m, set) < 0 || t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
     if (!m->pp_first &&

@@ -228,10 +228,9 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         long local = lws ? atol (lws) : t->world;
         overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
-    /* (not under pipeline parallelism: the schedule interleaves the
-     * micro-batches' backward passes) */
-    if (t->ly.dp > 1 && t->ly.pp == 1 && !t->k->is_device && overlap &&
-        overlap_start (t) < 0) {
+    /* (in a pipeline, during the last micro-batch's backward pass: the
+     * schedule interleaves the others') */
+    if (t->ly.dp > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
@@ -359,7 +358,7 @@ static void overlap_ready_cb (void *arg, size_t off)
 }
 
 /* Arm for the last micro-batch of a step. */
-static void overlap_arm (struct trainer *t)
+void train_overlap_arm (struct trainer *t)
 {
     pthread_mutex_lock (&t->ov.lock);
     t->ov.next = (ssize_t)t->nbuckets - 1;
@@ -439,7 +438,11 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
         if (dt_comm_allgather (t->dp_comm, m->params + t->lo, m->params, t->counts, err) <
             0)
             return -1;
-        *comm_s += (dt_mono_ns () - t0) / 1e9;
+        double s = (dt_mono_ns () - t0) / 1e9;
+        *comm_s += s;
+        t->ag_s += s;
+        t->dp_exposed_s += s;
+        t->ag_bytes += (m->nparams - (t->hi - t->lo)) * 4.0;
     }
     return 0;
 }
@@ -489,6 +492,54 @@ static int dump_step1 (struct trainer *t, dt_error_t *err)
     return 0;
 }
 
+/* Per dimension (tp, pp, dp): bytes moved, communication time, exposed
+ * time, totals so far.  Tensor-parallel all-reduces and pipeline receives
+ * block the step (all exposed); data-parallel buckets reduced by the comm
+ * thread during the backward pass are hidden, what the step waited for
+ * after it is exposed. */
+static void dims_totals (const struct trainer *t, double d[9])
+{
+    double dpb = t->ar_bytes + t->ag_bytes, dps = t->ar_bytes_s + t->ag_s;
+    const double v[9] = { t->tp_bytes, t->tp_s, t->tp_s, t->pp_bytes,    t->pp_s,
+                          t->pp_s,     dpb,     dps,     t->dp_exposed_s };
+    memcpy (d, v, sizeof (v));
+}
+
+/* The step's share of them (since d0), to the agent, under a layout. */
+static void dims_report (struct trainer *t, const double d0[9])
+{
+    double d1[9], bytes[3], cs[3], xs[3];
+    if (t->ly.tp * t->ly.pp * t->ly.dp == 1)
+        return;
+    dims_totals (t, d1);
+    for (int d = 0; d < 3; d++) {
+        bytes[d] = d1[3 * d] - d0[3 * d];
+        cs[d] = d1[3 * d + 1] - d0[3 * d + 1];
+        xs[d] = d1[3 * d + 2] - d0[3 * d + 2];
+    }
+    dtclient_step_dims (t->client, t->step, bytes, cs, xs);
+}
+
+/* A replica's samples [a, b) through the pipeline; pipe_step arms the
+ * overlap before the last backward pass.  0 or -1 with err. */
+static int step_pipeline (struct trainer *t, int64_t a, int64_t b, double *loss_sum,
+                          dt_error_t *err)
+{
+    double ls;
+    if (pipe_step (t, a, b, 1.0f / t->o.global_batch, &ls, err) < 0) {
+        dt_error_t e2;
+        if (t->ov.on)
+            overlap_finish (t, &e2);
+        char msg[sizeof (err->text)];
+        snprintf (msg, sizeof (msg), "%s", err->text);
+        errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
+        return -1;
+    }
+    if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
+        *loss_sum += ls;
+    return 0;
+}
+
 static int train_step (struct trainer *t, double *loss, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -498,6 +549,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             b = (int64_t)B * (t->ly.dpr + 1) / t->ly.dp;
     double loss_sum = 0, sumsq = 0;
 
+    double d0[9]; /* per-dimension totals before the step */
+    dims_totals (t, d0);
+
     /* compute */
     int64_t t0 = dt_mono_ns ();
     integ_step_start (t);
@@ -505,15 +559,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         return errprintf (err, "%s", t->k->last_error);
     int armed = 0;
     if (t->ly.pp > 1) {
-        double ls;
-        if (pipe_step (t, a, b, 1.0f / B, &ls, err) < 0) {
-            char msg[sizeof (err->text)];
-            snprintf (msg, sizeof (msg), "%s", err->text);
-            errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
+        if (step_pipeline (t, a, b, &loss_sum, err) < 0)
             return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
-        }
-        if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
-            loss_sum += ls;
+        armed = t->ov.on && b > a;
     }
     for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
         int cnt = (int)(b - i < t->mb ? b - i : t->mb);
@@ -522,7 +570,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                          t->ctx_host + (size_t)j * C, t->tgt_host + j);
         integ_batch (t, t->ctx_host, t->tgt_host, cnt);
         if (t->ov.on && i + t->mb >= b) {
-            overlap_arm (t); /* the last micro-batch: reduce as we go */
+            train_overlap_arm (t); /* the last micro-batch: reduce as we go */
             armed = 1;
         }
         double ls;
@@ -537,7 +585,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             loss_sum += ls;
     }
     if (t->ov.on && !armed) {
-        overlap_arm (t); /* no samples on this rank: reduce anyway */
+        train_overlap_arm (t); /* no samples on this rank: reduce anyway */
         armed = 1;
     }
     if (t->k->sync () < 0)
@@ -553,6 +601,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     double comm = 0;
     if ((armed ? overlap_finish (t, err) : reduce_grads (t, err)) < 0)
         return comm_fail (t, err);
+    t->dp_exposed_s += (dt_mono_ns () - t1) / 1e9;
     if (train_layout_sumsq (t, &sumsq) < 0)
         return errprintf (err, "%s", t->k->last_error);
     train_ctrl_fill (t, loss_sum, sumsq);
@@ -588,6 +637,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     dtclient_step (t->client, t->step, *loss,
                    t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
                    comm);
+    dims_report (t, d0);
     integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
@@ -644,7 +694,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[2048], val[96];
+    char json[3072], val[96];
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
@@ -662,7 +712,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"ckpt_write_s\": %.4f, "
       "\"stopped\": %s, \"blas_core\": \"%s\", \"tp\": %d, \"pp\": %d, \"dp\": %d, "
       "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
-      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"attention\": \"%s\", "
+      "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"tp_exposed_s\": %.3f, "
+      "\"pp_exposed_s\": %.3f, \"dp_exposed_s\": %.3f, \"attention\": \"%s\", "
       "\"precision\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
@@ -673,7 +724,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       t->nckpt, t->ckpt_stall_s, t->ckpt_snapshot_s, t->ckpt_write_s,
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
-      t->ar_bytes_s, t->ar_bytes,
+      t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
+      t->dp_exposed_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",

@@ -53,6 +53,10 @@ struct trainer {
       ar_bytes;
     double tp_s, tp_bytes; /* tensor-parallel all-reduces */
     double pp_s, pp_bytes; /* pipeline sends and receives (blocked time) */
+    /* the data-parallel dimension: what the step waited for (the gradient
+     * reduction after the backward pass, zero1's all-gather); zero1's
+     * all-gather (ag_*) counts in dp but not in allreduce_gbps */
+    double dp_exposed_s, ag_s, ag_bytes;
     int nckpt;
     double last_loss, val_loss;
     int have_val;
@@ -71,6 +75,9 @@ struct trainer {
 };
 
 /* train.c: the loop: steps, gradients, the optimizer */
+/* The comm thread reduces gradient buckets as the backward pass about to
+ * run finishes them (the last micro-batch of a step). */
+void train_overlap_arm (struct trainer *t);
 
 /* train_ckpt.c: checkpoints */
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err);

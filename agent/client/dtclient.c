@@ -383,6 +383,24 @@ void dtclient_step (dtclient_t *c, int64_t step, double loss, int64_t samples,
     report_end (p, s);
 }
 
+void dtclient_step_dims (dtclient_t *c, int64_t step, const double bytes[3],
+                         const double comm_s[3], const double exposed_s[3])
+{
+    if (!c)
+        return;
+    volatile struct dtshm_page *p = c->page;
+    uint64_t s = p->dims.seq;
+    __atomic_store_n (&p->dims.seq, s + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence (__ATOMIC_RELEASE);
+    p->dims.step = step;
+    for (int d = 0; d < DTSHM_NDIMS; d++) {
+        p->dims.bytes[d] = bytes[d];
+        p->dims.comm_ms[d] = comm_s[d] * 1000.0;
+        p->dims.exposed_ms[d] = exposed_s[d] * 1000.0;
+    }
+    __atomic_store_n (&p->dims.seq, s + 2, __ATOMIC_RELEASE);
+}
+
 void dtclient_set_busy (dtclient_t *c, int busy)
 {
     if (!c)

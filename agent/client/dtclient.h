@@ -66,6 +66,13 @@ int dtclient_connected (const dtclient_t *c);
 void dtclient_step (dtclient_t *c, int64_t step, double loss, int64_t samples,
                     double compute_s, double comm_s);
 
+/* With a parallel layout, per dimension (0 tp, 1 pp, 2 dp) for the step
+ * just reported: bytes this rank moved, seconds its communication took,
+ * and seconds of those the step waited for (exposed, not hidden behind
+ * compute).  Call after dtclient_step.  No system call. */
+void dtclient_step_dims (dtclient_t *c, int64_t step, const double bytes[3],
+                         const double comm_s[3], const double exposed_s[3]);
+
 /* Tell the agent a checkpoint save/load is in progress (the hang detector
  * then uses its checkpoint allowance).  No system call. */
 void dtclient_set_busy (dtclient_t *c, int busy);

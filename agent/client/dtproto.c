@@ -378,6 +378,30 @@ int dtshm_read_report (const volatile struct dtshm_page *p, struct dtshm_report 
     return -1;
 }
 
+int dtshm_read_dims (const volatile struct dtshm_page *p, struct dtshm_dims *out)
+{
+    for (int tries = 0; tries < SEQLOCK_TRIES; tries++) {
+        uint64_t s1 = LOAD_ACQ (&p->dims.seq);
+        if (s1 & 1) {
+            CPU_RELAX ();
+            continue;
+        }
+        out->step = p->dims.step;
+        for (int d = 0; d < DTSHM_NDIMS; d++) {
+            out->bytes[d] = p->dims.bytes[d];
+            out->comm_ms[d] = p->dims.comm_ms[d];
+            out->exposed_ms[d] = p->dims.exposed_ms[d];
+        }
+        __atomic_thread_fence (__ATOMIC_ACQUIRE);
+        if (__atomic_load_n (&p->dims.seq, __ATOMIC_RELAXED) == s1) {
+            out->seq = s1;
+            return 0;
+        }
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
 int dtshm_read_cmd (const volatile struct dtshm_page *p, struct dtshm_cmd *out)
 {
     for (int tries = 0; tries < SEQLOCK_TRIES; tries++) {

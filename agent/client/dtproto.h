@@ -148,6 +148,20 @@ struct dtshm_cmd {
     int64_t step;
 };
 
+/* Per parallel dimension (dttrain's layouts: tp, pp, dp), what the last
+ * step moved, the time its communication took, and the part of that time
+ * the step waited for (exposed: not hidden behind compute).  A seqlock of
+ * its own, written by one thread after the report (dtclient_step_dims);
+ * step 0: never written (a client without layouts). */
+#define DTSHM_NDIMS 3
+struct dtshm_dims {
+    uint64_t seq;
+    int64_t step;
+    double bytes[DTSHM_NDIMS];
+    double comm_ms[DTSHM_NDIMS];
+    double exposed_ms[DTSHM_NDIMS];
+};
+
 struct dtshm_page {
     uint32_t magic;
     uint32_t version; /* DTPROTO_VERSION */
@@ -156,6 +170,7 @@ struct dtshm_page {
     char pad1[64 - 16];
     struct dtshm_report report __attribute__ ((aligned (64)));
     struct dtshm_cmd cmd __attribute__ ((aligned (64)));
+    struct dtshm_dims dims __attribute__ ((aligned (64)));
 };
 
 /* The Python module hard-codes these offsets
@@ -165,6 +180,7 @@ _Static_assert(offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
 _Static_assert(offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");
 _Static_assert(offsetof (struct dtshm_report, waiting) == 60, "report.waiting at 64+60");
 _Static_assert(offsetof (struct dtshm_cmd, step) == 24, "cmd.step at 128+24");
+_Static_assert(offsetof (struct dtshm_page, dims) == 192, "dims at 192");
 _Static_assert(sizeof (struct dtshm_page) <= DTSHM_SIZE, "page fits");
 
 /* Seqlock read of the report / cmd half (spins while a write is in flight;
@@ -173,6 +189,7 @@ _Static_assert(sizeof (struct dtshm_page) <= DTSHM_SIZE, "page fits");
  * held (it died mid-write): the caller keeps its previous copy. */
 int dtshm_read_report (const volatile struct dtshm_page *p, struct dtshm_report *out);
 int dtshm_read_cmd (const volatile struct dtshm_page *p, struct dtshm_cmd *out);
+int dtshm_read_dims (const volatile struct dtshm_page *p, struct dtshm_dims *out);
 /* Seqlock write of a new command (the agent). */
 void dtshm_write_cmd (volatile struct dtshm_page *p, int kind, int64_t step);
 

@@ -617,6 +617,19 @@ static void show_comm (const json_t *job)
               ? "\n  COMM-BOUND: most of the step time is communication wait "
                 "(event comm_bound)"
               : "");
+    const json_t *d = jget (c, "dims");
+    if (!json_is_object (d))
+        return;
+    printf ("  per dimension (mean over ranks, last step):\n");
+    printf ("    %-4s %12s %10s %12s\n", "dim", "MiB", "comm ms", "exposed ms");
+    static const char *const name[] = { "tp", "pp", "dp" };
+    for (int k = 0; k < 3; k++) {
+        const json_t *x = jget (d, name[k]);
+        printf ("    %-4s %12.3f %10.2f %12.2f\n", name[k],
+                json_number_value (jget (x, "bytes")) / 1048576.0,
+                json_number_value (jget (x, "comm_ms")),
+                json_number_value (jget (x, "exposed_ms")));
+    }
 }
 
 int cmd_show (struct ctl *ctl, int argc, char **argv)

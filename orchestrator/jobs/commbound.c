@@ -105,19 +105,45 @@ void commbound_pass (struct jobs *jobs, struct attempt *att)
     json_decref (data);
 }
 
+json_t *commbound_dims_json (const double *dims)
+{
+    static const char *const name[3] = { "tp", "pp", "dp" };
+    json_t *o = json_object ();
+    for (int d = 0; o && d < 3; d++)
+        json_object_set_new (o, name[d],
+                             json_pack ("{s:f s:f s:f}", "bytes", dims[3 * d], "comm_ms",
+                                        dims[3 * d + 1], "exposed_ms", dims[3 * d + 2]));
+    return o;
+}
+
 void commbound_overlay (const struct job *job, json_t *o)
 {
     const struct attempt *att = job->att;
     if (!att || !att->cb_valid || att->row.state != ATT_RUNNING)
         return;
     int64_t above = att->cb_from ? att->cb_seen - att->cb_from : 0;
-    json_object_set_new (
-      o, "comm",
-      json_pack ("{s:f s:f s:o s:f s:i s:I s:b}", "exposed_share", att->cb_share,
-                 "compute_spread", att->cb_spread, "mfu",
-                 isnan (att->cb_mfu) ? json_null () : json_real (att->cb_mfu),
-                 "threshold", cb_threshold (job), "window_steps", cb_window (job),
-                 "steps_above", (json_int_t)above, "comm_bound", att->cb_fired));
+    json_t *c = json_pack (
+      "{s:f s:f s:o s:f s:i s:I s:b}", "exposed_share", att->cb_share, "compute_spread",
+      att->cb_spread, "mfu", isnan (att->cb_mfu) ? json_null () : json_real (att->cb_mfu),
+      "threshold", cb_threshold (job), "window_steps", cb_window (job), "steps_above",
+      (json_int_t)above, "comm_bound", att->cb_fired);
+    /* Per parallel dimension: the mean over the ranks that report them of
+     * their latest step's figures (null: no rank reports them). */
+    double sum[9] = { 0 };
+    int n = 0;
+    for (int r = 0; r < att->row.world_size; r++) {
+        const struct rank *rk = &att->ranks[r];
+        if (!rk->has_dims)
+            continue;
+        for (int k = 0; k < 9; k++)
+            sum[k] += rk->dims[k];
+        n++;
+    }
+    for (int k = 0; n && k < 9; k++)
+        sum[k] /= n;
+    if (c)
+        json_object_set_new (c, "dims", n ? commbound_dims_json (sum) : json_null ());
+    json_object_set_new (o, "comm", c);
 }
 
 char *jobs_comm_metrics_text (struct jobs *jobs)

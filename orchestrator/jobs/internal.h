@@ -135,6 +135,9 @@ void straggler_pass (struct jobs *jobs, struct attempt *att);
 /* commbound.c: the communication-bound pass and its view */
 void commbound_pass (struct jobs *jobs, struct attempt *att);
 void commbound_overlay (const struct job *job, json_t *o);
+/* {"tp": {"bytes", "comm_ms", "exposed_ms"}, "pp": ..., "dp": ...} from a
+ * rank's nine figures (struct rank's dims). */
+json_t *commbound_dims_json (const double *dims);
 
 /* flush.c: the bounded flush of live state */
 bool jobs_flush_some (struct jobs *jobs, int budget);

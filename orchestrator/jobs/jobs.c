@@ -517,6 +517,8 @@ json_t *jobs_ranks_json (struct jobs *jobs, int64_t id)
                                                     : json_real (rk->compute_ms));
         json_object_set_new (
           o, "comm_ms", isnan (rk->comm_ms) ? json_null () : json_real (rk->comm_ms));
+        json_object_set_new (
+          o, "dims", rk->has_dims ? commbound_dims_json (rk->dims) : json_null ());
         json_object_set_new (o, "straggler_score",
                              isnan (rk->score) ? json_null () : json_real (rk->score));
         json_object_set_new (o, "exit_code",

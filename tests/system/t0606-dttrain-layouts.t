@@ -1,7 +1,9 @@
 #!/bin/bash
 # t0606-dttrain-layouts: tensor- and pipeline-parallel layouts (--tp, --pp)
 # of the transformer.  Invalid layouts are refused naming what does not
-# fit; after 50 steps tp2, tp4, pp2, tp2 x pp2, dp2 x tp2 (dp and zero1) and
+# fit; the comm thread's overlapped gradient reduction is bit-identical to
+# the reduction after the backward pass; after 50 steps tp2, tp4, pp2,
+# tp2 x pp2, dp2 x tp2 (dp and zero1) and
 # dp2 x tp2 x pp2 (8 ranks) each match the 1-rank run within 1e-5; runs
 # crashed and resumed in the same layout are bit-identical to uninterrupted
 # ones; a pipeline neighbour's death or hang is an error naming it; a checkpoint
@@ -61,6 +63,19 @@ done
 check "dp2 x tp2: dp and zero1 params_crc32c equal" \
     test "$(summary dp2tp2 params_crc32c)" = "$(summary z2tp2 params_crc32c)"
 check "the tp ranks' all-reduces are counted" $PY -c "import sys; sys.exit(0 if $(summary tp2 tp_bytes) > 0 else 1)"
+# The comm thread (--overlap) reduces the same gradient buckets in the
+# same order as the reduction after the backward pass (in a pipeline,
+# during the last micro-batch's), while the tp all-reduces and the stages'
+# sends go on in the main thread: bit-identical, and the same bytes.
+ob="$args --steps 10 --tp 2 --pp 2 --micro-batch 2 --bucket-mb 0.004"
+run 8 ov $ob --overlap; check "dp2 x tp2 x pp2 --overlap, 4 KiB buckets: exit 0" test $? -eq 0
+run 8 noov $ob --no-overlap; check "dp2 x tp2 x pp2 --no-overlap, 4 KiB buckets: exit 0" test $? -eq 0
+check "... the comm thread ran" grep -q "gradient buckets overlapped with backward" "$TMP/ov.0.err"
+check "... params_crc32c bit-identical with and without overlap" \
+    test "$(summary ov params_crc32c)" = "$(summary noov params_crc32c)"
+check "... the same bytes along dp, tp and pp" \
+    test "$(summary ov dp_bytes) $(summary ov tp_bytes) $(summary ov pp_bytes)" = \
+         "$(summary noov dp_bytes) $(summary noov tp_bytes) $(summary noov pp_bytes)"
 
 # --- same layout: crash + resume, bit for bit -------------------------------------------
 rargs="$args --steps 30 --checkpoint-every 10 --tp 2"

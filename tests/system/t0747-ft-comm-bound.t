@@ -45,6 +45,12 @@ check "... and its MFU in (0, 1] (dttrain reports its FLOPs)" \
 DTCTL_CONTROLLER=$URL "$DTCTL" show "$CB" > "$TMP/show.txt"
 check "dtctl show prints the share, the MFU and COMM-BOUND" \
     eval 'grep -Eq "^Communication: exposed share .*, MFU [0-9.]+%" "$TMP/show.txt" && grep -q "COMM-BOUND" "$TMP/show.txt"'
+# The step reports carry per-dimension figures: a data-parallel job moves
+# gradient bytes along dp only.
+check "the job view's comm has per-dimension figures: dp bytes moved, none along tp or pp" \
+    jqt '.data.comm.dims.dp.bytes > 0 and .data.comm.dims.dp.comm_ms > 0
+         and .data.comm.dims.tp.bytes == 0 and .data.comm.dims.pp.bytes == 0' "$TMP/cb.json"
+check "dtctl show prints them" grep -Eq "^    dp +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$TMP/show.txt"
 curl -s "$URL/metrics" > "$TMP/metrics.txt"
 check "/metrics has the job's gauges" \
     eval 'grep -Eq "^dtctld_job_comm_exposed_share\{job=\"$CB\"\} 0\.[5-9]" "$TMP/metrics.txt" &&
@@ -92,6 +98,7 @@ sed 's/^/# comm (last seen): /' "$TMP/nb-comm.json" 2>/dev/null
 check "the compute-bound job's share was shown while it ran" test $shown = yes
 check "... and stayed below the threshold" test $high = no
 check "... with its MFU in (0, 1]" test $mfu = yes
+check "... with no per-dimension figures (one rank, no layout)" jqt '.dims == null' "$TMP/nb-comm.json"
 check "the compute-bound job completes" wait_state "$NB" completed 180
 api GET "/v1/jobs/$NB" > "$TMP/nb.json"
 jq -c '.data.attempts[0] | {model_flops, peak_flops, peak_source, mfu}' "$TMP/nb.json" | sed 's/^/# perf: /'

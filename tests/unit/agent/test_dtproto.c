@@ -465,6 +465,23 @@ static void test_seqlock (void)
     p->report.seq = 7;
     CU_ASSERT_EQUAL (dtshm_read_report (p, &rep), -1);
     CU_ASSERT_EQUAL (errno, EAGAIN);
+
+    /* The per-dimension block: its own seqlock; never written reads as
+     * step 0 (the agent then sends no "dims"). */
+    struct dtshm_dims d;
+    CU_ASSERT_EQUAL (dtshm_read_dims (p, &d), 0);
+    CU_ASSERT_EQUAL (d.step, 0);
+    p->dims.seq = 2;
+    p->dims.step = 5;
+    p->dims.bytes[2] = 4096;
+    p->dims.comm_ms[0] = 1.5;
+    p->dims.exposed_ms[1] = 0.25;
+    CU_ASSERT_EQUAL (dtshm_read_dims (p, &d), 0);
+    CU_ASSERT (d.step == 5 && d.bytes[2] == 4096 && d.comm_ms[0] == 1.5 &&
+               d.exposed_ms[1] == 0.25 && d.bytes[0] == 0);
+    p->dims.seq = 3;
+    CU_ASSERT_EQUAL (dtshm_read_dims (p, &d), -1);
+    CU_ASSERT_EQUAL (errno, EAGAIN);
     free (p);
 }
 

@@ -14,7 +14,8 @@ static const char good[] =
   "{\"node\":\"node2\",\"ranks\":["
   "{\"rank\":2,\"local_rank\":0,\"pid\":555,\"state\":\"running\",\"client\":true,"
   "\"step\":120,\"loss\":2.31,\"samples\":64,\"compute_ms\":41.5,\"comm_ms\":3.2,"
-  "\"busy\":false,\"waiting\":true,\"stopped\":false},"
+  "\"busy\":false,\"waiting\":true,\"stopped\":false,"
+  "\"dims\":[1024,0.5,0.5,0,0,0,4194304,12.25,1.5]},"
   "{\"rank\":3,\"local_rank\":1,\"pid\":556,\"state\":\"exited\",\"client\":false,"
   "\"step\":-1,\"loss\":-0.5,\"samples\":-1,\"compute_ms\":0,\"comm_ms\":1e-3,"
   "\"busy\":true,\"stopped\":true}]}";
@@ -31,8 +32,9 @@ static bool same_msg (const struct hb_msg *a, const struct hb_msg *b)
             memcmp (&x->loss, &y->loss, sizeof (double)) ||
             memcmp (&x->compute_ms, &y->compute_ms, sizeof (double)) ||
             memcmp (&x->comm_ms, &y->comm_ms, sizeof (double)) ||
-            x->client != y->client || x->busy != y->busy || x->waiting != y->waiting ||
-            x->stopped != y->stopped || strcmp (x->state, y->state))
+            memcmp (x->dims, y->dims, sizeof (x->dims)) || x->client != y->client ||
+            x->busy != y->busy || x->waiting != y->waiting || x->stopped != y->stopped ||
+            strcmp (x->state, y->state))
             return false;
     }
     return true;
@@ -78,7 +80,11 @@ static void test_good (void)
     CU_ASSERT_EQUAL (m.ranks[0].compute_ms, 41.5);
     CU_ASSERT_EQUAL (m.ranks[0].comm_ms, 3.2);
     CU_ASSERT (m.ranks[0].waiting && !m.ranks[0].stopped);
-    CU_ASSERT_EQUAL (m.ranks[0].has, 0xfff);
+    CU_ASSERT_EQUAL (m.ranks[0].has, 0xfff | HB_DIMS);
+    CU_ASSERT_EQUAL (m.ranks[0].dims[0], 1024);
+    CU_ASSERT_EQUAL (m.ranks[0].dims[7], 12.25);
+    CU_ASSERT_EQUAL (m.ranks[0].dims[8], 1.5);
+    CU_ASSERT_EQUAL (m.ranks[1].dims[6], 0);
     CU_ASSERT_EQUAL (m.ranks[1].step, -1);
     CU_ASSERT_EQUAL (m.ranks[1].loss, -0.5);
     CU_ASSERT_EQUAL (m.ranks[1].comm_ms, 1e-3);
@@ -241,6 +247,10 @@ static void test_malformed (void)
           true, "ranks[0].compute_ms: -0.5 out of range [0, 1e+12]" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"comm_ms\":1e13}]}", HB_ERR_FIELD,
           true, "ranks[0].comm_ms: 1e+13 out of range [0, 1e+12]" },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"dims\":[1,2,3]}]}", HB_ERR_FIELD,
+          true, "ranks[0].dims: expected an array of 9 numbers" },
+        { "{\"node\":\"n\",\"ranks\":[{\"rank\":0,\"dims\":[0,0,0,0,-1,0,0,0,0]}]}",
+          HB_ERR_FIELD, true, "ranks[0].dims[4]: expected a number in [0, 1e+12]" },
         { "{\"node\":\"n\",\"ranks\":[{\"rank\":0},{\"rank\":1},{\"rank\":2,\"pid\":true}"
           "]}",
           HB_ERR_FIELD, true, "ranks[2].pid: expected integer" },
