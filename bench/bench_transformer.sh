@@ -15,7 +15,9 @@
 # Both sides get the same threads (OpenBLAS / torch intra-op, THREADS),
 # the same data and steps; each repetition runs SGEMM, the two trainers
 # (their order alternating between repetitions, so that a change of load
-# favours neither) and SGEMM again, and records the load (uptime).
+# favours neither) and SGEMM again (10 timed calls per GEMM: about as long
+# as a trainer's run), and records the load (uptime).  dttrain's tokens/s
+# count its first step; PyTorch's leave out a warm-up step.
 # Usage: bench/bench_transformer.sh [BUILDDIR]   (default: the current directory)
 # Env: THREADS (1), STEPS (10), BATCH (32), CTX (64), WIDTH (128), HEADS (4),
 #      LAYERS (4), BUDGET (60 s per model in (3)), REPS (1), BPB (1; 0 skips (3)).
@@ -56,9 +58,9 @@ run_dt () { "$DTTRAIN" --model transformer $model --steps "$STEPS" --threads "$T
 run_pt () { $PY "$SRC/bench/torch_tfm_ref.py" $model --steps "$STEPS" --threads "$THREADS" > "$TMP/pt" 2>"$TMP/pt.err"; }
 for rep in $(seq "$REPS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
-    "$B/bench/bench_sgemm" --threads "$THREADS" --reps 3 $shapes > "$TMP/sg1" 2>&1
+    "$B/bench/bench_sgemm" --threads "$THREADS" --reps 10 $shapes > "$TMP/sg1" 2>&1
     if [ $((rep % 2)) = 1 ]; then run_dt; run_pt; else run_pt; run_dt; fi
-    "$B/bench/bench_sgemm" --threads "$THREADS" --reps 3 $shapes > "$TMP/sg2" 2>&1
+    "$B/bench/bench_sgemm" --threads "$THREADS" --reps 10 $shapes > "$TMP/sg2" 2>&1
     s=$(calc "($(field "$TMP/sg1" sgemm_gflops) + $(field "$TMP/sg2" sgemm_gflops)) / 2")
     dtt=$(field "$TMP/dt" tokens_per_s); dtf=$(field "$TMP/dt" model_gflops_per_s)
     ptt=$(field "$TMP/pt" tokens_per_s); ptf=$(field "$TMP/pt" model_gflops_per_s)
