@@ -40,11 +40,16 @@ static inline float tree16 (const float *p)
  * to its widest registers.  Loads and stores through memcpy, unaligned;
  * macros, not functions (a vector argument's ABI differs between clones). */
 typedef float v16 __attribute__ ((vector_size (64)));
-#define ld16(p) (__extension__ ({ v16 v_; memcpy (&v_, (p), sizeof (v_)); v_; }))
-#define st16(p, v)                           \
-    do {                                     \
-        v16 w_ = (v);                        \
-        memcpy ((p), &w_, sizeof (w_));      \
+#define ld16(p)                                                                          \
+    (__extension__({                                                                     \
+        v16 v_;                                                                          \
+        memcpy (&v_, (p), sizeof (v_));                                                  \
+        v_;                                                                              \
+    }))
+#define st16(p, v)                                                                       \
+    do {                                                                                 \
+        v16 w_ = (v);                                                                    \
+        memcpy ((p), &w_, sizeof (w_));                                                  \
     } while (0)
 
 HOT int cpu_layernorm_fwd (int M, int N, const float *x, const float *g, const float *b,
@@ -179,7 +184,8 @@ HOT static void masked_softmax (int T, float *S)
                     row[j + k] = e;
                     p[k] += e;
                 }
-        } else {
+        }
+        else {
             for (; j + NPART <= n; j += NPART)
                 for (int k = 0; k < NPART; k++)
                     pm[k] = row[j + k] > pm[k] ? row[j + k] : pm[k];

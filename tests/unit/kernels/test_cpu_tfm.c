@@ -210,8 +210,11 @@ static double attn_loss (const double *qkv, void *arg)
 static void attn_case (int t, double scale, double rtol)
 {
     static struct at_arg a;
-    enum { NQMAX = AB * ATMAX * 3 * AE, NOMAX = AB * ATMAX * AE,
-           NAMAX = AB * AH * ATMAX * ATMAX };
+    enum {
+        NQMAX = AB * ATMAX * 3 * AE,
+        NOMAX = AB * ATMAX * AE,
+        NAMAX = AB * AH * ATMAX * ATMAX
+    };
     static float qkv[NQMAX], att[NAMAX], out[NOMAX], r[NOMAX], dqkv[NQMAX], work[NAMAX];
     static double q64[NQMAX], want[NOMAX], g[NQMAX];
     AT = t;
