@@ -126,24 +126,12 @@ HOT static int cpu_bias_gelu_fwd (int M, int N, float *u, const float *b, float 
     for (int i = 0; i < M; i++) {
         float *ur = u + (size_t)i * N;
         float *yr = y + (size_t)i * N;
-        if (!b) {
-            for (int j = 0; j < N; j++)
-                yr[j] = gelu_f (ur[j]);
-            continue;
-        }
         for (int j = 0; j < N; j++) {
             float x = ur[j] + b[j];
             ur[j] = x;
             yr[j] = gelu_f (x);
         }
     }
-    return 0;
-}
-
-HOT static int cpu_bias_fill (int M, int N, float *z, const float *b)
-{
-    for (int i = 0; i < M; i++)
-        memcpy (z + (size_t)i * N, b, (size_t)N * sizeof (float));
     return 0;
 }
 
@@ -299,7 +287,6 @@ static struct dt_kern_ops cpu_ops = {
     .bias_gelu_fwd = cpu_bias_gelu_fwd,
     .bias_gelu_bwd = cpu_bias_gelu_bwd,
     .bias_fwd = cpu_bias_fwd,
-    .bias_fill = cpu_bias_fill,
     .bias_bwd = cpu_bias_bwd,
     .embed_fwd = cpu_embed_fwd,
     .embed_bwd = cpu_embed_bwd,

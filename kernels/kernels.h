@@ -50,13 +50,8 @@ struct dt_kern_ops {
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
     /* u[M,N] += b[N] (row broadcast), then y = gelu(u) (tanh form).
-     * u keeps the pre-activation for the backward pass.  Where the backend
-     * has bias_fill, b may be NULL: y = gelu(u), u only read. */
+     * u keeps the pre-activation for the backward pass. */
     int (*bias_gelu_fwd) (int M, int N, float *u, const float *b, float *y);
-    /* z[M,N] = b[N] in every row: the start of a GEMM that adds its product
-     * to it (beta 1), in place of the GEMM's own zeroing (beta 0) and a
-     * separate bias pass.  Optional (NULL: the model uses bias_fwd). */
-    int (*bias_fill) (int M, int N, float *z, const float *b);
     /* du = dy * gelu'(u); db[N] += column sums of du.  du may alias dy. */
     int (*bias_gelu_bwd) (int M, int N, const float *u, const float *dy, float *du,
                           float *db);

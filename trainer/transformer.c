@@ -276,23 +276,6 @@ static int tp_residual (struct model *m, float *out, const float *res, size_t n)
     return m->k->copy (out, res, n * 4);
 }
 
-/* y[M,N] = x[M,K] w[K,N] + b[N].  Where the backend can, y starts as the
- * bias and the GEMM adds to it: one pass over y fewer than a GEMM that
- * zeroes y (beta 0) followed by a bias pass. */
-static int linear_bias (struct model *m, int M, int N, int K, const float *x,
-                        const float *w, const float *b, float *y)
-{
-    struct dt_kern_ops *k = m->k;
-    if (k->bias_fill)
-        return k->bias_fill (M, N, y, b) < 0 ||
-                   k->sgemm (0, 0, M, N, K, 1.0f, x, K, w, N, 1.0f, y, N) < 0
-                 ? -1
-                 : 0;
-    if (k->sgemm (0, 0, M, N, K, 1.0f, x, K, w, N, 0.0f, y, N) < 0)
-        return -1;
-    return k->bias_fwd (M, N, y, b);
-}
-
 static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,
                     float scale, double *loss_sum)
 {
@@ -319,8 +302,9 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
         int b = BLK (l);
         if (k->layernorm_fwd (M, E, a->res[l], P (b + LN1G), P (b + LN1B), a->ln1[l],
                               a->mean1[l], a->rstd1[l]) < 0 ||
-            linear_bias (m, M, 3 * EA, E, a->ln1[l], P (b + WQKV), P (b + BQKV),
-                         a->qkv[l]) < 0 ||
+            k->sgemm (0, 0, M, 3 * EA, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * EA, 0.0f,
+                      a->qkv[l], 3 * EA) < 0 ||
+            k->bias_fwd (M, 3 * EA, a->qkv[l], P (b + BQKV)) < 0 ||
             (m->flash ? k->attn_flash_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l])
                       : k->attn_fwd (n, C, NH, D, a->qkv[l], a->att[l], a->yatt[l])) < 0
             /* mid = res + yatt Wo + bo (tp: the sum of the ranks' yatt Wo) */
@@ -331,12 +315,9 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
             k->bias_fwd (M, E, a->mid[l], P (b + BO)) < 0 ||
             k->layernorm_fwd (M, E, a->mid[l], P (b + LN2G), P (b + LN2B), a->ln2[l],
                               a->mean2[l], a->rstd2[l]) < 0 ||
-            (k->bias_fill ? linear_bias (m, M, F, E, a->ln2[l], P (b + W1), P (b + B1),
-                                         a->u[l]) < 0 ||
-                              k->bias_gelu_fwd (M, F, a->u[l], NULL, a->g[l]) < 0
-                          : k->sgemm (0, 0, M, F, E, 1.0f, a->ln2[l], E, P (b + W1), F,
-                                      0.0f, a->u[l], F) < 0 ||
-                              k->bias_gelu_fwd (M, F, a->u[l], P (b + B1), a->g[l]) < 0)
+            k->sgemm (0, 0, M, F, E, 1.0f, a->ln2[l], E, P (b + W1), F, 0.0f, a->u[l],
+                      F) < 0 ||
+            k->bias_gelu_fwd (M, F, a->u[l], P (b + B1), a->g[l]) < 0
             /* res' = mid + gelu(u) W2 + b2 */
             || tp_residual (m, a->res[l + 1], a->mid[l], (size_t)M * E) < 0 ||
             k->sgemm (0, 0, M, E, F, 1.0f, a->g[l], F, P (b + W2), E, 1.0f, a->res[l + 1],

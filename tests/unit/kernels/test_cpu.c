@@ -83,16 +83,7 @@ static void test_bias_gelu (void)
         want_y[i] = gelu_d (u0[i] + b[i % N]);
     CU_ASSERT_EQUAL (k->bias_gelu_fwd (M, N, u, b, y), 0);
     CU_ASSERT (close_enough ("bias_gelu_fwd", y, want_y, M * N, 1e-5, 1e-6));
-    /* u now holds u0 + b (pre-activation); with no bias (the backend has
-     * bias_fill), the same y from it and u left as it is */
-    {
-        float y2[M * N], u1[M * N];
-        memcpy (u1, u, sizeof (u1));
-        CU_ASSERT_PTR_NOT_NULL (k->bias_fill);
-        CU_ASSERT_EQUAL (k->bias_gelu_fwd (M, N, u, NULL, y2), 0);
-        CU_ASSERT (memcmp (y2, y, sizeof (y2)) == 0);
-        CU_ASSERT (memcmp (u1, u, sizeof (u1)) == 0);
-    }
+    /* u now holds u0 + b (pre-activation) */
     memset (db, 0, sizeof (db));
     CU_ASSERT_EQUAL (k->bias_gelu_bwd (M, N, u, r, du, db), 0);
     for (int i = 0; i < M * N; i++) {
@@ -140,10 +131,6 @@ static void test_bias (void)
         wdb[j] = (lp - lm) / (2 * H_FD);
     }
     CU_ASSERT (close_enough ("bias_bwd", db, wdb, N, 1e-5, 1e-6));
-    /* bias_fill: every row becomes b exactly, whatever was there */
-    CU_ASSERT_EQUAL (k->bias_fill (M, N, z, b), 0);
-    for (int i = 0; i < M * N; i++)
-        CU_ASSERT_EQUAL (z[i], b[i % N]);
 }
 
 /* ---- GEMM: Y = X W, and the two backward GEMMs the model uses ---- */
