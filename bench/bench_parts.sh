@@ -248,7 +248,7 @@ part_train () {
 part_transformer () {
     local d=$TMP/tfm
     mkdir -p "$d"
-    say "transformer: dttrain vs PyTorch (same model, 1 thread), model FLOP/s vs SGEMM, val bits/byte after ${TFM_BUDGET:-60} s vs the MLP; x $REPS"
+    say "transformer: dttrain vs PyTorch (same model, 1 thread), model FLOP/s vs SGEMM, val bits/byte after ${TFM_BUDGET:-60} CPU s vs the MLP; x $REPS"
     REPS=$REPS BUDGET=${TFM_BUDGET:-60} "$SRC/bench/bench_transformer.sh" "$B" > "$d/out" 2>&1
     sed 's/^/   /' "$d/out" | grep -v '^   {' >&2
     grep '"bench_transformer": "speed"' "$d/out" | while read -r l; do

@@ -178,7 +178,7 @@ row("4b transformer", "dttrain transformer 1 thread tokens/s", "tfm.dt_tps", ref
 row("4b transformer", "dttrain transformer model GFLOP/s", "tfm.dt_gflops",
     ref="OpenBLAS SGEMM same shapes", ref_key="tfm.sgemm_gflops", ratio_key="tfm.frac_sgemm",
     goal=">= 60% of SGEMM", ok=lambda st, a, b: None if not b else b["median"] >= 0.6)
-row("4b transformer", "val bits/byte after the same wall time: transformer", "tfm.bpb_tfm",
+row("4b transformer", "val bits/byte after the same CPU time: transformer", "tfm.bpb_tfm",
     ref="MLP", ref_key="tfm.bpb_mlp", goal="transformer lower",
     ok=lambda st, a, b: None if not (st and a) else st["median"] < a["median"])
 

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -34,6 +35,22 @@ static inline float tree16 (const float *p)
         a[k] = p[k] + p[k + 8];
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
+
+/* 16 floats as one value (GCC's vector extension): each clone compiles it
+ * to its widest registers.  Loads and stores through memcpy, unaligned;
+ * macros, not functions (a vector argument's ABI differs between clones). */
+typedef float v16 __attribute__ ((vector_size (64)));
+#define ld16(p)                                                                          \
+    (__extension__({                                                                     \
+        v16 v_;                                                                          \
+        memcpy (&v_, (p), sizeof (v_));                                                  \
+        v_;                                                                              \
+    }))
+#define st16(p, v)                                                                       \
+    do {                                                                                 \
+        v16 w_ = (v);                                                                    \
+        memcpy ((p), &w_, sizeof (w_));                                                  \
+    } while (0)
 
 HOT int cpu_layernorm_fwd (int M, int N, const float *x, const float *g, const float *b,
                            float *y, float *mean, float *rstd)
@@ -63,37 +80,47 @@ HOT int cpu_layernorm_fwd (int M, int N, const float *x, const float *g, const f
     return 0;
 }
 
-/* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g. */
+/* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g.
+ * Whole 16-float chunks through GCC's vector extension (the plain loops
+ * were auto-vectorised across the partial sums with permutes, 6x slower
+ * than the forward pass); 16 partial sums in a fixed order. */
 HOT int cpu_layernorm_bwd (int M, int N, const float *x, const float *g,
                            const float *mean, const float *rstd, const float *dy,
                            float *dx, float *dg, float *db)
 {
+    int N16 = N / NPART * NPART;
     for (int i = 0; i < M; i++) {
         const float *xr = x + (size_t)i * N, *dyr = dy + (size_t)i * N;
         float *dxr = dx + (size_t)i * N;
         float m = mean[i], r = rstd[i];
-        float p1[NPART] = { 0 }, p2[NPART] = { 0 };
-        int j = 0;
-        for (; j + NPART <= N; j += NPART)
-            for (int k = 0; k < NPART; k++) {
-                float xh = (xr[j + k] - m) * r, dxh = dyr[j + k] * g[j + k];
-                p1[k] += dxh;
-                p2[k] += dxh * xh;
-            }
-        for (int k = 0; j + k < N; k++) {
-            float xh = (xr[j + k] - m) * r, dxh = dyr[j + k] * g[j + k];
+        v16 s1 = { 0 }, s2 = { 0 };
+        for (int j = 0; j < N16; j += NPART) {
+            v16 xh = (ld16 (xr + j) - m) * r, dxh = ld16 (dyr + j) * ld16 (g + j);
+            s1 += dxh;
+            s2 += dxh * xh;
+        }
+        float p1[NPART], p2[NPART];
+        st16 (p1, s1);
+        st16 (p2, s2);
+        for (int k = 0; N16 + k < N; k++) {
+            int j = N16 + k;
+            float xh = (xr[j] - m) * r, dxh = dyr[j] * g[j];
             p1[k] += dxh;
             p2[k] += dxh * xh;
         }
         float a = tree16 (p1) / N, c = tree16 (p2) / N;
-        /* Separate loops over distinct arrays: each vectorises. */
-        float *restrict dgr = dg, *restrict dbr = db, *restrict dxo = dxr;
-        for (j = 0; j < N; j++)
-            dgr[j] += dyr[j] * ((xr[j] - m) * r);
-        for (j = 0; j < N; j++)
-            dbr[j] += dyr[j];
-        for (j = 0; j < N; j++)
-            dxo[j] += r * (dyr[j] * g[j] - a - (xr[j] - m) * r * c);
+        for (int j = 0; j < N16; j += NPART) {
+            v16 dyv = ld16 (dyr + j), xh = (ld16 (xr + j) - m) * r;
+            st16 (dg + j, ld16 (dg + j) + dyv * xh);
+            st16 (db + j, ld16 (db + j) + dyv);
+            st16 (dxr + j, ld16 (dxr + j) + r * (dyv * ld16 (g + j) - a - xh * c));
+        }
+        for (int j = N16; j < N; j++) {
+            float xh = (xr[j] - m) * r;
+            dg[j] += dyr[j] * xh;
+            db[j] += dyr[j];
+            dxr[j] += r * (dyr[j] * g[j] - a - xh * c);
+        }
     }
     return 0;
 }
@@ -130,31 +157,50 @@ HOT int cpu_embed_pos_bwd (int B, int T, int E, const uint8_t *tok, const float 
 
 /* Row i of the causal softmax: columns 0..i hold the scores (already
  * scaled); the maximum is subtracted before exp, so no overflow; columns
- * past i become exactly 0.  The sum in 16 fixed partial sums (vectorised,
- * deterministic). */
+ * past i become exactly 0.  Maximum and sum in 16 fixed partials
+ * (vectorised, deterministic).  With T a multiple of 16 the row is walked
+ * in whole 16-column chunks, the columns past i masked (-FLT_MAX for the
+ * maximum, 0 for the sum): no scalar tail loops, which dominated the short
+ * rows; the partials see the same values in the same order, plus zeros. */
 HOT static void masked_softmax (int T, float *S)
 {
     for (int i = 0; i < T; i++) {
         float *row = S + (size_t)i * T;
         int n = i + 1, j = 0;
-        float pm[NPART], mx = row[0];
+        float pm[NPART], mx = row[0], p[NPART] = { 0 };
         for (int k = 0; k < NPART; k++)
             pm[k] = row[0];
-        for (; j + NPART <= n; j += NPART)
+        if (T % NPART == 0) {
+            for (; j < n; j += NPART)
+                for (int k = 0; k < NPART; k++) {
+                    float v = j + k < n ? row[j + k] : -FLT_MAX;
+                    pm[k] = v > pm[k] ? v : pm[k];
+                }
             for (int k = 0; k < NPART; k++)
-                pm[k] = row[j + k] > pm[k] ? row[j + k] : pm[k];
-        for (int k = 0; k < NPART; k++)
-            mx = pm[k] > mx ? pm[k] : mx;
-        for (; j < n; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        for (j = 0; j < n; j++)
-            row[j] = dt_fast_exp (row[j] - mx);
-        float p[NPART] = { 0 };
-        for (j = 0; j + NPART <= n; j += NPART)
+                mx = pm[k] > mx ? pm[k] : mx;
+            for (j = 0; j < n; j += NPART)
+                for (int k = 0; k < NPART; k++) {
+                    float e = j + k < n ? dt_fast_exp (row[j + k] - mx) : 0.0f;
+                    row[j + k] = e;
+                    p[k] += e;
+                }
+        }
+        else {
+            for (; j + NPART <= n; j += NPART)
+                for (int k = 0; k < NPART; k++)
+                    pm[k] = row[j + k] > pm[k] ? row[j + k] : pm[k];
             for (int k = 0; k < NPART; k++)
+                mx = pm[k] > mx ? pm[k] : mx;
+            for (; j < n; j++)
+                mx = row[j] > mx ? row[j] : mx;
+            for (j = 0; j < n; j++)
+                row[j] = dt_fast_exp (row[j] - mx);
+            for (j = 0; j + NPART <= n; j += NPART)
+                for (int k = 0; k < NPART; k++)
+                    p[k] += row[j + k];
+            for (int k = 0; j + k < n; k++)
                 p[k] += row[j + k];
-        for (int k = 0; j + k < n; k++)
-            p[k] += row[j + k];
+        }
         float inv = 1.0f / tree16 (p);
         for (j = 0; j < n; j++)
             row[j] *= inv;
@@ -182,12 +228,27 @@ int cpu_attn_fwd (int B, int T, int NH, int D, const float *qkv, float *att, flo
     return 0;
 }
 
-/* dS = P .* (dP - rowsum(P .* dP)) on the causal part, 0 above it. */
+/* dS = P .* (dP - rowsum(P .* dP)) on the causal part, 0 above it (where
+ * P is exactly 0).  With T a multiple of 16, whole 16-column chunks: the
+ * row sum over the chunks that reach column i (P's zeros past i add
+ * nothing) in 16 fixed partials, then one pass over the full row. */
 HOT static void softmax_bwd (int T, const float *P, float *dP)
 {
     for (int i = 0; i < T; i++) {
         const float *p = P + (size_t)i * T;
         float *d = dP + (size_t)i * T;
+        if (T % NPART == 0) {
+            float ps[NPART] = { 0 };
+            for (int j = 0; j <= i; j += NPART)
+                for (int k = 0; k < NPART; k++)
+                    ps[k] += p[j + k] * d[j + k];
+            float s = tree16 (ps);
+            for (int j = 0; j <= i; j++)
+                d[j] = p[j] * (d[j] - s);
+            for (int j = i + 1; j < T; j++)
+                d[j] = 0.0f;
+            continue;
+        }
         float s = 0.0f;
         for (int j = 0; j <= i; j++)
             s += p[j] * d[j];

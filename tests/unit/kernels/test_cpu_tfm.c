@@ -77,9 +77,12 @@ static void fd_grad (loss_f f, void *arg, double *x, size_t n, double *g)
 
 /* ---- LayerNorm ---- */
 
-enum { LM = 6, LN = 11 };
+/* Rows of 11 (all in the kernels' scalar tails) and of 37 (two whole
+ * 16-float chunks and a tail). */
+enum { LM = 6, LNMAX = 37 };
+static int LN;
 struct ln_arg {
-    double x[LM * LN], g[LN], b[LN], r[LM * LN];
+    double x[LM * LNMAX], g[LNMAX], b[LNMAX], r[LM * LNMAX];
     int which; /* 0: x varies, 1: g, 2: b */
 };
 
@@ -101,7 +104,7 @@ static void ln_ref (const double *x, const double *g, const double *b, double *y
 static double ln_loss (const double *v, void *arg)
 {
     struct ln_arg *a = arg;
-    double y[LM * LN], l = 0;
+    double y[LM * LNMAX], l = 0;
     ln_ref (a->which == 0 ? v : a->x, a->which == 1 ? v : a->g, a->which == 2 ? v : a->b,
             y);
     for (int i = 0; i < LM * LN; i++)
@@ -109,12 +112,15 @@ static double ln_loss (const double *v, void *arg)
     return l;
 }
 
-static void test_layernorm (void)
+static void ln_case (int n)
 {
     static struct ln_arg a;
-    float x[LM * LN], g[LN], b[LN], r[LM * LN], y[LM * LN], mean[LM], rstd[LM];
-    float dx[LM * LN], dg[LN], db[LN];
-    double want[LM * LN], gx[LM * LN], gg[LN], gb[LN];
+    float x[LM * LNMAX], g[LNMAX], b[LNMAX], r[LM * LNMAX], y[LM * LNMAX], mean[LM],
+      rstd[LM];
+    float dx[LM * LNMAX], dg[LNMAX], db[LNMAX];
+    double want[LM * LNMAX], gx[LM * LNMAX], gg[LNMAX], gb[LNMAX];
+
+    LN = n;
 
     fill (x, LM * LN, 3.0);
     for (int j = 0; j < LM * LN; j++)
@@ -147,11 +153,20 @@ static void test_layernorm (void)
     CU_ASSERT (close_enough ("layernorm_bwd db", db, gb, LN, 1e-4, 1e-5));
 }
 
+static void test_layernorm (void)
+{
+    ln_case (11);
+    ln_case (37);
+}
+
 /* ---- causal attention ---- */
 
-enum { AB = 2, AT = 5, AH = 2, AD = 3, AE = AH * AD };
+/* Contexts of 5 (the softmaxes' general path) and of 32 (a multiple of
+ * 16: whole 16-column chunks, masked). */
+enum { AB = 2, ATMAX = 32, AH = 2, AD = 3, AE = AH * AD };
+static int AT;
 struct at_arg {
-    double r[AB * AT * AE];
+    double r[AB * ATMAX * AE];
 };
 
 static void attn_ref (const double *qkv, double *out)
@@ -160,7 +175,7 @@ static void attn_ref (const double *qkv, double *out)
         for (int h = 0; h < AH; h++)
             for (int i = 0; i < AT; i++) {
                 const double *q = qkv + ((size_t)b * AT + i) * 3 * AE + h * AD;
-                double s[AT], mx = -INFINITY, sum = 0;
+                double s[ATMAX], mx = -INFINITY, sum = 0;
                 for (int j = 0; j <= i; j++) {
                     const double *kk = qkv + ((size_t)b * AT + j) * 3 * AE + AE + h * AD;
                     s[j] = 0;
@@ -185,19 +200,25 @@ static void attn_ref (const double *qkv, double *out)
 static double attn_loss (const double *qkv, void *arg)
 {
     struct at_arg *a = arg;
-    double out[AB * AT * AE], l = 0;
+    double out[AB * ATMAX * AE], l = 0;
     attn_ref (qkv, out);
     for (int i = 0; i < AB * AT * AE; i++)
         l += a->r[i] * out[i];
     return l;
 }
 
-static void attn_case (double scale, double rtol)
+static void attn_case (int t, double scale, double rtol)
 {
     static struct at_arg a;
-    enum { NQ = AB * AT * 3 * AE, NO = AB * AT * AE, NA = AB * AH * AT * AT };
-    float qkv[NQ], att[NA], out[NO], r[NO], dqkv[NQ], work[NA];
-    double q64[NQ], want[NO], g[NQ];
+    enum {
+        NQMAX = AB * ATMAX * 3 * AE,
+        NOMAX = AB * ATMAX * AE,
+        NAMAX = AB * AH * ATMAX * ATMAX
+    };
+    static float qkv[NQMAX], att[NAMAX], out[NOMAX], r[NOMAX], dqkv[NQMAX], work[NAMAX];
+    static double q64[NQMAX], want[NOMAX], g[NQMAX];
+    AT = t;
+    int NQ = AB * AT * 3 * AE, NO = AB * AT * AE;
 
     fill (qkv, NQ, scale);
     fill (r, NO, 1.0);
@@ -227,14 +248,18 @@ static void attn_case (double scale, double rtol)
 
 static void test_attention (void)
 {
-    attn_case (1.0, 1e-5);
+    attn_case (5, 1.0, 1e-5);
+    attn_case (32, 1.0, 1e-5);
 }
 
 /* Scores of several hundred: a softmax that did not subtract the row
  * maximum would overflow expf to inf and give NaN. */
 static void test_attention_large_scores (void)
 {
-    attn_case (30.0, 1e-4);
+    attn_case (5, 30.0, 1e-4);
+    /* scores up to ~1500: float32's rounding of each (~1e-4 absolute) is
+     * that much relative error in its exponential, over 32 columns */
+    attn_case (32, 30.0, 1e-3);
 }
 
 /* ---- token + position embeddings ---- */
