@@ -27,6 +27,7 @@ extern const char store_sql_002[];
 extern const char store_sql_003[];
 extern const char store_sql_004[];
 extern const char store_sql_005[];
+extern const char store_sql_006[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -34,6 +35,7 @@ const struct dt_db_migration store_migrations[] = {
     { 3, "003-view-index.sql", store_sql_003 },
     { 4, "004-token-sha256.sql", store_sql_004 },
     { 5, "005-restart-path.sql", store_sql_005 },
+    { 6, "006-integrity-state.sql", store_sql_006 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
