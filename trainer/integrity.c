@@ -88,7 +88,9 @@ struct integ *integ_create (struct trainer *t, dt_error_t *err)
         g->skip[g->nskip++] = strtoll (p, &end, 10);
         p = *end ? end + 1 : end;
     }
-    if (o->bitflip_rank >= 0) {
+    /* The rank that flips checks the tensor: under pipeline parallelism
+     * the other stages hold other tensors. */
+    if (o->bitflip_rank >= 0 && o->bitflip_rank == t->rank) {
         char *end;
         long idx = strtol (o->bitflip_tensor, &end, 10);
         for (int i = 0; i < t->model.ntensors; i++)
@@ -97,8 +99,10 @@ struct integ *integ_create (struct trainer *t, dt_error_t *err)
         if (g->flip_tensor < 0 && !*end && idx >= 0 && idx < t->model.ntensors)
             g->flip_tensor = (int)idx;
         if (g->flip_tensor < 0) {
-            errprintf (err, "--inject-bitflip: no tensor '%s' in this model",
-                       o->bitflip_tensor);
+            errprintf (err,
+                       "--inject-bitflip: no tensor '%s' in rank %d's part of the model%s",
+                       o->bitflip_tensor, t->rank,
+                       t->ly.pp > 1 ? " (its pipeline stage)" : "");
             integ_destroy (g);
             return NULL;
         }
@@ -149,7 +153,8 @@ void integ_before_step (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
     struct integ *g = t->integ;
-    if (!g->first_attempt || o->bitflip_rank != t->rank || o->bitflip_step != t->step + 1)
+    if (!g->first_attempt || o->bitflip_rank != t->rank || g->flip_tensor < 0 ||
+        o->bitflip_step != t->step + 1)
         return;
     size_t at = t->model.t[g->flip_tensor].off + (size_t)o->bitflip_index;
     uint32_t bits;
