@@ -10,7 +10,10 @@
 #    parameters of an uninterrupted run.
 # 2. a NaN in rank 1's gradient of step 45 (first attempt only): detected
 #    at 45, the update skipped, rolled back to 40, not reproduced -> the
-#    hardware; completes identical to an uninterrupted run.
+#    hardware; the re-run then loses rank 1 at step 65: rank 0's
+#    just-in-time checkpoint records its fingerprint, verified at the
+#    resume (a copy with a forged one is refused); completes identical to
+#    an uninterrupted run.
 # 3. a corrupted batch at step 70 (every attempt) with skip_bad_batches: a
 #    loss spike at 70, rolled back, reproduced at 70 -> the data; rolled
 #    back once more (to a checkpoint before 70) and step 70 skipped; completes identical to a run that
@@ -37,8 +40,10 @@ INTEG='{"integrity": {"every_steps": 10, "action": "rollback"}, "checkpoint": {"
 
 # run NAME NODES 'dttrain args' [merge]: submit, wait for completion, save
 # the job, its events and checkpoints in $TMP/NAME.{job,ev,ck}.json.
-run () {
-    submit "$(dttrain_spec "$1" "$2" "$SLOW $3" "${4:-$INTEG}")" || return 1
+run () { run_spec "$1" "$(dttrain_spec "$1" "$2" "$SLOW $3" "${4:-$INTEG}")"; }
+# run_spec NAME SPEC: the same for a spec of its own.
+run_spec () {
+    submit "$2" || return 1
     wait_state "$ID" completed 120 || { api GET "/v1/jobs/$ID" | jq -c '.data | {state, failure}' | sed 's/^/# /'; return 1; }
     wait_att "$ID" succeeded 20
     api GET "/v1/jobs/$ID" > "$TMP/$1.job.json"
@@ -67,13 +72,41 @@ check "bitflip: local2 has a silent_data_corruption failure" \
 GOT=$(jq -r .data.result.params_crc32c "$TMP/flip.job.json")
 check "bitflip: final params_crc32c $GOT equals the uninterrupted run's $BASE3" same "$GOT" "$BASE3"
 
-# 2. NaN once
-check "nan: the job completes" run nan 2 "--inject-nan 1:45"
+# 2. NaN once; the re-run then loses rank 1 at step 65, and rank 0 writes a
+# just-in-time checkpoint
+SPEC=$(dttrain_spec nan 2 "" "$INTEG" |
+    jq --arg t "$DTTRAIN" --arg a "$MODEL_ARGS $SLOW --inject-nan 1:45" '.command = ["sh", "-c",
+  "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ]; then exec \"$0\" \($a) --inject-crash 1:65; fi; exec \"$0\" \($a)", $t]')
+check "nan: the job completes" run_spec nan "$SPEC"
 check "nan: detected at step 45 on rank 1 (local2), the update skipped" \
     test "$(ev nan nonfinite '| select(.attempt == 1 and .rank == 1 and .node == "local2" and .data.step == 45)')" = 1
 check "nan: rolled back to step 40 and attributed to the hardware" \
     jqt '.data.attempts[0].cause == "integrity_rollback" and .data.attempts[1].resume_step == 40
          and (.data.exclude | index("local2") != null)' "$TMP/nan.job.json"
+JIT=$(jq -r '.data.attempts[2].resume_step' "$TMP/nan.job.json")
+check "nan: attempt 2 lost rank 1, attempt 3 resumed from the just-in-time checkpoint of step $JIT" \
+    jqt --slurpfile m "$TMP/ckpt/$ID/step-$JIT/manifest.json" \
+        '.data.attempts[2].resume_step > 60 and $m[0].kind == "jit"' "$TMP/nan.job.json"
+# Its shards (both written by rank 0) record rank 0's parameter fingerprint,
+# which the resume verified; a copy whose recorded fingerprint is not that
+# of its parameters is refused at load.
+FPS=$(cat "$TMP/ckpt/$ID/step-$JIT"/rank-*.ckpt | grep -a -o 'params_fingerprint=dp:[0-9a-f]*' | sort -u)
+check "nan: the just-in-time shards record one fingerprint ($FPS)" \
+    test "$(echo "$FPS" | grep -c .)" = 1
+cp -r "$TMP/ckpt/$ID/step-$JIT" "$TMP/jit-forged"
+python3 -c 'import sys
+for f in sys.argv[2:]:
+    b = open(f, "rb").read(); open(f, "wb").write(b.replace(sys.argv[1].encode(), b"params_fingerprint=dp:00000000"))' \
+    "$FPS" "$TMP/jit-forged"/rank-*.ckpt
+rdv=$(mktemp -d "$TMP/rdv.XXXXXX")
+for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 OPENBLAS_NUM_THREADS=1 \
+        "$DTTRAIN" --rendezvous-dir "$rdv" $MODEL_ARGS --resume "$TMP/jit-forged" > /dev/null 2> "$TMP/forged.$r.err" &
+    eval "P$r=\$!"
+done
+wait "$P0"; RC0=$?; wait "$P1"
+check "nan: a forged copy is refused at load by its fingerprint (exit $RC0)" \
+    sh -c "test $RC0 = 3 && grep -q 'loaded parameters have fingerprint' $TMP/forged.0.err"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/nan.job.json")
 check "nan: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same "$GOT" "$BASE2"
 
