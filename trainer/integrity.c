@@ -99,10 +99,9 @@ struct integ *integ_create (struct trainer *t, dt_error_t *err)
         if (g->flip_tensor < 0 && !*end && idx >= 0 && idx < t->model.ntensors)
             g->flip_tensor = (int)idx;
         if (g->flip_tensor < 0) {
-            errprintf (err,
-                       "--inject-bitflip: no tensor '%s' in rank %d's part of the model%s",
-                       o->bitflip_tensor, t->rank,
-                       t->ly.pp > 1 ? " (its pipeline stage)" : "");
+            errprintf (
+              err, "--inject-bitflip: no tensor '%s' in rank %d's part of the model%s",
+              o->bitflip_tensor, t->rank, t->ly.pp > 1 ? " (its pipeline stage)" : "");
             integ_destroy (g);
             return NULL;
         }

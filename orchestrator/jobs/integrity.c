@@ -53,7 +53,6 @@ struct integ_att {
     struct integ_slot slot[INTEG_SLOTS];
 };
 
-
 static void slot_clear (struct integ_slot *s, int world)
 {
     for (int r = 0; s->rep && r < world; r++)

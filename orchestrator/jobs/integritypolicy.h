@@ -26,11 +26,11 @@ struct integ_job {
     /* A fault that caused a rollback, awaiting its re-run. */
     bool pending;
     enum integ_kind kind;
-    int64_t step;     /* the step it was seen at */
-    int rank;         /* the sole suspect, -1 none */
-    char node[64];    /* its node, "" none */
-    int attempt;      /* the attempt that saw it */
-    int64_t bad_from; /* checkpoints from this step on are bad; 0 none */
+    int64_t step;                 /* the step it was seen at */
+    int rank;                     /* the sole suspect, -1 none */
+    char node[64];                /* its node, "" none */
+    int attempt;                  /* the attempt that saw it */
+    int64_t bad_from;             /* checkpoints from this step on are bad; 0 none */
     int64_t skip[INTEG_SKIP_MAX]; /* steps whose batches are skipped */
     int nskip;
 };
