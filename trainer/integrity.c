@@ -222,8 +222,10 @@ void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
                  "dttrain: rank %d: injected NaN into the gradient of step %" PRId64 "\n",
                  t->rank, t->step + 1);
     }
-    /* One rank: its gradient is the global one, judged anyway. */
-    if (t->world == 1)
+    /* No data parallelism (one rank, or tensor and pipeline parallelism
+     * alone): nothing reduces this rank's gradient, so the norm's pass
+     * over it says whether it is finite (integ_local_sumsq); no scan. */
+    if (t->ly.dp == 1)
         return;
     int64_t t0 = dt_mono_ns ();
     if (!t->k->is_device)
@@ -231,6 +233,12 @@ void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
     else if (t->k->sumsq (n, grads, &s) < 0 || !isfinite (s))
         g->local_bad = 1;
     g->scan_s += (dt_mono_ns () - t0) / 1e9;
+}
+
+void integ_local_sumsq (struct trainer *t, double sumsq)
+{
+    if (t->ly.dp == 1)
+        t->integ->local_bad = !isfinite (sumsq);
 }
 
 uint32_t integ_fingerprint (struct trainer *t, const float *params, uint32_t *crcs)
@@ -394,7 +402,7 @@ int integ_judge (struct trainer *t, double loss_local, double loss, double norm2
         /* The global values are poisoned on every rank; this rank's own
          * gradient (before the reduction) and loss say whether it is the
          * source. */
-        int lg = t->world == 1 ? isfinite (norm2) : !g->local_bad;
+        int lg = !g->local_bad;
         int ll = isfinite (loss_local);
         fputs (", \"nonfinite\": {\"skipped\": true", f);
         put_num (f, "loss", loss);
