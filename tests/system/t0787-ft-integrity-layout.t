@@ -5,13 +5,13 @@
 # (tp, pp) position has three replicas: tp0.pp0 (ranks 0, 4, 8), tp1.pp0 (1,
 # 5, 9), tp0.pp1 (2, 6, 10), tp1.pp1 (3, 7, 11).  Rank 7 (tp1 of the second
 # stage, on local3) gets a bit flip in its slice of h1.mlp.w1 (a tensor only
-# the second stage holds) before step 25: the controller votes within each
-# group only (the tp ranks hold different slices and the stages different
-# tensors: no false divergence between them), names rank 7 on local3 at
-# step 30, rolls back to step 20 (the checkpoint's fingerprints verified
-# per group at resume), attributes the fault to local3's hardware, and the
-# job completes with the parameters of an uninterrupted run of the same
-# layout.  Then, under pipeline parallelism alone (dp 2 x pp 2, 4 ranks),
+# the second stage holds) before step 13: with checks every 5 steps the
+# controller votes within each group only (the tp ranks hold different
+# slices and the stages different tensors: no false divergence between
+# them), names rank 7 on local3 at step 15, rolls back to step 10 (the
+# checkpoint's fingerprints verified per group at resume), attributes the
+# fault to local3's hardware, and the job completes with the parameters of
+# an uninterrupted run of the same layout.  Then, under pipeline parallelism alone (dp 2 x pp 2, 4 ranks),
 # a flip in rank 3's h1.mlp.w1 before step 15 with the checks off, and a
 # crash at step 25 (no just-in-time checkpoint): the restart refuses the
 # checkpoint of step 20 by its fingerprints (group tp0.pp1's shards
@@ -19,7 +19,7 @@
 # layout.
 . "$(dirname "$0")/ft-lib.sh"
 
-FT_STEPS=40
+FT_STEPS=25
 MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 24 $FT_MODEL --layers 2 --val-samples 16 --quiet --tp 2 --pp 2"
 write_conf
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
@@ -27,8 +27,8 @@ BASE=$(baseline 12) || bail "the baseline run (dp 3 x tp 2 x pp 2) failed"
 echo "# uninterrupted run (dp 3 x tp 2 x pp 2): params_crc32c $BASE"
 CKPT='"checkpoint": {"every_steps": 10, "keep": 5}'
 
-submit "$(dttrain_spec tppp 4 "--inject-slow 0:3 --inject-bitflip 7:25:h1.mlp.w1:3" \
-    "{\"ranks_per_node\": 3, \"integrity\": {\"every_steps\": 10, \"action\": \"rollback\"}, $CKPT}")" \
+submit "$(dttrain_spec tppp 4 "--inject-slow 0:3 --inject-bitflip 7:13:h1.mlp.w1:3" \
+    "{\"ranks_per_node\": 3, \"integrity\": {\"every_steps\": 5, \"action\": \"rollback\"}, $CKPT}")" \
     || bail "submit failed"
 check "the job completes" wait_state "$ID" completed 120
 wait_att "$ID" succeeded 20
@@ -38,13 +38,13 @@ jq -c '[.data.attempts[] | {attempt, cause, resume_step, exit: .evidence.exit_co
 jq -c '.data[] | select(.kind | test("divergence|integrity|checkpoint_bad")) | [.attempt, .kind, .rank, .node, .detail]' \
     "$TMP/ev.json" | sed 's/^/#   /'
 ev () { jq "[.data[] | select(.kind == \"$1\")$2] | length" "$TMP/ev.json"; }
-check "one divergence: rank 7 on local3 in group tp1.pp1 at step 30, by majority of its 3 replicas" \
-    test "$(ev replica_divergence '| select(.attempt == 1 and .rank == 7 and .node == "local3" and .data.step == 30
+check "one divergence: rank 7 on local3 in group tp1.pp1 at step 15, by majority of its 3 replicas" \
+    test "$(ev replica_divergence '| select(.attempt == 1 and .rank == 7 and .node == "local3" and .data.step == 15
         and .data.group == "tp1.pp1" and (.data.fingerprints | keys) == ["11", "3", "7"]
         and .data.majority != .data.fingerprints["7"] and .data.tensors == ["h1.mlp.w1"])')" = 1
 check "no divergence reported in any other group or step" test "$(ev replica_divergence)" = 1
-check "attempt 1 rolled back, attempt 2 resumed from step 20" \
-    jqt '.data.attempts[0].cause == "integrity_rollback" and .data.attempts[1].resume_step == 20' "$TMP/job.json"
+check "attempt 1 rolled back, attempt 2 resumed from step 10" \
+    jqt '.data.attempts[0].cause == "integrity_rollback" and .data.attempts[1].resume_step == 10' "$TMP/job.json"
 check "attributed to the hardware of local3, which is excluded" \
     jqt '.data.exclude == ["local3"]' "$TMP/job.json"
 check "the attribution event says hardware of local3" \
@@ -54,7 +54,7 @@ check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT
 
 # (pipeline parallelism alone, dp 2 x pp 2: 4 ranks, 2 per node; group
 # tp0.pp1 is ranks 1 and 3)
-PP_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 24 $FT_MODEL --layers 2 --val-samples 16 --quiet --pp 2"
+PP_ARGS="--data $CORPUS --steps 30 --global-batch 24 $FT_MODEL --layers 2 --val-samples 16 --quiet --pp 2"
 BASE_PP=$(MODEL_ARGS=$PP_ARGS baseline 4) || bail "the baseline run (dp 2 x pp 2) failed"
 echo "# uninterrupted run (dp 2 x pp 2): params_crc32c $BASE_PP"
 SPEC=$(dttrain_spec late 2 "" "{\"ranks_per_node\": 2, \"integrity\": {\"every_steps\": 0}, $CKPT}" |
