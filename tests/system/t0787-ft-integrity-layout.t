@@ -16,7 +16,8 @@
 # crash at step 25 (no just-in-time checkpoint): the restart refuses the
 # checkpoint of step 20 by its fingerprints (group tp0.pp1's shards
 # disagree) and resumes from 10, ending as an uninterrupted run of that
-# layout.
+# layout.  Last, without a controller, a NaN in tp rank 1's gradient of a
+# tensor both tp ranks hold whole: skipped and named.
 . "$(dirname "$0")/ft-lib.sh"
 
 FT_STEPS=25
@@ -70,4 +71,21 @@ check "late: the checkpoint of step 20 was refused at load (exit 3, fingerprint)
          and [.data.attempts[1,2] | .resume_step] == [20, 10]' "$TMP/late.job.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/late.job.json")
 check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE_PP" same "$GOT" "$BASE_PP"
+
+# A NaN in tp rank 1's gradient of a tensor every tp rank holds whole (wte,
+# its offset 0), without data parallelism (2 ranks, tp 2, no controller):
+# the step's update is skipped on both ranks and rank 1 says its own
+# gradient was not finite (the norm counts such tensors on tp rank 0
+# only, yet a non-finite value anywhere makes it non-finite).
+rdv=$(mktemp -d "$TMP/rdv.XXXXXX")
+for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 OPENBLAS_NUM_THREADS=1 "$DTTRAIN" --rendezvous-dir "$rdv" --data "$CORPUS" \
+        --steps 5 --global-batch 8 $FT_MODEL --val-samples 8 --tp 2 --inject-nan 1:3 \
+        > "$TMP/nan.$r.out" 2> "$TMP/nan.$r.err" &
+    eval "P$r=\$!"
+done
+wait "$P0"; RC0=$?; wait "$P1"; RC1=$?
+check "tp NaN: both ranks finish (exit $RC0, $RC1), one update skipped, rank 1's own gradient named" \
+    sh -c "test $RC0 = 0 && test $RC1 = 0 && test \"\$(tail -1 $TMP/nan.0.out | jq .skipped_updates)\" = 1 &&
+        grep -q 'rank 1: step 3: non-finite gradient.*NOT finite' $TMP/nan.1.err"
 done_testing
