@@ -10,7 +10,9 @@
 #     step at the default interval (integrity.every_steps 50; goal < 0.5%),
 #     for the part-3 MLP (~5.5 M parameters) and a small transformer; and
 #     the NaN/Inf scan of each rank's own gradient, which runs every step
-#     (grad_scan_s), as a fraction of a step;
+#     with data parallelism (grad_scan_s; without it the gradient norm's
+#     own pass says whether the rank's gradient is finite), as a fraction
+#     of a step;
 #   - detection latency in steps and recovery time, with the local launcher
 #     (3 nodes x 1 rank, the tests' small MLP slowed to ~25 ms steps): a
 #     bit flip in rank 1 before step 45, fingerprints every 10 steps,

@@ -28,6 +28,7 @@ extern const char store_sql_003[];
 extern const char store_sql_004[];
 extern const char store_sql_005[];
 extern const char store_sql_006[];
+extern const char store_sql_007[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -36,6 +37,7 @@ const struct dt_db_migration store_migrations[] = {
     { 4, "004-token-sha256.sql", store_sql_004 },
     { 5, "005-restart-path.sql", store_sql_005 },
     { 6, "006-mfu.sql", store_sql_006 },
+    { 7, "007-integrity-state.sql", store_sql_007 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 

@@ -185,6 +185,15 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 /* Shards of a checkpoint as a JSON array [{rank,path,bytes,crc32c}] (new). */
 json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error_t *err);
 
+/* --- integrity ------------------------------------------------------ */
+
+/* What the integrity guard remembers about a job across attempts
+ * (orchestrator/jobs/integrity.c; table job_integrity): set 'state' (a
+ * JSON object, borrowed), or forget it (NULL). */
+int store_integ_put (store_t *st, int64_t job, const json_t *state, dt_error_t *err);
+/* The job's state (new), or NULL: none (err.text ""), or an error. */
+json_t *store_integ_get (store_t *st, int64_t job, dt_error_t *err);
+
 /* --- fault tolerance ---------------------------------------------- */
 
 /* Node health: after a failure was blamed on 'name' (store_node_failure),

@@ -88,7 +88,9 @@ struct integ *integ_create (struct trainer *t, dt_error_t *err)
         g->skip[g->nskip++] = strtoll (p, &end, 10);
         p = *end ? end + 1 : end;
     }
-    if (o->bitflip_rank >= 0) {
+    /* The rank that flips checks the tensor: under pipeline parallelism
+     * the other stages hold other tensors. */
+    if (o->bitflip_rank >= 0 && o->bitflip_rank == t->rank) {
         char *end;
         long idx = strtol (o->bitflip_tensor, &end, 10);
         for (int i = 0; i < t->model.ntensors; i++)
@@ -97,8 +99,9 @@ struct integ *integ_create (struct trainer *t, dt_error_t *err)
         if (g->flip_tensor < 0 && !*end && idx >= 0 && idx < t->model.ntensors)
             g->flip_tensor = (int)idx;
         if (g->flip_tensor < 0) {
-            errprintf (err, "--inject-bitflip: no tensor '%s' in this model",
-                       o->bitflip_tensor);
+            errprintf (
+              err, "--inject-bitflip: no tensor '%s' in rank %d's part of the model%s",
+              o->bitflip_tensor, t->rank, t->ly.pp > 1 ? " (its pipeline stage)" : "");
             integ_destroy (g);
             return NULL;
         }
@@ -149,7 +152,8 @@ void integ_before_step (struct trainer *t)
 {
     const struct train_opts *o = &t->o;
     struct integ *g = t->integ;
-    if (!g->first_attempt || o->bitflip_rank != t->rank || o->bitflip_step != t->step + 1)
+    if (!g->first_attempt || o->bitflip_rank != t->rank || g->flip_tensor < 0 ||
+        o->bitflip_step != t->step + 1)
         return;
     size_t at = t->model.t[g->flip_tensor].off + (size_t)o->bitflip_index;
     uint32_t bits;
@@ -218,8 +222,10 @@ void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
                  "dttrain: rank %d: injected NaN into the gradient of step %" PRId64 "\n",
                  t->rank, t->step + 1);
     }
-    /* One rank: its gradient is the global one, judged anyway. */
-    if (t->world == 1)
+    /* No data parallelism (one rank, or tensor and pipeline parallelism
+     * alone): nothing reduces this rank's gradient, so the norm's pass
+     * over it says whether it is finite (integ_local_sumsq); no scan. */
+    if (t->ly.dp == 1)
         return;
     int64_t t0 = dt_mono_ns ();
     if (!t->k->is_device)
@@ -227,6 +233,12 @@ void integ_local_grads (struct trainer *t, size_t off, float *grads, size_t n)
     else if (t->k->sumsq (n, grads, &s) < 0 || !isfinite (s))
         g->local_bad = 1;
     g->scan_s += (dt_mono_ns () - t0) / 1e9;
+}
+
+void integ_local_sumsq (struct trainer *t, double sumsq)
+{
+    if (t->ly.dp == 1)
+        t->integ->local_bad = !isfinite (sumsq);
 }
 
 uint32_t integ_fingerprint (struct trainer *t, const float *params, uint32_t *crcs)
@@ -390,7 +402,7 @@ int integ_judge (struct trainer *t, double loss_local, double loss, double norm2
         /* The global values are poisoned on every rank; this rank's own
          * gradient (before the reduction) and loss say whether it is the
          * source. */
-        int lg = t->world == 1 ? isfinite (norm2) : !g->local_bad;
+        int lg = !g->local_bad;
         int ll = isfinite (loss_local);
         fputs (", \"nonfinite\": {\"skipped\": true", f);
         put_num (f, "loss", loss);

@@ -44,6 +44,14 @@ void integ_step_start (struct trainer *t);
  * the bucket at offset 0 here. */
 void integ_local_grads (struct trainer *t, size_t off, float *g, size_t n);
 
+/* This rank's share of the squared gradient norm (before the control
+ * allreduce): without data parallelism it is the norm of the rank's own,
+ * unreduced gradient, and says whether that is finite in place of a scan
+ * (the scan reads every element before the reduction; the norm, after
+ * it, reads only the rank's share of the reduced gradient, so with data
+ * parallelism the two passes cannot be one). */
+void integ_local_sumsq (struct trainer *t, double sumsq);
+
 /* After the control allreduce of step t->step + 1: loss_local is this
  * rank's loss sum, loss the global mean, norm2 the global squared
  * gradient norm.  Reports a non-finite value or a spike.  Returns 1 when

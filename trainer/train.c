@@ -604,6 +604,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     t->dp_exposed_s += (dt_mono_ns () - t1) / 1e9;
     if (train_layout_sumsq (t, &sumsq) < 0)
         return errprintf (err, "%s", t->k->last_error);
+    integ_local_sumsq (t, sumsq);
     train_ctrl_fill (t, loss_sum, sumsq);
     if (dt_comm_allreduce (t->comm, t->ctrl, t->nctrl, DT_F64, DT_SUM, err) < 0)
         return comm_fail (t, err);

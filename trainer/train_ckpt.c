@@ -273,6 +273,8 @@ void train_maybe_commit (struct trainer *t)
  * would have written - into a directory of its own, reports them, and
  * exits EXIT_JIT.  The survivors can no longer agree on anything, so each
  * writes its own set and the controller commits the first complete one.
+ * Its shards record this rank's parameter fingerprint, so the load
+ * verifies what it holds (integ_verify_resume), as for any checkpoint.
  * zero1: the lost ranks' moment shards are gone; the controller falls back
  * to the last committed checkpoint. */
 static void jit_report_cb (void *arg, int shard_rank, const struct ckpt_done *d)
@@ -312,12 +314,20 @@ int train_comm_lost (struct trainer *t)
     int64_t t0 = dt_mono_ns ();
     ckpt_wait (t->writer); /* a periodic write in flight finishes first */
     float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
+    char *config = NULL;
     int rc = -1;
     if (!p || !m || !v)
         errprintf (&err, "out of memory");
     else if (t->k->download (p, t->model.params, n * 4) < 0 ||
              t->k->download (m, t->m, n * 4) < 0 || t->k->download (v, t->v, n * 4) < 0)
         errprintf (&err, "%s", t->k->last_error);
+    /* Every shard records the fingerprint of the replica it was cut from
+     * (this rank's), verified at load like a periodic checkpoint's. */
+    else if (asprintf (&config, "%sparams_fingerprint=%s:%08x\n", t->config,
+                       integ_group (t), integ_fingerprint (t, p, NULL)) < 0) {
+        config = NULL;
+        errprintf (&err, "out of memory");
+    }
     else {
         struct ckpt_meta meta = {
             .root = o->checkpoint_dir,
@@ -328,7 +338,7 @@ int train_comm_lost (struct trainer *t)
             .nparams = n,
             .seed = o->seed,
             .data_cursor = (uint64_t)t->step * o->global_batch,
-            .config = t->config,
+            .config = config,
             .tensors = t->model.t,
             .ntensors = t->model.ntensors,
         };
@@ -339,6 +349,7 @@ int train_comm_lost (struct trainer *t)
         dtclient_set_busy (t->client, 0);
     }
     free (p), free (m), free (v);
+    free (config);
     if (rc < 0) {
         dt_log (LOG_ERR, "rank %d: just-in-time checkpoint of step %" PRId64 ": %s",
                 t->rank, t->step, err.text);

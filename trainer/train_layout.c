@@ -100,7 +100,9 @@ void train_layout_close (struct trainer *t)
 /* The squared norm of this rank's share of the gradient [lo, hi): a
  * replicated tensor (held whole by every tp rank, with the same gradient)
  * counts on tp rank 0 only, so the sum over all ranks is the norm of the
- * one-rank model's gradient. */
+ * one-rank model's gradient.  On the other tp ranks it adds 0 x its sum:
+ * nothing when finite, NaN when not, so a non-finite value there is seen
+ * (the step skipped) like any other. */
 int train_layout_sumsq (struct trainer *t, double *sumsq)
 {
     struct model *m = &t->model;
@@ -110,8 +112,6 @@ int train_layout_sumsq (struct trainer *t, double *sumsq)
     for (int i = 0; i < m->ntensors; i++) {
         size_t a = m->t[i].off, b = a + m->t[i].count;
         double s = 0;
-        if (m->t[i].replica)
-            continue;
         if (a < t->lo)
             a = t->lo;
         if (b > t->hi)
@@ -120,7 +120,7 @@ int train_layout_sumsq (struct trainer *t, double *sumsq)
             continue;
         if (t->k->sumsq (b - a, m->grads + a, &s) < 0)
             return -1;
-        *sumsq += s;
+        *sumsq += m->t[i].replica ? 0.0 * s : s;
     }
     return 0;
 }

@@ -19,9 +19,11 @@
  * node gets a node-health failure of kind silent_data_corruption, which
  * counts towards making it suspect, and the job excludes it).
  *
- * What a job remembers across attempts (the fault awaiting its re-run, the
- * steps to skip) is kept in memory: a controller restart forgets it (the
- * events stay).
+ * What a job remembers across attempts (the fault awaiting its re-run,
+ * the step from which checkpoints are bad, the steps to skip) is written
+ * to SQLite (table job_integrity) whenever it changes and read back when
+ * the controller reloads the job, so a controller restart between a
+ * rollback and its re-run still attributes the fault.
  */
 #include <config.h>
 #include <errno.h>
@@ -37,8 +39,6 @@
  * within a heartbeat or two of each other; an older incomplete step (a
  * rank died before reporting it) is dropped for a newer one. */
 #define INTEG_SLOTS 8
-/* Steps a job skips at most (skip_bad_batches). */
-#define INTEG_SKIP_MAX 64
 
 struct integ_slot {
     int64_t step; /* 0: free */
@@ -51,19 +51,6 @@ struct integ_att {
     int world;
     int64_t agreed; /* the last step whose fingerprints agreed */
     struct integ_slot slot[INTEG_SLOTS];
-};
-
-struct integ_job {
-    /* A fault that caused a rollback, awaiting its re-run. */
-    bool pending;
-    enum integ_kind kind;
-    int64_t step;     /* the step it was seen at */
-    int rank;         /* the sole suspect, -1 none */
-    char node[64];    /* its node, "" none */
-    int attempt;      /* the attempt that saw it */
-    int64_t bad_from; /* checkpoints from this step on are bad; 0 none */
-    int64_t skip[INTEG_SKIP_MAX];
-    int nskip;
 };
 
 static void slot_clear (struct integ_slot *s, int world)
@@ -100,9 +87,50 @@ void integ_job_free (struct job *job)
 
 static struct integ_job *job_integ (struct job *job)
 {
-    if (!job->integ)
-        job->integ = calloc (1, sizeof (*job->integ));
+    if (!job->integ && (job->integ = calloc (1, sizeof (*job->integ))))
+        job->integ->rank = -1;
     return job->integ;
+}
+
+/* Write the job's integrity state (logged on failure: the memory stays
+ * right, a controller restart would lose the change). */
+static int save (struct jobs *jobs, struct job *job, dt_error_t *err)
+{
+    json_t *o = job->integ ? integ_state_encode (job->integ) : NULL;
+    if (job->integ && !o)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    int rc = store_integ_put (jobs->ctx->store, job->row.id, o, err);
+    json_decref (o);
+    return rc;
+}
+
+static void save_or_log (struct jobs *jobs, struct job *job)
+{
+    dt_error_t err;
+    if (save (jobs, job, &err) < 0)
+        dt_log (LOG_ERR, "job %lld: integrity state: %s", (long long)job->row.id,
+                err.text);
+}
+
+int integ_job_load (struct jobs *jobs, struct job *job, dt_error_t *err)
+{
+    json_t *o = store_integ_get (jobs->ctx->store, job->row.id, err);
+    if (!o)
+        return err->text[0] ? -1 : 0;
+    struct integ_job *ij = job_integ (job);
+    int rc = ij ? integ_state_decode (o, ij) : -1;
+    json_decref (o);
+    if (!ij)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    if (rc < 0)
+        return errnoprintf (err, EBADMSG, "job %lld: integrity state: malformed",
+                            (long long)job->row.id);
+    if (ij->pending)
+        dt_log (LOG_INFO,
+                "job %lld: %s at step %lld (attempt %d) awaits its re-run's attribution",
+                (long long)job->row.id, integ_kind_name (ij->kind), (long long)ij->step,
+                ij->attempt);
+    return 0;
 }
 
 static struct integ_att *att_integ (struct attempt *att)
@@ -153,6 +181,7 @@ static void rollback (struct jobs *jobs, struct attempt *att, int64_t bad_from, 
     }
     if (!ij->bad_from || bad_from < ij->bad_from)
         ij->bad_from = bad_from;
+    save_or_log (jobs, att->job);
     jobs->integ_rollbacks++;
     char d[320];
     snprintf (d, sizeof (d),
@@ -180,7 +209,8 @@ static int tx_attributed (struct jobs *jobs, struct job *job, struct attempt *at
 
     if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
                      "integrity_attributed", a->node, a->rank, a->detail, a->data,
-                     err) < 0)
+                     err) < 0 ||
+        save (jobs, job, err) < 0)
         return -1;
     if (strcmp (a->cause, "hardware") || !a->node || !*a->node)
         return 0;
@@ -236,15 +266,17 @@ static void attribute (struct jobs *jobs, struct attempt *att, bool reproduced,
     json_t *data = json_pack ("{s:s s:s s:I s:i s:O?}", "cause", cause, "kind",
                               integ_kind_name (ij->kind), "step", (json_int_t)ij->step,
                               "detected_attempt", ij->attempt, "batch", batch);
+    bool skip = reproduced && job->spec.integ.skip_bad_batches &&
+                ij->kind != INTEG_DIVERGENCE && ij->nskip < INTEG_SKIP_MAX;
+    if (skip)
+        ij->skip[ij->nskip++] = ij->step;
     struct attr_arg a = { cause, ij->node[0] ? ij->node : NULL, d, ij->rank, data };
     if (transact (jobs, job, att, tx_attributed, &a, &err) < 0)
         dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err.text);
     else
         dt_log (LOG_WARNING, "job %lld: %s", (long long)job->row.id, d);
     json_decref (data);
-    if (reproduced && job->spec.integ.skip_bad_batches && ij->kind != INTEG_DIVERGENCE &&
-        ij->nskip < INTEG_SKIP_MAX) {
-        ij->skip[ij->nskip++] = ij->step;
+    if (skip) {
         if (integ_rollback (job->spec.integ.action, true, true)) {
             snprintf (d, sizeof (d), "skipping the batch of step %lld",
                       (long long)ij->step);
@@ -581,5 +613,5 @@ int integ_resume_guard (struct jobs *jobs, struct job *job, int attempt, dt_erro
     }
     free (steps);
     ij->bad_from = 0;
-    return 0;
+    return save (jobs, job, err);
 }

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
 
 /* What a detection is. */
 enum integ_kind {
@@ -15,6 +16,33 @@ enum integ_kind {
     INTEG_NONFINITE = 1,  /* NaN or Inf in the loss or the gradient norm */
     INTEG_SPIKE = 2,      /* loss above median + k MAD of its window */
 };
+
+/* Steps a job skips at most (skip_bad_batches). */
+#define INTEG_SKIP_MAX 64
+
+/* What the controller remembers about a job across its attempts, and
+ * across its own restarts (kept in SQLite, table job_integrity). */
+struct integ_job {
+    /* A fault that caused a rollback, awaiting its re-run. */
+    bool pending;
+    enum integ_kind kind;
+    int64_t step;                 /* the step it was seen at */
+    int rank;                     /* the sole suspect, -1 none */
+    char node[64];                /* its node, "" none */
+    int attempt;                  /* the attempt that saw it */
+    int64_t bad_from;             /* checkpoints from this step on are bad; 0 none */
+    int64_t skip[INTEG_SKIP_MAX]; /* steps whose batches are skipped */
+    int nskip;
+};
+
+/* ij as a JSON object (new; NULL: out of memory):
+ * {"pending": {"kind", "step", "rank", "node", "attempt"} (only when
+ * pending), "bad_from", "skip": [steps]}. */
+json_t *integ_state_encode (const struct integ_job *ij);
+
+/* The reverse, into ij (zeroed first): 0, or -1 when o is not such an
+ * object (ij left zeroed: nothing pending). */
+int integ_state_decode (const json_t *o, struct integ_job *ij);
 
 /* The event kind of a detection: "replica_divergence", "nonfinite",
  * "loss_spike" (static text). */

@@ -108,6 +108,9 @@ int jobs_reload (struct jobs *jobs, dt_error_t *err)
         }
         spec_parse (job->row.spec, &job->spec);
         job->last_metric_step = job->row.last_step;
+        /* A fault awaiting its re-run, checkpoints to mark bad, steps to skip */
+        if (integ_job_load (jobs, job, err) < 0)
+            dt_log (LOG_ERR, "job %lld: %s", (long long)job->row.id, err->text);
         /* Restart-policy state kept in the failure record. */
         job->no_progress_streak =
           json_integer_value (json_object_get (job->row.failure, "no_progress_streak"));
