@@ -186,6 +186,7 @@ struct job {
     /* restart policy */
     int no_progress_streak;  /* consecutive failed attempts without progress */
     int next_nodes;          /* size of the next attempt (0: the spec's nodes) */
+    int next_tp, next_pp;    /* its layout (0: the spec's) */
     char reuse_handle[64];   /* allocation kept for an in-allocation restart */
     bool restart_in_place;   /* the next attempt runs on prev_nodes, same allocation */
     char prev_nodes[256];    /* the last attempt's rank nodes, comma-joined */

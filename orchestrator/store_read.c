@@ -147,6 +147,8 @@ int store_attempt_load (store_t *st, int64_t job, int attempt,
     r->end_time = store_col_int (s, 28, 0);
     r->provenance = store_col_json (s, 29);
     store_col_str (s, 30, r->restart_path, sizeof (r->restart_path));
+    r->tp = store_col_int (s, 31, 0);
+    r->pp = store_col_int (s, 32, 0);
     sqlite3_reset (s);
     if (!r->exclude)
         r->exclude = json_array ();

@@ -63,10 +63,10 @@ const char *const store_sql[S_COUNT] = {
       "exclude,"
       " resume_step, resume_dir, resume_sha256, master_addr, master_port, cause,"
       " cause_node, cause_rank, detail, evidence, fail_time, exit_code, submit_time,"
-      " start_time, end_time, provenance, restart_path)"
+      " start_time, end_time, provenance, restart_path, tp, pp)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
       "?17,"
-      " ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)",
+      " ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
     [S_ATT_UPDATE] =
       "UPDATE attempts SET state = ?3, token = ?4, launcher = ?5, handle = ?6,"
       " slurm_job_id = ?7, batch_host = ?8, nodelist = ?9, num_nodes = ?10,"
@@ -74,8 +74,8 @@ const char *const store_sql[S_COUNT] = {
       " resume_step = ?15, resume_dir = ?16, resume_sha256 = ?17, master_addr = ?18,"
       " master_port = ?19, cause = ?20, cause_node = ?21, cause_rank = ?22, detail = ?23,"
       " evidence = ?24, fail_time = ?25, exit_code = ?26, submit_time = ?27,"
-      " start_time = ?28, end_time = ?29, provenance = ?30, restart_path = ?31"
-      " WHERE job_id = ?1 AND attempt = ?2",
+      " start_time = ?28, end_time = ?29, provenance = ?30, restart_path = ?31,"
+      " tp = ?32, pp = ?33 WHERE job_id = ?1 AND attempt = ?2",
     [S_ATTNODE_PUT] =
       "INSERT OR REPLACE INTO attempt_nodes (job_id, attempt, node, node_order, "
       "node_rank,"
@@ -158,7 +158,7 @@ const char *const store_sql[S_COUNT] = {
       " resume_dir, resume_sha256, master_addr, master_port, cause, cause_node, "
       "cause_rank,"
       " detail, evidence, fail_time, exit_code, submit_time, start_time, end_time,"
-      " provenance, restart_path FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+      " provenance, restart_path, tp, pp FROM attempts WHERE job_id = ?1 AND attempt = ?2",
     [S_LIVE_JOBS] =
       "SELECT id FROM jobs WHERE state IN ('pending', 'running', 'restarting')"
       " UNION SELECT job_id FROM attempts"
@@ -176,6 +176,9 @@ const char *const store_sql[S_COUNT] = {
       " fail_time, exit_code, submit_time, start_time, end_time, launcher, handle,"
       " slurm_job_id, batch_host, nodelist, num_nodes, spare_nodes, ranks_per_node,"
       " world_size, exclude, resume_step, master_addr, master_port, restart_path,"
+      /* The layout: data parallel over what tp and pp leave. */
+      " CASE WHEN tp IS NULL OR pp IS NULL THEN NULL ELSE json_object ('tp', tp, 'pp', pp,"
+      "   'dp', world_size / (tp * pp)) END AS layout,"
       /* A huge attempt's provenance comes trimmed from the memo (below). */
       " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL ELSE provenance END"
       " AS provenance, ?2 >= 0 AND length (provenance) > ?3 AS provenance_big"
