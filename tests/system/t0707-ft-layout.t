@@ -7,13 +7,13 @@
 #      why (tp1.pp0 missing) and the restart resumes from the last committed
 #      checkpoint; the job completes with params_crc32c equal to an
 #      uninterrupted tp2 run's.
-#   2. parallel {tp: 2} on 4 nodes (dp 2 x tp 2), min_nodes 2, 4 local
+#   2. parallel {pp: 2} on 4 nodes (dp 2 x pp 2), min_nodes 2, 4 local
 #      nodes: the admin marks rank 2's node suspect and rank 2 is killed (a
 #      rank's exit on a trusted node would restart in place): the survivors
-#      0 (tp0), 1 and 3 (tp1) hold every slice, so their shards make a
+#      0 (stage pp0), 1 and 3 (pp1) hold every slice, so their shards make a
 #      just-in-time checkpoint (each shard from one survivor); 3 healthy
-#      nodes are left and 3 ranks hold no whole tp group: the controller
-#      restarts on 2 nodes (tp 2 x dp 1, was dp 2) from that checkpoint,
+#      nodes are left and 3 ranks hold no whole pipeline: the controller
+#      restarts on 2 nodes (pp 2 x dp 1, was dp 2) from that checkpoint,
 #      records the old and new layout in the shrink event and in each
 #      attempt, and the job completes.
 #   3. parallel {tp: 2, shrink: ["tp"]} on 2 nodes, min_nodes 1: every node
@@ -57,10 +57,10 @@ GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 echo "# tp2 job after a restart: params_crc32c $GOT (uninterrupted $BASE)"
 check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
 
-# --- 2. fewer nodes: the layout keeps tp 2 -------------------------------------------------
+# --- 2. fewer nodes: the layout keeps pp 2; the survivors hold every slice --------------------
 submit "$(dttrain_spec shrink 4 "--inject-slow 0:25" \
-    '{"parallel": {"tp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
-check "the 4-node tp2 job runs past step 45" wait_step "$ID" 45 120
+    '{"parallel": {"pp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
+check "the 4-node pp2 job runs past step 45" wait_step "$ID" 45 120
 NODE=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 2) | .node')
 api POST "/v1/nodes/$NODE/suspect" >/dev/null
 check "the admin marks rank 2's node $NODE suspect" test "$(status)" = 200
@@ -68,24 +68,24 @@ PID=$(rank_pid "$ID" 2)
 check "kill -9 rank 2 (pid $PID)" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 180
 api GET "/v1/jobs/$ID" > "$TMP/j2.json"
-check "attempt 2 ran on 2 nodes (3 healthy, 3 ranks hold no whole tp group)" \
+check "attempt 2 ran on 2 nodes (3 healthy, 3 ranks hold no whole pp group)" \
     jqt '.data.attempts[1].num_nodes == 2 and .data.attempts[1].world_size == 2' "$TMP/j2.json"
 ev () { sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '$1') FROM events WHERE job_id = $ID AND kind = 'shrink' LIMIT 1"; }
-check "the shrink event records the old layout (tp 2 x dp 2)" \
-    test "$(ev '$.old_layout.tp') $(ev '$.old_layout.dp')" = "2 2"
-check "... and the new one (tp 2 x dp 1)" test "$(ev '$.new_layout.tp') $(ev '$.new_layout.dp')" = "2 1"
-check "the result: $FT_STEPS steps, tp 2 x dp 1, global batch 32" \
-    jqt ".data.result.steps == $FT_STEPS and .data.result.tp == 2 and .data.result.dp == 1 and .data.result.global_batch == 32" "$TMP/j2.json"
-check "the attempts record the layouts (tp 2 x dp 2, then tp 2 x dp 1)" \
-    jqt '[.data.attempts[].layout] == [{"tp": 2, "pp": 1, "dp": 2}, {"tp": 2, "pp": 1, "dp": 1}]' "$TMP/j2.json"
+check "the shrink event records the old layout (pp 2 x dp 2)" \
+    test "$(ev '$.old_layout.pp') $(ev '$.old_layout.dp')" = "2 2"
+check "... and the new one (pp 2 x dp 1)" test "$(ev '$.new_layout.pp') $(ev '$.new_layout.dp')" = "2 1"
+check "the result: $FT_STEPS steps, pp 2 x dp 1, global batch 32" \
+    jqt ".data.result.steps == $FT_STEPS and .data.result.pp == 2 and .data.result.dp == 1 and .data.result.global_batch == 32" "$TMP/j2.json"
+check "the attempts record the layouts (pp 2 x dp 2, then pp 2 x dp 1)" \
+    jqt '[.data.attempts[].layout] == [{"tp": 1, "pp": 2, "dp": 2}, {"tp": 1, "pp": 2, "dp": 1}]' "$TMP/j2.json"
 check "the survivors' shards made a just-in-time checkpoint (jit_window: jit)" \
     test "$(jw '$.resume_source')" = jit
 JSTEP=$(jw '$.jit_step')
 check "attempt 2 resumed from it (step $JSTEP, resume_source jit)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') || ' ' || json_extract(data, '\$.resume_step') FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = "jit $JSTEP"
 CK=$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.jit.written_by_ranks') FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed' AND json_extract(data, '\$.kind') = 'jit'")
-echo "# just-in-time checkpoint of step $JSTEP: positions tp0, tp1 written by ranks $CK"
-check "its shards came from a survivor of each position (rank 0 for tp0, 1 or 3 for tp1)" \
+echo "# just-in-time checkpoint of step $JSTEP: stages pp0, pp1 written by ranks $CK"
+check "its shards came from a survivor of each stage (rank 0 for pp0, 1 or 3 for pp1)" \
     eval 'case "$CK" in "[0,1]"|"[0,3]") true ;; *) false ;; esac'
 
 # --- 3. too few nodes for a tp group: the spec lets the restart use tp 1 ---------------------
