@@ -75,7 +75,7 @@ struct store_attempt_row {
     int64_t submit_time, start_time, end_time;
     json_t *provenance;    /* owned, may be NULL */
     char restart_path[16]; /* restartpolicy.h, restart_path_of; "" first attempt */
-    int tp, pp;            /* the layout it runs in (dp = world_size / (tp pp)); 0 unknown */
+    int tp, pp; /* the layout it runs in (dp = world_size / (tp pp)); 0 unknown */
 };
 
 /* Zero a row and set the "absent" markers; free what a row owns. */

@@ -158,7 +158,8 @@ const char *const store_sql[S_COUNT] = {
       " resume_dir, resume_sha256, master_addr, master_port, cause, cause_node, "
       "cause_rank,"
       " detail, evidence, fail_time, exit_code, submit_time, start_time, end_time,"
-      " provenance, restart_path, tp, pp FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+      " provenance, restart_path, tp, pp"
+      " FROM attempts WHERE job_id = ?1 AND attempt = ?2",
     [S_LIVE_JOBS] =
       "SELECT id FROM jobs WHERE state IN ('pending', 'running', 'restarting')"
       " UNION SELECT job_id FROM attempts"
@@ -177,8 +178,9 @@ const char *const store_sql[S_COUNT] = {
       " slurm_job_id, batch_host, nodelist, num_nodes, spare_nodes, ranks_per_node,"
       " world_size, exclude, resume_step, master_addr, master_port, restart_path,"
       /* The layout: data parallel over what tp and pp leave. */
-      " CASE WHEN tp IS NULL OR pp IS NULL THEN NULL ELSE json_object ('tp', tp, 'pp', pp,"
-      "   'dp', world_size / (tp * pp)) END AS layout,"
+      " CASE WHEN tp IS NULL OR pp IS NULL THEN NULL"
+      "   ELSE json_object ('tp', tp, 'pp', pp, 'dp', world_size / (tp * pp)) END"
+      "   AS layout,"
       /* A huge attempt's provenance comes trimmed from the memo (below). */
       " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL ELSE provenance END"
       " AS provenance, ?2 >= 0 AND length (provenance) > ?3 AS provenance_big"

@@ -475,7 +475,7 @@ static const char *fmt_layout (const json_t *a, char *buf, size_t len)
 static void show_attempts (const json_t *job)
 {
     static const char *const hdr[] = {
-        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK",  "SLURM_JOB", "RESTART",
+        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK",   "SLURM_JOB", "RESTART",
         "RESUMED", "START", "END",   "NODES", "LAYOUT", "DETAIL",
     };
     json_t *attempts = jget (job, "attempts");

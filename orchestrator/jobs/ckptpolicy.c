@@ -66,8 +66,7 @@ int jit_cover (const struct jit_set *sets, int world, int group, int64_t step, i
     for (int p = 0; p < group; p++) {
         pick[p] = -1;
         for (int r = p; sets && r < world && pick[p] < 0; r += group)
-            if (sets[r].shards && sets[r].step == step &&
-                sets[r].nhave >= world / group)
+            if (sets[r].shards && sets[r].step == step && sets[r].nhave >= world / group)
                 pick[p] = r;
         covered += pick[p] >= 0;
     }

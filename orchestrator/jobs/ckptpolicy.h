@@ -42,8 +42,7 @@ int jit_set_add (struct jit_set *js, int world, int need, const char *node,
  * set of 'step' is complete (world / group shards): pick[p] = r, else -1.
  * Taking each position's shards from one set covers every tensor slice
  * exactly once.  Returns the number of positions covered (group: all). */
-int jit_cover (const struct jit_set *sets, int world, int group, int64_t step,
-               int *pick);
+int jit_cover (const struct jit_set *sets, int world, int group, int64_t step, int *pick);
 
 /* Is a complete just-in-time set of 'step' worth committing?  Not when one
  * was committed already (jit_step > 0), nor when a committed checkpoint

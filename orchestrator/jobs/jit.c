@@ -90,9 +90,9 @@ static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *at
     }
     /* One writer (plain dp): its rank and node, as before; under tp or pp
      * also every position's writer. */
-    json_t *extra = json_pack ("{s:i s:s s:I}", "written_by_rank", a->pick[0], "node",
-                               att->jit[a->pick[0]].node, "attempt",
-                               (json_int_t)att->row.attempt);
+    json_t *extra =
+      json_pack ("{s:i s:s s:I}", "written_by_rank", a->pick[0], "node",
+                 att->jit[a->pick[0]].node, "attempt", (json_int_t)att->row.attempt);
     if (a->group > 1) {
         json_object_set_new (extra, "written_by_ranks", by);
         json_object_set_new (extra, "nodes", nodes);
@@ -222,8 +222,8 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
     }
     if (!att->jit[rank].shards)
         att->jit_nsets++;
-    int complete = jit_set_add (&att->jit[rank], W, W / group, node, shard_rank, step,
-                                bytes, crc32c);
+    int complete =
+      jit_set_add (&att->jit[rank], W, W / group, node, shard_rank, step, bytes, crc32c);
     if (complete < 0)
         return errnoprintf (err, ENOMEM, "out of memory");
     if (!complete)
@@ -261,13 +261,15 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
  * (tp, pp) positions uncovered.  Text for the event's detail into buf
  * ("" when that is not the reason) and the positions ("tpX.ppY") into
  * 'missing' (may be NULL). */
-static void jit_missing (const struct attempt *att, char *buf, size_t len, json_t *missing)
+static void jit_missing (const struct attempt *att, char *buf, size_t len,
+                         json_t *missing)
 {
     int W = att->row.world_size, group = att_group (att), pick[group];
     int64_t step = 0;
     buf[0] = '\0';
     for (int r = 0; att->jit && r < W; r++)
-        if (att->jit[r].shards && att->jit[r].nhave >= W / group && att->jit[r].step > step)
+        if (att->jit[r].shards && att->jit[r].nhave >= W / group &&
+            att->jit[r].step > step)
             step = att->jit[r].step;
     if (group == 1 || step == 0)
         return;
@@ -325,8 +327,9 @@ void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
     json_t *data = json_pack (
       "{s:s s:I s:I s:s s:{s:i s:i s:i}}", "resume_source",
       att->jit_step > 0 ? "jit" : "committed", "jit_step", (json_int_t)att->jit_step,
-      "waited_ms", (json_int_t)waited, "why", why, "layout", "tp", att->row.tp, "pp",
-      att->row.pp, "dp", att->row.world_size / att_group (att));
+      "waited_ms", (json_int_t)waited, "why", why, "layout", "tp",
+      att->row.tp > 0 ? att->row.tp : 1, "pp", att->row.pp > 0 ? att->row.pp : 1, "dp",
+      att->row.world_size / att_group (att));
     if (json_array_size (missing))
         json_object_set (data, "missing_positions", missing);
     json_decref (missing);

@@ -101,9 +101,8 @@ static void test_defaults (void)
     CU_ASSERT_EQUAL (js.parallel.nshrink, 2);
     CU_ASSERT_EQUAL (js.parallel.shrink[0], SPEC_DIM_PP);
     CU_ASSERT_EQUAL (js.parallel.shrink[1], SPEC_DIM_TP);
-    CU_ASSERT_EQUAL (json_array_size (json_object_get (json_object_get (s, "parallel"),
-                                                       "shrink")),
-                     2);
+    CU_ASSERT_EQUAL (
+      json_array_size (json_object_get (json_object_get (s, "parallel"), "shrink")), 2);
     json_decref (s);
 }
 
@@ -219,7 +218,8 @@ static const struct {
     { "{\"command\": [\"x\"], \"nodes\": 4, \"parallel\": {\"tp\": 2, \"pp\": 2},"
       " \"restart\": {\"min_nodes\": 3}}",
       "parallel" },
-    { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": [\"dp\"]}}", "parallel.shrink[0]" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": [\"dp\"]}}",
+      "parallel.shrink[0]" },
     { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": [\"tp\", \"tp\"]}}",
       "parallel.shrink[1]" },
     { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": \"tp\"}}", "parallel.shrink" },
