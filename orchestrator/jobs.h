@@ -94,8 +94,9 @@ struct kv {
 
 struct job;
 
-/* Just-in-time checkpoint shards reported by one surviving rank:
- * it writes every rank's shard of one step into a directory of its own. */
+/* Just-in-time checkpoint shards reported by one surviving rank: it
+ * writes the shards of its data-parallel group (every rank's in plain dp)
+ * of one step into a directory of its own. */
 struct jit_set {
     int64_t step; /* 0: none yet */
     int nhave;
@@ -104,7 +105,7 @@ struct jit_set {
         bool got;
         int64_t bytes;
         char crc32c[16];
-    } * shards; /* [world_size] */
+    } * shards; /* [world_size / (tp pp)], by dp index */
 };
 
 struct attempt {

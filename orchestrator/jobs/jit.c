@@ -22,8 +22,9 @@
 #include "orchestrator/jobs/restartpolicy.h"
 #include "orchestrator/jobs/ckptpolicy.h"
 
-/* Just-in-time sets tracked per attempt: each holds world_size entries, so
- * that every rank reporting one would hold world_size squared. */
+/* Just-in-time sets tracked per attempt, per (tp, pp) position: each holds
+ * world_size / (tp pp) entries, so that every rank reporting one would hold
+ * world_size squared / (tp pp); a few survivors of each position suffice. */
 static const int jit_sets_max = 16;
 
 /* How long an ending attempt waits for a survivor's just-in-time shard
@@ -73,13 +74,13 @@ static int tx_jit_commit (struct jobs *jobs, struct job *job, struct attempt *at
     json_t *by = json_array (), *nodes = json_array ();
     for (int k = 0; k < att->row.world_size; k++) {
         struct jit_set *js = &att->jit[a->pick[k % a->group]];
+        struct jit_shard *sh = &js->shards[k / a->group];
         if (dt_pathf (path, sizeof (path), "%s/rank-%d.ckpt", a->sdir, k) < 0) {
             json_decref (by), json_decref (nodes);
             return errnoprintf (err, ENAMETOOLONG, "checkpoint path too long");
         }
         if (store_shard_put (st, job->row.id, a->step, k, att->row.attempt, js->node,
-                             path, js->shards[k].bytes, js->shards[k].crc32c, now,
-                             err) < 0) {
+                             path, sh->bytes, sh->crc32c, now, err) < 0) {
             json_decref (by), json_decref (nodes);
             return -1;
         }
@@ -207,7 +208,7 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
           err, EINVAL, "path: a just-in-time shard of rank %d must be %s", rank, want);
     if (!att->jit && !(att->jit = calloc (W, sizeof (*att->jit))))
         return errnoprintf (err, ENOMEM, "out of memory");
-    if (!att->jit[rank].shards && att->jit_nsets >= jit_sets_max) {
+    if (!att->jit[rank].shards && att->jit_nsets >= jit_sets_max * group) {
         /* Each set costs world_size entries: a few survivors write one,
          * and the first complete sets win; the sets of more ranks are
          * ignored (their files stay in the job's directory, removed with
@@ -216,7 +217,8 @@ int jobs_shard_jit (struct jobs *jobs, struct attempt *att, const char *node, in
             dt_log (LOG_WARNING,
                     "job %lld attempt %d: rank %d reports a just-in-time set "
                     "but %d ranks already do; ignored",
-                    (long long)att->row.job_id, att->row.attempt, rank, jit_sets_max);
+                    (long long)att->row.job_id, att->row.attempt, rank,
+                    jit_sets_max * group);
         att->jit_refused_logged = true;
         return 0;
     }

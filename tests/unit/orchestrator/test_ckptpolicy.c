@@ -69,6 +69,8 @@ static void test_jit_cover (void)
     CU_ASSERT_EQUAL (jit_set_add (&s[1], 4, 2, "n1", 1, 9, 10, "a"), 0);
     CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 9, pick), 0);
     CU_ASSERT_EQUAL (jit_set_add (&s[1], 4, 2, "n1", 3, 9, 10, "b"), 1);
+    CU_ASSERT_EQUAL (jit_shard_index (4, 2, 3), 1); /* rank 3: dp index 1 */
+    CU_ASSERT_STRING_EQUAL (s[1].shards[1].crc32c, "b");
     CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 9, pick), 1);
     CU_ASSERT_EQUAL (pick[1], 1);
     CU_ASSERT_EQUAL (pick[0], -1); /* no survivor of position 0 yet */
