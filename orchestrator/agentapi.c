@@ -109,20 +109,23 @@ static const char *const register_keys[] = {
     "slurm_job_id", "slurm_step_id", "hostinfo", "relay_port", NULL,
 };
 
-/* The trainers' environment: the spec's, and the layout (spec.h's
- * parallel) as DT_TP and DT_PP, which dttrain reads for --tp and --pp.
- * New reference. */
-static json_t *trainer_env (const struct job *job)
+/* The trainers' environment: the spec's, and the attempt's layout (spec.h's
+ * parallel, or a smaller one the restart re-planned) as DT_TP and DT_PP,
+ * which dttrain reads for --tp and --pp.  New reference. */
+static json_t *trainer_env (const struct attempt *att)
 {
+    const struct job *job = att->job;
+    int tp = att->row.tp > 0 ? att->row.tp : job->spec.parallel.tp;
+    int pp = att->row.pp > 0 ? att->row.pp : job->spec.parallel.pp;
     json_t *env = json_copy (json_object_get (job->row.spec, "env"));
     char b[16];
     if (!env)
         env = json_object ();
     if (!env)
         return NULL;
-    snprintf (b, sizeof (b), "%d", job->spec.parallel.tp > 0 ? job->spec.parallel.tp : 1);
+    snprintf (b, sizeof (b), "%d", tp > 0 ? tp : 1);
     json_object_set_new (env, "DT_TP", json_string (b));
-    snprintf (b, sizeof (b), "%d", job->spec.parallel.pp > 0 ? job->spec.parallel.pp : 1);
+    snprintf (b, sizeof (b), "%d", pp > 0 ? pp : 1);
     json_object_set_new (env, "DT_PP", json_string (b));
     return env;
 }
@@ -157,7 +160,7 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
       "restart_count", job->row.restarts, "max_restarts",
       (int)json_integer_value (
         json_object_get (json_object_get (spec, "restart"), "max_restarts")),
-      "command", json_object_get (spec, "command"), "env", trainer_env (job), "workdir",
+      "command", json_object_get (spec, "command"), "env", trainer_env (att), "workdir",
       json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume", resume,
       "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
       "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",

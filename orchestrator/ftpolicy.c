@@ -108,7 +108,25 @@ int ft_no_progress_streak (int streak, bool progressed)
 
 enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes)
 {
+    int tp, pp;
+    return ft_restart_replan (in, nodes, &tp, &pp);
+}
+
+/* The most nodes, from minn up to n, whose world holds whole groups of g
+ * ranks; 0 when none does. */
+static int fit_nodes (int n, int minn, int rpn, int g)
+{
+    while (g > 1 && n >= minn && ((int64_t)n * rpn) % g)
+        n--;
+    return n >= minn ? n : 0;
+}
+
+enum ft_verdict ft_restart_replan (const struct ft_restart_in *in, int *nodes, int *tp,
+                                   int *pp)
+{
+    int T = in->tp > 0 ? in->tp : 1, P = in->pp > 0 ? in->pp : 1;
     *nodes = 0;
+    *tp = T, *pp = P;
     if (in->no_progress_limit > 0 && in->no_progress_streak >= in->no_progress_limit)
         return FT_GIVE_UP_NO_PROGRESS;
     if (in->restarts >= in->max_restarts)
@@ -118,11 +136,31 @@ enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes)
         n = in->available;
     int minn = in->min_nodes > 0 ? in->min_nodes : in->nodes;
     /* keep tp x pp: drop nodes until the world holds whole groups */
-    while (in->group > 1 && n >= minn && ((int64_t)n * in->ranks_per_node) % in->group)
-        n--;
-    if (n < minn)
+    int best = fit_nodes (n, minn, in->ranks_per_node, in->tp > 0 ? T * P : in->group);
+    /* else reduce the listed dimensions: the first alone, then both (the
+     * outer loop, over the one listed last, keeps it largest on a tie) */
+    for (int k = 0; !best && k < in->nshrink && k < 2; k++) {
+        bool vt = false, vp = false;
+        for (int i = 0; i <= k; i++)
+            vt |= in->shrink[i] == FT_DIM_TP, vp |= in->shrink[i] == FT_DIM_PP;
+        bool tp_outer = in->shrink[k] == FT_DIM_TP;
+        int A = tp_outer ? T : P, B = tp_outer ? P : T;
+        bool va = tp_outer ? vt : vp, vb = tp_outer ? vp : vt;
+        for (int a = A; a >= 1; a--) {
+            for (int b = B; b >= 1; b--) {
+                if (A % a || B % b || (!va && a != A) || (!vb && b != B))
+                    continue;
+                int f = fit_nodes (n, minn, in->ranks_per_node, a * b);
+                if (f > best)
+                    best = f, *tp = tp_outer ? a : b, *pp = tp_outer ? b : a;
+            }
+        }
+    }
+    if (!best) {
+        *tp = T, *pp = P;
         return FT_GIVE_UP_NO_NODES;
-    *nodes = n;
+    }
+    *nodes = best;
     return FT_RESTART;
 }
 

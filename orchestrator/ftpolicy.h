@@ -84,13 +84,30 @@ struct ft_restart_in {
     /* The layout (spec parallel): the world must hold whole groups of
      * tp * pp ranks; 0: any world. */
     int ranks_per_node, group;
+    /* For ft_restart_replan: the spec's degrees (0: group alone counts) and
+     * the dimensions spec parallel.shrink lets a restart reduce, in order
+     * (FT_DIM_PP, FT_DIM_TP; nshrink of them). */
+    int tp, pp;
+    int shrink[2], nshrink;
 };
+
+enum { FT_DIM_TP = 1, FT_DIM_PP = 2 };
 
 /* What to do after an attempt failed; *nodes gets the size of the next
  * attempt (min(nodes, available), never below min_nodes) on FT_RESTART.
  * With a layout, the largest such size whose world holds whole tp * pp
  * groups (keeping tp and pp, dropping data-parallel replicas). */
 enum ft_verdict ft_restart_decide (const struct ft_restart_in *in, int *nodes);
+
+/* ft_restart_decide, re-planning the layout when too few nodes remain:
+ * first the spec's tp x pp with fewer data-parallel replicas (as above);
+ * when no size from min_nodes up holds a whole group, smaller degrees of
+ * the dimensions in.shrink lists -- divisors of the spec's, so the model
+ * still splits evenly -- the first listed alone, then both: the layout
+ * that runs on the most nodes, then the one that keeps the most of the
+ * dimension listed last.  *tp, *pp: the next attempt's degrees. */
+enum ft_verdict ft_restart_replan (const struct ft_restart_in *in, int *nodes, int *tp,
+                                   int *pp);
 
 /* "restart", "max_restarts", "no_progress", "no_nodes" */
 const char *ft_verdict_name (enum ft_verdict v);

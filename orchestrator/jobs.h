@@ -101,8 +101,9 @@ struct kv {
 
 struct job;
 
-/* Just-in-time checkpoint shards reported by one surviving rank:
- * it writes every rank's shard of one step into a directory of its own. */
+/* Just-in-time checkpoint shards reported by one surviving rank: it
+ * writes the shards of its data-parallel group (every rank's in plain dp)
+ * of one step into a directory of its own. */
 struct jit_set {
     int64_t step; /* 0: none yet */
     int nhave;
@@ -111,7 +112,7 @@ struct jit_set {
         bool got;
         int64_t bytes;
         char crc32c[16];
-    } * shards; /* [world_size] */
+    } * shards; /* [world_size / (tp pp)], by dp index */
 };
 
 struct attempt {
@@ -194,6 +195,7 @@ struct job {
     /* restart policy */
     int no_progress_streak;  /* consecutive failed attempts without progress */
     int next_nodes;          /* size of the next attempt (0: the spec's nodes) */
+    int next_tp, next_pp;    /* its layout (0: the spec's) */
     char reuse_handle[64];   /* allocation kept for an in-allocation restart */
     bool restart_in_place;   /* the next attempt runs on prev_nodes, same allocation */
     char prev_nodes[256];    /* the last attempt's rank nodes, comma-joined */

@@ -50,7 +50,7 @@ static const char *const integrity_keys[] = {
     "every_steps", "action", "skip_bad_batches", "spike_k", "spike_window", NULL,
 };
 static const char *const comm_bound_keys[] = { "threshold", "window_steps", NULL };
-static const char *const parallel_keys[] = { "tp", "pp", NULL };
+static const char *const parallel_keys[] = { "tp", "pp", "shrink", NULL };
 
 static int fail (dt_error_t *err, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
@@ -293,15 +293,45 @@ done:
     return rc;
 }
 
+/* parallel.shrink: the dimensions ("pp", "tp") a restart on too few nodes
+ * may reduce, in order, each at most once.  *min_group: the smallest group
+ * they leave (tp x pp with the listed ones at 1).  0 or -1 with err. */
+static int validate_shrink (const json_t *sec, json_int_t tp, json_int_t pp,
+                            json_t **list, json_int_t *min_group, dt_error_t *err)
+{
+    const json_t *s = json_object_get (sec, "shrink");
+    size_t i;
+    json_t *v;
+    *list = NULL;
+    *min_group = tp * pp;
+    if (!s)
+        return 0;
+    if (!json_is_array (s) || json_array_size (s) > 2)
+        return fail (err, "parallel.shrink: must be a list of at most 2 of \"pp\", "
+                          "\"tp\" (the dimensions a restart may reduce, in order)");
+    json_array_foreach (s, i, v)
+    {
+        const char *d = json_string_value (v);
+        if (!d || (strcmp (d, "tp") && strcmp (d, "pp")))
+            return fail (err, "parallel.shrink[%zu]: must be \"tp\" or \"pp\"", i);
+        if (i == 1 && !strcmp (d, json_string_value (json_array_get (s, 0))))
+            return fail (err, "parallel.shrink[1]: \"%s\" is listed twice", d);
+        *min_group /= !strcmp (d, "tp") ? tp : pp;
+    }
+    *list = json_deep_copy (s);
+    return 0;
+}
+
 /* parallel: the trainer's tensor- and pipeline-parallel degrees (DT_TP,
  * DT_PP).  Every world the job may run in (nodes, and restart.min_nodes on
- * fewer nodes, times ranks_per_node) must hold whole tp x pp groups; the
+ * fewer nodes, times ranks_per_node) must hold whole tp x pp groups -- at
+ * restart.min_nodes, the smallest group parallel.shrink allows; the
  * data-parallel degree is what remains. */
 static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn,
                               json_t *out, dt_error_t *err)
 {
-    json_t *empty = json_object (), *sec;
-    json_int_t tp = 1, pp = 1;
+    json_t *empty = json_object (), *sec, *shrink = NULL;
+    json_int_t tp = 1, pp = 1, min_group;
     int rc = -1;
 
     if (!empty)
@@ -310,7 +340,8 @@ static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn
         dt_json_get_int (sec, "parallel", "tp", false, 1, SPEC_MAX_RANKS_PER_NODE, &tp,
                          err) < 0 ||
         dt_json_get_int (sec, "parallel", "pp", false, 1, SPEC_MAX_RANKS_PER_NODE, &pp,
-                         err) < 0)
+                         err) < 0 ||
+        validate_shrink (sec, tp, pp, &shrink, &min_group, err) < 0)
         goto done;
     json_int_t minn = json_integer_value (
       json_object_get (json_object_get (out, "restart"), "min_nodes"));
@@ -321,16 +352,21 @@ static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn
               (long long)(nodes * rpn), (long long)(tp * pp));
         goto done;
     }
-    if (minn > 0 && (minn * rpn) < tp * pp) {
+    if (minn > 0 && (minn * rpn) < min_group) {
         fail (err,
               "parallel: restart.min_nodes * ranks_per_node (%lld) holds no tp * pp "
-              "group (%lld)",
-              (long long)(minn * rpn), (long long)(tp * pp));
+              "group (%lld%s)",
+              (long long)(minn * rpn), (long long)min_group,
+              shrink ? ", the smallest parallel.shrink allows" : "");
         goto done;
     }
-    json_object_set_new (out, "parallel", json_pack ("{s:I s:I}", "tp", tp, "pp", pp));
+    json_t *par = json_pack ("{s:I s:I}", "tp", tp, "pp", pp);
+    if (shrink && json_array_size (shrink))
+        json_object_set (par, "shrink", shrink);
+    json_object_set_new (out, "parallel", par);
     rc = 0;
 done:
+    json_decref (shrink);
     json_decref (empty);
     return rc;
 }
@@ -553,4 +589,10 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     /* specs stored before the layout existed have none: 1 x 1 */
     js->parallel.tp = p ? (int)json_integer_value (json_object_get (p, "tp")) : 1;
     js->parallel.pp = p ? (int)json_integer_value (json_object_get (p, "pp")) : 1;
+    const json_t *sh = json_object_get (p, "shrink");
+    js->parallel.nshrink = 0;
+    for (size_t i = 0; i < json_array_size (sh) && i < 2; i++)
+        js->parallel.shrink[js->parallel.nshrink++] =
+          !strcmp (json_string_value (json_array_get (sh, i)), "tp") ? SPEC_DIM_TP
+                                                                     : SPEC_DIM_PP;
 }

@@ -36,6 +36,9 @@ enum {
     SPEC_MAX_ENV = 1024,
 };
 
+/* parallel.shrink's dimensions (the same numbers as ftpolicy.h's FT_DIM_*). */
+enum { SPEC_DIM_TP = 1, SPEC_DIM_PP = 2 };
+
 /* Validate 'in' (borrowed).  Returns a new normalized spec, or NULL with
  * errno EINVAL and err "<field path>: <problem>". */
 json_t *spec_validate (const json_t *in, const struct spec_defaults *d, dt_error_t *err);
@@ -84,6 +87,9 @@ struct job_spec {
     } comm_bound;
     struct {
         int tp, pp; /* the trainer's layout (DT_TP, DT_PP); 1 x 1 by default */
+        /* parallel.shrink: what a restart on too few nodes may reduce, in
+         * order (SPEC_DIM_*; nshrink of them) */
+        int shrink[2], nshrink;
     } parallel;
 };
 

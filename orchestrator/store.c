@@ -29,6 +29,7 @@ extern const char store_sql_004[];
 extern const char store_sql_005[];
 extern const char store_sql_006[];
 extern const char store_sql_007[];
+extern const char store_sql_008[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -38,13 +39,14 @@ const struct dt_db_migration store_migrations[] = {
     { 5, "005-restart-path.sql", store_sql_005 },
     { 6, "006-mfu.sql", store_sql_006 },
     { 7, "007-integrity-state.sql", store_sql_007 },
+    { 8, "008-attempt-layout.sql", store_sql_008 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
 /* Columns holding JSON text: parsed into the API's objects. */
 static const char *const json_columns[] = {
     "spec",       "exclude", "failure",  "result", "evidence",
-    "provenance", "data",    "hostinfo", NULL,
+    "provenance", "data",    "hostinfo", "layout", NULL,
 };
 /* Integer columns that are booleans. */
 static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };
@@ -444,7 +446,7 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
     else
         snprintf (hash, sizeof (hash), "%s", r->token_sha256);
     return store_bind (
-      st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJsDDs", r->job_id, (int64_t)r->attempt,
+      st, s, err, "IISSSsIssIIIIJNsssNssNsJTNTTTJsDDsNN", r->job_id, (int64_t)r->attempt,
       fsm_attempt_state_name (r->state), hash, r->launcher, r->handle, r->slurm_job_id,
       r->batch_host, r->nodelist, (int64_t)r->num_nodes, (int64_t)r->spare_nodes,
       (int64_t)r->ranks_per_node, (int64_t)r->world_size, r->exclude ? r->exclude : empty,
@@ -452,7 +454,8 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
       r->master_port > 0 ? (int64_t)r->master_port : (int64_t)-1, r->cause, r->cause_node,
       (int64_t)r->cause_rank, r->detail, r->evidence, r->fail_time, (int64_t)r->exit_code,
       r->submit_time, r->start_time, r->end_time, r->provenance, r->restart_path,
-      r->model_flops, r->peak_flops, r->peak_source);
+      r->model_flops, r->peak_flops, r->peak_source,
+      (int64_t)(r->tp > 0 ? r->tp : -1), (int64_t)(r->pp > 0 ? r->pp : -1));
 }
 
 void store_prov_memo_forget (store_t *st, int64_t job, int attempt)

@@ -80,6 +80,7 @@ struct store_attempt_row {
     double model_flops; /* model FLOPs of one step of the job */
     double peak_flops;  /* FLOP/s the step is measured against */
     char peak_source[32];
+    int tp, pp; /* the layout it runs in (dp = world_size / (tp pp)); 0 unknown */
 };
 
 /* Zero a row and set the "absent" markers; free what a row owns. */

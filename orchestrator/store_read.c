@@ -150,6 +150,8 @@ int store_attempt_load (store_t *st, int64_t job, int attempt,
     r->model_flops = store_col_real (s, 31);
     r->peak_flops = store_col_real (s, 32);
     store_col_str (s, 33, r->peak_source, sizeof (r->peak_source));
+    r->tp = store_col_int (s, 34, 0);
+    r->pp = store_col_int (s, 35, 0);
     sqlite3_reset (s);
     if (!r->exclude)
         r->exclude = json_array ();

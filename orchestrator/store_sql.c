@@ -64,11 +64,11 @@ const char *const store_sql[S_COUNT] = {
       " resume_step, resume_dir, resume_sha256, master_addr, master_port, cause,"
       " cause_node, cause_rank, detail, evidence, fail_time, exit_code, submit_time,"
       " start_time, end_time, provenance, restart_path, model_flops, peak_flops,"
-      " peak_source)"
+      " peak_source, tp, pp)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
       "?17,"
       " ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33,"
-      " ?34)",
+      " ?34, ?35, ?36)",
     [S_ATT_UPDATE] =
       "UPDATE attempts SET state = ?3, token = ?4, launcher = ?5, handle = ?6,"
       " slurm_job_id = ?7, batch_host = ?8, nodelist = ?9, num_nodes = ?10,"
@@ -77,7 +77,7 @@ const char *const store_sql[S_COUNT] = {
       " master_port = ?19, cause = ?20, cause_node = ?21, cause_rank = ?22, detail = ?23,"
       " evidence = ?24, fail_time = ?25, exit_code = ?26, submit_time = ?27,"
       " start_time = ?28, end_time = ?29, provenance = ?30, restart_path = ?31,"
-      " model_flops = ?32, peak_flops = ?33, peak_source = ?34"
+      " model_flops = ?32, peak_flops = ?33, peak_source = ?34, tp = ?35, pp = ?36"
       " WHERE job_id = ?1 AND attempt = ?2",
     [S_ATTNODE_PUT] =
       "INSERT OR REPLACE INTO attempt_nodes (job_id, attempt, node, node_order, "
@@ -161,7 +161,7 @@ const char *const store_sql[S_COUNT] = {
       " resume_dir, resume_sha256, master_addr, master_port, cause, cause_node, "
       "cause_rank,"
       " detail, evidence, fail_time, exit_code, submit_time, start_time, end_time,"
-      " provenance, restart_path, model_flops, peak_flops, peak_source FROM attempts"
+      " provenance, restart_path, model_flops, peak_flops, peak_source, tp, pp FROM attempts"
       " WHERE job_id = ?1 AND attempt = ?2",
     [S_LIVE_JOBS] =
       "SELECT id FROM jobs WHERE state IN ('pending', 'running', 'restarting')"
@@ -190,6 +190,10 @@ const char *const store_sql[S_COUNT] = {
       "   / (attempts.peak_flops * g.step_ms_sum) FROM attempt_goodput g"
       "   WHERE g.job_id = attempts.job_id AND g.attempt = attempts.attempt"
       "   AND g.step_ms_sum > 0 AND attempts.peak_flops > 0) AS mfu,"
+      /* The layout: data parallel over what tp and pp leave. */
+      " CASE WHEN tp IS NULL OR pp IS NULL THEN NULL"
+      "   ELSE json_object ('tp', tp, 'pp', pp, 'dp', world_size / (tp * pp)) END"
+      "   AS layout,"
       /* A huge attempt's provenance comes trimmed from the memo (below). */
       " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL ELSE provenance END"
       " AS provenance, ?2 >= 0 AND length (provenance) > ?3 AS provenance_big"

@@ -445,6 +445,33 @@ int userfs_rename (const struct userfs_id *id, const char *dir, const char *from
     return 0;
 }
 
+int userfs_move (const struct userfs_id *id, const char *from, const char *to,
+                 const char *name, dt_error_t *err)
+{
+    struct userfs_saved sv;
+    int ffd = -1, tfd = -1, rc = -1, e = 0;
+
+    if (userfs_enter (id, &sv, err) < 0)
+        return -1;
+    if ((ffd = open_dir (from)) < 0 || (tfd = open_dir (to)) < 0)
+        e = errno;
+    else if ((rc = renameat (ffd, name, tfd, name)) < 0)
+        e = errno;
+    else
+        fsync (tfd), fsync (ffd);
+    userfs_leave (&sv);
+    if (ffd >= 0)
+        close (ffd);
+    if (tfd >= 0)
+        close (tfd);
+    if (ffd < 0 || tfd < 0)
+        return fail (err, e, "open", ffd < 0 ? from : to, NULL);
+    if (rc < 0)
+        return errnoprintf (err, e, "rename %s/%s to %s/%s: %s", from, name, to, name,
+                            strerror (e));
+    return 0;
+}
+
 int userfs_exists (const struct userfs_id *id, const char *dir, const char *name,
                    dt_error_t *err)
 {

@@ -93,6 +93,11 @@ int userfs_remove_dirs (const struct userfs_id *id, const char *dir,
 int userfs_rename (const struct userfs_id *id, const char *dir, const char *from,
                    const char *to, dt_error_t *err);
 
+/* As the user: renameat from/name to to/name (both directories opened
+ * O_NOFOLLOW; name is an entry of each), then fsync both. */
+int userfs_move (const struct userfs_id *id, const char *from, const char *to,
+                 const char *name, dt_error_t *err);
+
 /* As the user: 1 if dir/name exists (lstat), 0 if not. */
 int userfs_exists (const struct userfs_id *id, const char *dir, const char *name,
                    dt_error_t *err);

@@ -516,20 +516,14 @@ static int file_crc (const char *path, uint32_t *crc, uint64_t *bytes)
         return -1;
     *crc = 0;
     *bytes = 0;
-    while ((n = read (fd, buf, sizeof (buf))) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close (fd);
-            errno = e;
-            return -1;
-        }
-        *crc = dt_crc32c (*crc, buf, (size_t)n);
-        *bytes += (uint64_t)n;
+    while ((n = read (fd, buf, sizeof (buf))) != 0 && (n > 0 || errno == EINTR)) {
+        if (n > 0)
+            *crc = dt_crc32c (*crc, buf, (size_t)n), *bytes += (uint64_t)n;
     }
+    int e = errno;
     close (fd);
-    return 0;
+    errno = e;
+    return n < 0 ? -1 : 0;
 }
 
 int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *params,
@@ -542,18 +536,20 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
     size_t off[CKPT_NTENT];
     int rc = -1;
 
-    /* Training has stopped: synchronous, through the same image and
-     * O_DIRECT writer as the periodic shards (so the files are the same
-     * bytes), one image sized for the largest slice. */
+    /* Training has stopped: synchronous, through the same image and O_DIRECT
+     * writer as the periodic shards (the same bytes), one image sized for the
+     * largest slice (a slice meets at most ntensors entries per kind).  The
+     * shards of this rank's dp group: ranks k = rank mod tp pp + j tp pp, the
+     * j-th holding [n j / dp, n (j + 1) / dp) of the position's slice. */
+    int T = CKPT_PAR_TP (meta->parallel) * CKPT_PAR_PP (meta->parallel);
+    int dp = meta->world / T;
     if (dt_mkdir_p (dir, 0755) < 0)
         return errprintf (err, "just-in-time checkpoint: mkdir %s: %s", dir,
                           strerror (errno));
-    /* A slice meets at most every tensor: ntensors entries per kind. */
-    if (image_reserve (&img, shard_layout ((n + meta->world - 1) / meta->world,
-                                           strlen (meta->config),
+    if (image_reserve (&img, shard_layout ((n + dp - 1) / dp, strlen (meta->config),
                                            (size_t)meta->ntensors * CKPT_NT, off)) < 0)
         return errprintf (err, "just-in-time checkpoint: out of memory");
-    for (int k = 0; k < meta->world; k++) {
+    for (int j = 0, k; j < dp; j++) {
         struct ckpt_meta sm = *meta;
         struct ckpt_done d;
         const float *src[CKPT_NT];
@@ -561,9 +557,9 @@ int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *p
         uint64_t bytes;
         size_t len;
 
-        sm.rank = k;
-        sm.lo = n * (uint64_t)k / (uint64_t)meta->world;
-        sm.hi = n * (uint64_t)(k + 1) / (uint64_t)meta->world;
+        sm.rank = k = meta->rank % T + j * T;
+        sm.lo = n * (uint64_t)j / (uint64_t)dp;
+        sm.hi = n * (uint64_t)(j + 1) / (uint64_t)dp;
         for (int i = 0; i < CKPT_NT; i++)
             src[i] = full[i] + sm.lo;
         memset (&d, 0, sizeof (d));

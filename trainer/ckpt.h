@@ -101,14 +101,16 @@ void ckpt_wait (struct ckpt_writer *w);
 /* The last finished write (thread-safe snapshot). */
 void ckpt_last_done (struct ckpt_writer *w, struct ckpt_done *out);
 
-/* Just-in-time checkpoint: write every shard 0..world-1 of the
- * full state (params, m, v: host arrays of nparams floats each) into
- * 'dir' (created), shard K holding the balanced slice
- * [n K / world, n (K+1) / world) exactly as rank K would have written it,
- * synchronously; each shard is read back and its CRC32C checked before it
- * counts.  meta->rank, lo and hi are ignored.  Calls cb (arg, K, done)
- * after each verified shard.  0 or -1 with err (the shards already
- * reported stay). */
+/* Just-in-time checkpoint: write every shard of meta->rank's dp group
+ * from its whole (tp, pp) slice of the state (params, m, v: host arrays
+ * of nparams floats each, the non-zero1 state every replica holds) into
+ * 'dir' (created), synchronously: with T = tp pp (meta->parallel) and
+ * dp = world / T, the ranks K = rank mod T + j T for j < dp, shard K
+ * holding the balanced slice [n j / dp, n (j+1) / dp) exactly as rank K
+ * would have written it (in plain dp: every shard 0..world-1).  Each
+ * shard is read back and its CRC32C checked before it counts.  meta->lo
+ * and hi are ignored.  Calls cb (arg, K, done) after each verified shard.
+ * 0 or -1 with err (the shards already reported stay). */
 typedef void (*ckpt_jit_f) (void *arg, int shard_rank, const struct ckpt_done *d);
 int ckpt_save_jit (const struct ckpt_meta *meta, const char *dir, const float *params,
                    const float *m, const float *v, ckpt_jit_f cb, void *arg,

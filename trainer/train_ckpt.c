@@ -265,18 +265,20 @@ void train_maybe_commit (struct trainer *t)
 
 /* --- just-in-time checkpoint -------------------------------------------------------
  * A collective failed: a peer is lost (or hung).  In dp every rank holds
- * the whole state as of its last completed step: a failure inside step k's
- * collectives (gradient buckets, control vector) comes before step k's
- * optimizer update, which needs no collective in dp, so params and moments
- * are still exactly those of step k-1's end (t->step).  This rank then
- * writes every rank's shard of that step - the balanced slices rank K
- * would have written - into a directory of its own, reports them, and
- * exits EXIT_JIT.  The survivors can no longer agree on anything, so each
- * writes its own set and the controller commits the first complete one.
- * Its shards record this rank's parameter fingerprint, so the load
- * verifies what it holds (integ_verify_resume), as for any checkpoint.
- * zero1: the lost ranks' moment shards are gone; the controller falls back
- * to the last committed checkpoint. */
+ * the whole state of its (tp, pp) position as of its last completed step:
+ * a failure inside step k's collectives (tp and pp exchanges, gradient
+ * buckets, control vector) comes before step k's optimizer update, which
+ * needs no collective in dp, so params and moments are still exactly
+ * those of step k-1's end (t->step).  This rank then writes the shards of
+ * its dp group for that step - the balanced slices each of its replicas
+ * would have written; every shard when tp = pp = 1 - into a directory of
+ * its own, reports them, and exits EXIT_JIT.  The survivors can no longer
+ * agree on anything, so each writes its own set; the controller commits a
+ * step once the survivors' sets cover every (tp, pp) position, each shard
+ * taken from one set.  Its shards record this rank's parameter fingerprint,
+ * so the load verifies what it holds (integ_verify_resume), as for any
+ * checkpoint.  zero1: the lost ranks' moment shards are gone; the
+ * controller falls back to the last committed checkpoint. */
 static void jit_report_cb (void *arg, int shard_rank, const struct ckpt_done *d)
 {
     struct trainer *t = arg;
@@ -295,13 +297,6 @@ int train_comm_lost (struct trainer *t)
 
     if (!o->jit || t->world < 2 || !o->checkpoint_dir || !dtclient_connected (t->client))
         return EXIT_COMM;
-    if (t->ly.tp * t->ly.pp > 1) {
-        dt_log (LOG_NOTICE,
-                "rank %d: tp %d x pp %d: no just-in-time checkpoint (a rank holds only "
-                "its slice of the model)",
-                t->rank, t->ly.tp, t->ly.pp);
-        return EXIT_COMM;
-    }
     if (o->parallel != PAR_DP) {
         dt_log (LOG_NOTICE,
                 "rank %d: zero1: no just-in-time checkpoint (the lost ranks' "
@@ -333,8 +328,9 @@ int train_comm_lost (struct trainer *t)
             .root = o->checkpoint_dir,
             .job = o->job,
             .step = t->step,
+            .rank = t->rank,
             .world = t->world,
-            .parallel = o->parallel,
+            .parallel = CKPT_PARALLEL (o->parallel, t->ly.tp, t->ly.pp),
             .nparams = n,
             .seed = o->seed,
             .data_cursor = (uint64_t)t->step * o->global_batch,
@@ -357,8 +353,9 @@ int train_comm_lost (struct trainer *t)
     }
     dt_log (LOG_NOTICE,
             "rank %d: just-in-time checkpoint of step %" PRId64 " written to %s "
-            "(%d shards, %.1f ms)",
-            t->rank, t->step, dir, t->world, (dt_mono_ns () - t0) / 1e6);
+            "(%d shard%s, %.1f ms)",
+            t->rank, t->step, dir, t->ly.dp, t->ly.dp > 1 ? "s" : "",
+            (dt_mono_ns () - t0) / 1e6);
     return EXIT_JIT;
 }
 

@@ -459,11 +459,24 @@ static void show_job_header (const json_t *job)
     }
 }
 
+/* An attempt's layout as "tp2 pp1 dp2" ("-" when not recorded). */
+static const char *fmt_layout (const json_t *a, char *buf, size_t len)
+{
+    const json_t *l = jget (a, "layout");
+    if (!json_is_object (l))
+        return "-";
+    snprintf (buf, len, "tp%lld pp%lld dp%lld",
+              (long long)json_integer_value (json_object_get (l, "tp")),
+              (long long)json_integer_value (json_object_get (l, "pp")),
+              (long long)json_integer_value (json_object_get (l, "dp")));
+    return buf;
+}
+
 static void show_attempts (const json_t *job)
 {
     static const char *const hdr[] = {
         "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK", "SLURM_JOB", "RESTART",
-        "RESUMED", "START", "END",   "NODES", "MFU",  "DETAIL",
+        "RESUMED", "START", "END",   "NODES", "LAYOUT", "MFU", "DETAIL",
     };
     json_t *attempts = jget (job, "attempts");
     struct table *t;
@@ -473,12 +486,12 @@ static void show_attempts (const json_t *job)
     if (json_array_size (attempts) == 0)
         return;
     printf ("\nAttempts:\n");
-    t = table_create (13, hdr);
+    t = table_create (14, hdr);
     json_array_foreach (attempts, i, a)
     {
-        char b[13][256];
+        char b[14][256];
         const json_t *mfu = jget (a, "mfu");
-        snprintf (b[12], sizeof (b[12]), json_is_number (mfu) ? "%.1f%%" : "-",
+        snprintf (b[13], sizeof (b[13]), json_is_number (mfu) ? "%.1f%%" : "-",
                   100 * json_number_value (mfu));
         json_int_t sj = json_integer_value (jget (a, "slurm_job_id"));
         const char *row[] = {
@@ -494,7 +507,8 @@ static void show_attempts (const json_t *job)
             fmt_when (a, "start_time|submit_time", b[7], sizeof (b[7])),
             fmt_when (a, "end_time", b[8], sizeof (b[8])),
             jtext (a, "nodes", b[9], sizeof (b[9])),
-            b[12],
+            fmt_layout (a, b[12], sizeof (b[12])),
+            b[13],
             jtext (a, "detail", b[10], sizeof (b[10])),
         };
         table_add (t, row);

@@ -145,6 +145,9 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
     att->row.spare_nodes = job->spec.spare_nodes;
     att->row.ranks_per_node = job->spec.ranks_per_node;
     att->row.world_size = att->row.num_nodes * att->row.ranks_per_node;
+    /* The layout: the restart decision's when it re-planned, else the spec's. */
+    att->row.tp = job->next_tp > 0 ? job->next_tp : job->spec.parallel.tp;
+    att->row.pp = job->next_pp > 0 ? job->next_pp : job->spec.parallel.pp;
     att->row.exclude = json_deep_copy (job->row.exclude);
     att->stop_rank = -1;
     /* Suspect nodes (node health: repeated failures in several jobs) are kept out of

@@ -33,29 +33,48 @@ bool ckpt_step_abandoned (int64_t cmd_step, int64_t min_step)
     return cmd_step > 0 && min_step > cmd_step;
 }
 
-int jit_set_add (struct jit_set *js, int world, const char *node, int shard_rank,
-                 int64_t step, int64_t bytes, const char *crc32c)
+int jit_set_add (struct jit_set *js, int world, int need, const char *node,
+                 int shard_rank, int64_t step, int64_t bytes, const char *crc32c)
 {
-    if (!js->shards && !(js->shards = calloc (world, sizeof (*js->shards)))) {
+    struct jit_shard *sh;
+    if (!js->shards && !(js->shards = calloc (need, sizeof (*js->shards)))) {
         errno = ENOMEM;
         return -1;
     }
     if (js->step != step) {
-        memset (js->shards, 0, world * sizeof (*js->shards));
+        memset (js->shards, 0, need * sizeof (*js->shards));
         js->step = step;
         js->nhave = 0;
     }
     snprintf (js->node, sizeof (js->node), "%s", node);
-    if (!js->shards[shard_rank].got)
+    sh = &js->shards[jit_shard_index (world, need, shard_rank)];
+    if (!sh->got)
         js->nhave++;
-    js->shards[shard_rank].got = true;
-    js->shards[shard_rank].bytes = bytes;
-    snprintf (js->shards[shard_rank].crc32c, sizeof (js->shards[shard_rank].crc32c), "%s",
-              crc32c);
-    return js->nhave >= world ? 1 : 0;
+    sh->got = true;
+    sh->bytes = bytes;
+    snprintf (sh->crc32c, sizeof (sh->crc32c), "%s", crc32c);
+    return js->nhave >= need ? 1 : 0;
+}
+
+int jit_shard_index (int world, int need, int shard_rank)
+{
+    return shard_rank / (world / need);
 }
 
 bool jit_set_needed (int64_t jit_step, bool have_latest, int64_t latest, int64_t step)
 {
     return !(jit_step > 0 || (have_latest && step <= latest));
+}
+
+int jit_cover (const struct jit_set *sets, int world, int group, int64_t step, int *pick)
+{
+    int covered = 0;
+    for (int p = 0; p < group; p++) {
+        pick[p] = -1;
+        for (int r = p; sets && r < world && pick[p] < 0; r += group)
+            if (sets[r].shards && sets[r].step == step && sets[r].nhave >= world / group)
+                pick[p] = r;
+        covered += pick[p] >= 0;
+    }
+    return covered;
 }

@@ -130,6 +130,14 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
                 return;
             jit_window_close (jobs, att, "committed before the failure was recorded");
         }
+        else if (att->jit_nsets > 0) {
+            /* Survivors reported sets and exited before the failure was
+             * recorded, without one that could be committed: say so. */
+            jit_window_open (att);
+            jit_window_close (jobs, att,
+                              "the surviving ranks exited before the failure "
+                              "was recorded, without a complete set");
+        }
         attempt_cancel (jobs, att);
     }
     if (fsm_attempt_terminal (att->row.state))

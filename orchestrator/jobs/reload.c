@@ -114,9 +114,13 @@ int jobs_reload (struct jobs *jobs, dt_error_t *err)
         /* Restart-policy state kept in the failure record. */
         job->no_progress_streak =
           json_integer_value (json_object_get (job->row.failure, "no_progress_streak"));
-        if (job->row.state == JOB_RESTARTING)
+        if (job->row.state == JOB_RESTARTING) {
+            const json_t *nl = json_object_get (job->row.failure, "next_layout");
             job->next_nodes =
               json_integer_value (json_object_get (job->row.failure, "next_nodes"));
+            job->next_tp = json_integer_value (json_object_get (nl, "tp"));
+            job->next_pp = json_integer_value (json_object_get (nl, "pp"));
+        }
         store_metrics_count (jobs->ctx->store, job->row.id, &job->metrics_rows, err);
         if (job->row.attempts > 0) {
             struct attempt *att = calloc (1, sizeof (*att));

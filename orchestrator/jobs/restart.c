@@ -129,9 +129,13 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
         .available = nodes_available (jobs, job),
         .ranks_per_node = job->spec.ranks_per_node,
         .group = job->spec.parallel.tp * job->spec.parallel.pp,
+        .tp = job->spec.parallel.tp,
+        .pp = job->spec.parallel.pp,
+        .nshrink = job->spec.parallel.nshrink,
+        .shrink = { job->spec.parallel.shrink[0], job->spec.parallel.shrink[1] },
     };
-    int next_nodes = 0;
-    enum ft_verdict v = ft_restart_decide (&in, &next_nodes);
+    int next_nodes = 0, ntp = in.tp, npp = in.pp;
+    enum ft_verdict v = ft_restart_replan (&in, &next_nodes, &ntp, &npp);
 
     json_decref (job->row.failure);
     char tbuf[40];
@@ -144,23 +148,32 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
       ft_verdict_name (v), "progressed", progressed, "no_progress_streak",
       job->no_progress_streak, "next_nodes", next_nodes, "available_nodes", in.available);
     if (v == FT_RESTART) {
+        /* The failed attempt's layout (the spec's for rows from before
+         * layouts were recorded) and the next one's. */
+        int otp = att->row.tp > 0 ? att->row.tp : in.tp;
+        int opp = att->row.pp > 0 ? att->row.pp : in.pp;
+        int rpn = job->spec.ranks_per_node, ow = att->row.world_size;
         job->next_nodes = next_nodes;
-        if (next_nodes < in.nodes) {
-            char d[240];
-            int tp = job->spec.parallel.tp, pp = job->spec.parallel.pp;
-            int rpn = job->spec.ranks_per_node;
+        job->next_tp = ntp, job->next_pp = npp;
+        json_object_set_new (job->row.failure, "next_layout",
+                             json_pack ("{s:i s:i s:i}", "tp", ntp, "pp", npp, "dp",
+                                        next_nodes * rpn / (ntp * npp)));
+        if (next_nodes < in.nodes || ntp != otp || npp != opp) {
+            char d[300];
             int at = snprintf (d, sizeof (d),
                                "only %d healthy nodes: the next attempt runs on %d of %d "
                                "nodes (min_nodes %d), same global batch",
                                in.available, next_nodes, in.nodes, in.min_nodes);
-            if (tp * pp > 1 && at > 0 && (size_t)at < sizeof (d))
+            if ((otp * opp > 1 || ntp * npp > 1) && at > 0 && (size_t)at < sizeof (d))
                 snprintf (d + at, sizeof (d) - at,
-                          "; layout tp %d x pp %d x dp %d, was dp %d", tp, pp,
-                          next_nodes * rpn / (tp * pp), in.nodes * rpn / (tp * pp));
+                          "; layout tp %d x pp %d x dp %d, was tp %d x pp %d x dp %d%s",
+                          ntp, npp, next_nodes * rpn / (ntp * npp), otp, opp,
+                          ow / (otp * opp),
+                          ntp != in.tp || npp != in.pp ? " (parallel.shrink)" : "");
             json_t *data =
-              json_pack ("{s:{s:i s:i s:i} s:{s:i s:i s:i}}", "old_layout", "tp", tp,
-                         "pp", pp, "dp", in.nodes * rpn / (tp * pp), "new_layout", "tp",
-                         tp, "pp", pp, "dp", next_nodes * rpn / (tp * pp));
+              json_pack ("{s:{s:i s:i s:i} s:{s:i s:i s:i}}", "old_layout", "tp", otp,
+                         "pp", opp, "dp", ow / (otp * opp), "new_layout", "tp", ntp, "pp",
+                         npp, "dp", next_nodes * rpn / (ntp * npp));
             int erc = store_event (jobs->ctx->store, dt_real_ms (), job->row.id,
                                    att->row.attempt, "shrink", NULL, -1, d, data, err);
             json_decref (data);

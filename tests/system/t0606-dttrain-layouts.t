@@ -78,29 +78,28 @@ check "... the same bytes along dp, tp and pp" \
          "$(summary noov dp_bytes) $(summary noov tp_bytes) $(summary noov pp_bytes)"
 
 # --- same layout: crash + resume, bit for bit -------------------------------------------
-rargs="$args --steps 30 --checkpoint-every 10 --tp 2"
-run 4 full $rargs --checkpoint-dir "$TMP/ck-full"; check "tp2 x dp2 uninterrupted: exit 0" test $? -eq 0
+# Crashed at step 25 with the options of the 50-step runs above (which are
+# the uninterrupted references), resumed from step 20 and run on to 50.
 check "the manifest records the layout" \
-    grep -q '"layout": {"tp": 2, "pp": 1, "dp": 2}' "$TMP/ck-full/step-30/manifest.json"
-run 4 crash $rargs --checkpoint-dir "$TMP/ck-cr" --inject-crash 1:25
+    grep -q '"layout": {"tp": 2, "pp": 1, "dp": 2}' "$TMP/ck-dp2tp2/step-50/manifest.json"
+run 4 crash $args $ck --tp 2 --checkpoint-dir "$TMP/ck-cr" --inject-crash 1:25
 check "rank 1 exits 17 at the injected crash" test "$(cat $TMP/crash.1.rc)" = 17
 check "its tp peer names it" grep -q "peer rank 1 lost or hung" "$TMP/crash.0.err"
-run 4 resume $rargs --checkpoint-dir "$TMP/ck-cr" --resume "$TMP/ck-cr"
+run 4 resume $args $ck --tp 2 --checkpoint-dir "$TMP/ck-cr" --resume "$TMP/ck-cr"
 check "resumed run exits 0" test $? -eq 0
 check "resumed from step 20" grep -q "resumed from .*step-20" "$TMP/resume.0.err"
-ref=$(summary full params_crc32c); got=$(summary resume params_crc32c)
+ref=$(summary dp2tp2 params_crc32c); got=$(summary resume params_crc32c)
 echo "# tp2 x dp2: uninterrupted $ref, crashed+resumed $got"
 check "params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
 
 # pipeline: a stage crashes; its neighbour names it; resumed, bit for bit
-pargs="$args --steps 30 --checkpoint-every 10 --tp 2 --pp 2 --micro-batch 4"
-run 4 pfull $pargs --checkpoint-dir "$TMP/ck-pfull"; check "tp2 x pp2 uninterrupted: exit 0" test $? -eq 0
+pargs="$args $ck --tp 2 --pp 2 --micro-batch 4"
 run 4 pcrash $pargs --checkpoint-dir "$TMP/ck-pcr" --inject-crash 3:25
 check "rank 3 (last stage) exits 17 at the injected crash" test "$(cat $TMP/pcrash.3.rc)" = 17
 check "its pipeline neighbour names it" grep -q "stage 1 (rank 3).*\|peer rank 3 lost" "$TMP/pcrash.1.err"
 run 4 presume $pargs --checkpoint-dir "$TMP/ck-pcr" --resume "$TMP/ck-pcr"
 check "resumed tp2 x pp2 run exits 0" test $? -eq 0
-ref=$(summary pfull params_crc32c); got=$(summary presume params_crc32c)
+ref=$(summary tp2pp2 params_crc32c); got=$(summary presume params_crc32c)
 echo "# tp2 x pp2: uninterrupted $ref, crashed+resumed $got"
 check "tp2 x pp2: params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
 

@@ -2,16 +2,27 @@
 # t0707-ft-layout (local launcher): jobs with a parallel layout.
 #   1. parallel {tp: 2} on 2 nodes: the ranks get DT_TP=2 and train
 #      tensor-parallel; the controller's two-phase commit accepts the tp
-#      shards; kill -9 of rank 1 -> restart from the last committed
-#      checkpoint (a tp rank writes no just-in-time checkpoint), the job
-#      completes with params_crc32c equal to an uninterrupted tp2 run's.
-#   2. parallel {tp: 2} on 4 nodes, min_nodes 2, 4 local nodes: the admin
-#      marks rank 2's node suspect and rank 2 is killed (a rank's exit on a
-#      trusted node would restart in place): 3 healthy nodes are left, and
-#      3 ranks hold no whole tp group: the
-#      controller restarts on 2 nodes (tp 2 x dp 1, was dp 2), records the
-#      old and new layout in the shrink event, and the job completes.
+#      shards; kill -9 of rank 1 -> the survivor (rank 0) holds only
+#      position tp0, so no just-in-time checkpoint: the jit_window event says
+#      why (tp1.pp0 missing) and the restart resumes from the last committed
+#      checkpoint; the job completes with params_crc32c equal to an
+#      uninterrupted tp2 run's.
+#   2. parallel {pp: 2} on 4 nodes (dp 2 x pp 2), min_nodes 2, 4 local
+#      nodes: the admin marks rank 2's node suspect and rank 2 is killed (a
+#      rank's exit on a trusted node would restart in place): the survivors
+#      0 (stage pp0), 1 and 3 (pp1) hold every slice, so their shards make a
+#      just-in-time checkpoint (each shard from one survivor); 3 healthy
+#      nodes are left and 3 ranks hold no whole pipeline: the controller
+#      restarts on 2 nodes (pp 2 x dp 1, was dp 2) from that checkpoint,
+#      records the old and new layout in the shrink event and in each
+#      attempt, and the job completes.
+#   3. parallel {tp: 2, shrink: ["tp"]} on 2 nodes, min_nodes 1: every node
+#      but rank 0's is marked suspect and rank 1 is killed: one healthy node
+#      holds no tp 2 group, so the controller re-plans tp 1 on 1 node (same
+#      global batch), passes DT_TP=1, and the job completes in the new
+#      layout; dtctl show prints each attempt's layout.
 . "$(dirname "$0")/ft-lib.sh"
+DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 FT_MODEL="--model transformer --context 16 --width 32 --heads 4 --layers 2"
 MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
 
@@ -35,15 +46,21 @@ check "checkpoints of the tp ranks were committed (2 shards each)" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed'")" -ge 2
 check "attempt 2 resumed from a committed checkpoint (step >= 20)" \
     jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
+jw () { sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '$1') FROM events WHERE job_id = $ID AND kind = 'jit_window' ORDER BY id LIMIT 1"; }
+check "the jit_window event: resumed from the committed checkpoint" test "$(jw '$.resume_source')" = committed
+check "... because the survivors do not hold every slice" test "$(jw '$.why')" = "the survivors do not hold every slice"
+check "... position tp1.pp0 (the killed rank's) is missing" test "$(jw '$.missing_positions')" = '["tp1.pp0"]'
+check "the attempts record their layout (tp 2 x pp 1 x dp 1)" \
+    jqt '[.data.attempts[].layout] == [{"tp": 2, "pp": 1, "dp": 1}, {"tp": 2, "pp": 1, "dp": 1}]' "$TMP/j.json"
 check "the result says the layout: tp 2, dp 1" jqt '.data.result.tp == 2 and .data.result.dp == 1' "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 echo "# tp2 job after a restart: params_crc32c $GOT (uninterrupted $BASE)"
 check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
 
-# --- 2. fewer nodes: the layout keeps tp 2 -------------------------------------------------
+# --- 2. fewer nodes: the layout keeps pp 2; the survivors hold every slice --------------------
 submit "$(dttrain_spec shrink 4 "--inject-slow 0:25" \
-    '{"parallel": {"tp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
-check "the 4-node tp2 job runs past step 45" wait_step "$ID" 45 120
+    '{"parallel": {"pp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
+check "the 4-node pp2 job runs past step 45" wait_step "$ID" 45 120
 NODE=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 2) | .node')
 api POST "/v1/nodes/$NODE/suspect" >/dev/null
 check "the admin marks rank 2's node $NODE suspect" test "$(status)" = 200
@@ -51,12 +68,47 @@ PID=$(rank_pid "$ID" 2)
 check "kill -9 rank 2 (pid $PID)" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 180
 api GET "/v1/jobs/$ID" > "$TMP/j2.json"
-check "attempt 2 ran on 2 nodes (3 healthy, 3 ranks hold no whole tp group)" \
+check "attempt 2 ran on 2 nodes (3 healthy, 3 ranks hold no whole pp group)" \
     jqt '.data.attempts[1].num_nodes == 2 and .data.attempts[1].world_size == 2' "$TMP/j2.json"
 ev () { sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '$1') FROM events WHERE job_id = $ID AND kind = 'shrink' LIMIT 1"; }
-check "the shrink event records the old layout (tp 2 x dp 2)" \
-    test "$(ev '$.old_layout.tp') $(ev '$.old_layout.dp')" = "2 2"
-check "... and the new one (tp 2 x dp 1)" test "$(ev '$.new_layout.tp') $(ev '$.new_layout.dp')" = "2 1"
-check "the result: $FT_STEPS steps, tp 2 x dp 1, global batch 32" \
-    jqt ".data.result.steps == $FT_STEPS and .data.result.tp == 2 and .data.result.dp == 1 and .data.result.global_batch == 32" "$TMP/j2.json"
+check "the shrink event records the old layout (pp 2 x dp 2)" \
+    test "$(ev '$.old_layout.pp') $(ev '$.old_layout.dp')" = "2 2"
+check "... and the new one (pp 2 x dp 1)" test "$(ev '$.new_layout.pp') $(ev '$.new_layout.dp')" = "2 1"
+check "the result: $FT_STEPS steps, pp 2 x dp 1, global batch 32" \
+    jqt ".data.result.steps == $FT_STEPS and .data.result.pp == 2 and .data.result.dp == 1 and .data.result.global_batch == 32" "$TMP/j2.json"
+check "the attempts record the layouts (pp 2 x dp 2, then pp 2 x dp 1)" \
+    jqt '[.data.attempts[].layout] == [{"tp": 1, "pp": 2, "dp": 2}, {"tp": 1, "pp": 2, "dp": 1}]' "$TMP/j2.json"
+check "the survivors' shards made a just-in-time checkpoint (jit_window: jit)" \
+    test "$(jw '$.resume_source')" = jit
+JSTEP=$(jw '$.jit_step')
+check "attempt 2 resumed from it (step $JSTEP, resume_source jit)" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') || ' ' || json_extract(data, '\$.resume_step') FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = "jit $JSTEP"
+CK=$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.jit.written_by_ranks') FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed' AND json_extract(data, '\$.kind') = 'jit'")
+echo "# just-in-time checkpoint of step $JSTEP: stages pp0, pp1 written by ranks $CK"
+check "its shards came from a survivor of each stage (rank 0 for pp0, 1 or 3 for pp1)" \
+    eval 'case "$CK" in "[0,1]"|"[0,3]") true ;; *) false ;; esac'
+
+# --- 3. too few nodes for a tp group: the spec lets the restart use tp 1 ---------------------
+submit "$(dttrain_spec tp-shrink 2 "--inject-slow 0:25" \
+    '{"parallel": {"tp": 2, "shrink": ["tp"]}, "restart": {"max_restarts": 3, "min_nodes": 1}}')" || bail "submit failed"
+check "the stored spec keeps parallel.shrink" jqt '.data.spec.parallel == {"tp": 2, "pp": 1, "shrink": ["tp"]}' "$TMP/submit.json"
+check "the tp2 job runs past step 45" wait_step "$ID" 45 120
+KEEP=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 0) | .node')
+for node in local1 local2 local3 local4; do
+    [ "$node" = "$KEEP" ] || api POST "/v1/nodes/$node/suspect" >/dev/null
+done
+check "every node but rank 0's ($KEEP) is suspect" test "$(status)" = 200
+PID=$(rank_pid "$ID" 1)
+check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
+check "the job completes" wait_state "$ID" completed 180
+api GET "/v1/jobs/$ID" > "$TMP/j3.json"
+check "attempt 2 ran tp 1 x pp 1 x dp 1 on 1 node (was tp 2 on 2)" \
+    jqt '[.data.attempts[].layout] == [{"tp": 2, "pp": 1, "dp": 1}, {"tp": 1, "pp": 1, "dp": 1}] and .data.attempts[1].num_nodes == 1' "$TMP/j3.json"
+check "the shrink event records tp 2 -> tp 1" \
+    test "$(ev '$.old_layout.tp') $(ev '$.new_layout.tp') $(ev '$.new_layout.dp')" = "2 1 1"
+check "the failure record names the next layout" jqt '.data.failure.next_layout == {"tp": 1, "pp": 1, "dp": 1}' "$TMP/j3.json"
+check "the result: $FT_STEPS steps in tp 1, global batch 32" \
+    jqt ".data.result.steps == $FT_STEPS and .data.result.tp == 1 and .data.result.global_batch == 32" "$TMP/j3.json"
+check "dtctl show prints each attempt's layout" \
+    eval 'DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>/dev/null | grep -q "tp1 pp1 dp1"'
 finish

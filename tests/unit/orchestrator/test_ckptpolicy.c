@@ -38,22 +38,58 @@ static void test_abandoned (void)
 static void test_jit_set (void)
 {
     struct jit_set js = { 0 };
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 0, 7, 100, "aa"), 0);
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 0, 7, 100, "aa"),
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, 3, "n1", 0, 7, 100, "aa"), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, 3, "n1", 0, 7, 100, "aa"),
                      0); /* repeat counts once */
     CU_ASSERT_EQUAL (js.nhave, 1);
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n1", 2, 7, 300, "cc"), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, 3, "n1", 2, 7, 300, "cc"), 0);
     /* A newer step starts over. */
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n2", 1, 8, 200, "bb"), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, 3, "n2", 1, 8, 200, "bb"), 0);
     CU_ASSERT_EQUAL (js.nhave, 1);
     CU_ASSERT_EQUAL (js.step, 8);
     CU_ASSERT_STRING_EQUAL (js.node, "n2");
     CU_ASSERT_FALSE (js.shards[0].got);
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n2", 0, 8, 100, "aa"), 0);
-    CU_ASSERT_EQUAL (jit_set_add (&js, 3, "n2", 2, 8, 300, "cc"), 1); /* complete */
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, 3, "n2", 0, 8, 100, "aa"), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&js, 3, 3, "n2", 2, 8, 300, "cc"), 1); /* complete */
     CU_ASSERT_EQUAL (js.shards[2].bytes, 300);
     CU_ASSERT_STRING_EQUAL (js.shards[1].crc32c, "bb");
     free (js.shards);
+}
+
+/* dp 2 x (tp 2 x pp 1) over 4 ranks: rank r writes the shards of ranks
+ * r mod 2 and r mod 2 + 2; positions are covered by any complete set of
+ * the step, one set each. */
+static void test_jit_cover (void)
+{
+    struct jit_set s[4] = { { 0 } };
+    int pick[2];
+    CU_ASSERT_EQUAL (jit_cover (NULL, 4, 2, 9, pick), 0);
+    CU_ASSERT_EQUAL (pick[0], -1);
+    /* rank 1 (position 1): one of its two shards, then both */
+    CU_ASSERT_EQUAL (jit_set_add (&s[1], 4, 2, "n1", 1, 9, 10, "a"), 0);
+    CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 9, pick), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&s[1], 4, 2, "n1", 3, 9, 10, "b"), 1);
+    CU_ASSERT_EQUAL (jit_shard_index (4, 2, 3), 1); /* rank 3: dp index 1 */
+    CU_ASSERT_STRING_EQUAL (s[1].shards[1].crc32c, "b");
+    CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 9, pick), 1);
+    CU_ASSERT_EQUAL (pick[1], 1);
+    CU_ASSERT_EQUAL (pick[0], -1); /* no survivor of position 0 yet */
+    /* rank 2 (position 0) of another step does not count */
+    CU_ASSERT_EQUAL (jit_set_add (&s[2], 4, 2, "n2", 0, 8, 10, "c"), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&s[2], 4, 2, "n2", 2, 8, 10, "d"), 1);
+    CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 9, pick), 1);
+    CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 8, pick), 1);
+    CU_ASSERT_EQUAL (pick[0], 2);
+    /* rank 0 (position 0) at step 9: every position covered, once each */
+    CU_ASSERT_EQUAL (jit_set_add (&s[0], 4, 2, "n0", 0, 9, 10, "e"), 0);
+    CU_ASSERT_EQUAL (jit_set_add (&s[0], 4, 2, "n0", 2, 9, 10, "f"), 1);
+    CU_ASSERT_EQUAL (jit_cover (s, 4, 2, 9, pick), 2);
+    CU_ASSERT_EQUAL (pick[0], 0);
+    CU_ASSERT_EQUAL (pick[1], 1);
+    /* plain dp (group 1): one survivor's complete set covers everything */
+    CU_ASSERT_EQUAL (jit_cover (s, 4, 1, 9, pick), 0); /* no set of 4 shards */
+    for (int i = 0; i < 4; i++)
+        free (s[i].shards);
 }
 
 static void test_jit_needed (void)
@@ -67,6 +103,7 @@ static void test_jit_needed (void)
 static const struct dt_unit_test tests[] = {
     { "lookahead from the step rate", test_lookahead },
     { "periodic step: next multiple ahead", test_periodic_step },
+    { "jit sets cover every (tp, pp) position", test_jit_cover },
     { "a step every rank passed is abandoned", test_abandoned },
     { "just-in-time set bookkeeping", test_jit_set },
     { "just-in-time set worth committing", test_jit_needed },

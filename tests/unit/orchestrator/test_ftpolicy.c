@@ -161,6 +161,44 @@ static void test_restart_decide (void)
     CU_ASSERT_STRING_EQUAL (ft_verdict_name (FT_GIVE_UP_NO_NODES), "no_nodes");
 }
 
+/* tp 2 x pp 2 on 4 one-rank nodes: too few nodes for a whole group ->
+ * smaller degrees where parallel.shrink allows them, in its order. */
+static void test_restart_replan (void)
+{
+    struct ft_restart_in in = {
+        .max_restarts = 3,
+        .nodes = 4,
+        .min_nodes = 1,
+        .available = 3,
+        .ranks_per_node = 1,
+        .tp = 2,
+        .pp = 2,
+    };
+    int n, tp, pp;
+    /* 3 nodes hold one group of 4? no: without shrink, give up */
+    CU_ASSERT_EQUAL (ft_restart_replan (&in, &n, &tp, &pp), FT_GIVE_UP_NO_NODES);
+    CU_ASSERT_EQUAL (tp * pp, 4);
+    /* shrink [pp, tp]: pp first -> tp 2 x pp 1 on 2 nodes */
+    in.shrink[0] = FT_DIM_PP, in.shrink[1] = FT_DIM_TP, in.nshrink = 2;
+    CU_ASSERT_EQUAL (ft_restart_replan (&in, &n, &tp, &pp), FT_RESTART);
+    CU_ASSERT (n == 2 && tp == 2 && pp == 1);
+    /* one node: both reduced, tp 1 x pp 1 */
+    in.available = 1;
+    CU_ASSERT_EQUAL (ft_restart_replan (&in, &n, &tp, &pp), FT_RESTART);
+    CU_ASSERT (n == 1 && tp == 1 && pp == 1);
+    /* shrink [tp] only: tp 1 x pp 2 on 2 nodes; nothing on 1 */
+    in.available = 2, in.shrink[0] = FT_DIM_TP, in.nshrink = 1;
+    CU_ASSERT_EQUAL (ft_restart_replan (&in, &n, &tp, &pp), FT_RESTART);
+    CU_ASSERT (n == 2 && tp == 1 && pp == 2);
+    in.available = 1;
+    CU_ASSERT_EQUAL (ft_restart_replan (&in, &n, &tp, &pp), FT_GIVE_UP_NO_NODES);
+    /* enough nodes: the spec's layout, fewer replicas first (tp 2 x pp 2 x dp 2
+     * on 8 nodes, 5 healthy -> 4 nodes, dp 1) */
+    in.nodes = 8, in.available = 5;
+    CU_ASSERT_EQUAL (ft_restart_replan (&in, &n, &tp, &pp), FT_RESTART);
+    CU_ASSERT (n == 4 && tp == 2 && pp == 2);
+}
+
 /* With a layout (tp x pp = 4 ranks, 2 ranks per node), a restart on fewer
  * nodes keeps whole groups: 5 healthy nodes -> 4, 3 -> 2, below min_nodes
  * -> give up. */
@@ -273,6 +311,7 @@ static const struct dt_unit_test tests[] = {
     { "progress and the no-progress streak", test_progress },
     { "restart decision incl. min_nodes", test_restart_decide },
     { "restart on fewer nodes keeps the layout's groups", test_restart_layout },
+    { "restart re-plans a smaller tp or pp", test_restart_replan },
     { "no endless loop", test_no_endless_loop },
     { "backoff", test_backoff },
     { "node names", test_node_names },

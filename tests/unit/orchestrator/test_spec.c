@@ -87,6 +87,22 @@ static void test_defaults (void)
     spec_parse (s, &js);
     CU_ASSERT_EQUAL (js.parallel.tp, 2);
     CU_ASSERT_EQUAL (js.parallel.pp, 2);
+    CU_ASSERT_EQUAL (js.parallel.nshrink, 0);
+    CU_ASSERT_PTR_NULL (json_object_get (json_object_get (s, "parallel"), "shrink"));
+    json_decref (s);
+    /* parallel.shrink: pp then tp may be reduced, so min_nodes 1 (one rank)
+     * holds the smallest group */
+    s = validate ("{\"command\": [\"x\"], \"nodes\": 4,"
+                  " \"parallel\": {\"tp\": 2, \"pp\": 2, \"shrink\": [\"pp\", \"tp\"]},"
+                  " \"restart\": {\"min_nodes\": 1}}",
+                  &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (s);
+    spec_parse (s, &js);
+    CU_ASSERT_EQUAL (js.parallel.nshrink, 2);
+    CU_ASSERT_EQUAL (js.parallel.shrink[0], SPEC_DIM_PP);
+    CU_ASSERT_EQUAL (js.parallel.shrink[1], SPEC_DIM_TP);
+    CU_ASSERT_EQUAL (
+      json_array_size (json_object_get (json_object_get (s, "parallel"), "shrink")), 2);
     json_decref (s);
 }
 
@@ -201,6 +217,15 @@ static const struct {
     { "{\"command\": [\"x\"], \"nodes\": 3, \"parallel\": {\"tp\": 2}}", "parallel" },
     { "{\"command\": [\"x\"], \"nodes\": 4, \"parallel\": {\"tp\": 2, \"pp\": 2},"
       " \"restart\": {\"min_nodes\": 3}}",
+      "parallel" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": [\"dp\"]}}",
+      "parallel.shrink[0]" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": [\"tp\", \"tp\"]}}",
+      "parallel.shrink[1]" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": \"tp\"}}", "parallel.shrink" },
+    /* shrink [tp] leaves pp 2: one rank holds no group */
+    { "{\"command\": [\"x\"], \"nodes\": 4, \"parallel\": {\"tp\": 2, \"pp\": 2,"
+      " \"shrink\": [\"tp\"]}, \"restart\": {\"min_nodes\": 1}}",
       "parallel" },
 };
 

@@ -251,6 +251,36 @@ static void test_job_dir (void)
     CU_ASSERT_EQUAL (sb.st_uid, user);
 }
 
+/* Moving a shard between two of the user's directories: done as the user;
+ * a source directory that is a planted link to root's directory is not
+ * followed, and a file the user may not move stays. */
+static void test_move (void)
+{
+    struct userfs_id id;
+    dt_error_t err;
+    char a[200], b[200], l[200], p[256];
+
+    userfs_id_init (&id, user, group);
+    sub (a, sizeof (a), "jit-a");
+    sub (b, sizeof (b), "step-b");
+    sub (l, sizeof (l), "jit-link");
+    as_user_mkdir (a);
+    as_user_mkdir (b);
+    snprintf (p, sizeof (p), "%s/rank-1.ckpt", a);
+    CU_ASSERT_EQUAL (put (p, "shard\n", 0644), 0);
+    CU_ASSERT_EQUAL (chown (p, user, group), 0);
+    CU_ASSERT_EQUAL (userfs_move (&id, a, b, "rank-1.ckpt", &err), 0);
+    snprintf (p, sizeof (p), "%s/rank-1.ckpt", b);
+    CU_ASSERT_STRING_EQUAL (get (p), "shard\n");
+    CU_ASSERT_EQUAL (userfs_move (&id, a, b, "rank-1.ckpt", &err), -1); /* gone */
+    CU_ASSERT_EQUAL (errno, ENOENT);
+    /* jit-link -> root's top directory: never followed */
+    as_user_symlink (top, l);
+    CU_ASSERT_EQUAL (userfs_move (&id, l, b, "victim", &err), -1);
+    CU_ASSERT_EQUAL (access (victim, F_OK), 0);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "jit-link"));
+}
+
 static const struct dt_unit_test tests[] = {
     { "atomic write never follows a planted link",
       test_write_atomic_through_planted_link },
@@ -260,6 +290,7 @@ static const struct dt_unit_test tests[] = {
     { "removing the picked directories", test_remove_dirs },
     { "reading refuses FIFOs and root-only files", test_read_refuses_fifo_and_root_only },
     { "job directories", test_job_dir },
+    { "moving between the user's directories", test_move },
     { NULL, NULL },
 };
 
