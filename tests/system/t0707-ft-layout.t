@@ -32,7 +32,7 @@ BASE=$(MODEL_ARGS="$MODEL_ARGS --tp 2" baseline 2) || bail "the baseline run fai
 echo "# uninterrupted run (tp 2, world 2): params_crc32c $BASE"
 
 # --- 1. tp2, a rank killed ------------------------------------------------------------
-submit "$(dttrain_spec tp2 2 "--inject-slow 0:25" '{"parallel": {"tp": 2}}')" || bail "submit failed"
+submit "$(dttrain_spec tp2 2 "--inject-slow 0:4" '{"parallel": {"tp": 2}}')" || bail "submit failed"
 check "the stored spec has the layout" jqt '.data.spec.parallel == {"tp": 2, "pp": 1}' "$TMP/submit.json"
 check "the job runs past step 45" wait_step "$ID" 45 120
 PID=$(rank_pid "$ID" 1)
@@ -58,7 +58,7 @@ echo "# tp2 job after a restart: params_crc32c $GOT (uninterrupted $BASE)"
 check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
 
 # --- 2. fewer nodes: the layout keeps pp 2; the survivors hold every slice --------------------
-submit "$(dttrain_spec shrink 4 "--inject-slow 0:25" \
+submit "$(dttrain_spec shrink 4 "--inject-slow 0:4" \
     '{"parallel": {"pp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
 check "the 4-node pp2 job runs past step 45" wait_step "$ID" 45 120
 NODE=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 2) | .node')
@@ -89,7 +89,7 @@ check "its shards came from a survivor of each stage (rank 0 for pp0, 1 or 3 for
     eval 'case "$CK" in "[0,1]"|"[0,3]") true ;; *) false ;; esac'
 
 # --- 3. too few nodes for a tp group: the spec lets the restart use tp 1 ---------------------
-submit "$(dttrain_spec tp-shrink 2 "--inject-slow 0:25" \
+submit "$(dttrain_spec tp-shrink 2 "--inject-slow 0:4" \
     '{"parallel": {"tp": 2, "shrink": ["tp"]}, "restart": {"max_restarts": 3, "min_nodes": 1}}')" || bail "submit failed"
 check "the stored spec keeps parallel.shrink" jqt '.data.spec.parallel == {"tp": 2, "pp": 1, "shrink": ["tp"]}' "$TMP/submit.json"
 check "the tp2 job runs past step 45" wait_step "$ID" 45 120
