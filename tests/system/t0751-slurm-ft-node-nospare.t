@@ -72,7 +72,7 @@ echo "# uninterrupted run (tp 2 x pp 2, world 4, 60 steps): params_crc32c $LBASE
 jw () { sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '$1') FROM events WHERE job_id = $ID AND kind = 'jit_window' ORDER BY id LIMIT 1"; }
 
 # 2. tp 2 x pp 2 with a spare
-submit "$(dttrain_spec tp2pp2 4 "--inject-slow 0:25" \
+submit "$(dttrain_spec tp2pp2 4 "--inject-slow 0:2" \
     '{"spare_nodes": 1, "parallel": {"tp": 2, "pp": 2},
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "the tp 2 x pp 2 job runs past step 25" wait_step "$ID" 25 90
@@ -90,7 +90,7 @@ GOT=$(jq -r .data.result.params_crc32c "$TMP/l2.json")
 check "params_crc32c $GOT equals the uninterrupted tp 2 x pp 2 run's $LBASE" same "$GOT" "$LBASE"
 
 # 3. dp 2 x tp 2, no spare: fewer nodes, a new layout, from the survivors' checkpoint
-submit "$(dttrain_spec dp2tp2 4 "--inject-slow 0:25" \
+submit "$(dttrain_spec dp2tp2 4 "--inject-slow 0:5" \
     '{"parallel": {"tp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2},
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "the dp 2 x tp 2 job runs past step 25" wait_step "$ID" 25 90
