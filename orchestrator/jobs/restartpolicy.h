@@ -34,6 +34,15 @@ bool restart_exclude_node (const char *cause, int cause_rank, const char *cause_
  * slurm_node_fail, agent_exit) never restart in place. */
 bool restart_in_place (const char *cause, int cause_rank, bool node_distrusted);
 
+/* Does the restart after this failure skip the backoff?  Only a restart
+ * in place (the node is trusted) after an attempt that made progress,
+ * and only the first of a run: quick_streak counts the restarts that
+ * skipped it since an attempt last committed a checkpoint during its
+ * training (periodic or on demand, not a just-in-time one).  A rank that
+ * crashes again and again therefore backs off from its second restart
+ * on, as does an attempt that fails before passing its resume step. */
+bool restart_skip_backoff (bool in_place, bool progressed, int quick_streak);
+
 /* Does the cancel of a failed attempt keep its allocation for the next
  * attempt (in-allocation restart)?  For a job that will restart and can
  * go on in the allocation -- it has spare nodes, or the restart is in
