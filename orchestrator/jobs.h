@@ -129,7 +129,6 @@ struct attempt {
     double steptime[STEPTIME_RING]; /* recent step times (compute + comm), ms */
     int nsteptime, steptime_pos;
     bool committed_any;    /* this attempt committed a checkpoint */
-    bool committed_trained; /* ... one during training (not just in time) */
     bool first_step_noted; /* event "first_step" written (past resume_step) */
     /* A planned end (time-limit warning, preemption, straggler exclusion):
      * the ranks checkpoint at stop_step and exit; the attempt then ends
@@ -190,7 +189,7 @@ struct job {
     char reuse_handle[64];   /* allocation kept for an in-allocation restart */
     bool restart_in_place;   /* the next attempt runs on prev_nodes, same allocation */
     char prev_nodes[256];    /* the last attempt's rank nodes, comma-joined */
-    int quick_restarts;      /* restarts without backoff since a trained commit */
+    int quick_restarts;      /* restarts without backoff since a healthy run */
     int64_t restart_delay_ms; /* the backoff before the next attempt */
     int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
     struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */

@@ -216,6 +216,12 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
     }
     if (!att->resume_source[0])
         snprintf (att->resume_source, sizeof (att->resume_source), "none");
+    /* The ranks start at the resume step: the periodic checkpoint, an
+     * on-demand one and a stop are scheduled ahead of it, not from step 0
+     * before the first heartbeat (a command for a step already passed
+     * would make every rank write a checkpoint at its first step). */
+    if (att->row.resume_step > 0)
+        att->max_step = att->row.resume_step;
     /* What reproduces this attempt (provenance.c). */
     att->row.provenance = provenance_attempt_new (job, att, jobs->ctx->lops->name);
     return att;

@@ -219,7 +219,6 @@ int jobs_shard (struct jobs *jobs, struct attempt *att, const char *node, int ra
     }
     if (a.committed) {
         att->committed_any = true;
-        att->committed_trained = true;
         jobs->ckpts++;
         dt_log (LOG_INFO, "job %lld: checkpoint of step %lld committed",
                 (long long)att->row.job_id, (long long)step);

@@ -147,8 +147,10 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
         job->next_nodes = next_nodes;
         /* The backoff (restartpolicy.h, restart_skip_backoff): none for a
          * first restart in place on a trusted node. */
-        if (att->committed_trained)
-            job->quick_restarts = 0;
+        job->quick_restarts = restart_quick_streak (
+          job->quick_restarts, att->row.start_time > 0 && att->row.fail_time > 0
+                                 ? att->row.fail_time - att->row.start_time
+                                 : 0);
         if (restart_skip_backoff (job->restart_in_place, progressed,
                                   job->quick_restarts)) {
             job->restart_delay_ms = 0;

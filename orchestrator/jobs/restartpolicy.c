@@ -40,6 +40,11 @@ bool restart_skip_backoff (bool in_place, bool progressed, int quick_streak)
     return in_place && progressed && quick_streak == 0;
 }
 
+int restart_quick_streak (int streak, int64_t ran_ms)
+{
+    return ran_ms >= RESTART_HEALTHY_MS ? 0 : streak;
+}
+
 bool restart_keep_alloc (int spare_nodes, bool in_place, bool restarting,
                          const char *cause)
 {

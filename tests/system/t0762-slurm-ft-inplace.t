@@ -23,13 +23,15 @@ echo "# uninterrupted run (world 2): params_crc32c $BASE"
 submit "$(dttrain_spec killrank 2 "--inject-slow 0:25" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" \
     || bail "submit failed"
-check "the job runs past step 50" wait_step "$ID" 50 90
+# (what the kill needs is read first: 200 steps take a few seconds)
+check "the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 [[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 PID=$(rank_pid "$ID" 1)
 NODE=$(rank_node "$ID" 1)
 [ -n "$PID" ] && [ -n "$NODE" ] || bail "rank 1's pid or node is unknown"
 echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
+check "the job runs past step 30" wait_step "$ID" 30 90
 T0=$(now_ms)
 check "kill -9 rank 1" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 120
@@ -70,16 +72,15 @@ check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)"
 # --- 2. no just-in-time checkpoint (--no-jit): the surviving rank exits on
 # its own, so the attempt's step ends before the controller cancels it;
 # the allocation, its batch script waiting for the next step, is reused.
-# Then a second kill while attempt 2 starts.  (Checkpoints every 50 steps:
-# attempt 2 dies well before it could commit one of its own, which would
-# count as a healthy stretch and allow another restart without backoff.)
+# Then a second kill while attempt 2 starts (well within the 2 s an attempt
+# must run to count as healthy and allow another restart without backoff).
 submit "$(dttrain_spec killrank-nojit 2 "--inject-slow 0:25 --no-jit" \
-    '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}, "checkpoint": {"every_steps": 50}}')" \
-    || bail "submit failed"
-check "2: the job runs past step 60" wait_step "$ID" 60 90
+    '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
+check "2: the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 PID=$(rank_pid "$ID" 0)
 [[ "$SJ" =~ ^[0-9]+$ ]] && [ -n "$PID" ] || bail "2: no Slurm job id ($SJ) or pid of rank 0"
+check "2: the job runs past step 30" wait_step "$ID" 30 90
 check "2: kill -9 rank 0" kill -9 "$PID"
 # rank 1's process of attempt 2 (the ranks route shows the current attempt's)
 pid_of_attempt2 () {
@@ -95,16 +96,17 @@ check "2: the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j2.json"
 curl -s "$URL/v1/jobs/$ID/events" > "$TMP/ev2.json"
 ft_slurm_ids "$ID" | sed 's/^/# 2: attempt /'
+jq -c '.data.attempts[] | {attempt, state, cause, cause_rank, slurm_job_id, restart_path, resume_step}' "$TMP/j2.json" | sed 's/^/# 2: /'
 jq -c '[.data[] | select(.kind == "attempt_submitted") | {attempt, backoff_ms: .data.backoff_ms}]' "$TMP/ev2.json" | sed 's/^/# 2: /'
 check "2: attempt 2 ran in place in the same Slurm job $SJ, from the last committed checkpoint" \
     jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "in_place"
-         and .data.attempts[1].resume_step >= 50 and .data.exclude == []' "$TMP/j2.json"
+         and .data.attempts[1].resume_step >= 20 and .data.exclude == []' "$TMP/j2.json"
 check "2: attempt 2 failed with trainer_exit of rank 1" \
     jqt '.data.attempts[1].state == "failed" and .data.attempts[1].cause == "trainer_exit" and .data.attempts[1].cause_rank == 1' "$TMP/j2.json"
-check "2: attempt 3 ran in place in the same Slurm job, from attempt 2's checkpoint, and the job ended with it" \
+check "2: attempt 3 ran in place in the same Slurm job, from a checkpoint, and the job ended with it" \
     jqt --argjson sj "$SJ" '(.data.attempts | length) == 3 and .data.attempts[2].slurm_job_id == $sj
-         and .data.attempts[2].restart_path == "in_place" and .data.attempts[2].resume_step == .data.attempts[1].resume_step
-         and .data.attempts[2].state == "succeeded"' "$TMP/j2.json"
+         and .data.attempts[2].restart_path == "in_place" and .data.attempts[2].resume_step >= .data.attempts[1].resume_step
+         and (.data.attempts[2].state == "succeeded" or .data.attempts[2].state == "ending")' "$TMP/j2.json"
 check "2: attempt 2 started at once, attempt 3 after the backoff (the second restart in a row)" \
     jqt '[.data[] | select(.kind == "attempt_submitted" and .attempt >= 2) | .data.backoff_ms] as $b
          | $b[0] == 0 and $b[1] > 0' "$TMP/ev2.json"

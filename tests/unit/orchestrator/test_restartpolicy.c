@@ -81,6 +81,12 @@ static void test_skip_backoff (void)
     /* ...nor on another path (a node cause, a spare, a new allocation). */
     CU_ASSERT_FALSE (restart_skip_backoff (false, true, 0));
     CU_ASSERT_FALSE (restart_skip_backoff (false, false, 0));
+    /* A healthy run ends the streak; a short one keeps it. */
+    CU_ASSERT_EQUAL (restart_quick_streak (1, RESTART_HEALTHY_MS), 0);
+    CU_ASSERT_EQUAL (restart_quick_streak (3, RESTART_HEALTHY_MS + 1), 0);
+    CU_ASSERT_EQUAL (restart_quick_streak (1, RESTART_HEALTHY_MS - 1), 1);
+    CU_ASSERT_EQUAL (restart_quick_streak (2, 0), 2);
+    CU_ASSERT_EQUAL (restart_quick_streak (0, 10), 0);
 }
 
 static void test_path_of (void)
