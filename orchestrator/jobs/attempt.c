@@ -256,7 +256,7 @@ int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt *att,
                  "exclude", att->row.exclude);
     /* A restart: the backoff waited before it (0: none, restartpolicy.h). */
     if (data && att->row.attempt > 1)
-        json_object_set_new (data, "backoff_ms", json_integer (job->restart_delay_ms));
+        json_object_set_new (data, "backoff_ms", json_integer (job->restart_wait_ms));
     int rc =
       store_event (jobs->ctx->store, att->row.submit_time, job->row.id, att->row.attempt,
                    "attempt_submitted", NULL, -1, detail, data, err);

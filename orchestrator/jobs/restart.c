@@ -27,7 +27,7 @@ static const int no_progress_limit = 3;
 
 int64_t backoff_ms (const struct job *job)
 {
-    return job->restart_delay_ms;
+    return job->restart_wait_ms;
 }
 
 static void json_set_add (json_t *arr, const char *name)
@@ -153,14 +153,14 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
                                  : 0);
         if (restart_skip_backoff (job->restart_in_place, progressed,
                                   job->quick_restarts)) {
-            job->restart_delay_ms = 0;
+            job->restart_wait_ms = 0;
             job->quick_restarts++;
         }
         else
-            job->restart_delay_ms =
-              ft_backoff_ms (job->row.restarts, restart_backoff_ms, restart_backoff_max_ms);
+            job->restart_wait_ms = ft_backoff_ms (job->row.restarts, restart_backoff_ms,
+                                                  restart_backoff_max_ms);
         json_object_set_new (job->row.failure, "backoff_ms",
-                             json_integer (job->restart_delay_ms));
+                             json_integer (job->restart_wait_ms));
         if (next_nodes < in.nodes) {
             char d[240];
             int tp = job->spec.parallel.tp, pp = job->spec.parallel.pp;
