@@ -611,6 +611,56 @@ static void show_comm (const json_t *job)
               : "");
 }
 
+/* The event of 'kind' of attempt 'att' in 'events' (borrowed), or NULL. */
+static json_t *attempt_event (const json_t *events, json_int_t att, const char *kind)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach (events, i, e)
+    {
+        const char *k = json_string_value (jget (e, "kind"));
+        if (json_integer_value (jget (e, "attempt")) == att && k && !strcmp (k, kind))
+            return e;
+    }
+    return NULL;
+}
+
+/* Each restart's path, backoff, and time from the failure (first seen) to
+ * its first step past the resume point ("-": an event is not listed). */
+static void show_restarts (const json_t *job, const json_t *events)
+{
+    static const char *const hdr[] = { "ATTEMPT", "PATH", "AFTER", "BACKOFF", "TO_STEP" };
+    json_t *atts = jget (job, "attempts");
+    struct table *t = NULL;
+
+    for (size_t i = 1; i < json_array_size (atts); i++) {
+        const json_t *prev = json_array_get (atts, i - 1), *a = json_array_get (atts, i);
+        json_int_t n = json_integer_value (jget (a, "attempt"));
+        json_t *sub = attempt_event (events, n, "attempt_submitted");
+        json_t *first = attempt_event (events, n, "first_step");
+        int64_t fail = jtime_ms (jget (prev, "fail_time"));
+        int64_t fs = first ? jtime_ms (jget (first, "time")) : -1;
+        json_t *bo = sub ? jget (sub, "data.backoff_ms") : NULL;
+        char b[5][64];
+        snprintf (b[3], sizeof (b[3]), "-");
+        snprintf (b[4], sizeof (b[4]), "-");
+        if (json_is_integer (bo))
+            snprintf (b[3], sizeof (b[3]), "%lld ms", (long long)json_integer_value (bo));
+        if (fail > 0 && fs >= fail)
+            snprintf (b[4], sizeof (b[4]), "%.2f s", (fs - fail) / 1000.0);
+        const char *row[] = { jtext (a, "attempt", b[0], sizeof (b[0])),
+                              jtext (a, "restart_path", b[1], sizeof (b[1])),
+                              jtext (prev, "cause", b[2], sizeof (b[2])), b[3], b[4] };
+        if (!t && !(t = table_create (5, hdr)))
+            return;
+        table_add (t, row);
+    }
+    if (!t)
+        return;
+    printf ("\nRestarts (TO_STEP: failure first seen to the first new step):\n");
+    table_print (t, stdout, 2);
+}
+
 int cmd_show (struct ctl *ctl, int argc, char **argv)
 {
     static const struct option opts[] = { CMD_COMMON_OPTS, { NULL, 0, NULL, 0 } };
@@ -633,12 +683,13 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
     }
     ckpts = ctl_call_optional (
       ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoints"), NULL);
-    show_job_header (job);
-    show_attempts (job);
-    show_checkpoints (ckpts);
-    show_stragglers (job);
     events = ctl_call_optional (
       ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), NULL);
+    show_job_header (job);
+    show_attempts (job);
+    show_restarts (job, events);
+    show_checkpoints (ckpts);
+    show_stragglers (job);
     show_integrity (events);
     json_decref (events);
     show_comm (job);

@@ -62,7 +62,11 @@ check "at most 1 step lost: the surviving rank saved the state just in time (los
 check "the goodput report has the in-place restart's time" \
     eval 'curl -s "$URL/v1/jobs/$ID/report" | jqt ".data.attempts[1].restart_path == \"in_place\" and (.data.attempts[1].recovery_s | type) == \"number\" and .data.recovery_by_path.in_place.count == 1"'
 DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>&1 | sed -n '/^Attempts:/,/^$/p' | sed 's/^/# /'
-check "dtctl show names the path" eval 'DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>/dev/null | grep -q "in_place"'
+DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" > "$TMP/show.txt" 2>&1
+sed -n '/^Restarts/,/^$/p' "$TMP/show.txt" | sed 's/^/# /'
+check "dtctl show names the path" grep -q "in_place" "$TMP/show.txt"
+check "dtctl show lists the restart: in place after trainer_exit, no backoff, its time to the first step" \
+    grep -Eq '^ +2 +in_place +trainer_exit +0 ms +[0-9]+\.[0-9]+ s$' "$TMP/show.txt"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
