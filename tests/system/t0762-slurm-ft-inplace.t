@@ -23,13 +23,16 @@ echo "# uninterrupted run (world 2): params_crc32c $BASE"
 submit "$(dttrain_spec killrank 2 "--inject-slow 0:25" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" \
     || bail "submit failed"
+# live_pid ID RANK: PID := that rank's process id once reported (the
+# ranks route says 0 until then, and kill 0 would hit this test's group).
+live_pid () { PID=$(rank_pid "$1" "$2"); [ "$PID" -gt 1 ] 2>/dev/null && kill -0 "$PID" 2>/dev/null; }
 # (what the kill needs is read first: 200 steps take a few seconds)
 check "the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 [[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
-PID=$(rank_pid "$ID" 1)
+wait_for 30 live_pid "$ID" 1 || bail "rank 1's pid is unknown ($PID)"
 NODE=$(rank_node "$ID" 1)
-[ -n "$PID" ] && [ -n "$NODE" ] || bail "rank 1's pid or node is unknown"
+[ -n "$NODE" ] || bail "rank 1's node is unknown"
 echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
 check "the job runs past step 30" wait_step "$ID" 30 90
 T0=$(now_ms)
@@ -82,19 +85,19 @@ submit "$(dttrain_spec killrank-nojit 2 "--inject-slow 0:25 --no-jit" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
 check "2: the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
-PID=$(rank_pid "$ID" 0)
-[[ "$SJ" =~ ^[0-9]+$ ]] && [ -n "$PID" ] || bail "2: no Slurm job id ($SJ) or pid of rank 0"
+wait_for 30 live_pid "$ID" 0 || bail "2: rank 0's pid is unknown ($PID)"
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "2: no Slurm job id ($SJ)"
 check "2: the job runs past step 30" wait_step "$ID" 30 90
 check "2: kill -9 rank 0" kill -9 "$PID"
 # rank 1's process of attempt 2 (the ranks route shows the current attempt's)
 pid_of_attempt2 () {
     [ "$(curl -s "$URL/v1/jobs/$ID" | jq '.data.attempts | length')" -ge 2 ] || return 1
-    P2=$(rank_pid "$ID" 1)
-    [ -n "$P2" ] && [ "$P2" != null ] && kill -0 "$P2" 2>/dev/null
+    live_pid "$ID" 1 && P2=$PID
 }
 P2=
 wait_for 60 pid_of_attempt2
 check "2: attempt 2 has a rank 1 process ($P2)" test -n "$P2"
+[ -n "$P2" ] || bail "2: no process of rank 1 of attempt 2 to kill"
 check "2: kill -9 rank 1 of attempt 2 while it starts" kill -9 "$P2"
 check "2: the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j2.json"
