@@ -199,6 +199,8 @@ struct job {
     char reuse_handle[64];   /* allocation kept for an in-allocation restart */
     bool restart_in_place;   /* the next attempt runs on prev_nodes, same allocation */
     char prev_nodes[256];    /* the last attempt's rank nodes, comma-joined */
+    int quick_restarts;      /* restarts without backoff since a healthy run */
+    int64_t restart_wait_ms; /* the backoff before the next attempt */
     int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
     struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */
 };
@@ -210,8 +212,10 @@ struct jobs *jobs_create (struct ctld *ctx, dt_error_t *err);
 void jobs_destroy (struct jobs *jobs);
 
 /* Periodic work: launcher polling, timeouts, restarts, the batched flush.
- * Call at least every 200 ms. */
-void jobs_tick (struct jobs *jobs);
+ * Call at least every 200 ms.  Returns in how many ms it wants to run
+ * again (sooner while an attempt ends or a restart is due; INT64_MAX:
+ * nothing urgent). */
+int64_t jobs_tick (struct jobs *jobs);
 /* Flush live state now (shutdown). */
 void jobs_flush (struct jobs *jobs);
 

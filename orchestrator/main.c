@@ -259,18 +259,21 @@ static void loop_stall_note (int64_t ms)
 }
 
 /* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
- * the configuration), and the supervision tick every tick_ms. */
+ * the configuration), and the supervision tick every tick_ms (the job
+ * manager's sooner when it asks: an attempt ending, a restart due). */
 static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
                         struct config_overrides *ov)
 {
     int64_t next_tick = dt_mono_ms ();
+    int64_t next_jobs = next_tick; /* the job manager's tick, sooner when it asks */
     while (!ctx->stop) {
         struct pollfd pfd[2] = {
             { .fd = dt_httpd_fd (ctx->httpd), .events = POLLIN },
             { .fd = sfd, .events = POLLIN },
         };
         int64_t now = dt_mono_ms ();
-        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
+        int64_t due = next_jobs < next_tick ? next_jobs : next_tick;
+        int timeout = due > now ? (int)(due - now) : 0;
         int ht = dt_httpd_timeout_ms (ctx->httpd);
         if (ht >= 0 && ht < timeout)
             timeout = ht;
@@ -294,11 +297,15 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
                 }
             }
         }
-        if (dt_mono_ms () >= next_tick) {
-            jobs_tick (ctx->jobs);
-            provenance_tick (ctx->jobs);
-            report_tick (ctx->report);
-            next_tick = dt_mono_ms () + tick_ms;
+        now = dt_mono_ms ();
+        if (now >= next_tick || now >= next_jobs) {
+            int64_t want = jobs_tick (ctx->jobs);
+            if (now >= next_tick) {
+                provenance_tick (ctx->jobs);
+                report_tick (ctx->report);
+                next_tick = dt_mono_ms () + tick_ms;
+            }
+            next_jobs = dt_mono_ms () + (want < tick_ms ? want : tick_ms);
         }
         loop_stall_note (dt_mono_ms () - busy_from);
     }

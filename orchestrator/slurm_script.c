@@ -78,7 +78,8 @@ char *subst_node (const char *path, const char *with)
 /* The batch script: the loop of the allocation.  It runs one srun step
  * per attempt, named dt-<job>-a<attempt> (poll finds an attempt's step by
  * that name), and asks the controller what next (POST /v1/alloc/next,
- * orchestrator/allocapi.c) four times a second: run the next attempt as a
+ * orchestrator/allocapi.c) four times a second, and twenty times a second
+ * for 2 s after a step ended (the restart is decided then): run the next attempt as a
  * new step (in-allocation restart: its token, node count and the
  * nodes to avoid; in place, the nodes to run on, unless one of the
  * allocation must be avoided now), wait, or exit.  It never
@@ -113,9 +114,7 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "agent=%s\n"
         "alloc_token=$DT_TOKEN\n"
         "nodes=%d\n"
-        "step_exclude=\n"
-        "step_nodelist=\n"
-        "srun_pid=\n"
+        "step_exclude= step_nodelist= srun_pid=\n"
         "log () { echo \"dtctl: $(date +%%T.%%3N) $*\"; }\n"
         "fwd () { [ -n \"$srun_pid\" ] && kill -\"$1\" \"$srun_pid\" 2>/dev/null; }\n"
         "trap 'log \"SIGUSR1 (time limit warning)\"; fwd USR1' USR1\n"
@@ -153,17 +152,19 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "$DT_ATTEMPT, \\\"step_running\\\": $1}\" \\\n"
         "        \"$url/v1/alloc/next?format=sh\"\n"
         "}\n"
-        "rc=0\n"
-        "unreachable=0\n"
-        "answered=0\n"
+        "# a turn every 0.05 s, asking every 5th (every turn for 2 s after a step)\n"
+        "rc=0 unreachable=0 answered=0 turn=0 fast=0\n"
         "start_step\n"
         "while :; do\n"
         "    running=false\n"
         "    if [ -n \"$srun_pid\" ]; then\n"
         "        if kill -0 \"$srun_pid\" 2>/dev/null; then running=true\n"
-        "        else wait \"$srun_pid\"; rc=$?; srun_pid=; log \"step of attempt "
-        "$DT_ATTEMPT ended rc=$rc\"; fi\n"
+        "        else wait \"$srun_pid\"; rc=$?; srun_pid=; fast=40; log \"step of "
+        "attempt $DT_ATTEMPT ended rc=$rc\"; fi\n"
         "    fi\n"
+        "    turn=$((turn + 1))\n"
+        "    if [ $fast -gt 0 ]; then fast=$((fast - 1))\n"
+        "    elif [ $((turn %% 5)) -ne 0 ]; then sleep 0.05; continue; fi\n"
         "    action=; a_attempt=; a_token=; a_nodes=; a_exclude=; a_nodelist=\n"
         "    if ans=$(ask $running); then\n"
         "        unreachable=0; answered=1\n"
@@ -197,7 +198,7 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "        exit)\n"
         "            log \"controller: exit\"; break ;;\n"
         "    esac\n"
-        "    sleep 0.25\n"
+        "    sleep 0.05\n"
         "done\n"
         "if [ -n \"$srun_pid\" ] && kill -0 \"$srun_pid\" 2>/dev/null; then fwd TERM; "
         "fi\n"

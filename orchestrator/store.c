@@ -454,8 +454,8 @@ static int bind_attempt (store_t *st, sqlite3_stmt *s, const struct store_attemp
       r->master_port > 0 ? (int64_t)r->master_port : (int64_t)-1, r->cause, r->cause_node,
       (int64_t)r->cause_rank, r->detail, r->evidence, r->fail_time, (int64_t)r->exit_code,
       r->submit_time, r->start_time, r->end_time, r->provenance, r->restart_path,
-      r->model_flops, r->peak_flops, r->peak_source,
-      (int64_t)(r->tp > 0 ? r->tp : -1), (int64_t)(r->pp > 0 ? r->pp : -1));
+      r->model_flops, r->peak_flops, r->peak_source, (int64_t)(r->tp > 0 ? r->tp : -1),
+      (int64_t)(r->pp > 0 ? r->pp : -1));
 }
 
 void store_prov_memo_forget (store_t *st, int64_t job, int attempt)

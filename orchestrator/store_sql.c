@@ -161,7 +161,8 @@ const char *const store_sql[S_COUNT] = {
       " resume_dir, resume_sha256, master_addr, master_port, cause, cause_node, "
       "cause_rank,"
       " detail, evidence, fail_time, exit_code, submit_time, start_time, end_time,"
-      " provenance, restart_path, model_flops, peak_flops, peak_source, tp, pp FROM attempts"
+      " provenance, restart_path, model_flops, peak_flops, peak_source, tp, pp FROM "
+      "attempts"
       " WHERE job_id = ?1 AND attempt = ?2",
     [S_LIVE_JOBS] =
       "SELECT id FROM jobs WHERE state IN ('pending', 'running', 'restarting')"

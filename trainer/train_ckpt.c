@@ -36,6 +36,13 @@ static void layout_text (char *buf, size_t len, int mode, int tp, int pp)
         snprintf (buf, len, "%s", mode ? "zero1" : "dp");
 }
 
+/* The staging buffers of a resume, unless it read in place (direct). */
+static void staging_free (bool direct, float *p, float *m, float *v)
+{
+    if (!direct)
+        free (p), free (m), free (v);
+}
+
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
 {
     const struct train_opts *o = &t->o;
@@ -64,9 +71,16 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         return errprintf (
           err, "resume: no checkpoint in %s (no rank-0.ckpt, no committed step-*)", from);
     }
-    float *p = malloc (n * 4), *m = malloc (n * 4), *v = malloc (n * 4);
+    /* On the host, with the whole optimizer state in this rank (dp), the
+     * checkpoint is read straight into the model's and the optimizer's
+     * buffers: no 3 x n staging copy to fault in and copy over on the
+     * way to the first step (a failed load ends the run anyway). */
+    bool direct = !t->k->is_device && o->parallel != PAR_ZERO1 && t->opt_elems == n;
+    float *p = direct ? t->model.params : malloc (n * 4);
+    float *m = direct ? t->m : malloc (n * 4);
+    float *v = direct ? t->v : malloc (n * 4);
     if (!p || !m || !v) {
-        free (p), free (m), free (v);
+        staging_free (direct, p, m, v);
         return errprintf (err, "resume: out of memory");
     }
     dtclient_set_busy (t->client, 1);
@@ -75,7 +89,7 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
     struct model *whole = NULL;
     if (t->model.kind == MODEL_TRANSFORMER && t->ly.pp > 1) {
         if (!(whole = calloc (1, sizeof (*whole)))) {
-            free (p), free (m), free (v);
+            staging_free (direct, p, m, v);
             return errprintf (err, "resume: out of memory");
         }
         layout_tfm (whole, o->context, o->width, o->layers, 1, 0, 0, o->layers, 1, 1);
@@ -88,15 +102,15 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         *exit_code = errno == EBADMSG  ? EXIT_CKPT_CORRUPT
                      : errno == EINVAL ? EXIT_CKPT_MISMATCH
                                        : EXIT_TRAIN_ERR;
-        free (p), free (m), free (v);
+        staging_free (direct, p, m, v);
         dtclient_set_busy (t->client, 0);
         return -1;
     }
     size_t off = o->parallel == PAR_ZERO1 ? t->lo : 0;
-    if (t->k->upload (t->model.params, p, n * 4) < 0 ||
-        t->k->upload (t->m, m + off, t->opt_elems * 4) < 0 ||
-        t->k->upload (t->v, v + off, t->opt_elems * 4) < 0) {
-        free (p), free (m), free (v);
+    if (!direct && (t->k->upload (t->model.params, p, n * 4) < 0 ||
+                    t->k->upload (t->m, m + off, t->opt_elems * 4) < 0 ||
+                    t->k->upload (t->v, v + off, t->opt_elems * 4) < 0)) {
+        staging_free (direct, p, m, v);
         dtclient_set_busy (t->client, 0);
         return errprintf (err, "resume: %s", t->k->last_error);
     }
@@ -106,11 +120,11 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
                                CKPT_PAR_PP (parallel) == t->ly.pp,
                              p, err) < 0) {
         *exit_code = EXIT_CKPT_CORRUPT;
-        free (p), free (m), free (v);
+        staging_free (direct, p, m, v);
         dtclient_set_busy (t->client, 0);
         return -1;
     }
-    free (p), free (m), free (v);
+    staging_free (direct, p, m, v);
     dtclient_set_busy (t->client, 0);
     t->step = t->start_step = step;
     t->last_saved = step;

@@ -692,12 +692,15 @@ static int64_t mono_ms (void)
 }
 
 /* Waiting is polling (the controller never holds a request open): start
- * at 5 ms so a rendezvous of ranks started together completes quickly, back
- * off to 100 ms so a long wait costs little. */
+ * at 5 ms so a rendezvous of ranks started together completes quickly, at
+ * most 20 ms apart for the first second (ranks of a restart start within
+ * a few hundred ms of each other, and each poll is one small request),
+ * then back off to 100 ms so a long wait costs little. */
 dtclient_err_t dtclient_kv_wait (dtclient_t *c, const char *key, int timeout_ms,
                                  void **val, size_t *len)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : mono_ms () + timeout_ms;
+    int64_t start = mono_ms ();
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + timeout_ms;
     int delay_ms = 5;
     for (;;) {
         dtclient_err_t e = dtclient_kv_get (c, key, val, len);
@@ -710,7 +713,7 @@ dtclient_err_t dtclient_kv_wait (dtclient_t *c, const char *key, int timeout_ms,
         struct timespec ts = { d / 1000, (long)(d % 1000) * 1000000L };
         while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
             ;
-        if (delay_ms < 100)
+        if (delay_ms < (mono_ms () - start < 1000 ? 20 : 100))
             delay_ms *= 2;
     }
 }

@@ -54,6 +54,12 @@ int cmd_getopt (const struct cmd *cmd, struct ctl *ctl, int argc, char **argv,
 void cmd_need_args (const struct cmd *cmd, int argc, char **argv, int n,
                     const char *what);
 
+/* Helpers of the job commands (cmd_jobs.c): the JOB argument, checked to
+ * be a job id (a usage error otherwise); a job's user name, or its uid
+ * when the controller knows no name. */
+const char *cmd_job_arg (const struct cmd *cmd, int argc, char **argv);
+const char *cmd_user_of (const json_t *job, char *buf, size_t len);
+
 /* The commands. */
 int cmd_submit (struct ctl *ctl, int argc, char **argv);
 int cmd_list (struct ctl *ctl, int argc, char **argv);

@@ -1,5 +1,5 @@
-/* cmd_jobs.c: dtctl's job commands: submit, list, show, history, events,
- * cancel, resubmit, checkpoint. */
+/* cmd_jobs.c: dtctl's job commands: submit, list, history, events, cancel,
+ * resubmit, checkpoint (show is cmd_show.c). */
 #include <config.h>
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +15,7 @@
 
 /* ---- helpers --------------------------------------------------------- */
 
-static const char *job_arg (const struct cmd *cmd, int argc, char **argv)
+const char *cmd_job_arg (const struct cmd *cmd, int argc, char **argv)
 {
     const char *id;
     char *end;
@@ -69,7 +69,7 @@ static json_t *abs_path (const char *p)
     return json_string (buf);
 }
 
-static const char *user_of (const json_t *job, char *buf, size_t len)
+const char *cmd_user_of (const json_t *job, char *buf, size_t len)
 {
     const char *u = json_string_value (jget (job, "user"));
     if (u && *u)
@@ -350,7 +350,7 @@ int cmd_list (struct ctl *ctl, int argc, char **argv)
         const char *row[] = {
             jtext (job, "id", id, sizeof (id)),
             jtext (job, "name|spec.name", nm, sizeof (nm)),
-            user_of (job, us, sizeof (us)),
+            cmd_user_of (job, us, sizeof (us)),
             jtext (job, "state", st, sizeof (st)),
             jtext (job, "spec.nodes|nodes", nodes, sizeof (nodes)),
             jtext (job, "step", step, sizeof (step)),
@@ -366,335 +366,6 @@ int cmd_list (struct ctl *ctl, int argc, char **argv)
 }
 
 /* ---- show ------------------------------------------------------------- */
-
-static void print_kv_object (const json_t *obj, int indent)
-{
-    const char *key;
-    json_t *v;
-
-    json_object_foreach ((json_t *)obj, key, v)
-    {
-        char buf[512];
-        if (json_is_object (v) && json_object_size (v) > 0) {
-            printf ("%*s%s:\n", indent, "", key);
-            print_kv_object (v, indent + 2);
-        }
-        else if (json_is_array (v) && strstr (key, "command")) {
-            /* A command line reads best as the shell would show it. */
-            size_t i;
-            json_t *a;
-            printf ("%*s%s:", indent, "", key);
-            json_array_foreach (v, i, a)
-              printf (" %s", jfmt (a, NULL, buf, sizeof (buf)));
-            printf ("\n");
-        }
-        else if (json_is_array (v) && json_array_size (v) > 8) {
-            /* Long series (e.g. losses) shortened to first and last. */
-            size_t n = json_array_size (v);
-            char a[64], b[64];
-            printf ("%*s%s: [%zu values: %s ... %s]\n", indent, "", key, n,
-                    jfmt (json_array_get (v, 0), NULL, a, sizeof (a)),
-                    jfmt (json_array_get (v, n - 1), NULL, b, sizeof (b)));
-        }
-        else
-            printf ("%*s%s: %s\n", indent, "", key, jfmt (v, "%.6g", buf, sizeof (buf)));
-    }
-}
-
-static void show_job_header (const json_t *job)
-{
-    char b[8][256];
-    const json_t *spec = jget (job, "spec");
-    const char *reason = json_string_value (jget (job, "reason"));
-    char *cmdline = NULL;
-    size_t n = 0;
-    size_t i;
-    json_t *a;
-    FILE *m = open_memstream (&cmdline, &n);
-
-    json_array_foreach (jget (spec, "command"), i, a) fprintf (
-      m, "%s%s", i ? " " : "", json_string_value (a) ? json_string_value (a) : "?");
-    fclose (m);
-
-    printf ("Job %s %s  user=%s  state=%s%s%s%s\n",
-            jtext (job, "id", b[0], sizeof (b[0])),
-            jtext (job, "name|spec.name", b[1], sizeof (b[1])),
-            user_of (job, b[2], sizeof (b[2])), jtext (job, "state", b[3], sizeof (b[3])),
-            reason ? " (" : "", reason ? reason : "", reason ? ")" : "");
-    printf ("  Submitted %s  Started %s  Ended %s\n",
-            fmt_when (job, "submit_time", b[0], sizeof (b[0])),
-            fmt_when (job, "start_time", b[1], sizeof (b[1])),
-            fmt_when (job, "end_time", b[2], sizeof (b[2])));
-    printf ("  Nodes %s (+%s spare)  Ranks/node %s  Partition %s  Time limit %s\n",
-            jtext (spec, "nodes", b[0], sizeof (b[0])),
-            jtext (spec, "spare_nodes", b[1], sizeof (b[1])),
-            jtext (spec, "ranks_per_node", b[2], sizeof (b[2])),
-            jtext (spec, "partition", b[3], sizeof (b[3])),
-            jtext (spec, "time_limit", b[4], sizeof (b[4])));
-    printf ("  Command %s\n", cmdline && *cmdline ? cmdline : "-");
-    printf ("  Workdir %s  Checkpoints %s every %s steps (keep %s)\n",
-            jtext (spec, "workdir", b[0], sizeof (b[0])),
-            jtext (spec, "checkpoint.dir", b[1], sizeof (b[1])),
-            jtext (spec, "checkpoint.every_steps", b[2], sizeof (b[2])),
-            jtext (spec, "checkpoint.keep", b[3], sizeof (b[3])));
-    printf (
-      "  Attempt %s  Restarts %s (max %s)  Step %s  Loss %s  Throughput %s samples/s  "
-      "Last checkpoint %s\n",
-      jtext (job, "attempt", b[0], sizeof (b[0])),
-      jtext (job, "restarts", b[1], sizeof (b[1])),
-      jtext (spec, "restart.max_restarts", b[2], sizeof (b[2])),
-      jtext (job, "step", b[3], sizeof (b[3])),
-      jfmt (jget (job, "loss"), "%.6g", b[4], sizeof (b[4])),
-      jfmt (jget (job, "throughput"), "%.1f", b[5], sizeof (b[5])),
-      jtext (job, "last_checkpoint", b[6], sizeof (b[6])));
-    free (cmdline);
-    if (jget (job, "failure")) {
-        const json_t *f = jget (job, "failure");
-        printf ("  Failure %s  node=%s  rank=%s  at %s  %s\n",
-                jtext (f, "cause", b[0], sizeof (b[0])),
-                jtext (f, "node", b[1], sizeof (b[1])),
-                jtext (f, "rank", b[2], sizeof (b[2])),
-                fmt_when (f, "time", b[3], sizeof (b[3])),
-                jtext (f, "detail", b[4], sizeof (b[4])));
-    }
-}
-
-/* An attempt's layout as "tp2 pp1 dp2" ("-" when not recorded). */
-static const char *fmt_layout (const json_t *a, char *buf, size_t len)
-{
-    const json_t *l = jget (a, "layout");
-    if (!json_is_object (l))
-        return "-";
-    snprintf (buf, len, "tp%lld pp%lld dp%lld",
-              (long long)json_integer_value (json_object_get (l, "tp")),
-              (long long)json_integer_value (json_object_get (l, "pp")),
-              (long long)json_integer_value (json_object_get (l, "dp")));
-    return buf;
-}
-
-static void show_attempts (const json_t *job)
-{
-    static const char *const hdr[] = {
-        "ATTEMPT", "STATE", "CAUSE", "NODE",  "RANK", "SLURM_JOB", "RESTART",
-        "RESUMED", "START", "END",   "NODES", "LAYOUT", "MFU", "DETAIL",
-    };
-    json_t *attempts = jget (job, "attempts");
-    struct table *t;
-    size_t i;
-    json_t *a;
-
-    if (json_array_size (attempts) == 0)
-        return;
-    printf ("\nAttempts:\n");
-    t = table_create (14, hdr);
-    json_array_foreach (attempts, i, a)
-    {
-        char b[14][256];
-        const json_t *mfu = jget (a, "mfu");
-        snprintf (b[13], sizeof (b[13]), json_is_number (mfu) ? "%.1f%%" : "-",
-                  100 * json_number_value (mfu));
-        json_int_t sj = json_integer_value (jget (a, "slurm_job_id"));
-        const char *row[] = {
-            jtext (a, "attempt", b[0], sizeof (b[0])),
-            jtext (a, "state", b[1], sizeof (b[1])),
-            jtext (a, "cause", b[2], sizeof (b[2])),
-            jtext (a, "cause_node", b[3], sizeof (b[3])),
-            jtext (a, "cause_rank", b[4], sizeof (b[4])),
-            sj > 0 ? jtext (a, "slurm_job_id", b[5], sizeof (b[5]))
-                   : jtext (a, "handle", b[5], sizeof (b[5])),
-            jtext (a, "restart_path", b[11], sizeof (b[11])),
-            jtext (a, "resume_step", b[6], sizeof (b[6])),
-            fmt_when (a, "start_time|submit_time", b[7], sizeof (b[7])),
-            fmt_when (a, "end_time", b[8], sizeof (b[8])),
-            jtext (a, "nodes", b[9], sizeof (b[9])),
-            fmt_layout (a, b[12], sizeof (b[12])),
-            b[13],
-            jtext (a, "detail", b[10], sizeof (b[10])),
-        };
-        table_add (t, row);
-    }
-    table_print (t, stdout, 2);
-}
-
-static void show_checkpoints (const json_t *ckpts)
-{
-    static const char *const hdr[] = {
-        "STEP", "ATTEMPT", "STATE", "SHARDS", "BYTES", "COMMITTED", "DIR",
-    };
-    struct table *t;
-    size_t i;
-    json_t *k;
-
-    if (json_array_size (ckpts) == 0)
-        return;
-    printf ("\nCheckpoints:\n");
-    t = table_create (7, hdr);
-    json_array_foreach (ckpts, i, k)
-    {
-        char b[7][512];
-        const char *row[] = {
-            jtext (k, "step", b[0], sizeof (b[0])),
-            jtext (k, "attempt", b[1], sizeof (b[1])),
-            jtext (k, "state", b[2], sizeof (b[2])),
-            jtext (k, "shards", b[3], sizeof (b[3])),
-            jtext (k, "bytes", b[4], sizeof (b[4])),
-            fmt_when (k, "commit_time", b[5], sizeof (b[5])),
-            jtext (k, "dir", b[6], sizeof (b[6])),
-        };
-        table_add (t, row);
-    }
-    table_print (t, stdout, 2);
-}
-
-static void show_stragglers (const json_t *job)
-{
-    static const char *const hdr[] = { "RANK", "NODE", "SCORE" };
-    json_t *s = jget (job, "stragglers");
-    struct table *t;
-    size_t i;
-    json_t *r;
-
-    if (json_array_size (s) == 0)
-        return;
-    printf ("\nStragglers:\n");
-    t = table_create (3, hdr);
-    json_array_foreach (s, i, r)
-    {
-        char b[3][64];
-        const char *row[] = {
-            jtext (r, "rank", b[0], sizeof (b[0])),
-            jtext (r, "node", b[1], sizeof (b[1])),
-            jfmt (jget (r, "score"), "%.3f", b[2], sizeof (b[2])),
-        };
-        table_add (t, row);
-    }
-    table_print (t, stdout, 2);
-}
-
-/* Silent errors (dtctl-job(5), integrity): detections, rollbacks,
- * attributions, from the job's events. */
-static void show_integrity (const json_t *events)
-{
-    static const char *const hdr[] = {
-        "ATTEMPT", "KIND", "STEP", "RANK", "NODE", "DETAIL"
-    };
-    static const char *const kinds[] = { "replica_divergence", "nonfinite", "loss_spike",
-                                         "integrity_attributed", NULL };
-    struct table *t = NULL;
-    size_t i;
-    json_t *e;
-
-    json_array_foreach (events, i, e)
-    {
-        const char *k = json_string_value (jget (e, "kind"));
-        bool want = false;
-        for (int j = 0; k && kinds[j]; j++)
-            want = want || !strcmp (k, kinds[j]);
-        if (!want)
-            continue;
-        if (!t) {
-            printf ("\nIntegrity:\n");
-            t = table_create (6, hdr);
-        }
-        char b[6][512];
-        const char *row[] = {
-            jtext (e, "attempt", b[0], sizeof (b[0])),
-            k,
-            jtext (e, "data.step", b[2], sizeof (b[2])),
-            jtext (e, "rank", b[3], sizeof (b[3])),
-            jtext (e, "node", b[4], sizeof (b[4])),
-            jtext (e, "detail", b[5], sizeof (b[5])),
-        };
-        table_add (t, row);
-    }
-    if (t)
-        table_print (t, stdout, 2);
-}
-
-/* The running attempt's communication figures (the comm_bound warning). */
-static void show_comm (const json_t *job)
-{
-    const json_t *c = jget (job, "comm"), *mfu;
-    char m[48] = "";
-    if (!json_is_object (c))
-        return;
-    mfu = jget (c, "mfu");
-    if (json_is_number (mfu))
-        snprintf (m, sizeof (m), ", MFU %.1f%%", 100 * json_number_value (mfu));
-    printf ("\nCommunication: exposed share %.1f%% (threshold %.0f%% over %lld steps), "
-            "compute spread between ranks %.1f%%%s%s\n",
-            100 * json_number_value (jget (c, "exposed_share")),
-            100 * json_number_value (jget (c, "threshold")),
-            (long long)json_integer_value (jget (c, "window_steps")),
-            100 * json_number_value (jget (c, "compute_spread")), m,
-            json_is_true (jget (c, "comm_bound"))
-              ? "\n  COMM-BOUND: most of the step time is communication wait "
-                "(event comm_bound)"
-              : "");
-    const json_t *d = jget (c, "dims");
-    if (!json_is_object (d))
-        return;
-    printf ("  per dimension (mean over ranks, last step):\n");
-    printf ("    %-4s %12s %10s %12s\n", "dim", "MiB", "comm ms", "exposed ms");
-    static const char *const name[] = { "tp", "pp", "dp" };
-    for (int k = 0; k < 3; k++) {
-        const json_t *x = jget (d, name[k]);
-        printf ("    %-4s %12.3f %10.2f %12.2f\n", name[k],
-                json_number_value (jget (x, "bytes")) / 1048576.0,
-                json_number_value (jget (x, "comm_ms")),
-                json_number_value (jget (x, "exposed_ms")));
-    }
-}
-
-int cmd_show (struct ctl *ctl, int argc, char **argv)
-{
-    static const struct option opts[] = { CMD_COMMON_OPTS, { NULL, 0, NULL, 0 } };
-    const struct cmd *cmd = cmd_lookup ("show");
-    char path[256];
-    const char *id;
-    json_t *job, *ckpts, *events;
-    size_t i;
-    json_t *a;
-
-    while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
-        ;
-    id = job_arg (cmd, argc - optind, argv + optind);
-    job =
-      ctl_call (ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, NULL), NULL);
-    if (ctl->json) {
-        out_json (job);
-        json_decref (job);
-        return CTL_EXIT_OK;
-    }
-    ckpts = ctl_call_optional (
-      ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoints"), NULL);
-    show_job_header (job);
-    show_attempts (job);
-    show_checkpoints (ckpts);
-    show_stragglers (job);
-    events = ctl_call_optional (
-      ctl, "GET", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/events"), NULL);
-    show_integrity (events);
-    json_decref (events);
-    show_comm (job);
-    if (jget (job, "result")) {
-        printf ("\nResult:\n");
-        print_kv_object (jget (job, "result"), 2);
-    }
-    json_array_foreach (jget (job, "attempts"), i, a)
-    {
-        if (!json_is_object (jget (a, "provenance")))
-            continue;
-        char b[32];
-        printf ("\nProvenance of attempt %s:\n", jtext (a, "attempt", b, sizeof (b)));
-        print_kv_object (jget (a, "provenance"), 2);
-    }
-    json_decref (ckpts);
-    json_decref (job);
-    return CTL_EXIT_OK;
-}
-
-/* ---- history ---------------------------------------------------------- */
 
 static int cmp_attempt_newest (const void *pa, const void *pb)
 {
@@ -771,7 +442,7 @@ int cmd_history (struct ctl *ctl, int argc, char **argv)
             json_object_set_new (row, "job_name",
                                  json_string (jtext (job, "name", p, sizeof (p))));
             json_object_set_new (row, "user",
-                                 json_string (user_of (job, us, sizeof (us))));
+                                 json_string (cmd_user_of (job, us, sizeof (us))));
             json_array_append_new (all, row);
         }
         json_decref (full);
@@ -838,7 +509,7 @@ int cmd_events (struct ctl *ctl, int argc, char **argv)
 
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
-    id = job_arg (cmd, argc - optind, argv + optind);
+    id = cmd_job_arg (cmd, argc - optind, argv + optind);
     /* The controller answers at most a page of events (10,000) from the
      * one after 'after': ask again after the last until a page is empty. */
     events = json_array ();
@@ -894,7 +565,7 @@ int cmd_cancel (struct ctl *ctl, int argc, char **argv)
 
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
-    id = job_arg (cmd, argc - optind, argv + optind);
+    id = cmd_job_arg (cmd, argc - optind, argv + optind);
     job = ctl_call (ctl, "POST",
                     ctl_path (path, sizeof (path), "/v1/jobs/", id, "/cancel"), NULL);
     if (ctl->json)
@@ -938,7 +609,7 @@ int cmd_resubmit (struct ctl *ctl, int argc, char **argv)
             break;
         }
     }
-    id = job_arg (cmd, argc - optind, argv + optind);
+    id = cmd_job_arg (cmd, argc - optind, argv + optind);
     if (json_array_size (exclude) > 0)
         json_object_set (body, "exclude", exclude);
     job = ctl_call (ctl, "POST",
@@ -969,7 +640,7 @@ int cmd_checkpoint (struct ctl *ctl, int argc, char **argv)
 
     while (cmd_getopt (cmd, ctl, argc, argv, ":h", opts) != -1)
         ;
-    id = job_arg (cmd, argc - optind, argv + optind);
+    id = cmd_job_arg (cmd, argc - optind, argv + optind);
     data = ctl_call (
       ctl, "POST", ctl_path (path, sizeof (path), "/v1/jobs/", id, "/checkpoint"), NULL);
     if (ctl->json)

@@ -18,9 +18,11 @@
 #include "orchestrator/jobs/restartpolicy.h"
 #include "orchestrator/userdir.h"
 
-/* Launchers are polled this often per live attempt. */
+/* Launchers are polled this often per live attempt; an ending one more
+ * often: the next attempt waits for its end (a poll of the Slurm
+ * launcher is two RPCs to slurmctld, a few ms, for a second or so). */
 static const int64_t poll_interval_ms = 1000;
-static const int64_t ending_poll_ms = 250;
+static const int64_t ending_poll_ms = 50;
 /* An ending attempt whose processes do not go away: cancel again after
  * this, and give up waiting (recording it) after ending_giveup_ms. */
 static const int64_t ending_cancel_ms = 10000;
@@ -217,6 +219,12 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
     }
     if (!att->resume_source[0])
         snprintf (att->resume_source, sizeof (att->resume_source), "none");
+    /* The ranks start at the resume step: the periodic checkpoint, an
+     * on-demand one and a stop are scheduled ahead of it, not from step 0
+     * before the first heartbeat (a command for a step already passed
+     * would make every rank write a checkpoint at its first step). */
+    if (att->row.resume_step > 0)
+        att->max_step = att->row.resume_step;
     /* What reproduces this attempt (provenance.c). */
     att->row.provenance = provenance_attempt_new (job, att, jobs->ctx->lops->name);
     return att;
@@ -249,6 +257,9 @@ int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt *att,
                  : att->row.resume_step >= 0                        ? "committed"
                                                                     : "none",
                  "exclude", att->row.exclude);
+    /* A restart: the backoff waited before it (0: none, restartpolicy.h). */
+    if (data && att->row.attempt > 1)
+        json_object_set_new (data, "backoff_ms", json_integer (job->restart_wait_ms));
     int rc =
       store_event (jobs->ctx->store, att->row.submit_time, job->row.id, att->row.attempt,
                    "attempt_submitted", NULL, -1, detail, data, err);

@@ -397,9 +397,15 @@ static void note_stall (struct jobs *jobs, int64_t from, int64_t to)
     jobs->heard_since_ms = to;
 }
 
-void jobs_tick (struct jobs *jobs)
+/* While an attempt ends (the just-in-time window, the launcher polled
+ * every 50 ms for its end) the tick comes this often: the next attempt
+ * waits on it. */
+static const int64_t ending_tick_ms = 25;
+
+int64_t jobs_tick (struct jobs *jobs)
 {
     int64_t now = dt_real_ms ();
+    int64_t want = INT64_MAX;
     struct job **pp = &jobs->list;
 
     /* The loop was held up since the last tick (see struct jobs). */
@@ -410,10 +416,18 @@ void jobs_tick (struct jobs *jobs)
         struct attempt *att = job->att;
         if (att && !fsm_attempt_terminal (att->row.state))
             attempt_tick (jobs, att, now);
+        /* (the clock read again: an attempt that ended in this tick
+         * restarts in it when no backoff applies) */
         if (job->row.state == JOB_RESTARTING &&
-            (!job->att || fsm_attempt_terminal (job->att->row.state)) &&
-            now >= job->restart_at_ms)
-            job_restart (jobs, job);
+            (!job->att || fsm_attempt_terminal (job->att->row.state))) {
+            int64_t t = dt_real_ms ();
+            if (t >= job->restart_at_ms)
+                job_restart (jobs, job);
+            else if (job->restart_at_ms - t < want)
+                want = job->restart_at_ms - t;
+        }
+        if (job->att && job->att->row.state == ATT_ENDING && ending_tick_ms < want)
+            want = ending_tick_ms;
         /* Ended and nothing left running: forget it (the store has it). */
         if (fsm_job_terminal (job->row.state) &&
             (!job->att || fsm_attempt_terminal (job->att->row.state)) && !job->dirty) {
@@ -431,6 +445,7 @@ void jobs_tick (struct jobs *jobs)
     /* ... or held up by this tick itself (a slow poll, an fsync). */
     jobs->tick_end_ms = dt_real_ms ();
     note_stall (jobs, now, jobs->tick_end_ms);
+    return want;
 }
 
 struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token)

@@ -27,7 +27,7 @@ static const int no_progress_limit = 3;
 
 int64_t backoff_ms (const struct job *job)
 {
-    return ft_backoff_ms (job->row.restarts, restart_backoff_ms, restart_backoff_max_ms);
+    return job->restart_wait_ms;
 }
 
 static void json_set_add (json_t *arr, const char *name)
@@ -84,6 +84,27 @@ static int nodes_available (struct jobs *jobs, struct job *job)
     free (exclude);
     json_decref (sus);
     return avail;
+}
+
+/* The wait before the next attempt (restartpolicy.h, restart_skip_backoff):
+ * none for a first restart in place on a trusted node after an attempt that
+ * made progress, else the doubling backoff; recorded in the failure. */
+static void restart_set_backoff (struct job *job, const struct attempt *att,
+                                 bool progressed)
+{
+    job->quick_restarts = restart_quick_streak (
+      job->quick_restarts, att->row.start_time > 0 && att->row.fail_time > 0
+                             ? att->row.fail_time - att->row.start_time
+                             : 0);
+    if (restart_skip_backoff (job->restart_in_place, progressed, job->quick_restarts)) {
+        job->restart_wait_ms = 0;
+        job->quick_restarts++;
+    }
+    else
+        job->restart_wait_ms =
+          ft_backoff_ms (job->row.restarts, restart_backoff_ms, restart_backoff_max_ms);
+    json_object_set_new (job->row.failure, "backoff_ms",
+                         json_integer (job->restart_wait_ms));
 }
 
 /* The job's side of an attempt failure (inside the transaction). */
@@ -154,6 +175,7 @@ int job_after_failure (struct jobs *jobs, struct job *job, struct attempt *att,
         int opp = att->row.pp > 0 ? att->row.pp : in.pp;
         int rpn = job->spec.ranks_per_node, ow = att->row.world_size;
         job->next_nodes = next_nodes;
+        restart_set_backoff (job, att, progressed);
         job->next_tp = ntp, job->next_pp = npp;
         json_object_set_new (job->row.failure, "next_layout",
                              json_pack ("{s:i s:i s:i}", "tp", ntp, "pp", npp, "dp",

@@ -35,6 +35,16 @@ bool restart_in_place (const char *cause, int cause_rank, bool node_distrusted)
     return rank_cause (cause, cause_rank);
 }
 
+bool restart_skip_backoff (bool in_place, bool progressed, int quick_streak)
+{
+    return in_place && progressed && quick_streak == 0;
+}
+
+int restart_quick_streak (int streak, int64_t ran_ms)
+{
+    return ran_ms >= RESTART_HEALTHY_MS ? 0 : streak;
+}
+
 bool restart_keep_alloc (int spare_nodes, bool in_place, bool restarting,
                          const char *cause)
 {

@@ -7,6 +7,7 @@
 #define DT_JOBS_RESTARTPOLICY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Ends that were asked for (a final checkpoint was taken: time-limit
  * warning, preemption, straggler exclusion): they restart without
@@ -33,6 +34,21 @@ bool restart_exclude_node (const char *cause, int cause_rank, const char *cause_
  * the hardware) or suspect.  Node causes (node_lost, node_failure,
  * slurm_node_fail, agent_exit) never restart in place. */
 bool restart_in_place (const char *cause, int cause_rank, bool node_distrusted);
+
+/* Does the restart after this failure skip the backoff?  Only a restart
+ * in place (the node is trusted) after an attempt that made progress,
+ * and only the first of a run: quick_streak counts the restarts that
+ * skipped it since an attempt last ran healthy (restart_quick_streak).
+ * A rank that crashes again and again therefore backs off from its
+ * second restart on, as does an attempt that fails before passing its
+ * resume step. */
+bool restart_skip_backoff (bool in_place, bool progressed, int quick_streak);
+
+/* The quick_streak before deciding on an attempt that ran ran_ms (from
+ * running to its failure): 0 after a healthy run of at least
+ * RESTART_HEALTHY_MS, else 'streak' unchanged. */
+#define RESTART_HEALTHY_MS 2000
+int restart_quick_streak (int streak, int64_t ran_ms);
 
 /* Does the cancel of a failed attempt keep its allocation for the next
  * attempt (in-allocation restart)?  For a job that will restart and can

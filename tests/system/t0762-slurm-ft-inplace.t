@@ -6,8 +6,12 @@
 # (the node is healthy, so it is not excluded; no new Slurm job, no spare
 # needed), the surviving rank saves the state just in time (at most 1 step
 # lost), the job completes, params_crc32c equals an uninterrupted run's
-# (world 2), and the allocation ends with the job.  Then the same with
-# --no-jit: the surviving rank exits by itself before any cancel.
+# (world 2), and the allocation ends with the job; the first restart in
+# place waits no backoff.  Then the same with --no-jit (the surviving rank
+# exits by itself before any cancel), and a second kill while the new
+# attempt starts (a rank of attempt 2 as soon as it has a process): that
+# restart backs off (a crash loop must), runs in place again, and the job
+# still completes with the same parameters.
 : "${FT_STEPS:=200}"
 # As an ordinary user (users-lib.sh), as on a shared cluster.
 DT_SUBMIT_USER=dtalice
@@ -19,13 +23,18 @@ echo "# uninterrupted run (world 2): params_crc32c $BASE"
 submit "$(dttrain_spec killrank 2 "--inject-slow 0:25" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" \
     || bail "submit failed"
-check "the job runs past step 50" wait_step "$ID" 50 90
+# live_pid ID RANK: PID := that rank's process id once reported (the
+# ranks route says 0 until then, and kill 0 would hit this test's group).
+live_pid () { PID=$(rank_pid "$1" "$2"); [ "$PID" -gt 1 ] 2>/dev/null && kill -0 "$PID" 2>/dev/null; }
+# (what the kill needs is read first: 200 steps take a few seconds)
+check "the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 [[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
-PID=$(rank_pid "$ID" 1)
+wait_for 30 live_pid "$ID" 1 || bail "rank 1's pid is unknown ($PID)"
 NODE=$(rank_node "$ID" 1)
-[ -n "$PID" ] && [ -n "$NODE" ] || bail "rank 1's pid or node is unknown"
+[ -n "$NODE" ] || bail "rank 1's node is unknown"
 echo "# Slurm job $SJ; kill -9 of rank 1 (pid $PID on $NODE)"
+check "the job runs past step 30" wait_step "$ID" 30 90
 T0=$(now_ms)
 check "kill -9 rank 1" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 120
@@ -46,12 +55,21 @@ check "attempt 2 ran on the same nodes, $NODE included, and nothing is excluded"
     jqt --arg v "$NODE" '([.data.attempts[1].nodes[].node] | sort) == ([.data.attempts[0].nodes[] | select(.spare | not) | .node] | sort)
          and ([.data.attempts[1].nodes[].node] | index($v) != null) and .data.exclude == []' "$TMP/j.json"
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
+curl -s "$URL/v1/jobs/$ID/events" > "$TMP/ev.json"
+check "attempt 2 started without a backoff (the job's failure.backoff_ms 0)" \
+    jqt '.data.failure.backoff_ms == 0' "$TMP/j.json"
+check "attempt 2's attempt_submitted event says backoff_ms 0" \
+    jqt '[.data[] | select(.kind == "attempt_submitted" and .attempt == 2) | .data.backoff_ms] == [0]' "$TMP/ev.json"
 check "at most 1 step lost: the surviving rank saved the state just in time (lost $STEPS_LOST)" \
     test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 1
 check "the goodput report has the in-place restart's time" \
     eval 'curl -s "$URL/v1/jobs/$ID/report" | jqt ".data.attempts[1].restart_path == \"in_place\" and (.data.attempts[1].recovery_s | type) == \"number\" and .data.recovery_by_path.in_place.count == 1"'
 DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>&1 | sed -n '/^Attempts:/,/^$/p' | sed 's/^/# /'
-check "dtctl show names the path" eval 'DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>/dev/null | grep -q "in_place"'
+DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" > "$TMP/show.txt" 2>&1
+sed -n '/^Restarts/,/^$/p' "$TMP/show.txt" | sed 's/^/# /'
+check "dtctl show names the path" grep -q "in_place" "$TMP/show.txt"
+check "dtctl show lists the restart: in place after trainer_exit, no backoff, its time to the first step" \
+    grep -Eq '^ +2 +in_place +trainer_exit +0 ms +[0-9]+\.[0-9]+ s$' "$TMP/show.txt"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
@@ -61,18 +79,44 @@ check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)"
 # --- 2. no just-in-time checkpoint (--no-jit): the surviving rank exits on
 # its own, so the attempt's step ends before the controller cancels it;
 # the allocation, its batch script waiting for the next step, is reused.
+# Then a second kill while attempt 2 starts (well within the 2 s an attempt
+# must run to count as healthy and allow another restart without backoff).
 submit "$(dttrain_spec killrank-nojit 2 "--inject-slow 0:25 --no-jit" \
     '{"heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
-check "2: the job runs past step 50" wait_step "$ID" 50 90
+check "2: the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
-PID=$(rank_pid "$ID" 0)
-[[ "$SJ" =~ ^[0-9]+$ ]] && [ -n "$PID" ] || bail "2: no Slurm job id ($SJ) or pid of rank 0"
+wait_for 30 live_pid "$ID" 0 || bail "2: rank 0's pid is unknown ($PID)"
+[[ "$SJ" =~ ^[0-9]+$ ]] || bail "2: no Slurm job id ($SJ)"
+check "2: the job runs past step 30" wait_step "$ID" 30 90
 check "2: kill -9 rank 0" kill -9 "$PID"
+# rank 1's process of attempt 2 (the ranks route shows the current attempt's)
+pid_of_attempt2 () {
+    [ "$(curl -s "$URL/v1/jobs/$ID" | jq '.data.attempts | length')" -ge 2 ] || return 1
+    live_pid "$ID" 1 && P2=$PID
+}
+P2=
+wait_for 60 pid_of_attempt2
+check "2: attempt 2 has a rank 1 process ($P2)" test -n "$P2"
+[ -n "$P2" ] || bail "2: no process of rank 1 of attempt 2 to kill"
+check "2: kill -9 rank 1 of attempt 2 while it starts" kill -9 "$P2"
 check "2: the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j2.json"
+curl -s "$URL/v1/jobs/$ID/events" > "$TMP/ev2.json"
+ft_slurm_ids "$ID" | sed 's/^/# 2: attempt /'
+jq -c '.data.attempts[] | {attempt, state, cause, cause_rank, slurm_job_id, restart_path, resume_step}' "$TMP/j2.json" | sed 's/^/# 2: /'
+jq -c '[.data[] | select(.kind == "attempt_submitted") | {attempt, backoff_ms: .data.backoff_ms}]' "$TMP/ev2.json" | sed 's/^/# 2: /'
 check "2: attempt 2 ran in place in the same Slurm job $SJ, from the last committed checkpoint" \
     jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "in_place"
          and .data.attempts[1].resume_step >= 20 and .data.exclude == []' "$TMP/j2.json"
+check "2: attempt 2 failed with trainer_exit of rank 1" \
+    jqt '.data.attempts[1].state == "failed" and .data.attempts[1].cause == "trainer_exit" and .data.attempts[1].cause_rank == 1' "$TMP/j2.json"
+check "2: attempt 3 ran in place in the same Slurm job, from a checkpoint, and the job ended with it" \
+    jqt --argjson sj "$SJ" '(.data.attempts | length) == 3 and .data.attempts[2].slurm_job_id == $sj
+         and .data.attempts[2].restart_path == "in_place" and .data.attempts[2].resume_step >= .data.attempts[1].resume_step
+         and (.data.attempts[2].state == "succeeded" or .data.attempts[2].state == "ending")' "$TMP/j2.json"
+check "2: attempt 2 started at once, attempt 3 after the backoff (the second restart in a row)" \
+    jqt '[.data[] | select(.kind == "attempt_submitted" and .attempt >= 2) | .data.backoff_ms] as $b
+         | $b[0] == 0 and $b[1] > 0' "$TMP/ev2.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j2.json")
 check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "2: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'

@@ -69,6 +69,26 @@ static void test_in_place (void)
         CU_ASSERT_FALSE (restart_in_place (never[i], 0, false));
 }
 
+static void test_skip_backoff (void)
+{
+    /* The first restart in place after an attempt that progressed. */
+    CU_ASSERT_TRUE (restart_skip_backoff (true, true, 0));
+    /* Not the second in a row (a crash loop backs off)... */
+    CU_ASSERT_FALSE (restart_skip_backoff (true, true, 1));
+    CU_ASSERT_FALSE (restart_skip_backoff (true, true, 5));
+    /* ...nor after an attempt that did not pass its resume step... */
+    CU_ASSERT_FALSE (restart_skip_backoff (true, false, 0));
+    /* ...nor on another path (a node cause, a spare, a new allocation). */
+    CU_ASSERT_FALSE (restart_skip_backoff (false, true, 0));
+    CU_ASSERT_FALSE (restart_skip_backoff (false, false, 0));
+    /* A healthy run ends the streak; a short one keeps it. */
+    CU_ASSERT_EQUAL (restart_quick_streak (1, RESTART_HEALTHY_MS), 0);
+    CU_ASSERT_EQUAL (restart_quick_streak (3, RESTART_HEALTHY_MS + 1), 0);
+    CU_ASSERT_EQUAL (restart_quick_streak (1, RESTART_HEALTHY_MS - 1), 1);
+    CU_ASSERT_EQUAL (restart_quick_streak (2, 0), 2);
+    CU_ASSERT_EQUAL (restart_quick_streak (0, 10), 0);
+}
+
 static void test_path_of (void)
 {
     CU_ASSERT_PTR_NULL (restart_path_of (1, false, false)); /* the first attempt */
@@ -103,6 +123,7 @@ static const struct dt_unit_test tests[] = {
     { "causes after which survivors may save", test_jit_cause },
     { "restart in place after a rank's end", test_in_place },
     { "the restart path of an attempt", test_path_of },
+    { "no backoff for a first restart in place", test_skip_backoff },
     { NULL, NULL },
 };
 
