@@ -333,23 +333,29 @@ class Session:
     dict of more picklable state saved and restored as is, available as
     .extra after resume; it must be the same on every rank (a survivor's
     just-in-time checkpoint copies its own into every rank's shard);
-    control_every: exchange the ranks' requests (the controller's
-    checkpoint and stop) every N steps instead of every step: the
-    exchange's cost per step divided by N, a request acted on up to N-1
-    steps later (periodic checkpoints and the end do not need it)."""
+    control_interval: about how often (seconds) the ranks exchange their
+    requests (the controller's checkpoint and stop, a signal): every N
+    steps, N agreed by the ranks from their step time, at least 2; a
+    request is acted on within about two intervals plus two steps
+    (periodic checkpoints and the end do not need it); ordered_reduce:
+    reduce each gradient bucket by an all-gather and a sum in rank
+    order (bit-identical results whatever DDP's bucket layout, which a
+    resumed run rebuilds differently; it moves world/2 times the data of
+    a ring all-reduce), instead of an all-reduce; default: with 3 ranks
+    or more (two-way sums do not depend on the order)."""
 
     def __init__(self, model, optimizer=None, scheduler=None, sampler=None, seed=0,
                  checkpoint_dir=None, every=None, async_save=True, extra=None, client=None,
-                 reseed=True, control_every=1):
+                 reseed=True, control_interval=0.25, ordered_reduce=None):
         if type(model).__name__ == "FullyShardedDataParallel":
             raise NotImplementedError(
                 "dtclient.torch: FSDP models are not supported (Debian's torch 1.13 cannot "
                 "import torch.distributed.fsdp under Python 3.11; see the module's text)")
         self.model, self.optimizer, self.scheduler, self.sampler = model, optimizer, scheduler, sampler
         self.seed, self.reseed, self.extra = int(seed), reseed, extra if extra is not None else {}
-        if int(control_every) < 1:
-            raise ValueError("dtclient.torch: control_every must be >= 1")
-        self.control_every = int(control_every)
+        if not float(control_interval) >= 0:
+            raise ValueError("dtclient.torch: control_interval must be >= 0 seconds")
+        self.control_interval = float(control_interval)
         self.client = client or dtclient.open()
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
@@ -372,8 +378,19 @@ class Session:
         self.last_saved = 0
         self._ckpt_req = self._stop_req = 0     # this rank's requests
         self._ckpt_done = 0
+        # The ranks' agreement on requests: an all-reduce (MAX) of
+        # [checkpoint step, stop step, proposed period] launched at step
+        # _ctl_next, waited for one step later (by then it is done), its
+        # result acted on by every rank at the same step.
         self._ctl = None            # the control all-reduce in flight
         self._ctl_buf = None
+        self._ctl_wait = -1         # the step whose step_done waits for it
+        self._ctl_next = 0          # the step that launches the next one
+        self._ctl_count = 0
+        self._agreed_ckpt = self._agreed_stop = 0
+        self._step_ewma = 0.0       # seconds per step, smoothed
+        self._t_prev = None
+        self._gather = {}           # bucket index -> the all-gather's outputs
         self._signal = 0
         self._t0 = None
         self._comm_failed = None
@@ -385,8 +402,11 @@ class Session:
             # tensors, no device sync, also when the gradients go over NCCL.
             self._ctl_group = (dist.new_group(backend="gloo")
                                if dist.get_backend() != "gloo" else dist.group.WORLD)
+            if ordered_reduce is None:
+                ordered_reduce = self.world >= 3
             if hasattr(model, "register_comm_hook"):
-                model.register_comm_hook(None, self._allreduce_hook)
+                model.register_comm_hook(None, self._ordered_hook if ordered_reduce
+                                         else self._allreduce_hook)
         self._writer = _Writer(self) if async_save else None
         self._snap = None           # the last host snapshot (reused)
         for sig in (signal.SIGTERM, signal.SIGUSR1):
@@ -395,6 +415,7 @@ class Session:
             except ValueError:      # not the main thread
                 pass
         self._resume()
+        self._ctl_next = self.step
         if self._ctl_group is not None:
             # Every rank loaded (busy meanwhile): start the first step
             # together, so that a rank whose load is slow is not blamed on
@@ -457,7 +478,12 @@ class Session:
         self._last_launch = t
         buf = bucket.buffer()
         buf.div_(self.world)
-        fut = dist.all_reduce(buf, async_op=True).get_future()
+        try:
+            fut = dist.all_reduce(buf, async_op=True).get_future()
+        except Exception as e:     # a peer already gone: the state is self.step's
+            c.collective(False)
+            self._comm_failed = e
+            raise
 
         def done(f):
             self._last_done = time.perf_counter()
@@ -467,6 +493,47 @@ class Session:
             except Exception as e:
                 self._comm_failed = e
                 raise
+        fut = fut.then(done)
+        self.self_s += time.perf_counter() - t
+        return fut
+
+    def _ordered_hook(self, state, bucket):
+        """As _allreduce_hook, but each rank's (divided) bucket is gathered
+        and the parts are summed in rank order, element by element: a
+        ring all-reduce over three ranks or more sums an element in an
+        order that depends on its offset in the bucket, and DDP lays its
+        buckets out anew after the first step of each process (by the
+        order the gradients became ready), so a resumed run would reduce
+        its first step with other boundaries than the uninterrupted one."""
+        c = self.client
+        t = time.perf_counter()
+        c.collective(True)
+        self._last_launch = t
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        parts = self._gather.get(bucket.index())
+        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
+            parts = [torch.empty_like(buf) for _ in range(self.world)]
+            self._gather[bucket.index()] = parts
+        try:
+            fut = dist.all_gather(parts, buf, async_op=True).get_future()
+        except Exception as e:
+            c.collective(False)
+            self._comm_failed = e
+            raise
+
+        def done(f):
+            self._last_done = time.perf_counter()
+            c.collective(False)
+            try:
+                f.value()
+            except Exception as e:
+                self._comm_failed = e
+                raise
+            buf.copy_(parts[0])
+            for p in parts[1:]:
+                buf.add_(p)
+            return buf
         fut = fut.then(done)
         self.self_s += time.perf_counter() - t
         return fut
@@ -483,10 +550,8 @@ class Session:
             if self.reseed:
                 self._reseed(s)
             self._poll()
-            if self._ctl_group is not None and s % self.control_every == 0:
-                self._ctl_buf = torch.tensor([self._ckpt_req, self._stop_req], dtype=torch.int64)
-                self._ctl = dist.all_reduce(self._ctl_buf, op=dist.ReduceOp.MAX,
-                                            group=self._ctl_group, async_op=True)
+            if self._ctl_group is not None and s == self._ctl_next and self._ctl is None:
+                self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
             self._t0 = time.perf_counter()
             self.self_s += self._t0 - t
@@ -494,6 +559,44 @@ class Session:
             if self.step != s + 1:
                 raise RuntimeError("dtclient.torch: step %d ended without step_done()" % s)
             s = self.step
+
+    def _ctl_launch(self, s):
+        """Start the ranks' exchange of requests at step s (every rank
+        launches it at the same step: the schedule is agreed)."""
+        period = 2
+        if self._step_ewma > 0 and self.control_interval > 0:
+            period = max(2, min(100000, int(self.control_interval / self._step_ewma)))
+        self._ctl_buf = torch.tensor([self._ckpt_req, self._stop_req, period], dtype=torch.int64)
+        try:
+            self._ctl = dist.all_reduce(self._ctl_buf, op=dist.ReduceOp.MAX,
+                                        group=self._ctl_group, async_op=True)
+        except Exception as e:     # a peer already gone: the state is self.step's
+            self._comm_failed = e
+            raise
+        self._ctl_wait = s + 1
+        self._ctl_count += 1
+
+    def _ctl_finish(self):
+        """Wait for the exchange in flight (marked: blocked on peers) and
+        take its result: the requests every rank now acts on, and the
+        step that launches the next exchange."""
+        t = time.perf_counter()
+        self.client.collective(True)
+        try:
+            self._ctl.wait()
+        except Exception as e:
+            self._comm_failed = e
+            raise
+        finally:
+            self.client.collective(False)
+        creq, sreq, period = (int(v) for v in self._ctl_buf.tolist())
+        self._ctl = None
+        self._agreed_ckpt = max(self._agreed_ckpt, creq)
+        if sreq > 0 and (self._agreed_stop == 0 or sreq < self._agreed_stop):
+            self._agreed_stop = sreq
+        # this step_done belongs to step self._ctl_wait (self.step = it + 1)
+        self._ctl_next = self._ctl_wait - 1 + period
+        return time.perf_counter() - t
 
     def _reseed(self, step):
         x = _mix(self.seed, step, self.rank)
@@ -513,23 +616,18 @@ class Session:
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
         comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0
-        creq, sreq = self._ckpt_req, self._stop_req
-        if self._ctl_group is not None:
-            creq = sreq = 0         # requests are acted on at exchange steps only
-        if self._ctl is not None:
-            t = time.perf_counter()
-            self.client.collective(True)
-            try:
-                self._ctl.wait()
-            except Exception as e:
-                self._comm_failed = e
-                raise
-            finally:
-                self.client.collective(False)
-            comm += time.perf_counter() - t
-            creq, sreq = int(self._ctl_buf[0]), int(self._ctl_buf[1])
-            self._ctl = None
+        if self._ctl_group is None:
+            creq, sreq = self._ckpt_req, self._stop_req
+        else:
+            # Requests are acted on as agreed, by every rank at the same step.
+            if self._ctl is not None and self.step - 1 >= self._ctl_wait:
+                comm += self._ctl_finish()
+            creq, sreq = self._agreed_ckpt, self._agreed_stop
         wall = time.perf_counter() - self._t0
+        if self._t_prev is not None:
+            dt = t_in - self._t_prev
+            self._step_ewma = dt if self._step_ewma == 0 else 0.8 * self._step_ewma + 0.2 * dt
+        self._t_prev = t_in
         self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
         want = False
         if self.every and self.step % self.every == 0:
@@ -548,10 +646,17 @@ class Session:
         if want and self.ckpt_dir and self.last_saved != self.step:
             self.save()
         if self.stopped:
+            self._ctl_drain()
             self.flush()
             _log("rank %d: stopped at step %d (checkpoint written)" % (self.rank, self.step))
             sys.stdout.flush()
             sys.exit(0)
+
+    def _ctl_drain(self):
+        """The exchange in flight, if any, completed (every rank launched
+        it at the same step, so every rank can wait for it)."""
+        if self._ctl is not None:
+            self._ctl_finish()
 
     def _integrity(self, lossf):
         """Report this rank's parameter fingerprint of the step just done
@@ -648,6 +753,7 @@ class Session:
         ranks (marked: a rank done first waits for the others' last writes
         without being taken for hung); rank 0 reports the result."""
         self.flush()
+        self._ctl_drain()
         if self._ctl_group is not None:
             self.client.collective(True)
             try:
