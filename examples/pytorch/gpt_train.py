@@ -137,6 +137,8 @@ def main():
     flip = [int(x) for x in a.inject_bitflip.split(":")] if a.inject_bitflip else None
     if flip and int(os.environ.get("DT_ATTEMPT") or 1) > 1:
         flip = None
+    if a.plain and world > 1:
+        dist.barrier()      # the ranks start together, as a Session's do
     t_start, cpu_start, loss = time.perf_counter(), time.process_time(), None
     with ft or contextlib.nullcontext():   # dtctl: a failed collective -> just-in-time checkpoint
         for step in steps:
@@ -171,6 +173,7 @@ def main():
            "start_step": ft.start_step if ft else 0, "wall_s": wall, "cpu_s": cpu,
            "checkpoints": ft.nckpt if ft else 0,
            "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0,
+           "ckpt_stall_cpu_ms": ft.stall_cpu_s * 1e3 if ft else 0.0,
            "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
            "fingerprints": ft.integrity_count if ft else 0,
            "fingerprint_ms": ft.integrity_s * 1e3 / max(1, ft.integrity_count) if ft else 0.0}

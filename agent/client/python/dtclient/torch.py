@@ -104,6 +104,9 @@ _TRAILER = struct.Struct("<4sII")
 _MAGIC = b"DTPT"
 
 
+_cpu = time.thread_time
+
+
 def _log(msg):
     sys.stderr.write("dtclient.torch: %s\n" % msg)
     sys.stderr.flush()
@@ -373,8 +376,15 @@ class Session:
         self.total = None
         self.stopped = False
         self.nckpt = 0
-        self.stall_s = 0.0          # training-thread time spent on checkpoints
-        self.self_s = 0.0           # training-thread time spent in this module otherwise
+        self.stall_s = 0.0          # training-thread time spent on checkpoints (wall)
+        self.stall_cpu_s = 0.0      # the same, CPU time of the training thread
+        # CPU time of this module's own work otherwise: on the training
+        # thread, and in the collectives' completion callbacks (on the
+        # process group's threads).  CPU time, not wall time: on a loaded
+        # machine a wall-clock measure of a few microseconds of work is
+        # mostly the time the thread waited for a core.  (Two sums: the
+        # callbacks run on another thread.)
+        self._own_s = self._cb_s = 0.0
         self.last_saved = 0
         self._ckpt_req = self._stop_req = 0     # this rank's requests
         self._ckpt_done = 0
@@ -426,6 +436,12 @@ class Session:
             finally:
                 self.client.collective(False)
 
+    @property
+    def self_s(self):
+        """CPU seconds of this module's own per-step work (not checkpoints
+        nor integrity reports): the training thread's and its callbacks'."""
+        return self._own_s + self._cb_s
+
     # -- context: a failed collective becomes a just-in-time checkpoint -----
     def __enter__(self):
         return self
@@ -473,7 +489,7 @@ class Session:
     # -- the DDP communication hook -------------------------------------------
     def _allreduce_hook(self, state, bucket):
         c = self.client
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
         self._last_launch = t
         buf = bucket.buffer()
@@ -486,15 +502,17 @@ class Session:
             raise
 
         def done(f):
-            self._last_done = time.perf_counter()
+            self._last_done, d0 = time.perf_counter(), _cpu()
             c.collective(False)
             try:
                 return f.value()[0]
             except Exception as e:
                 self._comm_failed = e
                 raise
+            finally:
+                self._cb_s += _cpu() - d0
         fut = fut.then(done)
-        self.self_s += time.perf_counter() - t
+        self._own_s += _cpu() - c0
         return fut
 
     def _ordered_hook(self, state, bucket):
@@ -506,7 +524,7 @@ class Session:
         order the gradients became ready), so a resumed run would reduce
         its first step with other boundaries than the uninterrupted one."""
         c = self.client
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
         self._last_launch = t
         buf = bucket.buffer()
@@ -523,7 +541,7 @@ class Session:
             raise
 
         def done(f):
-            self._last_done = time.perf_counter()
+            self._last_done, d0 = time.perf_counter(), _cpu()
             c.collective(False)
             try:
                 f.value()
@@ -533,9 +551,10 @@ class Session:
             buf.copy_(parts[0])
             for p in parts[1:]:
                 buf.add_(p)
+            self._cb_s += _cpu() - d0
             return buf
         fut = fut.then(done)
-        self.self_s += time.perf_counter() - t
+        self._own_s += _cpu() - c0
         return fut
 
     # -- the step loop ---------------------------------------------------------
@@ -546,7 +565,7 @@ class Session:
         self.total = int(total)
         s = self.step
         while s < self.total and not self.stopped:
-            t = time.perf_counter()
+            c0 = _cpu()
             if self.reseed:
                 self._reseed(s)
             self._poll()
@@ -554,7 +573,7 @@ class Session:
                 self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
             self._t0 = time.perf_counter()
-            self.self_s += self._t0 - t
+            self._own_s += _cpu() - c0
             yield s
             if self.step != s + 1:
                 raise RuntimeError("dtclient.torch: step %d ended without step_done()" % s)
@@ -611,7 +630,7 @@ class Session:
         """The step's optimizer update is done: agree on requests, report,
         checkpoint or stop as needed."""
         self.step += 1
-        t_in = time.perf_counter()
+        t_in, c_in = time.perf_counter(), _cpu()
         lossf = float(loss.detach().item() if torch.is_tensor(loss) else loss)
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
@@ -640,7 +659,7 @@ class Session:
             want = self.stopped = True
         if self.total is not None and self.step == self.total:
             want = True
-        self.self_s += time.perf_counter() - t_in
+        self._own_s += _cpu() - c_in
         if self.integrity_every > 0 and self.step % self.integrity_every == 0:
             self._integrity(lossf)  # (its time in integrity_s)
         if want and self.ckpt_dir and self.last_saved != self.step:
@@ -715,7 +734,7 @@ class Session:
         the rest on the writer thread (or here, with async_save=False)."""
         if not self.ckpt_dir:
             raise RuntimeError("dtclient.torch: no checkpoint directory (DT_CHECKPOINT_DIR)")
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), _cpu()
         self.client.set_busy(True)
         try:
             if self._writer is not None:
@@ -730,6 +749,7 @@ class Session:
         finally:
             self.client.set_busy(False)
         self.stall_s += time.perf_counter() - t
+        self.stall_cpu_s += _cpu() - c0
         self.nckpt += 1
         self.last_saved = self.step
 
