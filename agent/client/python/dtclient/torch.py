@@ -26,15 +26,20 @@ What a Session does:
   fails is named on standard error ("checkpoint shard PATH: ...") and the
   process exits 3, so that the controller marks that checkpoint bad and
   resumes from the one before;
-- registers a DDP communication hook that all-reduces each gradient bucket
-  (the same arithmetic as DDP's default hook) and marks the rank as waiting
-  on its peers while a bucket is in flight;
+- registers a DDP communication hook that reduces each gradient bucket and
+  marks the rank as waiting on its peers while a bucket is in flight: an
+  all-reduce with two ranks (DDP's default hook's arithmetic), an
+  all-gather and a sum in rank order with three or more (ordered_reduce:
+  the result does not depend on DDP's bucket layout, which a resumed
+  process lays out differently for its first step);
 - at each step start, reseeds torch, CUDA and Python's random from
-  (seed, step, rank) and starts a small control all-reduce (its own gloo
-  group, overlapped with the step) by which the ranks agree on the
-  controller's checkpoint and stop requests;
+  (seed, step, rank); about every control_interval seconds (at a step
+  every rank knows in advance) starts a small control all-reduce (its own
+  gloo group) by which the ranks agree on the controller's checkpoint and
+  stop requests, and waits for it one step later, when it is done;
 - in step_done, reports the step (loss, samples, compute and communication
-  time) to the agent's shared page, polls the controller's commands, and
+  time) to the agent's shared page (no system call: about a microsecond),
+  polls the controller's commands (the same page), and
   checkpoints every DT_CHECKPOINT_EVERY steps, when the controller asks,
   on a stop (the controller's, SIGTERM, or Slurm's SIGUSR1 time-limit
   warning: then it exits 0 once the shard is durable) and at the end;
