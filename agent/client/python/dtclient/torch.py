@@ -80,6 +80,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import struct
 import sys
@@ -350,11 +351,15 @@ class Session:
     order (bit-identical results whatever DDP's bucket layout, which a
     resumed run rebuilds differently; it moves world/2 times the data of
     a ring all-reduce), instead of an all-reduce; default: with 3 ranks
-    or more (two-way sums do not depend on the order)."""
+    or more (two-way sums do not depend on the order);
+    jit_prewrite_after: after this many seconds blocked in one gradient
+    collective, write the just-in-time shards ahead (reported only if
+    the collective then fails; 0: never)."""
 
     def __init__(self, model, optimizer=None, scheduler=None, sampler=None, seed=0,
                  checkpoint_dir=None, every=None, async_save=True, extra=None, client=None,
-                 reseed=True, control_interval=0.25, ordered_reduce=None):
+                 reseed=True, control_interval=0.25, ordered_reduce=None,
+                 jit_prewrite_after=1.0):
         if type(model).__name__ == "FullyShardedDataParallel":
             raise NotImplementedError(
                 "dtclient.torch: FSDP models are not supported (Debian's torch 1.13 cannot "
@@ -406,6 +411,13 @@ class Session:
         self._step_ewma = 0.0       # seconds per step, smoothed
         self._t_prev = None
         self._gather = {}           # bucket index -> the all-gather's outputs
+        # Gradient collectives launched / ended / ended well, since when one
+        # is pending, the just-in-time pre-write's (step, shards).
+        self._n_launch = self._n_end = self._n_ok = 0
+        self._pending_since = 0.0
+        self._jit_pre = None
+        self._jit_lock = threading.Lock()
+        self._jit_done = False
         self._signal = 0
         self._t0 = None
         self._comm_failed = None
@@ -423,6 +435,10 @@ class Session:
                 model.register_comm_hook(None, self._ordered_hook if ordered_reduce
                                          else self._allreduce_hook)
         self._writer = _Writer(self) if async_save else None
+        self.jit_prewrite_after = float(jit_prewrite_after or 0)
+        if self._ctl_group is not None and self.ckpt_dir and self.jit_prewrite_after > 0:
+            threading.Thread(target=self._prewrite_loop, name="dtclient-torch-jit",
+                             daemon=True).start()
         self._snap = None           # the last host snapshot (reused)
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             try:
@@ -491,24 +507,85 @@ class Session:
                                                                                  self.step))
                 os._exit(1)
 
+    # -- gradient collectives in flight, and the just-in-time pre-write ----------
+    def _coll_enter(self, t):
+        with self._lock:
+            if self._n_launch == self._n_end:
+                self._pending_since = t
+            self._n_launch += 1
+
+    def _coll_leave(self, f):
+        ok = False              # f: the completed future, None: the launch failed
+        if f is not None:
+            try:
+                f.value()
+                ok = True
+            except Exception:   # (done() takes the error)
+                pass
+        with self._lock:
+            self._n_end += 1
+            if ok:
+                self._n_ok += 1
+
+    def _prewrite_loop(self):
+        """While the training thread has waited on one gradient collective
+        for more than jit_prewrite_after seconds (a peer stopped, or dead
+        and not yet noticed), write the just-in-time shards of the last
+        completed step now, without reporting them: if the collective then
+        fails, only the report is left to do, which beats the controller's
+        just-in-time window even on a loaded machine.  The state cannot
+        move while the collective is pending (the optimizer steps after
+        it); a set whose copy overlapped its completion is discarded."""
+        while True:
+            time.sleep(min(0.25, self.jit_prewrite_after / 2))
+            with self._lock:
+                pending = self._n_launch > self._n_end
+                since, ok0 = self._pending_since, self._n_ok
+            step = self.step
+            if (not pending or time.perf_counter() - since < self.jit_prewrite_after
+                    or step <= self.start_step
+                    or (self._jit_pre is not None and self._jit_pre[0] == step)):
+                continue
+            with self._jit_lock:
+                if self._jit_done:
+                    return
+                try:
+                    shards = self._jit_write(step, lambda: self._n_ok == ok0 and self.step == step)
+                except (OSError, RuntimeError) as e:
+                    _log("rank %d: just-in-time pre-write of step %d: %s" % (self.rank, step, e))
+                    shards = None
+                self._jit_pre = (step, shards)
+                if shards:
+                    _log("rank %d: blocked in a gradient collective for %.1f s: just-in-time shards "
+                         "of step %d written ahead" % (self.rank, time.perf_counter() - since, step))
+
+    def _jit_drop_stale(self):
+        """The training went on after a pre-write: its shards are stale."""
+        pre, self._jit_pre = self._jit_pre, None
+        if pre is not None and pre[1]:
+            shutil.rmtree(os.path.dirname(pre[1][0][1]), ignore_errors=True)
+
     # -- the DDP communication hook -------------------------------------------
     def _allreduce_hook(self, state, bucket):
         c = self.client
         t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
         self._last_launch = t
+        self._coll_enter(t)
         buf = bucket.buffer()
         buf.div_(self.world)
         try:
             fut = dist.all_reduce(buf, async_op=True).get_future()
         except Exception as e:     # a peer already gone: the state is self.step's
             c.collective(False)
+            self._coll_leave(None)
             self._comm_failed = e
             raise
 
         def done(f):
             self._last_done, d0 = time.perf_counter(), _cpu()
             c.collective(False)
+            self._coll_leave(f)
             try:
                 return f.value()[0]
             except Exception as e:
@@ -532,6 +609,7 @@ class Session:
         t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
         self._last_launch = t
+        self._coll_enter(t)
         buf = bucket.buffer()
         buf.div_(self.world)
         parts = self._gather.get(bucket.index())
@@ -542,12 +620,14 @@ class Session:
             fut = dist.all_gather(parts, buf, async_op=True).get_future()
         except Exception as e:
             c.collective(False)
+            self._coll_leave(None)
             self._comm_failed = e
             raise
 
         def done(f):
             self._last_done, d0 = time.perf_counter(), _cpu()
             c.collective(False)
+            self._coll_leave(f)
             try:
                 f.value()
             except Exception as e:
@@ -636,6 +716,8 @@ class Session:
         checkpoint or stop as needed."""
         self.step += 1
         t_in, c_in = time.perf_counter(), _cpu()
+        if self._jit_pre is not None:
+            self._jit_drop_stale()
         lossf = float(loss.detach().item() if torch.is_tensor(loss) else loss)
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
@@ -798,26 +880,47 @@ class Session:
             return EXIT_COMM
         t0 = time.perf_counter()
         self.client.set_busy(True)
+        ahead = ""
         try:
             self.flush()
-            for k in range(self.world):
-                data, crc = _encode(_cpu_copy(self._state(shard_rank=k)))
-                path = self.shard_path(self.step, k, jit_by=self.rank)
-                _write_atomic(path, data)
-                with open(path, "rb") as f:
-                    back = f.read()
-                if len(back) != len(data) or dtclient.crc32c(back) != crc:
-                    raise OSError("shard %s did not read back as written" % path)
-                self.client.shard_written_jit(self.step, k, path, len(data), crc)
+            with self._jit_lock:    # (a pre-write in progress finishes first)
+                self._jit_done = True
+                pre = self._jit_pre
+                if pre is not None and pre[0] == self.step and pre[1]:
+                    shards, ahead = pre[1], ", written ahead"
+                else:
+                    shards = self._jit_write(self.step)
+            for k, path, n, crc in shards:
+                self.client.shard_written_jit(self.step, k, path, n, crc)
         except (OSError, RuntimeError, dtclient.DTClientError) as e:
             _log("rank %d: just-in-time checkpoint of step %d: %s" % (self.rank, self.step, e))
             return EXIT_COMM
         finally:
             self.client.set_busy(False)
-        _log("rank %d: just-in-time checkpoint of step %d written to %s (%d shards, %.1f ms)"
+        _log("rank %d: just-in-time checkpoint of step %d written to %s (%d shards%s, %.1f ms)"
              % (self.rank, self.step, os.path.dirname(self.shard_path(self.step, 0, self.rank)),
-                self.world, (time.perf_counter() - t0) * 1e3))
+                self.world, ahead, (time.perf_counter() - t0) * 1e3))
         return EXIT_JIT
+
+    def _jit_write(self, step, still_valid=None):
+        """Every rank's shard of step (the state now) into
+        jit-<step>-r<rank>/, each read back and checked: [(rank, path,
+        bytes, crc)].  still_valid(): called once the state is copied;
+        False discards the set (returns None)."""
+        states = [_cpu_copy(self._state(shard_rank=k)) for k in range(self.world)]
+        if still_valid is not None and not still_valid():
+            return None
+        out = []
+        for k, st in enumerate(states):
+            data, crc = _encode(st)
+            path = self.shard_path(step, k, jit_by=self.rank)
+            _write_atomic(path, data)
+            with open(path, "rb") as f:
+                back = f.read()
+            if len(back) != len(data) or dtclient.crc32c(back) != crc:
+                raise OSError("shard %s did not read back as written" % path)
+            out.append((k, path, len(data), crc))
+        return out
 
     # -- resume -------------------------------------------------------------------
     def _resume(self):
