@@ -94,7 +94,7 @@ def main():
                     help="sleep in each step (tests: long enough steps to hit mid-run)")
     ap.add_argument("--log-every", type=int, default=0,
                     help="log 'rank R step S loss L time T' every N steps (default steps/10, rank 0)")
-    ap.add_argument("--control-interval", type=float, default=0.25,
+    ap.add_argument("--control-interval", type=float, default=1.0,
                     help="seconds between the ranks' exchanges of the controller's requests")
     ap.add_argument("--sync-save", action="store_true", help="checkpoint on the training thread")
     ap.add_argument("--plain", action="store_true", help="without dtclient.torch")

@@ -358,7 +358,7 @@ class Session:
 
     def __init__(self, model, optimizer=None, scheduler=None, sampler=None, seed=0,
                  checkpoint_dir=None, every=None, async_save=True, extra=None, client=None,
-                 reseed=True, control_interval=0.25, ordered_reduce=None,
+                 reseed=True, control_interval=1.0, ordered_reduce=None,
                  jit_prewrite_after=1.0):
         if type(model).__name__ == "FullyShardedDataParallel":
             raise NotImplementedError(
