@@ -4,10 +4,11 @@
 # say, jget, calc, wait_for, free_port, start_ctld, stop_ctld, run_ranks
 # and B SRC TMP REPS PY.
 #   1. per-step cost: the same script with and without dtclient.torch
-#      (--plain; and with --control-every 8), as dtctl jobs (local
-#      launcher, 1 node x 2 ranks, no checkpoints), alternating: step time
-#      = the trainer's training wall time / steps; and the library's own
-#      time on the training thread per step, as it measures it;
+#      (--plain), as dtctl jobs (local launcher, 1 node x 2 ranks, no
+#      checkpoints), alternating: step time = the trainer's training wall
+#      time / steps, CPU time per step of rank 0's process (all its
+#      threads: steadier than wall time on a loaded machine), and the
+#      library's own CPU time per step, as it measures it;
 #   2. checkpoint stall per checkpoint (training-thread time), asynchronous
 #      (host copy, then a writer thread) and synchronous (--sync-save),
 #      without an agent, a checkpoint every 10 steps; as a fraction of a
@@ -40,32 +41,32 @@ torch_spec () {  # torch_spec NODES RANKS_PER_NODE WORKDIR EVERY ARGS...
 }
 
 torch_step_cost () {
-    local d=$1 rep v id log ms plain lib lib8 self self8
+    local d=$1 rep v id log ms cpu plain lib pcpu lcpu self
     for rep in $(seq "$REPS"); do
-        for v in plain lib lib8; do
+        for v in plain lib; do
             local extra=()
             [ $v = plain ] && extra=(--plain)
-            [ $v = lib8 ] && extra=(--control-every 8)
             id=$(curl -s -X POST "$URL/v1/jobs" -d "$(torch_spec 1 2 "$d" 0 --data "$CORPUS" \
                 --steps "$TORCH_STEPS" "${extra[@]}")" | jq -r .data.id)
             wait_for 300 job_ended "$id"
             log=$(torch_job_log "$d" "$id" 1)
             ms=$(jget "$log" '1000 * .wall_s / .steps')
+            cpu=$(jget "$log" '1000 * .cpu_s / .steps')
             if [ -z "$ms" ] || [ "$ms" = null ]; then
                 note torch "step cost rep $rep ($v): job $id $(curl -s "$URL/v1/jobs/$id" | jq -r .data.state), no result in ${log:-no log}"
                 continue 2
             fi
-            eval "$v=$ms"
+            if [ $v = plain ]; then plain=$ms; pcpu=$cpu; else lib=$ms; lcpu=$cpu; fi
             [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step)
-            [ $v = lib8 ] && self8=$(jget "$log" .dtclient_ms_per_step)
         done
-        rec torch.lib8_step_ms "$lib8"; rec torch.self8_ms "$self8"
-        rec torch.self8_frac "$(calc "$self8 / $plain")"
         rec torch.plain_step_ms "$plain"; rec torch.lib_step_ms "$lib"
         rec torch.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
-        rec torch.self_ms "$self"; rec torch.self_frac "$(calc "$self / $plain")"
-        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%, its own time %.3f ms), %.2f ms with control_every=8 (its own time %.3f ms)\n' \
-            "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$self" "$lib8" "$self8" >&2
+        rec torch.plain_cpu_ms "$pcpu"; rec torch.lib_cpu_ms "$lcpu"
+        rec torch.cpu_overhead_frac "$(calc "($lcpu - $pcpu) / $pcpu")"
+        rec torch.self_ms "$self"; rec torch.self_frac "$(calc "$self / $pcpu")"
+        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); CPU/step %.2f ms plain, %.2f ms with it (%+.2f%%); its own CPU %.3f ms/step (%.2f%%)\n' \
+            "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$pcpu" "$lcpu" \
+            "$(calc "100 * ($lcpu - $pcpu) / $pcpu")" "$self" "$(calc "100 * $self / $pcpu")" >&2
     done
 }
 
@@ -91,6 +92,7 @@ torch_stall () {
         s=$(jget "$d/stall.$rep.sync.0" '.ckpt_stall_ms / .checkpoints')
         rec torch.ckpt_step_ms "$step_ms"
         rec torch.ckpt_async_stall_ms "$a"; rec torch.ckpt_sync_stall_ms "$s"
+        rec torch.ckpt_async_stall_cpu_ms "$(jget "$d/stall.$rep.async.0" '.ckpt_stall_cpu_ms / .checkpoints')"
         rec torch.ckpt_async_stall_frac "$(calc "$a / $step_ms")"
         rec torch.ckpt_sync_stall_frac "$(calc "$s / $step_ms")"
         printf '   rep %d: step %.2f ms; stall per checkpoint %.2f ms async, %.2f ms sync\n' \

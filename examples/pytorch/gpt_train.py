@@ -94,8 +94,8 @@ def main():
                     help="sleep in each step (tests: long enough steps to hit mid-run)")
     ap.add_argument("--log-every", type=int, default=0,
                     help="log 'rank R step S loss L time T' every N steps (default steps/10, rank 0)")
-    ap.add_argument("--control-every", type=int, default=1,
-                    help="exchange the controller's requests among the ranks every N steps")
+    ap.add_argument("--control-interval", type=float, default=1.0,
+                    help="seconds between the ranks' exchanges of the controller's requests")
     ap.add_argument("--sync-save", action="store_true", help="checkpoint on the training thread")
     ap.add_argument("--plain", action="store_true", help="without dtclient.torch")
     ap.add_argument("--inject-bitflip", metavar="R:S", default=None,
@@ -132,12 +132,14 @@ def main():
         sampler = dtt.StepSampler(n, a.batch, seed=a.seed)                    # dtctl
         ft = dtt.Session(ddp, opt, scheduler=sched, sampler=sampler,          # dtctl
                          seed=a.seed, async_save=not a.sync_save,             # dtctl
-                         control_every=a.control_every)                       # dtctl
+                         control_interval=a.control_interval)                 # dtctl
         steps = ft.steps(a.steps)                                             # dtctl
     flip = [int(x) for x in a.inject_bitflip.split(":")] if a.inject_bitflip else None
     if flip and int(os.environ.get("DT_ATTEMPT") or 1) > 1:
         flip = None
-    t_start, loss = time.perf_counter(), None
+    if a.plain and world > 1:
+        dist.barrier()      # the ranks start together, as a Session's do
+    t_start, cpu_start, loss = time.perf_counter(), time.process_time(), None
     with ft or contextlib.nullcontext():   # dtctl: a failed collective -> just-in-time checkpoint
         for step in steps:
             if a.plain:
@@ -165,12 +167,13 @@ def main():
             if (a.log_every or rank == 0) and (step + 1) % (a.log_every or max(1, a.steps // 10)) == 0:
                 print("rank %d step %d loss %.4f time %.3f" % (rank, step + 1, loss.item(), time.time()),
                       file=sys.stderr, flush=True)
-    wall = time.perf_counter() - t_start
+    wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     res = {"steps": a.steps, "loss": loss.item() if loss is not None else None,
            "params_sha256": params_sha256(model), "world_size": world,
-           "start_step": ft.start_step if ft else 0, "wall_s": wall,
+           "start_step": ft.start_step if ft else 0, "wall_s": wall, "cpu_s": cpu,
            "checkpoints": ft.nckpt if ft else 0,
            "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0,
+           "ckpt_stall_cpu_ms": ft.stall_cpu_s * 1e3 if ft else 0.0,
            "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
            "fingerprints": ft.integrity_count if ft else 0,
            "fingerprint_ms": ft.integrity_s * 1e3 / max(1, ft.integrity_count) if ft else 0.0}

@@ -5,7 +5,9 @@
 #   1. rank 1 frozen with SIGSTOP -> a hang, blamed on rank 1 and its node
 #      (not on rank 0, blocked on it in a marked all-reduce); the node is
 #      trusted, so no node is excluded (the restart goes in place);
-#      attempt 2 resumes from a checkpoint;
+#      rank 0, blocked on it, writes the just-in-time shards ahead and
+#      reports them when the frozen rank is killed; attempt 2 resumes
+#      from that just-in-time checkpoint;
 #   2. attempt 2's Slurm time limit lowered to 1 minute (as t0759) ->
 #      Slurm's USR1 warning -> the ranks agree on a step, checkpoint it and
 #      exit -> cause time_limit with its final checkpoint committed ->
@@ -56,6 +58,9 @@ check "1: no node is excluded (a hang blamed on a rank of a trusted node)" \
     jqt ".data.exclude == []" "$TMP/j.json"
 check "1: the frozen process is gone" wait_for 20 eval '! kill -0 "$PID" 2>/dev/null'
 check "1: attempt 2 resumed from a checkpoint (step >= 40)" jqt '.data.attempts[1].resume_step >= 40' "$TMP/j.json"
+R2=$(jq '.data.attempts[1].resume_step' "$TMP/j.json")
+check "1: ... the survivor's just-in-time checkpoint (step $R2, written by rank 0)" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed' AND json_extract(data, '\$.step') = $R2 AND json_extract(data, '\$.kind') = 'jit' AND json_extract(data, '\$.jit.written_by_rank') = 0")" = 1
 echo "# (attempt 2 -> 3: times relative to the time limit being lowered)"
 timeline "$ID" "$T1" 2
 check "2: attempt 2 ended with cause time_limit after a committed final checkpoint" \

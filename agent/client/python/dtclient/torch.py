@@ -26,15 +26,20 @@ What a Session does:
   fails is named on standard error ("checkpoint shard PATH: ...") and the
   process exits 3, so that the controller marks that checkpoint bad and
   resumes from the one before;
-- registers a DDP communication hook that all-reduces each gradient bucket
-  (the same arithmetic as DDP's default hook) and marks the rank as waiting
-  on its peers while a bucket is in flight;
+- registers a DDP communication hook that reduces each gradient bucket and
+  marks the rank as waiting on its peers while a bucket is in flight: an
+  all-reduce with two ranks (DDP's default hook's arithmetic), an
+  all-gather and a sum in rank order with three or more (ordered_reduce:
+  the result does not depend on DDP's bucket layout, which a resumed
+  process lays out differently for its first step);
 - at each step start, reseeds torch, CUDA and Python's random from
-  (seed, step, rank) and starts a small control all-reduce (its own gloo
-  group, overlapped with the step) by which the ranks agree on the
-  controller's checkpoint and stop requests;
+  (seed, step, rank); about every control_interval seconds (at a step
+  every rank knows in advance) starts a small control all-reduce (its own
+  gloo group) by which the ranks agree on the controller's checkpoint and
+  stop requests, and waits for it one step later, when it is done;
 - in step_done, reports the step (loss, samples, compute and communication
-  time) to the agent's shared page, polls the controller's commands, and
+  time) to the agent's shared page (no system call: about a microsecond),
+  polls the controller's commands (the same page), and
   checkpoints every DT_CHECKPOINT_EVERY steps, when the controller asks,
   on a stop (the controller's, SIGTERM, or Slurm's SIGUSR1 time-limit
   warning: then it exits 0 once the shard is durable) and at the end;
@@ -75,6 +80,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import struct
 import sys
@@ -102,6 +108,9 @@ FORMAT = "dtclient.torch/1"
 # whole file (trailer included), as reported.
 _TRAILER = struct.Struct("<4sII")
 _MAGIC = b"DTPT"
+
+
+_cpu = time.thread_time
 
 
 def _log(msg):
@@ -333,23 +342,33 @@ class Session:
     dict of more picklable state saved and restored as is, available as
     .extra after resume; it must be the same on every rank (a survivor's
     just-in-time checkpoint copies its own into every rank's shard);
-    control_every: exchange the ranks' requests (the controller's
-    checkpoint and stop) every N steps instead of every step: the
-    exchange's cost per step divided by N, a request acted on up to N-1
-    steps later (periodic checkpoints and the end do not need it)."""
+    control_interval: about how often (seconds) the ranks exchange their
+    requests (the controller's checkpoint and stop, a signal): every N
+    steps, N agreed by the ranks from their step time, at least 2; a
+    request is acted on within about two intervals plus two steps
+    (periodic checkpoints and the end do not need it); ordered_reduce:
+    reduce each gradient bucket by an all-gather and a sum in rank
+    order (bit-identical results whatever DDP's bucket layout, which a
+    resumed run rebuilds differently; it moves world/2 times the data of
+    a ring all-reduce), instead of an all-reduce; default: with 3 ranks
+    or more (two-way sums do not depend on the order);
+    jit_prewrite_after: after this many seconds blocked in one gradient
+    collective, write the just-in-time shards ahead (reported only if
+    the collective then fails; 0: never)."""
 
     def __init__(self, model, optimizer=None, scheduler=None, sampler=None, seed=0,
                  checkpoint_dir=None, every=None, async_save=True, extra=None, client=None,
-                 reseed=True, control_every=1):
+                 reseed=True, control_interval=1.0, ordered_reduce=None,
+                 jit_prewrite_after=1.0):
         if type(model).__name__ == "FullyShardedDataParallel":
             raise NotImplementedError(
                 "dtclient.torch: FSDP models are not supported (Debian's torch 1.13 cannot "
                 "import torch.distributed.fsdp under Python 3.11; see the module's text)")
         self.model, self.optimizer, self.scheduler, self.sampler = model, optimizer, scheduler, sampler
         self.seed, self.reseed, self.extra = int(seed), reseed, extra if extra is not None else {}
-        if int(control_every) < 1:
-            raise ValueError("dtclient.torch: control_every must be >= 1")
-        self.control_every = int(control_every)
+        if not float(control_interval) >= 0:
+            raise ValueError("dtclient.torch: control_interval must be >= 0 seconds")
+        self.control_interval = float(control_interval)
         self.client = client or dtclient.open()
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
@@ -367,13 +386,38 @@ class Session:
         self.total = None
         self.stopped = False
         self.nckpt = 0
-        self.stall_s = 0.0          # training-thread time spent on checkpoints
-        self.self_s = 0.0           # training-thread time spent in this module otherwise
+        self.stall_s = 0.0          # training-thread time spent on checkpoints (wall)
+        self.stall_cpu_s = 0.0      # the same, CPU time of the training thread
+        # CPU time of this module's own work otherwise: on the training
+        # thread, and in the collectives' completion callbacks (on the
+        # process group's threads).  CPU time, not wall time: on a loaded
+        # machine a wall-clock measure of a few microseconds of work is
+        # mostly the time the thread waited for a core.  (Two sums: the
+        # callbacks run on another thread.)
+        self._own_s = self._cb_s = 0.0
         self.last_saved = 0
         self._ckpt_req = self._stop_req = 0     # this rank's requests
         self._ckpt_done = 0
+        # The ranks' agreement on requests: an all-reduce (MAX) of
+        # [checkpoint step, stop step, proposed period] launched at step
+        # _ctl_next, waited for one step later (by then it is done), its
+        # result acted on by every rank at the same step.
         self._ctl = None            # the control all-reduce in flight
         self._ctl_buf = None
+        self._ctl_wait = -1         # the step whose step_done waits for it
+        self._ctl_next = 0          # the step that launches the next one
+        self._ctl_count = 0
+        self._agreed_ckpt = self._agreed_stop = 0
+        self._step_ewma = 0.0       # seconds per step, smoothed
+        self._t_prev = None
+        self._gather = {}           # bucket index -> the all-gather's outputs
+        # Gradient collectives launched / ended / ended well, since when one
+        # is pending, the just-in-time pre-write's (step, shards).
+        self._n_launch = self._n_end = self._n_ok = 0
+        self._pending_since = 0.0
+        self._jit_pre = None
+        self._jit_lock = threading.Lock()
+        self._jit_done = False
         self._signal = 0
         self._t0 = None
         self._comm_failed = None
@@ -385,9 +429,16 @@ class Session:
             # tensors, no device sync, also when the gradients go over NCCL.
             self._ctl_group = (dist.new_group(backend="gloo")
                                if dist.get_backend() != "gloo" else dist.group.WORLD)
+            if ordered_reduce is None:
+                ordered_reduce = self.world >= 3
             if hasattr(model, "register_comm_hook"):
-                model.register_comm_hook(None, self._allreduce_hook)
+                model.register_comm_hook(None, self._ordered_hook if ordered_reduce
+                                         else self._allreduce_hook)
         self._writer = _Writer(self) if async_save else None
+        self.jit_prewrite_after = float(jit_prewrite_after or 0)
+        if self._ctl_group is not None and self.ckpt_dir and self.jit_prewrite_after > 0:
+            threading.Thread(target=self._prewrite_loop, name="dtclient-torch-jit",
+                             daemon=True).start()
         self._snap = None           # the last host snapshot (reused)
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             try:
@@ -395,6 +446,7 @@ class Session:
             except ValueError:      # not the main thread
                 pass
         self._resume()
+        self._ctl_next = self.step
         if self._ctl_group is not None:
             # Every rank loaded (busy meanwhile): start the first step
             # together, so that a rank whose load is slow is not blamed on
@@ -404,6 +456,12 @@ class Session:
                 dist.barrier(group=self._ctl_group)
             finally:
                 self.client.collective(False)
+
+    @property
+    def self_s(self):
+        """CPU seconds of this module's own per-step work (not checkpoints
+        nor integrity reports): the training thread's and its callbacks'."""
+        return self._own_s + self._cb_s
 
     # -- context: a failed collective becomes a just-in-time checkpoint -----
     def __enter__(self):
@@ -449,26 +507,139 @@ class Session:
                                                                                  self.step))
                 os._exit(1)
 
+    # -- gradient collectives in flight, and the just-in-time pre-write ----------
+    def _coll_enter(self, t):
+        with self._lock:
+            if self._n_launch == self._n_end:
+                self._pending_since = t
+            self._n_launch += 1
+
+    def _coll_leave(self, f):
+        ok = False              # f: the completed future, None: the launch failed
+        if f is not None:
+            try:
+                f.value()
+                ok = True
+            except Exception:   # (done() takes the error)
+                pass
+        with self._lock:
+            self._n_end += 1
+            if ok:
+                self._n_ok += 1
+
+    def _prewrite_loop(self):
+        """While the training thread has waited on one gradient collective
+        for more than jit_prewrite_after seconds (a peer stopped, or dead
+        and not yet noticed), write the just-in-time shards of the last
+        completed step now, without reporting them: if the collective then
+        fails, only the report is left to do, which beats the controller's
+        just-in-time window even on a loaded machine.  The state cannot
+        move while the collective is pending (the optimizer steps after
+        it); a set whose copy overlapped its completion is discarded."""
+        while True:
+            time.sleep(min(0.25, self.jit_prewrite_after / 2))
+            with self._lock:
+                pending = self._n_launch > self._n_end
+                since, ok0 = self._pending_since, self._n_ok
+            step = self.step
+            if (not pending or time.perf_counter() - since < self.jit_prewrite_after
+                    or step <= self.start_step
+                    or (self._jit_pre is not None and self._jit_pre[0] == step)):
+                continue
+            with self._jit_lock:
+                if self._jit_done:
+                    return
+                try:
+                    shards = self._jit_write(step, lambda: self._n_ok == ok0 and self.step == step)
+                except (OSError, RuntimeError) as e:
+                    _log("rank %d: just-in-time pre-write of step %d: %s" % (self.rank, step, e))
+                    shards = None
+                self._jit_pre = (step, shards)
+                if shards:
+                    _log("rank %d: blocked in a gradient collective for %.1f s: just-in-time shards "
+                         "of step %d written ahead" % (self.rank, time.perf_counter() - since, step))
+
+    def _jit_drop_stale(self):
+        """The training went on after a pre-write: its shards are stale."""
+        pre, self._jit_pre = self._jit_pre, None
+        if pre is not None and pre[1]:
+            shutil.rmtree(os.path.dirname(pre[1][0][1]), ignore_errors=True)
+
     # -- the DDP communication hook -------------------------------------------
     def _allreduce_hook(self, state, bucket):
         c = self.client
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
         self._last_launch = t
+        self._coll_enter(t)
         buf = bucket.buffer()
         buf.div_(self.world)
-        fut = dist.all_reduce(buf, async_op=True).get_future()
+        try:
+            fut = dist.all_reduce(buf, async_op=True).get_future()
+        except Exception as e:     # a peer already gone: the state is self.step's
+            c.collective(False)
+            self._coll_leave(None)
+            self._comm_failed = e
+            raise
 
         def done(f):
-            self._last_done = time.perf_counter()
+            self._last_done, d0 = time.perf_counter(), _cpu()
             c.collective(False)
+            self._coll_leave(f)
             try:
                 return f.value()[0]
             except Exception as e:
                 self._comm_failed = e
                 raise
+            finally:
+                self._cb_s += _cpu() - d0
         fut = fut.then(done)
-        self.self_s += time.perf_counter() - t
+        self._own_s += _cpu() - c0
+        return fut
+
+    def _ordered_hook(self, state, bucket):
+        """As _allreduce_hook, but each rank's (divided) bucket is gathered
+        and the parts are summed in rank order, element by element: a
+        ring all-reduce over three ranks or more sums an element in an
+        order that depends on its offset in the bucket, and DDP lays its
+        buckets out anew after the first step of each process (by the
+        order the gradients became ready), so a resumed run would reduce
+        its first step with other boundaries than the uninterrupted one."""
+        c = self.client
+        t, c0 = time.perf_counter(), _cpu()
+        c.collective(True)
+        self._last_launch = t
+        self._coll_enter(t)
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        parts = self._gather.get(bucket.index())
+        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
+            parts = [torch.empty_like(buf) for _ in range(self.world)]
+            self._gather[bucket.index()] = parts
+        try:
+            fut = dist.all_gather(parts, buf, async_op=True).get_future()
+        except Exception as e:
+            c.collective(False)
+            self._coll_leave(None)
+            self._comm_failed = e
+            raise
+
+        def done(f):
+            self._last_done, d0 = time.perf_counter(), _cpu()
+            c.collective(False)
+            self._coll_leave(f)
+            try:
+                f.value()
+            except Exception as e:
+                self._comm_failed = e
+                raise
+            buf.copy_(parts[0])
+            for p in parts[1:]:
+                buf.add_(p)
+            self._cb_s += _cpu() - d0
+            return buf
+        fut = fut.then(done)
+        self._own_s += _cpu() - c0
         return fut
 
     # -- the step loop ---------------------------------------------------------
@@ -479,21 +650,57 @@ class Session:
         self.total = int(total)
         s = self.step
         while s < self.total and not self.stopped:
-            t = time.perf_counter()
+            c0 = _cpu()
             if self.reseed:
                 self._reseed(s)
             self._poll()
-            if self._ctl_group is not None and s % self.control_every == 0:
-                self._ctl_buf = torch.tensor([self._ckpt_req, self._stop_req], dtype=torch.int64)
-                self._ctl = dist.all_reduce(self._ctl_buf, op=dist.ReduceOp.MAX,
-                                            group=self._ctl_group, async_op=True)
+            if self._ctl_group is not None and s == self._ctl_next and self._ctl is None:
+                self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
             self._t0 = time.perf_counter()
-            self.self_s += self._t0 - t
+            self._own_s += _cpu() - c0
             yield s
             if self.step != s + 1:
                 raise RuntimeError("dtclient.torch: step %d ended without step_done()" % s)
             s = self.step
+
+    def _ctl_launch(self, s):
+        """Start the ranks' exchange of requests at step s (every rank
+        launches it at the same step: the schedule is agreed)."""
+        period = 2
+        if self._step_ewma > 0 and self.control_interval > 0:
+            period = max(2, min(100000, int(self.control_interval / self._step_ewma)))
+        self._ctl_buf = torch.tensor([self._ckpt_req, self._stop_req, period], dtype=torch.int64)
+        try:
+            self._ctl = dist.all_reduce(self._ctl_buf, op=dist.ReduceOp.MAX,
+                                        group=self._ctl_group, async_op=True)
+        except Exception as e:     # a peer already gone: the state is self.step's
+            self._comm_failed = e
+            raise
+        self._ctl_wait = s + 1
+        self._ctl_count += 1
+
+    def _ctl_finish(self):
+        """Wait for the exchange in flight (marked: blocked on peers) and
+        take its result: the requests every rank now acts on, and the
+        step that launches the next exchange."""
+        t = time.perf_counter()
+        self.client.collective(True)
+        try:
+            self._ctl.wait()
+        except Exception as e:
+            self._comm_failed = e
+            raise
+        finally:
+            self.client.collective(False)
+        creq, sreq, period = (int(v) for v in self._ctl_buf.tolist())
+        self._ctl = None
+        self._agreed_ckpt = max(self._agreed_ckpt, creq)
+        if sreq > 0 and (self._agreed_stop == 0 or sreq < self._agreed_stop):
+            self._agreed_stop = sreq
+        # this step_done belongs to step self._ctl_wait (self.step = it + 1)
+        self._ctl_next = self._ctl_wait - 1 + period
+        return time.perf_counter() - t
 
     def _reseed(self, step):
         x = _mix(self.seed, step, self.rank)
@@ -508,28 +715,25 @@ class Session:
         """The step's optimizer update is done: agree on requests, report,
         checkpoint or stop as needed."""
         self.step += 1
-        t_in = time.perf_counter()
+        t_in, c_in = time.perf_counter(), _cpu()
+        if self._jit_pre is not None:
+            self._jit_drop_stale()
         lossf = float(loss.detach().item() if torch.is_tensor(loss) else loss)
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
         comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0
-        creq, sreq = self._ckpt_req, self._stop_req
-        if self._ctl_group is not None:
-            creq = sreq = 0         # requests are acted on at exchange steps only
-        if self._ctl is not None:
-            t = time.perf_counter()
-            self.client.collective(True)
-            try:
-                self._ctl.wait()
-            except Exception as e:
-                self._comm_failed = e
-                raise
-            finally:
-                self.client.collective(False)
-            comm += time.perf_counter() - t
-            creq, sreq = int(self._ctl_buf[0]), int(self._ctl_buf[1])
-            self._ctl = None
+        if self._ctl_group is None:
+            creq, sreq = self._ckpt_req, self._stop_req
+        else:
+            # Requests are acted on as agreed, by every rank at the same step.
+            if self._ctl is not None and self.step - 1 >= self._ctl_wait:
+                comm += self._ctl_finish()
+            creq, sreq = self._agreed_ckpt, self._agreed_stop
         wall = time.perf_counter() - self._t0
+        if self._t_prev is not None:
+            dt = t_in - self._t_prev
+            self._step_ewma = dt if self._step_ewma == 0 else 0.8 * self._step_ewma + 0.2 * dt
+        self._t_prev = t_in
         self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
         want = False
         if self.every and self.step % self.every == 0:
@@ -542,16 +746,23 @@ class Session:
             want = self.stopped = True
         if self.total is not None and self.step == self.total:
             want = True
-        self.self_s += time.perf_counter() - t_in
+        self._own_s += _cpu() - c_in
         if self.integrity_every > 0 and self.step % self.integrity_every == 0:
             self._integrity(lossf)  # (its time in integrity_s)
         if want and self.ckpt_dir and self.last_saved != self.step:
             self.save()
         if self.stopped:
+            self._ctl_drain()
             self.flush()
             _log("rank %d: stopped at step %d (checkpoint written)" % (self.rank, self.step))
             sys.stdout.flush()
             sys.exit(0)
+
+    def _ctl_drain(self):
+        """The exchange in flight, if any, completed (every rank launched
+        it at the same step, so every rank can wait for it)."""
+        if self._ctl is not None:
+            self._ctl_finish()
 
     def _integrity(self, lossf):
         """Report this rank's parameter fingerprint of the step just done
@@ -610,7 +821,7 @@ class Session:
         the rest on the writer thread (or here, with async_save=False)."""
         if not self.ckpt_dir:
             raise RuntimeError("dtclient.torch: no checkpoint directory (DT_CHECKPOINT_DIR)")
-        t = time.perf_counter()
+        t, c0 = time.perf_counter(), _cpu()
         self.client.set_busy(True)
         try:
             if self._writer is not None:
@@ -625,6 +836,7 @@ class Session:
         finally:
             self.client.set_busy(False)
         self.stall_s += time.perf_counter() - t
+        self.stall_cpu_s += _cpu() - c0
         self.nckpt += 1
         self.last_saved = self.step
 
@@ -648,6 +860,7 @@ class Session:
         ranks (marked: a rank done first waits for the others' last writes
         without being taken for hung); rank 0 reports the result."""
         self.flush()
+        self._ctl_drain()
         if self._ctl_group is not None:
             self.client.collective(True)
             try:
@@ -667,26 +880,47 @@ class Session:
             return EXIT_COMM
         t0 = time.perf_counter()
         self.client.set_busy(True)
+        ahead = ""
         try:
             self.flush()
-            for k in range(self.world):
-                data, crc = _encode(_cpu_copy(self._state(shard_rank=k)))
-                path = self.shard_path(self.step, k, jit_by=self.rank)
-                _write_atomic(path, data)
-                with open(path, "rb") as f:
-                    back = f.read()
-                if len(back) != len(data) or dtclient.crc32c(back) != crc:
-                    raise OSError("shard %s did not read back as written" % path)
-                self.client.shard_written_jit(self.step, k, path, len(data), crc)
+            with self._jit_lock:    # (a pre-write in progress finishes first)
+                self._jit_done = True
+                pre = self._jit_pre
+                if pre is not None and pre[0] == self.step and pre[1]:
+                    shards, ahead = pre[1], ", written ahead"
+                else:
+                    shards = self._jit_write(self.step)
+            for k, path, n, crc in shards:
+                self.client.shard_written_jit(self.step, k, path, n, crc)
         except (OSError, RuntimeError, dtclient.DTClientError) as e:
             _log("rank %d: just-in-time checkpoint of step %d: %s" % (self.rank, self.step, e))
             return EXIT_COMM
         finally:
             self.client.set_busy(False)
-        _log("rank %d: just-in-time checkpoint of step %d written to %s (%d shards, %.1f ms)"
+        _log("rank %d: just-in-time checkpoint of step %d written to %s (%d shards%s, %.1f ms)"
              % (self.rank, self.step, os.path.dirname(self.shard_path(self.step, 0, self.rank)),
-                self.world, (time.perf_counter() - t0) * 1e3))
+                self.world, ahead, (time.perf_counter() - t0) * 1e3))
         return EXIT_JIT
+
+    def _jit_write(self, step, still_valid=None):
+        """Every rank's shard of step (the state now) into
+        jit-<step>-r<rank>/, each read back and checked: [(rank, path,
+        bytes, crc)].  still_valid(): called once the state is copied;
+        False discards the set (returns None)."""
+        states = [_cpu_copy(self._state(shard_rank=k)) for k in range(self.world)]
+        if still_valid is not None and not still_valid():
+            return None
+        out = []
+        for k, st in enumerate(states):
+            data, crc = _encode(st)
+            path = self.shard_path(step, k, jit_by=self.rank)
+            _write_atomic(path, data)
+            with open(path, "rb") as f:
+                back = f.read()
+            if len(back) != len(data) or dtclient.crc32c(back) != crc:
+                raise OSError("shard %s did not read back as written" % path)
+            out.append((k, path, len(data), crc))
+        return out
 
     # -- resume -------------------------------------------------------------------
     def _resume(self):
