@@ -87,12 +87,29 @@ uint64_t dt_httpd_refused_count (const dt_httpd_t *h);
 /* More than half of the descriptors for connections are in use: a handler
  * may then close connections it does not need kept (dt_http_req_close). */
 bool dt_httpd_crowded (const dt_httpd_t *h);
+/* More than 90% of them are in use: no connection should be held open
+ * for long (e.g. parked) now. */
+bool dt_httpd_nearly_full (const dt_httpd_t *h);
 /* The syslog level of the access log's lines (default LOG_INFO). */
 void dt_httpd_set_access_log (dt_httpd_t *h, int level);
 /* Close the request's connection after its answer ("Connection: close"):
  * for a client that will not need it soon, when the server is crowded.
  * Call before the reply. */
 void dt_http_req_close (dt_http_req_t *req);
+
+/* Long poll: instead of answering, a handler may park its request until
+ * dt_httpd_wake (h, key) is called, or until max_ms after it was first
+ * parked; its connection waits, suspended, and the handler then runs again
+ * for the same request (the same body), when the server has time for it
+ * (a run's budget at a time).  Returns false, parking nothing, when the
+ * request already waited its longest (its handler must answer now), or
+ * cannot be parked; the handler then answers as usual. */
+bool dt_http_req_park (dt_http_req_t *req, const void *key, int64_t max_ms);
+/* The request was parked before (this is a later run of its handler). */
+bool dt_http_req_was_parked (const dt_http_req_t *req);
+/* Wake the requests parked with 'key'; returns how many. */
+size_t dt_httpd_wake (dt_httpd_t *h, const void *key);
+size_t dt_httpd_parked_count (const dt_httpd_t *h);
 
 /* The gate runs once per request that matched a route, when its headers
  * have arrived and before any of its body is read: it may answer (e.g. 401
