@@ -105,8 +105,18 @@ static const char *opt_token = NULL;
 static char **tokens; /* opt_token split at commas */
 static int ntokens;
 static const char *opt_prefix = "lg";
+static int opt_register_wait = 10000; /* wait_ms of a registration, as dtagent's */
 
-static int connect_one (void)
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+/* Agent 'idx''s connection.  To a loopback controller each agent comes
+ * from its own source address (127.64.0.0 + idx + 1), as real agents come
+ * from their own hosts: tens of thousands of connections from one address
+ * to one port make the kernel search for a free source port at every
+ * connect (most of a core at 20,000 agents, which the controller needs). */
+static int connect_one (int idx)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (opt_port) };
     int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -115,6 +125,12 @@ static int connect_one (void)
     if (fd < 0)
         return -1;
     inet_pton (AF_INET, opt_host, &sa.sin_addr);
+    if ((ntohl (sa.sin_addr.s_addr) >> 24) == 127 && idx >= 0 && idx < 0x3ffffe) {
+        struct sockaddr_in src = { .sin_family = AF_INET };
+        src.sin_addr.s_addr = htonl (0x7f400000u + (uint32_t)idx + 1);
+        setsockopt (fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof (one));
+        bind (fd, (struct sockaddr *)&src, sizeof (src)); /* else: the default */
+    }
     setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof (one));
     if (connect (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0 && errno != EINPROGRESS) {
         close (fd);
@@ -175,8 +191,9 @@ static void build_request (struct agent *a, int64_t step)
         n = snprintf (body, cap,
                       "{\"node\":\"%s%d\",\"node_order\":%d,\"addr\":\"127.0.0.1\","
                       "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
-                      "\"hostinfo\":{},\"wait_ms\":10000}",
-                      opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid ());
+                      "\"hostinfo\":{},\"wait_ms\":%d}",
+                      opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid (),
+                      opt_register_wait);
     }
     else if (opt_tree > 0) {
         int att = a->idx % ntokens;
@@ -241,30 +258,35 @@ static void usage (void)
       "[--ranks R]\n"
       "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
       "               [--register-timeout S] [--mark FILE] [--tree-width W]\n"
+      "               [--register-wait MS]\n"
       "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
       "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
       "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
-      "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n");
+      "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n"
+      "--register-wait: how long the controller may hold a registration\n"
+      "(wait_ms; default 10000, as dtagent; 0: poll as older agents did).\n");
     exit (1);
 }
 
 int main (int argc, char **argv)
 {
-    static const struct option longopts[] = { { "host", required_argument, 0, 'H' },
-                                              { "port", required_argument, 0, 'p' },
-                                              { "agents", required_argument, 0, 'a' },
-                                              { "ranks", required_argument, 0, 'r' },
-                                              { "hz", required_argument, 0, 'z' },
-                                              { "duration", required_argument, 0, 'd' },
-                                              { "warmup", required_argument, 0, 'w' },
-                                              { "token", required_argument, 0, 't' },
-                                              { "prefix", required_argument, 0, 'x' },
-                                              { "help", no_argument, 0, 'h' },
-                                              { "register-timeout", required_argument, 0,
-                                                'R' },
-                                              { "mark", required_argument, 0, 'm' },
-                                              { "tree-width", required_argument, 0, 'T' },
-                                              { 0 } };
+    static const struct option longopts[] = {
+        { "host", required_argument, 0, 'H' },
+        { "port", required_argument, 0, 'p' },
+        { "agents", required_argument, 0, 'a' },
+        { "ranks", required_argument, 0, 'r' },
+        { "hz", required_argument, 0, 'z' },
+        { "duration", required_argument, 0, 'd' },
+        { "warmup", required_argument, 0, 'w' },
+        { "token", required_argument, 0, 't' },
+        { "prefix", required_argument, 0, 'x' },
+        { "help", no_argument, 0, 'h' },
+        { "register-timeout", required_argument, 0, 'R' },
+        { "mark", required_argument, 0, 'm' },
+        { "tree-width", required_argument, 0, 'T' },
+        { "register-wait", required_argument, 0, 'W' },
+        { 0 }
+    };
     int c;
 
     while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
@@ -281,6 +303,7 @@ int main (int argc, char **argv)
         case 'R': opt_register_timeout = atof (optarg); break;
         case 'm': opt_mark = optarg; break;
         case 'T': opt_tree = atoi (optarg); break;
+        case 'W': opt_register_wait = atoi (optarg); break;
         default: usage ();
         }
     }
@@ -380,7 +403,7 @@ int main (int argc, char **argv)
                 continue;
             }
             if (a->fd < 0) {
-                if ((a->fd = connect_one ()) < 0) {
+                if ((a->fd = connect_one (a->idx)) < 0) {
                     /* Out of descriptors here: try again later. */
                     connect_fail++;
                     due_at (a, now + 100000000 + rand_r (&seed) % 100000000);

@@ -40,7 +40,8 @@ static const unsigned int httpd_connection_timeout_s = 300;
 /* Per-connection MHD pool (request line + headers).  Bodies are kept in our
  * own buffer, so this stays small: 10k connections x 16 KiB. */
 static const size_t httpd_connection_memory = 16 * 1024;
-static const int httpd_listen_backlog = 4096;
+/* Asked of listen(); capped at net.core.somaxconn (backlog_note). */
+static const int httpd_listen_backlog = 65535;
 /* One dt_httpd_run handles requests for about this long; the requests
  * still ready then are handled in the next run, so that a burst (10,000
  * agents registering at once) does not hold up the owner's loop (its tick,
@@ -756,6 +757,30 @@ static int listen_socket (const char *addr, int port, dt_error_t *err)
     return fd;
 }
 
+/* The accept queue is at most net.core.somaxconn: when more clients than
+ * that connect at once (a registration storm), the kernel drops the
+ * others' SYNs, and they come back only as TCP retransmits them (after 1,
+ * 3, 7, 15 s).  Said once, for a listener meant for more connections. */
+static void backlog_note (unsigned int limit)
+{
+    static bool said;
+    unsigned int cap = 0;
+    FILE *f = fopen ("/proc/sys/net/core/somaxconn", "r");
+    if (!f)
+        return;
+    if (fscanf (f, "%u", &cap) != 1)
+        cap = 0;
+    fclose (f);
+    if (said || cap == 0 || cap >= limit || cap >= (unsigned int)httpd_listen_backlog)
+        return;
+    said = true;
+    dt_log (LOG_NOTICE,
+            "httpd: the accept queue holds %u connections (net.core.somaxconn): more "
+            "clients connecting at once wait for TCP to retry (seconds); raise it for "
+            "registration storms of up to %u agents",
+            cap, limit);
+}
+
 dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
 {
     dt_httpd_t *h;
@@ -801,6 +826,7 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     listener_limits (h, l, lc->max_connections, h->nls);
     if ((h->listen_fd = listen_socket (lc->addr, lc->port, err)) < 0)
         return -1;
+    backlog_note (l->limit);
     if (getsockname (h->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
         errprintf (err, "getsockname: %s", strerror (errno));
         goto error;
@@ -900,11 +926,6 @@ uint64_t dt_httpd_cut_count (const dt_httpd_t *h)
 bool dt_httpd_crowded (const dt_httpd_t *h)
 {
     return h->nconns > h->refuse_all_at / 2;
-}
-
-bool dt_httpd_nearly_full (const dt_httpd_t *h)
-{
-    return h->nconns > h->refuse_all_at / 10 * 9;
 }
 
 void dt_http_req_close (dt_http_req_t *req)

@@ -87,9 +87,6 @@ uint64_t dt_httpd_refused_count (const dt_httpd_t *h);
 /* More than half of the descriptors for connections are in use: a handler
  * may then close connections it does not need kept (dt_http_req_close). */
 bool dt_httpd_crowded (const dt_httpd_t *h);
-/* More than 90% of them are in use: no connection should be held open
- * for long (e.g. parked) now. */
-bool dt_httpd_nearly_full (const dt_httpd_t *h);
 /* The syslog level of the access log's lines (default LOG_INFO). */
 void dt_httpd_set_access_log (dt_httpd_t *h, int level);
 /* Close the request's connection after its answer ("Connection: close"):

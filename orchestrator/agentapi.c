@@ -341,7 +341,7 @@ static void register_cb (dt_http_req_t *req, void *arg)
     else if (att->row.state == ATT_RUNNING && ag)
         dt_http_reply_error (req, 500, NULL,
                              "the job's checkpoint directory path is too long");
-    else if (ag && wait_ms > 0 && !dt_httpd_nearly_full (ctx->httpd) &&
+    else if (ag && wait_ms > 0 && !dt_httpd_crowded (ctx->httpd) &&
              dt_http_req_park (req, att, register_wait_ms (ctx, wait_ms)))
         ; /* a long poll: answered when the rendezvous completes (the
            * attempt's change of state wakes it) or at its longest wait;
@@ -471,6 +471,7 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         return;
     }
     agentapi_heartbeat_apply (ctx, att, ag, m);
+    treeplan_note_poster (att, ag, ag->last_hb_ms); /* came past its relays? */
     /* The answer without a JSON tree: {"commands":[...]}. */
     char ans[128];
     size_t n = 12;

@@ -98,9 +98,6 @@ int jobs_register_retry_ms (struct jobs *jobs)
         if (job->att &&
             (job->att->row.state == ATT_SUBMITTED || job->att->row.state == ATT_STARTING))
             waiting += job->att->nagents;
-    /* Those held in a long poll ask no more. */
-    if (jobs->ctx->httpd)
-        waiting -= (int64_t)dt_httpd_parked_count (jobs->ctx->httpd);
     int64_t ms = waiting / 4; /* 4,000 agents asking once a second */
     cached = ms < 50 ? 50 : ms > 10000 ? 10000 : (int)ms;
     return cached;
