@@ -471,7 +471,6 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
         return;
     }
     agentapi_heartbeat_apply (ctx, att, ag, m);
-    treeplan_note_poster (att, ag, ag->last_hb_ms); /* came past its relays? */
     /* The answer without a JSON tree: {"commands":[...]}. */
     char ans[128];
     size_t n = 12;

@@ -50,11 +50,6 @@ struct agent {
     bool reg_pending;      /* registration not yet in the database (regbatch.c) */
     int64_t register_time; /* epoch ms */
     int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
-    /* In a fan-in tree: when a node below it last posted to the
-     * controller itself, past it (so it could not reach it), and which;
-     * 0: never (treeplan_note_poster). */
-    int64_t bypassed_ms;
-    char bypassed_by[64];
     json_t *hostinfo;
 };
 

@@ -23,7 +23,6 @@
 #include "orchestrator/jobs.h"
 #include "orchestrator/metrics.h"
 #include "orchestrator/relayapi.h"
-#include "orchestrator/treeplan.h"
 
 /* The decoded line: one buffer for all of them (single-threaded daemon). */
 static struct hb_msg relay_scratch;
@@ -73,10 +72,6 @@ static void relay_cb (dt_http_req_t *req, void *arg)
           rc == HB_OK || m->node[0] ? jobs_agent_find (att, m->node) : NULL;
         if (rc == HB_OK && ag) {
             agentapi_heartbeat_apply (ctx, att, ag, m);
-            /* The first line is the sender's own: did it come past its
-             * relays (none reachable)? */
-            if (lines == 1)
-                treeplan_note_poster (att, ag, ag->last_hb_ms);
             applied++;
             continue;
         }

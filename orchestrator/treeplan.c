@@ -49,18 +49,3 @@ json_t *treeplan_answer (struct attempt *att, struct agent *ag)
     return json_pack ("{s:i s:o s:i}", "width", w, "ancestors", anc, "children",
                       dt_tree_children (ag->node_rank, n, w, &first));
 }
-
-void treeplan_note_poster (struct attempt *att, struct agent *poster, int64_t now_ms)
-{
-    int w = (int)att->job->spec.hb.tree_width, n = att->row.num_nodes;
-    if (w <= 0 || poster->spare || poster->node_rank < w || poster->node_rank >= n)
-        return;
-    for (int p = dt_tree_parent (poster->node_rank, n, w); p >= 0;
-         p = dt_tree_parent (p, n, w)) {
-        struct agent *a = agent_at_rank (att, p);
-        if (!a)
-            continue;
-        a->bypassed_ms = now_ms;
-        snprintf (a->bypassed_by, sizeof (a->bypassed_by), "%s", poster->node);
-    }
-}

@@ -18,11 +18,4 @@ struct agent;
  * New reference. */
 json_t *treeplan_answer (struct attempt *att, struct agent *ag);
 
-/* 'poster' sent its own heartbeat to the controller itself: if it has
- * ancestors in the tree, it could reach none of them (it reattaches to the
- * controller only then), and each is marked bypassed now, by it.  A node
- * bypassed after its last heartbeat is corroborated silent by a neighbour
- * (detect.c). */
-void treeplan_note_poster (struct attempt *att, struct agent *poster, int64_t now_ms);
-
 #endif

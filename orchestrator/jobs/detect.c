@@ -317,39 +317,19 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     int64_t limit = timeout;
     if (att->survivor_exit_ms && hb > 0 && 5 * hb / 2 < timeout)
         limit = 5 * hb / 2;
-    /* A relay that a node below it went past (it could not reach it: its
-     * listener refused, or did not answer) after the relay's own last
-     * heartbeat is corroborated by that neighbour: one and a half
-     * intervals of silence then suffice (the child notices within an
-     * interval of the death; with the 100 ms tick, the loss is declared
-     * within 2 intervals of it).  A relay that heartbeats again after it
-     * was bypassed is alive, and no longer corroborated. */
     struct agent *lost = NULL;
-    int64_t lost_limit = limit;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
         int64_t since =
           ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
-        int64_t lim = limit;
-        if (ag->bypassed_ms > ag->last_hb_ms && hb > 0 && 3 * hb / 2 < lim)
-            lim = 3 * hb / 2;
-        if (!ag->done && now - since > lim &&
-            (!lost || ag->last_hb_ms < lost->last_hb_ms)) {
+        if (!ag->done && now - since > limit &&
+            (!lost || ag->last_hb_ms < lost->last_hb_ms))
             lost = ag;
-            lost_limit = lim;
-        }
     }
     if (lost) {
         struct agent *ag = lost;
         char detail[256];
-        bool bypassed = lost_limit < limit;
-        limit = lost_limit;
-        if (bypassed)
-            snprintf (detail, sizeof (detail),
-                      "no heartbeat from %s for %lld ms (over 1.5 intervals) after %s, "
-                      "below it in the fan-in tree, could not reach it",
-                      ag->node, (long long)(now - ag->last_hb_ms), ag->bypassed_by);
-        else if (limit < timeout)
+        if (limit < timeout)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2.5 "
                       "intervals) after a surviving rank reported losing a peer",
@@ -360,14 +340,13 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
                       "%lld ms)",
                       ag->node, (long long)(now - ag->last_hb_ms), (long long)timeout);
         char tbuf[40];
-        json_t *ev = json_pack ("{s:I s:I s:s s:b}", "heartbeat_gap_ms",
-                                (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
-                                (json_int_t)limit, "last_heartbeat",
-                                dt_format_time (ag->last_hb_ms, tbuf, sizeof (tbuf)),
-                                "peer_loss_reported", att->survivor_exit_ms != 0);
-        if (ev && bypassed)
-            json_object_set_new (ev, "unreachable_from", json_string (ag->bypassed_by));
-        jobs_attempt_fail (jobs, att, "node_lost", ag->node, -1, detail, ev);
+        jobs_attempt_fail (
+          jobs, att, "node_lost", ag->node, -1, detail,
+          json_pack ("{s:I s:I s:s s:b}", "heartbeat_gap_ms",
+                     (json_int_t)(now - ag->last_hb_ms), "timeout_ms", (json_int_t)limit,
+                     "last_heartbeat",
+                     dt_format_time (ag->last_hb_ms, tbuf, sizeof (tbuf)),
+                     "peer_loss_reported", att->survivor_exit_ms != 0));
         return;
     }
     /* A rank exited after a just-in-time checkpoint: it lost a peer.
