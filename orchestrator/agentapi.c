@@ -341,12 +341,12 @@ static void register_cb (dt_http_req_t *req, void *arg)
     else if (att->row.state == ATT_RUNNING && ag)
         dt_http_reply_error (req, 500, NULL,
                              "the job's checkpoint directory path is too long");
-    else if (ag && wait_ms > 0 && !dt_httpd_crowded (ctx->httpd) &&
-             dt_http_req_park (req, att, register_wait_ms (ctx, wait_ms)))
-        ; /* a long poll: answered when the rendezvous completes (the
-           * attempt's change of state wakes it) or at its longest wait;
-           * a storm of agents then asks once, not once a retry_ms */
-    else /* (crowded, the gate closes the connection of a waiting agent) */
+    /* A long poll: held, and answered when the rendezvous completes (the
+     * attempt's change of state wakes it) or at its longest wait, so a
+     * storm of agents asks once, not once a retry_ms.  Not held while
+     * crowded (the gate then closes a waiting agent's connection). */
+    else if (!ag || wait_ms <= 0 || dt_httpd_crowded (ctx->httpd) ||
+             !dt_http_req_park (req, att, register_wait_ms (ctx, wait_ms)))
         dt_http_reply_json (req, 200,
                             json_pack ("{s:s s:i s:i s:i}", "state", "waiting",
                                        "registered", att->nagents, "expected", expected,
