@@ -39,6 +39,12 @@ static const struct dt_httpc_opts ctl_register_opts = {
     .backoff_max_ms = 1000,
 };
 
+/* How long the controller may hold a registration while the others
+ * register (a long poll, "wait_ms"): it answers when the rendezvous
+ * completes, so a storm of agents asks once and a small attempt starts as
+ * soon as its last agent is in.  Below the 30 s of ctl_register_opts. */
+static const int64_t register_wait_ms = 10000;
+
 struct ctl {
     dt_httpc_t *http;
     dt_httpc_t *reg; /* for registration (ctl_register_opts) */
@@ -358,6 +364,7 @@ int ctl_register (ctl_t *c, const struct node_info *ni, int64_t timeout_ms, int 
         return errnoprintf (err, ENOMEM, "out of memory");
     if (ni->relay_port > 0)
         json_object_set_new (body, "relay_port", json_integer (ni->relay_port));
+    json_object_set_new (body, "wait_ms", json_integer (register_wait_ms));
     /* node_hostinfo ran helper commands (popen: srun --version under
      * Slurm); their SIGCHLDs are pending on stopfd (the agent's signalfd),
      * which the wait below reads as "stop".  Consume only those: a TERM

@@ -134,6 +134,10 @@ part_ingest () {
         local stall hwm
         stall=$(grep -a 'event loop: a pass took' "$d/ctld.log" | tail -n 1 | sed 's/.*took \([0-9]*\) ms.*/\1/')
         rec "$K.stall_ms" "${stall:-0}"
+        # ... and the CPU time of that pass: the rest of it the controller
+        # waited for a core (the machine's load) or the disk.
+        stall=$(grep -a 'event loop: a pass took' "$d/ctld.log" | tail -n 1 | sed -n 's/.*(\([0-9]*\) ms of CPU).*/\1/p')
+        rec "$K.stall_cpu_ms" "${stall:-0}"
         hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$CTLD_PID/status" 2>/dev/null)
         rec "$K.ctld_hwm_bytes" "$hwm"
         rec "$K.refused_503" "$(jget "$d/lg.1" ".refused_503 // 0")"

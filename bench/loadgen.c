@@ -7,9 +7,10 @@
  * answer, so a slow controller cannot hide its queueing (no coordinated
  * omission).  Agents register first (POST /v1/agent/register, retried
  * while the answer is "waiting", backing off from 100 ms to 1 s as dtagent
- * does) so the controller treats them as the attempt's nodes; the clock of
- * the heartbeat schedule, the warm-up and the measurement start once every
- * agent is registered (or --register-timeout passed).
+ * does; like dtagent, each asks the controller to hold its request up to
+ * 10 s until the rendezvous completes, "wait_ms") so the controller treats them as the
+ * attempt's nodes; the clock of the heartbeat schedule, the warm-up and the measurement
+ * start once every agent is registered (or --register-timeout passed).
  *
  * Output: one JSON object on stdout with the offered and achieved rates and
  * the latency percentiles.
@@ -40,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -70,6 +72,19 @@ struct agent {
 static struct agent *all_agents;
 static int opt_tree = 0; /* --tree-width */
 
+/* The earliest next_ns of an idle agent, or earlier: the scan for due
+ * sends runs only once it has come, so that 40,000 idle agents cost the
+ * generator nothing between sends (a scan on every wake-up took most of
+ * a core, which the controller under test needs). */
+static int64_t lg_earliest;
+
+static void due_at (struct agent *a, int64_t t)
+{
+    a->next_ns = t;
+    if (t < lg_earliest)
+        lg_earliest = t;
+}
+
 static int64_t now_ns (void)
 {
     struct timespec ts;
@@ -90,8 +105,18 @@ static const char *opt_token = NULL;
 static char **tokens; /* opt_token split at commas */
 static int ntokens;
 static const char *opt_prefix = "lg";
+static int opt_register_wait = 10000; /* wait_ms of a registration, as dtagent's */
 
-static int connect_one (void)
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+/* Agent 'idx''s connection.  To a loopback controller each agent comes
+ * from its own source address (127.64.0.0 + idx + 1), as real agents come
+ * from their own hosts: tens of thousands of connections from one address
+ * to one port make the kernel search for a free source port at every
+ * connect (most of a core at 20,000 agents, which the controller needs). */
+static int connect_one (int idx)
 {
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (opt_port) };
     int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -100,6 +125,12 @@ static int connect_one (void)
     if (fd < 0)
         return -1;
     inet_pton (AF_INET, opt_host, &sa.sin_addr);
+    if ((ntohl (sa.sin_addr.s_addr) >> 24) == 127 && idx >= 0 && idx < 0x3ffffe) {
+        struct sockaddr_in src = { .sin_family = AF_INET };
+        src.sin_addr.s_addr = htonl (0x7f400000u + (uint32_t)idx + 1);
+        setsockopt (fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof (one));
+        bind (fd, (struct sockaddr *)&src, sizeof (src)); /* else: the default */
+    }
     setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof (one));
     if (connect (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0 && errno != EINPROGRESS) {
         close (fd);
@@ -160,8 +191,9 @@ static void build_request (struct agent *a, int64_t step)
         n = snprintf (body, cap,
                       "{\"node\":\"%s%d\",\"node_order\":%d,\"addr\":\"127.0.0.1\","
                       "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
-                      "\"hostinfo\":{}}",
-                      opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid ());
+                      "\"hostinfo\":{},\"wait_ms\":%d}",
+                      opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid (),
+                      opt_register_wait);
     }
     else if (opt_tree > 0) {
         int att = a->idx % ntokens;
@@ -226,30 +258,35 @@ static void usage (void)
       "[--ranks R]\n"
       "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
       "               [--register-timeout S] [--mark FILE] [--tree-width W]\n"
+      "               [--register-wait MS]\n"
       "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
       "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
       "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
-      "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n");
+      "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n"
+      "--register-wait: how long the controller may hold a registration\n"
+      "(wait_ms; default 10000, as dtagent; 0: poll as older agents did).\n");
     exit (1);
 }
 
 int main (int argc, char **argv)
 {
-    static const struct option longopts[] = { { "host", required_argument, 0, 'H' },
-                                              { "port", required_argument, 0, 'p' },
-                                              { "agents", required_argument, 0, 'a' },
-                                              { "ranks", required_argument, 0, 'r' },
-                                              { "hz", required_argument, 0, 'z' },
-                                              { "duration", required_argument, 0, 'd' },
-                                              { "warmup", required_argument, 0, 'w' },
-                                              { "token", required_argument, 0, 't' },
-                                              { "prefix", required_argument, 0, 'x' },
-                                              { "help", no_argument, 0, 'h' },
-                                              { "register-timeout", required_argument, 0,
-                                                'R' },
-                                              { "mark", required_argument, 0, 'm' },
-                                              { "tree-width", required_argument, 0, 'T' },
-                                              { 0 } };
+    static const struct option longopts[] = {
+        { "host", required_argument, 0, 'H' },
+        { "port", required_argument, 0, 'p' },
+        { "agents", required_argument, 0, 'a' },
+        { "ranks", required_argument, 0, 'r' },
+        { "hz", required_argument, 0, 'z' },
+        { "duration", required_argument, 0, 'd' },
+        { "warmup", required_argument, 0, 'w' },
+        { "token", required_argument, 0, 't' },
+        { "prefix", required_argument, 0, 'x' },
+        { "help", no_argument, 0, 'h' },
+        { "register-timeout", required_argument, 0, 'R' },
+        { "mark", required_argument, 0, 'm' },
+        { "tree-width", required_argument, 0, 'T' },
+        { "register-wait", required_argument, 0, 'W' },
+        { 0 }
+    };
     int c;
 
     while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
@@ -266,6 +303,7 @@ int main (int argc, char **argv)
         case 'R': opt_register_timeout = atof (optarg); break;
         case 'm': opt_mark = optarg; break;
         case 'T': opt_tree = atoi (optarg); break;
+        case 'W': opt_register_wait = atoi (optarg); break;
         default: usage ();
         }
     }
@@ -281,6 +319,7 @@ int main (int argc, char **argv)
             usage ();
     }
 
+    signal (SIGPIPE, SIG_IGN); /* a connection the controller closed: EPIPE */
     struct rlimit rl;
     if (getrlimit (RLIMIT_NOFILE, &rl) == 0) {
         rl.rlim_cur = rl.rlim_max;
@@ -308,6 +347,7 @@ int main (int argc, char **argv)
         a->fd = -1;
         /* Registration first, all at once (as a real allocation starts). */
         a->next_ns = t0;
+        lg_earliest = t0;
         a->reg_delay = 100000000;
     }
     unsigned int seed = (unsigned int)getpid ();
@@ -346,24 +386,27 @@ int main (int argc, char **argv)
                 nkeep += agents[i].keep;
             for (int i = 0; i < opt_agents; i++)
                 if (agents[i].keep && k++ >= 0 && agents[i].registered)
-                    agents[i].next_ns = t0 + (period * (k - 1)) / nkeep;
+                    due_at (&agents[i], t0 + (period * (k - 1)) / nkeep);
         }
-        /* Start the sends that are due.  (A linear scan keeps this simple;
-         * 10k agents x 1 kHz of scans is far below the controller's cost.) */
-        for (int i = 0; i < opt_agents; i++) {
+        /* Start the sends that are due: a linear scan, once the earliest
+         * due time has come (it also finds the next earliest). */
+        int scan = now >= lg_earliest;
+        if (scan)
+            lg_earliest = INT64_MAX;
+        for (int i = 0; scan && i < opt_agents; i++) {
             struct agent *a = &agents[i];
             if (a->busy || a->gone)
                 continue;
             if (a->next_ns > now) {
-                if (a->next_ns < next_due)
-                    next_due = a->next_ns;
+                if (a->next_ns < lg_earliest)
+                    lg_earliest = a->next_ns;
                 continue;
             }
             if (a->fd < 0) {
-                if ((a->fd = connect_one ()) < 0) {
+                if ((a->fd = connect_one (a->idx)) < 0) {
                     /* Out of descriptors here: try again later. */
                     connect_fail++;
-                    a->next_ns = now + 100000000 + rand_r (&seed) % 100000000;
+                    due_at (a, now + 100000000 + rand_r (&seed) % 100000000);
                     continue;
                 }
                 struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
@@ -389,7 +432,9 @@ int main (int argc, char **argv)
          * new connection, as dtagent's registration times out (ctl.c): a
          * connection the controller never accepted must not stall an agent
          * for good. */
-        if (!phase2)
+        static int64_t last_timeout_scan;
+        if (!phase2 && now - last_timeout_scan > 100000000) {
+            last_timeout_scan = now;
             for (int i = 0; i < opt_agents; i++) {
                 struct agent *a = &agents[i];
                 if (!a->busy || a->registered || now - a->sent_ns < 30000000000LL)
@@ -400,8 +445,11 @@ int main (int argc, char **argv)
                 a->fd = -1;
                 a->want_out = 0;
                 a->busy = 0;
-                a->next_ns = now + a->reg_delay / 2 + rand_r (&seed) % a->reg_delay;
+                due_at (a, now + a->reg_delay / 2 + rand_r (&seed) % a->reg_delay);
             }
+        }
+        if (lg_earliest < next_due)
+            next_due = lg_earliest;
         /* Sleep until the next send is due (ns resolution) or an answer comes. */
         int64_t wait = next_due - now_ns ();
         if (wait < 0)
@@ -429,8 +477,7 @@ int main (int argc, char **argv)
                     a->fd = -1; /* reconnected when its next request is due */
                     a->want_out = 0;
                     a->busy = 0;
-                    if (!a->registered)
-                        a->next_ns = now_ns () + a->reg_delay;
+                    due_at (a, a->registered ? a->next_ns : now_ns () + a->reg_delay);
                     continue;
                 }
                 a->resp_len += r;
@@ -460,7 +507,7 @@ int main (int argc, char **argv)
                         if (status == 200 && strstr (a->resp, "\"ready\"")) {
                             a->registered = 1;
                             nreg++;
-                            a->next_ns = phase2 && a->keep ? t : INT64_MAX;
+                            due_at (a, phase2 && a->keep ? t : INT64_MAX);
                             /* In a tree, a non-top node talks to its relay. */
                             closing = closing || !a->keep;
                         }
@@ -470,7 +517,7 @@ int main (int argc, char **argv)
                             non2xx++;
                             int64_t base =
                               a->reg_delay < 1000000000 ? 1000000000 : a->reg_delay;
-                            a->next_ns = t + base / 2 + rand_r (&seed) % base;
+                            due_at (a, t + base / 2 + rand_r (&seed) % base);
                             if (a->reg_delay < 8000000000LL)
                                 a->reg_delay = base * 2;
                         }
@@ -481,12 +528,12 @@ int main (int argc, char **argv)
                               atoll (strstr (a->resp, "\"retry_ms\":") + 11) * 1000000LL;
                             if (ms < 100000000)
                                 ms = 100000000;
-                            a->next_ns = t + ms / 2 + rand_r (&seed) % ms;
+                            due_at (a, t + ms / 2 + rand_r (&seed) % ms);
                         }
                         else {
                             if (status != 200)
                                 non2xx++;
-                            a->next_ns = t + a->reg_delay;
+                            due_at (a, t + a->reg_delay);
                             if (a->reg_delay < 1000000000)
                                 a->reg_delay = a->reg_delay * 3 / 2;
                         }
@@ -502,6 +549,7 @@ int main (int argc, char **argv)
                         }
                     }
                     a->busy = 0;
+                    due_at (a, a->next_ns);
                     if (closing) {
                         epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
                         close (a->fd);

@@ -40,7 +40,8 @@ static const unsigned int httpd_connection_timeout_s = 300;
 /* Per-connection MHD pool (request line + headers).  Bodies are kept in our
  * own buffer, so this stays small: 10k connections x 16 KiB. */
 static const size_t httpd_connection_memory = 16 * 1024;
-static const int httpd_listen_backlog = 4096;
+/* Asked of listen(); capped at net.core.somaxconn (backlog_note). */
+static const int httpd_listen_backlog = 65535;
 /* One dt_httpd_run handles requests for about this long; the requests
  * still ready then are handled in the next run, so that a burst (10,000
  * agents registering at once) does not hold up the owner's loop (its tick,
@@ -201,6 +202,7 @@ static void req_destroy (dt_http_req_t *req)
         if (req->data && req->data_free)
             req->data_free (req->data);
         json_decref (req->warnings);
+        httpd_park_forget (req);
         free (req);
     }
 }
@@ -474,41 +476,10 @@ static void dispatch (dt_http_req_t *req)
         return;
     }
     req->route->cb (req, req->route->arg);
-    if (!req->replied) {
+    if (!req->replied && !req->parked) {
         dt_log (LOG_ERR, "httpd: %s %s: handler did not answer", req->method, req->path);
         dt_http_reply_error (req, 500, NULL, "internal error: no answer");
     }
-}
-
-/* Past the run's budget: suspend the connection, to be handled in the next
- * run (dt_httpd_run resumes it), after the owner's loop had its turn. */
-static int defer (dt_httpd_t *h, struct MHD_Connection *conn)
-{
-    if (h->ndeferred == h->deferred_cap) {
-        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 256;
-        struct MHD_Connection **p = realloc (h->deferred, cap * sizeof (*p));
-        if (!p)
-            return -1; /* handle it now */
-        h->deferred = p;
-        h->deferred_cap = cap;
-    }
-    MHD_suspend_connection (conn);
-    h->deferred[h->ndeferred++] = conn;
-    return 0;
-}
-
-/* Resume the oldest 'max' deferred connections (all: SIZE_MAX).  Only
- * about as many as a run handles are resumed at a time: resuming
- * thousands only to suspend most of them again costs more than the work. */
-static void resume_deferred (dt_httpd_t *h, size_t max)
-{
-    size_t n = h->ndeferred < max ? h->ndeferred : max;
-    if (n == 0)
-        return; /* and h->deferred may be NULL: no memmove of it */
-    for (size_t i = 0; i < n; i++)
-        MHD_resume_connection (h->deferred[i]);
-    memmove (h->deferred, h->deferred + n, (h->ndeferred - n) * sizeof (*h->deferred));
-    h->ndeferred -= n;
 }
 
 /* Over the listener's connection limit: a clear answer, not a connection
@@ -640,7 +611,7 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (h->running && dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns &&
-        defer (h, conn) == 0)
+        httpd_defer (h, conn) == 0)
         return MHD_YES;
     h->dispatched++;
     dispatch (req);
@@ -786,6 +757,30 @@ static int listen_socket (const char *addr, int port, dt_error_t *err)
     return fd;
 }
 
+/* The accept queue is at most net.core.somaxconn: when more clients than
+ * that connect at once (a registration storm), the kernel drops the
+ * others' SYNs, and they come back only as TCP retransmits them (after 1,
+ * 3, 7, 15 s).  Said once, for a listener meant for more connections. */
+static void backlog_note (unsigned int limit)
+{
+    static bool said;
+    unsigned int cap = 0;
+    FILE *f = fopen ("/proc/sys/net/core/somaxconn", "r");
+    if (!f)
+        return;
+    if (fscanf (f, "%u", &cap) != 1)
+        cap = 0;
+    fclose (f);
+    if (said || cap == 0 || cap >= limit || cap >= (unsigned int)httpd_listen_backlog)
+        return;
+    said = true;
+    dt_log (LOG_NOTICE,
+            "httpd: the accept queue holds %u connections (net.core.somaxconn): more "
+            "clients connecting at once wait for TCP to retry (seconds); raise it for "
+            "registration storms of up to %u agents",
+            cap, limit);
+}
+
 dt_httpd_t *dt_httpd_new (const struct dt_httpd_conf *conf, dt_error_t *err)
 {
     dt_httpd_t *h;
@@ -831,6 +826,7 @@ int dt_httpd_listen (dt_httpd_t *h, const struct dt_httpd_listen *lc, dt_error_t
     listener_limits (h, l, lc->max_connections, h->nls);
     if ((h->listen_fd = listen_socket (lc->addr, lc->port, err)) < 0)
         return -1;
+    backlog_note (l->limit);
     if (getsockname (h->listen_fd, (struct sockaddr *)&ss, &sl) < 0) {
         errprintf (err, "getsockname: %s", strerror (errno));
         goto error;
@@ -891,12 +887,13 @@ void dt_httpd_destroy (dt_httpd_t *h)
 {
     if (h) {
         int saved = errno;
-        resume_deferred (h,
-                         SIZE_MAX); /* MHD stops no daemon with suspended connections */
+        httpd_park_expire (h, true); /* MHD stops no daemon with suspended connections */
+        httpd_resume_deferred (h, SIZE_MAX);
         for (int i = 0; i < h->nls; i++)
             if (h->ls[i].d)
                 MHD_stop_daemon (h->ls[i].d);
         free (h->deferred);
+        free (h->parked);
         if (h->listen_fd >= 0)
             close (h->listen_fd);
         if (h->epfd >= 0)
@@ -966,9 +963,11 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
             (best < 0 || (int64_t)t < best))
             best = t > INT_MAX ? INT_MAX : (int64_t)t;
     }
-    int64_t left = httpd_conn_next_ms (&h->conns);
+    int64_t left = httpd_conn_next_ms (&h->conns), park = httpd_park_next_ms (h);
     if (left >= 0 && (best < 0 || left < best))
         best = left;
+    if (park >= 0 && (best < 0 || park < best))
+        best = park;
     return best > INT_MAX ? INT_MAX : (int)best;
 }
 
@@ -976,7 +975,8 @@ int dt_httpd_run (dt_httpd_t *h)
 {
     int rc = 0;
 
-    resume_deferred (h, h->dispatched > 32 ? 2 * h->dispatched : 64);
+    httpd_park_expire (h, false);
+    httpd_resume_deferred (h, h->dispatched > 32 ? 2 * h->dispatched : 64);
     h->dispatched = 0;
     h->running = true;
     h->run_start_ns = dt_mono_ns ();

@@ -94,6 +94,20 @@ void dt_httpd_set_access_log (dt_httpd_t *h, int level);
  * Call before the reply. */
 void dt_http_req_close (dt_http_req_t *req);
 
+/* Long poll: instead of answering, a handler may park its request until
+ * dt_httpd_wake (h, key) is called, or until max_ms after it was first
+ * parked; its connection waits, suspended, and the handler then runs again
+ * for the same request (the same body), when the server has time for it
+ * (a run's budget at a time).  Returns false, parking nothing, when the
+ * request already waited its longest (its handler must answer now), or
+ * cannot be parked; the handler then answers as usual. */
+bool dt_http_req_park (dt_http_req_t *req, const void *key, int64_t max_ms);
+/* The request was parked before (this is a later run of its handler). */
+bool dt_http_req_was_parked (const dt_http_req_t *req);
+/* Wake the requests parked with 'key'; returns how many. */
+size_t dt_httpd_wake (dt_httpd_t *h, const void *key);
+size_t dt_httpd_parked_count (const dt_httpd_t *h);
+
 /* The gate runs once per request that matched a route, when its headers
  * have arrived and before any of its body is read: it may answer (e.g. 401
  * for a missing credential, 429 for a quota), and then the body is never

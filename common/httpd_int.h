@@ -50,7 +50,10 @@ struct dt_httpd {
     int64_t run_start_ns;
     struct MHD_Connection **deferred; /* suspended: handled in the next run */
     size_t ndeferred, deferred_cap;
-    size_t dispatched; /* requests handled in the current (last) run */
+    struct dt_http_req **parked; /* waiting for dt_httpd_wake (httpd_park.c) */
+    size_t nparked, parked_cap;
+    int64_t park_next_ns; /* the earliest deadline of a parked request; 0 none */
+    size_t dispatched;    /* requests handled in the current (last) run */
     dt_http_gate_f gate;
     void *gate_arg;
     struct route *routes;
@@ -79,10 +82,15 @@ struct dt_http_req {
     bool too_big;
     bool over_budget; /* the global body budget was full */
     bool replied;
-    bool overfull; /* refused for the connection limit: close after it */
-    bool close;    /* dt_http_req_close: close the connection after the answer */
-    int cls;       /* the listener's class */
-    void *data;    /* dt_http_req_set_data */
+    bool overfull;         /* refused for the connection limit: close after it */
+    bool close;            /* dt_http_req_close: close the connection after the answer */
+    bool parked;           /* waiting in h->parked (dt_http_req_park) */
+    bool park_expired;     /* woken at its deadline, not by its event */
+    const void *park_key;  /* what it waits for (dt_httpd_wake) */
+    int64_t park_since_ns; /* when it was first parked; 0 never */
+    int64_t park_deadline_ns; /* when it is woken at the latest */
+    int cls;                  /* the listener's class */
+    void *data;               /* dt_http_req_set_data */
     void (*data_free) (void *);
     int status;
     size_t reply_len;
@@ -90,5 +98,18 @@ struct dt_http_req {
     int64_t start_ns;
     char peer[INET6_ADDRSTRLEN];
 };
+
+/* httpd_park.c: suspend 'conn' to handle its request in a coming run;
+ * queue 'conn', already suspended, likewise; -1 (nothing done) when out
+ * of memory.  Resume the oldest 'max' of them (SIZE_MAX: all). */
+int httpd_defer (dt_httpd_t *h, struct MHD_Connection *conn);
+int httpd_defer_suspended (dt_httpd_t *h, struct MHD_Connection *conn);
+void httpd_resume_deferred (dt_httpd_t *h, size_t max);
+/* Wake the parked requests past their deadline (all: every
+ * one, before the server stops); ms until the next deadline (-1 none);
+ * drop a request that ends while parked from the parked ones. */
+void httpd_park_expire (dt_httpd_t *h, bool all);
+int64_t httpd_park_next_ms (const dt_httpd_t *h);
+void httpd_park_forget (dt_http_req_t *req);
 
 #endif

@@ -105,9 +105,14 @@ void agentapi_reply_field_error (dt_http_req_t *req, int status, const dt_error_
 /* --- register -------------------------------------------------------------------- */
 
 static const char *const register_keys[] = {
-    "node",         "node_order",    "addr",     "port",       "pid",
-    "slurm_job_id", "slurm_step_id", "hostinfo", "relay_port", NULL,
+    "node",          "node_order", "addr",       "port",    "pid", "slurm_job_id",
+    "slurm_step_id", "hostinfo",   "relay_port", "wait_ms", NULL,
 };
+
+/* A registration that may wait ("wait_ms") is held at most this long
+ * while its attempt waits for other agents, and at most half the request
+ * timeout. */
+static const int64_t register_park_max_ms = 30000;
 
 /* The trainers' environment: the spec's, and the attempt's layout (spec.h's
  * parallel, or a smaller one the restart re-planned) as DT_TP and DT_PP,
@@ -237,13 +242,22 @@ static bool node_refused (struct ctld *ctx, struct attempt *att, dt_http_req_t *
     return false;
 }
 
+/* How long a waiting registration is held: what the agent allows, within
+ * register_park_max_ms and half the request timeout. */
+static int64_t register_wait_ms (const struct ctld *ctx, int64_t asked)
+{
+    int64_t ms = asked < register_park_max_ms ? asked : register_park_max_ms;
+    int64_t half = ctx->cfg->request_timeout_ms / 2;
+    return ms < half ? ms : half;
+}
+
 static void register_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
     struct attempt *att;
     json_t *body, *hostinfo = NULL;
     const char *node, *addr;
-    json_int_t order, port, pid = 0, sjob = 0, sstep = 0, rport = 0;
+    json_int_t order, port, pid = 0, sjob = 0, sstep = 0, rport = 0, wait_ms = 0;
     dt_error_t err;
 
     if (!(att = agentapi_auth (ctx, req)) || !(body = agentapi_body_json (req)))
@@ -259,7 +273,8 @@ static void register_cb (dt_http_req_t *req, void *arg)
         dt_json_get_int (body, "", "slurm_step_id", false, 0, INT64_MAX, &sstep, &err) <
           0 ||
         dt_json_get_obj (body, "", "hostinfo", false, &hostinfo, &err) < 0 ||
-        dt_json_get_int (body, "", "relay_port", false, 0, 65535, &rport, &err) < 0) {
+        dt_json_get_int (body, "", "relay_port", false, 0, 65535, &rport, &err) < 0 ||
+        dt_json_get_int (body, "", "wait_ms", false, 0, 600000, &wait_ms, &err) < 0) {
         agentapi_reply_field_error (req, 400, &err);
         goto done;
     }
@@ -329,7 +344,12 @@ static void register_cb (dt_http_req_t *req, void *arg)
     else if (att->row.state == ATT_RUNNING && ag)
         dt_http_reply_error (req, 500, NULL,
                              "the job's checkpoint directory path is too long");
-    else /* (crowded, the gate closes the connection of a waiting agent) */
+    /* A long poll: held, and answered when the rendezvous completes (the
+     * attempt's change of state wakes it) or at its longest wait, so a
+     * storm of agents asks once, not once a retry_ms.  Not held while
+     * crowded (the gate then closes a waiting agent's connection). */
+    else if (!ag || wait_ms <= 0 || dt_httpd_crowded (ctx->httpd) ||
+             !dt_http_req_park (req, att, register_wait_ms (ctx, wait_ms)))
         dt_http_reply_json (req, 200,
                             json_pack ("{s:s s:i s:i s:i}", "state", "waiting",
                                        "registered", att->nagents, "expected", expected,

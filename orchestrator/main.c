@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -247,7 +248,15 @@ static int options (int argc, char **argv, struct config_overrides *ov,
  * meanwhile): each new longest one over loop_stall_log_ms is logged, so a
  * stall shows in the log with its size (bench/run reads it). */
 static const int64_t loop_stall_log_ms = 50;
-static void loop_stall_note (int64_t ms)
+/* The thread's CPU time (ms): a pass that took long with little of it
+ * waited for the CPU (a loaded machine) or the disk, not for its work. */
+static double thread_cpu_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+static void loop_stall_note (int64_t ms, double cpu_ms)
 {
     static int64_t longest;
     if (ms <= longest)
@@ -255,7 +264,8 @@ static void loop_stall_note (int64_t ms)
     longest = ms;
     if (ms >= loop_stall_log_ms)
         dt_log (ms >= 200 ? LOG_WARNING : LOG_NOTICE,
-                "event loop: a pass took %lld ms, the longest so far", (long long)ms);
+                "event loop: a pass took %lld ms (%.0f ms of CPU), the longest so far",
+                (long long)ms, cpu_ms);
 }
 
 /* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
@@ -282,6 +292,7 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             break;
         }
         int64_t busy_from = dt_mono_ms ();
+        double cpu_from = thread_cpu_ms ();
         if (dt_httpd_run (ctx->httpd) < 0)
             dt_log (LOG_ERR, "httpd: run failed");
         /* The registrations of this pass, in one transaction. */
@@ -307,7 +318,7 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             }
             next_jobs = dt_mono_ms () + (want < tick_ms ? want : tick_ms);
         }
-        loop_stall_note (dt_mono_ms () - busy_from);
+        loop_stall_note (dt_mono_ms () - busy_from, thread_cpu_ms () - cpu_from);
     }
 }
 

@@ -27,7 +27,9 @@ struct spec_defaults {
 /* Limits (also in job.schema.json). */
 enum {
     SPEC_NAME_MAX = 64,
-    SPEC_MAX_NODES = 10000,
+    /* A fan-in tree (heartbeat.tree_width) keeps this many agents off
+     * the controller's connections; one rank each, the world's limit. */
+    SPEC_MAX_NODES = 65536,
     SPEC_MAX_TREE_WIDTH = 4096, /* heartbeat.tree_width, TreeWidth */
     SPEC_MAX_RANKS_PER_NODE = 1024,
     SPEC_MAX_WORLD = 65536,

@@ -98,6 +98,10 @@ int att_set_state (struct jobs *jobs, struct attempt *att, enum attempt_state to
                             (long long)att->row.job_id, att->row.attempt,
                             fsm_attempt_state_name (from), fsm_attempt_state_name (to));
     att->row.state = to;
+    /* Registrations held until the rendezvous completes (a long poll):
+     * any change of the attempt's state answers them. */
+    if (jobs->ctx->httpd)
+        dt_httpd_wake (jobs->ctx->httpd, att);
     if (to == ATT_RUNNING)
         att->row.start_time = now;
     if (to == ATT_STARTING)

@@ -75,6 +75,28 @@ static void slow_cb (dt_http_req_t *req, void *arg)
     dt_http_reply_json (req, 200, json_pack ("{s:i}", "iter", atomic_load (&srv_iter)));
 }
 
+/* A long poll: parks until /wake released it (or its ?max= ms passed),
+ * then answers whether it was parked and whether it was released. */
+static int park_key;
+static atomic_int park_released;
+static void park_cb (dt_http_req_t *req, void *arg)
+{
+    const char *m = dt_http_req_query (req, "max");
+    if (!atomic_load (&park_released) &&
+        dt_http_req_park (req, &park_key, m ? atoi (m) : 5000))
+        return;
+    dt_http_reply_json (req, 200,
+                        json_pack ("{s:b s:b}", "was_parked",
+                                   dt_http_req_was_parked (req), "released",
+                                   atomic_load (&park_released)));
+}
+static void wake_cb (dt_http_req_t *req, void *arg)
+{
+    atomic_store (&park_released, 1);
+    dt_http_reply_json (
+      req, 200, json_pack ("{s:I}", "woken", (json_int_t)dt_httpd_wake (srv, &park_key)));
+}
+
 /* Held by the loop while it runs the server; a test holds it to let
  * requests pile up. */
 static pthread_mutex_t srv_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -121,7 +143,9 @@ static int start_server (void)
     dt_httpd_set_gate (srv, gate_cb, NULL);
     if (dt_httpd_route (srv, "POST", "/echo", echo_cb, NULL) < 0 ||
         dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0 ||
-        dt_httpd_route (srv, "GET", "/slow", slow_cb, NULL) < 0)
+        dt_httpd_route (srv, "GET", "/slow", slow_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/park", park_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "POST", "/wake", wake_cb, NULL) < 0)
         return -1;
     port_user = dt_httpd_listener_port (srv, 0);
     port_agent = dt_httpd_listener_port (srv, 1);
@@ -456,7 +480,61 @@ static void test_connection_limit (void)
     CU_ASSERT_EQUAL (status, 200);
 }
 
+static size_t parked_now (void)
+{
+    pthread_mutex_lock (&srv_lock);
+    size_t n = dt_httpd_parked_count (srv);
+    pthread_mutex_unlock (&srv_lock);
+    return n;
+}
+
+/* A parked request is not answered until it is woken (then its handler
+ * runs again), or until its longest wait; one whose client went away
+ * while parked is dropped at its wake. */
+static void test_park (void)
+{
+    const char *get = "GET /park HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n";
+    char buf[4096];
+    int a, b, gone;
+
+    atomic_store (&park_released, 0);
+    /* Its longest wait (200 ms): answered, was parked, not released. */
+    CU_ASSERT_EQUAL (ask (port_agent,
+                          "GET /park?max=200 HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n",
+                          buf, sizeof (buf)),
+                     200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"was_parked\":true,\"released\":false"));
+    /* Two parked (5 s), one of whose clients goes away. */
+    CU_ASSERT_FATAL ((a = connect_to (port_agent)) >= 0);
+    CU_ASSERT_FATAL ((gone = connect_to (port_agent)) >= 0);
+    CU_ASSERT_EQUAL (send_str (a, get), 0);
+    CU_ASSERT_EQUAL (send_str (gone, get), 0);
+    for (int t = 0; t < 100 && parked_now () < 2; t++)
+        usleep (10000);
+    CU_ASSERT_EQUAL (parked_now (), 2);
+    close (gone);
+    usleep (100000);
+    CU_ASSERT_EQUAL (recv (a, buf, sizeof (buf), MSG_DONTWAIT), -1); /* no answer yet */
+    CU_ASSERT_EQUAL (ask (port_user,
+                          "POST /wake HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n"
+                          "Content-Length: 0\r\n\r\n",
+                          buf, sizeof (buf)),
+                     200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"woken\":2"));
+    CU_ASSERT_EQUAL (read_status (a, buf, sizeof (buf)), 200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"was_parked\":true,\"released\":true"));
+    close (a);
+    CU_ASSERT_EQUAL (parked_now (), 0);
+    /* Released: not parked at all. */
+    CU_ASSERT_FATAL ((b = connect_to (port_agent)) >= 0);
+    CU_ASSERT_EQUAL (send_str (b, get), 0);
+    CU_ASSERT_EQUAL (read_status (b, buf, sizeof (buf)), 200);
+    CU_ASSERT_PTR_NOT_NULL (strstr (buf, "\"was_parked\":false"));
+    close (b);
+}
+
 static const struct dt_unit_test tests[] = {
+    { "long poll: parked until woken or its longest wait", test_park },
     { "gate: refused at header time, note to the handler, not for 404", test_gate },
     { "listener classes", test_classes },
     { "per-address connection limit, other listener unaffected", test_per_address },

@@ -137,6 +137,19 @@ static void test_full_valid (void)
     CU_ASSERT_PTR_NOT_NULL_FATAL (s);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (s, "time_limit")), 90);
     json_decref (s);
+    /* The largest job: 65,536 nodes (a fan-in tree reaches them), one
+     * rank each (the world's limit). */
+    s = validate ("{\"command\": [\"x\"], \"nodes\": 65536, \"heartbeat\":"
+                  " {\"tree_width\": 256}}",
+                  &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (s);
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (s, "nodes")), 65536);
+    json_decref (s);
+    s = validate ("{\"command\": [\"x\"], \"nodes\": 20000, \"spare_nodes\": 16,"
+                  " \"ranks_per_node\": 2}",
+                  &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (s);
+    json_decref (s);
 }
 
 /* Each invalid spec and the field path its error must name. */
@@ -158,6 +171,10 @@ static const struct {
     { "{\"command\": [\"x\"], \"nodes\": \"2\"}", "nodes" },
     { "{\"command\": [\"x\"], \"nodes\": 1.5}", "nodes" },
     { "{\"command\": [\"x\"], \"nodes\": 100000}", "nodes" },
+    { "{\"command\": [\"x\"], \"nodes\": 65537}", "nodes" },
+    { "{\"command\": [\"x\"], \"nodes\": 65536, \"spare_nodes\": 1}", "spare_nodes" },
+    { "{\"command\": [\"x\"], \"nodes\": 40000, \"ranks_per_node\": 2}",
+      "ranks_per_node" },
     { "{\"command\": [\"x\"], \"spare_nodes\": -1}", "spare_nodes" },
     { "{\"command\": [\"x\"], \"ranks_per_node\": 0}", "ranks_per_node" },
     { "{\"command\": [\"x\"], \"nodes\": 1000, \"ranks_per_node\": 1000}",
