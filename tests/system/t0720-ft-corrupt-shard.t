@@ -13,7 +13,9 @@ echo "# uninterrupted run (world 2): params_crc32c $BASE"
 
 # Attempt 1 crashes (rank 1, step 70); on the first restart, rank 0's
 # wrapper flips one byte in the middle of rank 1's shard of the checkpoint
-# it is told to resume from, before dttrain loads it.
+# it is told to resume from, before dttrain loads it.  Every rank reads
+# part of every shard, so each rank that finds the damage before the
+# attempt ends may report it: one checkpoint_bad event or more.
 SPEC=$(dttrain_spec corrupt 2 "--inject-slow 0:25" | jq --arg t "$DTTRAIN" --arg a "$MODEL_ARGS --inject-slow 0:25" '.command = ["sh", "-c",
   "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec \"$0\" \($a) --inject-crash 1:70; fi; if [ \"$TORCHELASTIC_RESTART_COUNT\" = 1 ] && [ \"$RANK\" = 0 ]; then f=$DT_RESUME_DIR/rank-1.ckpt; s=$(stat -c %s \"$f\"); printf \"\\\\377\" | dd of=\"$f\" bs=1 seek=$((s / 2)) conv=notrunc 2>/dev/null; echo \"corrupted $f\" >&2; fi; exec \"$0\" \($a)", $t]')
 submit "$SPEC" || bail "submit failed"
@@ -28,9 +30,9 @@ check "attempt 2 resumed from the newest checkpoint ($R2) and failed: exit 3, co
     jqt '.data.attempts[1].state == "failed" and .data.attempts[1].evidence.exit_code == 3
          and (.data.attempts[1].evidence.stderr_tail | test("checkpoint shard .*rank-1.ckpt"))' "$TMP/j.json"
 check "the checkpoint of step $R2 was marked bad (then written anew by attempt 3)" \
-    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND attempt = 2 AND json_extract(data, '\$.step') = $R2")" = 1
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND attempt = 2 AND json_extract(data, '\$.step') = $R2")" -ge 1
 check "a checkpoint_bad event names the shard" \
-    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND detail LIKE '%step-$R2/rank-1.ckpt%'")" = 1
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND detail LIKE '%step-$R2/rank-1.ckpt%'")" -ge 1
 check "attempt 3 resumed from the previous committed checkpoint (< $R2)" \
     jqt ".data.attempts[2].resume_step < $R2 and .data.attempts[2].resume_step >= 20
          and .data.attempts[2].state == \"succeeded\"" "$TMP/j.json"
