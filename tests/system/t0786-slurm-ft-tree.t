@@ -50,8 +50,20 @@ check "attempt 1 failed with cause node_lost on the relay's node $R1" \
          and .data.attempts[0].cause_node == $v' "$TMP/j.json"
 check "the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND attempt = 1 AND kind IN ('node_lost', 'trainer_exit', 'slurm_node_fail', 'agent_exit', 'hang')")" = 1
-check "its child $L4 reattached to the controller" \
-    sh -c "cat $TMP/users/*/job-$ID.1.$L4.log | grep -q 'relay http://[^ ]* unreachable .*: heartbeats go to the controller from now on'"
+# The child gives its relay up when a heartbeat gets no answer in 3 s
+# (agent/relay.c); the controller may end the attempt, corroborating the
+# loss from the other nodes, before that: then the child is stopped with
+# its attempt and never needs to reattach.  Either is right; which one
+# happened is printed.
+FAIL_MS=$(jq -r '.data.attempts[0].fail_time // empty' "$TMP/j.json" | python3 -c 'import sys, datetime; t = sys.stdin.read().strip(); print(int(datetime.datetime.strptime(t.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000) if t else 0)')
+if cat $TMP/users/*/job-$ID.1.$L4.log | grep -q 'relay http://[^ ]* unreachable .*: heartbeats go to the controller from now on'; then
+    echo "# $L4 reattached to the controller"
+    check "its child $L4 reattached to the controller" true
+else
+    echo "# $L4 did not reattach: attempt 1 failed (the controller decided) $((FAIL_MS - T0)) ms after the kill"
+    check "its child $L4 reattached, or attempt 1 failed before its relay request could time out (3 s + one 250 ms interval)" \
+        test "$FAIL_MS" -gt 0 -a $((FAIL_MS - T0)) -lt 3500
+fi
 
 # 3. the node of a leaf of attempt 2.
 check "attempt 2's rank 3 reports steps" wait_for 120 sh -c "test -n \"\$(curl -s $URL/v1/jobs/$ID/ranks | jq -r '.data[] | select(.rank == 3 and .step > 0) | .node')\""

@@ -40,7 +40,18 @@ DTCURL_USER=$A api POST /v1/jobs -d '{"name":"alices","nodes":1,"command":["slee
 AJOB=$(jq -r .data.id "$TMP/ja.json")
 check "the job completes after its injected failure" wait_state "$JOB" completed 120
 wait_att "$JOB" succeeded 20
-api GET "/v1/jobs/$JOB" > "$TMP/j.json"
+# An attempt's MFU is over its step-time samples, which the controller
+# writes with its flush after the attempt ends: read the job once two
+# reads a second apart agree, so that the page is compared with final
+# figures.
+prev=
+for _ in $(seq 15); do
+    api GET "/v1/jobs/$JOB" > "$TMP/j.json"
+    cur=$(jq -c '[.data.attempts[].mfu]' "$TMP/j.json")
+    [ -n "$prev" ] && [ "$cur" = "$prev" ] && break
+    prev=$cur
+    sleep 1
+done
 check "... in two attempts, the first failed with trainer_exit" \
     jqt '(.data.attempts | length) == 2 and .data.attempts[0].cause == "trainer_exit"' "$TMP/j.json"
 jq -c '[.data.attempts[] | {attempt, model_flops, peak_source, mfu}]' "$TMP/j.json" | sed 's/^/# perf: /'
