@@ -24,6 +24,36 @@
  * unreachable, since they cannot learn the step times. */
 static const int64_t hang_agent_backstop = 4;
 
+/* A failure blamed on NODE: its health record, and a node_suspect event
+ * (and a log line) when that makes it suspect (store_node_health_check:
+ * failures in enough jobs within the window). */
+int job_blame_node (struct jobs *jobs, struct job *job, struct attempt *att,
+                    const char *node, const char *cause, const char *detail, int64_t now,
+                    dt_error_t *err)
+{
+    struct ctld_config *cfg = jobs->ctx->cfg;
+    bool suspect = false;
+    if (store_node_failure (jobs->ctx->store, node, now, job->row.id, att->row.attempt,
+                            cause, detail, err) < 0 ||
+        store_node_health_check (jobs->ctx->store, node, now, cfg->suspect_window_ms,
+                                 cfg->suspect_jobs, cfg->suspect_users,
+                                 cfg->suspect_any_cause, &suspect, err) < 0)
+        return -1;
+    if (!suspect)
+        return 0;
+    char d[160];
+    snprintf (
+      d, sizeof (d),
+      "node %s is suspect: failures in %lld jobs within %lld s; excluded from new "
+      "attempts until cleared",
+      node, (long long)cfg->suspect_jobs, (long long)(cfg->suspect_window_ms / 1000));
+    if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, "node_suspect",
+                     node, -1, d, NULL, err) < 0)
+        return -1;
+    dt_log (LOG_WARNING, "%s", d);
+    return 0;
+}
+
 struct fail_arg {
     const char *cause, *node, *detail;
     int rank;
@@ -59,28 +89,9 @@ static int tx_fail (struct jobs *jobs, struct job *job, struct attempt *att, voi
     if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, f->cause,
                      f->node, f->rank, f->detail, f->evidence, err) < 0)
         return -1;
-    if (f->node && *f->node) {
-        struct ctld_config *cfg = jobs->ctx->cfg;
-        bool suspect = false;
-        if (store_node_failure (jobs->ctx->store, f->node, now, job->row.id,
-                                att->row.attempt, f->cause, f->detail, err) < 0 ||
-            store_node_health_check (
-              jobs->ctx->store, f->node, now, cfg->suspect_window_ms, cfg->suspect_jobs,
-              cfg->suspect_users, cfg->suspect_any_cause, &suspect, err) < 0)
-            return -1;
-        if (suspect) {
-            char d[160];
-            snprintf (d, sizeof (d),
-                      "node %s is suspect: failures in %lld jobs within %lld s; "
-                      "excluded from new attempts until cleared",
-                      f->node, (long long)cfg->suspect_jobs,
-                      (long long)(cfg->suspect_window_ms / 1000));
-            if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
-                             "node_suspect", f->node, -1, d, NULL, err) < 0)
-                return -1;
-            dt_log (LOG_WARNING, "%s", d);
-        }
-    }
+    if (f->node && *f->node &&
+        job_blame_node (jobs, job, att, f->node, f->cause, f->detail, now, err) < 0)
+        return -1;
     return job_after_failure (jobs, job, att, err);
 }
 

@@ -204,8 +204,6 @@ static int tx_attributed (struct jobs *jobs, struct job *job, struct attempt *at
 {
     struct attr_arg *a = arg;
     int64_t now = dt_real_ms ();
-    struct ctld_config *cfg = jobs->ctx->cfg;
-    bool suspect = false;
 
     if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
                      "integrity_attributed", a->node, a->rank, a->detail, a->data,
@@ -214,23 +212,9 @@ static int tx_attributed (struct jobs *jobs, struct job *job, struct attempt *at
         return -1;
     if (strcmp (a->cause, "hardware") || !a->node || !*a->node)
         return 0;
-    if (store_node_failure (jobs->ctx->store, a->node, now, job->row.id, att->row.attempt,
-                            "silent_data_corruption", a->detail, err) < 0 ||
-        store_node_health_check (jobs->ctx->store, a->node, now, cfg->suspect_window_ms,
-                                 cfg->suspect_jobs, cfg->suspect_users,
-                                 cfg->suspect_any_cause, &suspect, err) < 0)
+    if (job_blame_node (jobs, job, att, a->node, "silent_data_corruption", a->detail, now,
+                        err) < 0)
         return -1;
-    if (suspect) {
-        char d[160];
-        snprintf (d, sizeof (d),
-                  "node %s is suspect: failures in %lld jobs within %lld s; excluded "
-                  "from new attempts until cleared",
-                  a->node, (long long)cfg->suspect_jobs,
-                  (long long)(cfg->suspect_window_ms / 1000));
-        if (store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
-                         "node_suspect", a->node, -1, d, NULL, err) < 0)
-            return -1;
-    }
     size_t i;
     json_t *v;
     json_array_foreach (job->row.exclude, i,

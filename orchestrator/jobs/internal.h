@@ -95,6 +95,9 @@ void regbatch_forget (struct attempt *att);
 void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
                               const struct launcher_status *st, int64_t now);
 void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now);
+int job_blame_node (struct jobs *jobs, struct job *job, struct attempt *att,
+                    const char *node, const char *cause, const char *detail, int64_t now,
+                    dt_error_t *err);
 
 /* restart.c: the decision after a failure, backoff, the next attempt */
 int64_t backoff_ms (const struct job *job);

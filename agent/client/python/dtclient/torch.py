@@ -566,7 +566,13 @@ class Session:
             shutil.rmtree(os.path.dirname(pre[1][0][1]), ignore_errors=True)
 
     # -- the DDP communication hook -------------------------------------------
-    def _allreduce_hook(self, state, bucket):
+    def _bracketed(self, bucket, launch, finish):
+        """One gradient bucket's reduction, bracketed for the hang
+        watchdog (waiting on peers from launch to completion) and timed:
+        the bucket is divided by the world size, launch(buf) starts the
+        collective (async), finish(f, buf) turns its completed future into
+        the reduced bucket.  A failure of either is kept for the
+        just-in-time checkpoint (the state is still self.step's)."""
         c = self.client
         t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
@@ -575,8 +581,8 @@ class Session:
         buf = bucket.buffer()
         buf.div_(self.world)
         try:
-            fut = dist.all_reduce(buf, async_op=True).get_future()
-        except Exception as e:     # a peer already gone: the state is self.step's
+            fut = launch(buf).get_future()
+        except Exception as e:     # a peer already gone
             c.collective(False)
             self._coll_leave(None)
             self._comm_failed = e
@@ -587,7 +593,7 @@ class Session:
             c.collective(False)
             self._coll_leave(f)
             try:
-                return f.value()[0]
+                return finish(f, buf)
             except Exception as e:
                 self._comm_failed = e
                 raise
@@ -597,6 +603,10 @@ class Session:
         self._own_s += _cpu() - c0
         return fut
 
+    def _allreduce_hook(self, state, bucket):
+        return self._bracketed(bucket, lambda buf: dist.all_reduce(buf, async_op=True),
+                               lambda f, buf: f.value()[0])
+
     def _ordered_hook(self, state, bucket):
         """As _allreduce_hook, but each rank's (divided) bucket is gathered
         and the parts are summed in rank order, element by element: a
@@ -605,42 +615,23 @@ class Session:
         buckets out anew after the first step of each process (by the
         order the gradients became ready), so a resumed run would reduce
         its first step with other boundaries than the uninterrupted one."""
-        c = self.client
-        t, c0 = time.perf_counter(), _cpu()
-        c.collective(True)
-        self._last_launch = t
-        self._coll_enter(t)
-        buf = bucket.buffer()
-        buf.div_(self.world)
-        parts = self._gather.get(bucket.index())
-        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
-            parts = [torch.empty_like(buf) for _ in range(self.world)]
-            self._gather[bucket.index()] = parts
-        try:
-            fut = dist.all_gather(parts, buf, async_op=True).get_future()
-        except Exception as e:
-            c.collective(False)
-            self._coll_leave(None)
-            self._comm_failed = e
-            raise
+        parts = None
 
-        def done(f):
-            self._last_done, d0 = time.perf_counter(), _cpu()
-            c.collective(False)
-            self._coll_leave(f)
-            try:
-                f.value()
-            except Exception as e:
-                self._comm_failed = e
-                raise
+        def launch(buf):
+            nonlocal parts
+            parts = self._gather.get(bucket.index())
+            if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
+                parts = [torch.empty_like(buf) for _ in range(self.world)]
+                self._gather[bucket.index()] = parts
+            return dist.all_gather(parts, buf, async_op=True)
+
+        def finish(f, buf):
+            f.value()
             buf.copy_(parts[0])
             for p in parts[1:]:
                 buf.add_(p)
-            self._cb_s += _cpu() - d0
             return buf
-        fut = fut.then(done)
-        self._own_s += _cpu() - c0
-        return fut
+        return self._bracketed(bucket, launch, finish)
 
     # -- the step loop ---------------------------------------------------------
     def steps(self, total):
