@@ -165,7 +165,8 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
     int in = C * E;
     int o = 1 + 2 * L; /* index of w_out */
 
-    if (k->upload (m->tok, ctx, (size_t)n * C) < 0 || k->upload (m->tgt, tgt, n) < 0 ||
+    if (model_need (m, m->ntensors) < 0 || k->upload (m->tok, ctx, (size_t)n * C) < 0 ||
+        k->upload (m->tgt, tgt, n) < 0 ||
         k->embed_fwd (n, C, E, m->tok, P (0), m->x0) < 0)
         return -1;
     const float *x = m->x0;
@@ -214,6 +215,19 @@ int model_ready (struct model *m, int i)
         return -1;
     m->ready_cb (m->ready_arg, m->t[i].off);
     return 0;
+}
+
+void model_set_need_cb (struct model *m, model_need_f cb, void *arg)
+{
+    m->need_cb = cb;
+    m->need_arg = arg;
+}
+
+int model_need (struct model *m, int i)
+{
+    if (!m->need_cb)
+        return 0;
+    return m->need_cb (m->need_arg, i < m->ntensors ? m->t[i].off : m->nparams);
 }
 
 int model_step (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,

@@ -27,6 +27,10 @@ struct tfm_act;
 /* Called during the backward pass when every gradient at flat offset >= off
  * is final for this micro-batch (so the trainer can start reducing it). */
 typedef void (*model_ready_f) (void *arg, size_t off);
+/* Called by the forward pass before it reads the parameters below flat
+ * offset off (the trainer may still be gathering them); 0, or -1 with
+ * the error in k->last_error. */
+typedef int (*model_need_f) (void *arg, size_t off);
 
 struct model_tensor {
     char name[24];
@@ -66,6 +70,8 @@ struct model {
     int tokens_per_sample;   /* predictions per sample: 1 (mlp), C (transformer) */
     model_ready_f ready_cb;
     void *ready_arg;
+    model_need_f need_cb;
+    void *need_arg;
     /* Tensor parallelism (trainer/layout.h): this rank is tpr of tp; the
      * sum over the tp group of n floats in place (0, or -1 with the error
      * in k->last_error).  tp 0 or 1: none. */
@@ -109,6 +115,13 @@ void model_set_ready_cb (struct model *m, model_ready_f cb, void *arg);
 /* Gradients from tensor i on are final: tell the trainer (after the queued
  * kernels are done, for a device backend).  0 or -1. */
 int model_ready (struct model *m, int i);
+
+/* Set (or clear, cb NULL) the parameters-needed callback. */
+void model_set_need_cb (struct model *m, model_need_f cb, void *arg);
+
+/* The forward pass is about to read the parameters of tensors 0 .. i - 1
+ * (i = ntensors: all): wait for them if the trainer says so.  0 or -1. */
+int model_need (struct model *m, int i);
 
 /* Forward only (validation). */
 int model_eval (struct model *m, int n, const uint8_t *ctx, const uint8_t *tgt,

@@ -41,9 +41,6 @@
 #include "trainer/train.h"
 #include "trainer/train_int.h"
 
-static int overlap_start (struct trainer *t);
-static void overlap_stop (struct trainer *t);
-
 static void sleep_s (double s)
 {
     if (s <= 0)
@@ -215,10 +212,8 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
      * is blamed on the rank that froze, not on those waiting for it. */
     if (dtclient_connected (t->client))
         dt_comm_set_wait_hook (t->comm, train_client_waiting, t->client);
-    t->bucket = (size_t)(o->bucket_mb * 1048576.0 / 4);
-    if (t->bucket < 1024)
-        t->bucket = 1024;
-    t->nbuckets = (n + t->bucket - 1) / t->bucket;
+    if (train_buckets_plan (t, err) < 0)
+        goto error;
     /* Overlap on gloo (host buffers); NCCL reduces after the backward pass.
      * gloo needs CPU to reduce: overlapping only pays with a spare core
      * (measured on 2 cores, 2 ranks: 5% slower). */
@@ -230,7 +225,7 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     /* (in a pipeline, during the last micro-batch's backward pass: the
      * schedule interleaves the others') */
-    if (t->ly.dp > 1 && !t->k->is_device && overlap && overlap_start (t) < 0) {
+    if (t->ly.dp > 1 && !t->k->is_device && overlap && train_overlap_start (t) < 0) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
@@ -252,7 +247,7 @@ void trainer_destroy (struct trainer *t)
 {
     if (!t)
         return;
-    overlap_stop (t);
+    train_overlap_stop (t);
     ckpt_writer_destroy (t->writer);
     integ_destroy (t->integ);
     train_layout_close (t);
@@ -264,6 +259,7 @@ void trainer_destroy (struct trainer *t)
     model_destroy (&t->model);
     data_close (&t->data);
     free (t->counts);
+    free (t->bstart);
     free (t->ctrl);
     free (t->ctx_host);
     free (t->tgt_host);
@@ -286,124 +282,12 @@ static int comm_fail (struct trainer *t, dt_error_t *err)
     return -1;
 }
 
-/* Gradients: allreduce in fixed buckets (same boundaries in dp and zero1). */
-static int reduce_bucket (struct trainer *t, size_t b, dt_error_t *err)
+/* What reads the parameters outside a forward pass (the fingerprint, a
+ * checkpoint, validation, the bit-flip injection, the end of the run)
+ * waits for zero1's overlapped all-gather first. */
+static int params_ready (struct trainer *t, dt_error_t *err)
 {
-    size_t n = t->model.nparams, off = b * t->bucket;
-    size_t len = n - off < t->bucket ? n - off : t->bucket;
-    int64_t t0 = dt_mono_ns ();
-    integ_local_grads (t, off, t->model.grads + off, len);
-    if (dt_comm_allreduce (t->dp_comm, t->model.grads + off, len, DT_F32, DT_SUM, err) <
-        0)
-        return -1;
-    t->ar_bytes += len * 4.0;
-    t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
-    return 0;
-}
-
-/* Without overlap: every bucket after the backward pass, in the same
- * descending order as the comm thread (same boundaries, same bits). */
-static int reduce_grads (struct trainer *t, dt_error_t *err)
-{
-    if (t->ly.dp == 1) {
-        integ_local_grads (t, 0, t->model.grads, t->model.nparams);
-        return 0;
-    }
-    for (ssize_t b = (ssize_t)t->nbuckets - 1; b >= 0; b--)
-        if (reduce_bucket (t, b, err) < 0)
-            return -1;
-    return 0;
-}
-
-/* --- overlap: a comm thread reduces buckets as the backward pass finishes them ---
- * The bucket boundaries and order (last bucket first) are fixed, so the
- * result is bit-identical to reduce_grads; only one thread uses the
- * communicator at a time (the main thread waits for this one to finish
- * before its own collectives). */
-static void *overlap_thread (void *arg)
-{
-    struct trainer *t = arg;
-    pthread_mutex_lock (&t->ov.lock);
-    for (;;) {
-        while (!t->ov.quit && !(t->ov.next >= 0 && t->ov.next >= t->ov.ready_from))
-            pthread_cond_wait (&t->ov.cond, &t->ov.lock);
-        if (t->ov.quit)
-            break;
-        ssize_t b = t->ov.next;
-        pthread_mutex_unlock (&t->ov.lock);
-        dt_error_t err;
-        int rc = t->ov.failed ? -1 : reduce_bucket (t, b, &err);
-        pthread_mutex_lock (&t->ov.lock);
-        if (rc < 0 && !t->ov.failed) {
-            t->ov.failed = 1;
-            t->ov.err = err;
-        }
-        t->ov.next--;
-        pthread_cond_broadcast (&t->ov.cond);
-    }
-    pthread_mutex_unlock (&t->ov.lock);
-    return NULL;
-}
-
-static void overlap_ready_cb (void *arg, size_t off)
-{
-    struct trainer *t = arg;
-    ssize_t from = (ssize_t)((off + t->bucket - 1) / t->bucket);
-    pthread_mutex_lock (&t->ov.lock);
-    if (from < t->ov.ready_from) {
-        t->ov.ready_from = from;
-        pthread_cond_broadcast (&t->ov.cond);
-    }
-    pthread_mutex_unlock (&t->ov.lock);
-}
-
-/* Arm for the last micro-batch of a step. */
-void train_overlap_arm (struct trainer *t)
-{
-    pthread_mutex_lock (&t->ov.lock);
-    t->ov.next = (ssize_t)t->nbuckets - 1;
-    t->ov.ready_from = (ssize_t)t->nbuckets;
-    pthread_mutex_unlock (&t->ov.lock);
-    model_set_ready_cb (&t->model, overlap_ready_cb, t);
-}
-
-/* Wait until every bucket is reduced. */
-static int overlap_finish (struct trainer *t, dt_error_t *err)
-{
-    model_set_ready_cb (&t->model, NULL, NULL);
-    overlap_ready_cb (t, 0);
-    pthread_mutex_lock (&t->ov.lock);
-    while (t->ov.next >= 0)
-        pthread_cond_wait (&t->ov.cond, &t->ov.lock);
-    int failed = t->ov.failed;
-    if (failed)
-        *err = t->ov.err;
-    pthread_mutex_unlock (&t->ov.lock);
-    return failed ? -1 : 0;
-}
-
-static int overlap_start (struct trainer *t)
-{
-    pthread_mutex_init (&t->ov.lock, NULL);
-    pthread_cond_init (&t->ov.cond, NULL);
-    t->ov.next = -1;
-    t->ov.ready_from = (ssize_t)t->nbuckets;
-    if (pthread_create (&t->ov.thread, NULL, overlap_thread, t) != 0)
-        return -1;
-    t->ov.on = 1;
-    return 0;
-}
-
-static void overlap_stop (struct trainer *t)
-{
-    if (!t->ov.on)
-        return;
-    pthread_mutex_lock (&t->ov.lock);
-    t->ov.quit = 1;
-    pthread_cond_broadcast (&t->ov.cond);
-    pthread_mutex_unlock (&t->ov.lock);
-    pthread_join (t->ov.thread, NULL);
-    t->ov.on = 0;
+    return train_gather_wait (t, t->model.nparams, err);
 }
 
 static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
@@ -434,6 +318,13 @@ static int optimizer_step (struct trainer *t, double gscale, double *comm_s,
     if (o->parallel == PAR_ZERO1 && t->ly.dp > 1) {
         if (t->k->sync () < 0)
             return errprintf (err, "%s", t->k->last_error);
+        /* With the comm thread: gathered during the next forward pass
+         * (train_overlap.c); whatever reads the parameters before it
+         * waits (params_ready). */
+        if (t->ov.on) {
+            train_gather_start (t);
+            return 0;
+        }
         int64_t t0 = dt_mono_ns ();
         if (dt_comm_allgather (t->dp_comm, m->params + t->lo, m->params, t->counts, err) <
             0)
@@ -529,7 +420,7 @@ static int step_pipeline (struct trainer *t, int64_t a, int64_t b, double *loss_
     if (pipe_step (t, a, b, 1.0f / t->o.global_batch, &ls, err) < 0) {
         dt_error_t e2;
         if (t->ov.on)
-            overlap_finish (t, &e2);
+            train_overlap_finish (t, &e2);
         char msg[sizeof (err->text)];
         snprintf (msg, sizeof (msg), "%s", err->text);
         errprintf (err, "step %" PRId64 ": %s", t->step + 1, msg);
@@ -577,7 +468,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         if (model_step (m, cnt, t->ctx_host, t->tgt_host, 1.0f / B, &ls) < 0) {
             dt_error_t e2;
             if (armed)
-                overlap_finish (t, &e2);
+                train_overlap_finish (t, &e2);
             errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
             return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
         }
@@ -599,7 +490,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     /* communicate: gradients, then the control vector */
     int64_t t1 = dt_mono_ns ();
     double comm = 0;
-    if ((armed ? overlap_finish (t, err) : reduce_grads (t, err)) < 0)
+    if ((armed ? train_overlap_finish (t, err) : train_reduce_grads (t, err)) < 0)
         return comm_fail (t, err);
     t->dp_exposed_s += (dt_mono_ns () - t1) / 1e9;
     if (train_layout_sumsq (t, &sumsq) < 0)
@@ -639,6 +530,9 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                    t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
                    comm);
     dims_report (t, d0);
+    if (o->integrity_every > 0 && t->step % o->integrity_every == 0 &&
+        params_ready (t, err) < 0)
+        return comm_fail (t, err);
     integ_after_step (t);
     if (!o->quiet && t->rank == 0) {
         int64_t every = o->log_every > 0 ? o->log_every
@@ -749,6 +643,9 @@ int trainer_run (struct trainer *t)
     int64_t t0 = dt_mono_ns ();
 
     while (t->step < o->steps) {
+        if (o->bitflip_rank == t->rank && o->bitflip_step == t->step + 1 &&
+            params_ready (t, &err) < 0)
+            return comm_fail (t, &err), train_comm_lost (t);
         train_inject (t);
         train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
@@ -776,6 +673,9 @@ int trainer_run (struct trainer *t)
         if (t->step == o->steps)
             want = 1;
         if (want && o->checkpoint_dir && t->last_saved != t->step &&
+            params_ready (t, &err) < 0)
+            return comm_fail (t, &err), train_comm_lost (t);
+        if (want && o->checkpoint_dir && t->last_saved != t->step &&
             train_checkpoint (t, &err) < 0) {
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
@@ -784,7 +684,7 @@ int trainer_run (struct trainer *t)
         }
         if (o->val_every && t->step % o->val_every == 0 && t->step < o->steps) {
             double vl;
-            int rc = validate (t, &vl, &err);
+            int rc = params_ready (t, &err) < 0 ? -1 : validate (t, &vl, &err);
             if (rc < 0)
                 return comm_fail (t, &err), train_comm_lost (t);
             if (rc == 0 && t->rank == 0)
@@ -794,6 +694,8 @@ int trainer_run (struct trainer *t)
         if (stopped)
             break;
     }
+    if (params_ready (t, &err) < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
     double wall = (dt_mono_ns () - t0) / 1e9;
 
     /* Finish the last write and commit it (one more control exchange). */

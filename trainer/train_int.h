@@ -60,8 +60,10 @@ struct trainer {
     int nckpt;
     double last_loss, val_loss;
     int have_val;
-    /* gradient buckets reduced by a comm thread during the backward pass */
-    size_t bucket, nbuckets;
+    /* gradient buckets (reduced by a comm thread during the backward pass
+     * with --overlap): bucket b is the whole tensors at flat offsets
+     * bstart[b] .. bstart[b + 1] - 1; bucket: the largest size asked */
+    size_t bucket, nbuckets, *bstart;
     struct {
         int on;
         pthread_t thread;
@@ -71,13 +73,38 @@ struct trainer {
         ssize_t ready_from; /* buckets >= this are final */
         int quit, failed;
         dt_error_t err;
+        /* zero1's parameter all-gather (train_overlap.c): npieces pieces,
+         * gnext the next to gather (npieces: none pending), every
+         * parameter below gdone gathered; the thread's time and bytes
+         * until the main thread adds them to ag_s, ag_bytes */
+        size_t *gstart, npieces, gnext, gdone;
+        int *gowner;
+        double ag_s, ag_bytes;
     } ov;
 };
 
-/* train.c: the loop: steps, gradients, the optimizer */
+/* train_overlap.c: gradient buckets, the comm thread */
+/* Plan the buckets (t->bstart, t->nbuckets) for --bucket-mb.  0 or -1. */
+int train_buckets_plan (struct trainer *t, dt_error_t *err);
+/* Reduce every bucket now, in the comm thread's order (no thread). */
+int train_reduce_grads (struct trainer *t, dt_error_t *err);
+/* Start the comm thread (and zero1's overlapped all-gather); 0 or -1
+ * (errno).  stop: join it; harmless when not started. */
+int train_overlap_start (struct trainer *t);
+void train_overlap_stop (struct trainer *t);
 /* The comm thread reduces gradient buckets as the backward pass about to
  * run finishes them (the last micro-batch of a step). */
 void train_overlap_arm (struct trainer *t);
+/* Wait until every armed bucket is reduced and every gather piece is
+ * gathered; 0 or -1 with the thread's error. */
+int train_overlap_finish (struct trainer *t, dt_error_t *err);
+/* zero1 with the comm thread: gather the new parameters in the
+ * background (after the optimizer step updated this rank's shard). */
+void train_gather_start (struct trainer *t);
+/* Wait until the parameters below flat offset upto are gathered (the
+ * wait counts as exposed dp time); no-op without the thread.  0 or -1
+ * with the thread's error. */
+int train_gather_wait (struct trainer *t, size_t upto, dt_error_t *err);
 
 /* train_ckpt.c: checkpoints */
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err);

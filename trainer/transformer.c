@@ -296,11 +296,15 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
      * output (tfm_stage_buf). */
     if (k->upload (a->tok, ctx, (size_t)M) < 0 ||
         k->upload (a->tgt, a->tgt_host, (size_t)M) < 0 ||
-        (m->pp_first && k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0))
+        (m->pp_first && (model_need (m, 2) < 0 ||
+                         k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0)))
         return -1;
+    /* model_need: each block's parameters just before the block (zero1
+     * may still be gathering the later ones) */
     for (int l = 0; l < L; l++) {
         int b = BLK (l);
-        if (k->layernorm_fwd (M, E, a->res[l], P (b + LN1G), P (b + LN1B), a->ln1[l],
+        if (model_need (m, b + TFM_PER_BLOCK) < 0 ||
+            k->layernorm_fwd (M, E, a->res[l], P (b + LN1G), P (b + LN1B), a->ln1[l],
                               a->mean1[l], a->rstd1[l]) < 0 ||
             k->sgemm (0, 0, M, 3 * EA, E, 1.0f, a->ln1[l], E, P (b + WQKV), 3 * EA, 0.0f,
                       a->qkv[l], 3 * EA) < 0 ||
@@ -328,7 +332,8 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
     }
     if (!m->pp_last)
         return 0;
-    if (k->layernorm_fwd (M, E, a->res[L], P (f), P (f + 1), a->lnf, a->meanf, a->rstdf) <
+    if (model_need (m, m->ntensors) < 0 ||
+        k->layernorm_fwd (M, E, a->res[L], P (f), P (f + 1), a->lnf, a->meanf, a->rstdf) <
           0 ||
         k->sgemm (0, 0, M, MODEL_VOCAB, E, 1.0f, a->lnf, E, P (f + 2), MODEL_VOCAB, 0.0f,
                   a->logits, MODEL_VOCAB) < 0 ||
@@ -371,9 +376,14 @@ static int backward (struct model *m)
     int T = m->tp > 1 ? m->tp : 1, NH = m->H / T, EA = E / T, F = 4 * E / T;
     int f = BLK (L), V = MODEL_VOCAB;
 
-    /* a->logits holds dlogits.  Head, then the final LayerNorm into dres. */
+    /* a->logits holds dlogits.  Head, then the final LayerNorm into dres.
+     * model_ready follows each group of tensors whose gradients are final
+     * (the trainer's buckets are groups of whole tensors), so the
+     * reduction of a block's upper tensors starts while its lower ones
+     * are still being computed. */
     if (m->pp_last && (k->sgemm (1, 0, E, V, M, 1.0f, a->lnf, E, a->logits, V, 1.0f,
                                  G (f + 2), V) < 0 ||
+                       model_ready (m, f + 2) < 0 ||
                        k->sgemm (0, 1, M, E, V, 1.0f, a->logits, V, P (f + 2), V, 0.0f,
                                  a->dln, E) < 0 ||
                        k->zero (a->dres, (size_t)M * E * 4) < 0 ||
@@ -387,22 +397,24 @@ static int backward (struct model *m)
          * (tp: each rank's part of dln, summed) */
         if (k->sgemm (1, 0, F, E, M, 1.0f, a->g[l], F, a->dres, E, 1.0f, G (b + W2), E) <
               0 ||
-            k->bias_bwd (M, E, a->dres, G (b + B2)) < 0 ||
+            k->bias_bwd (M, E, a->dres, G (b + B2)) < 0 || model_ready (m, b + W2) < 0 ||
             k->sgemm (0, 1, M, F, E, 1.0f, a->dres, E, P (b + W2), E, 0.0f, a->dg, F) <
               0 ||
             k->bias_gelu_bwd (M, F, a->u[l], a->dg, a->dg, G (b + B1)) < 0 ||
             k->sgemm (1, 0, E, F, M, 1.0f, a->ln2[l], E, a->dg, F, 1.0f, G (b + W1), F) <
               0 ||
+            model_ready (m, b + W1) < 0 ||
             k->sgemm (0, 1, M, E, F, 1.0f, a->dg, F, P (b + W1), F, 0.0f, a->dln, E) <
               0 ||
             tp_sum (m, a->dln, (size_t)M * E) < 0 ||
             k->layernorm_bwd (M, E, a->mid[l], P (b + LN2G), a->mean2[l], a->rstd2[l],
-                              a->dln, a->dres, G (b + LN2G), G (b + LN2B)) < 0)
+                              a->dln, a->dres, G (b + LN2G), G (b + LN2B)) < 0 ||
+            model_ready (m, b + LN2G) < 0)
             return -1;
         /* Attention: mid = res + attn(ln1 Wqkv + bqkv) Wo + bo */
         if (k->sgemm (1, 0, EA, E, M, 1.0f, a->yatt[l], EA, a->dres, E, 1.0f, G (b + WO),
                       E) < 0 ||
-            k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 ||
+            k->bias_bwd (M, E, a->dres, G (b + BO)) < 0 || model_ready (m, b + WO) < 0 ||
             k->sgemm (0, 1, M, EA, E, 1.0f, a->dres, E, P (b + WO), E, 0.0f, a->dyatt,
                       EA) < 0 ||
             (m->flash ? k->attn_flash_bwd (n, C, NH, D, a->qkv[l], a->yatt[l], a->att[l],
@@ -412,6 +424,7 @@ static int backward (struct model *m)
             k->sgemm (1, 0, E, 3 * EA, M, 1.0f, a->ln1[l], E, a->dqkv, 3 * EA, 1.0f,
                       G (b + WQKV), 3 * EA) < 0 ||
             k->bias_bwd (M, 3 * EA, a->dqkv, G (b + BQKV)) < 0 ||
+            model_ready (m, b + WQKV) < 0 ||
             k->sgemm (0, 1, M, E, 3 * EA, 1.0f, a->dqkv, 3 * EA, P (b + WQKV), 3 * EA,
                       0.0f, a->dln, E) < 0 ||
             tp_sum (m, a->dln, (size_t)M * E) < 0 ||
