@@ -84,6 +84,12 @@ struct dt_comm_ops {
     int (*recv) (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
                  dt_error_t *err);
     int (*flush) (dt_comm_t *c, dt_error_t *err);
+    /* Post the receive of bytes from peer under slot into buf ahead of
+     * the recv that waits for it (same peer, slot, buf, bytes): the bytes
+     * may arrive meanwhile; buf must stay untouched until that recv
+     * returns.  NULL: the backend has none (recv does it all). */
+    int (*post_recv) (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
+                      dt_error_t *err);
 };
 
 /* Every communicator starts with a pointer to its ops.  The backends
@@ -173,6 +179,12 @@ static inline int dt_comm_recv (dt_comm_t *c, void *buf, size_t bytes, int peer,
     int rc = c->ops->recv (c, buf, bytes, peer, slot, err);
     dt_comm_waiting (c, 0);
     return rc;
+}
+
+static inline int dt_comm_post_recv (dt_comm_t *c, void *buf, size_t bytes, int peer,
+                                     uint64_t slot, dt_error_t *err)
+{
+    return c->ops->post_recv ? c->ops->post_recv (c, buf, bytes, peer, slot, err) : 0;
 }
 
 static inline int dt_comm_flush (dt_comm_t *c, dt_error_t *err)

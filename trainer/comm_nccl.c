@@ -439,7 +439,7 @@ static int gather_who (struct nccl_comm *n, dt_error_t *err)
 static const struct dt_comm_ops nccl_ops = {
     "nccl",    n_allreduce, n_reduce_scatter, n_allgather, n_broadcast,
     n_barrier, n_destroy,   n_peer_of,        NULL,        NULL,
-    NULL, /* pipeline parallelism: gloo only */
+    NULL,      NULL, /* pipeline parallelism: gloo only */
 };
 
 /* Publish / fetch the unique id through the store or a file. */

@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/dtime.h"
 #include "trainer/pipeline.h"
@@ -49,6 +50,27 @@ static int xfer (struct trainer *t, int send, float *buf, size_t n, int peer,
     return 0;
 }
 
+/* The calling thread's CPU time in seconds. */
+static double thread_cpu_s (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Time a stage's pass: its wall and CPU time (pp_pass_s, pp_pass_cpu_s). */
+static void pass_begin (double *w, double *c)
+{
+    *w = dt_mono_ns () / 1e9;
+    *c = thread_cpu_s ();
+}
+
+static void pass_end (struct trainer *t, double w, double c)
+{
+    t->pp_pass_s += dt_mono_ns () / 1e9 - w;
+    t->pp_pass_cpu_s += thread_cpu_s () - c;
+}
+
 /* Micro-batch j of the samples [a, b): draws its windows into the host
  * buffers; returns its size. */
 static int fetch (struct trainer *t, int64_t a, int64_t b, int j, int val, int64_t nval)
@@ -75,14 +97,43 @@ static int fwd (struct trainer *t, int64_t a, int64_t b, int j, float scale, int
     if (!m->pp_first && xfer (t, 0, tfm_stage_buf (m, set, TFM_STAGE_IN), n, p - 1,
                               2 * (uint64_t)j, "activations", err) < 0)
         return -1;
+    double w, c;
+    pass_begin (&w, &c);
     if (tfm_stage_forward (m, set, cnt, t->ctx_host, t->tgt_host, scale, &ls) < 0)
         return errprintf (err, "%s", t->k->last_error);
     if (t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
+    pass_end (t, w, c);
     if (!m->pp_last && xfer (t, 1, tfm_stage_buf (m, set, TFM_STAGE_OUT), n, p + 1,
                              2 * (uint64_t)j, "activations", err) < 0)
         return -1;
     *loss_sum += ls;
+    return 0;
+}
+
+/* Post the receive of micro-batch j's activations (grad 0; a stage other
+ * than the first, into its set's input) or of its output's gradient
+ * (grad 1; one other than the last, into its set's GIN) ahead of the pass
+ * that needs it, so the neighbour's send writes at once and the bytes
+ * arrive while this stage computes.  Posted when the set is free: the
+ * activations of j after the backward pass of j - ntf (its set's last
+ * user), the gradient of j after j's forward pass (GIN's last reader was
+ * the backward pass of j - ntf).  j past the step's last: nothing. */
+static int post (struct trainer *t, int64_t a, int64_t b, int j, int grad,
+                 dt_error_t *err)
+{
+    struct model *m = &t->model;
+    int64_t i = a + (int64_t)j * t->mb;
+    dt_error_t e;
+    if (i >= b || (grad ? m->pp_last : m->pp_first))
+        return 0;
+    int cnt = (int)(b - i < t->mb ? b - i : t->mb), peer = t->ly.ppr + (grad ? 1 : -1);
+    size_t n = (size_t)cnt * t->o.context * t->o.width;
+    float *buf = tfm_stage_buf (m, j % m->ntf, grad ? TFM_STAGE_GIN : TFM_STAGE_IN);
+    if (dt_comm_post_recv (t->pp_comm, buf, n * 4, peer, 2 * (uint64_t)j + grad, &e) < 0)
+        return errprintf (err, "pipeline %s from stage %d (rank %d): %s",
+                          grad ? "gradients" : "activations", peer, world_rank (t, peer),
+                          e.text);
     return 0;
 }
 
@@ -94,16 +145,21 @@ static int bwd (struct trainer *t, int64_t a, int64_t b, int j, dt_error_t *err)
     int cnt = (int)(b - i < t->mb ? b - i : t->mb);
     size_t n = (size_t)cnt * t->o.context * t->o.width;
     float *dres = tfm_stage_buf (m, set, TFM_STAGE_DRES);
+    float *gin = tfm_stage_buf (m, set, TFM_STAGE_GIN);
 
     if (!m->pp_last &&
-        xfer (t, 0, dres, n, p + 1, 2 * (uint64_t)j + 1, "gradients", err) < 0)
+        (xfer (t, 0, gin, n, p + 1, 2 * (uint64_t)j + 1, "gradients", err) < 0 ||
+         t->k->copy (dres, gin, n * 4) < 0))
         return -1;
     /* The last micro-batch's backward pass makes the gradients final: the
      * comm thread (--overlap) reduces its buckets as it goes. */
     if (t->ov.on && i + t->mb >= b)
         train_overlap_arm (t);
+    double w, c;
+    pass_begin (&w, &c);
     if (tfm_stage_backward (m, set) < 0 || t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
+    pass_end (t, w, c);
     if (!m->pp_first &&
         xfer (t, 1, dres, n, p - 1, 2 * (uint64_t)j + 1, "gradients", err) < 0)
         return -1;
@@ -129,15 +185,19 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
     int warm = P - p - 1 < M ? P - p - 1 : M;
 
     *loss_sum = 0;
+    for (int j = 0; j < t->model.ntf; j++)
+        if (post (t, a, b, j, 0, err) < 0)
+            return -1;
     for (int j = 0; j < warm; j++)
-        if (fwd (t, a, b, j, scale, 0, 0, loss_sum, err) < 0)
+        if (fwd (t, a, b, j, scale, 0, 0, loss_sum, err) < 0 || post (t, a, b, j, 1, err) < 0)
             return -1;
     for (int i = 0; i < M - warm; i++)
         if (fwd (t, a, b, warm + i, scale, 0, 0, loss_sum, err) < 0 ||
-            bwd (t, a, b, i, err) < 0)
+            post (t, a, b, warm + i, 1, err) < 0 || bwd (t, a, b, i, err) < 0 ||
+            post (t, a, b, i + t->model.ntf, 0, err) < 0)
             return -1;
     for (int i = M - warm; i < M; i++)
-        if (bwd (t, a, b, i, err) < 0)
+        if (bwd (t, a, b, i, err) < 0 || post (t, a, b, i + t->model.ntf, 0, err) < 0)
             return -1;
     return finish (t, err);
 }

@@ -53,6 +53,10 @@ struct trainer {
       ar_bytes;
     double tp_s, tp_bytes; /* tensor-parallel all-reduces */
     double pp_s, pp_bytes; /* pipeline sends and receives (blocked time) */
+    /* the stage's forward and backward passes in the pipeline: wall time,
+     * and the main thread's CPU time in them (against the wall time: the
+     * share of a core the passes got) */
+    double pp_pass_s, pp_pass_cpu_s;
     /* the data-parallel dimension: what the step waited for (the gradient
      * reduction after the backward pass, zero1's all-gather); zero1's
      * all-gather (ag_*) counts in dp but not in allreduce_gbps */

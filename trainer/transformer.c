@@ -32,6 +32,7 @@ struct tfm_act {
     float **u, **g; /* MLP pre-activation and GELU output [M, 4E] */
     float *lnf, *meanf, *rstdf, *logits, *loss;
     float *dres, *dln, *dyatt, *dqkv, *dg, *work;
+    float *gin; /* a pipeline stage's output gradient as received */
 };
 
 /* Uniform in [-a, a) from the counter-based hash (as model.c). */
@@ -135,6 +136,7 @@ static int alloc_act (struct model *m, struct tfm_act *a)
         a->logits = carve (b, &at, M * MODEL_VOCAB);
         a->loss = carve (b, &at, M);
         a->dres = carve (b, &at, M * E);
+        a->gin = m->ntf > 1 && !m->pp_last ? carve (b, &at, M * E) : NULL;
         a->dln = carve (b, &at, M * E);
         a->dyatt = carve (b, &at, M * EA);
         a->dqkv = carve (b, &at, M * 3 * EA);
@@ -456,5 +458,6 @@ float *tfm_stage_buf (struct model *m, int set, enum tfm_stage_buf which)
     struct tfm_act *a = &m->tfs[set];
     return which == TFM_STAGE_IN    ? a->res[0]
            : which == TFM_STAGE_OUT ? a->res[m->pp_l1 - m->pp_l0]
+           : which == TFM_STAGE_GIN ? a->gin
                                     : a->dres;
 }

@@ -57,8 +57,11 @@ void tfm_destroy (struct model *m);
  * its forward pass, and TFM_STAGE_DRES (the gradient of a stage's input
  * after its backward pass) into the previous stage's TFM_STAGE_DRES (the
  * gradient of its output) before its backward pass; each is n * context
- * * width floats. */
-enum tfm_stage_buf { TFM_STAGE_IN, TFM_STAGE_OUT, TFM_STAGE_DRES };
+ * * width floats.  TFM_STAGE_GIN (a stage other than the last, in a
+ * pipeline): room to receive the gradient of the output into ahead of
+ * the backward pass (the trainer copies it into TFM_STAGE_DRES then, as
+ * DRES may still be on its way to the previous stage). */
+enum tfm_stage_buf { TFM_STAGE_IN, TFM_STAGE_OUT, TFM_STAGE_DRES, TFM_STAGE_GIN };
 int tfm_stage_forward (struct model *m, int set, int n, const uint8_t *ctx,
                        const uint8_t *tgt, float scale, double *loss_sum);
 int tfm_stage_backward (struct model *m, int set);
