@@ -11,8 +11,9 @@
 #      than its gradient all-reduce (dp 2), every bucket size of BUCKETS,
 #      with and without the comm thread: the all-reduce time (without) and
 #      the part the step still waited for (with); hidden = 1 - exposed with
-#      / all-reduce without (goal >= 80%); and the exposed share of the
-#      step per layout (dp2, dp2 x tp2) before and after overlap;
+#      / all-reduce without (goal >= 80%); zero1's all-gather with and
+#      without overlap; and the exposed share of the step per layout
+#      (dp2, dp2 x tp2) before and after overlap;
 #  (4) dp tokens/s against PyTorch DDP (gloo) on the same transformer
 #      (bench/torch_tfm_ref.py), 2 ranks, same shapes, data and threads
 #      (goal >= 1.2x).
@@ -110,6 +111,10 @@ for rep in $(seq "$REPS"); do
             fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep
         done
     done
+    for ov in no-overlap overlap; do
+        run 2 "z1-$ov" $ovmodel --parallel zero1 --$ov || continue
+        fig "z1-$ov" fig=zero1 mode=$ov rep=$rep
+    done
     for lay in "2 1" "1 2"; do
         set -- $lay
         for ov in no-overlap overlap; do
@@ -175,16 +180,25 @@ for d in rows:
 p()
 p("## (2) pipeline bubble, pp 2 (stage 0's blocked time / its step)")
 p()
-p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% |")
-p("|---|---|---|---|---|")
+p("core share: the CPU time of stage 0's forward and backward passes over their wall time "
+  "(pp_pass_cpu_s / pp_pass_s; 1 when the stage had a core to itself); pass ms: the wall time "
+  "of one micro-batch's forward + backward pass on stage 0, and its CPU time.")
+p()
+p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% | core share | pass ms wall | pass ms CPU |")
+p("|---|---|---|---|---|---|---|---|")
 for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble"}):
-    meas = [d["pp_exposed_s"] / d["compute_s"] for d in rows
-            if d["fig"] == "bubble" and d["micro_batches"] == M and d["compute_s"]]
+    sel = [d for d in rows if d["fig"] == "bubble" and d["micro_batches"] == M and d["compute_s"]]
+    meas = [d["pp_exposed_s"] / d["compute_s"] for d in sel]
     th = 1 / (M + 1)
     m, s = stat(meas)
     err = None if m is None else (m - th) / th
-    p("| %d | %s | %.3f | %s | %s |" % (M, s, th, "n/a" if err is None else "%+.0f%%" % (100 * err),
-      "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met"))
+    share = stat([d["pp_pass_cpu_s"] / d["pp_pass_s"] for d in sel if d.get("pp_pass_s")])
+    pw = stat([1e3 * d["pp_pass_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
+    pc = stat([1e3 * d["pp_pass_cpu_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
+    p("| %d | %s | %.3f | %s | %s | %s | %s | %s |" % (M, s, th, "n/a" if err is None else "%+.0f%%" % (100 * err),
+      "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met", share[1], pw[1], pc[1]))
+    if share[0] is not None:
+        rec.append(("layouts.bubble_core_share.M%d" % M, share[0]))
     if m is not None:
         rec += [("layouts.bubble.M%d" % M, m), ("layouts.bubble_theory.M%d" % M, th),
                 ("layouts.bubble_err.M%d" % M, err)]
@@ -200,7 +214,7 @@ p("|---|---|---|---|---|---|---|---|---|---|---|")
 for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=float):
     no = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "no-overlap"]
     yes = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "overlap"]
-    nb = max(1, round(no[0]["params"] * 4 / (float(bm) * 1048576) + 0.4999)) if no else 0
+    nb = no[0].get("dp_buckets", 0) if no else 0
     ratio = stat([d["compute_s"] / d["dp_comm_s"] for d in no if d["dp_comm_s"]])
     ar = stat([d["dp_comm_s"] for d in no])
     xs = stat([d["dp_exposed_s"] for d in yes])
@@ -220,6 +234,25 @@ for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=fl
                 ("layouts.exposed_ov_s.b%s" % bm, xs[0])]
     if hx[0] is not None:
         rec.append(("layouts.hidden_across.b%s" % bm, hx[0]))
+p()
+p("zero1, dp 2, default bucket size: the parameter all-gather after the sharded optimizer step, "
+  "at once after it (without) or piece by piece during the next forward pass (with); exposed: "
+  "what the step waited for, gradient all-reduce and all-gather together.")
+p()
+p("| zero1 | dp comm s (all-reduce + all-gather) | dp exposed s | hidden | step s |")
+p("|---|---|---|---|---|")
+for mode in ("no-overlap", "overlap"):
+    sel = [d for d in rows if d["fig"] == "zero1" and d["mode"] == mode]
+    if not sel:
+        continue
+    c = stat([d["dp_comm_s"] for d in sel])
+    x = stat([d["dp_exposed_s"] for d in sel])
+    h = stat([1 - d["dp_exposed_s"] / d["dp_comm_s"] for d in sel if d["dp_comm_s"]])
+    st = stat([d["wall_s"] / d["steps_run"] for d in sel])
+    p("| %s | %s | %s | %s | %s |" % ("with" if mode == "overlap" else "without", c[1], x[1],
+      "n/a" if h[0] is None else "%.0f%%" % (100 * h[0]), st[1]))
+    if h[0] is not None:
+        rec.append(("layouts.zero1_hidden.%s" % mode, h[0]))
 p()
 p("Exposed communication as a share of the step, per layout, before and after overlap "
   "(in a pipeline the buckets are reduced during the last micro-batch's backward pass):")

@@ -609,7 +609,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
       "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"tp_exposed_s\": %.3f, "
       "\"pp_exposed_s\": %.3f, \"dp_exposed_s\": %.3f, \"pp_pass_s\": %.3f, "
-      "\"pp_pass_cpu_s\": %.3f, \"attention\": \"%s\", "
+      "\"pp_pass_cpu_s\": %.3f, \"dp_buckets\": %zu, \"attention\": \"%s\", "
       "\"precision\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
@@ -621,7 +621,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
       t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
-      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s,
+      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, t->nbuckets,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",
