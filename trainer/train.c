@@ -260,6 +260,7 @@ void trainer_destroy (struct trainer *t)
     data_close (&t->data);
     free (t->counts);
     free (t->bstart);
+    free (t->dp_step_x);
     free (t->ctrl);
     free (t->ctx_host);
     free (t->tgt_host);
@@ -530,6 +531,11 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                    t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
                    comm);
     dims_report (t, d0);
+    {
+        double d1[9];
+        dims_totals (t, d1);
+        train_dp_step (t, d1[8] - d0[8], d1[7] - d0[7]);
+    }
     if (o->integrity_every > 0 && t->step % o->integrity_every == 0 &&
         params_ready (t, err) < 0)
         return comm_fail (t, err);
@@ -609,7 +615,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
       "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"tp_exposed_s\": %.3f, "
       "\"pp_exposed_s\": %.3f, \"dp_exposed_s\": %.3f, \"pp_pass_s\": %.3f, "
-      "\"pp_pass_cpu_s\": %.3f, \"dp_buckets\": %zu, \"attention\": \"%s\", "
+      "\"pp_pass_cpu_s\": %.3f, \"dp_buckets\": %zu, \"dp_exposed_min_s\": %.4f, "
+      "\"dp_comm_min_s\": %.4f, \"attention\": \"%s\", "
       "\"precision\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
@@ -622,6 +629,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
       t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
       t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, t->nbuckets,
+      t->dp_exposed_min_s, t->dp_comm_min_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",
@@ -698,6 +706,8 @@ int trainer_run (struct trainer *t)
     if (params_ready (t, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
     double wall = (dt_mono_ns () - t0) / 1e9;
+    if (train_dp_minima (t, &err) < 0)
+        return comm_fail (t, &err), train_comm_lost (t);
 
     /* Finish the last write and commit it (one more control exchange). */
     ckpt_wait (t->writer);

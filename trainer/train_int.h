@@ -61,6 +61,13 @@ struct trainer {
      * reduction after the backward pass, zero1's all-gather); zero1's
      * all-gather (ag_*) counts in dp but not in allreduce_gbps */
     double dp_exposed_s, ag_s, ag_bytes;
+    /* per step (index step - 1, when --steps is at most DP_STEPS_MAX):
+     * this rank's dp exposed and communication time; after the run, the
+     * sums over the steps of their minimum over the dp group (the rank
+     * that finished its passes last waits for communication only, the
+     * others also for it): -1 when not measured */
+    double *dp_step_x, *dp_step_c;
+    double dp_exposed_min_s, dp_comm_min_s;
     int nckpt;
     double last_loss, val_loss;
     int have_val;
@@ -109,6 +116,11 @@ void train_gather_start (struct trainer *t);
  * wait counts as exposed dp time); no-op without the thread.  0 or -1
  * with the thread's error. */
 int train_gather_wait (struct trainer *t, size_t upto, dt_error_t *err);
+/* The step just done had dp exposed time x and dp communication time c. */
+void train_dp_step (struct trainer *t, double x, double c);
+/* After the run, over the dp group (a collective): dp_exposed_min_s and
+ * dp_comm_min_s.  0 or -1 with err. */
+int train_dp_minima (struct trainer *t, dt_error_t *err);
 
 /* train_ckpt.c: checkpoints */
 int train_resume (struct trainer *t, int *exit_code, dt_error_t *err);

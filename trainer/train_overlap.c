@@ -282,3 +282,45 @@ void train_overlap_stop (struct trainer *t)
     t->ov.gstart = NULL;
     t->ov.gowner = NULL;
 }
+
+/* Steps recorded for the minima over the dp group (two doubles each). */
+#define DP_STEPS_MAX (1 << 20)
+
+void train_dp_step (struct trainer *t, double x, double c)
+{
+    int64_t i = t->step - 1;
+    if (t->ly.dp < 2 || t->o.steps > DP_STEPS_MAX || i < 0 || i >= t->o.steps)
+        return;
+    if (!t->dp_step_x && (!(t->dp_step_x = calloc (2 * t->o.steps, sizeof (double)))))
+        return;
+    t->dp_step_c = t->dp_step_x + t->o.steps;
+    t->dp_step_x[i] = x;
+    t->dp_step_c[i] = c;
+}
+
+/* Per step, the minimum over the dp group of each rank's exposed and
+ * communication time: the maximum of their negatives (one allreduce of
+ * 2 x steps doubles at the end of the run), summed over the steps. */
+int train_dp_minima (struct trainer *t, dt_error_t *err)
+{
+    int64_t n = t->o.steps;
+    t->dp_exposed_min_s = t->dp_comm_min_s = -1;
+    if (t->ly.dp < 2 || n > DP_STEPS_MAX || n < 1)
+        return 0;
+    /* every rank of the group takes part, whether it recorded or not */
+    double *v = calloc (2 * n, sizeof (double));
+    if (!v)
+        return 0;
+    for (int64_t i = 0; t->dp_step_x && i < 2 * n; i++)
+        v[i] = -t->dp_step_x[i];
+    int rc = dt_comm_allreduce (t->dp_comm, v, 2 * n, DT_F64, DT_MAX, err);
+    if (rc == 0) {
+        t->dp_exposed_min_s = t->dp_comm_min_s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            t->dp_exposed_min_s -= v[i];
+            t->dp_comm_min_s -= v[n + i];
+        }
+    }
+    free (v);
+    return rc;
+}
