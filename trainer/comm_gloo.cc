@@ -370,7 +370,7 @@ int g_flush (dt_comm_t *c, dt_error_t *err)
 
 const struct dt_comm_ops gloo_ops = {
     "gloo",    g_allreduce, g_reduce_scatter, g_allgather, g_broadcast, g_barrier,
-    g_destroy, g_peer_of,   g_send,           g_recv,      g_flush,       g_post_recv,
+    g_destroy, g_peer_of,   g_send,           g_recv,      g_flush,     g_post_recv,
 };
 
 } // namespace

@@ -189,7 +189,8 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
         if (post (t, a, b, j, 0, err) < 0)
             return -1;
     for (int j = 0; j < warm; j++)
-        if (fwd (t, a, b, j, scale, 0, 0, loss_sum, err) < 0 || post (t, a, b, j, 1, err) < 0)
+        if (fwd (t, a, b, j, scale, 0, 0, loss_sum, err) < 0 ||
+            post (t, a, b, j, 1, err) < 0)
             return -1;
     for (int i = 0; i < M - warm; i++)
         if (fwd (t, a, b, warm + i, scale, 0, 0, loss_sum, err) < 0 ||

@@ -397,13 +397,15 @@ static void dims_totals (const struct trainer *t, double d[9])
     memcpy (d, v, sizeof (v));
 }
 
-/* The step's share of them (since d0), to the agent, under a layout. */
+/* The step's share of them (since d0), to the agent, under a layout (and
+ * the dp figures to train_dp_step). */
 static void dims_report (struct trainer *t, const double d0[9])
 {
     double d1[9], bytes[3], cs[3], xs[3];
     if (t->ly.tp * t->ly.pp * t->ly.dp == 1)
         return;
     dims_totals (t, d1);
+    train_dp_step (t, d1[8] - d0[8], d1[7] - d0[7]);
     for (int d = 0; d < 3; d++) {
         bytes[d] = d1[3 * d] - d0[3 * d];
         cs[d] = d1[3 * d + 1] - d0[3 * d + 1];
@@ -531,11 +533,6 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
                    t->ly.tpr == 0 && t->ly.ppr == t->ly.pp - 1 ? b - a : 0, compute,
                    comm);
     dims_report (t, d0);
-    {
-        double d1[9];
-        dims_totals (t, d1);
-        train_dp_step (t, d1[8] - d0[8], d1[7] - d0[7]);
-    }
     if (o->integrity_every > 0 && t->step % o->integrity_every == 0 &&
         params_ready (t, err) < 0)
         return comm_fail (t, err);
@@ -628,8 +625,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
       t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
-      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, t->nbuckets,
-      t->dp_exposed_min_s, t->dp_comm_min_s,
+      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, t->nbuckets, t->dp_exposed_min_s,
+      t->dp_comm_min_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",

@@ -147,7 +147,9 @@ static void *overlap_thread (void *arg)
         int rc, gather = t->ov.gnext < t->ov.npieces; /* posted before the reduction */
         size_t p = gather ? t->ov.gnext : (size_t)t->ov.next;
         pthread_mutex_unlock (&t->ov.lock);
-        rc = t->ov.failed ? -1 : gather ? gather_piece (t, p, &err) : reduce_bucket (t, p, &err);
+        rc = t->ov.failed ? -1
+             : gather     ? gather_piece (t, p, &err)
+                          : reduce_bucket (t, p, &err);
         pthread_mutex_lock (&t->ov.lock);
         if (rc < 0 && !t->ov.failed) {
             t->ov.failed = 1;
@@ -155,8 +157,8 @@ static void *overlap_thread (void *arg)
         }
         if (gather) {
             t->ov.gnext++;
-            t->ov.gdone = t->ov.gnext < t->ov.npieces ? t->ov.gstart[t->ov.gnext]
-                                                       : t->model.nparams;
+            t->ov.gdone =
+              t->ov.gnext < t->ov.npieces ? t->ov.gstart[t->ov.gnext] : t->model.nparams;
         }
         else
             t->ov.next--;

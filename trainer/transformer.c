@@ -298,8 +298,9 @@ static int forward (struct model *m, int n, const uint8_t *ctx, const uint8_t *t
      * output (tfm_stage_buf). */
     if (k->upload (a->tok, ctx, (size_t)M) < 0 ||
         k->upload (a->tgt, a->tgt_host, (size_t)M) < 0 ||
-        (m->pp_first && (model_need (m, 2) < 0 ||
-                         k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0)))
+        (m->pp_first &&
+         (model_need (m, 2) < 0 ||
+          k->embed_pos_fwd (n, C, E, a->tok, P (0), P (1), a->res[0]) < 0)))
         return -1;
     /* model_need: each block's parameters just before the block (zero1
      * may still be gathering the later ones) */
