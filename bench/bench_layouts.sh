@@ -180,12 +180,18 @@ for d in rows:
 p()
 p("## (2) pipeline bubble, pp 2 (stage 0's blocked time / its step)")
 p()
+p("unequal stages: the last stage also runs the head and the loss, so it takes longer per "
+  "micro-batch than stage 0, which then waits for it in every steady-state slot: with S_p the CPU "
+  "time of stage p's passes (pp_stage_pass_cpu_s, which other load on the cores hardly changes), "
+  "stage 0 is idle 1 - M S_0 / (sum S_p + (M - 1) max S_p) of the time (the uniform theory "
+  "when the S_p are equal).")
+p()
 p("core share: the CPU time of stage 0's forward and backward passes over their wall time "
   "(pp_pass_cpu_s / pp_pass_s; 1 when the stage had a core to itself); pass ms: the wall time "
   "of one micro-batch's forward + backward pass on stage 0, and its CPU time.")
 p()
-p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% | core share | pass ms wall | pass ms CPU |")
-p("|---|---|---|---|---|---|---|---|")
+p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% | theory, unequal stages | relative difference | core share | pass ms wall | pass ms CPU |")
+p("|---|---|---|---|---|---|---|---|---|---|")
 for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble"}):
     sel = [d for d in rows if d["fig"] == "bubble" and d["micro_batches"] == M and d["compute_s"]]
     meas = [d["pp_exposed_s"] / d["compute_s"] for d in sel]
@@ -195,8 +201,16 @@ for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble"}):
     share = stat([d["pp_pass_cpu_s"] / d["pp_pass_s"] for d in sel if d.get("pp_pass_s")])
     pw = stat([1e3 * d["pp_pass_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
     pc = stat([1e3 * d["pp_pass_cpu_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
-    p("| %d | %s | %.3f | %s | %s | %s | %s | %s |" % (M, s, th, "n/a" if err is None else "%+.0f%%" % (100 * err),
-      "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met", share[1], pw[1], pc[1]))
+    def uneq(d):
+        S = d.get("pp_stage_pass_cpu_s") or []
+        return None if len(S) < 2 or not max(S) else 1 - M * S[0] / (sum(S) + (M - 1) * max(S))
+    thu = stat([uneq(d) for d in sel])
+    erru = None if m is None or not thu[0] else (m - thu[0]) / thu[0]
+    p("| %d | %s | %.3f | %s | %s | %s | %s | %s | %s | %s |" % (M, s, th, "n/a" if err is None else "%+.0f%%" % (100 * err),
+      "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met", thu[1],
+      "n/a" if erru is None else "%+.0f%%" % (100 * erru), share[1], pw[1], pc[1]))
+    if thu[0] is not None:
+        rec.append(("layouts.bubble_theory_unequal.M%d" % M, thu[0]))
     if share[0] is not None:
         rec.append(("layouts.bubble_core_share.M%d" % M, share[0]))
     if m is not None:

@@ -19,6 +19,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -214,4 +215,15 @@ int pipe_eval (struct trainer *t, int64_t a, int64_t b, int64_t nval, double *lo
         if (fwd (t, a, b, j, 0.0f, 1, nval, loss_sum, err) < 0 || finish (t, err) < 0)
             return -1;
     return 0;
+}
+
+int pipe_stage_costs (struct trainer *t, dt_error_t *err)
+{
+    int P = t->ly.pp;
+    if (P < 2)
+        return 0;
+    if (!(t->pp_stage_cpu = calloc (P, sizeof (double))))
+        return errprintf (err, "out of memory");
+    t->pp_stage_cpu[t->ly.ppr] = t->pp_pass_cpu_s;
+    return dt_comm_allreduce (t->pp_comm, t->pp_stage_cpu, P, DT_F64, DT_SUM, err);
 }

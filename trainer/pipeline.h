@@ -20,4 +20,8 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
 int pipe_eval (struct trainer *t, int64_t a, int64_t b, int64_t nval, double *loss_sum,
                dt_error_t *err);
 
+/* After the run, over the pp group (a collective): every stage's
+ * pp_pass_cpu_s into t->pp_stage_cpu[pp] (allocated).  0 or -1 with err. */
+int pipe_stage_costs (struct trainer *t, dt_error_t *err);
+
 #endif

@@ -261,6 +261,7 @@ void trainer_destroy (struct trainer *t)
     free (t->counts);
     free (t->bstart);
     free (t->dp_step_x);
+    free (t->pp_stage_cpu);
     free (t->ctrl);
     free (t->ctx_host);
     free (t->tgt_host);
@@ -592,12 +593,17 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[3072], val[96];
+    char json[3072], val[96], stages[512] = "null";
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
     else
         snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
+    /* every stage's pp_pass_cpu_s (bench/bench_layouts.sh's bubble of
+     * unequal stages) */
+    for (int p = 0, at = 0; t->pp_stage_cpu && p < t->ly.pp && p < 32; p++)
+        at += snprintf (stages + at, sizeof (stages) - at, "%s%.4f%s", p ? ", " : "[",
+                        t->pp_stage_cpu[p], p + 1 < t->ly.pp && p < 31 ? "" : "]");
     snprintf (
       json, sizeof (json),
       "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
@@ -612,7 +618,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"tp_comm_s\": %.3f, \"tp_bytes\": %.0f, \"pp_comm_s\": %.3f, \"pp_bytes\": %.0f, "
       "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"tp_exposed_s\": %.3f, "
       "\"pp_exposed_s\": %.3f, \"dp_exposed_s\": %.3f, \"pp_pass_s\": %.3f, "
-      "\"pp_pass_cpu_s\": %.3f, \"dp_buckets\": %zu, \"dp_exposed_min_s\": %.4f, "
+      "\"pp_pass_cpu_s\": %.3f, \"pp_stage_pass_cpu_s\": %s, "
+      "\"dp_buckets\": %zu, \"dp_exposed_min_s\": %.4f, "
       "\"dp_comm_min_s\": %.4f, \"attention\": \"%s\", "
       "\"precision\": \"%s\"}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
@@ -625,7 +632,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
       t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
-      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, t->nbuckets, t->dp_exposed_min_s,
+      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, stages, t->nbuckets, t->dp_exposed_min_s,
       t->dp_comm_min_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
@@ -703,7 +710,7 @@ int trainer_run (struct trainer *t)
     if (params_ready (t, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
     double wall = (dt_mono_ns () - t0) / 1e9;
-    if (train_dp_minima (t, &err) < 0)
+    if (train_dp_minima (t, &err) < 0 || pipe_stage_costs (t, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
 
     /* Finish the last write and commit it (one more control exchange). */
