@@ -632,8 +632,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
       t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
-      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, stages, t->nbuckets, t->dp_exposed_min_s,
-      t->dp_comm_min_s,
+      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, stages, t->nbuckets,
+      t->dp_exposed_min_s, t->dp_comm_min_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",
