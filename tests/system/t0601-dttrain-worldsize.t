@@ -11,7 +11,10 @@ args="--model mlp --data $data --steps 50 --global-batch 32 --hidden 64 --contex
 run 1 w1 $args --dump-params "$TMP/p1"; check "1 rank: exit 0" test $? -eq 0
 run 2 w2 $args --dump-params "$TMP/p2"; check "2 ranks dp: exit 0" test $? -eq 0
 run 4 w4 $args --dump-params "$TMP/p4"; check "4 ranks dp: exit 0" test $? -eq 0
-run 2 z2 $args --parallel zero1 --dump-params "$TMP/z2"; check "2 ranks zero1: exit 0" test $? -eq 0
+# (zero1's all-gather on the comm thread, piece by piece, during the next
+# forward pass: a copy, so still bit for bit dp's)
+run 2 z2 $args --parallel zero1 --overlap --bucket-mb 0.02 --dump-params "$TMP/z2"
+check "2 ranks zero1, all-gather overlapped with the next forward pass: exit 0" test $? -eq 0
 ( LAUNCH_KV=1; run 4 z4 $args --parallel zero1 --micro-batch 3 --dump-params "$TMP/z4" )
 check "4 ranks zero1, micro-batches of 3, bootstrap via libdtclient kv: exit 0" test $? -eq 0
 

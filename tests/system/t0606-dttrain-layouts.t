@@ -41,8 +41,8 @@ check "tp2: exit 0" test $? -eq 0
 run 4 tp4 $args --steps 50 --tp 4 --dump-params "$TMP/tp4"; check "tp4: exit 0" test $? -eq 0
 run 4 dp2tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-dp2tp2" --dump-params "$TMP/dp2tp2"
 check "dp2 x tp2: exit 0" test $? -eq 0
-run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --dump-params "$TMP/z2tp2"
-check "dp2 x tp2 zero1: exit 0" test $? -eq 0
+run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --overlap --dump-params "$TMP/z2tp2"
+check "dp2 x tp2 zero1, all-gather overlapped with the forward pass: exit 0" test $? -eq 0
 # pipelines: 4 micro-batches per replica and step
 run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
 check "pp2: exit 0" test $? -eq 0
