@@ -311,8 +311,8 @@ int train_dp_minima (struct trainer *t, dt_error_t *err)
         return 0;
     /* every rank of the group takes part, whether it recorded or not */
     double *v = calloc (2 * n, sizeof (double));
-    if (!v)
-        return 0;
+    if (!v) /* the others are in the allreduce: fail, do not skip it */
+        return errprintf (err, "dp minima: out of memory");
     for (int64_t i = 0; t->dp_step_x && i < 2 * n; i++)
         v[i] = -t->dp_step_x[i];
     int rc = dt_comm_allreduce (t->dp_comm, v, 2 * n, DT_F64, DT_MAX, err);
