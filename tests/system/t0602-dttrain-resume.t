@@ -1,7 +1,8 @@
 #!/bin/bash
 # t0602-dttrain-resume: checkpoints and consistent resume.  A 2-rank run that
-# crashes at step 25 and resumes from the checkpoint of step 20 ends with the
-# same params_crc32c as an uninterrupted run, bit for bit (dp and zero1); a
+# crashes at step 29 (nine steps after checkpoint 20, so its asynchronous
+# write is committed even on a loaded machine) and resumes from the
+# checkpoint of step 20 ends with the same params_crc32c as an uninterrupted run, bit for bit (dp and zero1); a
 # corrupt shard is an error naming it (exit 3); a config change is an error
 # naming the field (exit 4); a zero1 checkpoint resumes on another world size.
 # The default model, the transformer, at a small size.
@@ -16,7 +17,7 @@ for par in dp zero1; do
     check "$par: manifests of steps 10, 20, 30 written" \
         test -f "$TMP/ck-full-$par/step-10/manifest.json" -a -f "$TMP/ck-full-$par/step-30/manifest.json"
 
-    run 2 crash-$par $args --parallel $par --checkpoint-dir "$TMP/ck-$par" --inject-crash 1:25
+    run 2 crash-$par $args --parallel $par --checkpoint-dir "$TMP/ck-$par" --inject-crash 1:29
     check "$par: rank 1 exits 17 at the injected crash" test "$(cat $TMP/crash-$par.1.rc)" = 17
     check "$par: rank 0 exits 5 (peer lost)" test "$(cat $TMP/crash-$par.0.rc)" = 5
     check "$par: rank 0 says the collective failed" grep -q "collective failed" "$TMP/crash-$par.0.err"
