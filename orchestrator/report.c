@@ -521,6 +521,19 @@ static json_t *attempt_json (const struct report_attempt *a, const double *apart
     return o;
 }
 
+/* The report's restart sections: time per path, one row per restart. */
+static void restarts_add (json_t *out, const struct report_attempt *atts, int n,
+                          double (*apart)[P_COUNT])
+{
+    json_object_set_new (out, "recovery_by_path", report_recovery_by_path (atts, n));
+    double *det = calloc (n > 0 ? n : 1, sizeof (*det));
+    for (int i = 0; det && i < n; i++)
+        det[i] = apart[i][P_DETECT];
+    json_object_set_new (out, "restarts",
+                         det ? report_restarts (atts, n, det) : json_array ());
+    free (det);
+}
+
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
                         int n, int64_t now)
 {
@@ -628,15 +641,8 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
                  nfail > 0 ? json_real (since_start / 1000.0 / nfail) : json_null (),
                  "by_cause", by_cause, "by_node", by_node, "list", flist),
       "attempts", alist);
-    if (out) {
-        json_object_set_new (out, "recovery_by_path", report_recovery_by_path (atts, n));
-        double *det = calloc (n > 0 ? n : 1, sizeof (*det));
-        for (int i = 0; det && i < n; i++)
-            det[i] = apart[i][P_DETECT];
-        json_object_set_new (out, "restarts",
-                             det ? report_restarts (atts, n, det) : json_array ());
-        free (det);
-    }
+    if (out)
+        restarts_add (out, atts, n, apart);
 done:
     free (apart);
     free (kept);
@@ -789,8 +795,8 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
 
         if (attempt_facts (rp, id, number, a, jr.result, g, r, err) < 0)
             goto done;
-        r->zero1 = json_is_true (
-          json_object_get (json_object_get (jr.spec, "parallel"), "zero1"));
+        r->zero1 =
+          json_is_true (json_object_get (json_object_get (jr.spec, "parallel"), "zero1"));
     }
     {
         int64_t step = -1;

@@ -113,8 +113,7 @@ json_t *report_restarts (const struct report_attempt *atts, int n,
           "allocated_s", since (f, a->leave_queue), "running_s", since (f, a->running),
           "first_step_s",
           a->first_step_time >= f ? since (f, a->first_step_time) : json_null (),
-          "layout_changed",
-          json_boolean (from && to && strcmp (from, to) != 0));
+          "layout_changed", json_boolean (from && to && strcmp (from, to) != 0));
         json_array_append_new (out, row);
     }
     return out;

@@ -47,8 +47,8 @@ const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migratio
 
 /* Columns holding JSON text: parsed into the API's objects. */
 static const char *const json_columns[] = {
-    "spec",       "exclude", "failure",  "result", "evidence",
-    "provenance", "data",    "hostinfo", "layout", "comm_dims", NULL,
+    "spec", "exclude",  "failure", "result",    "evidence", "provenance",
+    "data", "hostinfo", "layout",  "comm_dims", NULL,
 };
 /* Integer columns that are booleans. */
 static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };

@@ -47,7 +47,8 @@ static void dims_decode (struct store_goodput_row *g, const char *text)
         json_t *x = json_object_get (o, dim_names[d]);
         g->dims_sum[3 * d] = json_number_value (json_object_get (x, "bytes")) * n;
         g->dims_sum[3 * d + 1] = json_number_value (json_object_get (x, "comm_ms")) * n;
-        g->dims_sum[3 * d + 2] = json_number_value (json_object_get (x, "exposed_ms")) * n;
+        g->dims_sum[3 * d + 2] =
+          json_number_value (json_object_get (x, "exposed_ms")) * n;
     }
     json_decref (o);
 }

@@ -673,6 +673,26 @@ static int opts_finish (struct train_opts *o, int ckev_set, int job_set, int int
     return layout_init (&ly, o, o->world, o->rank, err);
 }
 
+/* The job spec's parallel.zero1 comes as DT_PARALLEL=zero1; the controller
+ * relies on it (it expects no just-in-time checkpoint), so a different
+ * --parallel (par_set: one was given) is an error rather than ignored. */
+static int opts_env_parallel (struct train_opts *o, int par_set, dt_error_t *err)
+{
+    const char *pe = getenv ("DT_PARALLEL");
+    int w;
+    if (!pe || !*pe)
+        return 0;
+    if (parse_word ("DT_PARALLEL", pe, parallel_words, &w, err) < 0)
+        return -1;
+    if (par_set && w != (int)o->parallel)
+        return errprintf (err,
+                          "--parallel %s conflicts with DT_PARALLEL=%s (the job "
+                          "spec's parallel.zero1)",
+                          parallel_words[o->parallel], pe);
+    o->parallel = (enum parallel_mode)w;
+    return 0;
+}
+
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
     int c, ckev_set = 0, job_set = 0, integ_set = 0, tp_set = 0, pp_set = 0, w;
@@ -781,20 +801,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     }
     if (optind < argc)
         return errprintf (err, "unexpected argument '%s' (see --help)", argv[optind]);
-    /* The job spec's parallel.zero1 comes as DT_PARALLEL=zero1; the
-     * controller relies on it (it expects no just-in-time checkpoint), so
-     * a different --parallel is an error rather than ignored. */
-    const char *pe = getenv ("DT_PARALLEL");
-    if (pe && *pe) {
-        if (parse_word ("DT_PARALLEL", pe, parallel_words, &w, err) < 0)
-            return -1;
-        if (par_set && w != (int)o->parallel)
-            return errprintf (err,
-                              "--parallel %s conflicts with DT_PARALLEL=%s (the job "
-                              "spec's parallel.zero1)",
-                              parallel_words[o->parallel], pe);
-        o->parallel = (enum parallel_mode)w;
-    }
+    if (opts_env_parallel (o, par_set, err) < 0)
+        return -1;
     return opts_finish (o, ckev_set, job_set, integ_set, tp_set, pp_set, mlp_only,
                         tfm_only, err);
 }

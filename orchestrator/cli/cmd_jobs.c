@@ -145,13 +145,15 @@ static json_t *shrink_arg (const struct cmd *cmd, const char *s)
                              "--shrink: '%s' is not tp or pp (expected a "
                              "comma-separated list such as tp,pp, or none)",
                              w);
-        if (json_array_size (list) && !strcmp (json_string_value (json_array_get (list, 0)), w))
+        if (json_array_size (list) &&
+            !strcmp (json_string_value (json_array_get (list, 0)), w))
             cmd_usage_error (cmd->name, "--shrink: '%s' is listed twice", w);
         json_array_append_new (list, json_string (w));
     }
     if (!json_array_size (list))
-        cmd_usage_error (cmd->name, "--shrink: expected tp, pp, tp,pp, pp,tp or none, "
-                                    "not '%s'",
+        cmd_usage_error (cmd->name,
+                         "--shrink: expected tp, pp, tp,pp, pp,tp or none, "
+                         "not '%s'",
                          s);
     return list;
 }

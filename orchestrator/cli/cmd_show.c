@@ -314,7 +314,8 @@ static void show_comm_dims (const json_t *job)
             jtext (cd, "steps", b[2], sizeof (b[2]));
             snprintf (b[3], sizeof (b[3]), "%.3f",
                       json_number_value (jget (x, "bytes")) / 1048576.0);
-            snprintf (b[4], sizeof (b[4]), "%.2f", json_number_value (jget (x, "comm_ms")));
+            snprintf (b[4], sizeof (b[4]), "%.2f",
+                      json_number_value (jget (x, "comm_ms")));
             snprintf (b[5], sizeof (b[5]), "%.2f",
                       json_number_value (jget (x, "exposed_ms")));
             const char *row[] = { b[0], name[k], b[2], b[3], b[4], b[5] };

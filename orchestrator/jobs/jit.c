@@ -405,7 +405,8 @@ bool jit_survivors_running (struct attempt *att, int64_t now)
 bool jit_may_help (struct attempt *att, const char *cause)
 {
     return att->row.world_size > 1 && att->job->spec.ckpt.dir &&
-           !att->job->spec.parallel.zero1 && att->job->row.state == JOB_RESTARTING
+           !att->job->spec.parallel.zero1 &&
+           att->job->row.state == JOB_RESTARTING
            /* a named hung rank is killed (jobs_commands_text): its peers,
             * blocked on it, then lose a peer like any other */
            && restart_jit_cause (cause, att->row.cause_rank) &&

@@ -179,7 +179,11 @@ static void progress_metric (struct jobs *jobs, struct attempt *att, int64_t now
                              double comp, double comm)
 {
     struct job *job = att->job;
-    int64_t mstep = att->ranks[0].seen ? att->ranks[0].step : -1;
+    /* An exited rank's step may come from its exit event (the exact last
+     * step) while its loss is of the last step it reported: no point. */
+    int64_t mstep = att->ranks[0].seen && strcmp (att->ranks[0].state, "exited")
+                      ? att->ranks[0].step
+                      : -1;
     if (mstep >= 0 && job->row.metrics_stride > 0 &&
         (job->last_metric_step < 0 ||
          mstep / job->row.metrics_stride >

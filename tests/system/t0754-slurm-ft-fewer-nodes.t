@@ -15,8 +15,9 @@
 # spec allows parallel.shrink ["tp"] and restart.min_nodes 1 loses a node:
 # one node holds no tp 2 group, so the next attempt runs on 1 node with
 # tp 1 (a smaller tp, not fewer replicas); the shrink event records the
-# old and new layout, the attempts' layouts say the same, and the job
-# completes from the last committed checkpoint.
+# old and new layout, the attempts' layouts and the goodput report's
+# restarts row say the same, and the job completes from the last committed
+# checkpoint.
 : "${FT_STEPS:=200}"
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 3
@@ -95,6 +96,13 @@ check "attempt 2: a new Slurm job on 1 node in tp 1 (attempt 1: tp 2), resumed f
         and .data.attempts[1].layout == {"tp": 1, "pp": 1, "dp": 1} and .data.attempts[1].num_nodes == 1
         and .data.attempts[1].restart_path == "new_allocation" and .data.attempts[1].resume_step >= 20
         and ([.data.attempts[1].nodes[].node] | index($v) == null)' "$TMP/s.json"
+curl -s "$URL/v1/jobs/$ID/report" > "$TMP/s-report.json"
+check "the report's restart: new_allocation, tp2 pp1 dp1 -> tp1 pp1 dp1, the time to the first step recorded" \
+    jqt '.data.restarts | length == 1 and .[0].attempt == 2 and .[0].path == "new_allocation"
+        and .[0].from_layout == "tp2 pp1 dp1" and .[0].layout == "tp1 pp1 dp1" and .[0].layout_changed
+        and .[0].first_step_s > 0' "$TMP/s-report.json"
+check "after the end, attempt 1's tensor-parallel communication is kept (job view and report)" \
+    jqt -s 'all(.[]; .data.attempts[0].comm_dims.tp.bytes > 0)' "$TMP/s.json" "$TMP/s-report.json"
 check "the result: 60 steps in tp 1, global batch 32" \
     jqt '.data.result.steps == 60 and .data.result.tp == 1 and .data.result.world_size == 1 and .data.result.global_batch == 32' "$TMP/s.json"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'

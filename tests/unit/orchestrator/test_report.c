@@ -364,7 +364,8 @@ static void test_restarts (void)
     json_t *rs = json_object_get (r, "restarts");
     CU_ASSERT_EQUAL_FATAL (json_array_size (rs), 2);
     json_t *r0 = json_array_get (rs, 0), *r1 = json_array_get (rs, 1);
-    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "path")), "re_formed");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "path")),
+                            "re_formed");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "after")),
                             "trainer_exit");
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "layout")),

@@ -112,7 +112,8 @@ static void test_defaults (void)
     CU_ASSERT_PTR_NOT_NULL_FATAL (s);
     spec_parse (s, &js);
     CU_ASSERT_TRUE (js.parallel.zero1);
-    CU_ASSERT_TRUE (json_is_true (json_object_get (json_object_get (s, "parallel"), "zero1")));
+    CU_ASSERT_TRUE (
+      json_is_true (json_object_get (json_object_get (s, "parallel"), "zero1")));
     json_decref (s);
 }
 

@@ -244,8 +244,9 @@ static void test_rows_roundtrip (void)
 
     /* Communication per parallel dimension outlives the attempt: the
      * goodput row keeps its means per step, the job view shows them. */
-    struct store_goodput_row g = { .job_id = j.id, .attempt = 1, .first_step = -1,
-                                   .last_step = -1, .dims_steps = 4 };
+    struct store_goodput_row g = {
+        .job_id = j.id, .attempt = 1, .first_step = -1, .last_step = -1, .dims_steps = 4
+    };
     for (int k = 0; k < 9; k++)
         g.dims_sum[k] = 4.0 * (k + 1);
     CU_ASSERT_EQUAL (store_goodput_put (st, &g, NULL, &err), 0);
@@ -261,7 +262,8 @@ static void test_rows_roundtrip (void)
       json_object_get (json_array_get (json_object_get (v, "attempts"), 0), "comm_dims");
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (cd, "steps")), 4);
     CU_ASSERT_DOUBLE_EQUAL (
-      json_number_value (json_object_get (json_object_get (cd, "tp"), "bytes")), 1.0, 1e-9);
+      json_number_value (json_object_get (json_object_get (cd, "tp"), "bytes")), 1.0,
+      1e-9);
     CU_ASSERT_DOUBLE_EQUAL (
       json_number_value (json_object_get (json_object_get (cd, "dp"), "exposed_ms")), 9.0,
       1e-9);

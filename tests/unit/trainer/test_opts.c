@@ -140,7 +140,8 @@ static void test_environment (void)
     CU_ASSERT_EQUAL (opts_parse (&o, NARGS (same), same, &err), 0);
     char *other[] = { "dttrain", "--data", "/d.txt", "--parallel", "dp" };
     CU_ASSERT_EQUAL (opts_parse (&o, NARGS (other), other, &err), -1);
-    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "--parallel dp conflicts with DT_PARALLEL"));
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (err.text, "--parallel dp conflicts with DT_PARALLEL"));
     setenv ("DT_PARALLEL", "tp", 1);
     CU_ASSERT_EQUAL (opts_parse (&o, NARGS (argv), argv, &err), -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "DT_PARALLEL"));
