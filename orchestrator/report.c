@@ -521,7 +521,8 @@ static json_t *attempt_json (const struct report_attempt *a, const double *apart
     return o;
 }
 
-/* The report's restart sections: time per path, one row per restart. */
+/* The report's sections per restart and per attempt: time per path, one
+ * row per restart, communication per dimension. */
 static void restarts_add (json_t *out, const struct report_attempt *atts, int n,
                           double (*apart)[P_COUNT])
 {
@@ -532,6 +533,7 @@ static void restarts_add (json_t *out, const struct report_attempt *atts, int n,
     json_object_set_new (out, "restarts",
                          det ? report_restarts (atts, n, det) : json_array ());
     free (det);
+    json_object_set_new (out, "communication", report_comm_rows (atts, n));
 }
 
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,

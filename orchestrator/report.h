@@ -142,6 +142,9 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
  * (null when none was reported); new references. */
 json_t *report_layout_json (const struct report_attempt *a);
 json_t *report_comm_json (const struct report_attempt *a);
+/* The same communication as table rows {attempt, dim, steps,
+ * bytes_per_step, comm_ms_per_step, exposed_ms_per_step} (new array). */
+json_t *report_comm_rows (const struct report_attempt *atts, int n);
 /* From the failure of the attempt before (first seen) to this attempt's
  * first step, ms; NAN when either is unknown. */
 double report_recovery_ms (const struct report_attempt *prev,

@@ -37,6 +37,26 @@ json_t *report_comm_json (const struct report_attempt *a)
     return o;
 }
 
+json_t *report_comm_rows (const struct report_attempt *atts, int n)
+{
+    json_t *out = json_array ();
+    for (int i = 0; out && i < n; i++) {
+        const struct report_attempt *a = &atts[i];
+        if (!a->dims_sum || a->dims_steps <= 0)
+            continue;
+        double k = (double)a->dims_steps;
+        for (int d = 0; d < 3; d++) {
+            const double *x = &a->dims_sum[3 * d];
+            json_array_append_new (
+              out, json_pack ("{s:i s:s s:I s:f s:f s:f}", "attempt", a->attempt, "dim",
+                              dim_names[d], "steps", (json_int_t)a->dims_steps,
+                              "bytes_per_step", x[0] / k, "comm_ms_per_step", x[1] / k,
+                              "exposed_ms_per_step", x[2] / k));
+        }
+    }
+    return out;
+}
+
 /* "tp2 pp1 dp2" (" zero1"), or NULL when the layout is not recorded. */
 static const char *layout_text (const struct report_attempt *a, char *buf, size_t len)
 {

@@ -137,4 +137,7 @@ check "the report: the restart took new_allocation from tp2 pp1 dp2 zero1 to tp1
         and .[0].first_step_s >= .[0].running_s' "$TMP/r3.json"
 check "the report: attempt 1's layout and communication per dimension" \
     jqt '.data.attempts[0].layout == {"tp": 2, "pp": 1, "dp": 2, "zero1": true} and .data.attempts[0].comm_dims.tp.bytes > 0' "$TMP/r3.json"
+DTCTL_CONTROLLER=$URL "$DTCTL" report "$ID" > "$TMP/report3.txt" 2>&1
+check "dtctl report prints the restart's row (path, layouts) and attempt 1's communication rows" \
+    eval 'grep -Eq "^ +2 +new_allocation .*tp2 pp1 dp2 zero1 +tp1 pp1 dp1 zero1" "$TMP/report3.txt" && grep -Eq "^ +1 +tp +[0-9]+ " "$TMP/report3.txt"'
 finish

@@ -398,6 +398,14 @@ static void test_restarts (void)
     CU_ASSERT_DOUBLE_EQUAL (num (cd, "dp", "exposed_ms"), 0.5, 1e-9);
     CU_ASSERT_PTR_NOT_NULL (
       json_object_get (json_object_get (r, "recovery_by_path"), "re_formed"));
+    json_t *cr = json_object_get (r, "communication");
+    CU_ASSERT_EQUAL_FATAL (json_array_size (cr), 3); /* attempt 3's tp, pp, dp */
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (cr, 2), "attempt")), 3);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (cr, 2), "dim")), "dp");
+    CU_ASSERT_DOUBLE_EQUAL (num (json_array_get (cr, 2), "bytes_per_step", NULL), 10,
+                            1e-9);
     json_decref (r);
 }
 
