@@ -523,8 +523,8 @@ static json_t *attempt_json (const struct report_attempt *a, const double *apart
 
 /* The report's sections per restart and per attempt: time per path, one
  * row per restart, communication per dimension. */
-static void restarts_add (json_t *out, const struct report_attempt *atts, int n,
-                          double (*apart)[P_COUNT])
+static void tail_sections (json_t *out, const struct report_attempt *atts, int n,
+                           double (*apart)[P_COUNT])
 {
     json_object_set_new (out, "recovery_by_path", report_recovery_by_path (atts, n));
     double *det = calloc (n > 0 ? n : 1, sizeof (*det));
@@ -644,7 +644,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
                  "by_cause", by_cause, "by_node", by_node, "list", flist),
       "attempts", alist);
     if (out)
-        restarts_add (out, atts, n, apart);
+        tail_sections (out, atts, n, apart);
 done:
     free (apart);
     free (kept);
