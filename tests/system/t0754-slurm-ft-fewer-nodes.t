@@ -29,14 +29,17 @@ echo "# uninterrupted run (world 3): params_crc32c $BASE, val_loss $BASE_VAL"
 submit "$(dttrain_spec fewer 3 "--inject-slow 0:25" \
     '{"restart": {"max_restarts": 3, "min_nodes": 2},
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
-check "the job runs past step 50" wait_step "$ID" 50 90
+# (what the kill needs is read first, so that on a loaded machine it still
+# comes early enough to leave a loss curve after the restart)
+wait_step "$ID" 5 90 || bail "the job does not run"
 VICTIM=$(rank_node "$ID" 2)
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 [[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 [ -n "$VICTIM" ] || bail "rank 2's node is unknown"
-echo "# killing $VICTIM (rank 2's node)"
-T0=$(now_ms)
+check "the job runs past step 50" wait_step "$ID" 50 90
+T0=$(date +%s%3N)  # (not python: no start-up before the kill)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
+echo "# killed $VICTIM (rank 2's node)"
 check "the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
@@ -81,10 +84,12 @@ MODEL_ARGS="${MODEL_ARGS/--steps $FT_STEPS/--steps 60}"
 submit "$(dttrain_spec shrink 2 "--inject-slow 0:5" \
     '{"parallel": {"tp": 2, "shrink": ["tp"]}, "restart": {"max_restarts": 3, "min_nodes": 1},
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
-check "the tp 2 job runs past step 25" wait_step "$ID" 25 90
+wait_step "$ID" 5 90 || bail "the tp 2 job does not run"
 VICTIM=$(rank_node "$ID" 1)
-echo "# killing $VICTIM (rank 1's node: tp1)"
+[ -n "$VICTIM" ] || bail "rank 1's node is unknown"
+check "the tp 2 job runs past step 25" wait_step "$ID" 25 90
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
+echo "# killed $VICTIM (rank 1's node: tp1)"
 check "the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/s.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
