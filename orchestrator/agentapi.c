@@ -116,7 +116,8 @@ static const int64_t register_park_max_ms = 30000;
 
 /* The trainers' environment: the spec's, and the attempt's layout (spec.h's
  * parallel, or a smaller one the restart re-planned) as DT_TP and DT_PP,
- * which dttrain reads for --tp and --pp.  New reference. */
+ * which dttrain reads for --tp and --pp, and parallel.zero1 as
+ * DT_PARALLEL=zero1 (--parallel).  New reference. */
 static json_t *trainer_env (const struct attempt *att)
 {
     const struct job *job = att->job;
@@ -132,6 +133,8 @@ static json_t *trainer_env (const struct attempt *att)
     json_object_set_new (env, "DT_TP", json_string (b));
     snprintf (b, sizeof (b), "%d", pp > 0 ? pp : 1);
     json_object_set_new (env, "DT_PP", json_string (b));
+    if (job->spec.parallel.zero1)
+        json_object_set_new (env, "DT_PARALLEL", json_string ("zero1"));
     return env;
 }
 

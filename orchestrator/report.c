@@ -37,6 +37,8 @@ struct gstat {
     bool running;   /* the attempt runs: keep it in memory */
     double step_ms_sum;
     uint32_t hist[REPORT_HIST_BUCKETS];
+    double dims_sum[9]; /* communication per dimension, over dims_steps steps */
+    int64_t dims_steps;
     bool dirty;
 };
 
@@ -120,7 +122,9 @@ static int gstat_put (struct report *rp, const struct gstat *g, dt_error_t *err)
         .step_samples = g->step_samples,
         .batch_samples = g->batch_samples,
         .step_ms_sum = g->step_ms_sum,
+        .dims_steps = g->dims_steps,
     };
+    memcpy (row.dims_sum, g->dims_sum, sizeof (row.dims_sum));
     json_t *h = hist_json (g->hist);
     char *ht = h ? json_dumps (h, JSON_COMPACT) : NULL;
     json_decref (h);
@@ -154,6 +158,8 @@ static int gstat_load (struct report *rp, struct gstat *g, dt_error_t *err)
         g->step_samples = row.step_samples;
         g->step_ms_sum = row.step_ms_sum;
         g->batch_samples = row.batch_samples;
+        memcpy (g->dims_sum, row.dims_sum, sizeof (g->dims_sum));
+        g->dims_steps = row.dims_steps;
         hist_load (g->hist, hist);
         free (hist);
     }
@@ -234,6 +240,11 @@ void report_progress (struct report *rp, const struct report_sample *sm)
         g->hist[report_hist_bucket (sm->step_ms)]++;
         g->step_samples++;
         g->step_ms_sum += sm->step_ms;
+    }
+    if (sm->has_dims) {
+        for (int k = 0; k < 9; k++)
+            g->dims_sum[k] += sm->dims[k];
+        g->dims_steps++;
     }
     if (sm->batch > 0)
         g->batch_samples = sm->batch;
@@ -499,51 +510,30 @@ static json_t *attempt_json (const struct report_attempt *a, const double *apart
       apart[P_DETECT] / 1000.0, "step_ms_p50", num_or_null (p50), "step_ms_p90",
       num_or_null (p90), "step_ms_p99", num_or_null (p99), "step_ms_mean",
       num_or_null (mean), "samples_per_s", num_or_null (sps));
-    if (o)
+    if (o) {
         json_object_set_new (o, "restart_path",
                              a->restart_path && *a->restart_path
                                ? json_string (a->restart_path)
                                : json_null ());
+        json_object_set_new (o, "layout", report_layout_json (a));
+        json_object_set_new (o, "comm_dims", report_comm_json (a));
+    }
     return o;
 }
 
-/* A restart's recovery: from the failure of the attempt before (first
- * seen) to this attempt's first step; NAN when either is unknown. */
-static double recovery_ms (const struct report_attempt *prev,
-                           const struct report_attempt *a)
+/* The report's sections per restart and per attempt: time per path, one
+ * row per restart, communication per dimension. */
+static void tail_sections (json_t *out, const struct report_attempt *atts, int n,
+                           double (*apart)[P_COUNT])
 {
-    if (!prev || !prev->failed || prev->fail <= 0 || a->first_step_time <= 0 ||
-        a->first_step_time < prev->fail)
-        return NAN;
-    return (double)(a->first_step_time - prev->fail);
-}
-
-/* Restart time per path: {path: {count, recovery_s_total, recovery_s_max}}
- * over the attempts that restarted after a failure and reached a step. */
-static json_t *recovery_by_path (const struct report_attempt *atts, int n)
-{
-    json_t *out = json_object ();
-    for (int i = 1; out && i < n; i++) {
-        const struct report_attempt *a = &atts[i];
-        double ms = recovery_ms (&atts[i - 1], a);
-        if (!a->restart_path || !*a->restart_path || isnan (ms))
-            continue;
-        json_t *p = json_object_get (out, a->restart_path);
-        if (!p) {
-            p = json_pack ("{s:i s:f s:f}", "count", 0, "recovery_s_total", 0.0,
-                           "recovery_s_max", 0.0);
-            json_object_set_new (out, a->restart_path, p);
-        }
-        double tot = json_real_value (json_object_get (p, "recovery_s_total"));
-        double mx = json_real_value (json_object_get (p, "recovery_s_max"));
-        json_object_set_new (
-          p, "count",
-          json_integer (json_integer_value (json_object_get (p, "count")) + 1));
-        json_object_set_new (p, "recovery_s_total", json_real (tot + ms / 1000.0));
-        json_object_set_new (p, "recovery_s_max",
-                             json_real (ms / 1000.0 > mx ? ms / 1000.0 : mx));
-    }
-    return out;
+    json_object_set_new (out, "recovery_by_path", report_recovery_by_path (atts, n));
+    double *det = calloc (n > 0 ? n : 1, sizeof (*det));
+    for (int i = 0; det && i < n; i++)
+        det[i] = apart[i][P_DETECT];
+    json_object_set_new (out, "restarts",
+                         det ? report_restarts (atts, n, det) : json_array ());
+    free (det);
+    json_object_set_new (out, "communication", report_comm_rows (atts, n));
 }
 
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
@@ -630,7 +620,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
         if (aj)
             json_object_set_new (
               aj, "recovery_s",
-              num_or_null (recovery_ms (i > 0 ? &atts[i - 1] : NULL, a) / 1000.0));
+              num_or_null (report_recovery_ms (i > 0 ? &atts[i - 1] : NULL, a) / 1000.0));
         json_array_append_new (alist, aj);
     }
     double ettr = since_start > 0 ? c.part[P_KEPT] / since_start : NAN;
@@ -654,7 +644,7 @@ json_t *report_compute (const struct report_job *job, const struct report_attemp
                  "by_cause", by_cause, "by_node", by_node, "list", flist),
       "attempts", alist);
     if (out)
-        json_object_set_new (out, "recovery_by_path", recovery_by_path (atts, n));
+        tail_sections (out, atts, n, apart);
 done:
     free (apart);
     free (kept);
@@ -719,6 +709,12 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
     r->hist = g->hist;
     r->stall_reported_s = NAN;
     r->restart_path = a->restart_path;
+    r->running = a->start_time;
+    r->tp = a->tp;
+    r->pp = a->pp;
+    r->world_size = a->world_size;
+    r->dims_sum = g->dims_sum;
+    r->dims_steps = g->dims_steps;
     /* The trainer's own figure, when the attempt that ran to the end
      * reported one (dttrain: ckpt_stall_s). */
     json_t *st = json_object_get (result, "ckpt_stall_s");
@@ -801,6 +797,8 @@ json_t *report_job_json (struct report *rp, int64_t id, dt_error_t *err)
 
         if (attempt_facts (rp, id, number, a, jr.result, g, r, err) < 0)
             goto done;
+        r->zero1 =
+          json_is_true (json_object_get (json_object_get (jr.spec, "parallel"), "zero1"));
     }
     {
         int64_t step = -1;

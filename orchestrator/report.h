@@ -63,6 +63,11 @@ struct report_sample {
     int64_t min_step;    /* the lowest step of the ranks that reported; -1 none */
     double step_ms;      /* the slowest rank's compute + comm, ms; NAN unknown */
     int64_t batch;       /* samples of one step, summed over the ranks */
+    /* Communication per parallel dimension of that step (tp, pp, dp:
+     * bytes, comm_ms, exposed_ms), the mean over the ranks reporting it;
+     * has_dims false: none does. */
+    double dims[9];
+    bool has_dims;
 };
 /* The attempt-wide pass (after heartbeats): the step every rank reached,
  * its step time. */
@@ -112,7 +117,12 @@ struct report_attempt {
     double step_ms_sum;
     double stall_reported_s;  /* NAN: not reported */
     const uint32_t *hist;     /* REPORT_HIST_BUCKETS counts, may be NULL */
-    const char *restart_path; /* in_place, spare, new_allocation; "" first */
+    const char *restart_path; /* in_place, spare, new_allocation, ...; "" first */
+    int64_t running;          /* became running (rendezvous done); 0 never */
+    int tp, pp, world_size;   /* its layout; tp, pp 0 unknown */
+    bool zero1;               /* the spec's parallel.zero1 */
+    const double *dims_sum;   /* 9 sums over dims_steps steps (tp, pp, dp) */
+    int64_t dims_steps;
 };
 
 struct report_job {
@@ -126,6 +136,26 @@ struct report_job {
 
 json_t *report_compute (const struct report_job *job, const struct report_attempt *atts,
                         int n, int64_t now);
+
+/* report_restart.c: an attempt's layout {tp, pp, dp, zero1} (null when
+ * not recorded) and its communication per dimension {steps, tp, pp, dp}
+ * (null when none was reported); new references. */
+json_t *report_layout_json (const struct report_attempt *a);
+json_t *report_comm_json (const struct report_attempt *a);
+/* The same communication as table rows {attempt, dim, steps,
+ * bytes_per_step, comm_ms_per_step, exposed_ms_per_step} (new array). */
+json_t *report_comm_rows (const struct report_attempt *atts, int n);
+/* From the failure of the attempt before (first seen) to this attempt's
+ * first step, ms; NAN when either is unknown. */
+double report_recovery_ms (const struct report_attempt *prev,
+                           const struct report_attempt *a);
+/* Restart time per path: {path: {count, recovery_s_total, recovery_s_max}}. */
+json_t *report_recovery_by_path (const struct report_attempt *atts, int n);
+/* One row per restart after a failure: its path, layout change and the
+ * times from the failure to each recorded point (new array); detect_ms[i]:
+ * attempt i's detection time (last step seen to its failure). */
+json_t *report_restarts (const struct report_attempt *atts, int n,
+                         const double *detect_ms);
 
 /* The step time (ms) of bucket b of the histogram, and the bucket of t. */
 double report_hist_value (int b);

@@ -50,7 +50,7 @@ static const char *const integrity_keys[] = {
     "every_steps", "action", "skip_bad_batches", "spike_k", "spike_window", NULL,
 };
 static const char *const comm_bound_keys[] = { "threshold", "window_steps", NULL };
-static const char *const parallel_keys[] = { "tp", "pp", "shrink", NULL };
+static const char *const parallel_keys[] = { "tp", "pp", "shrink", "zero1", NULL };
 
 static int fail (dt_error_t *err, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
@@ -332,6 +332,7 @@ static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn
 {
     json_t *empty = json_object (), *sec, *shrink = NULL;
     json_int_t tp = 1, pp = 1, min_group;
+    bool zero1 = false;
     int rc = -1;
 
     if (!empty)
@@ -341,6 +342,7 @@ static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn
                          err) < 0 ||
         dt_json_get_int (sec, "parallel", "pp", false, 1, SPEC_MAX_RANKS_PER_NODE, &pp,
                          err) < 0 ||
+        dt_json_get_bool (sec, "parallel", "zero1", false, &zero1, err) < 0 ||
         validate_shrink (sec, tp, pp, &shrink, &min_group, err) < 0)
         goto done;
     json_int_t minn = json_integer_value (
@@ -363,6 +365,8 @@ static int validate_parallel (const json_t *in, json_int_t nodes, json_int_t rpn
     json_t *par = json_pack ("{s:I s:I}", "tp", tp, "pp", pp);
     if (shrink && json_array_size (shrink))
         json_object_set (par, "shrink", shrink);
+    if (zero1)
+        json_object_set_new (par, "zero1", json_true ());
     json_object_set_new (out, "parallel", par);
     rc = 0;
 done:
@@ -589,6 +593,7 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     /* specs stored before the layout existed have none: 1 x 1 */
     js->parallel.tp = p ? (int)json_integer_value (json_object_get (p, "tp")) : 1;
     js->parallel.pp = p ? (int)json_integer_value (json_object_get (p, "pp")) : 1;
+    js->parallel.zero1 = json_is_true (json_object_get (p, "zero1"));
     const json_t *sh = json_object_get (p, "shrink");
     js->parallel.nshrink = 0;
     for (size_t i = 0; i < json_array_size (sh) && i < 2; i++)

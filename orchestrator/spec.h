@@ -92,6 +92,9 @@ struct job_spec {
         /* parallel.shrink: what a restart on too few nodes may reduce, in
          * order (SPEC_DIM_*; nshrink of them) */
         int shrink[2], nshrink;
+        /* zero1: the optimizer state is sharded across the data-parallel
+         * group (DT_PARALLEL=zero1), so no just-in-time checkpoint */
+        bool zero1;
     } parallel;
 };
 

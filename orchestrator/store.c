@@ -30,6 +30,7 @@ extern const char store_sql_005[];
 extern const char store_sql_006[];
 extern const char store_sql_007[];
 extern const char store_sql_008[];
+extern const char store_sql_009[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -40,13 +41,14 @@ const struct dt_db_migration store_migrations[] = {
     { 6, "006-mfu.sql", store_sql_006 },
     { 7, "007-integrity-state.sql", store_sql_007 },
     { 8, "008-attempt-layout.sql", store_sql_008 },
+    { 9, "009-attempt-comm.sql", store_sql_009 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
 /* Columns holding JSON text: parsed into the API's objects. */
 static const char *const json_columns[] = {
-    "spec",       "exclude", "failure",  "result", "evidence",
-    "provenance", "data",    "hostinfo", "layout", NULL,
+    "spec", "exclude",  "failure", "result",    "evidence", "provenance",
+    "data", "hostinfo", "layout",  "comm_dims", NULL,
 };
 /* Integer columns that are booleans. */
 static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };

@@ -280,6 +280,11 @@ struct store_goodput_row {
     int64_t train_start, first_step, first_step_time, last_step, last_step_time;
     int64_t hb_samples, busy_samples, step_samples, batch_samples;
     double step_ms_sum;
+    /* Communication per parallel dimension (tp, pp, dp: bytes, comm_ms,
+     * exposed_ms each), summed over dims_steps sampled steps; stored as
+     * their means (schemas/009-attempt-comm.sql), NULL when dims_steps 0. */
+    double dims_sum[9];
+    int64_t dims_steps;
 };
 /* Insert or replace the row; 'hist' (borrowed, may be NULL): the step-time
  * histogram as JSON text. */

@@ -18,17 +18,55 @@
 
 /* --- goodput (report.c) ---------------------------------------------------- */
 
+static const char *const dim_names[3] = { "tp", "pp", "dp" };
+
+/* The comm_dims column of 'g': its means per step (new), NULL none. */
+static json_t *dims_encode (const struct store_goodput_row *g)
+{
+    if (g->dims_steps <= 0)
+        return NULL;
+    json_t *o = json_pack ("{s:I}", "steps", (json_int_t)g->dims_steps);
+    for (int d = 0; o && d < 3; d++) {
+        const double *x = &g->dims_sum[3 * d];
+        double n = (double)g->dims_steps;
+        json_object_set_new (o, dim_names[d],
+                             json_pack ("{s:f s:f s:f}", "bytes", x[0] / n, "comm_ms",
+                                        x[1] / n, "exposed_ms", x[2] / n));
+    }
+    return o;
+}
+
+/* The sums of 'g' back from a comm_dims column's text (NULL: none). */
+static void dims_decode (struct store_goodput_row *g, const char *text)
+{
+    json_t *o = text ? json_loads (text, 0, NULL) : NULL;
+    json_int_t n = json_integer_value (json_object_get (o, "steps"));
+    memset (g->dims_sum, 0, sizeof (g->dims_sum));
+    g->dims_steps = n > 0 ? n : 0;
+    for (int d = 0; g->dims_steps && d < 3; d++) {
+        json_t *x = json_object_get (o, dim_names[d]);
+        g->dims_sum[3 * d] = json_number_value (json_object_get (x, "bytes")) * n;
+        g->dims_sum[3 * d + 1] = json_number_value (json_object_get (x, "comm_ms")) * n;
+        g->dims_sum[3 * d + 2] =
+          json_number_value (json_object_get (x, "exposed_ms")) * n;
+    }
+    json_decref (o);
+}
+
 int store_goodput_put (store_t *st, const struct store_goodput_row *g, const char *hist,
                        dt_error_t *err)
 {
     sqlite3_stmt *s;
-    if (!(s = store_stmt (st, S_GOODPUT_PUT, err)) ||
-        store_bind (st, s, err, "IITNTNTIIIDTsI", g->job_id, (int64_t)g->attempt,
+    json_t *dims = dims_encode (g);
+    int rc = -1;
+    if ((s = store_stmt (st, S_GOODPUT_PUT, err)) &&
+        store_bind (st, s, err, "IITNTNTIIIDTsIJ", g->job_id, (int64_t)g->attempt,
                     g->train_start, g->first_step, g->first_step_time, g->last_step,
                     g->last_step_time, g->hb_samples, g->busy_samples, g->step_samples,
-                    g->step_ms_sum, g->batch_samples, hist, dt_real_ms ()) < 0)
-        return -1;
-    return store_run (st, s, "attempt_goodput", err);
+                    g->step_ms_sum, g->batch_samples, hist, dt_real_ms (), dims) == 0)
+        rc = store_run (st, s, "attempt_goodput", err);
+    json_decref (dims);
+    return rc;
 }
 
 int store_goodput_load (store_t *st, int64_t job, int attempt,
@@ -56,6 +94,7 @@ int store_goodput_load (store_t *st, int64_t job, int attempt,
         g->step_samples = store_col_int (s, 7, 0);
         g->step_ms_sum = sqlite3_column_double (s, 8);
         g->batch_samples = store_col_int (s, 9, 0);
+        dims_decode (g, (const char *)sqlite3_column_text (s, 11));
         if (h && !(*hist = strdup ((const char *)h))) {
             sqlite3_reset (s);
             return errnoprintf (err, ENOMEM, "out of memory");

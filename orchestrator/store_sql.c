@@ -24,12 +24,12 @@ const char *const store_sql[S_COUNT] = {
       "INSERT OR REPLACE INTO attempt_goodput (job_id, attempt, train_start, first_step,"
       " first_step_time, last_step, last_step_time, hb_samples, busy_samples, "
       "step_samples,"
-      " step_ms_sum, batch_samples, hist, updated)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+      " step_ms_sum, batch_samples, hist, updated, comm_dims)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [S_GOODPUT_LOAD] =
       "SELECT train_start, first_step, first_step_time, last_step, last_step_time,"
-      " hb_samples, busy_samples, step_samples, step_ms_sum, batch_samples, hist"
-      " FROM attempt_goodput WHERE job_id = ?1 AND attempt = ?2",
+      " hb_samples, busy_samples, step_samples, step_ms_sum, batch_samples, hist,"
+      " comm_dims FROM attempt_goodput WHERE job_id = ?1 AND attempt = ?2",
     /* Left the queue: became starting (the allocation began). */
     [S_ATT_LEFT_QUEUE] =
       "SELECT min (time) FROM events WHERE job_id = ?1 AND attempt = ?2"
@@ -195,6 +195,9 @@ const char *const store_sql[S_COUNT] = {
       " CASE WHEN tp IS NULL OR pp IS NULL THEN NULL"
       "   ELSE json_object ('tp', tp, 'pp', pp, 'dp', world_size / (tp * pp)) END"
       "   AS layout,"
+      /* Communication per parallel dimension, kept by report.c. */
+      " (SELECT g.comm_dims FROM attempt_goodput g WHERE g.job_id = attempts.job_id"
+      "   AND g.attempt = attempts.attempt) AS comm_dims,"
       /* A huge attempt's provenance comes trimmed from the memo (below). */
       " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL ELSE provenance END"
       " AS provenance, ?2 >= 0 AND length (provenance) > ?3 AS provenance_big"

@@ -103,7 +103,8 @@ static const char usage_text[] =
   "Execution:\n"
   "  --micro-batch M        samples per forward/backward pass (default: a rank's share;\n"
   "                         with --pp P, a share / (4 P))\n"
-  "  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state (dp)\n"
+  "  --parallel dp|zero1    replicated or sharded (ZeRO-1) optimizer state\n"
+  "                         (dp; env DT_PARALLEL)\n"
   "  --tp T                 tensor-parallel degree: the transformer's heads and MLP\n"
   "                         split over T adjacent ranks (1; env DT_TP)\n"
   "  --pp P                 pipeline-parallel degree: the blocks split into P stages,\n"
@@ -674,9 +675,30 @@ static int opts_finish (struct train_opts *o, int ckev_set, int job_set, int int
     return layout_init (&ly, o, o->world, o->rank, err);
 }
 
+/* The job spec's parallel.zero1 comes as DT_PARALLEL=zero1; the controller
+ * relies on it (it expects no just-in-time checkpoint), so a different
+ * --parallel (par_set: one was given) is an error rather than ignored. */
+static int opts_env_parallel (struct train_opts *o, int par_set, dt_error_t *err)
+{
+    const char *pe = getenv ("DT_PARALLEL");
+    int w;
+    if (!pe || !*pe)
+        return 0;
+    if (parse_word ("DT_PARALLEL", pe, parallel_words, &w, err) < 0)
+        return -1;
+    if (par_set && w != (int)o->parallel)
+        return errprintf (err,
+                          "--parallel %s conflicts with DT_PARALLEL=%s (the job "
+                          "spec's parallel.zero1)",
+                          parallel_words[o->parallel], pe);
+    o->parallel = (enum parallel_mode)w;
+    return 0;
+}
+
 int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
 {
     int c, ckev_set = 0, job_set = 0, integ_set = 0, tp_set = 0, pp_set = 0, w;
+    int par_set = 0;
     int64_t v;
     double d;
     const char *mlp_only = NULL, *tfm_only = NULL; /* a size option of one model */
@@ -710,6 +732,7 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
             if (parse_word ("--parallel", a, parallel_words, &w, err) < 0)
                 return -1;
             o->parallel = (enum parallel_mode)w;
+            par_set = 1;
             break;
         case O_CKDIR: o->checkpoint_dir = a; break;
         case O_CKEV:
@@ -780,6 +803,8 @@ int opts_parse (struct train_opts *o, int argc, char **argv, dt_error_t *err)
     }
     if (optind < argc)
         return errprintf (err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (opts_env_parallel (o, par_set, err) < 0)
+        return -1;
     return opts_finish (o, ckev_set, job_set, integ_set, tp_set, pp_set, mlp_only,
                         tfm_only, err);
 }

@@ -33,6 +33,10 @@ const struct cmd dtctl_cmds[] = {
       "      --min-nodes N          fewest nodes a restart may run on\n"
       "      --straggler-action A   report or exclude\n"
       "      --tp T, --pp P         the trainer's tensor- and pipeline-parallel degrees\n"
+      "      --shrink LIST          what a restart on too few nodes may reduce once no\n"
+      "                             data-parallel replica is left to drop: tp, pp,\n"
+      "                             tp,pp or pp,tp (in order), or none\n"
+      "      --zero1                the trainer shards its optimizer state (ZeRO-1)\n"
       "Flags override the same fields of JOB.json; the trainer command follows '--'.\n" },
     { "list", cmd_list, "[--state STATE] [--user USER] [--name NAME]",
       "list jobs, newest first",

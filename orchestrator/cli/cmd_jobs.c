@@ -96,6 +96,8 @@ enum {
     OPT_STRAGGLER_ACTION,
     OPT_TP,
     OPT_PP,
+    OPT_SHRINK,
+    OPT_ZERO1,
     OPT_LIMIT,
     OPT_NAME,
     OPT_FROM_SCRATCH,
@@ -118,6 +120,42 @@ static json_t *load_spec (const struct cmd *cmd, const char *path)
     if (!json_is_object (spec))
         ctl_die (CTL_EXIT_USAGE, "%s: a job spec must be a JSON object", path);
     return spec;
+}
+
+/* --shrink LIST: the spec's parallel.shrink from "tp", "pp", "tp,pp",
+ * "pp,tp" or "none" (an empty list, overriding the file's). */
+static json_t *shrink_arg (const struct cmd *cmd, const char *s)
+{
+    json_t *list = json_array ();
+    char buf[64];
+    if (!strcmp (s, "none"))
+        return list;
+    if (strlen (s) >= sizeof (buf))
+        cmd_usage_error (cmd->name, "--shrink: '%s' is too long", s);
+    snprintf (buf, sizeof (buf), "%s", s);
+    for (char *save = NULL, *w = strtok_r (buf, ",", &save); w;
+         w = strtok_r (NULL, ",", &save)) {
+        if (!strcmp (w, "dp"))
+            cmd_usage_error (cmd->name,
+                             "--shrink: dp needs no listing (a restart on fewer nodes "
+                             "always drops data-parallel replicas first); list tp "
+                             "and/or pp");
+        if (strcmp (w, "tp") && strcmp (w, "pp"))
+            cmd_usage_error (cmd->name,
+                             "--shrink: '%s' is not tp or pp (expected a "
+                             "comma-separated list such as tp,pp, or none)",
+                             w);
+        if (json_array_size (list) &&
+            !strcmp (json_string_value (json_array_get (list, 0)), w))
+            cmd_usage_error (cmd->name, "--shrink: '%s' is listed twice", w);
+        json_array_append_new (list, json_string (w));
+    }
+    if (!json_array_size (list))
+        cmd_usage_error (cmd->name,
+                         "--shrink: expected tp, pp, tp,pp, pp,tp or none, "
+                         "not '%s'",
+                         s);
+    return list;
 }
 
 /* One flag of "dtctl submit" into 'flags' (the spec fields it sets). */
@@ -196,6 +234,13 @@ static void submit_flag (const struct cmd *cmd, json_t *flags, int c)
         json_object_set_new (sub_obj (cmd, flags, "parallel"), "pp",
                              json_integer (int_arg (cmd, "--pp", optarg, 1)));
         break;
+    case OPT_SHRINK:
+        json_object_set_new (sub_obj (cmd, flags, "parallel"), "shrink",
+                             shrink_arg (cmd, optarg));
+        break;
+    case OPT_ZERO1:
+        json_object_set_new (sub_obj (cmd, flags, "parallel"), "zero1", json_true ());
+        break;
     }
 }
 
@@ -219,6 +264,8 @@ int cmd_submit (struct ctl *ctl, int argc, char **argv)
         { "straggler-action", required_argument, NULL, OPT_STRAGGLER_ACTION },
         { "tp", required_argument, NULL, OPT_TP },
         { "pp", required_argument, NULL, OPT_PP },
+        { "shrink", required_argument, NULL, OPT_SHRINK },
+        { "zero1", no_argument, NULL, OPT_ZERO1 },
         { NULL, 0, NULL, 0 },
     };
     const struct cmd *cmd = cmd_lookup ("submit");

@@ -289,6 +289,46 @@ static void show_comm (const json_t *job)
     }
 }
 
+/* Each attempt's communication per parallel dimension, kept after it
+ * ended (the attempts' comm_dims): the means per step. */
+static void show_comm_dims (const json_t *job)
+{
+    static const char *const hdr[] = { "ATTEMPT", "DIM",     "STEPS",
+                                       "MIB",     "COMM_MS", "EXPOSED_MS" };
+    static const char *const name[] = { "tp", "pp", "dp" };
+    struct table *t = NULL;
+    size_t i;
+    json_t *a;
+
+    json_array_foreach (jget (job, "attempts"), i, a)
+    {
+        const json_t *cd = jget (a, "comm_dims");
+        if (!json_is_object (cd))
+            continue;
+        if (!t && !(t = table_create (6, hdr)))
+            return;
+        for (int k = 0; k < 3; k++) {
+            const json_t *x = jget (cd, name[k]);
+            char b[6][48];
+            jtext (a, "attempt", b[0], sizeof (b[0]));
+            jtext (cd, "steps", b[2], sizeof (b[2]));
+            snprintf (b[3], sizeof (b[3]), "%.3f",
+                      json_number_value (jget (x, "bytes")) / 1048576.0);
+            snprintf (b[4], sizeof (b[4]), "%.2f",
+                      json_number_value (jget (x, "comm_ms")));
+            snprintf (b[5], sizeof (b[5]), "%.2f",
+                      json_number_value (jget (x, "exposed_ms")));
+            const char *row[] = { b[0], name[k], b[2], b[3], b[4], b[5] };
+            table_add (t, row);
+        }
+    }
+    if (!t)
+        return;
+    printf ("\nCommunication per dimension (per step: mean over the ranks and the steps "
+            "sampled):\n");
+    table_print (t, stdout, 2);
+}
+
 /* The event of 'kind' of attempt 'att' in 'events' (borrowed), or NULL. */
 static json_t *attempt_event (const json_t *events, json_int_t att, const char *kind)
 {
@@ -371,6 +411,7 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
     show_integrity (events);
     json_decref (events);
     show_comm (job);
+    show_comm_dims (job);
     if (jget (job, "result")) {
         printf ("\nResult:\n");
         print_kv_object (jget (job, "result"), 2);

@@ -149,6 +149,11 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
                               "the surviving ranks exited before the failure "
                               "was recorded, without a complete set");
         }
+        else if (jit_zero1_lost (att, cause)) {
+            /* Nothing to wait for: say so, resume from the last commit. */
+            jit_window_open (att);
+            jit_window_close (jobs, att, "zero1");
+        }
         attempt_cancel (jobs, att);
     }
     if (fsm_attempt_terminal (att->row.state))

@@ -125,6 +125,10 @@ void jit_window_open (struct attempt *att);
 void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why);
 bool jit_survivors_running (struct attempt *att, int64_t now);
 bool jit_may_help (struct attempt *att, const char *cause);
+/* After a failure of a zero1 job (the spec's parallel.zero1) that would
+ * otherwise wait for the survivors: none of them holds the lost ranks'
+ * optimizer slices, so there is nothing to wait for. */
+bool jit_zero1_lost (struct attempt *att, const char *cause);
 
 /* progress.c: the attempt-wide pass, planned stops */
 void attempt_stop (struct jobs *jobs, struct attempt *att, const char *cause,

@@ -292,6 +292,43 @@ static void jit_missing (const struct attempt *att, char *buf, size_t len,
     }
 }
 
+/* zero1: the optimizer slices of the lost ranks (the failed rank, or every
+ * rank of the failed node), "tpX.ppY.dpZ" each, into 'missing' and the
+ * event's detail text into buf. */
+static void jit_zero1_missing (const struct attempt *att, char *buf, size_t len,
+                               json_t *missing)
+{
+    int tp = att->row.tp > 0 ? att->row.tp : 1, pp = att->row.pp > 0 ? att->row.pp : 1;
+    size_t off = (size_t)snprintf (buf, len,
+                                   "; zero1 shards the optimizer state across the "
+                                   "data-parallel group, no survivor holds");
+    int n = 0;
+    for (int r = 0; r < att->row.world_size; r++) {
+        const struct rank *rk = &att->ranks[r];
+        bool lost = r == att->row.cause_rank ||
+                    (att->row.cause_rank < 0 && att->row.cause_node[0] && rk->seen &&
+                     !strcmp (rk->node, att->row.cause_node));
+        if (!lost)
+            continue;
+        char pos[48];
+        snprintf (pos, sizeof (pos), "tp%d.pp%d.dp%d", r % tp, (r / tp) % pp,
+                  r / (tp * pp));
+        if (off < len)
+            off += (size_t)snprintf (buf + off, len - off, " %s", pos);
+        json_array_append_new (missing, json_string (pos));
+        n++;
+    }
+    if (n == 0 && off < len)
+        snprintf (buf + off, len - off, " the lost ranks' slices");
+}
+
+bool jit_zero1_lost (struct attempt *att, const char *cause)
+{
+    return att->job->spec.parallel.zero1 && att->row.world_size > 1 &&
+           att->job->spec.ckpt.dir && att->job->row.state == JOB_RESTARTING &&
+           restart_jit_cause (cause, att->row.cause_rank);
+}
+
 /* Open the window in which surviving ranks may still report a set. */
 void jit_window_open (struct attempt *att)
 {
@@ -317,7 +354,10 @@ void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
     json_t *missing = json_array ();
     if (att->jit_step <= 0) {
         char text[200];
-        jit_missing (att, text, sizeof (text), missing);
+        if (att->job->spec.parallel.zero1)
+            jit_zero1_missing (att, text, sizeof (text), missing);
+        else
+            jit_missing (att, text, sizeof (text), missing);
         if (text[0])
             why = "the survivors do not hold every slice";
         snprintf (detail, sizeof (detail),
@@ -365,6 +405,7 @@ bool jit_survivors_running (struct attempt *att, int64_t now)
 bool jit_may_help (struct attempt *att, const char *cause)
 {
     return att->row.world_size > 1 && att->job->spec.ckpt.dir &&
+           !att->job->spec.parallel.zero1 &&
            att->job->row.state == JOB_RESTARTING
            /* a named hung rank is killed (jobs_commands_text): its peers,
             * blocked on it, then lose a peer like any other */

@@ -34,6 +34,7 @@ static void report_sample (struct jobs *jobs, struct attempt *att)
         .step_ms = NAN,
         .batch = 0,
     };
+    int ndims = 0;
     if (att->row.state != ATT_RUNNING)
         return;
     /* A step is reached when every rank has finished it; in synchronous
@@ -44,6 +45,11 @@ static void report_sample (struct jobs *jobs, struct attempt *att)
             sm.all_ranks = false;
             continue;
         }
+        /* Communication per dimension: the mean over the reporting ranks,
+         * as in the job view's comm.dims. */
+        for (int d = 0; rk->has_dims && d < 9; d++)
+            sm.dims[d] += rk->dims[d];
+        ndims += rk->has_dims;
         if (sm.min_step < 0 || rk->step < sm.min_step)
             sm.min_step = rk->step;
         if (rk->samples > 0)
@@ -53,6 +59,9 @@ static void report_sample (struct jobs *jobs, struct attempt *att)
         if (!isnan (rk->compute_ms) && (isnan (sm.step_ms) || t > sm.step_ms))
             sm.step_ms = t;
     }
+    for (int d = 0; ndims && d < 9; d++)
+        sm.dims[d] /= ndims;
+    sm.has_dims = ndims > 0;
     report_progress (jobs->ctx->report, &sm);
 }
 
@@ -170,7 +179,11 @@ static void progress_metric (struct jobs *jobs, struct attempt *att, int64_t now
                              double comp, double comm)
 {
     struct job *job = att->job;
-    int64_t mstep = att->ranks[0].seen ? att->ranks[0].step : -1;
+    /* An exited rank's step may come from its exit event (the exact last
+     * step) while its loss is of the last step it reported: no point. */
+    int64_t mstep = att->ranks[0].seen && strcmp (att->ranks[0].state, "exited")
+                      ? att->ranks[0].step
+                      : -1;
     if (mstep >= 0 && job->row.metrics_stride > 0 &&
         (job->last_metric_step < 0 ||
          mstep / job->row.metrics_stride >

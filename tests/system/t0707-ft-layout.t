@@ -16,11 +16,21 @@
 #      restarts on 2 nodes (pp 2 x dp 1, was dp 2) from that checkpoint,
 #      records the old and new layout in the shrink event and in each
 #      attempt, and the job completes.
-#   3. parallel {tp: 2, shrink: ["tp"]} on 2 nodes, min_nodes 1: every node
-#      but rank 0's is marked suspect and rank 1 is killed: one healthy node
-#      holds no tp 2 group, so the controller re-plans tp 1 on 1 node (same
-#      global batch), passes DT_TP=1, and the job completes in the new
-#      layout; dtctl show prints each attempt's layout.
+#   3. parallel {tp: 2, shrink: ["tp"], zero1: true} on 4 nodes (dp 2 x
+#      tp 2, optimizer state sharded over the dp group), min_nodes 1: every
+#      node but rank 0's is marked suspect and rank 1 is killed: the
+#      survivors hold a replica of every parameter but not rank 1's
+#      optimizer slice, so the controller waits for no just-in-time
+#      checkpoint (the jit_window event: committed, tp1.pp0.dp0 missing);
+#      one healthy node holds no tp 2 group, so it re-plans tp 1 on 1 node
+#      (same global batch), passes DT_TP=1 and DT_PARALLEL=zero1, and the
+#      job completes in the new layout.  After the end, the job view, dtctl
+#      show and the goodput report still give each attempt's communication
+#      per dimension, and the report's restarts row gives the path, the
+#      layout change and the times of the restart.
+# 80 steps: each job is killed past step 45 (or 25), which leaves it 35
+# steps to run before it could end on its own.
+: "${FT_STEPS:=80}"
 . "$(dirname "$0")/ft-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 FT_MODEL="--model transformer --context 16 --width 32 --heads 4 --layers 2"
@@ -88,27 +98,54 @@ echo "# just-in-time checkpoint of step $JSTEP: stages pp0, pp1 written by ranks
 check "its shards came from a survivor of each stage (rank 0 for pp0, 1 or 3 for pp1)" \
     eval 'case "$CK" in "[0,1]"|"[0,3]") true ;; *) false ;; esac'
 
-# --- 3. too few nodes for a tp group: the spec lets the restart use tp 1 ---------------------
-submit "$(dttrain_spec tp-shrink 2 "--inject-slow 0:4" \
-    '{"parallel": {"tp": 2, "shrink": ["tp"]}, "restart": {"max_restarts": 3, "min_nodes": 1}}')" || bail "submit failed"
-check "the stored spec keeps parallel.shrink" jqt '.data.spec.parallel == {"tp": 2, "pp": 1, "shrink": ["tp"]}' "$TMP/submit.json"
-check "the tp2 job runs past step 45" wait_step "$ID" 45 120
+# --- 3. zero1, too few nodes for a tp group: the spec lets the restart use tp 1 ----------------
+api POST "/v1/nodes/$NODE/clear" >/dev/null
+check "the admin clears $NODE (suspect since phase 2): 4 healthy nodes" test "$(status)" = 200
+# (60 steps: after the restart one rank trains alone, and slowly)
+MODEL_ARGS="${MODEL_ARGS/--steps $FT_STEPS/--steps 60}"
+submit "$(dttrain_spec tp-shrink 4 "--inject-slow 0:4" \
+    '{"parallel": {"tp": 2, "shrink": ["tp"], "zero1": true}, "restart": {"max_restarts": 3, "min_nodes": 1}}')" || bail "submit failed"
+check "the stored spec keeps parallel.shrink and zero1" \
+    jqt '.data.spec.parallel == {"tp": 2, "pp": 1, "shrink": ["tp"], "zero1": true}' "$TMP/submit.json"
+# (what the kill needs is read first: on a loaded machine it still comes
+# well before the job could end)
+wait_step "$ID" 5 120 || bail "the zero1 job does not run"
 KEEP=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 0) | .node')
+PID=$(rank_pid "$ID" 1)
+check "the dp 2 x tp 2 zero1 job runs past step 25" wait_step "$ID" 25 120
 for node in local1 local2 local3 local4; do
     [ "$node" = "$KEEP" ] || api POST "/v1/nodes/$node/suspect" >/dev/null
 done
 check "every node but rank 0's ($KEEP) is suspect" test "$(status)" = 200
-PID=$(rank_pid "$ID" 1)
 check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
 check "the job completes" wait_state "$ID" completed 180
 api GET "/v1/jobs/$ID" > "$TMP/j3.json"
-check "attempt 2 ran tp 1 x pp 1 x dp 1 on 1 node (was tp 2 on 2)" \
-    jqt '[.data.attempts[].layout] == [{"tp": 2, "pp": 1, "dp": 1}, {"tp": 1, "pp": 1, "dp": 1}] and .data.attempts[1].num_nodes == 1' "$TMP/j3.json"
+check "zero1: no just-in-time checkpoint, rank 1's optimizer slice (tp1.pp0.dp0) is held by no survivor" \
+    test "$(jw '$.resume_source') $(jw '$.missing_positions')" = 'committed ["tp1.pp0.dp0"]'
+check "attempt 2 resumed from the last committed checkpoint (resume_source committed, step >= 20)" \
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '\$.resume_source') || ' ' || (json_extract(data, '\$.resume_step') >= 20) FROM events WHERE job_id = $ID AND kind = 'attempt_submitted' AND attempt = 2")" = "committed 1"
+check "attempt 2 ran tp 1 x pp 1 x dp 1 on 1 node (was tp 2 x dp 2 on 4)" \
+    jqt '[.data.attempts[].layout] == [{"tp": 2, "pp": 1, "dp": 2}, {"tp": 1, "pp": 1, "dp": 1}] and .data.attempts[1].num_nodes == 1' "$TMP/j3.json"
 check "the shrink event records tp 2 -> tp 1" \
     test "$(ev '$.old_layout.tp') $(ev '$.new_layout.tp') $(ev '$.new_layout.dp')" = "2 1 1"
 check "the failure record names the next layout" jqt '.data.failure.next_layout == {"tp": 1, "pp": 1, "dp": 1}' "$TMP/j3.json"
-check "the result: $FT_STEPS steps in tp 1, global batch 32" \
-    jqt ".data.result.steps == $FT_STEPS and .data.result.tp == 1 and .data.result.global_batch == 32" "$TMP/j3.json"
-check "dtctl show prints each attempt's layout" \
-    eval 'DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" 2>/dev/null | grep -q "tp1 pp1 dp1"'
+check "the result: 60 steps in tp 1, zero1 (DT_PARALLEL), global batch 32" \
+    jqt ".data.result.steps == 60 and .data.result.tp == 1 and .data.result.parallel == \"zero1\" and .data.result.global_batch == 32" "$TMP/j3.json"
+check "after the end, attempt 1's communication per dimension is kept (tp and dp bytes > 0)" \
+    jqt '.data.attempts[0].comm_dims.steps > 0 and .data.attempts[0].comm_dims.tp.bytes > 0 and .data.attempts[0].comm_dims.dp.bytes > 0' "$TMP/j3.json"
+DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" > "$TMP/show3.txt" 2>&1
+check "dtctl show prints each attempt's layout" grep -q "tp1 pp1 dp1" "$TMP/show3.txt"
+check "dtctl show prints attempt 1's communication per dimension" \
+    eval 'sed -n "/^Communication per dimension/,\$p" "$TMP/show3.txt" | grep -Eq "^ +1 +dp +[0-9]+"'
+api GET "/v1/jobs/$ID/report" > "$TMP/r3.json"
+check "the report: the restart took new_allocation from tp2 pp1 dp2 zero1 to tp1 pp1 dp1 zero1, times recorded" \
+    jqt '.data.restarts | length == 1 and .[0].path == "new_allocation" and .[0].after != null
+        and .[0].from_layout == "tp2 pp1 dp2 zero1" and .[0].layout == "tp1 pp1 dp1 zero1" and .[0].layout_changed
+        and .[0].stopped_s >= 0 and .[0].submitted_s >= 0 and .[0].running_s >= .[0].submitted_s
+        and .[0].first_step_s >= .[0].running_s' "$TMP/r3.json"
+check "the report: attempt 1's layout and communication per dimension" \
+    jqt '.data.attempts[0].layout == {"tp": 2, "pp": 1, "dp": 2, "zero1": true} and .data.attempts[0].comm_dims.tp.bytes > 0' "$TMP/r3.json"
+DTCTL_CONTROLLER=$URL "$DTCTL" report "$ID" > "$TMP/report3.txt" 2>&1
+check "dtctl report prints the restart's row (path, layouts) and attempt 1's communication rows" \
+    eval 'grep -Eq "^ +2 +new_allocation .*tp2 pp1 dp2 zero1 +tp1 pp1 dp1 zero1" "$TMP/report3.txt" && grep -Eq "^ +1 +tp +[0-9]+ " "$TMP/report3.txt"'
 finish

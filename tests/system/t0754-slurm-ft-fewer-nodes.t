@@ -11,6 +11,13 @@
 # final validation loss (measured: about 1e-5 and 1e-7; only the order of
 # the floating-point reductions differs).  (A restart from
 # scratch would jump back to about ln 256 = 5.5.)
+# Then, on the 2 healthy nodes left, a tp 2 job (2 nodes, 60 steps) whose
+# spec allows parallel.shrink ["tp"] and restart.min_nodes 1 loses a node:
+# one node holds no tp 2 group, so the next attempt runs on 1 node with
+# tp 1 (a smaller tp, not fewer replicas); the shrink event records the
+# old and new layout, the attempts' layouts and the goodput report's
+# restarts row say the same, and the job completes from the last committed
+# checkpoint.
 : "${FT_STEPS:=200}"
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 3
@@ -22,14 +29,17 @@ echo "# uninterrupted run (world 3): params_crc32c $BASE, val_loss $BASE_VAL"
 submit "$(dttrain_spec fewer 3 "--inject-slow 0:25" \
     '{"restart": {"max_restarts": 3, "min_nodes": 2},
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
-check "the job runs past step 50" wait_step "$ID" 50 90
+# (what the kill needs is read first, so that on a loaded machine it still
+# comes early enough to leave a loss curve after the restart)
+wait_step "$ID" 5 90 || bail "the job does not run"
 VICTIM=$(rank_node "$ID" 2)
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 [[ "$SJ" =~ ^[0-9]+$ ]] || bail "attempt 1 has no Slurm job id ($SJ)"
 [ -n "$VICTIM" ] || bail "rank 2's node is unknown"
-echo "# killing $VICTIM (rank 2's node)"
-T0=$(now_ms)
+check "the job runs past step 50" wait_step "$ID" 50 90
+T0=$(date +%s%3N)  # (not python: no start-up before the kill)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
+echo "# killed $VICTIM (rank 2's node)"
 check "the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
@@ -67,5 +77,38 @@ print("# %d losses after the restart compared; largest difference at step %d: %.
       % (len(after), worst["step"], worst["loss"], base[worst["step"]], rel))
 sys.exit(rel > 1e-3)
 PYEOF
+check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+
+# --- parallel.shrink: tp 2 -> tp 1 on the one node left ---------------------------------
+MODEL_ARGS="${MODEL_ARGS/--steps $FT_STEPS/--steps 60}"
+submit "$(dttrain_spec shrink 2 "--inject-slow 0:5" \
+    '{"parallel": {"tp": 2, "shrink": ["tp"]}, "restart": {"max_restarts": 3, "min_nodes": 1},
+      "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
+wait_step "$ID" 5 90 || bail "the tp 2 job does not run"
+VICTIM=$(rank_node "$ID" 1)
+[ -n "$VICTIM" ] || bail "rank 1's node is unknown"
+check "the tp 2 job runs past step 25" wait_step "$ID" 25 90
+"$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
+echo "# killed $VICTIM (rank 1's node: tp1)"
+check "the job completes" wait_state "$ID" completed 120
+curl -s "$URL/v1/jobs/$ID" > "$TMP/s.json"
+ft_slurm_ids "$ID" | sed 's/^/# attempt /'
+shrink_ev () { sqlite3 "$TMP/state/dtctld.db" "SELECT json_extract(data, '$1') FROM events WHERE job_id = $ID AND kind = 'shrink' ORDER BY id LIMIT 1"; }
+check "the shrink event: tp 2 x pp 1 x dp 1 -> tp 1 x pp 1 x dp 1" \
+    test "$(shrink_ev '$.old_layout') $(shrink_ev '$.new_layout')" = '{"tp":2,"pp":1,"dp":1} {"tp":1,"pp":1,"dp":1}'
+check "attempt 2: a new Slurm job on 1 node in tp 1 (attempt 1: tp 2), resumed from a checkpoint" \
+    jqt --arg v "$VICTIM" '.data.attempts[0].layout == {"tp": 2, "pp": 1, "dp": 1}
+        and .data.attempts[1].layout == {"tp": 1, "pp": 1, "dp": 1} and .data.attempts[1].num_nodes == 1
+        and .data.attempts[1].restart_path == "new_allocation" and .data.attempts[1].resume_step >= 20
+        and ([.data.attempts[1].nodes[].node] | index($v) == null)' "$TMP/s.json"
+curl -s "$URL/v1/jobs/$ID/report" > "$TMP/s-report.json"
+check "the report's restart: new_allocation, tp2 pp1 dp1 -> tp1 pp1 dp1, the time to the first step recorded" \
+    jqt '.data.restarts | length == 1 and .[0].attempt == 2 and .[0].path == "new_allocation"
+        and .[0].from_layout == "tp2 pp1 dp1" and .[0].layout == "tp1 pp1 dp1" and .[0].layout_changed
+        and .[0].first_step_s > 0' "$TMP/s-report.json"
+check "after the end, attempt 1's tensor-parallel communication is kept (job view and report)" \
+    jqt -s 'all(.[]; .data.attempts[0].comm_dims.tp.bytes > 0)' "$TMP/s.json" "$TMP/s-report.json"
+check "the result: 60 steps in tp 1, global batch 32" \
+    jqt '.data.result.steps == 60 and .data.result.tp == 1 and .data.result.world_size == 1 and .data.result.global_batch == 32' "$TMP/s.json"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

@@ -93,6 +93,11 @@ check "submit --tp 2: data.spec.parallel is {tp 2, pp 1}" \
     eval 'dta submit --json -N 2 --tp 2 -- true | jqt ".spec.parallel.tp == 2 and .spec.parallel.pp == 1"'
 dta submit -N 3 --tp 2 --pp 1 -- true 2>"$TMP/err" >/dev/null; rc=$?
 check "submit -N 3 --tp 2: exit 1 naming parallel" eval '[ $rc -eq 1 ] && grep -q "parallel" "$TMP/err"'
+check "submit --shrink pp,tp --zero1: the spec's parallel.shrink and zero1" \
+    eval 'dta submit --json -N 2 --tp 2 --shrink pp,tp --zero1 -- true | jqt ".spec.parallel == {\"tp\": 2, \"pp\": 1, \"shrink\": [\"pp\", \"tp\"], \"zero1\": true}"'
+dta submit -N 2 --tp 2 --shrink tp,dp -- true 2>"$TMP/err" >/dev/null; rc=$?
+check "submit --shrink tp,dp: refused before submitting, naming --shrink and dp" \
+    eval '[ $rc -ne 0 ] && grep -q -- "--shrink: dp" "$TMP/err"'
 
 # Bad specs: the controller's field path reaches the user.
 echo '{"command": ["true"], "checkpoint": {"every_steps": -5}}' >"$TMP/bad1.json"

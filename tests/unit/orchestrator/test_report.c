@@ -319,6 +319,96 @@ static void test_recovery_by_path (void)
     json_decref (r);
 }
 
+/* Which path each restart took, its layout change and how long it took,
+ * phase by phase from the failure; a path name the report does not know
+ * shows up as recorded; the communication per dimension of each attempt. */
+static void test_restarts (void)
+{
+    struct report_attempt a[3] = { att (1, "failed", true), att (2, "failed", true),
+                                   att (3, "succeeded", false) };
+    const char *path[3] = { "", "re_formed", "new_allocation" };
+    double dims[9] = { 80, 8, 4, 0, 0, 0, 40, 20, 2 };
+    for (int i = 0; i < 3; i++) {
+        a[i].restart_path = path[i];
+        a[i].submit = T + i * 10000;
+        a[i].leave_queue = a[i].submit + 100;
+        a[i].running = a[i].submit + 300;
+        a[i].first_step = 1;
+        a[i].last_step = 5;
+        a[i].train_start = a[i].submit + 400;
+        a[i].first_step_time = a[i].submit + 500;
+        a[i].last_step_time = a[i].submit + 5000;
+        a[i].tp = 2;
+        a[i].pp = 2;
+        a[i].world_size = 8;
+        if (i < 2) {
+            a[i].fail = a[i].submit + 6000;
+            a[i].end = a[i].submit + 7000;
+        }
+    }
+    a[2].tp = 1; /* a smaller tp on fewer nodes */
+    a[2].world_size = 2;
+    a[2].zero1 = true;
+    a[2].dims_sum = dims;
+    a[2].dims_steps = 4;
+    a[2].end = T + 28000;
+    struct report_job j = { .id = 1,
+                            .name = "x",
+                            .state = "completed",
+                            .final = true,
+                            .submit = T,
+                            .end = T + 28000,
+                            .latest_ckpt_step = 5 };
+    json_t *r = report_compute (&j, a, 3, T + 28000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (r);
+    json_t *rs = json_object_get (r, "restarts");
+    CU_ASSERT_EQUAL_FATAL (json_array_size (rs), 2);
+    json_t *r0 = json_array_get (rs, 0), *r1 = json_array_get (rs, 1);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "path")),
+                            "re_formed");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "after")),
+                            "trainer_exit");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r0, "layout")),
+                            "tp2 pp2 dp2");
+    CU_ASSERT_TRUE (json_is_false (json_object_get (r0, "layout_changed")));
+    /* failure at submit + 6000 of attempt 1 = T + 6000 */
+    CU_ASSERT_DOUBLE_EQUAL (num (r0, "stopped_s", NULL), 1.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (r0, "submitted_s", NULL), 4.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (r0, "allocated_s", NULL), 4.1, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (r0, "running_s", NULL), 4.3, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (r0, "first_step_s", NULL), 4.5, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (r0, "detection_s", NULL), 1.0, 1e-9);
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r1, "path")),
+                            "new_allocation");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r1, "from_layout")),
+                            "tp2 pp2 dp2");
+    CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (r1, "layout")),
+                            "tp1 pp2 dp1 zero1");
+    CU_ASSERT_TRUE (json_is_true (json_object_get (r1, "layout_changed")));
+    json_t *al = json_object_get (r, "attempts");
+    json_t *l2 = json_object_get (json_array_get (al, 2), "layout");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (l2, "tp")), 1);
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (l2, "dp")), 1);
+    CU_ASSERT_TRUE (json_is_true (json_object_get (l2, "zero1")));
+    CU_ASSERT_TRUE (json_is_null (json_object_get (json_array_get (al, 0), "comm_dims")));
+    json_t *cd = json_object_get (json_array_get (al, 2), "comm_dims");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (cd, "steps")), 4);
+    CU_ASSERT_DOUBLE_EQUAL (num (cd, "tp", "bytes"), 20, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (cd, "dp", "comm_ms"), 5, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (num (cd, "dp", "exposed_ms"), 0.5, 1e-9);
+    CU_ASSERT_PTR_NOT_NULL (
+      json_object_get (json_object_get (r, "recovery_by_path"), "re_formed"));
+    json_t *cr = json_object_get (r, "communication");
+    CU_ASSERT_EQUAL_FATAL (json_array_size (cr), 3); /* attempt 3's tp, pp, dp */
+    CU_ASSERT_EQUAL (
+      json_integer_value (json_object_get (json_array_get (cr, 2), "attempt")), 3);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (json_array_get (cr, 2), "dim")), "dp");
+    CU_ASSERT_DOUBLE_EQUAL (num (json_array_get (cr, 2), "bytes_per_step", NULL), 10,
+                            1e-9);
+    json_decref (r);
+}
+
 static const struct dt_unit_test tests[] = {
     { "one failure: every part by hand", test_one_failure },
     { "fallback to an older checkpoint", test_fallback },
@@ -327,6 +417,7 @@ static const struct dt_unit_test tests[] = {
     { "failure before the first step", test_no_steps },
     { "step-time histogram and reported stall", test_histogram },
     { "restart time per restart path", test_recovery_by_path },
+    { "restarts: path, layout, phases; communication per dimension", test_restarts },
     { NULL, NULL },
 };
 

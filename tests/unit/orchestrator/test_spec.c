@@ -103,6 +103,17 @@ static void test_defaults (void)
     CU_ASSERT_EQUAL (js.parallel.shrink[1], SPEC_DIM_TP);
     CU_ASSERT_EQUAL (
       json_array_size (json_object_get (json_object_get (s, "parallel"), "shrink")), 2);
+    CU_ASSERT_FALSE (js.parallel.zero1);
+    CU_ASSERT_PTR_NULL (json_object_get (json_object_get (s, "parallel"), "zero1"));
+    json_decref (s);
+    /* parallel.zero1: kept in the normalized spec only when true */
+    s = validate ("{\"command\": [\"x\"], \"nodes\": 2, \"parallel\": {\"zero1\": true}}",
+                  &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (s);
+    spec_parse (s, &js);
+    CU_ASSERT_TRUE (js.parallel.zero1);
+    CU_ASSERT_TRUE (
+      json_is_true (json_object_get (json_object_get (s, "parallel"), "zero1")));
     json_decref (s);
 }
 
@@ -240,6 +251,7 @@ static const struct {
     { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": [\"tp\", \"tp\"]}}",
       "parallel.shrink[1]" },
     { "{\"command\": [\"x\"], \"parallel\": {\"shrink\": \"tp\"}}", "parallel.shrink" },
+    { "{\"command\": [\"x\"], \"parallel\": {\"zero1\": 1}}", "parallel.zero1" },
     /* shrink [tp] leaves pp 2: one rank holds no group */
     { "{\"command\": [\"x\"], \"nodes\": 4, \"parallel\": {\"tp\": 2, \"pp\": 2,"
       " \"shrink\": [\"tp\"]}, \"restart\": {\"min_nodes\": 1}}",

@@ -242,6 +242,33 @@ static void test_rows_roundtrip (void)
     CU_ASSERT_EQUAL (json_array_size (v), 1);
     json_decref (v);
 
+    /* Communication per parallel dimension outlives the attempt: the
+     * goodput row keeps its means per step, the job view shows them. */
+    struct store_goodput_row g = {
+        .job_id = j.id, .attempt = 1, .first_step = -1, .last_step = -1, .dims_steps = 4
+    };
+    for (int k = 0; k < 9; k++)
+        g.dims_sum[k] = 4.0 * (k + 1);
+    CU_ASSERT_EQUAL (store_goodput_put (st, &g, NULL, &err), 0);
+    struct store_goodput_row g2;
+    char *hist = NULL;
+    CU_ASSERT_EQUAL (store_goodput_load (st, j.id, 1, &g2, &hist, &err), 1);
+    free (hist);
+    CU_ASSERT_EQUAL (g2.dims_steps, 4);
+    CU_ASSERT_DOUBLE_EQUAL (g2.dims_sum[0], 4.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (g2.dims_sum[8], 36.0, 1e-9);
+    v = store_job_json (st, j.id, true, &err);
+    json_t *cd =
+      json_object_get (json_array_get (json_object_get (v, "attempts"), 0), "comm_dims");
+    CU_ASSERT_EQUAL (json_integer_value (json_object_get (cd, "steps")), 4);
+    CU_ASSERT_DOUBLE_EQUAL (
+      json_number_value (json_object_get (json_object_get (cd, "tp"), "bytes")), 1.0,
+      1e-9);
+    CU_ASSERT_DOUBLE_EQUAL (
+      json_number_value (json_object_get (json_object_get (cd, "dp"), "exposed_ms")), 9.0,
+      1e-9);
+    json_decref (v);
+
     int64_t *ids;
     int nids;
     CU_ASSERT_EQUAL (store_live_jobs (st, &ids, &nids, &err), 0);

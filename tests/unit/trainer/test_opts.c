@@ -26,7 +26,8 @@ static void clear_env (void)
                            "DT_INTEGRITY_EVERY",
                            "DT_INTEGRITY_SPIKE_K",
                            "DT_INTEGRITY_SPIKE_WINDOW",
-                           "DT_SKIP_STEPS" };
+                           "DT_SKIP_STEPS",
+                           "DT_PARALLEL" };
     for (size_t i = 0; i < sizeof (vars) / sizeof (vars[0]); i++)
         unsetenv (vars[i]);
 }
@@ -128,6 +129,22 @@ static void test_environment (void)
     setenv ("RANK", "4", 1); /* not below WORLD_SIZE */
     CU_ASSERT_EQUAL (opts_parse (&o, NARGS (argv), argv, &err), -1);
     CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "RANK=4"));
+    setenv ("RANK", "3", 1);
+
+    /* The job spec's parallel.zero1: DT_PARALLEL; the same --parallel is
+     * fine, another is refused naming both. */
+    setenv ("DT_PARALLEL", "zero1", 1);
+    CU_ASSERT_EQUAL_FATAL (opts_parse (&o, NARGS (argv), argv, &err), 0);
+    CU_ASSERT_EQUAL (o.parallel, PAR_ZERO1);
+    char *same[] = { "dttrain", "--data", "/d.txt", "--parallel", "zero1" };
+    CU_ASSERT_EQUAL (opts_parse (&o, NARGS (same), same, &err), 0);
+    char *other[] = { "dttrain", "--data", "/d.txt", "--parallel", "dp" };
+    CU_ASSERT_EQUAL (opts_parse (&o, NARGS (other), other, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (
+      strstr (err.text, "--parallel dp conflicts with DT_PARALLEL"));
+    setenv ("DT_PARALLEL", "tp", 1);
+    CU_ASSERT_EQUAL (opts_parse (&o, NARGS (argv), argv, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL (strstr (err.text, "DT_PARALLEL"));
     clear_env ();
 }
 
