@@ -147,6 +147,8 @@ def main():
             else:
                 idx = sampler.indices(step)                                   # dtctl
             if flip and flip[0] == rank and flip[1] == step + 1:
+                if ft:      # a change outside opt.step(): after the checkpoint's host copy
+                    ft.wait_snapshot()
                 with torch.no_grad():   # bit 20 of element 3: a mantissa bit, as dttrain's
                     w = next(model.parameters()).view(-1)[3:4]
                     w.copy_((w.view(torch.int32) ^ (1 << 20)).view(torch.float32))

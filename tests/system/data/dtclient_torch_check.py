@@ -113,6 +113,71 @@ r = resume(os.path.join(ck, "step-4"), 4)
 check("without a manifest, the shard's own trailer catches it: exit 3",
       r.returncode == 3 and ("checkpoint shard %s:" % shard) in r.stderr)
 
+# --- the pipelined snapshot: a shard holds exactly the state after its step,
+# though its host copy is made on the writer thread while the next step's
+# forward and backward run (made late here: optimizer.step() must wait)
+import io  # noqa: E402
+import warnings  # noqa: E402
+
+
+def shard_state(path):
+    return torch.load(io.BytesIO(open(path, "rb").read()[:-12]))
+
+
+def same(a, b):
+    if torch.is_tensor(a):
+        return torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def pipelined_run(ck, guard=True):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (k + 1))
+    s = dtt.Session(model, opt, scheduler=sched, seed=9, checkpoint_dir=ck, every=3)
+    s._test_copy_delay = 0.05
+    if not guard:
+        opt.step = s._unguarded_step     # (the scheduler's own wrapper)
+    want = {}
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        for step in s.steps(9):
+            loss = model(torch.randn(4, 8)).pow(2).mean()   # (BatchNorm: buffers change in forward)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            s.step_done(loss, 4)
+            if s.last_saved == s.step:
+                want[s.step] = {"model": {k: v.clone() for k, v in model.state_dict().items()},
+                                "optimizer": {i: {k: v.clone() for k, v in ps.items()}
+                                              for i, ps in opt.state_dict()["state"].items()},
+                                "scheduler": sched.state_dict()["last_epoch"]}
+    s.finish()
+    got = {}
+    for step in want:
+        st = shard_state(os.path.join(ck, "step-%d" % step, "rank-0.ckpt"))
+        got[step] = {"model": st["model"], "optimizer": st["optimizer"]["state"],
+                     "scheduler": st["scheduler"]["last_epoch"]}
+    return s, want, got, [str(w.message) for w in warned]
+
+
+s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe"))
+check("pipelined snapshot: shards of steps 3, 6, 9 hold exactly the model, optimizer and "
+      "scheduler state after their step",
+      sorted(want) == [3, 6, 9] and all(same(want[k], got[k]) for k in want))
+check("pipelined snapshot: optimizer.step() waited for the late copies, no scheduler warning",
+      s.copy_waits >= 2 and s.stall_s >= 0.05 and not [w for w in warned if "overridden" in w])
+s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe2"), guard=False)
+check("control: with optimizer.step() not waiting, a shard holds a later state (detected)",
+      s.copy_waits == 0 and sorted(want) == [3, 6, 9]
+      and not all(same(want[k]["model"], got[k]["model"]) for k in want))
+
 # --- the parameter fingerprint: dttrain's (per-tensor CRC32C, then the CRC32C of those)
 import struct  # noqa: E402
 torch.manual_seed(0)
