@@ -811,15 +811,16 @@ class Session:
     def _module(self):
         return getattr(self.model, "module", self.model)
 
-    def _state(self, shard_rank=None):
+    def _state(self, shard_rank=None, keep_vars=False):
         """This rank's state (or, for a just-in-time shard, rank
-        shard_rank's: the same replica, its RNG state derived)."""
+        shard_rank's: the same replica, its RNG state derived); keep_vars:
+        the model's parameters as themselves (Parameter objects)."""
         own = shard_rank is None or shard_rank == self.rank
         st = {
             "format": FORMAT, "job": self.job, "step": self.step,
             "rank": self.rank if shard_rank is None else shard_rank,
             "world_size": self.world, "seed": self.seed,
-            "model": self._module().state_dict(),
+            "model": self._module().state_dict(keep_vars=keep_vars),
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
@@ -873,15 +874,16 @@ class Session:
         and the optimizer's per-parameter state (only the optimizer's step
         changes them) by reference, copied on the writer thread before the
         next optimizer step; the rest copied now (buffers: a forward pass
-        may update them; the scheduler, the sampler, the RNG states)."""
-        st = self._state()
-        params = {n for n, _ in self._module().named_parameters()}
-        st["model"] = {k: v if k in params else _cpu_copy(v) for k, v in st["model"].items()}
+        may update them; the scheduler, the sampler).  The RNG states are
+        new objects already."""
+        st = self._state(keep_vars=True)
+        P = torch.nn.Parameter
+        st["model"] = {k: v if isinstance(v, P) else _cpu_copy(v) for k, v in st["model"].items()}
         o = st["optimizer"]
         if o is not None:
             st["optimizer"] = {k: ({i: dict(ps) for i, ps in v.items()} if k == "state"
                                    else _cpu_copy(v)) for k, v in o.items()}
-        for k in ("scheduler", "sampler", "extra", "rng"):
+        for k in ("scheduler", "sampler", "extra"):
             st[k] = _cpu_copy(st[k])
         return st
 
