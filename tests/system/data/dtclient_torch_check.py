@@ -23,6 +23,68 @@ def check(what, cond):
     print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
 
 
+
+
+def reform_child(rank, port):
+    """One of three ranks (--reform-child RANK PORT): 3 steps of DDP, rank
+    2 killed, the survivors re-form a group of two on a new prefix of the
+    parent's store and go on: a line of JSON with what they saw."""
+    import copy
+    import datetime
+    import signal
+    import time
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def counts():
+        return [len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))]
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=dist.PrefixStore("gen-1/", store), rank=rank,
+                            world_size=3, timeout=datetime.timedelta(seconds=30))
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ddp = DDP(module)
+    opt = torch.optim.SGD(module.parameters(), lr=0.1)
+    for step in range(3):
+        ddp(torch.full((4, 8), float(rank + step))).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    before = counts()
+    if rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.perf_counter()
+    try:
+        ddp(torch.ones(4, 8)).pow(2).sum().backward()
+        err = None
+    except RuntimeError as e:
+        err = str(e).splitlines()[0]
+    t1 = time.perf_counter()
+    old = ddp       # still referenced, as a Session holds its model: its reducer must go
+    ddp = dtt.reform_process_group(old, store, "gen-2/", rank, 2,
+                                   timeout=datetime.timedelta(seconds=30))
+    t2 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    x = torch.full((4, 8), float(rank + 10))
+    ddp(x).pow(2).sum().backward()
+    ref = copy.deepcopy(module)             # this rank's own gradient, not reduced
+    ref.zero_grad(set_to_none=True)
+    ref(x).pow(2).sum().backward()
+    both = [None, None]
+    dist.all_gather_object(both, [q.grad for q in ref.parameters()])
+    grad_ok = all(torch.equal(q.grad, a.div(2) + b.div(2))
+                  for q, a, b in zip(module.parameters(), both[0], both[1]))
+    opt.step()
+    print(json.dumps({"rank": rank, "error": err, "detect_ms": (t1 - t0) * 1e3,
+                      "reform_ms": (t2 - t1) * 1e3, "world": dist.get_world_size(),
+                      "grad_ok": grad_ok, "hash": dtt.state_hash(module),
+                      "counts": [before, counts()]}), flush=True)
+    dist.destroy_process_group()
+
+
+if sys.argv[1] == "--reform-child":
+    reform_child(int(sys.argv[2]), int(sys.argv[3]))
+    sys.exit(0)
 tmp = sys.argv[1]
 # --- CRC32C: the library (ctypes) and the Python table agree, on the standard vector
 data = os.urandom(100000) + b"123456789"
@@ -177,6 +239,48 @@ s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe2"), guard=False)
 check("control: with optimizer.step() not waiting, a shard holds a later state (detected)",
       s.copy_waits == 0 and sorted(want) == [3, 6, 9]
       and not all(same(want[k]["model"], got[k]["model"]) for k in want))
+
+# --- re-forming the process group in live processes after a peer's death
+# (gloo on CPU, three real processes, the store in this one)
+import datetime  # noqa: E402
+import subprocess  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60),
+                      wait_for_workers=False)
+procs = [subprocess.Popen([sys.executable, __file__, "--reform-child", str(r), str(store.port)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         for r in range(3)]
+outs = []
+for p in procs:
+    try:
+        o, e = p.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        o, e = p.communicate()
+    outs.append((p.returncode, o, e))
+try:
+    surv = [json.loads(outs[r][1].strip().splitlines()[-1]) for r in (0, 1)]
+except (ValueError, IndexError):
+    surv = []
+    for rc, o, e in outs:
+        sys.stdout.write("# rc %s: %s %s\n" % (rc, o.strip()[-300:], e.strip()[-600:].replace("\n", "\n# ")))
+check("re-form: rank 2 killed, the survivors' next all-reduce fails (%s)"
+      % (surv[0]["error"] if surv else "-"),
+      outs[2][0] == -9 and len(surv) == 2 and all(s_["error"] and any(
+          w in s_["error"] for w in ("Connection", "closed", "reset")) for s_ in surv))
+check("re-form: reform_process_group gives a group of 2 on a new prefix; the next step's "
+      "gradients are reduced exactly once, the replicas stay identical",
+      len(surv) == 2 and all(x["world"] == 2 and x["grad_ok"] for x in surv)
+      and surv[0]["hash"] == surv[1]["hash"] and outs[0][0] == 0 and outs[1][0] == 0)
+check("re-form: no file descriptor or thread left over from the old group",
+      len(surv) == 2 and all(x["counts"][1][0] <= x["counts"][0][0]
+                             and x["counts"][1][1] <= x["counts"][0][1] for x in surv))
+if surv and failed:
+    for rc, o, e in outs:
+        sys.stdout.write("# rc %s: %s\n" % (rc, o.strip()[-400:]))
+if surv:
+    print("# re-form: failure seen after %.1f ms, re-formed in %.1f ms (rank 0)"
+          % (surv[0]["detect_ms"], surv[0]["reform_ms"]))
 
 # --- the parameter fingerprint: dttrain's (per-tensor CRC32C, then the CRC32C of those)
 import struct  # noqa: E402
