@@ -243,7 +243,6 @@ check("control: with optimizer.step() not waiting, a shard holds a later state (
 # --- re-forming the process group in live processes after a peer's death
 # (gloo on CPU, three real processes, the store in this one)
 import datetime  # noqa: E402
-import subprocess  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60),
                       wait_for_workers=False)

@@ -85,7 +85,6 @@ would be its shard as here, but a just-in-time checkpoint is then
 impossible (a dead rank's parameter shard dies with it).
 """
 
-import copy
 import io
 import json
 import math
@@ -103,6 +102,9 @@ import torch
 import torch.distributed as dist
 
 import dtclient
+from dtclient.torch_reform import reform_process_group
+from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
+                                  _write_atomic)
 
 __all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "reform_process_group",
            "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH", "EXIT_COMM", "EXIT_JIT"]
@@ -114,20 +116,8 @@ EXIT_CKPT_MISMATCH = 4
 EXIT_COMM = 5
 EXIT_JIT = 6
 
-FORMAT = "dtclient.torch/1"
-# A shard: torch.save() of a dict, then this trailer: magic, version, the
-# CRC32C of everything before it.  The controller records the CRC32C of the
-# whole file (trailer included), as reported.
-_TRAILER = struct.Struct("<4sII")
-_MAGIC = b"DTPT"
-
 
 _cpu = time.thread_time
-
-
-def _log(msg):
-    sys.stderr.write("dtclient.torch: %s\n" % msg)
-    sys.stderr.flush()
 
 
 def _mix(*xs):
@@ -189,46 +179,6 @@ class StepSampler:
                                  % (k, sd.get(k), getattr(self, k)))
 
 
-def reform_process_group(model, store, prefix, rank, world_size, backend="gloo",
-                         timeout=None, comm_hook=None, **ddp_kwargs):
-    """Re-form the default process group in this live process after a
-    peer was lost, and wrap the model in a new DDP over it: what torch
-    1.13 allows for survivors that keep their state in memory.
-
-    model: the old DDP wrapper (its reducer, which holds the old group and
-    has autograd hooks on the parameters, is released here: keeping it
-    would reduce every gradient a second time over the dead group) or the
-    plain module; store: a torch.distributed Store all members reach (a
-    TCPStore, not one served by a rank that may die); prefix: a key
-    prefix never used before in that store (one per generation, e.g.
-    "gen-3/"): the new group's rendezvous keys cannot meet the old
-    generation's; rank, world_size: this process's place in the new
-    group; timeout: the group's timeout (a datetime.timedelta; gloo's
-    collectives fail after it when a peer stops without closing its
-    connections); comm_hook: (state, hook) to register on the new DDP;
-    ddp_kwargs: for DistributedDataParallel (its constructor broadcasts
-    rank 0's parameters and buffers to the new members).  Every member
-    of the new group calls it with the same prefix and world_size.
-    Returns the new DDP model."""
-    import datetime
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    module = getattr(model, "module", model)
-    if model is not module:
-        for attr in ("reducer", "logger", "process_group"):   # the old group's owners
-            if hasattr(model, attr):
-                delattr(model, attr)
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    if timeout is None:
-        timeout = datetime.timedelta(seconds=60)
-    dist.init_process_group(backend, store=dist.PrefixStore(prefix, store), rank=rank,
-                            world_size=world_size, timeout=timeout)
-    new = DDP(module, **ddp_kwargs)
-    if comm_hook is not None:
-        new.register_comm_hook(*comm_hook)
-    return new
-
-
 def state_hash(model):
     """SHA-256 (hex) over the model's state dict, in key order: equal
     exactly when the parameters and buffers are bit-identical."""
@@ -262,75 +212,6 @@ def fingerprint(model):
     return "%08x" % fp, {k: "%08x" % c for k, c in zip(names, crcs)}
 
 
-_IMMUTABLE = (int, float, bool, str, bytes, type(None))
-
-
-def _cpu_copy(obj, into=None):
-    """A deep copy of a state dict with every tensor copied to the host
-    (immutable values shared, not copied: this is the checkpoint's stall).
-    into: a previous copy of the same structure whose tensors are reused
-    (copied into, no allocation) where shape and dtype match."""
-    if torch.is_tensor(obj):
-        t = obj.detach()
-        if torch.is_tensor(into) and into.shape == t.shape and into.dtype == t.dtype:
-            return into.copy_(t)
-        return t.clone() if t.device.type == "cpu" else t.to("cpu")
-    if isinstance(obj, _IMMUTABLE):
-        return obj
-    if isinstance(obj, dict):
-        old = into if isinstance(into, dict) else {}
-        return {k: _cpu_copy(v, old.get(k)) for k, v in obj.items()}
-    if isinstance(obj, tuple) and all(isinstance(v, _IMMUTABLE) for v in obj):
-        return obj
-    if isinstance(obj, (list, tuple)):
-        old = into if isinstance(into, (list, tuple)) and len(into) == len(obj) else [None] * len(obj)
-        return type(obj)(_cpu_copy(v, o) for v, o in zip(obj, old))
-    return copy.deepcopy(obj)
-
-
-def _fsync_dir(d):
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _encode(obj):
-    """The bytes of a shard: payload + trailer; (bytes, crc of the file)."""
-    b = io.BytesIO()
-    torch.save(obj, b)
-    with b.getbuffer() as payload:
-        pcrc = dtclient.crc32c(payload)
-    trailer = _TRAILER.pack(_MAGIC, 1, pcrc)
-    b.seek(0, io.SEEK_END)
-    b.write(trailer)
-    data = b.getvalue()
-    return data, dtclient.crc32c(trailer, pcrc)
-
-
-def _write_atomic(path, data):
-    """tmp + fsync + rename + directory fsync, never through a link."""
-    d = os.path.dirname(path)
-    os.makedirs(d, mode=0o755, exist_ok=True)
-    tmp = os.path.join(d, ".%s.tmp.%d" % (os.path.basename(path), os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644)
-    try:
-        mv = memoryview(data)
-        while mv:
-            n = os.write(fd, mv)
-            mv = mv[n:]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.rename(tmp, path)
-    _fsync_dir(d)
-
-
 def _is_comm_error(e):
     t = str(e)
     return isinstance(e, RuntimeError) and any(
@@ -340,56 +221,6 @@ def _is_comm_error(e):
 
 def _first(value, buf):
     return value[0]
-
-
-class _Writer:
-    """One background thread that writes shards, one at a time."""
-
-    def __init__(self, session):
-        self._s = session
-        self._cv = threading.Condition()
-        self._job = None
-        self._busy = False
-        self.error = None
-        self._t = threading.Thread(target=self._run, name="dtclient-torch-writer", daemon=True)
-        self._t.start()
-
-    def submit(self, step, path, state, live=False):
-        """live: state still refers to the training's tensors; the host
-        copy is made here first (the session's copied event set once it
-        is), then the shard written."""
-        with self._cv:
-            while self._busy:
-                self._cv.wait()
-            self._job, self._busy = (step, path, state, live), True
-            self._cv.notify_all()
-
-    def wait(self):
-        with self._cv:
-            while self._busy:
-                self._cv.wait()
-
-    def _run(self):
-        while True:
-            with self._cv:
-                while self._job is None:
-                    self._cv.wait()
-                step, path, state, live = self._job
-                self._job = None
-            try:
-                if live:
-                    state = self._s._copy_live(state)
-                self._s._write_shard(step, path, state)
-            except Exception as e:   # reported, and the commit simply does not happen
-                self.error = e
-                _log("rank %d: checkpoint of step %d failed: %s" % (self._s.rank, step, e))
-                try:
-                    self._s.client.shard_failed(step, str(e))
-                except dtclient.DTClientError:
-                    pass
-            with self._cv:
-                self._busy = False
-                self._cv.notify_all()
 
 
 class Session:
