@@ -599,9 +599,11 @@ class Session:
         x = _mix(self.seed, step, self.rank)
         random.seed(x)
         # torch.manual_seed costs ~100 us (CUDA's lazy seeding); the CPU
-        # generator alone ~1 us, CUDA's only once CUDA is in use.
+        # generator alone ~1 us, CUDA's only once CUDA is in use
+        # (is_initialized(): false without CUDA, and is_available() costs
+        # a few microseconds a call).
         torch.default_generator.manual_seed(x)
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.is_initialized():
             torch.cuda.manual_seed_all(x)
 
     def step_done(self, loss=0.0, samples=0):
