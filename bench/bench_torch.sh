@@ -21,6 +21,8 @@
 TORCH_TRAIN=$SRC/examples/pytorch/gpt_train.py
 TORCH_ENV=(PYTHONPATH="$SRC/agent/client/python" LD_LIBRARY_PATH="$B/agent/client/.libs")
 TORCH_STEPS=${TORCH_STEPS:-200}
+# the wider model of the per-step cost's second measurement
+TORCH_WIDE=${TORCH_WIDE:---width 192 --layers 4}
 
 # torch_log_times FILE: "step time" of each "rank 0 step S ... time T" line.
 torch_log_times () { sed -n 's/^.*rank 0 step \([0-9]*\) loss [^ ]* time \([0-9.]*\)$/\1 \2/p' "$1" 2>/dev/null; }
@@ -40,14 +42,19 @@ torch_spec () {  # torch_spec NODES RANKS_PER_NODE WORKDIR EVERY ARGS...
           heartbeat: {interval_ms: 200, hang_timeout_ms: 60000}}'
 }
 
+# torch_step_cost DIR [KEY MODEL_ARGS...]: KEY (default torch) names the
+# figures; MODEL_ARGS change the example's model (the wider one: a longer
+# step, for the step time from which the fixed cost is under 1%).
 torch_step_cost () {
-    local d=$1 rep v id log ms cpu plain lib pcpu lcpu self
+    local d=$1 k=${2:-torch} rep v id log ms cpu plain lib pcpu lcpu self
+    shift; [ $# -gt 0 ] && shift
+    local model=("$@")
     for rep in $(seq "$REPS"); do
         for v in plain lib; do
             local extra=()
             [ $v = plain ] && extra=(--plain)
             id=$(curl -s -X POST "$URL/v1/jobs" -d "$(torch_spec 1 2 "$d" 0 --data "$CORPUS" \
-                --steps "$TORCH_STEPS" "${extra[@]}")" | jq -r .data.id)
+                --steps "$TORCH_STEPS" "${model[@]}" "${extra[@]}")" | jq -r .data.id)
             wait_for 300 job_ended "$id"
             log=$(torch_job_log "$d" "$id" 1)
             ms=$(jget "$log" '1000 * .wall_s / .steps')
@@ -59,13 +66,13 @@ torch_step_cost () {
             if [ $v = plain ]; then plain=$ms; pcpu=$cpu; else lib=$ms; lcpu=$cpu; fi
             [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step)
         done
-        rec torch.plain_step_ms "$plain"; rec torch.lib_step_ms "$lib"
-        rec torch.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
-        rec torch.plain_cpu_ms "$pcpu"; rec torch.lib_cpu_ms "$lcpu"
-        rec torch.cpu_overhead_frac "$(calc "($lcpu - $pcpu) / $pcpu")"
-        rec torch.self_ms "$self"; rec torch.self_frac "$(calc "$self / $pcpu")"
-        printf '   rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); CPU/step %.2f ms plain, %.2f ms with it (%+.2f%%); its own CPU %.3f ms/step (%.2f%%)\n' \
-            "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$pcpu" "$lcpu" \
+        rec $k.plain_step_ms "$plain"; rec $k.lib_step_ms "$lib"
+        rec $k.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
+        rec $k.plain_cpu_ms "$pcpu"; rec $k.lib_cpu_ms "$lcpu"
+        rec $k.cpu_overhead_frac "$(calc "($lcpu - $pcpu) / $pcpu")"
+        rec $k.self_ms "$self"; rec $k.self_frac "$(calc "$self / $pcpu")"
+        printf '   %s rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); CPU/step %.2f ms plain, %.2f ms with it (%+.2f%%); its own CPU %.3f ms/step (%.2f%%)\n' \
+            "$k" "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$pcpu" "$lcpu" \
             "$(calc "100 * ($lcpu - $pcpu) / $pcpu")" "$self" "$(calc "100 * $self / $pcpu")" >&2
     done
 }
@@ -94,6 +101,11 @@ torch_stall () {
         rec torch.ckpt_async_stall_ms "$a"; rec torch.ckpt_sync_stall_ms "$s"
         rec torch.ckpt_async_stall_cpu_ms "$(jget "$d/stall.$rep.async.0" '.ckpt_stall_cpu_ms / .checkpoints')"
         rec torch.ckpt_async_stall_frac "$(calc "$a / $step_ms")"
+        # pipelined copy: optimizer steps that waited for it, per checkpoint;
+        # and the whole run's wall time per checkpoint against no checkpoints
+        # (the writer thread's share of the cores included; noisy)
+        rec torch.ckpt_async_waits "$(jget "$d/stall.$rep.async.0" '.ckpt_copy_waits / .checkpoints')"
+        rec torch.ckpt_async_wall_ms "$(calc "($(jget "$d/stall.$rep.async.0" '1000 * .wall_s') - 1000 * $(jget "$d/stall.$rep.none.0" '.wall_s')) / $(jget "$d/stall.$rep.async.0" '.checkpoints')")"
         rec torch.ckpt_sync_stall_frac "$(calc "$s / $step_ms")"
         printf '   rep %d: step %.2f ms; stall per checkpoint %.2f ms async, %.2f ms sync\n' \
             "$rep" "$step_ms" "$a" "$s" >&2
@@ -172,6 +184,7 @@ part_torch () {
     say "dtclient.torch: examples/pytorch/gpt_train.py, 2 ranks gloo; per-step cost, checkpoint stall, kill -9 recovery vs torchrun; x $REPS"
     start_ctld "$d" local HeartbeatInterval=200ms NodeTimeout=10s || return
     torch_step_cost "$d"
+    torch_step_cost "$d" torch.wide $TORCH_WIDE
     torch_stall "$d"
     torch_recovery "$d"
     stop_ctld

@@ -256,12 +256,23 @@ row("8 torch", "per-step CPU cost of dtclient.torch (fraction of a step's CPU)",
 row("8 torch", "dtclient.torch's own CPU time / step (its threads and callbacks)", "torch.self_frac",
     ref="ms", ref_key="torch.self_ms", goal="< 0.01",
     ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "wider model (bench_torch.sh TORCH_WIDE): step ms with dtclient.torch", "torch.wide.lib_step_ms",
+    ref="same script without it", ref_key="torch.wide.plain_step_ms")
+row("8 torch", "wider model: per-step cost (fraction of a step)", "torch.wide.step_overhead_frac",
+    goal="< 0.01", ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "wider model: per-step CPU cost (fraction of a step's CPU)", "torch.wide.cpu_overhead_frac",
+    goal="< 0.01", ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "wider model: dtclient.torch's own CPU time / step", "torch.wide.self_frac",
+    ref="ms", ref_key="torch.wide.self_ms", goal="< 0.01",
+    ok=lambda st, a, b: None if not st else st["median"] < 0.01)
 row("8 torch", "checkpoint stall per checkpoint ms, async", "torch.ckpt_async_stall_ms",
     ref="sync", ref_key="torch.ckpt_sync_stall_ms")
 row("8 torch", "same, CPU time of the training thread", "torch.ckpt_async_stall_cpu_ms")
 row("8 torch", "checkpoint stall / step, async", "torch.ckpt_async_stall_frac", ref="sync",
     ref_key="torch.ckpt_sync_stall_frac", goal="< 0.05",
     ok=lambda st, a, b: None if not st else st["median"] < 0.05)
+row("8 torch", "optimizer steps that waited for the pipelined copy, per checkpoint", "torch.ckpt_async_waits")
+row("8 torch", "run wall time per checkpoint ms, async (vs no checkpoints; noisy)", "torch.ckpt_async_wall_ms")
 row("8 torch", "kill -9 of a rank to first new step s", "torch.dtctl.first_step_s",
     ref="torchrun --max_restarts", ref_key="torch.torchrun.first_step_s")
 row("8 torch", "steps lost", "torch.dtctl.steps_lost", ref="torchrun --max_restarts",

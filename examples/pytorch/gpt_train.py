@@ -147,6 +147,8 @@ def main():
             else:
                 idx = sampler.indices(step)                                   # dtctl
             if flip and flip[0] == rank and flip[1] == step + 1:
+                if ft:      # a change outside opt.step(): after the checkpoint's host copy
+                    ft.wait_snapshot()
                 with torch.no_grad():   # bit 20 of element 3: a mantissa bit, as dttrain's
                     w = next(model.parameters()).view(-1)[3:4]
                     w.copy_((w.view(torch.int32) ^ (1 << 20)).view(torch.float32))
@@ -174,6 +176,7 @@ def main():
            "checkpoints": ft.nckpt if ft else 0,
            "ckpt_stall_ms": ft.stall_s * 1e3 if ft else 0.0,
            "ckpt_stall_cpu_ms": ft.stall_cpu_s * 1e3 if ft else 0.0,
+           "ckpt_copy_waits": ft.copy_waits if ft else 0,
            "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
            "fingerprints": ft.integrity_count if ft else 0,
            "fingerprint_ms": ft.integrity_s * 1e3 / max(1, ft.integrity_count) if ft else 0.0}

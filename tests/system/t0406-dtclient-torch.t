@@ -5,8 +5,12 @@
 # function of (seed, step, rank) covering each epoch, checkpoints are
 # written as step-S/rank-R.ckpt, a resumed run ends with the parameters of
 # an uninterrupted one, a bad shard or step gives the exit statuses the
-# controller reads (3 naming the shard, 4), and the parameter fingerprint
-# (integrity reports every DT_INTEGRITY_EVERY steps) is dttrain's.
+# controller reads (3 naming the shard, 4), the pipelined asynchronous
+# checkpoint's shards hold exactly the state of their step (and the check
+# fails when optimizer.step() does not wait for the copy), three real gloo
+# processes lose one and the survivors re-form their group
+# (reform_process_group), and the parameter fingerprint (integrity reports
+# every DT_INTEGRITY_EVERY steps) is dttrain's.
 . "$(dirname "$0")/tap-lib.sh"
 TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 : "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"

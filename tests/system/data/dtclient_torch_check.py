@@ -23,6 +23,68 @@ def check(what, cond):
     print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
 
 
+
+
+def reform_child(rank, port):
+    """One of three ranks (--reform-child RANK PORT): 3 steps of DDP, rank
+    2 killed, the survivors re-form a group of two on a new prefix of the
+    parent's store and go on: a line of JSON with what they saw."""
+    import copy
+    import datetime
+    import signal
+    import time
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def counts():
+        return [len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))]
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=dist.PrefixStore("gen-1/", store), rank=rank,
+                            world_size=3, timeout=datetime.timedelta(seconds=30))
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ddp = DDP(module)
+    opt = torch.optim.SGD(module.parameters(), lr=0.1)
+    for step in range(3):
+        ddp(torch.full((4, 8), float(rank + step))).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    before = counts()
+    if rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.perf_counter()
+    try:
+        ddp(torch.ones(4, 8)).pow(2).sum().backward()
+        err = None
+    except RuntimeError as e:
+        err = str(e).splitlines()[0]
+    t1 = time.perf_counter()
+    old = ddp       # still referenced, as a Session holds its model: its reducer must go
+    ddp = dtt.reform_process_group(old, store, "gen-2/", rank, 2,
+                                   timeout=datetime.timedelta(seconds=30))
+    t2 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    x = torch.full((4, 8), float(rank + 10))
+    ddp(x).pow(2).sum().backward()
+    ref = copy.deepcopy(module)             # this rank's own gradient, not reduced
+    ref.zero_grad(set_to_none=True)
+    ref(x).pow(2).sum().backward()
+    both = [None, None]
+    dist.all_gather_object(both, [q.grad for q in ref.parameters()])
+    grad_ok = all(torch.equal(q.grad, a.div(2) + b.div(2))
+                  for q, a, b in zip(module.parameters(), both[0], both[1]))
+    opt.step()
+    print(json.dumps({"rank": rank, "error": err, "detect_ms": (t1 - t0) * 1e3,
+                      "reform_ms": (t2 - t1) * 1e3, "world": dist.get_world_size(),
+                      "grad_ok": grad_ok, "hash": dtt.state_hash(module),
+                      "counts": [before, counts()]}), flush=True)
+    dist.destroy_process_group()
+
+
+if sys.argv[1] == "--reform-child":
+    reform_child(int(sys.argv[2]), int(sys.argv[3]))
+    sys.exit(0)
 tmp = sys.argv[1]
 # --- CRC32C: the library (ctypes) and the Python table agree, on the standard vector
 data = os.urandom(100000) + b"123456789"
@@ -112,6 +174,112 @@ os.unlink(os.path.join(ck, "step-4", "manifest.json"))
 r = resume(os.path.join(ck, "step-4"), 4)
 check("without a manifest, the shard's own trailer catches it: exit 3",
       r.returncode == 3 and ("checkpoint shard %s:" % shard) in r.stderr)
+
+# --- the pipelined snapshot: a shard holds exactly the state after its step,
+# though its host copy is made on the writer thread while the next step's
+# forward and backward run (made late here: optimizer.step() must wait)
+import io  # noqa: E402
+import warnings  # noqa: E402
+
+
+def shard_state(path):
+    return torch.load(io.BytesIO(open(path, "rb").read()[:-12]))
+
+
+def same(a, b):
+    if torch.is_tensor(a):
+        return torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def pipelined_run(ck, guard=True):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (k + 1))
+    s = dtt.Session(model, opt, scheduler=sched, seed=9, checkpoint_dir=ck, every=3)
+    s._test_copy_delay = 0.05
+    if not guard:
+        opt.step = s._unguarded_step     # (the scheduler's own wrapper)
+    want = {}
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        for step in s.steps(9):
+            loss = model(torch.randn(4, 8)).pow(2).mean()   # (BatchNorm: buffers change in forward)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            s.step_done(loss, 4)
+            if s.last_saved == s.step:
+                want[s.step] = {"model": {k: v.clone() for k, v in model.state_dict().items()},
+                                "optimizer": {i: {k: v.clone() for k, v in ps.items()}
+                                              for i, ps in opt.state_dict()["state"].items()},
+                                "scheduler": sched.state_dict()["last_epoch"]}
+    s.finish()
+    got = {}
+    for step in want:
+        st = shard_state(os.path.join(ck, "step-%d" % step, "rank-0.ckpt"))
+        got[step] = {"model": st["model"], "optimizer": st["optimizer"]["state"],
+                     "scheduler": st["scheduler"]["last_epoch"]}
+    return s, want, got, [str(w.message) for w in warned]
+
+
+s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe"))
+check("pipelined snapshot: shards of steps 3, 6, 9 hold exactly the model, optimizer and "
+      "scheduler state after their step",
+      sorted(want) == [3, 6, 9] and all(same(want[k], got[k]) for k in want))
+check("pipelined snapshot: optimizer.step() waited for the late copies, no scheduler warning",
+      s.copy_waits >= 2 and s.stall_s >= 0.05 and not [w for w in warned if "overridden" in w])
+s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe2"), guard=False)
+check("control: with optimizer.step() not waiting, a shard holds a later state (detected)",
+      s.copy_waits == 0 and sorted(want) == [3, 6, 9]
+      and not all(same(want[k]["model"], got[k]["model"]) for k in want))
+
+# --- re-forming the process group in live processes after a peer's death
+# (gloo on CPU, three real processes, the store in this one)
+import datetime  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60),
+                      wait_for_workers=False)
+procs = [subprocess.Popen([sys.executable, __file__, "--reform-child", str(r), str(store.port)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         for r in range(3)]
+outs = []
+for p in procs:
+    try:
+        o, e = p.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        o, e = p.communicate()
+    outs.append((p.returncode, o, e))
+try:
+    surv = [json.loads(outs[r][1].strip().splitlines()[-1]) for r in (0, 1)]
+except (ValueError, IndexError):
+    surv = []
+    for rc, o, e in outs:
+        sys.stdout.write("# rc %s: %s %s\n" % (rc, o.strip()[-300:], e.strip()[-600:].replace("\n", "\n# ")))
+check("re-form: rank 2 killed, the survivors' next all-reduce fails (%s)"
+      % (surv[0]["error"] if surv else "-"),
+      outs[2][0] == -9 and len(surv) == 2 and all(s_["error"] and any(
+          w in s_["error"] for w in ("Connection", "closed", "reset")) for s_ in surv))
+check("re-form: reform_process_group gives a group of 2 on a new prefix; the next step's "
+      "gradients are reduced exactly once, the replicas stay identical",
+      len(surv) == 2 and all(x["world"] == 2 and x["grad_ok"] for x in surv)
+      and surv[0]["hash"] == surv[1]["hash"] and outs[0][0] == 0 and outs[1][0] == 0)
+check("re-form: no file descriptor or thread left over from the old group",
+      len(surv) == 2 and all(x["counts"][1][0] <= x["counts"][0][0]
+                             and x["counts"][1][1] <= x["counts"][0][1] for x in surv))
+if surv and failed:
+    for rc, o, e in outs:
+        sys.stdout.write("# rc %s: %s\n" % (rc, o.strip()[-400:]))
+if surv:
+    print("# re-form: failure seen after %.1f ms, re-formed in %.1f ms (rank 0)"
+          % (surv[0]["detect_ms"], surv[0]["reform_ms"]))
 
 # --- the parameter fingerprint: dttrain's (per-tensor CRC32C, then the CRC32C of those)
 import struct  # noqa: E402

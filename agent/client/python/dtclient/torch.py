@@ -48,9 +48,20 @@ What a Session does:
   dict (fingerprint(): dttrain's, a CRC32C per tensor and the CRC32C of
   those) through the client's integrity(), group "dp", with the loss when
   it is not finite: the controller votes across the replicas;
-- saves asynchronously: a CPU copy of the state on the training thread (the
-  stall), then serialization, CRC32C, tmp + fsync + rename + directory
-  fsync and the report on a writer thread;
+- saves asynchronously, pipelined: on the training thread only what the
+  next forward and backward passes may change (buffers, the LR scheduler,
+  the sampler, RNG states, the optimizer's hyper-parameters) is copied;
+  the parameters and the optimizer's per-parameter state, which only the
+  optimizer's step changes, are copied to the host on a writer thread
+  while the next step's forward and backward run, and optimizer.step()
+  (wrapped: torch 1.13 has no optimizer step hooks) waits for that copy
+  if it is not done yet; then serialization, CRC32C, tmp + fsync +
+  rename + directory fsync and the report on the same thread.  So a
+  shard holds exactly the state after its step.  Code that changes the
+  parameters or the optimizer's state other than through
+  optimizer.step() calls wait_snapshot() first.  Without an optimizer,
+  or with async_save=False, the whole copy is made on the training
+  thread;
 - when a collective fails because a peer died, writes every rank's shard of
   the last completed step (DDP replicas are identical; each rank's RNG state
   is a function of (seed, step, rank)) into jit-<S>-r<rank>/, reads each
@@ -74,7 +85,6 @@ would be its shard as here, but a just-in-time checkpoint is then
 impossible (a dead rank's parameter shard dies with it).
 """
 
-import copy
 import io
 import json
 import math
@@ -86,14 +96,18 @@ import struct
 import sys
 import threading
 import time
+import types
 
 import torch
 import torch.distributed as dist
 
 import dtclient
+from dtclient.torch_reform import reform_process_group
+from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
+                                  _write_atomic)
 
-__all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH",
-           "EXIT_COMM", "EXIT_JIT"]
+__all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "reform_process_group",
+           "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH", "EXIT_COMM", "EXIT_JIT"]
 
 # Exit statuses, as dttrain's: the controller reads 3 with the shard named
 # on standard error as "this checkpoint is bad".
@@ -102,20 +116,8 @@ EXIT_CKPT_MISMATCH = 4
 EXIT_COMM = 5
 EXIT_JIT = 6
 
-FORMAT = "dtclient.torch/1"
-# A shard: torch.save() of a dict, then this trailer: magic, version, the
-# CRC32C of everything before it.  The controller records the CRC32C of the
-# whole file (trailer included), as reported.
-_TRAILER = struct.Struct("<4sII")
-_MAGIC = b"DTPT"
-
 
 _cpu = time.thread_time
-
-
-def _log(msg):
-    sys.stderr.write("dtclient.torch: %s\n" % msg)
-    sys.stderr.flush()
 
 
 def _mix(*xs):
@@ -210,75 +212,6 @@ def fingerprint(model):
     return "%08x" % fp, {k: "%08x" % c for k, c in zip(names, crcs)}
 
 
-_IMMUTABLE = (int, float, bool, str, bytes, type(None))
-
-
-def _cpu_copy(obj, into=None):
-    """A deep copy of a state dict with every tensor copied to the host
-    (immutable values shared, not copied: this is the checkpoint's stall).
-    into: a previous copy of the same structure whose tensors are reused
-    (copied into, no allocation) where shape and dtype match."""
-    if torch.is_tensor(obj):
-        t = obj.detach()
-        if torch.is_tensor(into) and into.shape == t.shape and into.dtype == t.dtype:
-            return into.copy_(t)
-        return t.clone() if t.device.type == "cpu" else t.to("cpu")
-    if isinstance(obj, _IMMUTABLE):
-        return obj
-    if isinstance(obj, dict):
-        old = into if isinstance(into, dict) else {}
-        return {k: _cpu_copy(v, old.get(k)) for k, v in obj.items()}
-    if isinstance(obj, tuple) and all(isinstance(v, _IMMUTABLE) for v in obj):
-        return obj
-    if isinstance(obj, (list, tuple)):
-        old = into if isinstance(into, (list, tuple)) and len(into) == len(obj) else [None] * len(obj)
-        return type(obj)(_cpu_copy(v, o) for v, o in zip(obj, old))
-    return copy.deepcopy(obj)
-
-
-def _fsync_dir(d):
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _encode(obj):
-    """The bytes of a shard: payload + trailer; (bytes, crc of the file)."""
-    b = io.BytesIO()
-    torch.save(obj, b)
-    with b.getbuffer() as payload:
-        pcrc = dtclient.crc32c(payload)
-    trailer = _TRAILER.pack(_MAGIC, 1, pcrc)
-    b.seek(0, io.SEEK_END)
-    b.write(trailer)
-    data = b.getvalue()
-    return data, dtclient.crc32c(trailer, pcrc)
-
-
-def _write_atomic(path, data):
-    """tmp + fsync + rename + directory fsync, never through a link."""
-    d = os.path.dirname(path)
-    os.makedirs(d, mode=0o755, exist_ok=True)
-    tmp = os.path.join(d, ".%s.tmp.%d" % (os.path.basename(path), os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644)
-    try:
-        mv = memoryview(data)
-        while mv:
-            n = os.write(fd, mv)
-            mv = mv[n:]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.rename(tmp, path)
-    _fsync_dir(d)
-
-
 def _is_comm_error(e):
     t = str(e)
     return isinstance(e, RuntimeError) and any(
@@ -286,49 +219,8 @@ def _is_comm_error(e):
                          "Broken pipe", "Timed out", "timed out", "peer", "Socket"))
 
 
-class _Writer:
-    """One background thread that writes shards, one at a time."""
-
-    def __init__(self, session):
-        self._s = session
-        self._cv = threading.Condition()
-        self._job = None
-        self._busy = False
-        self.error = None
-        self._t = threading.Thread(target=self._run, name="dtclient-torch-writer", daemon=True)
-        self._t.start()
-
-    def submit(self, step, path, state):
-        with self._cv:
-            while self._busy:
-                self._cv.wait()
-            self._job, self._busy = (step, path, state), True
-            self._cv.notify_all()
-
-    def wait(self):
-        with self._cv:
-            while self._busy:
-                self._cv.wait()
-
-    def _run(self):
-        while True:
-            with self._cv:
-                while self._job is None:
-                    self._cv.wait()
-                step, path, state = self._job
-                self._job = None
-            try:
-                self._s._write_shard(step, path, state)
-            except Exception as e:   # reported, and the commit simply does not happen
-                self.error = e
-                _log("rank %d: checkpoint of step %d failed: %s" % (self._s.rank, step, e))
-                try:
-                    self._s.client.shard_failed(step, str(e))
-                except dtclient.DTClientError:
-                    pass
-            with self._cv:
-                self._busy = False
-                self._cv.notify_all()
+def _first(value, buf):
+    return value[0]
 
 
 class Session:
@@ -432,9 +324,18 @@ class Session:
             if ordered_reduce is None:
                 ordered_reduce = self.world >= 3
             if hasattr(model, "register_comm_hook"):
+                self._pg = getattr(model, "process_group", None) or dist.group.WORLD
                 model.register_comm_hook(None, self._ordered_hook if ordered_reduce
                                          else self._allreduce_hook)
         self._writer = _Writer(self) if async_save else None
+        # The pipelined snapshot: set while no host copy is pending.
+        self._copied = threading.Event()
+        self._copied.set()
+        self.copy_waits = 0         # optimizer steps that waited for a copy
+        self._test_copy_delay = 0.0     # tests: the writer's copy starts late
+        self._pipelined = bool(async_save and optimizer is not None)
+        if self._pipelined:
+            self._guard_optimizer()
         self.jit_prewrite_after = float(jit_prewrite_after or 0)
         if self._ctl_group is not None and self.ckpt_dir and self.jit_prewrite_after > 0:
             threading.Thread(target=self._prewrite_loop, name="dtclient-torch-jit",
@@ -508,12 +409,6 @@ class Session:
                 os._exit(1)
 
     # -- gradient collectives in flight, and the just-in-time pre-write ----------
-    def _coll_enter(self, t):
-        with self._lock:
-            if self._n_launch == self._n_end:
-                self._pending_since = t
-            self._n_launch += 1
-
     def _coll_leave(self, f):
         ok = False              # f: the completed future, None: the launch failed
         if f is not None:
@@ -566,20 +461,24 @@ class Session:
             shutil.rmtree(os.path.dirname(pre[1][0][1]), ignore_errors=True)
 
     # -- the DDP communication hook -------------------------------------------
-    def _bracketed(self, bucket, launch, finish):
+    def _bracketed(self, buf, launch, finish):
         """One gradient bucket's reduction, bracketed for the hang
         watchdog (waiting on peers from launch to completion) and timed:
-        the bucket is divided by the world size, launch(buf) starts the
-        collective (async), finish(f, buf) turns its completed future into
-        the reduced bucket.  A failure of either is kept for the
-        just-in-time checkpoint (the state is still self.step's)."""
+        launch(buf) starts the collective on the model's process group
+        (the ProcessGroup's own method: torch.distributed's wrappers cost
+        tens of microseconds of Python per call), finish(value, buf)
+        turns its completed result into the reduced bucket.  A failure of
+        either is kept for the just-in-time checkpoint (the state is
+        still self.step's).  Kept short: it runs for every bucket."""
+        c0 = _cpu()
+        t = time.perf_counter()
         c = self.client
-        t, c0 = time.perf_counter(), _cpu()
         c.collective(True)
         self._last_launch = t
-        self._coll_enter(t)
-        buf = bucket.buffer()
-        buf.div_(self.world)
+        with self._lock:
+            if self._n_launch == self._n_end:
+                self._pending_since = t
+            self._n_launch += 1
         try:
             fut = launch(buf).get_future()
         except Exception as e:     # a peer already gone
@@ -589,23 +488,30 @@ class Session:
             raise
 
         def done(f):
-            self._last_done, d0 = time.perf_counter(), _cpu()
+            d0 = _cpu()
+            self._last_done = time.perf_counter()
             c.collective(False)
-            self._coll_leave(f)
+            ok = False
             try:
-                return finish(f, buf)
+                out = finish(f.value(), buf)
+                ok = True
+                return out
             except Exception as e:
                 self._comm_failed = e
                 raise
             finally:
+                with self._lock:
+                    self._n_end += 1
+                    self._n_ok += ok
                 self._cb_s += _cpu() - d0
         fut = fut.then(done)
         self._own_s += _cpu() - c0
         return fut
 
     def _allreduce_hook(self, state, bucket):
-        return self._bracketed(bucket, lambda buf: dist.all_reduce(buf, async_op=True),
-                               lambda f, buf: f.value()[0])
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        return self._bracketed(buf, self._pg.allreduce, _first)
 
     def _ordered_hook(self, state, bucket):
         """As _allreduce_hook, but each rank's (divided) bucket is gathered
@@ -615,23 +521,19 @@ class Session:
         buckets out anew after the first step of each process (by the
         order the gradients became ready), so a resumed run would reduce
         its first step with other boundaries than the uninterrupted one."""
-        parts = None
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        parts = self._gather.get(bucket.index())
+        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
+            parts = [torch.empty_like(buf) for _ in range(self.world)]
+            self._gather[bucket.index()] = parts
 
-        def launch(buf):
-            nonlocal parts
-            parts = self._gather.get(bucket.index())
-            if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
-                parts = [torch.empty_like(buf) for _ in range(self.world)]
-                self._gather[bucket.index()] = parts
-            return dist.all_gather(parts, buf, async_op=True)
-
-        def finish(f, buf):
-            f.value()
+        def finish(value, buf):
             buf.copy_(parts[0])
             for p in parts[1:]:
                 buf.add_(p)
             return buf
-        return self._bracketed(bucket, launch, finish)
+        return self._bracketed(buf, lambda b: self._pg.allgather([parts], [b]), finish)
 
     # -- the step loop ---------------------------------------------------------
     def steps(self, total):
@@ -697,9 +599,11 @@ class Session:
         x = _mix(self.seed, step, self.rank)
         random.seed(x)
         # torch.manual_seed costs ~100 us (CUDA's lazy seeding); the CPU
-        # generator alone ~1 us, CUDA's only once CUDA is in use.
+        # generator alone ~1 us, CUDA's only once CUDA is in use
+        # (is_initialized(): false without CUDA, and is_available() costs
+        # a few microseconds a call).
         torch.default_generator.manual_seed(x)
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.is_initialized():
             torch.cuda.manual_seed_all(x)
 
     def step_done(self, loss=0.0, samples=0):
@@ -780,15 +684,16 @@ class Session:
     def _module(self):
         return getattr(self.model, "module", self.model)
 
-    def _state(self, shard_rank=None):
+    def _state(self, shard_rank=None, keep_vars=False):
         """This rank's state (or, for a just-in-time shard, rank
-        shard_rank's: the same replica, its RNG state derived)."""
+        shard_rank's: the same replica, its RNG state derived); keep_vars:
+        the model's parameters as themselves (Parameter objects)."""
         own = shard_rank is None or shard_rank == self.rank
         st = {
             "format": FORMAT, "job": self.job, "step": self.step,
             "rank": self.rank if shard_rank is None else shard_rank,
             "world_size": self.world, "seed": self.seed,
-            "model": self._module().state_dict(),
+            "model": self._module().state_dict(keep_vars=keep_vars),
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
@@ -808,8 +713,9 @@ class Session:
         return os.path.join(self.ckpt_dir, "step-%d" % step, "rank-%d.ckpt" % r)
 
     def save(self):
-        """Checkpoint the state after the current step: a host copy here,
-        the rest on the writer thread (or here, with async_save=False)."""
+        """Checkpoint the state after the current step: a host copy here
+        (pipelined: of what the next forward and backward may change), the
+        rest on the writer thread (or here, with async_save=False)."""
         if not self.ckpt_dir:
             raise RuntimeError("dtclient.torch: no checkpoint directory (DT_CHECKPOINT_DIR)")
         t, c0 = time.perf_counter(), _cpu()
@@ -817,19 +723,84 @@ class Session:
         try:
             if self._writer is not None:
                 self._writer.wait()     # the previous shard first: one in flight
-            # The previous snapshot is written: its tensors are reused.
-            state = self._snap = _cpu_copy(self._state(), self._snap)
             path = self.shard_path(self.step)
-            if self._writer is not None:
-                self._writer.submit(self.step, path, state)
+            if self._pipelined:
+                # the host copy on the writer thread (see _state_live)
+                self._copied.clear()
+                self._writer.submit(self.step, path, self._state_live(), live=True)
             else:
-                self._write_shard(self.step, path, state)
+                # The previous snapshot is written: its tensors are reused.
+                state = self._snap = _cpu_copy(self._state(), self._snap)
+                if self._writer is not None:
+                    self._writer.submit(self.step, path, state)
+                else:
+                    self._write_shard(self.step, path, state)
         finally:
             self.client.set_busy(False)
         self.stall_s += time.perf_counter() - t
         self.stall_cpu_s += _cpu() - c0
         self.nckpt += 1
         self.last_saved = self.step
+
+    def _state_live(self):
+        """The state of this step for the pipelined copy: the parameters
+        and the optimizer's per-parameter state (only the optimizer's step
+        changes them) by reference, copied on the writer thread before the
+        next optimizer step; the rest copied now (buffers: a forward pass
+        may update them; the scheduler, the sampler).  The RNG states are
+        new objects already."""
+        st = self._state(keep_vars=True)
+        P = torch.nn.Parameter
+        st["model"] = {k: v if isinstance(v, P) else _cpu_copy(v) for k, v in st["model"].items()}
+        o = st["optimizer"]
+        if o is not None:
+            st["optimizer"] = {k: ({i: dict(ps) for i, ps in v.items()} if k == "state"
+                                   else _cpu_copy(v)) for k, v in o.items()}
+        for k in ("scheduler", "sampler", "extra"):
+            st[k] = _cpu_copy(st[k])
+        return st
+
+    def _copy_live(self, state):
+        """On the writer thread: the host copy of a _state_live() state
+        (into the previous snapshot's tensors), then the training thread's
+        optimizer step may go on."""
+        try:
+            if self._test_copy_delay:
+                time.sleep(self._test_copy_delay)
+            snap = self._snap = _cpu_copy(state, self._snap)
+        finally:
+            self._copied.set()
+        return snap
+
+    def _guard_optimizer(self):
+        """optimizer.step() waits for a pending host copy first.  torch 1.13
+        has no optimizer step hooks (register_step_pre_hook came in 2.0):
+        the instance's step is wrapped, as the LR schedulers do; the
+        schedulers' step counter (their wrapper's _with_counter mark) still
+        works whether the scheduler was created before or after."""
+        inner, wait, copied = self.optimizer.step, self.wait_snapshot, self._copied
+        self._unguarded_step = inner
+
+        def step(opt, *args, **kwargs):
+            if not copied.is_set():
+                wait()
+            return inner(*args, **kwargs)
+        if hasattr(inner, "_with_counter"):
+            step._with_counter = True
+        self.optimizer.step = types.MethodType(step, self.optimizer)
+
+    def wait_snapshot(self):
+        """Block until the pending checkpoint's host copy is made (the
+        training-thread time counted as checkpoint stall).  optimizer.step()
+        does it by itself; call it before changing the parameters or the
+        optimizer's state any other way."""
+        if self._copied.is_set():
+            return
+        t, c0 = time.perf_counter(), _cpu()
+        self._copied.wait()
+        self.stall_s += time.perf_counter() - t
+        self.stall_cpu_s += _cpu() - c0
+        self.copy_waits += 1
 
     def _write_shard(self, step, path, state):
         data, crc = _encode(state)
