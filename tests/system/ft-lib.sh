@@ -128,10 +128,25 @@ PYEOF
     eval "$(grep '^[A-Z_]*=' "$TMP/tl.txt")"
 }
 
+# ft_own_procs: the live processes of this test: those whose command line
+# or environment names its private directory (procs_naming: agents,
+# trainers, whatever they started, also after they left their process
+# group or were reparented) and that run as root or as the test's
+# submitting user; never the test's shell.  Not "every process reading a
+# corpus": another test's or another user's processes are left alone.
+ft_own_procs () {
+    local p u ok_uids
+    ok_uids=" 0 ${DT_SUBMIT_USER:+$(id -u "$DT_SUBMIT_USER") }"
+    for p in $(procs_naming "$TMP" $$); do
+        u=$(awk '/^Uid:/ {print $2}' "/proc/$p/status" 2>/dev/null) || continue
+        case "$ok_uids" in *" $u "*) echo "$p" ;; esac
+    done
+}
+
 # Trainers of the local launcher run in their own process groups: also
-# kill whatever dttrain of this test is left (cleanup after ctld_cleanup).
+# kill whatever process of this test is left (cleanup after ctld_cleanup).
 ft_cleanup () {
-    for p in $(pgrep -f -- "--data $CORPUS" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    for p in $(ft_own_procs); do kill -9 "$p" 2>/dev/null; done
     ctld_cleanup
 }
 trap ft_cleanup EXIT

@@ -28,6 +28,37 @@ finish () {
 }
 done_testing () { finish; }
 
+# dt_port [ADDR]: a TCP port free on ADDR (default 127.0.0.1, "" for every
+# address) right now, outside the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range).  A port from that range may become some
+# client's source port; worse, a process that connects to it on the same
+# address before its listener is up (a rank to its master's port, an agent
+# to a controller being restarted) can be given that very port as its own
+# source port and connect to itself (TCP simultaneous open), and the
+# listener then cannot bind.
+dt_port () {
+    python3 - "${1-127.0.0.1}" <<'PYEOF'
+import random, socket, sys
+try:
+    lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+except (OSError, ValueError):
+    lo, hi = 32768, 60999
+ports = [p for p in range(10000, 65536) if not lo <= p <= hi]
+random.shuffle(ports)
+for p in ports[:1000]:
+    s = socket.socket()
+    try:
+        s.bind((sys.argv[1], p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    sys.exit(0)
+sys.exit("dt_port: no free port outside the ephemeral range %d-%d" % (lo, hi))
+PYEOF
+}
+
 # same A B: A and B are equal, and neither empty nor "null" (two missing
 # answers are no evidence that two results agree).
 same () {
