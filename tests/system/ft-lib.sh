@@ -46,13 +46,11 @@ dttrain_spec () {
 # else (the tests rely on it: runs are bit-for-bit reproducible).  Kept
 # under a digest of all of those in $TOP_BUILDDIR/tests/system/
 # baseline-cache, so that tests that need the same run share it (make
-# clean removes it; DT_BASELINE_CACHE=0 runs CMD every time).  A run that
-# resumes from a checkpoint (DT_RESUME_DIR, --resume) is never kept: the
-# checkpoint's contents are not in the digest.
+# clean removes it; DT_BASELINE_CACHE=0 runs CMD every time).
 baseline_cached () {
     local what=$1 files=$2 key dir=$TOP_BUILDDIR/tests/system/baseline-cache out
     shift 2
-    [ "${DT_BASELINE_CACHE:-1}" != 0 ] && [ -z "${DT_RESUME_DIR:-}" ] && [[ " $what " != *" --resume "* ]] \
+    [ "${DT_BASELINE_CACHE:-1}" != 0 ] \
         && key=$(env | LC_ALL=C sort | grep -E '^(DT_|DTTRAIN|OPENBLAS|OMP_|GOMP|TORCH|PYTORCH|CUDA|NCCL|GLOO|LD_LIBRARY_PATH|PYTHONPATH|MASTER_ADDR)' \
             | grep -v -E '^DT_(TESTBED_DIR|PATH_NOWRAP|SUBMIT_USER|API_VALIDATE|BASELINE_CACHE)=' \
             | python3 -c 'import hashlib, sys
