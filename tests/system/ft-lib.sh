@@ -62,7 +62,7 @@ for f in sys.argv[3:]:
         h.update(b"\0" + f.encode() + b"\0absent")
 print(h.hexdigest())' "$what" "$TMP" $files) || key=
     if [ -n "$key" ] && [ -s "$dir/$key" ]; then
-        echo "# $(printf '%s' "$what" | head -n 1 | cut -c1-100)...: from the baseline cache ($key)" >&2
+        echo "# $what: from the baseline cache ($key)" >&2
         cat "$dir/$key"
         return 0
     fi
@@ -77,12 +77,7 @@ print(h.hexdigest())' "$what" "$TMP" $files) || key=
 # same world size, no agent, gloo bootstrap through a directory), or the
 # same run's from the baseline cache.
 baseline () {
-    # (the system libraries it loads, OpenBLAS and gloo among them, by
-    # path, size and time: an upgraded one may sum in another order)
-    local libs
-    libs=$(ldd "$TOP_BUILDDIR/trainer/.libs/dttrain" 2>/dev/null | awk '$3 ~ /^\// {print $3}' \
-        | xargs -r stat -L -c '%n %s %Y' 2>/dev/null)
-    baseline_cached "dttrain W=$1 $MODEL_ARGS $libs" \
+    baseline_cached "dttrain W=$1 $MODEL_ARGS" \
         "$CORPUS $TOP_BUILDDIR/trainer/.libs/dttrain $TOP_BUILDDIR/trainer/dttrain $TOP_BUILDDIR/agent/client/.libs/libdtclient.so.0" \
         baseline_run "$1"
 }
