@@ -39,49 +39,9 @@ dttrain_spec () {
         heartbeat: {interval_ms: 200}} + (if $w != "" then {workdir: $w} else {} end)) * $m'
 }
 
-# baseline_cached WHAT 'FILE...' CMD...: CMD's output, an uninterrupted
-# run's result: a function of WHAT (the world size and the trainer's
-# arguments), of the FILEs' contents (the trainer's binaries or scripts,
-# the corpus) and of the variables that configure a trainer, and nothing
-# else (the tests rely on it: runs are bit-for-bit reproducible).  Kept
-# under a digest of all of those in $TOP_BUILDDIR/tests/system/
-# baseline-cache, so that tests that need the same run share it (make
-# clean removes it; DT_BASELINE_CACHE=0 runs CMD every time).
-baseline_cached () {
-    local what=$1 files=$2 key dir=$TOP_BUILDDIR/tests/system/baseline-cache out
-    shift 2
-    [ "${DT_BASELINE_CACHE:-1}" != 0 ] \
-        && key=$(env | LC_ALL=C sort | grep -E '^(DT_|DTTRAIN|OPENBLAS|OMP_|GOMP|TORCH|PYTORCH|CUDA|NCCL|GLOO|LD_LIBRARY_PATH|PYTHONPATH|MASTER_ADDR)' \
-            | grep -v -E '^DT_(TESTBED_DIR|PATH_NOWRAP|SUBMIT_USER|API_VALIDATE|BASELINE_CACHE)=' \
-            | python3 -c 'import hashlib, sys
-h = hashlib.sha256(sys.argv[1].replace(sys.argv[2], "TMP").encode() + b"\0" + sys.stdin.buffer.read())
-for f in sys.argv[3:]:
-    try:
-        h.update(b"\0" + f.replace(sys.argv[2], "TMP").encode() + b"\0" + open(f, "rb").read())
-    except OSError:
-        h.update(b"\0" + f.encode() + b"\0absent")
-print(h.hexdigest())' "$what" "$TMP" $files) || key=
-    if [ -n "$key" ] && [ -s "$dir/$key" ]; then
-        echo "# $what: from the baseline cache ($key)" >&2
-        cat "$dir/$key"
-        return 0
-    fi
-    out=$("$@") || return 1
-    if [ -n "$key" ] && [ -n "$out" ] && [ "$out" != null ] && mkdir -p "$dir"; then
-        printf '%s\n' "$out" > "$dir/$key.$$" && mv -f "$dir/$key.$$" "$dir/$key"
-    fi
-    printf '%s\n' "$out"
-}
-
 # baseline W: params_crc32c of an uninterrupted standalone run (same model,
-# same world size, no agent, gloo bootstrap through a directory), or the
-# same run's from the baseline cache.
+# same world size, no agent, gloo bootstrap through a directory).
 baseline () {
-    baseline_cached "dttrain W=$1 $MODEL_ARGS" \
-        "$CORPUS $TOP_BUILDDIR/trainer/.libs/dttrain $TOP_BUILDDIR/trainer/dttrain $TOP_BUILDDIR/agent/client/.libs/libdtclient.so.0" \
-        baseline_run "$1"
-}
-baseline_run () {
     local W=$1 r rdv pids=""
     rdv=$(mktemp -d "$TMP/rdv.XXXXXX")
     for r in $(seq 0 $((W - 1))); do

@@ -40,11 +40,6 @@ torch_spec () {
 # port it picked may have been taken meanwhile); the errors go to
 # standard error as TAP comments.
 torch_baseline () {
-    baseline_cached "torch W=$1 $TORCH_ARGS" \
-        "$TORCH_CORPUS $TORCH_TRAIN $TORCH_PYPATH/dtclient/__init__.py $TORCH_PYPATH/dtclient/torch.py $TORCH_LIBDIR/libdtclient.so.0 /usr/lib/python3/dist-packages/torch/version.py" \
-        torch_baseline_run "$1"
-}
-torch_baseline_run () {
     torch_baseline_try "$1" || torch_baseline_try "$1"
 }
 torch_baseline_try () {
