@@ -65,9 +65,11 @@ write_conf () {
 }
 
 # free_port: a TCP port free right now (for tests that restart dtctld on
-# the same port, so that running agents find it again).
+# the same port, so that running agents find it again), outside the
+# ephemeral range (dt_port: an agent dialling it while dtctld is down must
+# not connect to itself).
 free_port () {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    dt_port 127.0.0.1
 }
 
 # start_fg: dtctld in the foreground (background job), log in $TMP/ctld.log.

@@ -21,7 +21,8 @@ cat "$TOP_SRCDIR"/man/*.in "$TOP_SRCDIR"/schemas/agent-api.md "$TOP_SRCDIR"/trai
 : "${FT_MODEL:=--context 8 --width 16 --heads 2 --layers 1}"
 MODEL_ARGS="--data $CORPUS --steps $FT_STEPS --global-batch 32 $FT_MODEL --val-samples 16 --quiet"
 
-now_ms () { python3 -c 'import time; print(int(time.time() * 1000))'; }
+# (bash's clock: no process to start)
+now_ms () { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
 
 # dttrain_spec NAME NODES 'extra dttrain args' [jq-merge-object]: a job spec
 # running dttrain through "sh -c" (so a test may wrap it), 1 rank per node,
@@ -128,10 +129,25 @@ PYEOF
     eval "$(grep '^[A-Z_]*=' "$TMP/tl.txt")"
 }
 
+# ft_own_procs: the live processes of this test: those whose command line
+# or environment names its private directory (procs_naming: agents,
+# trainers, whatever they started, also after they left their process
+# group or were reparented) and that run as root or as the test's
+# submitting user; never the test's shell.  Not "every process reading a
+# corpus": another test's or another user's processes are left alone.
+ft_own_procs () {
+    local p u ok_uids
+    ok_uids=" 0 ${DT_SUBMIT_USER:+$(id -u "$DT_SUBMIT_USER") }"
+    for p in $(procs_naming "$TMP" $$); do
+        u=$(awk '/^Uid:/ {print $2}' "/proc/$p/status" 2>/dev/null) || continue
+        case "$ok_uids" in *" $u "*) echo "$p" ;; esac
+    done
+}
+
 # Trainers of the local launcher run in their own process groups: also
-# kill whatever dttrain of this test is left (cleanup after ctld_cleanup).
+# kill whatever process of this test is left (cleanup after ctld_cleanup).
 ft_cleanup () {
-    for p in $(pgrep -f -- "--data $CORPUS" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    for p in $(ft_own_procs); do kill -9 "$p" 2>/dev/null; done
     ctld_cleanup
 }
 trap ft_cleanup EXIT

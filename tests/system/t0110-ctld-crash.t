@@ -6,7 +6,14 @@
 . "$(dirname "$0")/ctld-lib.sh"
 
 # One port for all the restarts: the agents keep the controller's URL.
-write_conf "ListenPort=$(free_port)"
+# It is outside the ephemeral range: an agent dialling it while dtctld is
+# down could otherwise be given it as its own source port and connect to
+# itself, and the restarted dtctld could not bind it.
+P=$(free_port)
+read -r eph_lo eph_hi < /proc/sys/net/ipv4/ip_local_port_range
+check "the controller's fixed port $P is outside the ephemeral range $eph_lo-$eph_hi" \
+    test "$P" -lt "$eph_lo" -o "$P" -gt "$eph_hi"
+write_conf "ListenPort=$P"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 
 # ---- SIGKILL right after the 201 --------------------------------------------

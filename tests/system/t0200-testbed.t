@@ -37,6 +37,13 @@ kill -9 $(node_pids) 2>/dev/null
 "$TESTBED" up 3 >/dev/null
 check "up after a crash works" [ $? -eq 0 -a "$(idle_count)" -eq 3 ]
 check "status ok while up" eval '"$TESTBED" status >/dev/null'
+# slurmctld's pid file lost: down finds it by its configuration in /proc.
+ctld=$(cat "$DT_TESTBED_DIR/ctld/slurmctld.pid" 2>/dev/null)
+rm -f "$DT_TESTBED_DIR/ctld/slurmctld.pid"
+"$TESTBED" down >/dev/null
+check "down without slurmctld's pid file stops it all the same (${ctld:-no pid})" \
+    eval '[ -n "$ctld" ] && ! tb_alive $ctld'
+"$TESTBED" up 1 >/dev/null || bail "up 1 failed"
 
 # Bad arguments: usage errors, named.
 out=$("$TESTBED" up 0 2>&1); rc=$?

@@ -11,6 +11,18 @@ write_conf
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 BASE=$(baseline 2) || bail "the baseline run failed"
 echo "# uninterrupted run (world 2): params_crc32c $BASE"
+# The cleanup kills this test's processes only (ft_own_procs): its
+# controller, not another user's process reading the same corpus.
+. "$(dirname "$0")/users-lib.sh"
+dt_users_setup
+as_user "$DT_USER_B" python3 -c 'import time; time.sleep(60)' --data "$CORPUS" &
+DECOY_RUNNER=$!
+wait_for 10 pgrep -u "$DT_USER_B" -f -- "--data $CORPUS" >/dev/null
+DECOY=$(pgrep -u "$DT_USER_B" -f -- "--data $CORPUS")
+OWN=" $(ft_own_procs | tr '\n' ' ') "
+check "cleanup scope: dtctld ($CTLD_PID) is this test's, $DT_USER_B's reader of the corpus (${DECOY:-none}) is not" \
+    eval '[ -n "$DECOY" ] && [[ "$OWN" == *" $CTLD_PID "* ]] && [[ "$OWN" != *" $DECOY "* ]]'
+kill -9 $DECOY 2>/dev/null; wait "$DECOY_RUNNER" 2>/dev/null
 
 # --no-jit: this test is the fallback to the last committed checkpoint;
 # t0705 covers the just-in-time checkpoint that dp jobs take by default.

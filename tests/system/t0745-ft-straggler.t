@@ -5,14 +5,14 @@
 # shows it in the job's status, has every rank checkpoint at one step and
 # stop, and restarts without local2 - on 1 node (restart.min_nodes 1), the
 # same global batch.  The world size changes (2 -> 1), so the parameters
-# may legitimately differ from a 2-rank run; the test prints both.
+# may legitimately differ from a 2-rank run: there is no uninterrupted
+# run to compare them with (the test prints them).
 FT_STEPS=400   # long enough that the stop for the exclusion lands before the end, also under load
 . "$(dirname "$0")/ft-lib.sh"
 MODEL_ARGS="$MODEL_ARGS --width 128"   # steps of ~10 ms: a window fills mid-run
 
 write_conf "LocalNodes=2"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
-BASE=$(baseline 2) || bail "the baseline run failed"
 
 submit "$(dttrain_spec straggle 2 "--inject-slow 1:4" '{"straggler": {"action": "exclude", "window_steps": 8, "threshold": 0.75}, "restart": {"min_nodes": 1}}')" \
     || bail "submit failed"
@@ -46,5 +46,5 @@ check "a shrink event says why" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'shrink'")" = 1
 check "the job result: $FT_STEPS steps, world 1, global batch 32" \
     jqt ".data.result.steps == $FT_STEPS and .data.result.world_size == 1 and .data.result.global_batch == 32" "$TMP/j.json"
-echo "# params_crc32c: $(jq -r .data.result.params_crc32c "$TMP/j.json") after 2 -> 1 ranks; $BASE for 2 ranks throughout (may differ: the world size changed)"
+echo "# params_crc32c: $(jq -r .data.result.params_crc32c "$TMP/j.json") after 2 -> 1 ranks"
 done_testing

@@ -24,7 +24,9 @@ start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 events_of () { sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $1 AND kind = 'comm_bound'"; }
 
 # ---- communication-bound: a tiny model, 8 ranks ------------------------------------------
-spec=$(dttrain_spec commbound 4 "--hidden 8 --layers 1 --global-batch 8 --peak-flops 1e11" \
+# (150 steps: the warning comes after about 20, and what is checked while
+# the job runs is read right after it)
+spec=$(dttrain_spec commbound 4 "--hidden 8 --layers 1 --global-batch 8 --peak-flops 1e11 --steps 150" \
     '{"ranks_per_node": 2, "comm_bound": {"threshold": 0.5, "window_steps": 10}, "checkpoint": {"every_steps": 0}}')
 submit "$spec" || bail "submit failed"
 CB=$ID

@@ -5,13 +5,12 @@
 # threshold), has every rank checkpoint at one step and stop, and restarts
 # without that node: on 1 node (restart.min_nodes 1, no other node in the
 # cluster), the same global batch.  The world size changes (2 -> 1), so
-# the parameters may legitimately differ from a 2-rank run: the test
-# prints both and does not compare them.
+# the parameters may legitimately differ from a 2-rank run: there is no
+# uninterrupted run to compare them with (the test prints them).
 : "${FT_STEPS:=600}"   # long enough for a full straggler window and the stop, also under load
 . "$(dirname "$0")/ft-slurm-lib.sh"
 MODEL_ARGS="$MODEL_ARGS --width 128"   # steps of ~10 ms: a window fills mid-run
 ft_slurm_up 2
-BASE=$(baseline 2) || bail "the baseline run failed"
 
 submit "$(dttrain_spec straggle 2 "--inject-slow 1:4" '{"straggler": {"action": "exclude", "window_steps": 8, "threshold": 0.75}, "restart": {"min_nodes": 1}}')" \
     || bail "submit failed"
@@ -42,7 +41,7 @@ check "a shrink event says why" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'shrink'")" = 1
 check "the job result: $FT_STEPS steps, world 1, global batch 32" \
     jqt ".data.result.steps == $FT_STEPS and .data.result.world_size == 1 and .data.result.global_batch == 32" "$TMP/j.json"
-echo "# params_crc32c: $(jq -r .data.result.params_crc32c "$TMP/j.json") after 2 -> 1 ranks; $BASE for 2 ranks throughout (may differ: the world size changed)"
+echo "# params_crc32c: $(jq -r .data.result.params_crc32c "$TMP/j.json") after 2 -> 1 ranks"
 check "no Slurm job left" wait_for 20 eval '[ -z "$(squeue -h 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

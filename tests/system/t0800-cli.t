@@ -36,7 +36,7 @@ dt_users_setup
 dta () { as_user "$DT_USER_A" env DTCTL_CONTROLLER="$DTCTL_CONTROLLER" "$DTCTL" "$@"; }
 dtb () { as_user "$DT_USER_B" env DTCTL_CONTROLLER="$DTCTL_CONTROLLER" "$DTCTL" "$@"; }
 
-free_port () { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port () { dt_port 127.0.0.1; }
 
 # ---- before the controller: unreachable, bad config -----------------------
 dead_port=$(free_port)

@@ -35,6 +35,22 @@ contract "every variable the agent sets for a rank is in dtctl(1) TRAINER ENVIRO
 contract "every cause the controller records is in dtctl-job(5) and the OpenAPI enum" causes
 contract "every event kind the controller records is in dtctl-job(5) and the OpenAPI enum" events
 contract "code comments cite only files in the tree" cites
+# libdtclient's interface: the exported functions and the -version-info
+# of the built library are those libdtclient.abi lists (a function added
+# without bumping the version-info by libtool's rules fails here).
+ABI=$TOP_SRCDIR/agent/client/libdtclient.abi
+SO=$TOP_BUILDDIR/agent/client/.libs/libdtclient.so
+if [ -e "$SO" ] && command -v nm >/dev/null; then
+    vi=$(sed -n 's/^version-info //p' "$ABI")
+    IFS=: read -r vc vr va <<<"$vi"
+    check "libdtclient exports exactly the functions libdtclient.abi lists" \
+        diff <(grep -v -e '^#' -e '^version-info ' "$ABI") \
+             <(nm -D --defined-only "$SO" | awk '$2 ~ /[TDBR]/ {print $3}' | sort)
+    check "libdtclient's -version-info is libdtclient.abi's ($vi)" \
+        grep -q -- "-version-info $vi " "$TOP_SRCDIR/agent/client/Makefile.am"
+    check "... and the built library is named by it (libdtclient.so.$((vc - va)).$va.$vr)" \
+        test -e "$SO.$((vc - va)).$va.$vr"
+fi
 
 # ---- the API against its description -----------------------------------------
 if ! python3 -c 'import jsonschema' 2>/dev/null; then

@@ -29,6 +29,11 @@ done
 
 write_conf "AdminUsers=root" "PrivateData=jobs,env,stderr" "UiDir=$TOP_SRCDIR/ui"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+link () { as_user "$1" env DTCTL_CONTROLLER="$URL" "$DTCTL" ui --json "${@:2}" | jq -r .token; }
+# dtalice's link of 1 s, made first: it has long expired when the browser
+# uses it (checked below), with no sleep for it.
+EXP_T=$(link "$A" --ttl 1)
+EXP_MADE=${EPOCHREALTIME/./}
 MODEL_ARGS="$MODEL_ARGS --hidden 768 --inject-slow 0:3"   # steps of tens of ms: tens of metric points per attempt
 
 # Rank 1 crashes at step 70 in the first attempt only (TORCHELASTIC_RESTART_COUNT 0).
@@ -72,12 +77,12 @@ SUSPECT=$(jq -r '.data.attempts[0].cause_node' "$TMP/j.json")
 api POST "/v1/nodes/$SUSPECT/suspect" > /dev/null
 check "root marks $SUSPECT suspect" test "$(status)" = 200
 
-link () { as_user "$1" env DTCTL_CONTROLLER="$URL" "$DTCTL" ui --json "${@:2}" | jq -r .token; }
 ROOT_T=$(DTCTL_CONTROLLER=$URL "$DTCTL" ui --json | jq -r .token)
 BOB_T=$(link "$B")
 ALICE_T=$(link "$A")
-EXP_T=$(link "$A" --ttl 1)
-sleep 1.5
+# (1.5 s after the expiring link was made, at least)
+left_us=$(( EXP_MADE + 1500000 - ${EPOCHREALTIME/./} ))
+[ "$left_us" -gt 0 ] && sleep "$(printf '%d.%06d' $((left_us / 1000000)) $((left_us % 1000000)))"
 jq -n --arg root "$ROOT_T" --arg bob "$BOB_T" --arg alice "$ALICE_T" --arg exp "$EXP_T" \
     --argjson job "$JOB" --argjson ajob "$AJOB" --slurpfile rep "$TMP/report.json" \
     --argjson steps "$steps" --arg an "$A" --arg bn "$B" --arg sus "$SUSPECT" \

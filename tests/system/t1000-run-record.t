@@ -43,6 +43,17 @@ api POST /v1/jobs -d "$SPEC" > "$TMP/s.json"
 check "job A: submit 201" test "$(status)" = 201
 A=$(jq -r .data.id "$TMP/s.json")
 
+# --- job B: no failure, run alongside job A (its steps sleep: the two do not
+# slow each other down) -----------------------------------------------------------
+SPEC=$(jq -n --arg t "$STEPTRAINER" --arg c "$TMP/ckpt" '{
+    name: "clean", nodes: 2, ranks_per_node: 1,
+    command: [$t, "--steps", "24", "--step-ms", "250"],
+    checkpoint: {dir: $c, every_steps: 8, keep: 2},
+    heartbeat: {interval_ms: 100}}')
+api POST /v1/jobs -d "$SPEC" > "$TMP/sb.json"
+check "job B: submit 201" test "$(status)" = 201
+B=$(jq -r .data.id "$TMP/sb.json")
+
 # While it runs: the report is live, and /metrics has its gauges.
 wait_for 30 eval "curl -s $URL/v1/jobs/$A | jqt '.data.state == \"running\" and (.data.step // 0) >= 2'"
 api GET /v1/jobs/$A/report > "$TMP/live.json"
@@ -141,14 +152,7 @@ if [ -x "$DTCTL" ]; then
     check "dtctl report prints ETTR and the breakdown" sh -c "grep -q '^ETTR' $TMP/report.txt && grep -q 'lost_work_s' $TMP/report.txt"
 fi
 
-# --- job B: no failure ---------------------------------------------------------
-SPEC=$(jq -n --arg t "$STEPTRAINER" --arg c "$TMP/ckpt" '{
-    name: "clean", nodes: 2, ranks_per_node: 1,
-    command: [$t, "--steps", "24", "--step-ms", "250"],
-    checkpoint: {dir: $c, every_steps: 8, keep: 2},
-    heartbeat: {interval_ms: 100}}')
-api POST /v1/jobs -d "$SPEC" > "$TMP/s.json"
-B=$(jq -r .data.id "$TMP/s.json")
+# --- job B (submitted with job A, above): no failure -----------------------------
 check "job B completes" wait_for 60 sh -c "test \"\$(curl -s $URL/v1/jobs/$B | jq -r .data.state)\" = completed"
 api GET /v1/jobs/$B/report | jq .data > "$TMP/rb"
 check "job B: no lost work, no failure, no restart" jqt '

@@ -6,6 +6,14 @@
 [ -n "${TAP_LIB_LOADED:-}" ] && return 0
 TAP_LIB_LOADED=1
 
+# python3 is Debian's /usr/bin/python3 (the one scripts/install-deps
+# equips) when the first python3 on PATH is another: a version manager's
+# shim (pyenv) costs 0.1-0.3 s of shell scripts a call, and the tests run
+# python3 a few hundred times.  A function: the tests' own calls only.
+if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+    python3 () { /usr/bin/python3 "$@"; }
+fi
+
 n=0; failed=0
 ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
 fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
@@ -27,6 +35,37 @@ finish () {
     echo "1..$n"; exit $failed
 }
 done_testing () { finish; }
+
+# dt_port [ADDR]: a TCP port free on ADDR (default 127.0.0.1, "" for every
+# address) right now, outside the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range).  A port from that range may become some
+# client's source port; worse, a process that connects to it on the same
+# address before its listener is up (a rank to its master's port, an agent
+# to a controller being restarted) can be given that very port as its own
+# source port and connect to itself (TCP simultaneous open), and the
+# listener then cannot bind.
+dt_port () {
+    python3 - "${1-127.0.0.1}" <<'PYEOF'
+import random, socket, sys
+try:
+    lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+except (OSError, ValueError):
+    lo, hi = 32768, 60999
+ports = [p for p in range(10000, 65536) if not lo <= p <= hi]
+random.shuffle(ports)
+for p in ports[:1000]:
+    s = socket.socket()
+    try:
+        s.bind((sys.argv[1], p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    sys.exit(0)
+sys.exit("dt_port: no free port outside the ephemeral range %d-%d" % (lo, hi))
+PYEOF
+}
 
 # same A B: A and B are equal, and neither empty nor "null" (two missing
 # answers are no evidence that two results agree).

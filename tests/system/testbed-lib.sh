@@ -58,7 +58,7 @@ tb_alive () {   # any of these PIDs alive (zombies do not count)?
 
 # Free TCP port on the host (asks the kernel).
 tb_free_port () {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])'
+    dt_port ""
 }
 
 # Wait until "$@" succeeds, up to $1 seconds.

@@ -34,15 +34,17 @@ torch_spec () {
 }
 
 # torch_baseline W: params_sha256 of an uninterrupted run without an agent
-# (W processes, gloo on 127.0.0.1).  A second try if the first fails (the
-# free port it picked may have been taken meanwhile); the errors go to
+# (W processes, gloo on 127.0.0.1).  The master's port is outside the
+# ephemeral range (dt_port): a rank dialling it before rank 0 listens
+# cannot connect to itself.  A second try if the first fails (the free
+# port it picked may have been taken meanwhile); the errors go to
 # standard error as TAP comments.
 torch_baseline () {
     torch_baseline_try "$1" || torch_baseline_try "$1"
 }
 torch_baseline_try () {
     local W=$1 r port pids="" rc=0
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(dt_port 127.0.0.1) || return 1
     for r in $(seq 0 $((W - 1))); do
         RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
             PYTHONPATH=$TORCH_PYPATH LD_LIBRARY_PATH=$TORCH_LIBDIR OMP_NUM_THREADS=1 \
