@@ -319,7 +319,8 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     int64_t timeout = att->job->spec.hb.node_timeout_ms;
     /* Heartbeats deferred the attempt-wide pass (a large attempt). */
     if (att->progress_dirty &&
-        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
+        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att) &&
+        jobs_pass_ok (jobs, att)) {
         jobs_progress (jobs, att);
         if (att->row.state != ATT_RUNNING)
             return;
@@ -386,7 +387,8 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     }
     /* The watchdog visits every rank: a large attempt's as often as its
      * attempt-wide pass may run (hang timeouts are seconds). */
-    if (dt_mono_ms () - att->watchdog_last_ms >= progress_gap_ms (att)) {
+    if (dt_mono_ms () - att->watchdog_last_ms >= progress_gap_ms (att) &&
+        jobs_pass_ok (jobs, att)) {
         att->watchdog_last_ms = dt_mono_ms ();
         attempt_watchdog (jobs, att, now);
     }
