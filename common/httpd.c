@@ -45,9 +45,8 @@ static const int httpd_listen_backlog = 65535;
 /* One dt_httpd_run handles requests for about this long; the requests
  * still ready then are handled in the next run, so that a burst (10,000
  * agents registering at once) does not hold up the owner's loop (its tick,
- * its signals) for seconds.  20 ms, not 50: a status request or the tick
- * that arrives behind a burst of relayed heartbeats waits one run, and the
- * controller's passes stay well under 200 ms on a loaded machine. */
+ * its signals) for seconds (20 ms: a status request or the tick behind a
+ * burst of relayed heartbeats waits one short run). */
 static const int64_t httpd_run_budget_ns = 20 * 1000000LL;
 static const int httpd_runs_max = 64; /* MHD runs per dt_httpd_run, at most */
 
@@ -971,11 +970,6 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
     if (park >= 0 && (best < 0 || park < best))
         best = park;
     return best > INT_MAX ? INT_MAX : (int)best;
-}
-
-size_t dt_httpd_last_run_requests (const dt_httpd_t *h)
-{
-    return h->dispatched;
 }
 
 int dt_httpd_run (dt_httpd_t *h)

@@ -332,6 +332,7 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
                 t = thread_cpu_ms ();
                 provenance_tick (ctx->jobs);
                 report_tick (ctx->report);
+                api_tick (ctx);
                 ph.other = thread_cpu_ms () - t;
                 next_tick = dt_mono_ms () + tick_ms;
             }

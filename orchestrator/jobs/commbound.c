@@ -141,9 +141,8 @@ void commbound_overlay (const struct job *job, json_t *o)
      * their latest step's figures (null: no rank reports them), as of the
      * last attempt-wide pass. */
     if (c)
-        json_object_set_new (c, "dims",
-                             att->cb_dims_n ? commbound_dims_json (att->cb_dims)
-                                            : json_null ());
+        json_object_set_new (
+          c, "dims", att->cb_dims_n ? commbound_dims_json (att->cb_dims) : json_null ());
     json_object_set_new (o, "comm", c);
 }
 
