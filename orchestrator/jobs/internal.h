@@ -58,9 +58,6 @@ struct jobs {
     bool in_tick;
     int tick_passes;
     bool passes_left;
-    /* Epoch ms when the next agent's silence would pass its limit
-     * (detect.c), so the tick comes then; INT64_MAX none. */
-    int64_t detect_due_ms;
 };
 
 /* A state change run by transact(): 0, or -1 with err (rolled back). */

@@ -416,7 +416,6 @@ int64_t jobs_tick (struct jobs *jobs)
     jobs->in_tick = true;
     jobs->tick_passes = 0;
     jobs->passes_left = false;
-    jobs->detect_due_ms = INT64_MAX;
     while (*pp) {
         struct job *job = *pp;
         struct attempt *att = job->att;
@@ -447,12 +446,6 @@ int64_t jobs_tick (struct jobs *jobs)
     /* Passes of huge attempts left over: the next tick comes soon. */
     if (jobs->passes_left && pass_retry_ms < want)
         want = pass_retry_ms;
-    /* A node's silence passes its limit before the next tick: then. */
-    if (jobs->detect_due_ms != INT64_MAX) {
-        int64_t due = jobs->detect_due_ms - dt_real_ms ();
-        if (due < want)
-            want = due > 0 ? due : 0;
-    }
     if (now >= jobs->next_flush_ms) {
         bool more = jobs_flush_some (jobs, flush_rows_max);
         /* Rows left over: go on at the next tick. */
