@@ -15,7 +15,7 @@
  * bodies buffered at once share one budget; a request that takes longer
  * than the absolute request timeout (however slowly its bytes dribble in)
  * has its connection cut.  One dt_httpd_run handles requests for about
- * 20 ms; requests still ready then wait (suspended) for the next run, so
+ * 50 ms; requests still ready then wait (suspended) for the next run, so
  * that a burst (10,000 agents registering at once) does not hold up the
  * owner's loop for seconds.
  */

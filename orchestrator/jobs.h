@@ -166,6 +166,7 @@ struct attempt {
     bool progress_dirty;
     int64_t progress_last_ms; /* monotonic ms of the last attempt-wide pass */
     int64_t watchdog_last_ms; /* monotonic ms of the last hang watchdog run */
+    int64_t loss_scan_ms;     /* monotonic ms of the last node-loss scan */
     /* node name -> index into agents[] (open addressing, index + 1; 0
      * empty), rebuilt when agents[] changed (count or order). */
     int *agent_hash;

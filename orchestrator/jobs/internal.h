@@ -69,6 +69,7 @@ typedef int (*tx_f) (struct jobs *jobs, struct job *job, struct attempt *att, vo
  * one's run only in the tick, one per tick (the next tick comes sooner
  * when some were left). */
 bool jobs_pass_ok (struct jobs *jobs, struct attempt *att);
+extern const int pass_bounded_ranks; /* the ranks of such an attempt, over */
 
 /* Rows one bounded flush writes at most (flush.c explains the figure). */
 extern const int flush_rows_max;

@@ -402,7 +402,7 @@ static void note_stall (struct jobs *jobs, int64_t from, int64_t to)
  * waits on it. */
 static const int64_t ending_tick_ms = 25;
 /* ... and this often while attempt-wide passes wait (jobs_pass_ok). */
-static const int64_t pass_retry_ms = 5;
+static const int64_t pass_retry_ms = 10;
 
 int64_t jobs_tick (struct jobs *jobs)
 {

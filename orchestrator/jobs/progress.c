@@ -158,7 +158,7 @@ int64_t progress_gap_ms (struct attempt *att)
  * watchdog) takes 3-10 ms of CPU, and three such attempts' passes in one
  * heartbeat's request or one tick held every request behind them (passes
  * of 25-80 ms of CPU at 160,000 rank-heartbeats/s). */
-static const int pass_bounded_ranks = 4096;
+const int pass_bounded_ranks = 4096;
 
 bool jobs_pass_ok (struct jobs *jobs, struct attempt *att)
 {
