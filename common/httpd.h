@@ -126,6 +126,8 @@ int dt_httpd_route (dt_httpd_t *h, const char *method, const char *pattern,
 int dt_httpd_fd (const dt_httpd_t *h);
 int dt_httpd_timeout_ms (const dt_httpd_t *h);
 int dt_httpd_run (dt_httpd_t *h);
+/* Requests handled by the last dt_httpd_run. */
+size_t dt_httpd_last_run_requests (const dt_httpd_t *h);
 
 /* Request accessors; all strings borrowed, valid until the reply. */
 const char *dt_http_req_method (const dt_http_req_t *req);

@@ -173,3 +173,8 @@ void httpd_park_forget (dt_http_req_t *req)
         }
     req->parked = false;
 }
+
+size_t dt_httpd_last_run_requests (const dt_httpd_t *h)
+{
+    return h->dispatched;
+}

@@ -166,6 +166,7 @@ struct attempt {
     bool progress_dirty;
     int64_t progress_last_ms; /* monotonic ms of the last attempt-wide pass */
     int64_t watchdog_last_ms; /* monotonic ms of the last hang watchdog run */
+    int64_t loss_scan_ms;     /* monotonic ms of the last node-loss scan */
     /* node name -> index into agents[] (open addressing, index + 1; 0
      * empty), rebuilt when agents[] changed (count or order). */
     int *agent_hash;
@@ -177,6 +178,13 @@ struct attempt {
     double cb_share, cb_spread;
     double cb_mfu; /* model FLOP utilisation of the latest step, NAN unknown */
     int64_t cb_seen, cb_from;
+    /* Kept by the attempt-wide pass, so that the job view need not visit
+     * every rank: the mean of the ranks' per-dimension figures over the
+     * cb_dims_n ranks that report them, and how many ranks are flagged
+     * stragglers. */
+    double cb_dims[9];
+    int cb_dims_n;
+    int nflagged;
     /* jobs_flush writes a bounded number of rows at a time, from here */
     int flush_rank_pos, flush_agent_pos;
     int flush_rank_scan, flush_agent_scan; /* scanned by the open flush */

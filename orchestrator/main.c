@@ -256,7 +256,14 @@ static double thread_cpu_ms (void)
     clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
-static void loop_stall_note (int64_t ms, double cpu_ms)
+/* Where a pass spent its CPU time (ms): the HTTP requests (and how many
+ * were handled), the registrations' transaction, the job manager's tick,
+ * the provenance and report ticks; logged with a long pass. */
+struct loop_phases {
+    double http, reg, jobs, other;
+    size_t requests;
+};
+static void loop_stall_note (int64_t ms, double cpu_ms, const struct loop_phases *ph)
 {
     static int64_t longest;
     if (ms <= longest)
@@ -264,8 +271,11 @@ static void loop_stall_note (int64_t ms, double cpu_ms)
     longest = ms;
     if (ms >= loop_stall_log_ms)
         dt_log (ms >= 200 ? LOG_WARNING : LOG_NOTICE,
-                "event loop: a pass took %lld ms (%.0f ms of CPU), the longest so far",
-                (long long)ms, cpu_ms);
+                "event loop: a pass took %lld ms (%.0f ms of CPU), the longest so far "
+                "(CPU ms: %zu requests %.1f, registrations %.1f, jobs tick %.1f, "
+                "other ticks %.1f)",
+                (long long)ms, cpu_ms, ph->requests, ph->http, ph->reg, ph->jobs,
+                ph->other);
 }
 
 /* Until a signal asks to stop: HTTP requests, signals (SIGHUP reloads
@@ -292,11 +302,16 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             break;
         }
         int64_t busy_from = dt_mono_ms ();
-        double cpu_from = thread_cpu_ms ();
+        double cpu_from = thread_cpu_ms (), t;
+        struct loop_phases ph = { 0 };
         if (dt_httpd_run (ctx->httpd) < 0)
             dt_log (LOG_ERR, "httpd: run failed");
+        ph.requests = dt_httpd_last_run_requests (ctx->httpd);
+        t = thread_cpu_ms ();
+        ph.http = t - cpu_from;
         /* The registrations of this pass, in one transaction. */
         jobs_flush_registrations (ctx->jobs);
+        ph.reg = thread_cpu_ms () - t;
         if (pfd[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read (sfd, &si, sizeof (si)) == sizeof (si)) {
@@ -310,15 +325,20 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
         }
         now = dt_mono_ms ();
         if (now >= next_tick || now >= next_jobs) {
+            t = thread_cpu_ms ();
             int64_t want = jobs_tick (ctx->jobs);
+            ph.jobs = thread_cpu_ms () - t;
             if (now >= next_tick) {
+                t = thread_cpu_ms ();
                 provenance_tick (ctx->jobs);
                 report_tick (ctx->report);
+                api_tick (ctx);
+                ph.other = thread_cpu_ms () - t;
                 next_tick = dt_mono_ms () + tick_ms;
             }
             next_jobs = dt_mono_ms () + (want < tick_ms ? want : tick_ms);
         }
-        loop_stall_note (dt_mono_ms () - busy_from, thread_cpu_ms () - cpu_from);
+        loop_stall_note (dt_mono_ms () - busy_from, thread_cpu_ms () - cpu_from, &ph);
     }
 }
 

@@ -43,10 +43,16 @@ void commbound_pass (struct jobs *jobs, struct attempt *att)
     struct job *job = att->job;
     double share = 0, cmin = NAN, cmax = NAN, step_ms = 0;
     int64_t min_step = -1;
-    int n = 0;
+    int n = 0, nd = 0;
+    double dims[9] = { 0 };
 
     for (int r = 0; r < att->row.world_size; r++) {
         const struct rank *rk = &att->ranks[r];
+        if (rk->has_dims) {
+            for (int k = 0; k < 9; k++)
+                dims[k] += rk->dims[k];
+            nd++;
+        }
         if (!rk->seen || rk->step < 0 || isnan (rk->compute_ms) || isnan (rk->comm_ms) ||
             rk->compute_ms + rk->comm_ms <= 0)
             continue;
@@ -61,6 +67,10 @@ void commbound_pass (struct jobs *jobs, struct attempt *att)
             step_ms = rk->compute_ms + rk->comm_ms;
         n++;
     }
+    for (int k = 0; nd && k < 9; k++)
+        dims[k] /= nd;
+    memcpy (att->cb_dims, dims, sizeof (dims));
+    att->cb_dims_n = nd;
     if (n == 0)
         return;
     att->cb_valid = true;
@@ -128,21 +138,11 @@ void commbound_overlay (const struct job *job, json_t *o)
       "threshold", cb_threshold (job), "window_steps", cb_window (job), "steps_above",
       (json_int_t)above, "comm_bound", att->cb_fired);
     /* Per parallel dimension: the mean over the ranks that report them of
-     * their latest step's figures (null: no rank reports them). */
-    double sum[9] = { 0 };
-    int n = 0;
-    for (int r = 0; r < att->row.world_size; r++) {
-        const struct rank *rk = &att->ranks[r];
-        if (!rk->has_dims)
-            continue;
-        for (int k = 0; k < 9; k++)
-            sum[k] += rk->dims[k];
-        n++;
-    }
-    for (int k = 0; n && k < 9; k++)
-        sum[k] /= n;
+     * their latest step's figures (null: no rank reports them), as of the
+     * last attempt-wide pass. */
     if (c)
-        json_object_set_new (c, "dims", n ? commbound_dims_json (sum) : json_null ());
+        json_object_set_new (
+          c, "dims", att->cb_dims_n ? commbound_dims_json (att->cb_dims) : json_null ());
     json_object_set_new (o, "comm", c);
 }
 

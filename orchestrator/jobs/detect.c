@@ -317,6 +317,8 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
                      st->end_time_ms);
 }
 
+static const int64_t loss_scan_ms = 100;
+
 /* A running attempt: node loss (silence), a peer loss no failure
  * explains, and the hang watchdog. */
 void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
@@ -324,11 +326,19 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     int64_t timeout = att->job->spec.hb.node_timeout_ms;
     /* Heartbeats deferred the attempt-wide pass (a large attempt). */
     if (att->progress_dirty &&
-        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att)) {
+        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att) &&
+        jobs_pass_ok (jobs, att)) {
         jobs_progress (jobs, att);
         if (att->row.state != ATT_RUNNING)
             return;
     }
+    /* The ticks that come sooner for waiting passes (jobs_pass_ok) do not
+     * scan a huge attempt's agents again: at most every loss_scan_ms, as
+     * with the ordinary tick. */
+    if (att->row.world_size > pass_bounded_ranks &&
+        dt_mono_ms () - att->loss_scan_ms < loss_scan_ms)
+        goto watchdog;
+    att->loss_scan_ms = dt_mono_ms ();
     /* Node loss: the agent silent longest, counting silence from the
      * end of the controller's own last stall at the earliest.  Once a
      * surviving rank reported that it lost a peer, 2.5 heartbeat
@@ -389,9 +399,11 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
           json_pack ("{s:I s:b}", "jit_step", (json_int_t)att->jit_step, "peer_lost", 1));
         return;
     }
+watchdog:
     /* The watchdog visits every rank: a large attempt's as often as its
      * attempt-wide pass may run (hang timeouts are seconds). */
-    if (dt_mono_ms () - att->watchdog_last_ms >= progress_gap_ms (att)) {
+    if (dt_mono_ms () - att->watchdog_last_ms >= progress_gap_ms (att) &&
+        jobs_pass_ok (jobs, att)) {
         att->watchdog_last_ms = dt_mono_ms ();
         attempt_watchdog (jobs, att, now);
     }

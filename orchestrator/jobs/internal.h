@@ -53,11 +53,23 @@ struct jobs {
      * stall never blames a healthy node. */
     int64_t tick_end_ms;
     int64_t heard_since_ms;
+    /* One attempt-wide pass of a huge attempt per tick (jobs_pass_ok): in
+     * a tick now, passes run in it, and passes left for the next one. */
+    bool in_tick;
+    int tick_passes;
+    bool passes_left;
 };
 
 /* A state change run by transact(): 0, or -1 with err (rolled back). */
 typedef int (*tx_f) (struct jobs *jobs, struct job *job, struct attempt *att, void *arg,
                      dt_error_t *err);
+
+/* progress.c: may an attempt-wide pass (progress, watchdog) of 'att' run
+ * now?  Always for an attempt of up to a few thousand ranks; a larger
+ * one's run only in the tick, one per tick (the next tick comes sooner
+ * when some were left). */
+bool jobs_pass_ok (struct jobs *jobs, struct attempt *att);
+extern const int pass_bounded_ranks; /* the ranks of such an attempt, over */
 
 /* Rows one bounded flush writes at most (flush.c explains the figure). */
 extern const int flush_rows_max;
@@ -77,6 +89,8 @@ struct attempt *attempt_alloc (struct jobs *jobs, struct job *job, int number,
 int tx_insert_attempt (struct jobs *jobs, struct job *job, struct attempt *att,
                        dt_error_t *err);
 void attempt_cancel (struct jobs *jobs, struct attempt *att);
+/* qsort order of the rendezvous: node ranks follow it (node order, then name). */
+int jobs_agent_cmp (const void *a, const void *b);
 void attempt_succeed (struct jobs *jobs, struct attempt *att);
 int attempt_launch (struct jobs *jobs, struct attempt *att);
 bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now);

@@ -401,6 +401,8 @@ static void note_stall (struct jobs *jobs, int64_t from, int64_t to)
  * every 50 ms for its end) the tick comes this often: the next attempt
  * waits on it. */
 static const int64_t ending_tick_ms = 25;
+/* ... and this often while attempt-wide passes wait (jobs_pass_ok). */
+static const int64_t pass_retry_ms = 10;
 
 int64_t jobs_tick (struct jobs *jobs)
 {
@@ -411,6 +413,9 @@ int64_t jobs_tick (struct jobs *jobs)
     /* The loop was held up since the last tick (see struct jobs). */
     if (jobs->tick_end_ms)
         note_stall (jobs, jobs->tick_end_ms, now);
+    jobs->in_tick = true;
+    jobs->tick_passes = 0;
+    jobs->passes_left = false;
     while (*pp) {
         struct job *job = *pp;
         struct attempt *att = job->att;
@@ -437,6 +442,10 @@ int64_t jobs_tick (struct jobs *jobs)
         }
         pp = &job->next;
     }
+    jobs->in_tick = false;
+    /* Passes of huge attempts left over: the next tick comes soon. */
+    if (jobs->passes_left && pass_retry_ms < want)
+        want = pass_retry_ms;
     if (now >= jobs->next_flush_ms) {
         bool more = jobs_flush_some (jobs, flush_rows_max);
         /* Rows left over: go on at the next tick. */
@@ -491,7 +500,9 @@ void jobs_overlay (struct jobs *jobs, json_t *o)
             json_object_set_new (o, "loss", json_real (job->row.last_loss));
         if (!isnan (job->row.throughput))
             json_object_set_new (o, "throughput", json_real (job->row.throughput));
-        if (job->att) {
+        /* (flagged ranks counted by the attempt-wide pass: a huge
+         * attempt's 65,536 ranks are not visited for every view) */
+        if (job->att && job->att->nflagged > 0) {
             for (int r = 0; r < job->att->row.world_size; r++) {
                 struct rank *rk = &job->att->ranks[r];
                 if (rk->flagged)

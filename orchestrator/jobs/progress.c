@@ -162,11 +162,31 @@ int64_t progress_gap_ms (struct attempt *att)
     return gap;
 }
 
+/* Ranks of an attempt whose attempt-wide passes are bounded to one per
+ * tick: a pass over 65,536 ranks (progress, stragglers, communication,
+ * watchdog) takes 3-10 ms of CPU, and three such attempts' passes in one
+ * heartbeat's request or one tick held every request behind them (passes
+ * of 25-80 ms of CPU at 160,000 rank-heartbeats/s). */
+const int pass_bounded_ranks = 4096;
+
+bool jobs_pass_ok (struct jobs *jobs, struct attempt *att)
+{
+    if (att->row.world_size <= pass_bounded_ranks)
+        return true;
+    if (jobs->in_tick && jobs->tick_passes == 0) {
+        jobs->tick_passes++;
+        return true;
+    }
+    jobs->passes_left = true;
+    return false;
+}
+
 void jobs_heartbeat_done (struct jobs *jobs, struct attempt *att)
 {
     att->progress_dirty = true;
     if (att->row.state == ATT_RUNNING &&
-        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att))
+        dt_mono_ms () - att->progress_last_ms >= progress_gap_ms (att) &&
+        jobs_pass_ok (jobs, att))
         jobs_progress (jobs, att);
 }
 

@@ -16,6 +16,35 @@
 
 #include "orchestrator/jobs/internal.h"
 
+/* The rendezvous writes the node rows of a huge attempt with the bounded
+ * flush (attempt.c): rows still without their node rank get it as the
+ * rendezvous gave it, from the registration order of all the agents. */
+static void reload_node_ranks (struct attempt *att)
+{
+    int rpn = att->row.ranks_per_node, i;
+    for (i = 0; i < att->nagents; i++)
+        if (att->agents[i].node_rank < 0 && !att->agents[i].spare)
+            break;
+    if (i == att->nagents)
+        return;
+    qsort (att->agents, att->nagents, sizeof (*att->agents), jobs_agent_cmp);
+    att->agent_hash_n = -1; /* the node index is stale */
+    for (i = 0; i < att->nagents; i++) {
+        struct agent *ag = &att->agents[i];
+        ag->spare = i >= att->row.num_nodes;
+        ag->node_rank = ag->spare ? -1 : i;
+        for (int l = 0; !ag->spare && l < rpn; l++) {
+            int r = i * rpn + l;
+            if (r < att->row.world_size) {
+                snprintf (att->ranks[r].node, sizeof (att->ranks[r].node), "%s",
+                          ag->node);
+                att->ranks[r].local_rank = l;
+            }
+        }
+        ag->dirty = true; /* written again, with the rank */
+    }
+}
+
 /* Rebuild a live attempt's agents and ranks from the store after a restart
  * of the controller.  The agents get a fresh heartbeat grace period. */
 static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *att,
@@ -74,6 +103,8 @@ static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *a
         }
     }
     json_decref (j);
+    if (att->row.state != ATT_SUBMITTED && att->row.state != ATT_STARTING)
+        reload_node_ranks (att);
     if (att->row.state == ATT_STARTING)
         att->deadline_ms = now + jobs->ctx->cfg->rendezvous_timeout_ms;
     if (att->row.state == ATT_ENDING) {

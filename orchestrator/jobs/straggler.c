@@ -33,9 +33,10 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
     double threshold = job->spec.straggler.threshold;
 
     double fastest = straggler_fastest (att->ranks, att->row.world_size);
-    int flagged_rank = -1;
+    int flagged_rank = -1, nflagged = 0;
     for (int r = 0; r < att->row.world_size && !isnan (fastest); r++) {
         struct rank *rk = &att->ranks[r];
+        nflagged += rk->flagged;
         double m = straggler_median (rk);
         double score = ft_straggler_score (fastest, m);
         if (isnan (score))
@@ -45,6 +46,7 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
             char detail[128];
             dt_error_t err;
             rk->flagged = true;
+            nflagged++;
             snprintf (detail, sizeof (detail),
                       "rank %d is a straggler: score %.2f < %.2f", r, rk->score,
                       threshold);
@@ -59,6 +61,8 @@ void straggler_pass (struct jobs *jobs, struct attempt *att)
                 flagged_rank = r;
         }
     }
+    if (!isnan (fastest))
+        att->nflagged = nflagged;
     /* straggler.action exclude: checkpoint now, restart without its node
      * (only when another node is left to run on). */
     const char *action = job->spec.straggler.action;
