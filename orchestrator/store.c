@@ -30,6 +30,7 @@ extern const char store_sql_005[];
 extern const char store_sql_006[];
 extern const char store_sql_007[];
 extern const char store_sql_008[];
+extern const char store_sql_009[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -40,6 +41,7 @@ const struct dt_db_migration store_migrations[] = {
     { 6, "006-mfu.sql", store_sql_006 },
     { 7, "007-integrity-state.sql", store_sql_007 },
     { 8, "008-attempt-layout.sql", store_sql_008 },
+    { 9, "009-reform.sql", store_sql_009 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 

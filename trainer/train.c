@@ -203,11 +203,14 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     }
 
-    /* Resume (before the communicator: the start step names its keys). */
+    /* Resume (before the communicator: the start step names its keys);
+     * a replacement of a lost rank takes the state from its peers. */
+    t->reform_joining = train_reform_init (t);
     if (train_resume (t, exit_code, err) < 0)
         goto error;
 
-    if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0) {
+    if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0 ||
+        (t->reform_joining && train_reform_sync (t, err) < 0)) {
         *exit_code = EXIT_COMM;
         goto error;
     }
@@ -746,12 +749,16 @@ int trainer_run (struct trainer *t)
     double loss = NAN;
     int stopped = 0;
     train_perf_report (t);
+    train_reform_declare (t);
     int64_t t0 = dt_mono_ns ();
 
     while (t->step < o->steps) {
         train_inject (t);
         train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
+            /* A lost peer: re-form in place when the controller says so. */
+            if (strstr (err.text, "gloo") && train_reform_survivor (t) == 0)
+                continue;
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
                 return train_comm_lost (t);
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);

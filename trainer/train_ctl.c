@@ -63,9 +63,13 @@ dt_comm_t *train_comm_open_group (struct trainer *t, const char *group, int rank
     /* Keys are unique per job, attempt and start step, so a restart never
      * meets the keys of the generation it replaces; a group of the layout
      * (trainer/layout.h) has keys of its own under them. */
-    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64 "%s%.32s", o->job,
-              attempt ? attempt : "0", t->start_step, group ? "/" : "",
-              group ? group : "");
+    if (t->reform_attempt > 0) /* a re-formed group: the step is agreed on later */
+        snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%" PRId64 "/reform%s%.32s",
+                  o->job, t->reform_attempt, group ? "/" : "", group ? group : "");
+    else
+        snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64 "%s%.32s",
+                  o->job, attempt ? attempt : "0", t->start_step, group ? "/" : "",
+                  group ? group : "");
     for (char *c = prefix; *c; c++) /* kv keys: [A-Za-z0-9_.:/-] */
         if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
             *c = '_';
