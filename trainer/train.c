@@ -647,7 +647,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         int64_t every = o->log_every > 0 ? o->log_every
                         : o->steps >= 20 ? o->steps / 20
                                          : 1;
-        if (t->step % every == 0 || t->step == t->start_step + 1)
+        if (t->step % every == 0 || t->step == t->start_step + 1 ||
+            t->step == t->reform_first)
             dt_log (LOG_INFO,
                     "step %" PRId64 "/%" PRId64 " loss %.4f (%.3f bits/byte) lr %.3g "
                     "|g| %.3f compute %.1f ms comm %.1f ms",

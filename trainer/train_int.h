@@ -63,6 +63,7 @@ struct trainer {
      * replacement, the last state transfer's time */
     int reform_ok, reform_joining;
     int64_t reform_attempt;
+    int64_t reform_first; /* the first step after a re-form (logged) */
     double reform_transfer_ms;
     double last_loss, val_loss;
     int have_val;

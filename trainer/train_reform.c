@@ -117,6 +117,7 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
                           "(crc %08x here, %08x..%08x)",
                           crc, (uint32_t)-mm[1], (uint32_t)mm[0]);
     t->reform_transfer_ms = (t1 - t0) / 1e6;
+    t->reform_first = t->step + 1;
     dt_log (LOG_NOTICE,
             "rank %d: re-formed as attempt %" PRId64 " at step %" PRId64
             " (state from rank %d%s, %.1f MB in %.1f ms, fingerprint %08x checked in "
