@@ -422,7 +422,8 @@ static void apply_commands (agent_t *a, const json_t *cmds)
             }
         }
         else if (strcmp (kind, "reform") == 0) {
-            json_t *at = json_object_get (c, "attempt"), *tk = json_object_get (c, "token");
+            json_t *at = json_object_get (c, "attempt"),
+                   *tk = json_object_get (c, "token");
             if (json_is_integer (at) && json_is_string (tk))
                 reform (a, (int)json_integer_value (at), json_string_value (tk));
         }
@@ -547,6 +548,28 @@ static void on_perf (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
 
+/* What a rank can do (dtclient_declare): kept, and relayed once. */
+static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
+                     struct dtproto_buf *reply)
+{
+    dt_error_t err;
+    json_t *caps =
+      dt_json_parse ((const char *)m->s[DTPROTO_T_JSON], m->slen[DTPROTO_T_JSON], &err);
+    struct rank *rk = ranks_find (a->ranks, conn_rank);
+    bool r = json_is_true (json_object_get (caps, "reform"));
+    json_decref (caps);
+    if (!rk) {
+        chan_reply_status (reply, DTCLIENT_ERR_INVAL, "caps: say hello first");
+        return;
+    }
+    if (r && !rk->reform) {
+        rk->reform = true;
+        event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
+                                 "reform", 1));
+    }
+    chan_reply_status (reply, DTCLIENT_OK, NULL);
+}
+
 static void on_request (const struct dtproto_msg *m, int *conn_rank,
                         struct dtproto_buf *reply, void *arg)
 {
@@ -609,24 +632,7 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
         return;
     }
     case DTPROTO_PERF: on_perf (a, m, *conn_rank, reply); return;
-    case DTPROTO_CAPS: {
-        json_t *caps = dt_json_parse ((const char *)m->s[DTPROTO_T_JSON],
-                                      m->slen[DTPROTO_T_JSON], &err);
-        struct rank *rk = ranks_find (a->ranks, *conn_rank);
-        bool r = json_is_true (json_object_get (caps, "reform"));
-        json_decref (caps);
-        if (!rk) {
-            chan_reply_status (reply, DTCLIENT_ERR_INVAL, "caps: say hello first");
-            return;
-        }
-        if (r && !rk->reform) {
-            rk->reform = true;
-            event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
-                                     *conn_rank, "reform", 1));
-        }
-        chan_reply_status (reply, DTCLIENT_OK, NULL);
-        return;
-    }
+    case DTPROTO_CAPS: on_caps (a, m, *conn_rank, reply); return;
     case DTPROTO_KV_SET:
         if (ctl_kv_put (a->ctl, STR (DTPROTO_T_KEY, key), m->s[DTPROTO_T_VALUE],
                         m->slen[DTPROTO_T_VALUE], &status, &err) < 0) {

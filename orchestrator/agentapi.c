@@ -939,8 +939,8 @@ static void events_cb (dt_http_req_t *req, void *arg)
     /* A rank exit of this batch made the attempt re-form in place (the
      * old attempt 'att' is gone then): the command goes with the answer. */
     struct attempt *next = job->att;
-    bool reformed = next && next->row.attempt != attempt_no &&
-                    job->reform_attempt == next->row.attempt;
+    bool reformed =
+      next && next->row.attempt != attempt_no && job->reform_attempt == next->row.attempt;
     if (refused > 0 && !reformed)
         note_refusals (ctx, att, node, refused, first_refusal);
     json_t *ans = json_pack ("{s:i, s:i, s:o}", "accepted", accepted, "refused", refused,

@@ -36,11 +36,7 @@ static const char *const top_keys[] = {
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
-    "max_restarts",
-    "exclude_failed_nodes",
-    "min_nodes",
-    "reform",
-    NULL,
+    "max_restarts", "exclude_failed_nodes", "min_nodes", "reform", NULL,
 };
 static const char *const heartbeat_keys[] = {
     "interval_ms", "node_timeout_ms", "hang_timeout_ms", "tree_width", NULL,

@@ -36,9 +36,9 @@ int train_reform_init (struct trainer *t)
     const char *on = getenv ("DT_REFORM"), *join = getenv ("DT_REFORM_JOIN");
     const char *att = getenv ("DT_ATTEMPT");
 
-    t->reform_ok = on && !strcmp (on, "1") && t->world >= 2 &&
-                   t->o.parallel == PAR_DP && t->ly.tp * t->ly.pp == 1 &&
-                   !t->k->is_device && dtclient_connected (t->client);
+    t->reform_ok = on && !strcmp (on, "1") && t->world >= 2 && t->o.parallel == PAR_DP &&
+                   t->ly.tp * t->ly.pp == 1 && !t->k->is_device &&
+                   dtclient_connected (t->client);
     if (t->reform_ok && join && !strcmp (join, "1") && att && atoll (att) > 0)
         t->reform_attempt = atoll (att);
     return t->reform_attempt > 0;

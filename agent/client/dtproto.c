@@ -63,8 +63,8 @@ static void put64 (uint8_t *p, uint64_t v)
 static const char *type_name (int type)
 {
     static const char *names[] = {
-        "?",      "hello",  "shard", "shard_failed", "result",
-        "kv_set", "kv_get", "reply", "integrity",    "perf", "caps",
+        "?",      "hello", "shard",     "shard_failed", "result", "kv_set",
+        "kv_get", "reply", "integrity", "perf",         "caps",
     };
     return type >= 1 && type <= DTPROTO_TYPE_MAX ? names[type] : "?";
 }

@@ -45,8 +45,8 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
      * replacement). */
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
-        if (!ag->spare && (ag->done || now - ag->last_hb_ms > 3 * job->spec.hb.interval_ms +
-                                                                  1000))
+        if (!ag->spare &&
+            (ag->done || now - ag->last_hb_ms > 3 * job->spec.hb.interval_ms + 1000))
             return false;
     }
     return true;
@@ -98,7 +98,7 @@ static int tx_reform (struct jobs *jobs, struct job *job, struct attempt *old, v
                               old->row.cause_rank, "decision_ms",
                               (json_int_t)(now - old->row.fail_time));
     int rc = store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, "reform",
-                         old->row.cause_node, old->row.cause_rank, detail, data, err);
+                          old->row.cause_node, old->row.cause_rank, detail, data, err);
     json_decref (data);
     if (rc < 0)
         goto error;
@@ -149,8 +149,7 @@ struct attempt *jobs_reform_successor (struct jobs *jobs, const char *token)
     for (struct job *j = jobs->list; j; j = j->next)
         if (j->reform_old_sha[0] && j->att && j->att->row.attempt == j->reform_attempt &&
             !fsm_attempt_terminal (j->att->row.state) &&
-            j->att->row.state != ATT_ENDING &&
-            auth_equal (j->reform_old_sha, hash, 64))
+            j->att->row.state != ATT_ENDING && auth_equal (j->reform_old_sha, hash, 64))
             return j->att;
     return NULL;
 }
@@ -173,9 +172,9 @@ int reform_registered (struct jobs *jobs, struct job *job, struct attempt *att,
               "every agent of attempt %d re-registered %lld ms after the decision: "
               "the ranks re-form",
               att->row.attempt, (long long)(now - att->reform_decided_ms));
-    json_t *data = json_pack (
-      "{s:I s:I}", "decision_ms", (json_int_t)(att->reform_decided_ms - att->reform_fail_ms),
-      "reform_ms", (json_int_t)(now - att->reform_decided_ms));
+    json_t *data = json_pack ("{s:I s:I}", "decision_ms",
+                              (json_int_t)(att->reform_decided_ms - att->reform_fail_ms),
+                              "reform_ms", (json_int_t)(now - att->reform_decided_ms));
     int rc = store_event (jobs->ctx->store, now, job->row.id, att->row.attempt,
                           "reform_registered", NULL, -1, detail, data, err);
     json_decref (data);
