@@ -32,7 +32,7 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
     if (!job->spec.restart.reform || job->row.state != JOB_RESTARTING ||
         !job->restart_in_place || att->row.world_size < 2 || !att->row.handle[0] ||
         att->row.tp > 1 || att->row.pp > 1 || att->stopping || att->row.cause_rank < 0 ||
-        (strcmp (att->row.cause, "trainer_exit") && strcmp (att->row.cause, "hang")))
+        strcmp (att->row.cause, "trainer_exit"))
         return false;
     /* The same layout next (no shrink re-planned). */
     if ((job->next_nodes > 0 && job->next_nodes != att->row.num_nodes) ||
