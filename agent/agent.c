@@ -72,6 +72,7 @@ struct agent {
      * attempt it re-formed as is its own (a->l then points to it). */
     bool reform;
     int64_t reform_until_ms;
+    int64_t reform_poll_until_ms; /* a rank waits to re-form: heartbeat often */
     struct layout own_l;
     bool has_own_l;
 };
@@ -79,6 +80,10 @@ struct agent {
 /* How long an agent whose ranks all failed waits for a re-form command
  * (or a stop) before exiting as before. */
 static const int64_t agent_reform_wait_ms = 5000;
+/* While a rank waits to re-form: a heartbeat every agent_reform_poll_every_ms
+ * for up to agent_reform_poll_ms (the survivor's own wait). */
+static const int64_t agent_reform_poll_ms = 3000;
+static const int64_t agent_reform_poll_every_ms = 50;
 
 /* ---- events -------------------------------------------------------------- */
 
@@ -361,6 +366,7 @@ static void reform (agent_t *a, int attempt, const char *token)
     json_array_clear (a->events);
     a->last_ckpt_step = -1;
     a->reform_until_ms = 0;
+    a->reform_poll_until_ms = 0;
     ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
@@ -479,7 +485,9 @@ static void heartbeat (agent_t *a)
         dt_log (LOG_NOTICE, "controller reachable again");
     a->unreachable = false;
     a->hb_backoff_ms = 0;
-    a->next_hb_ms = now + interval;
+    a->next_hb_ms =
+      now + (now < a->reform_poll_until_ms && !a->stopping ? agent_reform_poll_every_ms
+                                                           : interval);
     /* Refused at the controller's connection limit (ctl_post logged its
      * answer): the next try at a jittered time, so the refused agents do
      * not all return together. */
@@ -557,6 +565,7 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
       dt_json_parse ((const char *)m->s[DTPROTO_T_JSON], m->slen[DTPROTO_T_JSON], &err);
     struct rank *rk = ranks_find (a->ranks, conn_rank);
     bool r = json_is_true (json_object_get (caps, "reform"));
+    bool waiting = json_is_true (json_object_get (caps, "waiting"));
     json_decref (caps);
     if (!rk) {
         chan_reply_status (reply, DTCLIENT_ERR_INVAL, "caps: say hello first");
@@ -566,6 +575,13 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
         rk->reform = true;
         event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
                                  "reform", 1));
+    }
+    /* It lost a peer and waits: ask the controller now and often (the
+     * re-form command, or the stop of the ordinary path, comes sooner
+     * than at the next heartbeat). */
+    if (waiting && a->reform) {
+        a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
+        a->next_hb_ms = dt_mono_ms ();
     }
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }

@@ -153,11 +153,13 @@ int train_reform_survivor (struct trainer *t)
     if (!t->reform_ok)
         return -1;
     int64_t t0 = dt_mono_ms ();
-    ckpt_wait (t->writer); /* a periodic write in flight finishes first */
     dt_log (LOG_NOTICE,
             "rank %d: peer lost after step %" PRId64
             ": keeping the state, waiting up to %lld ms to re-form",
             t->rank, t->step, (long long)reform_wait_ms);
+    /* (the agent then asks the controller at once and often) */
+    dtclient_declare (t->client, DTCLIENT_CAP_REFORM | DTCLIENT_REFORM_WAITING);
+    ckpt_wait (t->writer); /* a periodic write in flight finishes first */
     while (dt_mono_ms () - t0 < reform_wait_ms) {
         while (dtclient_poll (t->client, &cmd)) {
             if (cmd.kind == DTCLIENT_CMD_STOP || cmd.kind == DTCLIENT_CMD_ABORT) {

@@ -55,6 +55,10 @@ enum {
      * a replacement started with DT_REFORM_JOIN=1 receives the state from
      * it instead of reading a checkpoint. */
     DTCLIENT_CAP_REFORM = 1,
+    /* Not a capability but a moment: it lost a peer and waits for the
+     * re-form command now (the agent asks the controller at once and
+     * then often, for a few seconds, instead of at its next heartbeat). */
+    DTCLIENT_REFORM_WAITING = 2,
 };
 
 typedef struct {
