@@ -76,7 +76,7 @@ DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" > "$TMP/show.txt" 2>&1
 sed -n '/^Restarts/,/^$/p' "$TMP/show.txt" | sed 's/^/# /'
 check "dtctl show names the path" grep -q "reform" "$TMP/show.txt"
 check "dtctl show lists the restart: re-formed after trainer_exit, no backoff, its time to the first step" \
-    grep -Eq '^ +2 +reform +trainer_exit +0 ms +[0-9]+\.[0-9]+ s$' "$TMP/show.txt"
+    grep -Eq '^ +2 +reform +trainer_exit +0 ms +[0-9]+\.[0-9]+ s +decision [0-9]+ ms, re-form [0-9]+ ms$' "$TMP/show.txt"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
