@@ -167,11 +167,14 @@ rec_kill () {
         [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     a=$(cur_attempt "$id"); log=$(att_log "$id" "$a")
+    # (a re-formed attempt has no run dir of its own: the newest rank-0 log)
+    [ -n "$log" ] || log=$(ls -t "$RD"/work/dt-"$id"-a*-*/rank-0*.log 2>/dev/null | head -n 1)
     if ! wait_for 60 has_step "$log"; then
         note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/users/*/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
         [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     first=$(first_step "$log" | awk '{print $2}')
+    [ "$kind" = reform ] && first=$(log_step "$log")
     # Past a checkpoint this attempt committed, and a little more.
     local target=$(( (first / REC_EVERY + 1) * REC_EVERY + REC_EVERY / 2 ))
     wait_for 120 log_step_ge "$log" "$target" \
@@ -199,7 +202,7 @@ rec_kill () {
             # The same processes and run directories: the first step line
             # after the kill in any of the job's rank-0 logs (the
             # replacement's is rank-0.a<N>.log).
-            wait_for 60 step_after "$id" "$t_kill" && nlog=$(step_after "$id" "$t_kill" | cut -d' ' -f1) \
+            wait_for 60 has_step_after "$id" "$t_kill" && nlog=$(step_after "$id" "$t_kill" | cut -d' ' -f1) \
                 && t_res=$(step_after "$id" "$t_kill" | cut -d' ' -f2)
             rec_transfer "$id" "$t_kill"
         else
@@ -251,6 +254,7 @@ step_after () {
     done
     [ -n "$bt" ] && echo "$best $bt"
 }
+has_step_after () { step_after "$@" > /dev/null; }
 # rec_transfer ID T: the re-formed group's state transfer after epoch T
 # (dttrain's "re-formed as attempt ... in X ms" line of rank 0).
 rec_transfer () {

@@ -245,11 +245,16 @@ void train_perf_report (struct trainer *t)
     double step = t->model.flops_per_sample * o->global_batch / t->world;
     /* On a GPU its data-sheet peak in the step's precision (kernels.h);
      * else, or for a part not known, a measured one. */
-    if (peak <= 0 && t->k->is_device &&
+    if (t->perf_known) { /* measured once (or given by a re-formed group) */
+        peak = t->perf_peak;
+        src = t->perf_src;
+    }
+    if (peak <= 0 && !t->perf_known && t->k->is_device &&
         (peak = dt_kern_cuda_peak_flops (o->precision == PREC_BF16, NULL, 0)) > 0)
         src = "datasheet";
-    if (peak <= 0)
+    if (peak <= 0 && !t->perf_known)
         peak = perf_measure_peak (t, &src);
+    t->perf_known = 1, t->perf_peak = peak, t->perf_src = src;
     if (t->rank == 0)
         dt_log (LOG_INFO,
                 "model %.3g FLOP per step (%.3g per rank), peak %.3g FLOP/s (%s)",

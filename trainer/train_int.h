@@ -64,6 +64,11 @@ struct trainer {
     int reform_ok, reform_joining;
     int64_t reform_attempt;
     int64_t reform_first; /* the first step after a re-form (logged) */
+    /* the FLOP report's peak, once known (a re-formed group's replacement
+     * takes its source's instead of measuring before its first step) */
+    int perf_known;
+    double perf_peak;
+    const char *perf_src;
     double reform_transfer_ms;
     double last_loss, val_loss;
     int have_val;

@@ -8,8 +8,11 @@
  * a re-form every member of the new attempt opens a new communicator under
  * the new attempt's key prefix, agrees on the newest completed step, takes
  * the whole state from the lowest rank holding it, and checks that every
- * rank holds the same state before the next step.  Plain data parallelism
- * on the CPU backend only: there every rank holds the whole state.
+ * rank holds the same state before the next step.  Under tensor or
+ * pipeline parallelism a rank holds its (tp, pp) position's slice, which
+ * every member of its data-parallel group holds too: the slice comes from
+ * the lowest member of that group at the newest step.  dp >= 2, not
+ * zero1 (its optimizer state is sharded), the CPU backend (gloo) only.
  */
 #include "config.h"
 
@@ -36,8 +39,8 @@ int train_reform_init (struct trainer *t)
     const char *on = getenv ("DT_REFORM"), *join = getenv ("DT_REFORM_JOIN");
     const char *att = getenv ("DT_ATTEMPT");
 
-    t->reform_ok = on && !strcmp (on, "1") && t->world >= 2 && t->o.parallel == PAR_DP &&
-                   t->ly.tp * t->ly.pp == 1 && !t->k->is_device &&
+    t->reform_ok = on && !strcmp (on, "1") && t->world >= 2 && t->ly.dp >= 2 &&
+                   t->o.parallel == PAR_DP && !t->k->is_device &&
                    dtclient_connected (t->client);
     if (t->reform_ok && join && !strcmp (join, "1") && att && atoll (att) > 0)
         t->reform_attempt = atoll (att);
@@ -82,20 +85,38 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
     if (dt_comm_allreduce (t->comm, &src, 1, DT_I64, DT_MAX, err) < 0)
         return -1;
     src = -src;
+    /* The tensors: from the lowest member of this rank's data-parallel
+     * group (the same (tp, pp) slice) at the newest step; the whole world
+     * in plain dp.  Every group holds one: a lost peer's group has
+     * survivors (dp >= 2), and nobody completes a step a peer lost. */
+    int64_t gsrc = -(int64_t)(mine == smax ? t->ly.dpr : t->ly.dp);
+    if (dt_comm_allreduce (t->dp_comm, &gsrc, 1, DT_I64, DT_MAX, err) < 0)
+        return -1;
+    gsrc = -gsrc;
+    if (gsrc >= t->ly.dp)
+        return errprintf (
+          err, "re-form: no member of data-parallel group %d holds step %" PRId64,
+          layout_group_id (&t->ly, LAYOUT_DP), smax);
     /* What exact resume needs besides the tensors: the step (the data
      * order and the schedule are functions of it) and the checkpoint
      * bookkeeping that decides collectively when to write. */
-    int64_t misc[4] = { t->step, t->ckpt_req_done, t->my_ckpt_req, t->last_saved };
+    int64_t misc[5] = { t->step, t->ckpt_req_done, t->my_ckpt_req, t->last_saved, 0 };
+    memcpy (&misc[4], &t->perf_peak, sizeof (double)); /* (0 unless known) */
     if (dt_comm_broadcast (t->comm, misc, sizeof (misc), (int)src, err) < 0 ||
-        dt_comm_broadcast (t->comm, t->model.params, n * 4, (int)src, err) < 0 ||
-        dt_comm_broadcast (t->comm, t->m, n * 4, (int)src, err) < 0 ||
-        dt_comm_broadcast (t->comm, t->v, n * 4, (int)src, err) < 0)
+        dt_comm_broadcast (t->dp_comm, t->model.params, n * 4, (int)gsrc, err) < 0 ||
+        dt_comm_broadcast (t->dp_comm, t->m, n * 4, (int)gsrc, err) < 0 ||
+        dt_comm_broadcast (t->dp_comm, t->v, n * 4, (int)gsrc, err) < 0)
         return -1;
     int64_t behind = smax - mine;
     t->step = misc[0];
     t->ckpt_req_done = misc[1];
     t->my_ckpt_req = misc[2];
     t->last_saved = misc[3];
+    if (!t->perf_known) { /* the replacement reports its source's peak */
+        memcpy (&t->perf_peak, &misc[4], sizeof (double));
+        t->perf_src = "peer";
+        t->perf_known = t->perf_peak > 0;
+    }
     if (t->reform_joining)
         t->start_step = t->step;
     /* A periodic checkpoint of the old attempt that was not committed
@@ -109,7 +130,7 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
     int64_t t1 = dt_mono_ns ();
     uint32_t crc = state_crc (t);
     int64_t mm[2] = { crc, -(int64_t)crc };
-    if (dt_comm_allreduce (t->comm, mm, 2, DT_I64, DT_MAX, err) < 0)
+    if (dt_comm_allreduce (t->dp_comm, mm, 2, DT_I64, DT_MAX, err) < 0)
         return -1;
     if (mm[0] != -mm[1])
         return errprintf (err,
@@ -122,7 +143,7 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
             "rank %d: re-formed as attempt %" PRId64 " at step %" PRId64
             " (state from rank %d%s, %.1f MB in %.1f ms, fingerprint %08x checked in "
             "%.1f ms)",
-            t->rank, t->reform_attempt, t->step, (int)src,
+            t->rank, t->reform_attempt, t->step, t->dp_ranks[gsrc],
             t->reform_joining ? "; joined"
             : behind > 0      ? "; was behind"
                               : "",
@@ -177,6 +198,7 @@ int train_reform_survivor (struct trainer *t)
                         t->rank, cmd.step, err.text);
                 return -1;
             }
+            train_perf_report (t); /* the new attempt's figures (known: no measuring) */
             dt_log (LOG_INFO,
                     "rank %d: waited %lld ms for the re-form command, re-formed in "
                     "%lld ms",

@@ -31,12 +31,18 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
     int64_t now = dt_real_ms ();
     if (!job->spec.restart.reform || job->row.state != JOB_RESTARTING ||
         !job->restart_in_place || att->row.world_size < 2 || !att->row.handle[0] ||
-        att->row.tp > 1 || att->row.pp > 1 || att->stopping || att->row.cause_rank < 0 ||
+        att->stopping || att->row.cause_rank < 0 ||
         strcmp (att->row.cause, "trainer_exit"))
+        return false;
+    /* A data-parallel replica of the lost rank's (tp, pp) slice survives:
+     * dp >= 2 (one rank lost). */
+    int group = (att->row.tp > 0 ? att->row.tp : 1) * (att->row.pp > 0 ? att->row.pp : 1);
+    if (att->row.world_size / group < 2)
         return false;
     /* The same layout next (no shrink re-planned). */
     if ((job->next_nodes > 0 && job->next_nodes != att->row.num_nodes) ||
-        (job->next_tp > 1 || job->next_pp > 1))
+        (job->next_tp > 0 && job->next_tp != att->row.tp) ||
+        (job->next_pp > 0 && job->next_pp != att->row.pp))
         return false;
     for (int r = 0; r < att->row.world_size; r++)
         if (!att->ranks[r].reform)
