@@ -371,6 +371,8 @@ static void reform (agent_t *a, int attempt, const char *token)
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
         if (rk->state == RANK_RUNNING) {
+            rk->reform_unread = true;
+            rk->reform_nreports = rk->last.nreports;
             /* still capable in the new attempt */
             if (rk->reform)
                 event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
@@ -387,6 +389,23 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->next_hb_ms = dt_mono_ms ();
 }
 
+/* A running rank told to re-form has not stepped since: it may not have
+ * read the command yet (its page holds one). */
+static bool reform_unread (agent_t *a)
+{
+    bool any = false;
+    for (int i = 0; i < ranks_count (a->ranks); i++) {
+        struct rank *rk = ranks_at (a->ranks, i);
+        if (!rk->reform_unread)
+            continue;
+        if (rk->state != RANK_RUNNING || rk->last.nreports != rk->reform_nreports)
+            rk->reform_unread = false;
+        else
+            any = true;
+    }
+    return any;
+}
+
 static void apply_commands (agent_t *a, const json_t *cmds)
 {
     size_t i;
@@ -400,7 +419,9 @@ static void apply_commands (agent_t *a, const json_t *cmds)
             /* The page holds one command, the latest: a checkpoint must
              * never overwrite a stop (or abort) the trainer has not read
              * yet - the stop already includes its checkpoint. */
-            if (step != a->last_ckpt_step && !a->stopping && !a->abort) {
+            /* Nor a re-form: it is asked again in the next answer. */
+            if (step != a->last_ckpt_step && !a->stopping && !a->abort &&
+                !reform_unread (a)) {
                 dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
                 a->last_ckpt_step = step;
                 ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);

@@ -30,6 +30,11 @@ struct rank {
     bool kill_now; /* the controller's kill command was applied */
     bool reform;   /* declared it can re-form in place (DTCLIENT_CAP_REFORM) */
     bool joining;  /* restarted to replace itself in a re-formed group */
+    /* told to re-form and not yet seen stepping since (its report count
+     * then): the page holds one command, and a checkpoint must not
+     * overwrite the re-form before the rank read it */
+    bool reform_unread;
+    int64_t reform_nreports;
     volatile struct dtshm_page *page;
     struct dtshm_report last; /* latest report read from the page */
     struct dtshm_dims dims;   /* latest per-dimension figures (step 0: none) */
