@@ -1,6 +1,6 @@
 /* reform.c: re-forming in place.  After a rank's exit on a node that stays
- * healthy, when every rank of the attempt declared that it can (dttrain,
- * plain data parallelism: every survivor holds the whole state), the
+ * healthy, when every rank of the attempt declared that it can (dttrain
+ * with dp >= 2: each lost slice survives in a data-parallel replica), the
  * surviving processes keep running: the attempt ends failed as always, and
  * a new attempt (restart path "reform") of the same processes, the same
  * launcher handle and Slurm step, with a new token, starts at once.  The
@@ -33,6 +33,10 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
         !job->restart_in_place || att->row.world_size < 2 || !att->row.handle[0] ||
         att->stopping || att->row.cause_rank < 0 ||
         strcmp (att->row.cause, "trainer_exit"))
+        return false;
+    /* The command reaches the agents in the answers to their own requests:
+     * not through the relays of a fan-in tree. */
+    if (job->spec.hb.tree_width > 0)
         return false;
     /* A data-parallel replica of the lost rank's (tp, pp) slice survives:
      * dp >= 2 (one rank lost). */
