@@ -38,6 +38,10 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
      * not through the relays of a fan-in tree. */
     if (job->spec.hb.tree_width > 0)
         return false;
+    /* Idle spares would have to register with the new attempt as spares
+     * again: jobs with spares keep the ordinary path (for now). */
+    if (att->row.spare_nodes > 0)
+        return false;
     /* A data-parallel replica of the lost rank's (tp, pp) slice survives:
      * dp >= 2 (one rank lost). */
     int group = (att->row.tp > 0 ? att->row.tp : 1) * (att->row.pp > 0 ? att->row.pp : 1);
