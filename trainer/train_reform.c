@@ -152,11 +152,24 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
     return 0;
 }
 
-/* Close the broken communicator and open the new attempt's. */
+/* Open the new attempt's communicators.  The broken ones are destroyed:
+ * that closes their sockets, so that a survivor still blocked in an old
+ * collective on this rank (a ring or pipeline neighbour, not the lost
+ * peer) fails at once and re-forms too.  With two ranks nobody can be
+ * blocked on this one, and the broken context is abandoned instead:
+ * tearing down a gloo context whose peer died may wait for its pending
+ * operations; its sockets and threads stay until the process ends. */
 static int reopen (struct trainer *t, int64_t attempt, dt_error_t *err)
 {
-    train_layout_close (t);
-    dt_comm_destroy (t->comm);
+    if (t->world > 2) {
+        train_layout_close (t);
+        dt_comm_destroy (t->comm);
+    }
+    else {
+        free (t->tp_ranks), free (t->dp_ranks), free (t->pp_ranks);
+        t->tp_ranks = t->dp_ranks = t->pp_ranks = NULL;
+        t->tp_comm = t->dp_comm = t->pp_comm = NULL;
+    }
     t->comm = NULL;
     t->reform_attempt = attempt;
     if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0)

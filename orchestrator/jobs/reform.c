@@ -29,9 +29,11 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
 {
     struct job *job = att->job;
     int64_t now = dt_real_ms ();
+    /* Only a restart that waits no backoff (restartpolicy.h): a crash
+     * loop backs off through the ordinary path. */
     if (!job->spec.restart.reform || job->row.state != JOB_RESTARTING ||
-        !job->restart_in_place || att->row.world_size < 2 || !att->row.handle[0] ||
-        att->stopping || att->row.cause_rank < 0 ||
+        job->restart_wait_ms != 0 || !job->restart_in_place || att->row.world_size < 2 ||
+        !att->row.handle[0] || att->stopping || att->row.cause_rank < 0 ||
         strcmp (att->row.cause, "trainer_exit"))
         return false;
     /* The command reaches the agents in the answers to their own requests:
