@@ -65,7 +65,25 @@ struct agent {
     bool abort;
     int64_t last_ckpt_step; /* de-duplication of repeated commands */
     bool stop_applied;
+
+    /* Re-forming in place (the attempt's env says DT_REFORM=1): after a
+     * rank's failure the agent waits, until reform_until_ms, for the
+     * controller's re-form command instead of exiting; the layout of the
+     * attempt it re-formed as is its own (a->l then points to it). */
+    bool reform;
+    int64_t reform_until_ms;
+    int64_t reform_poll_until_ms; /* a rank waits to re-form: heartbeat often */
+    struct layout own_l;
+    bool has_own_l;
 };
+
+/* How long an agent whose ranks all failed waits for a re-form command
+ * (or a stop) before exiting as before. */
+static const int64_t agent_reform_wait_ms = 5000;
+/* While a rank waits to re-form: a heartbeat every agent_reform_poll_every_ms
+ * for up to agent_reform_poll_ms (the survivor's own wait). */
+static const int64_t agent_reform_poll_ms = 3000;
+static const int64_t agent_reform_poll_every_ms = 50;
 
 /* ---- events -------------------------------------------------------------- */
 
@@ -108,6 +126,8 @@ static json_t *events_chunk (agent_t *a, size_t *count)
 /* Deliver the pending events: one answer per event (schemas/agent-api.md):
  * "accepted" and "refused" ones leave the queue, "retry" ones (and the
  * events of a chunk the controller could not answer) stay, in order. */
+static void apply_commands (agent_t *a, const json_t *cmds);
+
 static void events_flush (agent_t *a)
 {
     if (a->ev_chunk == 0)
@@ -139,6 +159,18 @@ static void events_flush (agent_t *a)
         }
         a->unreachable = false;
         a->ev_backoff_ms = 0;
+        /* The answer to the events that reported a rank's exit may say
+         * re-form now: the batch belonged to the attempt that ended. */
+        json_t *cmds = status == 200 && data ? json_object_get (data, "commands") : NULL;
+        if (json_is_array (cmds) && json_array_size (cmds) > 0) {
+            json_incref (cmds);
+            json_decref (data);
+            for (size_t i = 0; i < count; i++)
+                json_array_remove (a->events, 0);
+            apply_commands (a, cmds);
+            json_decref (cmds);
+            return;
+        }
         if (status == CTL_GONE) {
             a->gone = true;
             json_decref (data);
@@ -296,6 +328,84 @@ static void read_signals (agent_t *a)
 
 /* ---- heartbeats and commands --------------------------------------------- */
 
+/* The controller made a new attempt of the same processes (re-form in
+ * place): take its token, register with it (the same node rank, a new
+ * layout), drop what the old attempt had not delivered (it must never
+ * reach the new one), restart the failed local ranks as replacements
+ * that join from their peers, and tell the running ones to re-form. */
+static void reform (agent_t *a, int attempt, const char *token)
+{
+    dt_error_t err;
+    struct layout nl;
+    int64_t t0 = dt_mono_ms ();
+
+    if (!a->reform || attempt <= a->l->attempt || a->stopping || a->abort || a->gone)
+        return;
+    dt_log (LOG_NOTICE, "command: re-form as attempt %d", attempt);
+    if (ctl_set_token (a->ctl, token) < 0 ||
+        ctl_register (a->ctl, a->ni, a->l->node_timeout_ms, -1, &nl, &err) < 0) {
+        dt_log (LOG_ERR, "re-form as attempt %d: %s: ending the ranks", attempt,
+                err.text);
+        a->gone = true;
+        return;
+    }
+    if (nl.node_rank != a->l->node_rank || nl.world_size != a->l->world_size ||
+        nl.ranks_per_node != a->l->ranks_per_node) {
+        dt_log (LOG_ERR, "re-form as attempt %d: the layout changed: ending the ranks",
+                attempt);
+        layout_clear (&nl);
+        a->gone = true;
+        return;
+    }
+    if (a->has_own_l)
+        layout_clear (&a->own_l);
+    a->own_l = nl;
+    a->has_own_l = true;
+    a->l = &a->own_l;
+    ranks_set_layout (a->ranks, a->l);
+    json_array_clear (a->events);
+    a->last_ckpt_step = -1;
+    a->reform_until_ms = 0;
+    a->reform_poll_until_ms = 0;
+    ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
+    for (int i = 0; i < ranks_count (a->ranks); i++) {
+        struct rank *rk = ranks_at (a->ranks, i);
+        if (rk->state == RANK_RUNNING) {
+            rk->reform_unread = true;
+            rk->reform_nreports = rk->last.nreports;
+            /* still capable in the new attempt */
+            if (rk->reform)
+                event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
+                                         rk->rank, "reform", 1));
+        }
+        else if (ranks_relaunch (a->ranks, rk, &err) < 0) {
+            dt_log (LOG_ERR, "%s", err.text);
+            a->gone = true;
+            return;
+        }
+    }
+    dt_log (LOG_INFO, "re-formed as attempt %d in %lld ms (registration included)",
+            attempt, (long long)(dt_mono_ms () - t0));
+    a->next_hb_ms = dt_mono_ms ();
+}
+
+/* A running rank told to re-form has not stepped since: it may not have
+ * read the command yet (its page holds one). */
+static bool reform_unread (agent_t *a)
+{
+    bool any = false;
+    for (int i = 0; i < ranks_count (a->ranks); i++) {
+        struct rank *rk = ranks_at (a->ranks, i);
+        if (!rk->reform_unread)
+            continue;
+        if (rk->state != RANK_RUNNING || rk->last.nreports != rk->reform_nreports)
+            rk->reform_unread = false;
+        else
+            any = true;
+    }
+    return any;
+}
+
 static void apply_commands (agent_t *a, const json_t *cmds)
 {
     size_t i;
@@ -309,7 +419,9 @@ static void apply_commands (agent_t *a, const json_t *cmds)
             /* The page holds one command, the latest: a checkpoint must
              * never overwrite a stop (or abort) the trainer has not read
              * yet - the stop already includes its checkpoint. */
-            if (step != a->last_ckpt_step && !a->stopping && !a->abort) {
+            /* Nor a re-form: it is asked again in the next answer. */
+            if (step != a->last_ckpt_step && !a->stopping && !a->abort &&
+                !reform_unread (a)) {
                 dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
                 a->last_ckpt_step = step;
                 ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
@@ -335,6 +447,12 @@ static void apply_commands (agent_t *a, const json_t *cmds)
                 rk->kill_now = true;
                 ranks_kill (a->ranks, rk, 0);
             }
+        }
+        else if (strcmp (kind, "reform") == 0) {
+            json_t *at = json_object_get (c, "attempt"),
+                   *tk = json_object_get (c, "token");
+            if (json_is_integer (at) && json_is_string (tk))
+                reform (a, (int)json_integer_value (at), json_string_value (tk));
         }
         else if (strcmp (kind, "abort") == 0) {
             if (!a->abort) {
@@ -388,7 +506,9 @@ static void heartbeat (agent_t *a)
         dt_log (LOG_NOTICE, "controller reachable again");
     a->unreachable = false;
     a->hb_backoff_ms = 0;
-    a->next_hb_ms = now + interval;
+    a->next_hb_ms =
+      now + (now < a->reform_poll_until_ms && !a->stopping ? agent_reform_poll_every_ms
+                                                           : interval);
     /* Refused at the controller's connection limit (ctl_post logged its
      * answer): the next try at a jittered time, so the refused agents do
      * not all return together. */
@@ -457,6 +577,36 @@ static void on_perf (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
 
+/* What a rank can do (dtclient_declare): kept, and relayed once. */
+static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
+                     struct dtproto_buf *reply)
+{
+    dt_error_t err;
+    json_t *caps =
+      dt_json_parse ((const char *)m->s[DTPROTO_T_JSON], m->slen[DTPROTO_T_JSON], &err);
+    struct rank *rk = ranks_find (a->ranks, conn_rank);
+    bool r = json_is_true (json_object_get (caps, "reform"));
+    bool waiting = json_is_true (json_object_get (caps, "waiting"));
+    json_decref (caps);
+    if (!rk) {
+        chan_reply_status (reply, DTCLIENT_ERR_INVAL, "caps: say hello first");
+        return;
+    }
+    if (r && !rk->reform) {
+        rk->reform = true;
+        event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
+                                 "reform", 1));
+    }
+    /* It lost a peer and waits: ask the controller now and often (the
+     * re-form command, or the stop of the ordinary path, comes sooner
+     * than at the next heartbeat). */
+    if (waiting && a->reform) {
+        a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
+        a->next_hb_ms = dt_mono_ms ();
+    }
+    chan_reply_status (reply, DTCLIENT_OK, NULL);
+}
+
 static void on_request (const struct dtproto_msg *m, int *conn_rank,
                         struct dtproto_buf *reply, void *arg)
 {
@@ -519,6 +669,7 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
         return;
     }
     case DTPROTO_PERF: on_perf (a, m, *conn_rank, reply); return;
+    case DTPROTO_CAPS: on_caps (a, m, *conn_rank, reply); return;
     case DTPROTO_KV_SET:
         if (ctl_kv_put (a->ctl, STR (DTPROTO_T_KEY, key), m->s[DTPROTO_T_VALUE],
                         m->slen[DTPROTO_T_VALUE], &status, &err) < 0) {
@@ -591,6 +742,9 @@ agent_t *agent_create (ctl_t *ctl, const struct node_info *ni, const struct layo
     a->sigfd = sigfd;
     a->opts = *opts;
     a->last_ckpt_step = -1;
+    for (char **e = l->env; e && *e; e++)
+        if (!strcmp (*e, "DT_REFORM=1"))
+            a->reform = true;
     if (!(a->events = json_array ()))
         goto nomem;
 
@@ -639,6 +793,8 @@ void agent_destroy (agent_t *a)
         rmdir (a->sockdir);
     free (a->sockdir);
     json_decref (a->events);
+    if (a->has_own_l)
+        layout_clear (&a->own_l);
     free (a->rundir);
     free (a->sock);
     free (a);
@@ -744,6 +900,15 @@ int agent_run (agent_t *a)
             continue;
         }
         if (ranks_running (a->ranks) == 0) {
+            /* A failed rank may be restarted in place: wait for the
+             * controller's word (re-form, or stop) a while. */
+            if (a->reform && !a->stopping && !a->abort &&
+                !ranks_all_succeeded (a->ranks)) {
+                if (a->reform_until_ms == 0)
+                    a->reform_until_ms = now + agent_reform_wait_ms;
+                if (now < a->reform_until_ms)
+                    continue;
+            }
             if (ranks_all_succeeded (a->ranks)) {
                 dt_log (LOG_INFO, "every local rank exited 0: done");
                 event_add (a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));

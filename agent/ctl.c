@@ -97,6 +97,17 @@ error:
     return NULL;
 }
 
+int ctl_set_token (ctl_t *c, const char *token)
+{
+    char hdr[1024];
+    snprintf (hdr, sizeof (hdr), "Authorization: Bearer %s", token);
+    dt_httpc_clear_headers (c->http);
+    dt_httpc_clear_headers (c->reg);
+    return dt_httpc_set_header (c->http, hdr) < 0 || dt_httpc_set_header (c->reg, hdr) < 0
+             ? -1
+             : 0;
+}
+
 void ctl_destroy (ctl_t *c)
 {
     if (c) {

@@ -52,6 +52,9 @@ int64_t ctl_jitter_ms (int64_t base_ms);
 /* token: the attempt's bearer token (borrowed).  New client or NULL. */
 ctl_t *ctl_create (const char *url, const char *token, dt_error_t *err);
 void ctl_destroy (ctl_t *c);
+/* Use 'token' (borrowed) from now on: the attempt re-formed in place as a
+ * new attempt of the same processes.  0, or -1 (out of memory). */
+int ctl_set_token (ctl_t *c, const char *token);
 
 /* Register until the controller answers "ready", 410/401/400, 'timeout_ms'
  * passes, or 'stopfd' (the agent's signalfd; -1 for none) becomes readable.

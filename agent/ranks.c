@@ -285,6 +285,10 @@ static void child_exec (ranks_t *r, struct rank *rk)
         setenv ("DT_RESUME_DIR", l->resume_dir, 1);
     else
         unsetenv ("DT_RESUME_DIR");
+    if (rk->joining)
+        setenv ("DT_REFORM_JOIN", "1", 1);
+    else
+        unsetenv ("DT_REFORM_JOIN");
     /* The attempt's secret stays with the agent. */
     unsetenv ("DT_TOKEN");
 
@@ -312,6 +316,42 @@ int ranks_start (ranks_t *r, dt_error_t *err)
         dt_log (LOG_INFO, "rank %d (local %d) started: pid %d, log %s", rk->rank,
                 rk->local_rank, (int)pid, rk->log_path);
     }
+    return 0;
+}
+
+void ranks_set_layout (ranks_t *r, const struct layout *l)
+{
+    r->l = l;
+}
+
+int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err)
+{
+    char *lp = xasprintf ("%s/rank-%d.a%d.log", r->rundir, rk->rank, r->l->attempt);
+    char *ep = xasprintf ("%s/rank-%d.a%d.err", r->rundir, rk->rank, r->l->attempt);
+    if (!lp || !ep) {
+        free (lp), free (ep);
+        return errnoprintf (err, ENOMEM, "out of memory");
+    }
+    free (rk->log_path), free (rk->err_path);
+    rk->log_path = lp, rk->err_path = ep;
+    rk->client = rk->killed = rk->kill_now = rk->reform = rk->reform_unread = false;
+    rk->client_pid = 0;
+    rk->exit_code = -1;
+    rk->signal = 0;
+    rk->kill_at_ms = 0;
+    rk->joining = true;
+    pid_t pid = fork ();
+    if (pid < 0)
+        return errnoprintf (err, errno, "fork for rank %d: %s", rk->rank,
+                            strerror (errno));
+    if (pid == 0)
+        child_exec (r, rk);
+    setpgid (pid, pid);
+    rk->pid = pid;
+    rk->state = RANK_RUNNING;
+    rk->progress_ms = dt_mono_ms ();
+    dt_log (LOG_INFO, "rank %d (local %d) restarted to join its re-formed group: pid %d",
+            rk->rank, rk->local_rank, (int)pid);
     return 0;
 }
 

@@ -28,6 +28,13 @@ struct rank {
     pid_t client_pid;
     bool killed;   /* the agent killed it (hang, abort, stop) */
     bool kill_now; /* the controller's kill command was applied */
+    bool reform;   /* declared it can re-form in place (DTCLIENT_CAP_REFORM) */
+    bool joining;  /* restarted to replace itself in a re-formed group */
+    /* told to re-form and not yet seen stepping since (its report count
+     * then): the page holds one command, and a checkpoint must not
+     * overwrite the re-form before the rank read it */
+    bool reform_unread;
+    int64_t reform_nreports;
     volatile struct dtshm_page *page;
     struct dtshm_report last; /* latest report read from the page */
     struct dtshm_dims dims;   /* latest per-dimension figures (step 0: none) */
@@ -48,6 +55,13 @@ void ranks_destroy (ranks_t *r);
 /* Fork and exec every rank.  -1 with err if a fork fails (the ranks already
  * started keep running; the caller kills them). */
 int ranks_start (ranks_t *r, dt_error_t *err);
+/* The layout of the attempt the ranks now belong to (borrowed): a group
+ * re-formed in place keeps its processes under a new attempt. */
+void ranks_set_layout (ranks_t *r, const struct layout *l);
+/* Start an exited rank again as a replacement that joins its re-formed
+ * group (DT_REFORM_JOIN=1), its logs under new names (.a<attempt>).  -1
+ * with err if the fork fails. */
+int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err);
 
 int ranks_count (const ranks_t *r);
 struct rank *ranks_at (ranks_t *r, int i);      /* borrowed */

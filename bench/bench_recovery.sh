@@ -123,7 +123,10 @@ EOF
     export DTCTL_CONTROLLER=$REC_URL
     note recovery "dtctld: HeartbeatInterval=500ms NodeTimeout=3s; job: 2 nodes x 1 rank, checkpoint every $REC_EVERY steps; testbed SlurmdTimeout=5"
     REC_BROKEN=
-    for kind in rank node; do
+    # rank: the ordinary restart in place (a new step, a just-in-time
+    # checkpoint); reform: the same kill with restart.reform (the survivor
+    # never exits); node: a node kill.
+    for kind in rank reform node; do
         if [ -n "$REC_BROKEN" ]; then
             note "recovery.$kind" "not measured: the first job never trained (see the rank-kill note)"; continue
         fi
@@ -141,15 +144,16 @@ EOF
 }
 
 rec_submit () {
-    local kind=$1 excl=false
+    local kind=$1 excl=false reform=false
     [ "$kind" = node ] && excl=true
+    [ "$kind" = reform ] && reform=true
     printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 --rendezvous-dir "$RD/rdv" \
-        | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl \
+        | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl --argjson reform $reform \
             --arg core "${OPENBLAS_CORETYPE:-}" \
             '{name: "recovery", nodes: 2, ranks_per_node: 1, workdir: $w, command: .,
               env: ({OPENBLAS_NUM_THREADS: "1"} + (if $core != "" then {OPENBLAS_CORETYPE: $core} else {} end)),
               checkpoint: {every_steps: $every, keep: 2},
-              restart: {max_restarts: 20, exclude_failed_nodes: $excl},
+              restart: ({max_restarts: 20, exclude_failed_nodes: $excl} + (if $reform then {reform: true} else {} end)),
               heartbeat: {interval_ms: 500}}' > "$RD/spec.$kind.json"
     "$DTCTL" submit "$RD/spec.$kind.json" 2>&1
 }
@@ -163,18 +167,21 @@ rec_kill () {
         [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     a=$(cur_attempt "$id"); log=$(att_log "$id" "$a")
+    # (a re-formed attempt has no run dir of its own: the newest rank-0 log)
+    [ -n "$log" ] || log=$(ls -t "$RD"/work/dt-"$id"-a*-*/rank-0*.log 2>/dev/null | head -n 1)
     if ! wait_for 60 has_step "$log"; then
         note "recovery.$kind" "rep $rep: attempt $a never stepped: $(grep -h -i 'error' "$RD"/users/*/job-"$id"."$a".*.log 2>/dev/null | head -n 2 | tr '\n' ' ' | cut -c1-200) $(grep -h "job $id attempt $a failed" "$RD/dtctld.log" | head -n 1 | cut -c1-200)"
         [ "$rep" = 1 ] && REC_BROKEN=1; return 1
     fi
     first=$(first_step "$log" | awk '{print $2}')
+    [ "$kind" = reform ] && first=$(log_step "$log")
     # Past a checkpoint this attempt committed, and a little more.
     local target=$(( (first / REC_EVERY + 1) * REC_EVERY + REC_EVERY / 2 ))
     wait_for 120 log_step_ge "$log" "$target" \
         || { note "recovery.$kind" "rep $rep: attempt $a did not reach step $target"; return 1; }
     node=$(victim "$id")
     [ -n "$node" ] || { note "recovery.$kind" "rep $rep: no node to kill"; return 1; }
-    if [ "$kind" = rank ]; then
+    if [ "$kind" = rank ] || [ "$kind" = reform ]; then
         pid=$(ns_pids "$node" dttrain | head -n 1)
         [ -n "$pid" ] || { note recovery.rank "rep $rep: no dttrain on $node"; return 1; }
         t_kill=$(now); kill -9 "$pid"
@@ -191,8 +198,17 @@ rec_kill () {
         shown=$(show "$id" | jq -r '.last_step // empty')
         na=$(cur_attempt "$id")
         # (its run dir appears only once its agents start)
-        wait_for 120 att_has_step "$id" "$na" && nlog=$(att_log "$id" "$na") \
-            && t_res=$(first_step "$nlog" | awk '{print $1}')
+        if [ "$(show "$id" | jq -r '.attempts[-1].restart_path')" = reform ]; then
+            # The same processes and run directories: the first step line
+            # after the kill in any of the job's rank-0 logs (the
+            # replacement's is rank-0.a<N>.log).
+            wait_for 60 has_step_after "$id" "$t_kill" && nlog=$(step_after "$id" "$t_kill" | cut -d' ' -f1) \
+                && t_res=$(step_after "$id" "$t_kill" | cut -d' ' -f2)
+            rec_transfer "$id" "$t_kill"
+        else
+            wait_for 120 att_has_step "$id" "$na" && nlog=$(att_log "$id" "$na") \
+                && t_res=$(first_step "$nlog" | awk '{print $1}')
+        fi
     fi
     ev=$(first_event "$id" "$t_kill")
     local lost_last; lost_last=$(last_step "$log")
@@ -201,7 +217,7 @@ rec_kill () {
         rec "recovery.$kind.detect_s" "$(calc "${ev%% *} - $t_kill")"
     fi
     if [ -n "$t_res" ]; then
-        local nfirst; nfirst=$(first_step "$nlog" | awk '{print $2}')
+        local nfirst; nfirst=$(step_lines "$nlog" | awk -v t="$t_res" '$1 >= t {print $2; exit}')
         rec "recovery.$kind.resume_s" "$(calc "$t_res - $t_kill")"
         rec_phases "$id" "$kind" "$a" "$na" "$t_kill" "$t_res"
         # (clamped at 0 by summarize.py: a just-in-time checkpoint resumes
@@ -224,6 +240,30 @@ rec_kill () {
         cp "$log" "$TMP/recovery.old.log"
     fi
     return 1
+}
+
+# step_after ID T: "LOG TIME" of the first step line stamped after epoch T
+# in the job's rank-0 logs (any attempt's run dir, a replacement's log too).
+step_after () {
+    local f best="" bt=""
+    for f in "$RD"/work/dt-"$1"-a*-*/rank-0*.log; do
+        [ -f "$f" ] || continue
+        local t; t=$(step_lines "$f" | awk -v t="$2" '$1 > t {print $1; exit}')
+        [ -n "$t" ] || continue
+        if [ -z "$bt" ] || [ "$(calc "$t < $bt")" = 1 ]; then bt=$t; best=$f; fi
+    done
+    [ -n "$bt" ] && echo "$best $bt"
+}
+has_step_after () { step_after "$@" > /dev/null; }
+# rec_transfer ID T: the re-formed group's state transfer after epoch T
+# (dttrain's "re-formed as attempt ... in X ms" line of rank 0).
+rec_transfer () {
+    local f ms
+    for f in "$RD"/work/dt-"$1"-a*-*/rank-0*.log; do
+        ms=$(awk -v t="$2" '$1 > t && match($0, /MB in [0-9.]+ ms/) {
+            print substr($0, RSTART + 6, RLENGTH - 9); exit }' "$f" 2>/dev/null)
+        [ -n "$ms" ] && { rec recovery.reform.transfer_s "$(calc "$ms / 1000")"; return; }
+    done
 }
 
 # rec_phases ID KIND A NA T_KILL T_RES: the phases of one recovery from

@@ -131,19 +131,23 @@ for pre, mode in (("ingest", "direct"), ("ingesttree", "tree")):
             k + "ctld_hwm_bytes", scale=1 / 1048576, ref="503s", ref_key=k + "refused_503")
 
 # 2. recovery (dtctl vs Slurm requeue vs torchrun)
-for kind, label in (("rank", "rank kill, no spare (in place)"), ("node", "node kill, no spare (new Slurm job)")):
+for kind, label in (("rank", "rank kill, no spare (in place)"),
+                    ("reform", "rank kill, no spare (re-form: survivors never exit)"),
+                    ("node", "node kill, no spare (new Slurm job)")):
     k = "recovery.%s." % kind
     row("2 recovery", "%s: detection s (dtctl)" % label, k + "detect_s")
     row("2 recovery", "%s: kill to first step of new attempt s (dtctl)" % label, k + "resume_s",
-        ref="torchrun" if kind == "rank" else "Slurm requeue to restart",
-        ref_key="recovery.torchrun.restart_s" if kind == "rank" else "recovery.slurm.restart_s")
+        ref="torchrun" if kind != "node" else "Slurm requeue to restart",
+        ref_key="recovery.torchrun.restart_s" if kind != "node" else "recovery.slurm.restart_s")
     row("2 recovery", "%s: steps lost (dtctl)" % label, k + "steps_lost",
-        ref="torchrun (no checkpoint in the script)" if kind == "rank" else None,
-        ref_key="recovery.torchrun.steps_lost" if kind == "rank" else None, digits=0)
+        ref="torchrun (no checkpoint in the script)" if kind != "node" else None,
+        ref_key="recovery.torchrun.steps_lost" if kind != "node" else None, digits=0)
     # The phases from the controller's record (bench_recovery.sh, rec_phases).
     for ph, plabel in (("detect_phase_s", "detection"), ("stop_s", "stop"), ("decision_s", "decision"),
                        ("start_s", "start"), ("first_step_s", "first step")):
         row("2 recovery", "%s: phase %s s (dtctl)" % (label, plabel), k + ph)
+    if kind == "reform":  # (the group's state transfer, inside its first step phase)
+        row("2 recovery", "%s: state transfer s (dttrain)" % label, k + "transfer_s")
 row("2 recovery", "Slurm node kill: time to requeue s", "recovery.slurm.requeue_s")
 
 # 3. checkpoints

@@ -124,6 +124,14 @@ int dt_httpc_set_header (dt_httpc_t *c, const char *header)
     return 0;
 }
 
+void dt_httpc_clear_headers (dt_httpc_t *c)
+{
+    if (!c)
+        return;
+    curl_slist_free_all (c->headers);
+    c->headers = NULL;
+}
+
 static size_t write_cb (char *ptr, size_t size, size_t nmemb, void *arg)
 {
     struct buf *b = arg;

@@ -29,6 +29,8 @@ void dt_httpc_destroy (dt_httpc_t *c);
 
 /* Add a header sent with every request ("Authorization: Bearer ..."). */
 int dt_httpc_set_header (dt_httpc_t *c, const char *header);
+/* Forget every header added by dt_httpc_set_header. */
+void dt_httpc_clear_headers (dt_httpc_t *c);
 
 /* Send 'method' to base_url + path with body 'body' (borrowed, may be NULL)
  * as JSON.  On a completed exchange returns 0, *status = HTTP status and

@@ -135,6 +135,9 @@ static json_t *trainer_env (const struct attempt *att)
     json_object_set_new (env, "DT_PP", json_string (b));
     if (job->spec.parallel.zero1)
         json_object_set_new (env, "DT_PARALLEL", json_string ("zero1"));
+    /* restart.reform: ranks that can re-form in place say so (dttrain). */
+    if (job->spec.restart.reform)
+        json_object_set_new (env, "DT_REFORM", json_string ("1"));
     return env;
 }
 
@@ -152,7 +155,8 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
     if (dt_pathf (cdir, sizeof (cdir), "%s/%lld", job->spec.ckpt.dir,
                   (long long)job->row.id) < 0)
         return NULL;
-    if (att->row.resume_step >= 0)
+    /* (a re-formed attempt resumes from its ranks' memory: no checkpoint) */
+    if (att->row.resume_step >= 0 && att->row.resume_dir[0])
         resume =
           json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                      att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
@@ -441,6 +445,26 @@ void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct age
         jobs_heartbeat_done (ctx->jobs, att);
 }
 
+/* A request with the token of an attempt that re-formed in place: its
+ * only answer is the command to re-form as the new attempt (true when
+ * answered). */
+static bool reform_answer (struct ctld *ctx, dt_http_req_t *req)
+{
+    struct attempt *next = jobs_reform_successor (ctx->jobs, auth_bearer (req));
+    char ans[256];
+    if (!next)
+        return false;
+    size_t n = (size_t)snprintf (ans, sizeof (ans), "{\"commands\":");
+    n += jobs_reform_command_text (next, ans + n, sizeof (ans) - n - 1);
+    if (n >= sizeof (ans) - 1) {
+        dt_http_reply_error (req, 500, NULL, "internal error: command too long");
+        return true;
+    }
+    ans[n++] = '}';
+    dt_http_reply_json_text (req, 200, ans, n);
+    return true;
+}
+
 static void heartbeat_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -453,7 +477,7 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
     dt_error_t err;
     enum hb_result rc;
 
-    if (!(att = agentapi_auth (ctx, req)))
+    if (reform_answer (ctx, req) || !(att = agentapi_auth (ctx, req)))
         return;
     /* Decoded and validated in full before any state is touched. */
     body = dt_http_req_body (req, &len);
@@ -517,6 +541,7 @@ static const struct ev_spec ev_specs[] = {
     { "done", { "kind", "exit_code", NULL } },
     { "integrity", { "kind", "rank", "step", "report", NULL } },
     { "perf", { "kind", "rank", "model_flops", "peak_flops", "peak_source", NULL } },
+    { "caps", { "kind", "rank", "reform", NULL } },
 };
 
 /* A FLOP count or rate beyond any machine: a garbled report. */
@@ -588,6 +613,11 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
         return -1;
     /* perf: model FLOPs of the rank's step (>= 1), its peak FLOP/s (0:
      * unknown) and a word saying where the peak came from. */
+    if (!strcmp (kind, "caps")) {
+        json_t *r = json_object_get (e, "reform");
+        if (r && !json_is_boolean (r))
+            return errnoprintf (err, EINVAL, "%s.reform: expected true or false", path);
+    }
     if (!strcmp (kind, "perf")) {
         double d;
         s = NULL;
@@ -791,6 +821,9 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
                         json_number_value (json_object_get (e, "peak_flops")),
                         json_string_value (json_object_get (e, "peak_source")), err);
     }
+    else if (!strcmp (kind, "caps")) {
+        att->ranks[rank].reform = json_is_true (json_object_get (e, "reform"));
+    }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");
         rc = jobs_agent_done (ctx->jobs, att, ag, c ? json_integer_value (c) : 0, err);
@@ -829,8 +862,11 @@ static void events_cb (dt_http_req_t *req, void *arg)
     int accepted = 0, refused = 0;
     bool retry_rest = false;
 
-    if (!(att = agentapi_auth (ctx, req)) || !(body = agentapi_body_json (req)))
+    if (reform_answer (ctx, req) || !(att = agentapi_auth (ctx, req)) ||
+        !(body = agentapi_body_json (req)))
         return;
+    struct job *job = att->job;
+    int attempt_no = att->row.attempt;
     if (dt_json_check_object (body, "", ev_keys, &err) < 0 ||
         dt_json_get_str (body, "", "node", true, 63, false, &node, &err) < 0 ||
         dt_json_get_arr (body, "", "events", true, &events, &err) < 0) {
@@ -876,6 +912,10 @@ static void events_cb (dt_http_req_t *req, void *arg)
                        "an earlier event of the batch must be taken first");
             continue;
         }
+        if (job->att != att) { /* re-formed: the rest was the old attempt's */
+            ev_result (results, "refused", "the attempt re-formed in place");
+            continue;
+        }
         if (event_check (att, e, path, &err) < 0 ||
             event_result_check (ctx, e, path, &err) < 0) {
             ev_refused (results, &refused, first_refusal, sizeof (first_refusal),
@@ -899,12 +939,22 @@ static void events_cb (dt_http_req_t *req, void *arg)
         ev_result (results, "accepted", NULL);
         accepted++;
     }
-    if (refused > 0)
+    /* A rank exit of this batch made the attempt re-form in place (the
+     * old attempt 'att' is gone then): the command goes with the answer. */
+    struct attempt *next = job->att;
+    bool reformed =
+      next && next->row.attempt != attempt_no && job->reform_attempt == next->row.attempt;
+    if (refused > 0 && !reformed)
         note_refusals (ctx, att, node, refused, first_refusal);
-    dt_http_reply_json (req, 200,
-                        json_pack ("{s:i, s:i, s:o}", "accepted", accepted, "refused",
-                                   refused, "results", results));
+    json_t *ans = json_pack ("{s:i, s:i, s:o}", "accepted", accepted, "refused", refused,
+                             "results", results);
     results = NULL;
+    if (ans && reformed) {
+        char cmd[200];
+        jobs_reform_command_text (next, cmd, sizeof (cmd));
+        json_object_set_new (ans, "commands", json_loads (cmd, 0, NULL));
+    }
+    dt_http_reply_json (req, 200, ans);
 done:
     json_decref (results);
     json_decref (body);

@@ -91,6 +91,7 @@ struct rank {
     /* its "perf" report (commbound.c): model FLOPs of its share of a step,
      * the peak FLOP/s it is measured against; 0 none */
     double model_flops, peak_flops;
+    bool reform; /* declared it can re-form in place (event "caps") */
 };
 
 struct kv {
@@ -189,6 +190,9 @@ struct attempt {
     int flush_rank_pos, flush_agent_pos;
     int flush_rank_scan, flush_agent_scan; /* scanned by the open flush */
     struct integ_att *integ; /* integrity reports being collected (integrity.c) */
+    /* re-formed in place (reform.c): when decided, when the failure it
+     * replaces was first seen (epoch ms) */
+    int64_t reform_decided_ms, reform_fail_ms;
 };
 
 struct job {
@@ -211,6 +215,13 @@ struct job {
     int64_t restart_wait_ms; /* the backoff before the next attempt */
     int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
     struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */
+    /* re-formed in place (reform.c): the token hash of the attempt it
+     * replaced, answered only with the re-form command, and the attempt */
+    char reform_old_sha[65];
+    int reform_attempt;
+    /* the attempt it replaced, kept until the next re-form: the handler
+     * whose event made it re-form still holds it */
+    struct attempt *reform_prev;
 };
 
 struct jobs;
@@ -386,6 +397,12 @@ int jobs_perf (struct jobs *jobs, struct attempt *att, int rank, double model_fl
 /* Add the job's integrity keys and the steps to skip to an agent's ready
  * answer 'ans'.  0 or -1 (out of memory). */
 int jobs_integrity_ready (struct attempt *att, json_t *ans);
+
+/* Re-forming in place (jobs/reform.c): the attempt that replaced the one
+ * holding 'token' (borrowed), while it starts or runs, else NULL; its
+ * command for the agents as a JSON array into buf (as snprintf). */
+struct attempt *jobs_reform_successor (struct jobs *jobs, const char *token);
+size_t jobs_reform_command_text (const struct attempt *att, char *buf, size_t len);
 
 /* Counters for /metrics. */
 struct jobs_stats {

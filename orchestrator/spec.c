@@ -36,10 +36,7 @@ static const char *const top_keys[] = {
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
-    "max_restarts",
-    "exclude_failed_nodes",
-    "min_nodes",
-    NULL,
+    "max_restarts", "exclude_failed_nodes", "min_nodes", "reform", NULL,
 };
 static const char *const heartbeat_keys[] = {
     "interval_ms", "node_timeout_ms", "hang_timeout_ms", "tree_width", NULL,
@@ -214,13 +211,14 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
     /* restart */
     json_int_t maxr = default_max_restarts, minn = nodes;
     int excl = 1;
-    bool b = true;
+    bool b = true, reform = false;
     if (!(sec = get_section (in, "restart", restart_keys, empty, err)) ||
         dt_json_get_int (sec, "restart", "max_restarts", false, 0, 1000, &maxr, err) <
           0 ||
         dt_json_get_bool (sec, "restart", "exclude_failed_nodes", false, &b, err) < 0 ||
         dt_json_get_int (sec, "restart", "min_nodes", false, 1, SPEC_MAX_NODES, &minn,
-                         err) < 0)
+                         err) < 0 ||
+        dt_json_get_bool (sec, "restart", "reform", false, &reform, err) < 0)
         goto done;
     excl = b;
     if (minn > nodes) {
@@ -230,6 +228,9 @@ static int validate_sections (const json_t *in, const struct spec_defaults *d,
     json_object_set_new (out, "restart",
                          json_pack ("{s:I s:b s:I}", "max_restarts", maxr,
                                     "exclude_failed_nodes", excl, "min_nodes", minn));
+    /* (only when asked: the normalized spec of other jobs is unchanged) */
+    if (reform)
+        json_object_set_new (json_object_get (out, "restart"), "reform", json_true ());
 
     /* heartbeat */
     json_int_t hb = d->heartbeat_interval_ms, nt = d->node_timeout_ms,
@@ -573,6 +574,7 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->restart.exclude_failed_nodes =
       json_is_true (json_object_get (r, "exclude_failed_nodes"));
     js->restart.min_nodes = json_integer_value (json_object_get (r, "min_nodes"));
+    js->restart.reform = json_is_true (json_object_get (r, "reform"));
     js->hb.interval_ms = json_integer_value (json_object_get (h, "interval_ms"));
     js->hb.node_timeout_ms = json_integer_value (json_object_get (h, "node_timeout_ms"));
     js->hb.hang_timeout_ms = json_integer_value (json_object_get (h, "hang_timeout_ms"));

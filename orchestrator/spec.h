@@ -64,6 +64,8 @@ struct job_spec {
     struct {
         int64_t max_restarts;
         bool exclude_failed_nodes;
+        /* survivors re-form in place after a rank exit (jobs/reform.c) */
+        bool reform;
         int min_nodes;
     } restart;
     struct {

@@ -31,6 +31,7 @@ extern const char store_sql_006[];
 extern const char store_sql_007[];
 extern const char store_sql_008[];
 extern const char store_sql_009[];
+extern const char store_sql_010[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -42,6 +43,7 @@ const struct dt_db_migration store_migrations[] = {
     { 7, "007-integrity-state.sql", store_sql_007 },
     { 8, "008-attempt-layout.sql", store_sql_008 },
     { 9, "009-attempt-comm.sql", store_sql_009 },
+    { 10, "010-reform.sql", store_sql_010 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 

@@ -200,11 +200,14 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     }
 
-    /* Resume (before the communicator: the start step names its keys). */
+    /* Resume (before the communicator: the start step names its keys);
+     * a replacement of a lost rank takes the state from its peers. */
+    t->reform_joining = train_reform_init (t);
     if (train_resume (t, exit_code, err) < 0)
         goto error;
 
-    if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0) {
+    if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0 ||
+        (t->reform_joining && train_reform_sync (t, err) < 0)) {
         *exit_code = EXIT_COMM;
         goto error;
     }
@@ -542,7 +545,8 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
         int64_t every = o->log_every > 0 ? o->log_every
                         : o->steps >= 20 ? o->steps / 20
                                          : 1;
-        if (t->step % every == 0 || t->step == t->start_step + 1)
+        if (t->step % every == 0 || t->step == t->start_step + 1 ||
+            t->step == t->reform_first)
             dt_log (LOG_INFO,
                     "step %" PRId64 "/%" PRId64 " loss %.4f (%.3f bits/byte) lr %.3g "
                     "|g| %.3f compute %.1f ms comm %.1f ms",
@@ -653,6 +657,7 @@ int trainer_run (struct trainer *t)
     double loss = NAN;
     int stopped = 0;
     train_perf_report (t);
+    train_reform_declare (t);
     int64_t t0 = dt_mono_ns ();
 
     while (t->step < o->steps) {
@@ -662,6 +667,9 @@ int trainer_run (struct trainer *t)
         train_inject (t);
         train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
+            /* A lost peer: re-form in place when the controller says so. */
+            if (strstr (err.text, "gloo") && train_reform_survivor (t) == 0)
+                continue;
             if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
                 return train_comm_lost (t);
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);

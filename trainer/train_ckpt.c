@@ -56,6 +56,8 @@ int train_resume (struct trainer *t, int *exit_code, dt_error_t *err)
         *exit_code = EXIT_USAGE;
         return -1;
     }
+    if (t->reform_joining)
+        return 0; /* the state comes from the peers (train_reform.c) */
     if (o->resume)
         snprintf (from, sizeof (from), "%s", o->resume);
     else if (o->resume_step > 0 && o->checkpoint_dir)

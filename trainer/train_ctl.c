@@ -63,9 +63,13 @@ dt_comm_t *train_comm_open_group (struct trainer *t, const char *group, int rank
     /* Keys are unique per job, attempt and start step, so a restart never
      * meets the keys of the generation it replaces; a group of the layout
      * (trainer/layout.h) has keys of its own under them. */
-    snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64 "%s%.32s", o->job,
-              attempt ? attempt : "0", t->start_step, group ? "/" : "",
-              group ? group : "");
+    if (t->reform_attempt > 0) /* a re-formed group: the step is agreed on later */
+        snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%" PRId64 "/reform%s%.32s",
+                  o->job, t->reform_attempt, group ? "/" : "", group ? group : "");
+    else
+        snprintf (prefix, sizeof (prefix), "dttrain/%.64s/a%.16s/s%" PRId64 "%s%.32s",
+                  o->job, attempt ? attempt : "0", t->start_step, group ? "/" : "",
+                  group ? group : "");
     for (char *c = prefix; *c; c++) /* kv keys: [A-Za-z0-9_.:/-] */
         if (!isalnum ((unsigned char)*c) && !strchr ("_.:/-", *c))
             *c = '_';
@@ -241,11 +245,16 @@ void train_perf_report (struct trainer *t)
     double step = t->model.flops_per_sample * o->global_batch / t->world;
     /* On a GPU its data-sheet peak in the step's precision (kernels.h);
      * else, or for a part not known, a measured one. */
-    if (peak <= 0 && t->k->is_device &&
+    if (t->perf_known) { /* measured once (or given by a re-formed group) */
+        peak = t->perf_peak;
+        src = t->perf_src;
+    }
+    if (peak <= 0 && !t->perf_known && t->k->is_device &&
         (peak = dt_kern_cuda_peak_flops (o->precision == PREC_BF16, NULL, 0)) > 0)
         src = "datasheet";
-    if (peak <= 0)
+    if (peak <= 0 && !t->perf_known)
         peak = perf_measure_peak (t, &src);
+    t->perf_known = 1, t->perf_peak = peak, t->perf_src = src;
     if (t->rank == 0)
         dt_log (LOG_INFO,
                 "model %.3g FLOP per step (%.3g per rank), peak %.3g FLOP/s (%s)",

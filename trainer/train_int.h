@@ -70,6 +70,18 @@ struct trainer {
     double *dp_step_x, *dp_step_c;
     double dp_exposed_min_s, dp_comm_min_s;
     int nckpt;
+    /* re-forming in place (train_reform.c): capable (declared), the
+     * attempt re-formed as (0: none; its kv prefix), joining as a
+     * replacement, the last state transfer's time */
+    int reform_ok, reform_joining;
+    int64_t reform_attempt;
+    int64_t reform_first; /* the first step after a re-form (logged) */
+    /* the FLOP report's peak, once known (a re-formed group's replacement
+     * takes its source's instead of measuring before its first step) */
+    int perf_known;
+    double perf_peak;
+    const char *perf_src;
+    double reform_transfer_ms;
     double last_loss, val_loss;
     int have_val;
     /* gradient buckets (reduced by a comm thread during the backward pass
@@ -140,6 +152,19 @@ dt_comm_t *train_comm_open (struct trainer *t, dt_error_t *err);
  * world), this rank being rank of size. */
 dt_comm_t *train_comm_open_group (struct trainer *t, const char *group, int rank,
                                   int size, dt_error_t *err);
+
+/* train_reform.c: re-forming the group in place after a peer's loss.
+ * init: from the environment (DT_REFORM, DT_REFORM_JOIN); true when this
+ * process replaces a lost rank (it then skips the checkpoint and calls
+ * sync once its communicator is open).  declare: tell the agent (once).
+ * survivor: after a collective failed, wait for the re-form command and
+ * re-form: 0 (go on training), -1 (stop, timeout or failure: the
+ * ordinary path).  sync: agree on the step, transfer and check the
+ * state; 0 or -1 with err. */
+int train_reform_init (struct trainer *t);
+void train_reform_declare (struct trainer *t);
+int train_reform_survivor (struct trainer *t);
+int train_reform_sync (struct trainer *t, dt_error_t *err);
 
 /* train_layout.c: the layout's communicators and what the step loop does
  * differently under it */

@@ -537,6 +537,24 @@ dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flo
     return e;
 }
 
+dtclient_err_t dtclient_declare (dtclient_t *c, unsigned caps)
+{
+    if (!c || (caps & ~(unsigned)(DTCLIENT_CAP_REFORM | DTCLIENT_REFORM_WAITING)))
+        return DTCLIENT_ERR_INVAL;
+    if (c->fd < 0)
+        return DTCLIENT_OK;
+    pthread_mutex_lock (&c->lock);
+    dtproto_begin (&c->buf, DTPROTO_CAPS);
+    dtproto_add_str (&c->buf, DTPROTO_T_JSON,
+                     (caps & DTCLIENT_REFORM_WAITING)
+                       ? "{\"reform\": true, \"waiting\": true}"
+                     : (caps & DTCLIENT_CAP_REFORM) ? "{\"reform\": true}"
+                                                    : "{}");
+    dtclient_err_t e = exchange (c, NULL, NULL);
+    pthread_mutex_unlock (&c->lock);
+    return e;
+}
+
 dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object)
 {
     if (!c || !json_object || strlen (json_object) > DTPROTO_MAX_VALUE)

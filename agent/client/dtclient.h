@@ -43,7 +43,23 @@ typedef enum {
     DTCLIENT_CMD_CHECKPOINT = 1, /* checkpoint when reaching 'step' */
     DTCLIENT_CMD_STOP = 2,       /* checkpoint at 'step' (if > 0) and exit 0 */
     DTCLIENT_CMD_ABORT = 3,      /* exit now, no checkpoint */
+    /* A peer was lost and is being replaced in place: keep the state,
+     * re-form the group as attempt 'step' (the new attempt's number). */
+    DTCLIENT_CMD_REFORM = 4,
 } dtclient_cmd_kind_t;
+
+/* Capabilities a trainer declares (dtclient_declare). */
+enum {
+    /* After a peer's loss it keeps its state and waits for
+     * DTCLIENT_CMD_REFORM (or a stop), then re-forms its group in place;
+     * a replacement started with DT_REFORM_JOIN=1 receives the state from
+     * it instead of reading a checkpoint. */
+    DTCLIENT_CAP_REFORM = 1,
+    /* Not a capability but a moment: it lost a peer and waits for the
+     * re-form command now (the agent asks the controller at once and
+     * then often, for a few seconds, instead of at its next heartbeat). */
+    DTCLIENT_REFORM_WAITING = 2,
+};
 
 typedef struct {
     dtclient_cmd_kind_t kind;
@@ -121,6 +137,10 @@ dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object);
  * computes the model FLOP utilisation from it and the step times.  An
  * agent older than this call answers DTCLIENT_ERR_PROTO (nothing is lost
  * but the figure). */
+/* Declare capabilities (DTCLIENT_CAP_* ored): the agent passes them on to
+ * the controller, which relies on them only when every rank of the
+ * attempt declared them. */
+dtclient_err_t dtclient_declare (dtclient_t *c, unsigned caps);
 dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flops,
                               const char *peak_source);
 

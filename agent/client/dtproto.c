@@ -63,8 +63,8 @@ static void put64 (uint8_t *p, uint64_t v)
 static const char *type_name (int type)
 {
     static const char *names[] = {
-        "?",      "hello",  "shard", "shard_failed", "result",
-        "kv_set", "kv_get", "reply", "integrity",    "perf",
+        "?",      "hello", "shard",     "shard_failed", "result", "kv_set",
+        "kv_get", "reply", "integrity", "perf",         "caps",
     };
     return type >= 1 && type <= DTPROTO_TYPE_MAX ? names[type] : "?";
 }
@@ -106,6 +106,7 @@ static const uint32_t type_required[DTPROTO_TYPE_MAX + 1] = {
     [DTPROTO_REPLY] = B (DTPROTO_T_STATUS),
     [DTPROTO_INTEGRITY] = B (DTPROTO_T_JSON),
     [DTPROTO_PERF] = B (DTPROTO_T_JSON),
+    [DTPROTO_CAPS] = B (DTPROTO_T_JSON),
 };
 static const uint32_t type_optional[DTPROTO_TYPE_MAX + 1] = {
     /* A just-in-time shard is written by a surviving rank for

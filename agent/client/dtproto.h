@@ -46,7 +46,8 @@ enum dtproto_type {
     DTPROTO_REPLY = 7,        /* status [, text] [, value]   (agent → client) */
     DTPROTO_INTEGRITY = 8,    /* json                      → REPLY */
     DTPROTO_PERF = 9,         /* json                      → REPLY */
-    DTPROTO_TYPE_MAX = 9,
+    DTPROTO_CAPS = 10,        /* json: what the trainer can do → REPLY */
+    DTPROTO_TYPE_MAX = 10,
 };
 
 enum dtproto_tag {

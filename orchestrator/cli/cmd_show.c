@@ -344,10 +344,13 @@ static json_t *attempt_event (const json_t *events, json_int_t att, const char *
 }
 
 /* Each restart's path, backoff, and time from the failure (first seen) to
- * its first step past the resume point ("-": an event is not listed). */
+ * its first step past the resume point ("-": an event is not listed); a
+ * re-formed attempt's phases from its events (the decision after the
+ * failure was first seen; every agent registered again after it). */
 static void show_restarts (const json_t *job, const json_t *events)
 {
-    static const char *const hdr[] = { "ATTEMPT", "PATH", "AFTER", "BACKOFF", "TO_STEP" };
+    static const char *const hdr[] = { "ATTEMPT", "PATH",    "AFTER",
+                                       "BACKOFF", "TO_STEP", "PHASES" };
     json_t *atts = jget (job, "attempts");
     struct table *t = NULL;
 
@@ -359,23 +362,37 @@ static void show_restarts (const json_t *job, const json_t *events)
         int64_t fail = jtime_ms (jget (prev, "fail_time"));
         int64_t fs = first ? jtime_ms (jget (first, "time")) : -1;
         json_t *bo = sub ? jget (sub, "data.backoff_ms") : NULL;
-        char b[5][64];
+        json_t *rf = attempt_event (events, n, "reform");
+        json_t *rr = attempt_event (events, n, "reform_registered");
+        json_t *dms = rf ? jget (rf, "data.decision_ms") : NULL;
+        json_t *rms = rr ? jget (rr, "data.reform_ms") : NULL;
+        char b[6][64];
         snprintf (b[3], sizeof (b[3]), "-");
         snprintf (b[4], sizeof (b[4]), "-");
+        snprintf (b[5], sizeof (b[5]), "-");
+        if (json_is_integer (dms))
+            snprintf (b[5], sizeof (b[5]), "decision %lld ms, re-form %s%lld ms",
+                      (long long)json_integer_value (dms),
+                      json_is_integer (rms) ? "" : "? ",
+                      json_is_integer (rms) ? (long long)json_integer_value (rms) : 0LL);
         if (json_is_integer (bo))
             snprintf (b[3], sizeof (b[3]), "%lld ms", (long long)json_integer_value (bo));
         if (fail > 0 && fs >= fail)
             snprintf (b[4], sizeof (b[4]), "%.2f s", (fs - fail) / 1000.0);
         const char *row[] = { jtext (a, "attempt", b[0], sizeof (b[0])),
                               jtext (a, "restart_path", b[1], sizeof (b[1])),
-                              jtext (prev, "cause", b[2], sizeof (b[2])), b[3], b[4] };
-        if (!t && !(t = table_create (5, hdr)))
+                              jtext (prev, "cause", b[2], sizeof (b[2])),
+                              b[3],
+                              b[4],
+                              b[5] };
+        if (!t && !(t = table_create (6, hdr)))
             return;
         table_add (t, row);
     }
     if (!t)
         return;
-    printf ("\nRestarts (TO_STEP: failure first seen to the first new step):\n");
+    printf ("\nRestarts (TO_STEP: failure first seen to the first new step; PHASES of a "
+            "re-form):\n");
     table_print (t, stdout, 2);
 }
 

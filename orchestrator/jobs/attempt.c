@@ -669,7 +669,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
     /* A restart in the same allocation: in place when its rank nodes are
      * the last attempt's, else a spare took a node's place. */
     if (att->row.attempt > 1 && strcmp (att->row.restart_path, "new_allocation") &&
-        att->row.restart_path[0]) {
+        strcmp (att->row.restart_path, "reform") && att->row.restart_path[0]) {
         const char *p =
           restart_path_of (att->row.attempt, true, same_nodes (att, job->prev_nodes));
         snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s", p);
@@ -687,7 +687,8 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
             snprintf (att->row.nodelist, sizeof (att->row.nodelist), "%s", list);
     }
     provenance_set_machine (att); /* stored by att_set_state */
-    if (att_set_state (jobs, att, ATT_RUNNING, err) < 0)
+    if (att_set_state (jobs, att, ATT_RUNNING, err) < 0 ||
+        reform_registered (jobs, job, att, err) < 0)
         return -1;
     if (job->row.state != JOB_RUNNING &&
         job_set_state (jobs, job, JOB_RUNNING, NULL, err) < 0)

@@ -131,6 +131,9 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
         return;
     }
     json_decref (evidence);
+    /* The survivors keep running and re-form with a replacement. */
+    if (att->row.state == ATT_ENDING && reform_try (jobs, att))
+        return;
     if (att->row.state == ATT_ENDING && att->row.handle[0]) {
         /* Surviving data-parallel ranks may still save the whole state
          * (a just-in-time checkpoint): let them, for a bounded

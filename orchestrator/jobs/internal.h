@@ -172,6 +172,15 @@ int integ_job_load (struct jobs *jobs, struct job *job, dt_error_t *err);
  * bad every committed checkpoint a rollback condemned.  0 or -1. */
 int integ_resume_guard (struct jobs *jobs, struct job *job, int attempt, dt_error_t *err);
 
+/* reform.c: re-forming in place.  try: after a failure recorded (the
+ * attempt ending, the job restarting): when eligible, end the attempt
+ * failed and start its successor of the same processes; true when done
+ * (the caller then does nothing else).  registered: inside the
+ * rendezvous's transaction: the re-formed attempt's timing event. */
+bool reform_try (struct jobs *jobs, struct attempt *att);
+int reform_registered (struct jobs *jobs, struct job *job, struct attempt *att,
+                       dt_error_t *err);
+
 /* reload.c: rebuilding live state at start-up */
 int jobs_reload (struct jobs *jobs, dt_error_t *err);
 

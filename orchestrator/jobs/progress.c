@@ -318,6 +318,10 @@ size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, si
         /* The just-in-time window after a hang: the hung rank goes, so its
          * peers' collective fails and they save the state. */
         n = snprintf (buf, len, "[{\"kind\":\"kill\",\"rank\":%d}]", att->row.cause_rank);
+    else if (att->row.state == ATT_ENDING && att->job->spec.restart.reform)
+        /* Survivors that wait to re-form: no re-form, write the state and
+         * exit (a stop includes its checkpoint). */
+        n = snprintf (buf, len, "[{\"kind\":\"stop\",\"step\":0}]");
     else if (att->row.state == ATT_ENDING)
         n = snprintf (buf, len, "[]"); /* the just-in-time window: nothing new to do */
     /* A stop includes its checkpoint: nothing else is asked alongside. */

@@ -28,6 +28,12 @@
 #      show and the goodput report still give each attempt's communication
 #      per dimension, and the report's restarts row gives the path, the
 #      layout change and the times of the restart.
+#   4. parallel {pp: 2} on 4 nodes (dp 2 x pp 2) with restart.reform, every
+#      node cleared: kill -9 of rank 2 -> the survivors never exit, the
+#      group re-forms in place (restart path reform) with rank 2 started
+#      again, which takes its stage's slice from its data-parallel replica
+#      (rank 0); the job completes with params_crc32c equal to an
+#      uninterrupted pp 2 x dp 2 run's.
 # 80 steps: each job is killed past step 45 (or 25), which leaves it 35
 # steps to run before it could end on its own.
 : "${FT_STEPS:=80}"
@@ -148,4 +154,20 @@ check "the report: attempt 1's layout and communication per dimension" \
 DTCTL_CONTROLLER=$URL "$DTCTL" report "$ID" > "$TMP/report3.txt" 2>&1
 check "dtctl report prints the restart's row (path, layouts) and attempt 1's communication rows" \
     eval 'grep -Eq "^ +2 +new_allocation .*tp2 pp1 dp2 zero1 +tp1 pp1 dp1 zero1" "$TMP/report3.txt" && grep -Eq "^ +1 +tp +[0-9]+ " "$TMP/report3.txt"'
+
+# --- 4. re-form in place under pp 2 x dp 2 ------------------------------------------------
+for node in local1 local2 local3 local4; do api POST "/v1/nodes/$node/clear" >/dev/null; done
+BASE4=$(MODEL_ARGS="$MODEL_ARGS --pp 2" baseline 4) || bail "the pp2 x dp2 baseline failed"
+submit "$(dttrain_spec reform 4 "--inject-slow 0:4" '{"parallel": {"pp": 2}, "restart": {"reform": true}}')" \
+    || bail "submit failed"
+check "4: the pp2 x dp2 job runs past step 45" wait_step "$ID" 45 120
+PID=$(rank_pid "$ID" 2)
+check "4: kill -9 rank 2 (pid $PID)" kill -9 "$PID"
+check "4: the job completes" wait_state "$ID" completed 180
+api GET "/v1/jobs/$ID" > "$TMP/j4.json"
+check "4: attempt 2 re-formed in place (path reform, pp 2 x dp 2) and completed the job" \
+    jqt '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "reform"
+         and .data.attempts[1].layout == {"tp": 1, "pp": 2, "dp": 2}' "$TMP/j4.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j4.json")
+check "4: params_crc32c $GOT equals the uninterrupted pp2 x dp2 run's $BASE4" test "$GOT" = "$BASE4"
 finish

@@ -217,6 +217,7 @@ static const struct {
       "restart.exclude_failed_nodes" },
     { "{\"command\": [\"x\"], \"nodes\": 2, \"restart\": {\"min_nodes\": 3}}",
       "restart.min_nodes" },
+    { "{\"command\": [\"x\"], \"restart\": {\"reform\": 1}}", "restart.reform" },
     { "{\"command\": [\"x\"], \"heartbeat\": {\"interval_ms\": 10}}",
       "heartbeat.interval_ms" },
     { "{\"command\": [\"x\"], \"heartbeat\": {\"interval_ms\": 1000, "

@@ -192,6 +192,8 @@ static void test_rows_roundtrip (void)
     snprintf (a.cause_node, sizeof (a.cause_node), "node3");
     a.cause_rank = 5;
     a.evidence = json_pack ("{s:i}", "gap_ms", 3000);
+    /* (kept as in_place with reform = 1 in the table: migration 010) */
+    snprintf (a.restart_path, sizeof (a.restart_path), "reform");
     CU_ASSERT_EQUAL (store_begin (st, &err), 0);
     CU_ASSERT_EQUAL (store_job_update (st, &j, &err), 0);
     CU_ASSERT_EQUAL (store_attempt_update (st, &a, &err), 0);
@@ -211,6 +213,7 @@ static void test_rows_roundtrip (void)
     CU_ASSERT_STRING_EQUAL (a2.cause_node, "node3");
     CU_ASSERT_EQUAL (a2.cause_rank, 5);
     CU_ASSERT_EQUAL (a2.resume_step, 40);
+    CU_ASSERT_STRING_EQUAL (a2.restart_path, "reform");
     CU_ASSERT_EQUAL (a2.exit_code, -1);
     CU_ASSERT_EQUAL (json_integer_value (json_object_get (a2.evidence, "gap_ms")), 3000);
 
@@ -231,6 +234,10 @@ static void test_rows_roundtrip (void)
     CU_ASSERT_STRING_EQUAL (json_string_value (json_object_get (v, "submit_time")),
                             "2023-11-14T22:13:20.123Z");
     CU_ASSERT_EQUAL (json_array_size (json_object_get (v, "attempts")), 1);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (
+        json_array_get (json_object_get (v, "attempts"), 0), "restart_path")),
+      "reform");
     json_decref (v);
     v = store_jobs_json (st, "running", 1000, "t", 10, &err);
     CU_ASSERT_EQUAL (json_array_size (v), 1);
