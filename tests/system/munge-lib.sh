@@ -54,7 +54,7 @@ api_validator_start () {
     fi
     mkdir -p "$dir/answers" && mkfifo "$dir/api-fifo" || bail "cannot make $dir/api-fifo"
     chmod 700 "$dir/answers"
-    python3 "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/system/api-validate.py" \
+    "$DT_PY3" "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/system/api-validate.py" \
         --serve "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/schemas/openapi.json" \
         "$dir/api-fifo" "$dir/api-invalid" </dev/null >/dev/null &
     API_VALIDATOR_PID=$!
@@ -89,7 +89,7 @@ api_proxy () {
     API_PROXY_URL=$1
     [ -n "$API_VALIDATOR_PID" ] || return 0
     local k=$(( $(echo $API_PROXY_PIDS | wc -w) + 1 )) d=$API_VALIDATOR_DIR
-    python3 "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/api-proxy.py" "$d/proxy-$k.port" "$1" \
+    "$DT_PY3" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/api-proxy.py" "$d/proxy-$k.port" "$1" \
         "$d/api-fifo" >"$d/proxy-$k.log" 2>&1 </dev/null &
     API_PROXY_PIDS="$API_PROXY_PIDS $!"
     local t=100

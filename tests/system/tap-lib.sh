@@ -10,7 +10,12 @@ TAP_LIB_LOADED=1
 # equips) when the first python3 on PATH is another: a version manager's
 # shim (pyenv) costs 0.1-0.3 s of shell scripts a call, and the tests run
 # python3 a few hundred times.  A function: the tests' own calls only.
+# A process started in the background must be started through $DT_PY3,
+# not the function: "python3 ... &" would run the function in a subshell,
+# so $! would name that subshell, not the python3 process under it.
+DT_PY3=python3
 if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+    DT_PY3=/usr/bin/python3
     python3 () { /usr/bin/python3 "$@"; }
 fi
 
