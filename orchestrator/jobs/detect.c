@@ -356,27 +356,38 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
         limit = 5 * hb / 2;
     /* In a fan-in tree a neighbour (the node's relay, or its child that
      * had to go around it) may say in a heartbeat that it has not heard
-     * from the node for over an interval either: that heartbeat proves the
-     * neighbour alive, so the silence is the node's own, not a dead
-     * relay's, and 2 intervals of it suffice.  The report must be fresh
-     * (within 1.5 intervals: it is repeated with each of the reporter's
-     * heartbeats), newer than the node's last heartbeat, and count half an
-     * interval at least (a child learns at its next heartbeat that its
-     * relay is gone). */
+     * from the node either (for half an interval at least: a child learns
+     * at its next heartbeat that its relay is gone).  That heartbeat
+     * proves the neighbour alive after the node's last one, so the silence
+     * is the node's own, not a dead relay's, and 2 intervals of it
+     * suffice, provided the node is the only one silent: every other agent
+     * was heard from since the report.  Only the node silent longest may
+     * be declared (with either limit), so a node that fell silent after
+     * another, e.g. a relay whose agent ended with the attempt's ranks
+     * after a leaf died, is not blamed before it. */
     int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
-    struct agent *lost = NULL;
+    struct agent *lost = NULL, *next = NULL;
     bool lost_corr = false;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
+        if (ag->done)
+            continue;
+        if (!lost || ag->last_hb_ms < lost->last_hb_ms) {
+            next = lost;
+            lost = ag;
+        }
+        else if (!next || ag->last_hb_ms < next->last_hb_ms)
+            next = ag;
+    }
+    if (lost) {
+        struct agent *ag = lost;
         int64_t since =
           ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
-        bool corr = ag->unheard_at_ms > ag->last_hb_ms &&
-                    now - ag->unheard_at_ms <= 3 * hb / 2 && 2 * ag->unheard_for_ms >= hb;
-        if (!ag->done && now - since > (corr ? tree_limit : limit) &&
-            (!lost || ag->last_hb_ms < lost->last_hb_ms)) {
-            lost = ag;
-            lost_corr = corr && tree_limit < limit;
-        }
+        lost_corr = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
+                    2 * ag->unheard_for_ms >= hb &&
+                    (!next || next->last_hb_ms >= ag->unheard_at_ms);
+        if (now - since <= (lost_corr ? tree_limit : limit))
+            lost = NULL;
     }
     if (lost) {
         struct agent *ag = lost;
