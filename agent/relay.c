@@ -44,8 +44,8 @@ struct relay {
     dt_httpd_t *httpd;
     struct relay_kid kids[RELAY_KIDS_MAX];
     int nkids;
-    int64_t interval_ms; /* 0: nothing is reported */
-    char lost_url[256];  /* the ancestor that stopped answering; "" none */
+    int64_t interval_ms;               /* 0: nothing is reported */
+    char lost_url[256];                /* the ancestor that stopped answering; "" none */
     int64_t lost_heard_ms, lost_at_ms; /* monotonic: last answer, failure */
     int64_t up_ok_ms;                  /* monotonic: last answer from above */
     char *token;
@@ -279,8 +279,8 @@ static json_t *unheard_json (relay_t *r, int64_t now)
     for (int i = 0; i < r->nkids; i++) {
         int64_t ms = now - r->kids[i].last_ms;
         if (ms > 5 * r->interval_ms / 4 && (a || (a = json_array ())))
-            json_array_append_new (a, json_pack ("{s:s s:I}", "node", r->kids[i].node,
-                                                 "ms", (json_int_t)ms));
+            json_array_append_new (
+              a, json_pack ("{s:s s:I}", "node", r->kids[i].node, "ms", (json_int_t)ms));
     }
     if (r->lost_url[0] &&
         now - r->lost_at_ms <= relay_lost_report_intervals * r->interval_ms &&
@@ -319,7 +319,8 @@ int relay_heartbeat (relay_t *r, ctl_t *ctl, const json_t *own, long *status,
     /* An ancestor stopped answering during this heartbeat (it went to the
      * next one without the report): say so at once, not an interval
      * later. */
-    if (rc == 0 && up && relay_upstream (r) != up && r->lost_url[0] && r->interval_ms > 0) {
+    if (rc == 0 && up && relay_upstream (r) != up && r->lost_url[0] &&
+        r->interval_ms > 0) {
         json_decref (*data);
         *data = NULL;
         if (!(o = own_line (r, own)))

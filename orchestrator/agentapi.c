@@ -393,28 +393,8 @@ void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct age
     int64_t now = dt_real_ms ();
     ag->last_hb_ms = now;
     ag->dirty = true;
-    /* Neighbours this node has not heard from: the corroboration of their
-     * silence (attempt_check_running). */
-    for (size_t i = 0; i < m->nunheard; i++) {
-        const struct hb_unheard *u = &m->unheard[i];
-        struct agent *n = u->node[0] ? jobs_agent_find (att, u->node) : NULL;
-        for (int k = 0; !u->node[0] && k < att->nagents && !n; k++) {
-            struct agent *a = &att->agents[k];
-            char url[128];
-            snprintf (url, sizeof (url), "http://%s:%d", a->addr, a->relay_port);
-            if (a->relay_port > 0 && !strcmp (url, u->relay))
-                n = a;
-        }
-        if (n && n != ag) {
-            if (n->unheard_at_ms <= n->last_hb_ms)
-                dt_log (LOG_INFO,
-                        "job %lld attempt %d: %s has not heard from %s for %lld ms",
-                        (long long)att->row.job_id, att->row.attempt, ag->node, n->node,
-                        (long long)u->ms);
-            n->unheard_at_ms = now;
-            n->unheard_for_ms = u->ms;
-        }
-    }
+    /* Neighbours it has not heard from: corroboration of their silence. */
+    treeplan_unheard (att, ag, m, now);
     for (size_t i = 0; i < m->nranks; i++) {
         const struct hb_rank *h = &m->ranks[i];
         struct rank *rk = &att->ranks[h->rank];

@@ -434,7 +434,8 @@ static int unheard_get (const json_t *root, struct hb_msg *m, dt_error_t *err)
     if (!a || json_is_null (a))
         return 0;
     if (!json_is_array (a) || json_array_size (a) > HB_UNHEARD_MAX)
-        return errnoprintf (err, EPROTO, "unheard: expected an array of at most %d objects",
+        return errnoprintf (err, EPROTO,
+                            "unheard: expected an array of at most %d objects",
                             HB_UNHEARD_MAX);
     json_array_foreach (a, i, u)
     {
@@ -443,9 +444,10 @@ static int unheard_get (const json_t *root, struct hb_msg *m, dt_error_t *err)
         json_int_t ms;
         dt_json_path_index (path, sizeof (path), "unheard", i);
         if (dt_json_check_object (u, path, hb_unheard_keys, err) < 0 ||
-            dt_json_get_str (u, path, "node", false, hb_node_max, false, &node, err) < 0 ||
-            dt_json_get_str (u, path, "relay", false, sizeof (e->relay) - 1, false, &relay,
-                             err) < 0 ||
+            dt_json_get_str (u, path, "node", false, hb_node_max, false, &node, err) <
+              0 ||
+            dt_json_get_str (u, path, "relay", false, sizeof (e->relay) - 1, false,
+                             &relay, err) < 0 ||
             dt_json_get_int (u, path, "ms", true, 0, INT64_MAX, &ms, err) < 0)
             return -1;
         if (!node == !relay)

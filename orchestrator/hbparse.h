@@ -60,7 +60,7 @@ struct hb_rank {
 /* A neighbour in the fan-in tree the sender has not heard from for 'ms'
  * (its own clock): a child by node name, or its relay by URL. */
 struct hb_unheard {
-    char node[64];  /* "" when relay is given */
+    char node[64];   /* "" when relay is given */
     char relay[128]; /* "" when node is given */
     int64_t ms;
 };
