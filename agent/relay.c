@@ -38,6 +38,7 @@ static const int64_t relay_lost_report_intervals = 4;
 struct relay_kid {
     char node[64];
     int64_t last_ms; /* monotonic: its last request */
+    bool reported;   /* its silence went up (relay_due sends it at once) */
 };
 
 struct relay {
@@ -74,8 +75,10 @@ static void kid_heard (relay_t *r, const char *body, size_t len)
             ;
         if (i == r->nkids && r->nkids < RELAY_KIDS_MAX)
             snprintf (r->kids[r->nkids++].node, sizeof (r->kids[0].node), "%s", node);
-        if (i < r->nkids)
+        if (i < r->nkids) {
             r->kids[i].last_ms = dt_mono_ms ();
+            r->kids[i].reported = false;
+        }
     }
     json_decref (o);
 }
@@ -206,6 +209,11 @@ void relay_set_interval (relay_t *r, int64_t interval_ms)
 
 bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
 {
+    /* A child that just fell silent is reported at once, not at the next
+     * heartbeat: the controller's corroboration of its loss. */
+    for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++)
+        if (!r->kids[i].reported && now_ms - r->kids[i].last_ms > 5 * r->interval_ms / 4)
+            return true;
     return r->len > 0 && now_ms - r->oldest_ms >= min_age_ms;
 }
 
@@ -278,9 +286,11 @@ static json_t *unheard_json (relay_t *r, int64_t now)
         return NULL;
     for (int i = 0; i < r->nkids; i++) {
         int64_t ms = now - r->kids[i].last_ms;
-        if (ms > 5 * r->interval_ms / 4 && (a || (a = json_array ())))
+        if (ms > 5 * r->interval_ms / 4 && (a || (a = json_array ()))) {
+            r->kids[i].reported = true;
             json_array_append_new (
               a, json_pack ("{s:s s:I}", "node", r->kids[i].node, "ms", (json_int_t)ms));
+        }
     }
     if (r->lost_url[0] &&
         now - r->lost_at_ms <= relay_lost_report_intervals * r->interval_ms &&
