@@ -875,7 +875,7 @@ int agent_run (agent_t *a)
         /* Children's lines go up within a quarter interval, not a whole
          * one: each level of the tree adds at most that to what the
          * controller sees of a node. */
-        if (a->relay && !a->unreachable &&
+        if (a->relay && !a->unreachable && !a->gone &&
             relay_due (a->relay, now, a->l->heartbeat_interval_ms / 4))
             a->next_hb_ms = now;
         ranks_tick (a->ranks, now, a->l->hang_timeout_ms, on_rank_hang, a);

@@ -113,6 +113,7 @@ static void relay_join (relay_t *relay, agent_t *agent, const struct layout *l)
     if (!relay)
         return;
     relay_set_ancestors (relay, l->ancestors);
+    relay_set_interval (relay, l->heartbeat_interval_ms);
     agent_set_relay (agent, relay);
     if (l->ancestors)
         dt_log (LOG_INFO, "fan-in tree of width %d: heartbeats go through %s",

@@ -28,8 +28,27 @@ static const struct dt_httpc_opts relay_http_opts = {
     .backoff_max_ms = 1000,
 };
 
+/* Children remembered (by the node name of the first line of their
+ * requests), and entries of "unheard" sent, at most. */
+#define RELAY_KIDS_MAX 64
+
+/* An ancestor that stopped answering is reported for this long. */
+static const int64_t relay_lost_report_intervals = 4;
+
+struct relay_kid {
+    char node[64];
+    int64_t last_ms; /* monotonic: its last request */
+    bool reported;   /* its silence went up (relay_due sends it at once) */
+};
+
 struct relay {
     dt_httpd_t *httpd;
+    struct relay_kid kids[RELAY_KIDS_MAX];
+    int nkids;
+    int64_t interval_ms;               /* 0: nothing is reported */
+    char lost_url[256];                /* the ancestor that stopped answering; "" none */
+    int64_t lost_heard_ms, lost_at_ms; /* monotonic: last answer, failure */
+    int64_t up_ok_ms;                  /* monotonic: last answer from above */
     char *token;
     char *lines; /* children's heartbeat lines, '\n'-separated */
     size_t len, cap;
@@ -42,6 +61,27 @@ struct relay {
 };
 
 /* --- the children's side -------------------------------------------------- */
+
+/* The child that sent 'body' (its own line comes first) was heard now. */
+static void kid_heard (relay_t *r, const char *body, size_t len)
+{
+    const char *nl = memchr (body, '\n', len);
+    dt_error_t e;
+    json_t *o = dt_json_parse (body, nl ? (size_t)(nl - body) : len, &e);
+    const char *node = json_string_value (json_object_get (o, "node"));
+    if (node && strlen (node) < sizeof (r->kids[0].node)) {
+        int i;
+        for (i = 0; i < r->nkids && strcmp (r->kids[i].node, node); i++)
+            ;
+        if (i == r->nkids && r->nkids < RELAY_KIDS_MAX)
+            snprintf (r->kids[r->nkids++].node, sizeof (r->kids[0].node), "%s", node);
+        if (i < r->nkids) {
+            r->kids[i].last_ms = dt_mono_ms ();
+            r->kids[i].reported = false;
+        }
+    }
+    json_decref (o);
+}
 
 static void relay_cb (dt_http_req_t *req, void *arg)
 {
@@ -85,6 +125,7 @@ static void relay_cb (dt_http_req_t *req, void *arg)
         r->lines[r->len++] = '\n';
     memcpy (r->lines + r->len, body, len);
     r->len += len;
+    kid_heard (r, body, len);
     while (r->len > 0 && r->lines[r->len - 1] == '\n')
         r->len--;
     r->lines[r->len] = '\0';
@@ -161,8 +202,18 @@ void relay_set_ancestors (relay_t *r, char **ancestors)
     r->up = 0;
 }
 
+void relay_set_interval (relay_t *r, int64_t interval_ms)
+{
+    r->interval_ms = interval_ms;
+}
+
 bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
 {
+    /* A child that just fell silent is reported at once, not at the next
+     * heartbeat: the controller's corroboration of its loss. */
+    for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++)
+        if (!r->kids[i].reported && now_ms - r->kids[i].last_ms > 5 * r->interval_ms / 4)
+            return true;
     return r->len > 0 && now_ms - r->oldest_ms >= min_age_ms;
 }
 
@@ -208,6 +259,12 @@ static int post_to_ancestors (relay_t *r, const char *body, size_t len, long *st
             return 0;
         }
         free (reply);
+        if (*status != 503) {
+            /* Reported as unheard in the next heartbeats (see unheard_json). */
+            snprintf (r->lost_url, sizeof (r->lost_url), "%s", url);
+            r->lost_heard_ms = r->up_ok_ms;
+            r->lost_at_ms = dt_mono_ms ();
+        }
         /* Dead (or full): reattach to the next ancestor, or the controller. */
         const char *next = r->ancestors[r->up + 1];
         dt_log (LOG_WARNING, "relay %s unreachable (%s): heartbeats go to %s from now on",
@@ -219,8 +276,75 @@ static int post_to_ancestors (relay_t *r, const char *body, size_t len, long *st
     return 1; /* no ancestor left */
 }
 
+/* "unheard" of this node's heartbeat: the children silent for over 5/4 of
+ * an interval by this relay's clock, and the ancestor that stopped
+ * answering (for a few intervals after).  NULL: none.  New reference. */
+static json_t *unheard_json (relay_t *r, int64_t now)
+{
+    json_t *a = NULL;
+    if (r->interval_ms <= 0)
+        return NULL;
+    for (int i = 0; i < r->nkids; i++) {
+        int64_t ms = now - r->kids[i].last_ms;
+        if (ms > 5 * r->interval_ms / 4 && (a || (a = json_array ()))) {
+            r->kids[i].reported = true;
+            json_array_append_new (
+              a, json_pack ("{s:s s:I}", "node", r->kids[i].node, "ms", (json_int_t)ms));
+        }
+    }
+    if (r->lost_url[0] &&
+        now - r->lost_at_ms <= relay_lost_report_intervals * r->interval_ms &&
+        (a || (a = json_array ())))
+        json_array_append_new (
+          a, json_pack ("{s:s s:I}", "relay", r->lost_url, "ms",
+                        (json_int_t)(now - (r->lost_heard_ms ? r->lost_heard_ms
+                                                             : r->lost_at_ms))));
+    return a;
+}
+
+/* The heartbeat line: 'own' with "unheard" when there is any.  New
+ * reference. */
+static json_t *own_line (relay_t *r, const json_t *own)
+{
+    json_t *u = unheard_json (r, dt_mono_ms ());
+    json_t *o = u ? json_copy ((json_t *)own) : json_incref ((json_t *)own);
+    if (u && o)
+        json_object_set (o, "unheard", u);
+    json_decref (u);
+    return o;
+}
+
+static int relay_heartbeat1 (relay_t *r, ctl_t *ctl, const json_t *own, long *status,
+                             json_t **data, dt_error_t *err);
+
 int relay_heartbeat (relay_t *r, ctl_t *ctl, const json_t *own, long *status,
                      json_t **data, dt_error_t *err)
+{
+    const char *up = relay_upstream (r);
+    json_t *o = own_line (r, own);
+    if (!o)
+        return errnoprintf (err, ENOMEM, "out of memory");
+    int rc = relay_heartbeat1 (r, ctl, o, status, data, err);
+    json_decref (o);
+    /* An ancestor stopped answering during this heartbeat (it went to the
+     * next one without the report): say so at once, not an interval
+     * later. */
+    if (rc == 0 && up && relay_upstream (r) != up && r->lost_url[0] &&
+        r->interval_ms > 0) {
+        json_decref (*data);
+        *data = NULL;
+        if (!(o = own_line (r, own)))
+            return errnoprintf (err, ENOMEM, "out of memory");
+        rc = relay_heartbeat1 (r, ctl, o, status, data, err);
+        json_decref (o);
+    }
+    if (rc == 0 && *status == 200)
+        r->up_ok_ms = dt_mono_ms ();
+    return rc;
+}
+
+static int relay_heartbeat1 (relay_t *r, ctl_t *ctl, const json_t *own, long *status,
+                             json_t **data, dt_error_t *err)
 {
     int rc;
     *data = NULL;

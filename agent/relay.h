@@ -38,8 +38,15 @@ void relay_run (relay_t *r);
  * (borrowed, NULL-terminated relay URLs, nearest first; NULL: none). */
 void relay_set_ancestors (relay_t *r, char **ancestors);
 
+/* The heartbeat interval: a child silent for longer than 5/4 of it, and an
+ * ancestor that stopped answering, are reported in this node's own
+ * heartbeat ("unheard", schemas/agent-api.md) so that the controller can
+ * corroborate their silence. */
+void relay_set_interval (relay_t *r, int64_t interval_ms);
+
 /* Children's lines are waiting and were received at least 'min_age_ms'
- * ago: time to send them up. */
+ * ago, or a child fell silent (over 5/4 of an interval) and was not
+ * reported yet: time to send them up. */
 bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms);
 
 /* Send this node's heartbeat body 'own' (borrowed) and the children's

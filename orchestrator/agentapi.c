@@ -393,6 +393,8 @@ void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct age
     int64_t now = dt_real_ms ();
     ag->last_hb_ms = now;
     ag->dirty = true;
+    /* Neighbours it has not heard from: corroboration of their silence. */
+    treeplan_unheard (att, ag, m, now);
     for (size_t i = 0; i < m->nranks; i++) {
         const struct hb_rank *h = &m->ranks[i];
         struct rank *rk = &att->ranks[h->rank];

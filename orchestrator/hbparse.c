@@ -380,6 +380,7 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 
     m->node[0] = '\0';
     m->nranks = 0;
+    m->nunheard = 0;
     if (!body || !eat (&c, '{') || peek (&c, '}'))
         return 0;
     do {
@@ -419,7 +420,46 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 
 /* --- the general path ------------------------------------------------------------ */
 
-static const char *const hb_keys[] = { "node", "ranks", NULL };
+static const char *const hb_keys[] = { "node", "ranks", "unheard", NULL };
+static const char *const hb_unheard_keys[] = { "node", "relay", "ms", NULL };
+
+/* "unheard": absent, null, or at most HB_UNHEARD_MAX objects, each with
+ * exactly one of "node" and "relay", and "ms" >= 0.  0 or -1 with err. */
+static int unheard_get (const json_t *root, struct hb_msg *m, dt_error_t *err)
+{
+    json_t *a = json_object_get (root, "unheard"), *u;
+    char path[64];
+    size_t i;
+    m->nunheard = 0;
+    if (!a || json_is_null (a))
+        return 0;
+    if (!json_is_array (a) || json_array_size (a) > HB_UNHEARD_MAX)
+        return errnoprintf (err, EPROTO,
+                            "unheard: expected an array of at most %d objects",
+                            HB_UNHEARD_MAX);
+    json_array_foreach (a, i, u)
+    {
+        struct hb_unheard *e = &m->unheard[i];
+        const char *node = NULL, *relay = NULL;
+        json_int_t ms;
+        dt_json_path_index (path, sizeof (path), "unheard", i);
+        if (dt_json_check_object (u, path, hb_unheard_keys, err) < 0 ||
+            dt_json_get_str (u, path, "node", false, hb_node_max, false, &node, err) <
+              0 ||
+            dt_json_get_str (u, path, "relay", false, sizeof (e->relay) - 1, false,
+                             &relay, err) < 0 ||
+            dt_json_get_int (u, path, "ms", true, 0, INT64_MAX, &ms, err) < 0)
+            return -1;
+        if (!node == !relay)
+            return errnoprintf (err, EPROTO, "%s: expected exactly one of node and relay",
+                                path);
+        snprintf (e->node, sizeof (e->node), "%s", node ? node : "");
+        snprintf (e->relay, sizeof (e->relay), "%s", relay ? relay : "");
+        e->ms = ms;
+        m->nunheard++;
+    }
+    return 0;
+}
 static const char *const hb_rank_keys[] = {
     "rank",       "local_rank", "pid",  "state",   "client",  "step", "loss", "samples",
     "compute_ms", "comm_ms",    "busy", "waiting", "stopped", "dims", NULL,
@@ -466,6 +506,7 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
 
     m->node[0] = '\0';
     m->nranks = 0;
+    m->nunheard = 0;
     if (!body || len == 0) {
         errnoprintf (err, EPROTO, "expected a JSON object");
         return HB_ERR_BODY;
@@ -480,6 +521,8 @@ enum hb_result hb_parse_general (const char *body, size_t len, int world_size,
     if (dt_json_check_object (root, "", hb_keys, err) < 0 ||
         dt_json_get_str (root, "", "node", true, hb_node_max, false, &node, err) < 0 ||
         dt_json_get_arr (root, "", "ranks", true, &ranks, err) < 0)
+        goto done;
+    if (unheard_get (root, m, err) < 0)
         goto done;
     snprintf (m->node, sizeof (m->node), "%s", node);
     json_array_foreach (ranks, i, r)

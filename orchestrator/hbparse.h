@@ -54,8 +54,21 @@ struct hb_rank {
 
 /* One decoded heartbeat.  The rank buffer is kept from one call to the
  * next (hb_msg_free releases it). */
+/* Entries of "unheard" kept at most (more are an error). */
+#define HB_UNHEARD_MAX 64
+
+/* A neighbour in the fan-in tree the sender has not heard from for 'ms'
+ * (its own clock): a child by node name, or its relay by URL. */
+struct hb_unheard {
+    char node[64];   /* "" when relay is given */
+    char relay[128]; /* "" when node is given */
+    int64_t ms;
+};
+
 struct hb_msg {
     char node[64]; /* "" until the top level is valid */
+    struct hb_unheard unheard[HB_UNHEARD_MAX];
+    size_t nunheard;
     struct hb_rank *ranks;
     size_t nranks;
     size_t cap;

@@ -50,6 +50,10 @@ struct agent {
     bool reg_pending;      /* registration not yet in the database (regbatch.c) */
     int64_t register_time; /* epoch ms */
     int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
+    /* A neighbour in the fan-in tree (its relay, a child) said in its
+     * heartbeat at unheard_at_ms (epoch ms) that it had not heard from
+     * this node for unheard_for_ms; 0: never. */
+    int64_t unheard_at_ms, unheard_for_ms;
     json_t *hostinfo;
 };
 

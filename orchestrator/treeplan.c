@@ -2,8 +2,11 @@
  * treeplan.h and common/tree.h). */
 #include <config.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/tree.h"
+#include "common/log.h"
+#include "orchestrator/hbparse.h"
 #include "orchestrator/jobs.h"
 #include "orchestrator/treeplan.h"
 
@@ -48,4 +51,28 @@ json_t *treeplan_answer (struct attempt *att, struct agent *ag)
     int first;
     return json_pack ("{s:i s:o s:i}", "width", w, "ancestors", anc, "children",
                       dt_tree_children (ag->node_rank, n, w, &first));
+}
+
+void treeplan_unheard (struct attempt *att, struct agent *ag, const struct hb_msg *m,
+                       int64_t now)
+{
+    for (size_t i = 0; i < m->nunheard; i++) {
+        const struct hb_unheard *u = &m->unheard[i];
+        struct agent *n = u->node[0] ? jobs_agent_find (att, u->node) : NULL;
+        for (int k = 0; !u->node[0] && k < att->nagents && !n; k++) {
+            struct agent *a = &att->agents[k];
+            char url[128];
+            snprintf (url, sizeof (url), "http://%s:%d", a->addr, a->relay_port);
+            if (a->relay_port > 0 && !strcmp (url, u->relay))
+                n = a;
+        }
+        if (!n || n == ag)
+            continue;
+        if (n->unheard_at_ms <= n->last_hb_ms)
+            dt_log (LOG_INFO, "job %lld attempt %d: %s has not heard from %s for %lld ms",
+                    (long long)att->row.job_id, att->row.attempt, ag->node, n->node,
+                    (long long)u->ms);
+        n->unheard_at_ms = now;
+        n->unheard_for_ms = u->ms;
+    }
 }

@@ -4,6 +4,7 @@
 #define DT_TREEPLAN_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 struct attempt;
 struct agent;
@@ -17,5 +18,12 @@ struct agent;
  * controller, or an ancestor has no relay listener (an older dtagent).
  * New reference. */
 json_t *treeplan_answer (struct attempt *att, struct agent *ag);
+
+/* The "unheard" of AG's heartbeat M (schemas/agent-api.md): each named
+ * neighbour (a child by node name, a relay by URL) is marked as not heard
+ * from by a live agent at NOW (epoch ms), for detect.c. */
+struct hb_msg;
+void treeplan_unheard (struct attempt *att, struct agent *ag, const struct hb_msg *m,
+                       int64_t now);
 
 #endif

@@ -354,19 +354,51 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     int64_t limit = timeout;
     if (att->survivor_exit_ms && hb > 0 && 5 * hb / 2 < timeout)
         limit = 5 * hb / 2;
-    struct agent *lost = NULL;
+    /* In a fan-in tree a neighbour (the node's relay, or its child that
+     * had to go around it) may say in a heartbeat that it has not heard
+     * from the node either (for half an interval at least: a child learns
+     * at its next heartbeat that its relay is gone).  That heartbeat
+     * proves the neighbour alive after the node's last one, so the silence
+     * is the node's own, not a dead relay's, and 2 intervals of it
+     * suffice, provided the node is the only one silent: every other agent
+     * was heard from since the report.  Only the node silent longest may
+     * be declared (with either limit), so a node that fell silent after
+     * another, e.g. a relay whose agent ended with the attempt's ranks
+     * after a leaf died, is not blamed before it. */
+    int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
+    struct agent *lost = NULL, *next = NULL;
+    bool lost_corr = false;
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
+        if (ag->done)
+            continue;
+        if (!lost || ag->last_hb_ms < lost->last_hb_ms) {
+            next = lost;
+            lost = ag;
+        }
+        else if (!next || ag->last_hb_ms < next->last_hb_ms)
+            next = ag;
+    }
+    if (lost) {
+        struct agent *ag = lost;
         int64_t since =
           ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
-        if (!ag->done && now - since > limit &&
-            (!lost || ag->last_hb_ms < lost->last_hb_ms))
-            lost = ag;
+        lost_corr = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
+                    2 * ag->unheard_for_ms >= hb &&
+                    (!next || next->last_hb_ms >= ag->unheard_at_ms);
+        if (now - since <= (lost_corr ? tree_limit : limit))
+            lost = NULL;
     }
     if (lost) {
         struct agent *ag = lost;
         char detail[256];
-        if (limit < timeout)
+        if (lost_corr)
+            snprintf (detail, sizeof (detail),
+                      "no heartbeat from %s for %lld ms (over 2 intervals), and a "
+                      "neighbour in the fan-in tree has not heard from it for %lld ms",
+                      ag->node, (long long)(now - ag->last_hb_ms),
+                      (long long)ag->unheard_for_ms);
+        else if (limit < timeout)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2.5 "
                       "intervals) after a surviving rank reported losing a peer",
@@ -379,11 +411,12 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
         char tbuf[40];
         jobs_attempt_fail (
           jobs, att, "node_lost", ag->node, -1, detail,
-          json_pack ("{s:I s:I s:s s:b}", "heartbeat_gap_ms",
-                     (json_int_t)(now - ag->last_hb_ms), "timeout_ms", (json_int_t)limit,
-                     "last_heartbeat",
+          json_pack ("{s:I s:I s:s s:b s:b}", "heartbeat_gap_ms",
+                     (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
+                     (json_int_t)(lost_corr ? tree_limit : limit), "last_heartbeat",
                      dt_format_time (ag->last_hb_ms, tbuf, sizeof (tbuf)),
-                     "peer_loss_reported", att->survivor_exit_ms != 0));
+                     "peer_loss_reported", att->survivor_exit_ms != 0,
+                     "neighbour_unheard", lost_corr));
         return;
     }
     /* A rank exited after a just-in-time checkpoint: it lost a peer.

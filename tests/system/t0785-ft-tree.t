@@ -77,6 +77,8 @@ check "its child $L4 reattached to the controller, or ended with the attempt fir
     wait_for 5 sh -c "cat $TMP/users/*/job-$ID.1.$L4.log | grep -q -e '$REATTACH' -e 'dtagent: exiting with code'"
 grep -q -- "$REATTACH" $TMP/users/*/job-"$ID".1."$L4".log 2>/dev/null \
     && echo "# $L4 reattached to the controller" || echo "# $L4 ended before its next heartbeat"
+# how the loss was declared (its detail: silence alone, or corroborated)
+echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ': ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = 1 AND kind IN ('node_lost', 'agent_exit') LIMIT 1")"
 check "no node but the relay was blamed" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND attempt = 1 AND kind = 'node_lost' AND node != '$R1'")" = 0
 
@@ -97,6 +99,7 @@ timeline "$ID" "$T0" 2
 # of a healthy node.
 check "attempt 2 failed, blamed on the leaf's node $L3 or on no node" \
     jqt ".data.attempts[1].state == \"failed\" and (.data.attempts[1].cause_node == \"$L3\" or .data.attempts[1].cause_node == null)" "$TMP/j.json"
+echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ': ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = 2 AND kind IN ('node_lost', 'agent_exit') LIMIT 1")"
 
 # 4. the end: the same parameters as without failures.
 check "the job completes" wait_state "$ID" completed 300

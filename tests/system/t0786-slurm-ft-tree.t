@@ -54,6 +54,8 @@ echo "# killing $L3 (node rank 3, a leaf)"
 T0=$(now_ms)
 "$TESTBED" kill-node "$L3" >/dev/null || fail "kill-node $L3"
 timeline "$ID" "$T0R"
+# how the loss was declared (silence alone, or corroborated by a neighbour)
+echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ': ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = 1 AND kind = 'node_lost' LIMIT 1")"
 check "attempt 1 failed with cause node_lost on the relay's node $R1" \
     jqt --arg v "$R1" '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "node_lost"
          and .data.attempts[0].cause_node == $v' "$TMP/j.json"
@@ -78,6 +80,8 @@ fi
 check "the job completes" wait_state "$ID" completed 300
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0" 2
+# how the loss was declared (silence alone, or corroborated by a neighbour)
+echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ': ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = 2 AND kind = 'node_lost' LIMIT 1")"
 check "attempt 2 failed with cause node_lost on the leaf's node $L3" \
     jqt --arg v "$L3" '.data.attempts[1].state == "failed" and .data.attempts[1].cause == "node_lost"
          and .data.attempts[1].cause_node == $v' "$TMP/j.json"

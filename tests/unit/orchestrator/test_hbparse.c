@@ -192,6 +192,17 @@ static void test_malformed (void)
         { "{\"ranks\":[]}", HB_ERR_FIELD, false, "node: required field missing" },
         { "{\"node\":\"n\",\"ranks\":[],\"x\":1}", HB_ERR_FIELD, false,
           "x: unknown field" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":{}}", HB_ERR_FIELD, false,
+          "unheard: expected an array of at most 64 objects" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"node\":\"m\"}]}", HB_ERR_FIELD,
+          false, "unheard[0].ms: required field missing" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"ms\":5}]}", HB_ERR_FIELD, false,
+          "unheard[0]: expected exactly one of node and relay" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"node\":\"m\",\"ms\":-1}]}",
+          HB_ERR_FIELD, false,
+          "unheard[0].ms: -1 out of range [0, 9223372036854775807]" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"node\":\"m\",\"ms\":1,\"y\":2}]}",
+          HB_ERR_FIELD, false, "unheard[0].y: unknown field" },
         { "{\"node\":\"\",\"ranks\":[]}", HB_ERR_FIELD, false,
           "node: must not be empty" },
         { "{\"node\":null,\"ranks\":[]}", HB_ERR_FIELD, false, "node: expected string" },
@@ -353,6 +364,30 @@ static void test_many_ranks (void)
     hb_msg_free (&m);
 }
 
+/* "unheard": a relay's silent children and a child's lost relay. */
+static void test_unheard (void)
+{
+    static const char body[] =
+      "{\"node\":\"r\",\"ranks\":[{\"rank\":0}],\"unheard\":["
+      "{\"node\":\"c1\",\"ms\":1400},{\"relay\":\"http://10.0.0.1:4000\",\"ms\":0}]}";
+    struct hb_msg m;
+    dt_error_t err;
+    hb_msg_init (&m);
+    CU_ASSERT_EQUAL_FATAL (hb_parse (body, strlen (body), 4, &m, &err), HB_OK);
+    CU_ASSERT_STRING_EQUAL (m.node, "r");
+    CU_ASSERT_EQUAL (m.nranks, 1);
+    CU_ASSERT_EQUAL_FATAL (m.nunheard, 2);
+    CU_ASSERT_STRING_EQUAL (m.unheard[0].node, "c1");
+    CU_ASSERT_STRING_EQUAL (m.unheard[0].relay, "");
+    CU_ASSERT_EQUAL (m.unheard[0].ms, 1400);
+    CU_ASSERT_STRING_EQUAL (m.unheard[1].node, "");
+    CU_ASSERT_STRING_EQUAL (m.unheard[1].relay, "http://10.0.0.1:4000");
+    /* The next heartbeat without it has none. */
+    CU_ASSERT_EQUAL (hb_parse (good, strlen (good), 8, &m, &err), HB_OK);
+    CU_ASSERT_EQUAL (m.nunheard, 0);
+    hb_msg_free (&m);
+}
+
 int main (void)
 {
     static const struct dt_unit_test tests[] = {
@@ -362,6 +397,7 @@ int main (void)
         { "NUL bytes", test_nul },
         { "mutations never pass the fast path alone", test_mutations },
         { "many ranks", test_many_ranks },
+        { "unheard neighbours", test_unheard },
         { NULL, NULL },
     };
     return dt_unit_run ("hbparse", tests);
