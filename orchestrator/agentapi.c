@@ -409,8 +409,16 @@ void agentapi_heartbeat_apply (struct ctld *ctx, struct attempt *att, struct age
             rk->pid = h->pid;
         if (h->has & HB_STATE)
             field_copy (rk->state, sizeof (rk->state), h->state);
-        if (h->has & HB_CLIENT)
+        if (h->has & HB_CLIENT) {
+            /* The hang clock starts when libdtclient connects, as the
+             * agent's does: the rank was in the heartbeats since it was
+             * spawned, and its start-up before that (interpreter, imports,
+             * the process group's rendezvous with peers still starting)
+             * is not a step that failed to progress. */
+            if (h->client && !rk->client && rk->progress_ms)
+                rk->progress_ms = now;
             rk->client = h->client;
+        }
         if (h->has & HB_STEP)
             rk->step = h->step;
         if (h->has & HB_SAMPLES)

@@ -3,14 +3,21 @@
 # (agent/client/python, standard library only) under dtagent, 1 node x 2
 # ranks: kv rendezvous through the agent, step reports reach the
 # controller's rank view with client=true, and the result is stored.
+# The ranks start slowly (1.5 s before the trainer runs, as an
+# interpreter's imports and a process group's rendezvous under load) and
+# set up for 1.2 s after connecting: together longer than the 2 s hang
+# timeout, but the hang clock starts when a rank's libdtclient connects,
+# not when it is spawned, so neither the agent nor the controller may
+# call that a hang (max_restarts 0: one would fail the job).
 . "$(dirname "$0")/agent-lib.sh"
 
 ctld_start
 JOB=$(submit "{\"name\": \"t0404\", \"nodes\": 1, \"ranks_per_node\": 2,
-  \"command\": [\"$PY\", \"$TOP_SRCDIR/tests/system/data/dtclient_train.py\", \"40\"],
+  \"command\": [\"sh\", \"-c\", \"sleep 1.5; exec \\\"\$@\\\"\", \"sh\",
+                \"$PY\", \"$TOP_SRCDIR/tests/system/data/dtclient_train.py\", \"40\", \"1.2\"],
   \"env\": {\"PYTHONPATH\": \"$TOP_SRCDIR/agent/client/python\"},
   \"workdir\": \"$T/work\", \"restart\": {\"max_restarts\": 0},
-  \"heartbeat\": {\"interval_ms\": 200, \"node_timeout_ms\": 10000, \"hang_timeout_ms\": 20000}}")
+  \"heartbeat\": {\"interval_ms\": 200, \"node_timeout_ms\": 10000, \"hang_timeout_ms\": 2000}}")
 check "job submitted" test -n "$JOB"
 ended () { case $(job_state "$JOB") in completed|failed|cancelled) return 0;; esac; return 1; }
 check "the job ended" wait_for 60 ended

@@ -1,6 +1,8 @@
 """A Python trainer that uses the dtclient module (standard library only):
 rendezvous of all ranks through the kv store, 40 reported steps, a shard
-written when asked, and the run's result from rank 0."""
+written when asked, and the run's result from rank 0.  Arguments: the
+steps (40), and the seconds of set-up after connecting to the agent and
+before the first step (0: a model being built, a checkpoint loaded)."""
 import os
 import sys
 import time
@@ -11,6 +13,7 @@ c = dtclient.open()
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 print("rank %d/%d: pid %d, agent %s" % (rank, world, os.getpid(),
       "connected" if c.connected else "none"), file=sys.stderr, flush=True)
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
 c.kv_set("pytrain/rank-%d" % rank, str(os.getpid()))
 c.collective(True)     # blocked on the peers (the hang detector's hint)
 peers = [int(c.kv_wait("pytrain/rank-%d" % r, 30)) for r in range(world)]
