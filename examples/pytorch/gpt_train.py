@@ -187,6 +187,7 @@ def main():
     if world > 1:
         if not ft:
             dist.barrier()
+        time.sleep(0.02)   # torch 1.13: see dtclient.torch.settle_process_group
         dist.destroy_process_group()
 
 

@@ -79,6 +79,7 @@ def reform_child(rank, port):
                       "reform_ms": (t2 - t1) * 1e3, "world": dist.get_world_size(),
                       "grad_ok": grad_ok, "hash": dtt.state_hash(module),
                       "counts": [before, counts()]}), flush=True)
+    dtt.settle_process_group()
     dist.destroy_process_group()
 
 

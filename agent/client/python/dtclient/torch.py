@@ -102,11 +102,12 @@ import torch
 import torch.distributed as dist
 
 import dtclient
-from dtclient.torch_reform import reform_process_group
+from dtclient.torch_reform import reform_process_group, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
                                   _write_atomic)
 
 __all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "reform_process_group",
+           "settle_process_group",
            "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH", "EXIT_COMM", "EXIT_JIT"]
 
 # Exit statuses, as dttrain's: the controller reads 3 with the shard named

@@ -2,7 +2,22 @@
 process group in a live process (what torch 1.13 allows; see README.md,
 "Survivors that never exit")."""
 
+import time
+
 import torch.distributed as dist
+
+
+def settle_process_group():
+    """Let the process group's worker threads finish releasing their last
+    operations before a group is destroyed or its last owner (a DDP
+    reducer) is dropped.  In torch 1.13 a gloo worker releases a finished
+    operation's tensors while it holds the group's lock, and a tensor that
+    still carries its Python object needs the GIL for that; the group's
+    destructor, run from Python, holds the GIL and waits for that lock: the
+    process deadlocks (seen at exit after a re-form, about 1 run in 4).
+    Sleeping releases the GIL, so a worker waiting for it finishes first.
+    Call it after the last collective, before destroy_process_group()."""
+    time.sleep(0.02)
 
 
 
@@ -30,6 +45,7 @@ def reform_process_group(model, store, prefix, rank, world_size, backend="gloo",
     import datetime
     from torch.nn.parallel import DistributedDataParallel as DDP
     module = getattr(model, "module", model)
+    settle_process_group()
     if model is not module:
         for attr in ("reducer", "logger", "process_group"):   # the old group's owners
             if hasattr(model, attr):
