@@ -6,7 +6,7 @@
 # Then with restart.reform: both ranks declare the capability (message
 # type 10, caps), rank 1 is killed with SIGKILL, and the controller
 # re-forms the group in place: attempt 2 with path reform, the survivor
-# (never restarted) receives the re-form command naming attempt 2, and the
+# is never restarted (its agent re-forms it as attempt 2), and the
 # replacement runs with DT_REFORM_JOIN=1.
 . "$(dirname "$0")/agent-lib.sh"
 
@@ -66,8 +66,11 @@ check "completed in attempt 2, re-formed in place (path reform)" \
     jq -e '.data.state == "completed" and (.data.attempts | length) == 2
            and .data.attempts[1].restart_path == "reform"' "$T/jr.json" >/dev/null
 f0=$(find "$T/users" -path "*/job-$JOB.*" -name "rank-0.err" | head -1)
-check "the survivor kept running and got the re-form command for attempt 2" \
-    eval 'grep -q "^rank 0: re-form as attempt 2\$" "$f0" && test "$(grep -c "pid" "$f0")" = 1'
+# (whether the trainer reads the command is t0788's: the page holds one
+# command, and the agent may replace an unread re-form command with a
+# checkpoint once the rank reported a step)
+check "the survivor kept running (one process), its agent re-formed it as attempt 2" \
+    eval 'test "$(grep -c "pid" "$f0")" = 1 && grep -q "command: re-form as attempt 2\$" "$T"/users/*/job-$JOB.*.log'
 grep -q "^rank 0: re-form as attempt 2\$" "$f0" || diag < "$f0"
 f1=$(find "$T/users" -path "*/job-$JOB.*" -name "rank-1.a2.err" | head -1)
 check "the replacement joined attempt 2 (DT_REFORM_JOIN=1)" \
