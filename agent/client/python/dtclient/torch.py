@@ -391,7 +391,6 @@ class Session:
             os._exit(code)
         return False
 
-    # -- signals and commands ------------------------------------------------
     def _on_signal(self, sig, frame):
         self._signal = sig
 
@@ -577,9 +576,8 @@ class Session:
             s, self._redo = self.step, False
 
     def _reform_or_exit(self, e):
-        """restart.reform: a peer was lost (e); return once the group is
-        re-formed with its replacement, else write the just-in-time
-        checkpoint and exit (as __exit__).  Without it: raise e."""
+        """restart.reform, a peer lost (e): return once the group is re-formed,
+        else the just-in-time checkpoint and exit.  Without it: raise e."""
         if self._reform is None or not self._reform.on:
             raise e
         self._comm_failed = e
@@ -668,6 +666,8 @@ class Session:
             dt = t_in - self._t_prev
             self._step_ewma = dt if self._step_ewma == 0 else 0.8 * self._step_ewma + 0.2 * dt
         self._t_prev = t_in
+        if self._reform.on:     # (a re-form command unread when a step is reported may
+            self._poll()        # be replaced by the agent's next command)
         self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
         want = False
         if self.every and self.step % self.every == 0:
