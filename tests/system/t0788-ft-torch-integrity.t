@@ -14,7 +14,8 @@
 # run of the example is not bit-identical to an uninterrupted one (with 1
 # and 2 it is, t0782), most likely because gloo's sums of 3 values depend
 # on the bucket layout, which DDP rebuilds after the first step it runs.
-# Then survivors that never exit: 2 ranks with restart.reform, rank 1
+# Then survivors that never exit: 2 ranks with restart.reform (and the
+# opt-in DTCLIENT_TORCH_REFORM=1), rank 1
 # killed with SIGKILL mid-run: attempt 2 re-forms in place (path reform),
 # rank 0 keeps running (one process), the replacement joins and receives
 # the state, and the final parameters equal an uninterrupted run's.
@@ -53,7 +54,8 @@ BASE=$(DT_RESUME_DIR=$TMP/step-5 DT_RESUME_STEP=5 torch_baseline 3) || bail "the
 GOT=$(jq -r .data.result.params_sha256 "$TMP/job.json")
 check "final params_sha256 equals a run resumed from step 5 without the controller" same "$GOT" "$BASE"
 
-submit "$(torch_spec treform 2 "--sleep-ms 150" '{"restart": {"reform": true, "max_restarts": 1}}')" \
+submit "$(torch_spec treform 2 "--sleep-ms 150" \
+    '{"restart": {"reform": true, "max_restarts": 1}, "env": {"DTCLIENT_TORCH_REFORM": "1"}}')" \
     || bail "submit failed"
 check "reform: the job runs past step 6" wait_step "$ID" 6 60
 check "reform: rank 1 killed (SIGKILL)" kill -9 "$(rank_pid "$ID" 1)"

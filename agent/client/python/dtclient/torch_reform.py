@@ -105,9 +105,16 @@ def _connect(client, attempt, rank, world, timeout):
     return dist.PrefixStore("default_pg", tcp)
 
 
+def enabled():
+    """restart.reform (DT_REFORM=1), and the trainer opted in
+    (DTCLIENT_TORCH_REFORM=1): off by default while its test fails now and then
+    under heavy load (see README.md, "Survivors that never exit")."""
+    return os.environ.get("DT_REFORM") == "1" and os.environ.get("DTCLIENT_TORCH_REFORM") == "1"
+
+
 def joining():
     """This process replaces a lost rank of a group re-formed in place."""
-    return os.environ.get("DT_REFORM") == "1" and os.environ.get("DT_REFORM_JOIN") == "1" \
+    return enabled() and os.environ.get("DT_REFORM_JOIN") == "1" \
         and _env_int("DT_ATTEMPT") > 1
 
 
@@ -161,7 +168,7 @@ class Reformer:
     def __init__(self, s):
         self.s = s
         self.attempt = _env_int("DT_ATTEMPT", 1)
-        self.on = (os.environ.get("DT_REFORM") == "1" and s.distributed and s.world >= 2
+        self.on = (enabled() and s.distributed and s.world >= 2
                    and dist.get_backend() == "gloo" and s.client.connected
                    and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ)
         self.joining = self.on and joining()
