@@ -108,8 +108,12 @@ def main():
     cuda = torch.cuda.is_available()
     world_env = int(os.environ.get("WORLD_SIZE", "1"))
     if world_env > 1:
-        dist.init_process_group("nccl" if cuda else "gloo", init_method="env://",
-                                timeout=datetime.timedelta(seconds=120))
+        if a.plain:
+            dist.init_process_group("nccl" if cuda else "gloo", init_method="env://",
+                                    timeout=datetime.timedelta(seconds=120))
+        else:   # dtctl: the same, or joining a group re-formed in place (restart.reform)
+            import dtclient.torch as dtt                                      # dtctl
+            dtt.init_process_group("nccl" if cuda else "gloo", datetime.timedelta(seconds=120))
     rank = dist.get_rank() if world_env > 1 else 0
     world = dist.get_world_size() if world_env > 1 else 1
     dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
@@ -156,7 +160,7 @@ def main():
                       file=sys.stderr, flush=True)
             pos = idx.unsqueeze(1) + torch.arange(a.context + 1)
             batch = data[pos].to(dev)
-            logits = ddp(batch[:, :-1])
+            logits = (ft.model if ft else ddp)(batch[:, :-1])   # dtctl: re-wrapped on a re-form
             loss = F.cross_entropy(logits.reshape(-1, 256), batch[:, 1:].reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()

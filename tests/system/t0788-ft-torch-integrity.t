@@ -14,6 +14,11 @@
 # run of the example is not bit-identical to an uninterrupted one (with 1
 # and 2 it is, t0782), most likely because gloo's sums of 3 values depend
 # on the bucket layout, which DDP rebuilds after the first step it runs.
+# Then survivors that never exit: 2 ranks with restart.reform (and the
+# opt-in DTCLIENT_TORCH_REFORM=1), rank 1
+# killed with SIGKILL mid-run: attempt 2 re-forms in place (path reform),
+# rank 0 keeps running (one process), the replacement joins and receives
+# the state, and the final parameters equal an uninterrupted run's.
 . "$(dirname "$0")/ft-lib.sh"
 TORCH_STEPS=20
 . "$(dirname "$0")/torch-lib.sh"
@@ -48,4 +53,26 @@ cp -r "$TMP/ckpt/$ID/step-5" "$TMP/step-5"
 BASE=$(DT_RESUME_DIR=$TMP/step-5 DT_RESUME_STEP=5 torch_baseline 3) || bail "the resumed run without the controller failed"
 GOT=$(jq -r .data.result.params_sha256 "$TMP/job.json")
 check "final params_sha256 equals a run resumed from step 5 without the controller" same "$GOT" "$BASE"
+
+submit "$(torch_spec treform 2 "--sleep-ms 150" \
+    '{"restart": {"reform": true, "max_restarts": 1}, "env": {"DTCLIENT_TORCH_REFORM": "1"}}')" \
+    || bail "submit failed"
+check "reform: the job runs past step 6" wait_step "$ID" 6 60
+check "reform: rank 1 killed (SIGKILL)" kill -9 "$(rank_pid "$ID" 1)"
+check "reform: the job completes" wait_state "$ID" completed 60
+api GET "/v1/jobs/$ID" > "$TMP/jr.json"
+jq -c '[.data.attempts[] | {attempt, cause, restart_path}]' "$TMP/jr.json" | sed 's/^/# /'
+check "reform: attempt 2 re-formed in place (path reform)" \
+    jqt '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "reform"' "$TMP/jr.json"
+f0=$(find "$TMP/users" -path "*/job-$ID.*" -name "rank-0*.err")
+f1=$(find "$TMP/users" -path "*/job-$ID.*" -name "rank-1.a2.err")
+check "reform: rank 0 never restarted, re-formed as attempt 2 with the digest checked" \
+    eval 'test "$(echo "$f0" | wc -w)" = 1 && grep -q "rank 0: re-formed as attempt 2 at step [0-9]* (state from rank 0, .*digest" "$f0"'
+check "reform: the replacement of rank 1 joined and received the state" \
+    grep -q "rank 1: re-formed as attempt 2 at step [0-9]* (state from rank 0; joined" "$f1"
+[ "$(jq -r .data.state "$TMP/jr.json")" = completed ] ||
+    grep -h "dtclient.torch\|Error" $(find "$TMP/users" -path "*/job-$ID.*" -name "rank-*.err") | sed 's/^/# /'
+BASE=$(torch_baseline 2) || bail "the uninterrupted run failed"
+check "reform: final params_sha256 equals an uninterrupted run's" \
+    same "$(jq -r .data.result.params_sha256 "$TMP/jr.json")" "$BASE"
 done_testing

@@ -45,7 +45,8 @@ import time
 
 __all__ = [
     "open", "Client", "Command", "DTClientError", "crc32c",
-    "CMD_NONE", "CMD_CHECKPOINT", "CMD_STOP", "CMD_ABORT",
+    "CMD_NONE", "CMD_CHECKPOINT", "CMD_STOP", "CMD_ABORT", "CMD_REFORM",
+    "CAP_REFORM", "REFORM_WAITING",
     "OK", "ERR_NOAGENT", "ERR_IO", "ERR_PROTO", "ERR_TIMEOUT", "ERR_INVAL", "ERR_NOTFOUND",
 ]
 
@@ -58,7 +59,11 @@ _ERR_TEXT = {
 }
 
 # dtclient_cmd_kind_t
-CMD_NONE, CMD_CHECKPOINT, CMD_STOP, CMD_ABORT = range(4)
+CMD_NONE, CMD_CHECKPOINT, CMD_STOP, CMD_ABORT, CMD_REFORM = range(5)
+
+# Capabilities a trainer declares (declare(); dtclient_declare's
+# DTCLIENT_CAP_REFORM and DTCLIENT_REFORM_WAITING).
+CAP_REFORM, REFORM_WAITING = 1, 2
 
 Command = collections.namedtuple("Command", "kind step seq")
 
@@ -70,7 +75,7 @@ _MAX_PAYLOAD = 128 * 1024
 _MAX_VALUE = 64 * 1024
 _MAX_KEY = 200
 
-HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY, PERF = range(1, 10)
+HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY, PERF, CAPS = range(1, 11)
 T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON, \
     T_JIT = range(1, 13)
 _INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS, T_JIT}
@@ -391,6 +396,21 @@ class Client:
             obj["peak_source"] = peak_source
         if self._sock is not None:
             self._request(PERF, [(T_JSON, json.dumps(obj))])
+
+    def declare(self, caps):
+        """Declare capabilities (CAP_* ored), as dtclient_declare does:
+        CAP_REFORM: on a peer's loss this rank keeps its state and waits
+        for CMD_REFORM (the new attempt in cmd.step) or a stop, then
+        re-forms its group in place; the controller re-forms a job
+        (restart.reform) only when every rank of the attempt declared it.
+        CAP_REFORM | REFORM_WAITING: this rank lost a peer and waits now
+        (the agent then reports at once and often)."""
+        if not isinstance(caps, int) or caps & ~(CAP_REFORM | REFORM_WAITING):
+            raise DTClientError(ERR_INVAL, "declare: CAP_REFORM, optionally with REFORM_WAITING")
+        obj = ({"reform": True, "waiting": True} if caps & REFORM_WAITING
+               else {"reform": True} if caps & CAP_REFORM else {})
+        if self._sock is not None:
+            self._request(CAPS, [(T_JSON, json.dumps(obj))])
 
     # -- key-value store -----------------------------------------------------
     def _rdv_path(self, key):

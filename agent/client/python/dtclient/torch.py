@@ -102,12 +102,13 @@ import torch
 import torch.distributed as dist
 
 import dtclient
-from dtclient.torch_reform import reform_process_group, settle_process_group
+from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
+    reform_process_group, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
                                   _write_atomic)
 
 __all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "reform_process_group",
-           "settle_process_group",
+           "init_process_group", "settle_process_group",
            "EXIT_CKPT_CORRUPT", "EXIT_CKPT_MISMATCH", "EXIT_COMM", "EXIT_JIT"]
 
 # Exit statuses, as dttrain's: the controller reads 3 with the shard named
@@ -262,7 +263,7 @@ class Session:
         if not float(control_interval) >= 0:
             raise ValueError("dtclient.torch: control_interval must be >= 0 seconds")
         self.control_interval = float(control_interval)
-        self.client = client or dtclient.open()
+        self.client = client or _client()
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
         self.world = dist.get_world_size() if self.distributed else 1
@@ -316,7 +317,8 @@ class Session:
         self._comm_failed = None
         self._lock = threading.Lock()
         self._last_launch = self._last_done = 0.0
-        self._ctl_group = None
+        self._ctl_group = self._hook = self._reform = None
+        self._redo = False
         if self.distributed and self.world > 1:
             # A gloo group of its own for the control exchange: host
             # tensors, no device sync, also when the gradients go over NCCL.
@@ -326,8 +328,8 @@ class Session:
                 ordered_reduce = self.world >= 3
             if hasattr(model, "register_comm_hook"):
                 self._pg = getattr(model, "process_group", None) or dist.group.WORLD
-                model.register_comm_hook(None, self._ordered_hook if ordered_reduce
-                                         else self._allreduce_hook)
+                self._hook = self._ordered_hook if ordered_reduce else self._allreduce_hook
+                model.register_comm_hook(None, self._hook)
         self._writer = _Writer(self) if async_save else None
         # The pipelined snapshot: set while no host copy is pending.
         self._copied = threading.Event()
@@ -347,12 +349,15 @@ class Session:
                 signal.signal(sig, self._on_signal)
             except ValueError:      # not the main thread
                 pass
-        self._resume()
+        self._reform = Reformer(self)       # (restart.reform: see torch_reform.py)
+        if self._reform.joining:
+            self._reform.sync()
+        else:
+            self._resume()
         self._ctl_next = self.step
         if self._ctl_group is not None:
-            # Every rank loaded (busy meanwhile): start the first step
-            # together, so that a rank whose load is slow is not blamed on
-            # the others' behalf, and the others are seen waiting for it.
+            # Every rank loaded (busy meanwhile): start the first step together
+            # (a slow loader is not blamed for the others; they wait for it).
             self.client.collective(True)
             try:
                 dist.barrier(group=self._ctl_group)
@@ -380,14 +385,12 @@ class Session:
             # after step_done counted the step) says that the state is
             # exactly that of self.step; anything else gets no checkpoint.
             code = self._jit() if self._comm_failed is not None else EXIT_COMM
-            # Not sys.exit: tearing the process group down with a dead
-            # peer may block in gloo's or NCCL's destructors.
+            # Not sys.exit: a group with a dead peer may block its destructors.
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
         return False
 
-    # -- signals and commands ------------------------------------------------
     def _on_signal(self, sig, frame):
         self._signal = sig
 
@@ -404,9 +407,10 @@ class Session:
                 self._ckpt_req = max(self._ckpt_req, cmd.step)
             elif cmd.kind == dtclient.CMD_STOP:
                 self._stop_req = cmd.step if cmd.step > 0 else self.step + 1
+            elif cmd.kind == dtclient.CMD_REFORM and self._reform is not None:
+                self._reform.pending = max(self._reform.pending, cmd.step)  # (lost peer)
             elif cmd.kind == dtclient.CMD_ABORT:
-                _log("rank %d: abort requested by the controller at step %d" % (self.rank,
-                                                                                 self.step))
+                _log("rank %d: abort requested at step %d" % (self.rank, self.step))
                 os._exit(1)
 
     # -- gradient collectives in flight, and the just-in-time pre-write ----------
@@ -471,6 +475,9 @@ class Session:
         turns its completed result into the reduced bucket.  A failure of
         either is kept for the just-in-time checkpoint (the state is
         still self.step's).  Kept short: it runs for every bucket."""
+        ref = self._reform
+        if ref.on and ref.failed is not None:
+            return ref.skipped(buf)     # the group is broken: the step is redone
         c0 = _cpu()
         t = time.perf_counter()
         c = self.client
@@ -485,6 +492,9 @@ class Session:
         except Exception as e:     # a peer already gone
             c.collective(False)
             self._coll_leave(None)
+            if ref.on:
+                ref.failed = e
+                return ref.skipped(buf)
             self._comm_failed = e
             raise
 
@@ -498,6 +508,9 @@ class Session:
                 ok = True
                 return out
             except Exception as e:
+                if ref.on:
+                    ref.failed = ref.failed or e
+                    return buf
                 self._comm_failed = e
                 raise
             finally:
@@ -549,14 +562,31 @@ class Session:
                 self._reseed(s)
             self._poll()
             if self._ctl_group is not None and s == self._ctl_next and self._ctl is None:
-                self._ctl_launch(s)
+                try:
+                    self._ctl_launch(s)
+                except Exception as e:
+                    self._reform_or_exit(e)     # (raises without restart.reform)
+                    self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
             self._t0 = time.perf_counter()
             self._own_s += _cpu() - c0
             yield s
-            if self.step != s + 1:
+            if self.step != s + 1 and not self._redo:
                 raise RuntimeError("dtclient.torch: step %d ended without step_done()" % s)
-            s = self.step
+            s, self._redo = self.step, False
+
+    def _reform_or_exit(self, e):
+        """restart.reform, a peer lost (e): return once the group is re-formed,
+        else the just-in-time checkpoint and exit.  Without it: raise e."""
+        if self._reform is None or not self._reform.on:
+            raise e
+        self._comm_failed = e
+        if self._reform.wait_and_reform(e):
+            self._reform.failed = self._comm_failed = None
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(self._jit())
 
     def _ctl_launch(self, s):
         """Start the ranks' exchange of requests at step s (every rank
@@ -610,6 +640,9 @@ class Session:
     def step_done(self, loss=0.0, samples=0):
         """The step's optimizer update is done: agree on requests, report,
         checkpoint or stop as needed."""
+        if self._reform is not None and self._reform.failed is not None:
+            self._redo = True       # the step's update was skipped: redone re-formed
+            return self._reform_or_exit(self._reform.failed)
         self.step += 1
         t_in, c_in = time.perf_counter(), _cpu()
         if self._jit_pre is not None:
@@ -623,13 +656,18 @@ class Session:
         else:
             # Requests are acted on as agreed, by every rank at the same step.
             if self._ctl is not None and self.step - 1 >= self._ctl_wait:
-                comm += self._ctl_finish()
+                try:
+                    comm += self._ctl_finish()
+                except Exception as e:
+                    self._reform_or_exit(e)     # (the state is this step's)
             creq, sreq = self._agreed_ckpt, self._agreed_stop
         wall = time.perf_counter() - self._t0
         if self._t_prev is not None:
             dt = t_in - self._t_prev
             self._step_ewma = dt if self._step_ewma == 0 else 0.8 * self._step_ewma + 0.2 * dt
         self._t_prev = t_in
+        if self._reform.on:     # (a re-form command unread when a step is reported may
+            self._poll()        # be replaced by the agent's next command)
         self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
         want = False
         if self.every and self.step % self.every == 0:

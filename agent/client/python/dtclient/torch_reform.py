@@ -2,9 +2,19 @@
 process group in a live process (what torch 1.13 allows; see README.md,
 "Survivors that never exit")."""
 
+import copy
+import datetime
+import hashlib
+import io
+import os
 import time
+import types
 
+import torch
 import torch.distributed as dist
+
+import dtclient
+from dtclient.torch_shard import _log
 
 
 def settle_process_group():
@@ -18,7 +28,6 @@ def settle_process_group():
     Sleeping releases the GIL, so a worker waiting for it finishes first.
     Call it after the last collective, before destroy_process_group()."""
     time.sleep(0.02)
-
 
 
 def reform_process_group(model, store, prefix, rank, world_size, backend="gloo",
@@ -42,7 +51,6 @@ def reform_process_group(model, store, prefix, rank, world_size, backend="gloo",
     rank 0's parameters and buffers to the new members).  Every member
     of the new group calls it with the same prefix and world_size.
     Returns the new DDP model."""
-    import datetime
     from torch.nn.parallel import DistributedDataParallel as DDP
     module = getattr(model, "module", model)
     settle_process_group()
@@ -60,3 +68,297 @@ def reform_process_group(model, store, prefix, rank, world_size, backend="gloo",
     if comm_hook is not None:
         new.register_comm_hook(*comm_hook)
     return new
+
+
+# ---- a Session's re-form in place (restart.reform, gloo) ---------------------
+# The store every generation meets in: the first attempt's, served by rank
+# 0 at MASTER_ADDR:MASTER_PORT (env://), under torch's "default_pg" prefix.
+# A survivor of rank 0 keeps serving it (its Session holds a reference:
+# destroying the group would free it); the other survivors and a
+# replacement connect to it anew; a replacement of rank 0 serves a new one
+# on the same address (the old listener died with the process).
+_STORE = None
+_CLIENT = None      # a replacement's connection, opened before its Session
+
+
+def client():
+    """The agent connection for a Session (the one init_process_group
+    opened, if it did)."""
+    return _CLIENT if _CLIENT is not None else dtclient.open()
+# How long a survivor waits for the controller's word, as dttrain: the
+# just-in-time window (5 s) is still open after it.
+WAIT_S = 3.0
+
+
+def _env_int(name, default=0):
+    try:
+        return int(os.environ.get(name) or default)
+    except ValueError:
+        return default
+
+
+def _prefix(attempt):
+    return "dtclient-reform-a%d/" % attempt
+
+
+def _connect(client, attempt, rank, world, timeout):
+    """The store of a re-formed group: rank 0 serves it (a survivor: the
+    one it served from the start; a replacement: a new one on its
+    MASTER_ADDR:MASTER_PORT) and says where in the new attempt's kv; the
+    others connect there (the new attempt's MASTER_* are not the first
+    attempt's)."""
+    key = "dtclient-torch/store-a%d" % attempt
+    if rank == 0:
+        tcp = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                            True, timeout, wait_for_workers=False)
+        client.kv_set(key, "%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]))
+        return dist.PrefixStore("default_pg", tcp)
+    host, port = client.kv_wait(key, 30).decode().rsplit(":", 1)
+    tcp = dist.TCPStore(host, int(port), world, False, timeout, wait_for_workers=False)
+    return dist.PrefixStore("default_pg", tcp)
+
+
+def enabled():
+    """restart.reform (DT_REFORM=1), and the trainer opted in
+    (DTCLIENT_TORCH_REFORM=1): off by default while its test fails now and then
+    under heavy load (see README.md, "Survivors that never exit")."""
+    return os.environ.get("DT_REFORM") == "1" and os.environ.get("DTCLIENT_TORCH_REFORM") == "1"
+
+
+def joining():
+    """This process replaces a lost rank of a group re-formed in place."""
+    return enabled() and os.environ.get("DT_REFORM_JOIN") == "1" \
+        and _env_int("DT_ATTEMPT") > 1
+
+
+def init_process_group(backend="gloo", timeout=None):
+    """torch.distributed.init_process_group(backend, init_method="env://")
+    for a Session's trainer; a replacement started to re-form a group in
+    place (DT_REFORM_JOIN=1) joins the survivors' new group instead, under
+    the new attempt's key prefix (its peers kept theirs: a fresh
+    rendezvous would wait for ranks that never come)."""
+    global _STORE, _CLIENT
+    if timeout is None:
+        timeout = datetime.timedelta(seconds=120)
+    if not joining():
+        dist.init_process_group(backend, init_method="env://", timeout=timeout)
+        return
+    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE", 1)
+    _CLIENT = dtclient.open()
+    _STORE = _connect(_CLIENT, _env_int("DT_ATTEMPT"), rank, world, timeout)
+    dist.init_process_group(backend, store=dist.PrefixStore(_prefix(_env_int("DT_ATTEMPT")),
+                                                            _STORE),
+                            rank=rank, world_size=world, timeout=timeout)
+
+
+def _digest(s):
+    """What every member must hold identically after the transfer: the
+    model's and the optimizer's tensors, the scheduler, the sampler, the
+    step (an int64 pair for an all-reduce check)."""
+    h = hashlib.sha256()
+    h.update(str(s.step).encode())
+    for k, v in sorted(s._module().state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    if s.optimizer is not None:
+        for i, st in sorted(s.optimizer.state_dict()["state"].items()):
+            for k, v in sorted(st.items()):
+                h.update(("%s.%s" % (i, k)).encode())
+                h.update(v.detach().cpu().contiguous().numpy().tobytes() if torch.is_tensor(v)
+                         else repr(v).encode())
+    for part in (s.scheduler, s.sampler):
+        if part is not None:
+            h.update(repr(sorted((k, repr(v)) for k, v in part.state_dict().items())).encode())
+    return int.from_bytes(h.digest()[:7], "little")     # (63 bits: its negation fits)
+
+
+class Reformer:
+    """A Session's side of restart.reform: declares the capability, and
+    after a failed collective keeps the state, waits for the re-form
+    command (or a stop), re-forms the group and takes the state from the
+    lowest member at the newest step."""
+
+    def __init__(self, s):
+        self.s = s
+        self.attempt = _env_int("DT_ATTEMPT", 1)
+        self.on = (enabled() and s.distributed and s.world >= 2
+                   and dist.get_backend() == "gloo" and s.client.connected
+                   and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ)
+        self.joining = self.on and joining()
+        self.failed = None      # a gradient collective failed in this step
+        self.pending = 0        # a re-form command read before the failure
+        self.store = None
+        if not self.on:
+            return
+        self.sched_sd = None    # the scheduler's state before a skipped step
+        if s.optimizer is not None:
+            self._guard(s.optimizer)
+        self.store = _STORE if _STORE is not None else \
+            dist.distributed_c10d._get_default_store()
+        try:
+            s.client.declare(dtclient.CAP_REFORM)
+        except dtclient.DTClientError as e:
+            _log("rank %d: re-form capability not declared: %s" % (s.rank, e))
+            self.on = self.joining = False
+
+    def _guard(self, opt):
+        """The optimizer's step() does nothing in a step whose gradients
+        were not reduced (a peer was lost): the step is redone from the
+        same state once the group is re-formed.  The scheduler's state is
+        kept then, and restored before the re-form (the script steps it
+        after the optimizer; its step() is not wrapped: a scheduler's
+        state_dict is its __dict__)."""
+        inner = opt.step
+
+        def step(obj, *args, **kwargs):
+            if self.failed is None:
+                return inner(*args, **kwargs)
+            if self.s.scheduler is not None and self.sched_sd is None:
+                # (and the hyperparameters it sets in the optimizer: the lr)
+                self.sched_sd = (copy.deepcopy(self.s.scheduler.state_dict()),
+                                 [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+                                  for g in obj.param_groups])
+            return None
+        if hasattr(inner, "_with_counter"):
+            step._with_counter = True
+        opt.step = types.MethodType(step, opt)
+
+    @staticmethod
+    def skipped(buf):
+        """A gradient bucket's hook result when it is not reduced."""
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+
+    def wait_and_reform(self, err):
+        """After a peer's loss (err): wait up to WAIT_S for the re-form
+        command; True once the group is re-formed and the state agreed,
+        False on a stop, a timeout or a failed re-form (the caller then
+        writes its just-in-time checkpoint and exits)."""
+        s = self.s
+        t0 = time.monotonic()
+        if self.sched_sd is not None:   # (the skipped step's scheduler step undone)
+            s.scheduler.load_state_dict(self.sched_sd[0])
+            for g, saved in zip(s.optimizer.param_groups, self.sched_sd[1]):
+                g.update(saved)
+            self.sched_sd = None
+        _log("rank %d: peer lost after step %d (%s): keeping the state, waiting up to %.0f s "
+             "to re-form" % (s.rank, s.step, str(err).splitlines()[0] if str(err) else
+                             type(err).__name__, WAIT_S))
+        try:
+            s.client.declare(dtclient.CAP_REFORM | dtclient.REFORM_WAITING)
+        except dtclient.DTClientError:
+            pass
+        s.wait_snapshot()
+        if s._writer is not None:
+            s._writer.wait()
+        while time.monotonic() - t0 < WAIT_S:
+            cmd = s.client.poll()
+            if cmd is None and self.pending > self.attempt:
+                cmd, self.pending = dtclient.Command(dtclient.CMD_REFORM, self.pending, 0), 0
+            if cmd is None:
+                time.sleep(0.002)
+                continue
+            if cmd.kind in (dtclient.CMD_STOP, dtclient.CMD_ABORT):
+                _log("rank %d: %s while waiting to re-form" % (
+                    s.rank, "stop" if cmd.kind == dtclient.CMD_STOP else "abort"))
+                if cmd.kind == dtclient.CMD_ABORT:
+                    os._exit(1)
+                return False
+            if cmd.kind != dtclient.CMD_REFORM or cmd.step <= self.attempt:
+                continue
+            t1 = time.monotonic()
+            try:
+                self._reopen(cmd.step)
+                self.sync()
+            except Exception as e:
+                _log("rank %d: re-form as attempt %d failed: %s" % (s.rank, cmd.step, e))
+                return False
+            _log("rank %d: waited %.0f ms for the re-form command, re-formed in %.0f ms"
+                 % (s.rank, (t1 - t0) * 1e3, (time.monotonic() - t1) * 1e3))
+            return True
+        _log("rank %d: no re-form command within %.0f s" % (s.rank, WAIT_S))
+        return False
+
+    def _reopen(self, attempt):
+        s = self.s
+        self.attempt = attempt
+        if s.rank == 0:     # (the store it serves; said where for the others)
+            s.client.kv_set("dtclient-torch/store-a%d" % attempt, "%s:%s" % (
+                os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]))
+        else:
+            self.store = _connect(s.client, attempt, s.rank, s.world,
+                                  datetime.timedelta(seconds=60))
+        old = s.model
+        kw = {k: getattr(old, k) for k in ("broadcast_buffers", "find_unused_parameters")
+              if hasattr(old, k)}
+        hook = getattr(s, "_hook", None)
+        s.model = reform_process_group(old, self.store, _prefix(attempt), s.rank, s.world,
+                                       comm_hook=(None, hook) if hook else None, **kw)
+        s._pg = dist.group.WORLD
+        s._ctl_group = dist.group.WORLD
+        s._ctl = None
+        s._gather = {}
+
+    def sync(self):
+        """Every member: agree on the newest completed step, take the
+        state from the lowest member holding it, check that all hold the
+        same (a replacement holds none: step -1)."""
+        s = self.s
+        t0 = time.monotonic()
+        mine = -1 if self.joining else s.step
+        v = torch.tensor([mine], dtype=torch.int64)
+        dist.all_reduce(v, op=dist.ReduceOp.MAX)
+        smax = int(v.item())
+        if smax < 0:
+            raise RuntimeError("re-form: no member holds the state")
+        v = torch.tensor([-(s.rank if mine == smax else s.world)], dtype=torch.int64)
+        dist.all_reduce(v, op=dist.ReduceOp.MAX)
+        src = -int(v.item())
+        if src == s.rank:
+            st = s._state()
+            st["rng"] = None
+            st["session"] = {"last_saved": s.last_saved, "ckpt_done": s._ckpt_done,
+                             "agreed_ckpt": s._agreed_ckpt, "agreed_stop": s._agreed_stop}
+            buf = io.BytesIO()
+            torch.save(st, buf)
+            data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+            n = torch.tensor([data.numel()], dtype=torch.int64)
+        else:
+            n = torch.zeros(1, dtype=torch.int64)
+        dist.broadcast(n, src)
+        if src != s.rank:
+            data = torch.empty(int(n.item()), dtype=torch.uint8)
+        dist.broadcast(data, src)
+        if src != s.rank:
+            st = torch.load(io.BytesIO(data.numpy().tobytes()), map_location="cpu")
+            s._module().load_state_dict(st["model"])
+            if s.optimizer is not None and st["optimizer"] is not None:
+                s.optimizer.load_state_dict(st["optimizer"])
+            if s.scheduler is not None and st["scheduler"] is not None:
+                s.scheduler.load_state_dict(st["scheduler"])
+            if s.sampler is not None and st["sampler"] is not None:
+                s.sampler.load_state_dict(st["sampler"])
+            s.extra.update(st.get("extra") or {})
+            m = st["session"]
+            s.step = st["step"]
+            s.last_saved, s._ckpt_done = m["last_saved"], m["ckpt_done"]
+            s._agreed_ckpt, s._agreed_stop = m["agreed_ckpt"], m["agreed_stop"]
+            if self.joining:
+                s.start_step = s.step
+        t1 = time.monotonic()
+        d = _digest(s)
+        mm = torch.tensor([d, -d], dtype=torch.int64)
+        dist.all_reduce(mm, op=dist.ReduceOp.MAX)
+        if int(mm[0]) != -int(mm[1]):
+            raise RuntimeError("re-form: the members' states differ after the transfer "
+                               "(%014x here)" % d)
+        s._ctl_next = s.step
+        s._ctl = None
+        if not self.joining:    # (a replacement's Session starts with this barrier)
+            dist.barrier()
+        _log("rank %d: re-formed as attempt %d at step %d (state from rank %d%s, %.1f MB in "
+             "%.1f ms, digest %014x checked in %.1f ms)"
+             % (s.rank, self.attempt, s.step, src, "; joined" if self.joining else "",
+                n.item() / 1e6, (t1 - t0) * 1e3, d, (time.monotonic() - t1) * 1e3))
+        self.joining = False
