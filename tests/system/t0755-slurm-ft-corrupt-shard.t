@@ -38,10 +38,12 @@ check "attempt 1 failed: trainer_exit of rank 1" \
 check "attempt 2 resumed from the newest checkpoint ($R2) and failed: exit 3, corrupt shard" \
     jqt '.data.attempts[1].state == "failed" and .data.attempts[1].evidence.exit_code == 3
          and (.data.attempts[1].evidence.stderr_tail | test("checkpoint shard .*rank-1.ckpt"))' "$TMP/j.json"
+# Each rank that finds the corrupt shard before the attempt ends may report
+# it (rank 0 reads part of rank 1's shard too): at least one event.
 check "the checkpoint of step $R2 was marked bad" \
-    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND attempt = 2 AND json_extract(data, '\$.step') = $R2")" = 1
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND attempt = 2 AND json_extract(data, '\$.step') = $R2")" -ge 1
 check "a checkpoint_bad event names the shard" \
-    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND detail LIKE '%step-$R2/rank-1.ckpt%'")" = 1
+    test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_bad' AND detail LIKE '%step-$R2/rank-1.ckpt%'")" -ge 1
 check "attempt 3 resumed from the previous committed checkpoint (< $R2) and succeeded" \
     jqt ".data.attempts[2].resume_step < $R2 and .data.attempts[2].resume_step >= 20
          and .data.attempts[2].state == \"succeeded\"" "$TMP/j.json"
