@@ -297,24 +297,32 @@ static void child_exec (ranks_t *r, struct rank *rk)
     _exit (127);
 }
 
+/* Fork and exec one rank in a process group of its own. */
+static int spawn (ranks_t *r, struct rank *rk, dt_error_t *err)
+{
+    pid_t pid = fork ();
+    if (pid < 0)
+        return errnoprintf (err, errno, "fork for rank %d: %s", rk->rank,
+                            strerror (errno));
+    if (pid == 0)
+        child_exec (r, rk);
+    /* Also in the parent, so a kill(-pid) right after fork cannot miss. */
+    setpgid (pid, pid);
+    rk->pid = pid;
+    rk->state = RANK_RUNNING;
+    rk->progress_ms = dt_mono_ms ();
+    return 0;
+}
+
 int ranks_start (ranks_t *r, dt_error_t *err)
 {
     r->started = true;
     for (int i = 0; i < r->n; i++) {
         struct rank *rk = &r->v[i];
-        pid_t pid = fork ();
-        if (pid < 0)
-            return errnoprintf (err, errno, "fork for rank %d: %s", rk->rank,
-                                strerror (errno));
-        if (pid == 0)
-            child_exec (r, rk);
-        /* Also in the parent, so a kill(-pid) right after fork cannot miss. */
-        setpgid (pid, pid);
-        rk->pid = pid;
-        rk->state = RANK_RUNNING;
-        rk->progress_ms = dt_mono_ms ();
+        if (spawn (r, rk, err) < 0)
+            return -1;
         dt_log (LOG_INFO, "rank %d (local %d) started: pid %d, log %s", rk->rank,
-                rk->local_rank, (int)pid, rk->log_path);
+                rk->local_rank, (int)rk->pid, rk->log_path);
     }
     return 0;
 }
@@ -340,18 +348,10 @@ int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err)
     rk->signal = 0;
     rk->kill_at_ms = 0;
     rk->joining = true;
-    pid_t pid = fork ();
-    if (pid < 0)
-        return errnoprintf (err, errno, "fork for rank %d: %s", rk->rank,
-                            strerror (errno));
-    if (pid == 0)
-        child_exec (r, rk);
-    setpgid (pid, pid);
-    rk->pid = pid;
-    rk->state = RANK_RUNNING;
-    rk->progress_ms = dt_mono_ms ();
+    if (spawn (r, rk, err) < 0)
+        return -1;
     dt_log (LOG_INFO, "rank %d (local %d) restarted to join its re-formed group: pid %d",
-            rk->rank, rk->local_rank, (int)pid);
+            rk->rank, rk->local_rank, (int)rk->pid);
     return 0;
 }
 

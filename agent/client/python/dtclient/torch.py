@@ -103,7 +103,7 @@ import torch.distributed as dist
 
 import dtclient
 from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
-    reform_process_group, settle_process_group
+    reform_process_group, restore_state, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
                                   _write_atomic)
 
@@ -941,14 +941,7 @@ class Session:
             self._fail(EXIT_CKPT_MISMATCH,
                        "checkpoint shard %s: step %s of world size %s, expected step %d of %d"
                        % (path, st["step"], st["world_size"], want, self.world))
-        self._module().load_state_dict(st["model"])
-        if self.optimizer is not None and st["optimizer"] is not None:
-            self.optimizer.load_state_dict(st["optimizer"])
-        if self.scheduler is not None and st["scheduler"] is not None:
-            self.scheduler.load_state_dict(st["scheduler"])
-        if self.sampler is not None and st["sampler"] is not None:
-            self.sampler.load_state_dict(st["sampler"])
-        self.extra.update(st.get("extra") or {})
+        restore_state(self, st)
         rng = st.get("rng")
         if rng:
             random.setstate(rng["python"])

@@ -30,6 +30,20 @@ def settle_process_group():
     time.sleep(0.02)
 
 
+def restore_state(s, st):
+    """Load a Session's model, optimizer, scheduler, sampler and extra
+    from a state dict of the shard format (a checkpoint or a re-form's
+    transfer)."""
+    s._module().load_state_dict(st["model"])
+    if s.optimizer is not None and st["optimizer"] is not None:
+        s.optimizer.load_state_dict(st["optimizer"])
+    if s.scheduler is not None and st["scheduler"] is not None:
+        s.scheduler.load_state_dict(st["scheduler"])
+    if s.sampler is not None and st["sampler"] is not None:
+        s.sampler.load_state_dict(st["sampler"])
+    s.extra.update(st.get("extra") or {})
+
+
 def reform_process_group(model, store, prefix, rank, world_size, backend="gloo",
                          timeout=None, comm_hook=None, **ddp_kwargs):
     """Re-form the default process group in this live process after a
@@ -332,14 +346,7 @@ class Reformer:
         dist.broadcast(data, src)
         if src != s.rank:
             st = torch.load(io.BytesIO(data.numpy().tobytes()), map_location="cpu")
-            s._module().load_state_dict(st["model"])
-            if s.optimizer is not None and st["optimizer"] is not None:
-                s.optimizer.load_state_dict(st["optimizer"])
-            if s.scheduler is not None and st["scheduler"] is not None:
-                s.scheduler.load_state_dict(st["scheduler"])
-            if s.sampler is not None and st["sampler"] is not None:
-                s.sampler.load_state_dict(st["sampler"])
-            s.extra.update(st.get("extra") or {})
+            restore_state(s, st)
             m = st["session"]
             s.step = st["step"]
             s.last_saved, s._ckpt_done = m["last_saved"], m["ckpt_done"]
