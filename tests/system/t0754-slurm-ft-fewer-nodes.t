@@ -11,9 +11,10 @@
 # final validation loss (measured: about 1e-5 and 1e-7; only the order of
 # the floating-point reductions differs).  (A restart from
 # scratch would jump back to about ln 256 = 5.5.)
-# Then, on the 2 healthy nodes left, a tp 2 job (2 nodes, 60 steps) whose
-# spec allows parallel.shrink ["tp"] and restart.min_nodes 1 loses a node:
-# one node holds no tp 2 group, so the next attempt runs on 1 node with
+# Then, on the 2 healthy nodes left, a tp 2 job (2 nodes, 120 steps: the
+# restarted attempt trains long enough for its heartbeats to see its first
+# step) whose spec allows parallel.shrink ["tp"] and restart.min_nodes 1
+# loses a node: one node holds no tp 2 group, so the next attempt runs on 1 node with
 # tp 1 (a smaller tp, not fewer replicas); the shrink event records the
 # old and new layout, the attempts' layouts and the goodput report's
 # restarts row say the same, and the job completes from the last committed
@@ -80,7 +81,7 @@ PYEOF
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 
 # --- parallel.shrink: tp 2 -> tp 1 on the one node left ---------------------------------
-MODEL_ARGS="${MODEL_ARGS/--steps $FT_STEPS/--steps 60}"
+MODEL_ARGS="${MODEL_ARGS/--steps $FT_STEPS/--steps 120}"
 submit "$(dttrain_spec shrink 2 "--inject-slow 0:5" \
     '{"parallel": {"tp": 2, "shrink": ["tp"]}, "restart": {"max_restarts": 3, "min_nodes": 1},
       "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
@@ -101,14 +102,20 @@ check "attempt 2: a new Slurm job on 1 node in tp 1 (attempt 1: tp 2), resumed f
         and .data.attempts[1].layout == {"tp": 1, "pp": 1, "dp": 1} and .data.attempts[1].num_nodes == 1
         and .data.attempts[1].restart_path == "new_allocation" and .data.attempts[1].resume_step >= 20
         and ([.data.attempts[1].nodes[].node] | index($v) == null)' "$TMP/s.json"
-curl -s "$URL/v1/jobs/$ID/report" > "$TMP/s-report.json"
+# The first step's time comes with the goodput flush (about once a
+# second), which may follow the job's end: read the report until it is in.
+report_first_step () {
+    curl -s "$URL/v1/jobs/$ID/report" > "$TMP/s-report.json" &&
+        jq -e '.data.restarts[0].first_step_s != null' "$TMP/s-report.json" >/dev/null
+}
+wait_for 10 report_first_step
 check "the report's restart: new_allocation, tp2 pp1 dp1 -> tp1 pp1 dp1, the time to the first step recorded" \
     jqt '.data.restarts | length == 1 and .[0].attempt == 2 and .[0].path == "new_allocation"
         and .[0].from_layout == "tp2 pp1 dp1" and .[0].layout == "tp1 pp1 dp1" and .[0].layout_changed
         and .[0].first_step_s > 0' "$TMP/s-report.json"
 check "after the end, attempt 1's tensor-parallel communication is kept (job view and report)" \
     jqt -s 'all(.[]; .data.attempts[0].comm_dims.tp.bytes > 0)' "$TMP/s.json" "$TMP/s-report.json"
-check "the result: 60 steps in tp 1, global batch 32" \
-    jqt '.data.result.steps == 60 and .data.result.tp == 1 and .data.result.world_size == 1 and .data.result.global_batch == 32' "$TMP/s.json"
+check "the result: 120 steps in tp 1, global batch 32" \
+    jqt '.data.result.steps == 120 and .data.result.tp == 1 and .data.result.world_size == 1 and .data.result.global_batch == 32' "$TMP/s.json"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing
