@@ -70,8 +70,8 @@ check "the reform job ended" wait_for 60 ended
 api GET "/v1/jobs/$JOB" > "$T/jr.json"
 jq -c '[.data.attempts[] | {attempt, state, cause, restart_path}]' "$T/jr.json" | diag
 check "completed in attempt 2, re-formed in place (path reform)" \
-    jq -e '.data.state == "completed" and (.data.attempts | length) == 2
-           and .data.attempts[1].restart_path == "reform"' "$T/jr.json" >/dev/null
+    jqt '.data.state == "completed" and (.data.attempts | length) == 2
+         and .data.attempts[1].restart_path == "reform"' "$T/jr.json"
 f0=$(find "$T/users" -path "*/job-$JOB.*" -name "rank-0.err" | head -1)
 # (whether the trainer reads the command is t0788's: the page holds one
 # command, and the agent may replace an unread re-form command with a

@@ -106,7 +106,7 @@ check "attempt 2: a new Slurm job on 1 node in tp 1 (attempt 1: tp 2), resumed f
 # second), which may follow the job's end: read the report until it is in.
 report_first_step () {
     curl -s "$URL/v1/jobs/$ID/report" > "$TMP/s-report.json" &&
-        jq -e '.data.restarts[0].first_step_s != null' "$TMP/s-report.json" >/dev/null
+        jqt '.data.restarts[0].first_step_s != null' "$TMP/s-report.json" 2>/dev/null
 }
 wait_for 10 report_first_step
 check "the report's restart: new_allocation, tp2 pp1 dp1 -> tp1 pp1 dp1, the time to the first step recorded" \
