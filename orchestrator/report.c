@@ -733,8 +733,15 @@ static int attempt_facts (struct report *rp, int64_t id, int number,
             r->last_step_time = rt;
         if (r->train_start == 0 && w > 0)
             r->train_start = rt - (int64_t)(w * 1000);
-        if (r->first_step < 0)
-            r->first_step = r->last_step;
+        /* An attempt that trained entirely between two heartbeats: its
+         * first step ended one mean step time after training began. */
+        if (r->first_step < 0) {
+            int64_t from = r->resume_step > 0 ? r->resume_step : 0;
+            int64_t n = r->last_step - from;
+            r->first_step = from + 1;
+            if (r->train_start > 0 && n > 0)
+                r->first_step_time = r->train_start + (int64_t)(w * 1000 / n);
+        }
     }
     return 0;
 }
