@@ -54,11 +54,16 @@ static void print_scalar (const char *key, const json_t *v, double wall_s, int i
         printf ("%*s%-28s %10s\n", indent, "", key, jfmt (v, "%.4g", buf, sizeof (buf)));
 }
 
+/* Most columns a row-per-entry table gets; wider ones are printed
+ * turned: a row per key, a column per entry. */
+#define TABLE_WIDE 16
+#define TABLE_MAXCOLS 64
+
 static void print_table (const json_t *arr, int indent)
 {
-    const char *cols[16];
+    const char *cols[TABLE_MAXCOLS];
     int ncols = 0;
-    size_t i;
+    size_t i, n = json_array_size (arr);
     json_t *e;
     struct table *t;
 
@@ -74,14 +79,37 @@ static void print_table (const json_t *arr, int indent)
                 continue;
             for (int c = 0; c < ncols; c++)
                 seen = seen || !strcmp (cols[c], k);
-            if (!seen && ncols < 16)
+            if (!seen && ncols < TABLE_MAXCOLS)
                 cols[ncols++] = k;
         }
     }
     if (ncols == 0)
         return;
+    if (ncols > TABLE_WIDE && n <= TABLE_WIDE) {
+        /* Turned: the first key's values head the entries' columns. */
+        const char *hdr[TABLE_WIDE + 1];
+        char head[TABLE_WIDE + 1][128];
+        hdr[0] = cols[0];
+        for (i = 0; i < n; i++)
+            hdr[i + 1] = jfmt (json_object_get (json_array_get (arr, i), cols[0]), "%.4g",
+                               head[i + 1], sizeof (head[i + 1]));
+        t = table_create ((int)n + 1, hdr);
+        for (int c = 1; c < ncols; c++) {
+            char cell[TABLE_WIDE + 1][128];
+            const char *row[TABLE_WIDE + 1];
+            row[0] = cols[c];
+            for (i = 0; i < n; i++)
+                row[i + 1] = jfmt (json_object_get (json_array_get (arr, i), cols[c]),
+                                   "%.4g", cell[i + 1], sizeof (cell[i + 1]));
+            table_add (t, row);
+        }
+        table_print (t, stdout, indent);
+        return;
+    }
+    if (ncols > TABLE_WIDE)
+        ncols = TABLE_WIDE;
     {
-        char *hdr[16];
+        char *hdr[TABLE_WIDE];
         for (int c = 0; c < ncols; c++) {
             hdr[c] = strdup (cols[c]);
             for (char *p = hdr[c]; p && *p; p++)
@@ -93,8 +121,8 @@ static void print_table (const json_t *arr, int indent)
     }
     json_array_foreach (arr, i, e)
     {
-        char cell[16][128];
-        const char *row[16];
+        char cell[TABLE_WIDE][128];
+        const char *row[TABLE_WIDE];
         for (int c = 0; c < ncols; c++)
             row[c] =
               jfmt (json_object_get (e, cols[c]), "%.4g", cell[c], sizeof (cell[c]));
