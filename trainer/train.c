@@ -161,11 +161,11 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
-    if (t->ly.tp * t->ly.pp > 1 && (t->k->is_device || o->dump_tensors)) {
-        errprintf (err, "--tp %d --pp %d: %s", t->ly.tp, t->ly.pp,
-                   o->dump_tensors ? "--dump-tensors writes the one-rank layout only"
-                                   : "tensor and pipeline parallelism run on the CPU "
-                                     "backend only (use --backend cpu)");
+    /* (on CUDA, the layout's groups are split from the NCCL world
+     * communicator: train_layout_open) */
+    if (t->ly.tp * t->ly.pp > 1 && o->dump_tensors) {
+        errprintf (err, "--tp %d --pp %d: --dump-tensors writes the one-rank layout only",
+                   t->ly.tp, t->ly.pp);
         goto error;
     }
     if (check_kernels (t->k, o, err) < 0)
@@ -270,6 +270,12 @@ void trainer_destroy (struct trainer *t)
     free (t->tgt_host);
     free (t->config);
     free (t);
+}
+
+/* Whether a step's error came from a collective (a peer lost or hung). */
+static int lost_peer (const dt_error_t *err)
+{
+    return strstr (err->text, "gloo") || strstr (err->text, "NCCL");
 }
 
 static int comm_fail (struct trainer *t, dt_error_t *err)
@@ -458,7 +464,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     int armed = 0;
     if (t->ly.pp > 1) {
         if (step_pipeline (t, a, b, &loss_sum, err) < 0)
-            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
+            return lost_peer (err) ? comm_fail (t, err) : -1;
         armed = t->ov.on && b > a;
     }
     for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
@@ -477,7 +483,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             if (armed)
                 train_overlap_finish (t, &e2);
             errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
-            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
+            return lost_peer (err) ? comm_fail (t, err) : -1;
         }
         if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
             loss_sum += ls;
