@@ -47,6 +47,8 @@
 
 #define cuda_fail nccl_cuda_fail
 
+static void n_destroy (dt_comm_t *c);
+
 int nccl_cuda_fail (dt_error_t *err, const char *what, cudaError_t e)
 {
     errno = EIO;
@@ -85,6 +87,7 @@ int nccl_broken (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResul
     if (*c)
         ncclCommAbort (*c);
     *c = NULL;
+    nccl_p2p_abort (n); /* its other links' sends may wait for the lost peer */
     if (r == ncclSuccess) {
         errno = ETIMEDOUT;
         return errprintf (err, "NCCL %s: timed out after %ld ms (a peer died or hangs)%s",
@@ -249,6 +252,33 @@ static int n_allreduce (dt_comm_t *c, void *buf, size_t cnt, enum dt_comm_dtype 
     return 0;
 }
 
+int dt_comm_nccl_allreduce_start (dt_comm_t *c, float *buf, size_t cnt, dt_error_t *err)
+{
+    struct nccl_comm *n = (struct nccl_comm *)c;
+    if (c->ops->destroy != n_destroy)
+        return errnoprintf (err, EINVAL, "not an NCCL communicator");
+    if (n->broken)
+        return errprintf (err, "NCCL communicator is broken");
+    if (after_compute (n, err) < 0)
+        return -1;
+    ncclResult_t r =
+      ncclAllReduce (buf, buf, cnt, ncclFloat32, ncclSum, n->comm, n->stream);
+    return enqueued (n, "allreduce", r, err);
+}
+
+int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err)
+{
+    struct nccl_comm *n = (struct nccl_comm *)c;
+    if (c->ops->destroy != n_destroy)
+        return errnoprintf (err, EINVAL, "not an NCCL communicator");
+    if (n->broken)
+        return errprintf (err, "NCCL communicator is broken");
+    dt_comm_waiting (c, 1);
+    int rc = wait_done (n, "allreduce", err);
+    dt_comm_waiting (c, 0);
+    return rc;
+}
+
 /* Uneven shards: allreduce then keep our slice (bit-identical to dp). */
 static int n_reduce_scatter (dt_comm_t *c, float *in, float *out, const size_t *counts,
                              dt_error_t *err)
@@ -285,7 +315,8 @@ static int n_allgather (dt_comm_t *c, const float *in, float *out, const size_t 
             mx = counts[r];
     if (n->broken)
         return errprintf (err, "NCCL communicator is broken");
-    if (ensure_scratch (n, mx * 4 * (c->size + 1), err) < 0 || after_compute (n, err) < 0 ||
+    if (ensure_scratch (n, mx * 4 * (c->size + 1), err) < 0 ||
+        after_compute (n, err) < 0 ||
         (host && ensure_pinned (n, mx * 4 * c->size, err) < 0))
         return -1;
     float *sin = (float *)n->scratch + mx * c->size;
@@ -359,11 +390,38 @@ static int n_barrier (dt_comm_t *c, dt_error_t *err)
     return n_allreduce (c, &x, 1, DT_I64, DT_SUM, err);
 }
 
+/* The process's live communicators.  After a failure, operations queued
+ * on the others may wait for the lost peer forever, and freeing device
+ * memory (cudaFree) may synchronise the device, waiting for them: so once
+ * one is broken, destroying any aborts them all first. */
+static struct nccl_comm *live;
+
+static void abort_comm (struct nccl_comm *n)
+{
+    nccl_p2p_abort (n);
+    if (n->comm)
+        ncclCommAbort (n->comm);
+    n->comm = NULL;
+    n->broken = 1;
+}
+
 static void n_destroy (dt_comm_t *c)
 {
-    struct nccl_comm *n = (struct nccl_comm *)c;
+    struct nccl_comm *n = (struct nccl_comm *)c, **pp, *l;
+    int broken = 0;
     if (!n)
         return;
+    for (l = live; l; l = l->next_live)
+        broken |= l->broken;
+    if (broken)
+        for (l = live; l; l = l->next_live)
+            abort_comm (l);
+    for (pp = &live; *pp; pp = &(*pp)->next_live)
+        if (*pp == n) {
+            *pp = n->next_live;
+            break;
+        }
+    nccl_p2p_abort (n);
     nccl_p2p_close (n);
     if (n->comm)
         ncclCommAbort (n->comm);
@@ -470,9 +528,9 @@ static const struct dt_comm_ops nccl_ops = {
 /* A pipeline group: the collectives, and sends and receives between
  * neighbouring ranks over its links (comm_nccl_p2p.c). */
 static const struct dt_comm_ops nccl_p2p_ops = {
-    "nccl",        n_allreduce,    n_reduce_scatter, n_allgather,
-    n_broadcast,   n_barrier,      n_destroy,        n_peer_of,
-    nccl_p2p_send, nccl_p2p_recv,  nccl_p2p_flush,   nccl_p2p_post_recv,
+    "nccl",        n_allreduce,   n_reduce_scatter, n_allgather,
+    n_broadcast,   n_barrier,     n_destroy,        n_peer_of,
+    nccl_p2p_send, nccl_p2p_recv, nccl_p2p_flush,   nccl_p2p_post_recv,
 };
 
 /* Publish / fetch the unique id through the store or a file. */
@@ -544,6 +602,8 @@ static struct nccl_comm *nccl_new (int rank, int size, long timeout_ms, dt_error
     n->base.rank = rank;
     n->base.size = size;
     n->timeout_ms = timeout_ms;
+    n->next_live = live;
+    live = n;
     if ((e = cudaStreamCreateWithFlags (&n->stream, cudaStreamNonBlocking))) {
         cuda_fail (err, "cudaStreamCreate", e);
         goto error;
@@ -580,18 +640,49 @@ static int init_wait (struct nccl_comm *n, ncclComm_t c, const char *what,
 }
 
 int nccl_split_wait (struct nccl_comm *n, ncclComm_t parent, ncclComm_t *child,
-                     ncclResult_t r, const char *what, dt_error_t *err)
+                     int colored, ncclResult_t r, const char *what, dt_error_t *err)
 {
     int64_t deadline = dt_mono_ms () + n->timeout_ms;
     ncclComm_t volatile *cp = child;
     if (r != ncclSuccess && r != ncclInProgress)
         return nccl_fail (err, what, r);
-    /* The split runs as the parent's asynchronous job, which sets *child
-     * only once the new communicator is complete (NULL for a rank without
-     * a colour): the parent's state says when the job is over. */
-    if (init_wait (n, parent, what, deadline, err) < 0)
-        return -1;
-    return *cp ? init_wait (n, *cp, what, deadline, err) : 0;
+    /* The split runs as the parent's asynchronous job: the parent is in
+     * progress until it is over (and may not be used before), and NCCL
+     * sets *child (NULL for a rank without a colour) once the new
+     * communicator is complete, or earlier in some versions, which then
+     * says itself when it is ready. */
+    for (;;) {
+        ncclResult_t st = ncclInProgress, cst = ncclInProgress;
+        if ((r = ncclCommGetAsyncError (parent, &st)) != ncclSuccess)
+            return nccl_fail (err, what, r);
+        if (st != ncclSuccess && st != ncclInProgress)
+            return nccl_fail (err, what, st);
+        if (*cp) {
+            if ((r = ncclCommGetAsyncError (*cp, &cst)) != ncclSuccess)
+                return nccl_fail (err, what, r);
+            if (cst != ncclSuccess && cst != ncclInProgress)
+                return nccl_fail (err, what, cst);
+        }
+        if (st == ncclSuccess && (!colored || (*cp && cst == ncclSuccess)))
+            return 0;
+        if (dt_mono_ms () > deadline) {
+            errno = ETIMEDOUT;
+            return errprintf (err, "NCCL %s: timed out after %ld ms waiting for peers",
+                              what, n->timeout_ms);
+        }
+        usleep (1000);
+    }
+}
+
+void nccl_split_failed (struct nccl_comm *pn, ncclComm_t *child)
+{
+    if (pn->comm)
+        ncclCommAbort (pn->comm);
+    pn->comm = NULL;
+    pn->broken = 1;
+    if (*child)
+        ncclCommAbort (*child);
+    *child = NULL;
 }
 
 dt_comm_t *dt_comm_nccl_split (dt_comm_t *parent, int color, int key, const int *members,
@@ -613,8 +704,10 @@ dt_comm_t *dt_comm_nccl_split (dt_comm_t *parent, int color, int key, const int 
         return NULL;
     snprintf (what, sizeof (what), "split (group %d of %d ranks)", color, size);
     ncclResult_t r = ncclCommSplit (pn->comm, color, key, &n->comm, NULL);
-    if (nccl_split_wait (n, pn->comm, &n->comm, r, what, err) < 0)
+    if (nccl_split_wait (n, pn->comm, &n->comm, 1, r, what, err) < 0) {
+        nccl_split_failed (pn, &n->comm);
         goto error;
+    }
     if (!n->comm || ncclCommCount (n->comm, &count) != ncclSuccess ||
         ncclCommUserRank (n->comm, &me) != ncclSuccess || count != size || me != key) {
         errprintf (err, "NCCL %s: got rank %d of %d", what, me, count);

@@ -38,6 +38,7 @@ struct nccl_comm {
     char (*who)[NCCL_WHO_LEN]; /* per rank: "host ip ip ..." (init's allgather) */
     int broken;
     struct nccl_link *link[NCCL_NLINKS]; /* point-to-point (a pipeline group) */
+    struct nccl_comm *next_live;         /* the process's live communicators */
 };
 
 /* Set errno (EIO) and err; -1. */
@@ -64,10 +65,15 @@ int nccl_wait_stream (struct nccl_comm *n, ncclComm_t *c, cudaStream_t s,
  * stream: an event, not a synchronisation of the device. */
 int nccl_after_compute (struct nccl_comm *n, cudaStream_t s, dt_error_t *err);
 
-/* A split of the non-blocking communicator parent: poll until *child is
- * ready (NULL for NCCL_SPLIT_NOCOLOR), within the deadline. */
+/* A split of the non-blocking communicator parent (r: what ncclCommSplit
+ * returned): poll until the parent is ready again and, for a rank with a
+ * colour, *child is set and ready, within the deadline. */
 int nccl_split_wait (struct nccl_comm *n, ncclComm_t parent, ncclComm_t *child,
-                     ncclResult_t r, const char *what, dt_error_t *err);
+                     int colored, ncclResult_t r, const char *what, dt_error_t *err);
+
+/* A split that failed: abort the parent pn (which waits for NCCL's split
+ * job to end, so that it no longer writes *child), then *child if set. */
+void nccl_split_failed (struct nccl_comm *pn, ncclComm_t *child);
 
 void nccl_pause (void);
 
@@ -75,6 +81,8 @@ void nccl_pause (void);
  * from n->comm: a collective over n.  0 or -1 with err. */
 int nccl_p2p_open (struct nccl_comm *n, dt_error_t *err);
 void nccl_p2p_close (struct nccl_comm *n);
+/* Abort the links' NCCL communicators (their queued operations quit). */
+void nccl_p2p_abort (struct nccl_comm *n);
 int nccl_p2p_send (dt_comm_t *c, const void *buf, size_t bytes, int peer, uint64_t slot,
                    dt_error_t *err);
 int nccl_p2p_recv (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,

@@ -17,3 +17,13 @@ dt_comm_t *dt_comm_nccl_split (dt_comm_t *parent, int color, int key, const int 
     errnoprintf (err, ENOTSUP, "NCCL not built (configure --with-cuda)");
     return NULL;
 }
+
+int dt_comm_nccl_allreduce_start (dt_comm_t *c, float *buf, size_t n, dt_error_t *err)
+{
+    return errnoprintf (err, ENOTSUP, "NCCL not built (configure --with-cuda)");
+}
+
+int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err)
+{
+    return errnoprintf (err, ENOTSUP, "NCCL not built (configure --with-cuda)");
+}

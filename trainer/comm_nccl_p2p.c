@@ -52,10 +52,10 @@ struct nccl_post {
 };
 
 struct nccl_link {
-    ncclComm_t comm;     /* two ranks: this one and the neighbour */
-    cudaStream_t stream; /* the link's operations, in order */
-    int peer;            /* the neighbour's rank in the group */
-    int other;           /* its rank in comm */
+    ncclComm_t comm;        /* two ranks: this one and the neighbour */
+    cudaStream_t stream;    /* the link's operations, in order */
+    int peer;               /* the neighbour's rank in the group */
+    int other;              /* its rank in comm */
     struct nccl_post *post; /* receives posted, not yet received (FIFO) */
     size_t head, npost, cap;
 };
@@ -70,6 +70,15 @@ static void link_free (struct nccl_link *l)
         cudaStreamDestroy (l->stream);
     free (l->post);
     free (l);
+}
+
+void nccl_p2p_abort (struct nccl_comm *n)
+{
+    for (int d = 0; d < NCCL_NLINKS; d++)
+        if (n->link[d] && n->link[d]->comm) {
+            ncclCommAbort (n->link[d]->comm);
+            n->link[d]->comm = NULL;
+        }
 }
 
 void nccl_p2p_close (struct nccl_comm *n)
@@ -99,7 +108,8 @@ static int open_pairs (struct nccl_comm *n, int par, dt_error_t *err)
                   a + 1);
         ncclResult_t res =
           ncclCommSplit (n->comm, in ? a : NCCL_SPLIT_NOCOLOR, r, &c, NULL);
-        if (nccl_split_wait (n, n->comm, &c, res, what, err) < 0) {
+        if (nccl_split_wait (n, n->comm, &c, in, res, what, err) < 0) {
+            nccl_split_failed (n, &c);
             free (l);
             return -1;
         }
@@ -125,7 +135,8 @@ int nccl_p2p_open (struct nccl_comm *n, dt_error_t *err)
 {
     if (n->base.size < 2)
         return 0;
-    if (open_pairs (n, 0, err) < 0 || open_pairs (n, 1, err) < 0) {
+    /* (two ranks: one pair, (0, 1)) */
+    if (open_pairs (n, 0, err) < 0 || (n->base.size > 2 && open_pairs (n, 1, err) < 0)) {
         nccl_p2p_close (n);
         return -1;
     }

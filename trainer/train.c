@@ -217,18 +217,21 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         dt_comm_set_wait_hook (t->comm, train_client_waiting, t->client);
     if (train_buckets_plan (t, err) < 0)
         goto error;
-    /* Overlap on gloo (host buffers); NCCL reduces after the backward pass.
-     * gloo needs CPU to reduce: overlapping only pays with a spare core
-     * (measured on 2 cores, 2 ranks: 5% slower). */
+    /* Overlap on gloo (host buffers): a comm thread, which needs CPU to
+     * reduce: it only pays with a spare core (measured on 2 cores, 2
+     * ranks: 5% slower).  On NCCL no thread: the all-reduces are queued
+     * behind events as the backward pass goes (not zero1's all-gather). */
     int overlap = o->overlap;
     if (overlap < 0) {
         const char *lws = getenv ("LOCAL_WORLD_SIZE");
         long local = lws ? atol (lws) : t->world;
-        overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
+        overlap = t->k->is_device || sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
     /* (in a pipeline, during the last micro-batch's backward pass: the
      * schedule interleaves the others') */
-    if (t->ly.dp > 1 && !t->k->is_device && overlap && train_overlap_start (t) < 0) {
+    if (t->ly.dp > 1 && overlap &&
+        (t->k->is_device ? o->parallel != PAR_ZERO1 && train_overlap_start_dev (t) < 0
+                         : train_overlap_start (t) < 0)) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
