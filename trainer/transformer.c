@@ -259,13 +259,12 @@ void tfm_destroy (struct model *m)
 
 /* Tensor parallelism's all-reduce (Megatron's g in the forward pass, f in
  * the backward): the sum of n floats over the tp group; nothing on one
- * rank.  The CPU backend syncs first (gloo reads the buffer at once); on
- * a device, NCCL orders its stream after the kernels with an event. */
+ * rank.  A device backend syncs first (the hook reads host memory). */
 static int tp_sum (struct model *m, float *buf, size_t n)
 {
     if (m->tp <= 1)
         return 0;
-    if (!m->k->is_device && m->k->sync () < 0)
+    if (m->k->sync () < 0)
         return -1;
     return m->tp_allreduce (m->tp_arg, buf, n);
 }
