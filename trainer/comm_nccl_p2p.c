@@ -21,6 +21,13 @@
  * the micro-batches in the same order, as the pipeline's schedule does
  * (ascending on every link, step after step).
  *
+ * NCCL connects a link lazily, at its first operation, which needs the
+ * peer's first operation on it too: until the peer gets there a first
+ * send does not return (within the deadline).  In the 1F1B schedule the
+ * peer reaches its first receive on the link without anything more from
+ * this rank (its warm-up needs only what was sent before), so this costs
+ * a wait in the first step, never a deadlock.
+ *
  * Deadlines: a send is queued after an event on the compute stream (it
  * reads what the kernels wrote, whether or not the device was
  * synchronised) and returns; flush waits for the sends with the deadline.
