@@ -53,6 +53,21 @@ dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p, dt_error_t *err)
 dt_comm_t *dt_comm_self_create (dt_error_t *err);
 /* NCCL on the current CUDA device; NULL with ENOTSUP when not built. */
 dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err);
+/* NCCL: the group of parent's ranks that pass the same color, ranked by
+ * key (0 .. size - 1), split from parent: a collective over parent (every
+ * rank of it calls, in the same order).  members[size]: parent's ranks of
+ * the group in its order (the peer an error names).  p2p: also send and
+ * recv between neighbouring ranks (rank +- 1: a pipeline).  New; NULL on
+ * error (ENOTSUP when not built). */
+dt_comm_t *dt_comm_nccl_split (dt_comm_t *parent, int color, int key, const int *members,
+                               int size, int p2p, dt_error_t *err);
+/* NCCL: start the sum over c of buf[n] (float32, device memory) behind
+ * the kernels queued so far (an event on the compute stream) and return;
+ * buf stays untouched until dt_comm_nccl_wait, which waits for every one
+ * started, within the timeout (a gradient bucket reduced while the
+ * backward pass goes on).  0 or -1 with err (ENOTSUP when not built). */
+int dt_comm_nccl_allreduce_start (dt_comm_t *c, float *buf, size_t n, dt_error_t *err);
+int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err);
 
 struct dt_comm_ops {
     const char *name;

@@ -21,6 +21,10 @@
  * - A failure names the lost peer when the error text (NCCL's last error)
  *   carries an address or host name that belongs to one rank only: every
  *   rank's host name and IPv4 addresses are gathered at init.
+ * - The groups of a parallel layout (tp, pp, dp) are split from the world
+ *   communicator (ncclCommSplit, a collective over the world: every rank
+ *   splits in the same order); a pipeline group also gets its
+ *   point-to-point links (comm_nccl_p2p.c).
  */
 #include "config.h"
 
@@ -39,30 +43,19 @@
 
 #include "common/dtime.h"
 #include "trainer/comm.h"
+#include "trainer/comm_nccl_int.h"
 
-#define NCCL_WHO_LEN 256
+#define cuda_fail nccl_cuda_fail
 
-struct nccl_comm {
-    struct dt_comm base; /* must be first */
-    ncclComm_t comm;
-    cudaStream_t stream;
-    long timeout_ms;
-    void *scratch; /* device staging for host buffers / allgather */
-    size_t scratch_bytes;
-    void *pinned; /* pinned host staging for host buffers */
-    size_t pinned_bytes;
-    cudaEvent_t ready;         /* recorded on the compute (default) stream */
-    char (*who)[NCCL_WHO_LEN]; /* per rank: "host ip ip ..." (init's allgather) */
-    int broken;
-};
+static void n_destroy (dt_comm_t *c);
 
-static int cuda_fail (dt_error_t *err, const char *what, cudaError_t e)
+int nccl_cuda_fail (dt_error_t *err, const char *what, cudaError_t e)
 {
     errno = EIO;
     return errprintf (err, "%s: %s", what, cudaGetErrorString (e));
 }
 
-static int nccl_fail (dt_error_t *err, const char *what, ncclResult_t r)
+int nccl_fail (dt_error_t *err, const char *what, ncclResult_t r)
 {
     errno = EIO;
     return errprintf (err, "NCCL %s: %s", what, ncclGetErrorString (r));
@@ -83,19 +76,18 @@ static int ensure_scratch (struct nccl_comm *n, size_t bytes, dt_error_t *err)
     return 0;
 }
 
-/* The communicator failed (r) or timed out (r == ncclSuccess): keep
- * NCCL's last error text (it may name the peer), abort, report. */
-static int broken_fail (struct nccl_comm *n, const char *what, ncclResult_t r,
-                        dt_error_t *err)
+int nccl_broken (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResult_t r,
+                 dt_error_t *err)
 {
     char last[160] = "";
-    const char *l = n->comm ? ncclGetLastError (n->comm) : NULL;
+    const char *l = *c ? ncclGetLastError (*c) : NULL;
     if (l && *l)
         snprintf (last, sizeof (last), " (%s)", l);
     n->broken = 1;
-    if (n->comm)
-        ncclCommAbort (n->comm);
-    n->comm = NULL;
+    if (*c)
+        ncclCommAbort (*c);
+    *c = NULL;
+    nccl_p2p_abort (n); /* its other links' sends may wait for the lost peer */
     if (r == ncclSuccess) {
         errno = ETIMEDOUT;
         return errprintf (err, "NCCL %s: timed out after %ld ms (a peer died or hangs)%s",
@@ -105,66 +97,78 @@ static int broken_fail (struct nccl_comm *n, const char *what, ncclResult_t r,
     return errprintf (err, "NCCL %s: %s%s", what, ncclGetErrorString (r), last);
 }
 
-static void pause_50us (void)
+void nccl_pause (void)
 {
     struct timespec ts = { 0, 50000 };
     nanosleep (&ts, NULL);
 }
 
-/* r from an operation on the non-blocking communicator: ncclInProgress
- * means not yet enqueued; poll until it is (or fails, or the deadline). */
-static int enqueued (struct nccl_comm *n, const char *what, ncclResult_t r,
-                     dt_error_t *err)
+int nccl_enqueued (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResult_t r,
+                   dt_error_t *err)
 {
     int64_t deadline = dt_mono_ms () + n->timeout_ms;
     if (r == ncclSuccess)
         return 0;
     if (r != ncclInProgress)
-        return broken_fail (n, what, r, err);
+        return nccl_broken (n, c, what, r, err);
     for (;;) {
         ncclResult_t st = ncclInProgress;
-        ncclResult_t q = ncclCommGetAsyncError (n->comm, &st);
+        ncclResult_t q = ncclCommGetAsyncError (*c, &st);
         if (q != ncclSuccess)
-            return broken_fail (n, what, q, err);
+            return nccl_broken (n, c, what, q, err);
         if (st == ncclSuccess)
             return 0;
         if (st != ncclInProgress)
-            return broken_fail (n, what, st, err);
+            return nccl_broken (n, c, what, st, err);
         if (dt_mono_ms () > deadline)
-            return broken_fail (n, what, ncclSuccess, err);
-        pause_50us ();
+            return nccl_broken (n, c, what, ncclSuccess, err);
+        nccl_pause ();
     }
 }
 
-/* Wait for the stream with a deadline, watching NCCL's async error. */
-static int wait_done (struct nccl_comm *n, const char *what, dt_error_t *err)
+int nccl_wait_stream (struct nccl_comm *n, ncclComm_t *c, cudaStream_t s,
+                      const char *what, dt_error_t *err)
 {
     int64_t deadline = dt_mono_ms () + n->timeout_ms;
     for (;;) {
-        cudaError_t e = cudaStreamQuery (n->stream);
+        cudaError_t e = cudaStreamQuery (s);
         if (e == cudaSuccess)
             return 0;
         if (e != cudaErrorNotReady)
             return cuda_fail (err, what, e);
         ncclResult_t ae = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError (n->comm, &ae);
+        ncclResult_t r = ncclCommGetAsyncError (*c, &ae);
         if (r != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress))
-            return broken_fail (n, what, r != ncclSuccess ? r : ae, err);
+            return nccl_broken (n, c, what, r != ncclSuccess ? r : ae, err);
         if (dt_mono_ms () > deadline)
-            return broken_fail (n, what, ncclSuccess, err);
-        pause_50us ();
+            return nccl_broken (n, c, what, ncclSuccess, err);
+        nccl_pause ();
     }
 }
 
-/* Order the NCCL stream after the work queued so far on the compute
- * (legacy default) stream. */
-static int after_compute (struct nccl_comm *n, dt_error_t *err)
+static int enqueued (struct nccl_comm *n, const char *what, ncclResult_t r,
+                     dt_error_t *err)
+{
+    return nccl_enqueued (n, &n->comm, what, r, err);
+}
+
+static int wait_done (struct nccl_comm *n, const char *what, dt_error_t *err)
+{
+    return nccl_wait_stream (n, &n->comm, n->stream, what, err);
+}
+
+int nccl_after_compute (struct nccl_comm *n, cudaStream_t s, dt_error_t *err)
 {
     cudaError_t e;
     if ((e = cudaEventRecord (n->ready, 0)) != cudaSuccess ||
-        (e = cudaStreamWaitEvent (n->stream, n->ready, 0)) != cudaSuccess)
+        (e = cudaStreamWaitEvent (s, n->ready, 0)) != cudaSuccess)
         return cuda_fail (err, "ordering the NCCL stream after the compute stream", e);
     return 0;
+}
+
+static int after_compute (struct nccl_comm *n, dt_error_t *err)
+{
+    return nccl_after_compute (n, n->stream, err);
 }
 
 static int ensure_pinned (struct nccl_comm *n, size_t bytes, dt_error_t *err)
@@ -248,6 +252,33 @@ static int n_allreduce (dt_comm_t *c, void *buf, size_t cnt, enum dt_comm_dtype 
     return 0;
 }
 
+int dt_comm_nccl_allreduce_start (dt_comm_t *c, float *buf, size_t cnt, dt_error_t *err)
+{
+    struct nccl_comm *n = (struct nccl_comm *)c;
+    if (c->ops->destroy != n_destroy)
+        return errnoprintf (err, EINVAL, "not an NCCL communicator");
+    if (n->broken)
+        return errprintf (err, "NCCL communicator is broken");
+    if (after_compute (n, err) < 0)
+        return -1;
+    ncclResult_t r =
+      ncclAllReduce (buf, buf, cnt, ncclFloat32, ncclSum, n->comm, n->stream);
+    return enqueued (n, "allreduce", r, err);
+}
+
+int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err)
+{
+    struct nccl_comm *n = (struct nccl_comm *)c;
+    if (c->ops->destroy != n_destroy)
+        return errnoprintf (err, EINVAL, "not an NCCL communicator");
+    if (n->broken)
+        return errprintf (err, "NCCL communicator is broken");
+    dt_comm_waiting (c, 1);
+    int rc = wait_done (n, "allreduce", err);
+    dt_comm_waiting (c, 0);
+    return rc;
+}
+
 /* Uneven shards: allreduce then keep our slice (bit-identical to dp). */
 static int n_reduce_scatter (dt_comm_t *c, float *in, float *out, const size_t *counts,
                              dt_error_t *err)
@@ -269,28 +300,52 @@ static int n_reduce_scatter (dt_comm_t *c, float *in, float *out, const size_t *
     return 0;
 }
 
-/* ncclAllGather needs equal counts: pad every shard to the largest. */
+/* ncclAllGather needs equal counts: pad every shard to the largest.  Host
+ * buffers (the parameters gathered into the one-rank layout) go through
+ * the pinned staging like the other collectives'. */
 static int n_allgather (dt_comm_t *c, const float *in, float *out, const size_t *counts,
                         dt_error_t *err)
 {
     struct nccl_comm *n = (struct nccl_comm *)c;
     size_t mx = 0, off = 0;
+    int host = is_host (out);
     cudaError_t e;
     for (int r = 0; r < c->size; r++)
         if (counts[r] > mx)
             mx = counts[r];
     if (n->broken)
         return errprintf (err, "NCCL communicator is broken");
-    if (ensure_scratch (n, mx * 4 * (c->size + 1), err) < 0 || after_compute (n, err) < 0)
+    if (ensure_scratch (n, mx * 4 * (c->size + 1), err) < 0 ||
+        after_compute (n, err) < 0 ||
+        (host && ensure_pinned (n, mx * 4 * c->size, err) < 0))
         return -1;
     float *sin = (float *)n->scratch + mx * c->size;
     float *sout = (float *)n->scratch;
-    if ((e = cudaMemcpyAsync (sin, in, counts[c->rank] * 4, cudaMemcpyDeviceToDevice,
-                              n->stream)))
+    if (host) {
+        memcpy (n->pinned, in, counts[c->rank] * 4);
+        e = cudaMemcpyAsync (sin, n->pinned, counts[c->rank] * 4, cudaMemcpyHostToDevice,
+                             n->stream);
+    }
+    else
+        e = cudaMemcpyAsync (sin, in, counts[c->rank] * 4, cudaMemcpyDeviceToDevice,
+                             n->stream);
+    if (e)
         return cuda_fail (err, "cudaMemcpyAsync", e);
     ncclResult_t r = ncclAllGather (sin, sout, mx, ncclFloat32, n->comm, n->stream);
     if (enqueued (n, "allgather", r, err) < 0)
         return -1;
+    if (host) {
+        if ((e = cudaMemcpyAsync (n->pinned, sout, mx * 4 * c->size,
+                                  cudaMemcpyDeviceToHost, n->stream)))
+            return cuda_fail (err, "cudaMemcpyAsync", e);
+        if (wait_done (n, "allgather", err) < 0)
+            return -1;
+        for (int k = 0; k < c->size; k++) {
+            memmove (out + off, (float *)n->pinned + mx * k, counts[k] * 4);
+            off += counts[k];
+        }
+        return 0;
+    }
     for (int k = 0; k < c->size; k++) {
         if ((e = cudaMemcpyAsync (out + off, sout + mx * k, counts[k] * 4,
                                   cudaMemcpyDeviceToDevice, n->stream)))
@@ -335,11 +390,39 @@ static int n_barrier (dt_comm_t *c, dt_error_t *err)
     return n_allreduce (c, &x, 1, DT_I64, DT_SUM, err);
 }
 
+/* The process's live communicators.  After a failure, operations queued
+ * on the others may wait for the lost peer forever, and freeing device
+ * memory (cudaFree) may synchronise the device, waiting for them: so once
+ * one is broken, destroying any aborts them all first. */
+static struct nccl_comm *live;
+
+static void abort_comm (struct nccl_comm *n)
+{
+    nccl_p2p_abort (n);
+    if (n->comm)
+        ncclCommAbort (n->comm);
+    n->comm = NULL;
+    n->broken = 1;
+}
+
 static void n_destroy (dt_comm_t *c)
 {
-    struct nccl_comm *n = (struct nccl_comm *)c;
+    struct nccl_comm *n = (struct nccl_comm *)c, **pp, *l;
+    int broken = 0;
     if (!n)
         return;
+    for (l = live; l; l = l->next_live)
+        broken |= l->broken;
+    if (broken)
+        for (l = live; l; l = l->next_live)
+            abort_comm (l);
+    for (pp = &live; *pp; pp = &(*pp)->next_live)
+        if (*pp == n) {
+            *pp = n->next_live;
+            break;
+        }
+    nccl_p2p_abort (n);
+    nccl_p2p_close (n);
     if (n->comm)
         ncclCommAbort (n->comm);
     if (n->scratch)
@@ -439,7 +522,15 @@ static int gather_who (struct nccl_comm *n, dt_error_t *err)
 static const struct dt_comm_ops nccl_ops = {
     "nccl",    n_allreduce, n_reduce_scatter, n_allgather, n_broadcast,
     n_barrier, n_destroy,   n_peer_of,        NULL,        NULL,
-    NULL,      NULL, /* pipeline parallelism: gloo only */
+    NULL,      NULL, /* point to point: a pipeline group's (nccl_p2p_ops) */
+};
+
+/* A pipeline group: the collectives, and sends and receives between
+ * neighbouring ranks over its links (comm_nccl_p2p.c). */
+static const struct dt_comm_ops nccl_p2p_ops = {
+    "nccl",        n_allreduce,   n_reduce_scatter, n_allgather,
+    n_broadcast,   n_barrier,     n_destroy,        n_peer_of,
+    nccl_p2p_send, nccl_p2p_recv, nccl_p2p_flush,   nccl_p2p_post_recv,
 };
 
 /* Publish / fetch the unique id through the store or a file. */
@@ -497,27 +588,22 @@ static int exchange_id (const struct dt_comm_params *p, ncclUniqueId *id, dt_err
     return 0;
 }
 
-dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err)
+/* A communicator of rank of size, not yet connected: its stream and
+ * event.  New; NULL with err. */
+static struct nccl_comm *nccl_new (int rank, int size, long timeout_ms, dt_error_t *err)
 {
     struct nccl_comm *n = calloc (1, sizeof (*n));
-    ncclUniqueId id;
-    ncclResult_t r;
     cudaError_t e;
-
     if (!n) {
         errprintf (err, "out of memory");
         return NULL;
     }
     n->base.ops = &nccl_ops;
-    n->base.rank = p->rank;
-    n->base.size = p->size;
-    n->timeout_ms = p->timeout_ms;
-    if (p->rank == 0 && (r = ncclGetUniqueId (&id)) != ncclSuccess) {
-        nccl_fail (err, "ncclGetUniqueId", r);
-        goto error;
-    }
-    if (exchange_id (p, &id, err) < 0)
-        goto error;
+    n->base.rank = rank;
+    n->base.size = size;
+    n->timeout_ms = timeout_ms;
+    n->next_live = live;
+    live = n;
     if ((e = cudaStreamCreateWithFlags (&n->stream, cudaStreamNonBlocking))) {
         cuda_fail (err, "cudaStreamCreate", e);
         goto error;
@@ -526,6 +612,139 @@ dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err)
         cuda_fail (err, "cudaEventCreate", e);
         goto error;
     }
+    return n;
+error:
+    n_destroy (&n->base);
+    return NULL;
+}
+
+/* Poll c (non-blocking, being initialised) until it is ready. */
+static int init_wait (struct nccl_comm *n, ncclComm_t c, const char *what,
+                      int64_t deadline, dt_error_t *err)
+{
+    for (;;) {
+        ncclResult_t st = ncclInProgress, r = ncclCommGetAsyncError (c, &st);
+        if (r != ncclSuccess)
+            return nccl_fail (err, what, r);
+        if (st == ncclSuccess)
+            return 0;
+        if (st != ncclInProgress)
+            return nccl_fail (err, what, st);
+        if (dt_mono_ms () > deadline) {
+            errno = ETIMEDOUT;
+            return errprintf (err, "NCCL %s: timed out after %ld ms waiting for peers",
+                              what, n->timeout_ms);
+        }
+        usleep (1000);
+    }
+}
+
+int nccl_split_wait (struct nccl_comm *n, ncclComm_t parent, ncclComm_t *child,
+                     int colored, ncclResult_t r, const char *what, dt_error_t *err)
+{
+    int64_t deadline = dt_mono_ms () + n->timeout_ms;
+    ncclComm_t volatile *cp = child;
+    if (r != ncclSuccess && r != ncclInProgress)
+        return nccl_fail (err, what, r);
+    /* The split runs as the parent's asynchronous job: the parent is in
+     * progress until it is over (and may not be used before), and NCCL
+     * sets *child (NULL for a rank without a colour) once the new
+     * communicator is complete, or earlier in some versions, which then
+     * says itself when it is ready. */
+    for (;;) {
+        ncclResult_t st = ncclInProgress, cst = ncclInProgress;
+        if ((r = ncclCommGetAsyncError (parent, &st)) != ncclSuccess)
+            return nccl_fail (err, what, r);
+        if (st != ncclSuccess && st != ncclInProgress)
+            return nccl_fail (err, what, st);
+        if (*cp) {
+            if ((r = ncclCommGetAsyncError (*cp, &cst)) != ncclSuccess)
+                return nccl_fail (err, what, r);
+            if (cst != ncclSuccess && cst != ncclInProgress)
+                return nccl_fail (err, what, cst);
+        }
+        if (st == ncclSuccess && (!colored || (*cp && cst == ncclSuccess)))
+            return 0;
+        if (dt_mono_ms () > deadline) {
+            errno = ETIMEDOUT;
+            return errprintf (err, "NCCL %s: timed out after %ld ms waiting for peers",
+                              what, n->timeout_ms);
+        }
+        usleep (1000);
+    }
+}
+
+void nccl_split_failed (struct nccl_comm *pn, ncclComm_t *child)
+{
+    if (pn->comm)
+        ncclCommAbort (pn->comm);
+    pn->comm = NULL;
+    pn->broken = 1;
+    if (*child)
+        ncclCommAbort (*child);
+    *child = NULL;
+}
+
+dt_comm_t *dt_comm_nccl_split (dt_comm_t *parent, int color, int key, const int *members,
+                               int size, int p2p, dt_error_t *err)
+{
+    struct nccl_comm *pn = (struct nccl_comm *)parent, *n;
+    char what[64];
+    int count = 0, me = -1;
+
+    if (!parent || parent->ops->destroy != n_destroy) {
+        errnoprintf (err, EINVAL, "NCCL split: the parent is not an NCCL communicator");
+        return NULL;
+    }
+    if (pn->broken || !pn->comm) {
+        errprintf (err, "NCCL communicator is broken");
+        return NULL;
+    }
+    if (!(n = nccl_new (key, size, pn->timeout_ms, err)))
+        return NULL;
+    snprintf (what, sizeof (what), "split (group %d of %d ranks)", color, size);
+    ncclResult_t r = ncclCommSplit (pn->comm, color, key, &n->comm, NULL);
+    if (nccl_split_wait (n, pn->comm, &n->comm, 1, r, what, err) < 0) {
+        nccl_split_failed (pn, &n->comm);
+        goto error;
+    }
+    if (!n->comm || ncclCommCount (n->comm, &count) != ncclSuccess ||
+        ncclCommUserRank (n->comm, &me) != ncclSuccess || count != size || me != key) {
+        errprintf (err, "NCCL %s: got rank %d of %d", what, me, count);
+        goto error;
+    }
+    /* The group's peer addresses: the parent's, by rank */
+    if (!(n->who = calloc (size, NCCL_WHO_LEN))) {
+        errprintf (err, "out of memory");
+        goto error;
+    }
+    for (int i = 0; i < size && pn->who; i++)
+        memcpy (n->who[i], pn->who[members[i]], NCCL_WHO_LEN);
+    if (p2p) {
+        if (nccl_p2p_open (n, err) < 0)
+            goto error;
+        n->base.ops = &nccl_p2p_ops;
+    }
+    return &n->base;
+error:
+    n_destroy (&n->base);
+    return NULL;
+}
+
+dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err)
+{
+    struct nccl_comm *n;
+    ncclUniqueId id;
+    ncclResult_t r;
+
+    if (!(n = nccl_new (p->rank, p->size, p->timeout_ms, err)))
+        return NULL;
+    if (p->rank == 0 && (r = ncclGetUniqueId (&id)) != ncclSuccess) {
+        nccl_fail (err, "ncclGetUniqueId", r);
+        goto error;
+    }
+    if (exchange_id (p, &id, err) < 0)
+        goto error;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     r = ncclCommInitRankConfig (&n->comm, p->size, id, p->rank, &cfg);
@@ -533,27 +752,8 @@ dt_comm_t *dt_comm_nccl_create (const struct dt_comm_params *p, dt_error_t *err)
         nccl_fail (err, "ncclCommInitRankConfig", r);
         goto error;
     }
-    int64_t deadline = dt_mono_ms () + p->timeout_ms;
-    ncclResult_t st;
-    do {
-        if ((r = ncclCommGetAsyncError (n->comm, &st)) != ncclSuccess) {
-            nccl_fail (err, "init", r);
-            goto error;
-        }
-        if (st != ncclSuccess && st != ncclInProgress) {
-            nccl_fail (err, "init", st);
-            goto error;
-        }
-        if (st == ncclInProgress && dt_mono_ms () > deadline) {
-            errno = ETIMEDOUT;
-            errprintf (err, "NCCL init: timed out after %ld ms waiting for peers",
-                       p->timeout_ms);
-            goto error;
-        }
-        if (st == ncclInProgress)
-            usleep (1000);
-    } while (st == ncclInProgress);
-    if (gather_who (n, err) < 0)
+    if (init_wait (n, n->comm, "init", dt_mono_ms () + p->timeout_ms, err) < 0 ||
+        gather_who (n, err) < 0)
         goto error;
     return &n->base;
 error:

@@ -161,11 +161,11 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     }
     if (!t->k->is_device)
         dt_kern_cpu_set_threads (o->threads);
-    if (t->ly.tp * t->ly.pp > 1 && (t->k->is_device || o->dump_tensors)) {
-        errprintf (err, "--tp %d --pp %d: %s", t->ly.tp, t->ly.pp,
-                   o->dump_tensors ? "--dump-tensors writes the one-rank layout only"
-                                   : "tensor and pipeline parallelism run on the CPU "
-                                     "backend only (use --backend cpu)");
+    /* (on CUDA, the layout's groups are split from the NCCL world
+     * communicator: train_layout_open) */
+    if (t->ly.tp * t->ly.pp > 1 && o->dump_tensors) {
+        errprintf (err, "--tp %d --pp %d: --dump-tensors writes the one-rank layout only",
+                   t->ly.tp, t->ly.pp);
         goto error;
     }
     if (check_kernels (t->k, o, err) < 0)
@@ -217,18 +217,21 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         dt_comm_set_wait_hook (t->comm, train_client_waiting, t->client);
     if (train_buckets_plan (t, err) < 0)
         goto error;
-    /* Overlap on gloo (host buffers); NCCL reduces after the backward pass.
-     * gloo needs CPU to reduce: overlapping only pays with a spare core
-     * (measured on 2 cores, 2 ranks: 5% slower). */
+    /* Overlap on gloo (host buffers): a comm thread, which needs CPU to
+     * reduce: it only pays with a spare core (measured on 2 cores, 2
+     * ranks: 5% slower).  On NCCL no thread: the all-reduces are queued
+     * behind events as the backward pass goes (not zero1's all-gather). */
     int overlap = o->overlap;
     if (overlap < 0) {
         const char *lws = getenv ("LOCAL_WORLD_SIZE");
         long local = lws ? atol (lws) : t->world;
-        overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
+        overlap = t->k->is_device || sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
     }
     /* (in a pipeline, during the last micro-batch's backward pass: the
      * schedule interleaves the others') */
-    if (t->ly.dp > 1 && !t->k->is_device && overlap && train_overlap_start (t) < 0) {
+    if (t->ly.dp > 1 && overlap &&
+        (t->k->is_device ? o->parallel != PAR_ZERO1 && train_overlap_start_dev (t) < 0
+                         : train_overlap_start (t) < 0)) {
         errprintf (err, "comm thread: %s", strerror (errno));
         goto error;
     }
@@ -270,6 +273,12 @@ void trainer_destroy (struct trainer *t)
     free (t->tgt_host);
     free (t->config);
     free (t);
+}
+
+/* Whether a step's error came from a collective (a peer lost or hung). */
+static int lost_peer (const dt_error_t *err)
+{
+    return strstr (err->text, "gloo") || strstr (err->text, "NCCL");
 }
 
 static int comm_fail (struct trainer *t, dt_error_t *err)
@@ -458,7 +467,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
     int armed = 0;
     if (t->ly.pp > 1) {
         if (step_pipeline (t, a, b, &loss_sum, err) < 0)
-            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
+            return lost_peer (err) ? comm_fail (t, err) : -1;
         armed = t->ov.on && b > a;
     }
     for (int64_t i = a; t->ly.pp == 1 && i < b; i += t->mb) {
@@ -477,7 +486,7 @@ static int train_step (struct trainer *t, double *loss, dt_error_t *err)
             if (armed)
                 train_overlap_finish (t, &e2);
             errprintf (err, "step %" PRId64 ": %s", t->step + 1, t->k->last_error);
-            return strstr (err->text, "gloo") ? comm_fail (t, err) : -1;
+            return lost_peer (err) ? comm_fail (t, err) : -1;
         }
         if (t->ly.tpr == 0) /* the tp ranks of a replica compute the same loss */
             loss_sum += ls;

@@ -99,10 +99,10 @@ dt_comm_t *train_comm_open_group (struct trainer *t, const char *group, int rank
                    t->world);
         return NULL;
     }
-    if (t->k->is_device && group) {
+    if (t->k->is_device && group) { /* NCCL: train_layout_open splits the world's */
         errnoprintf (err, ENOTSUP,
-                     "communicator of group %s: tensor and pipeline parallelism run on "
-                     "the CPU backend (gloo) only",
+                     "communicator of group %s: NCCL groups are split from the world "
+                     "communicator",
                      group);
         return NULL;
     }

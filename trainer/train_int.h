@@ -96,6 +96,7 @@ struct trainer {
         ssize_t next;       /* next bucket to reduce (descending); -1: done */
         ssize_t ready_from; /* buckets >= this are final */
         int quit, failed;
+        int dev; /* no thread: NCCL all-reduces queued behind events */
         dt_error_t err;
         /* zero1's parameter all-gather (train_overlap.c): npieces pieces,
          * gnext the next to gather (npieces: none pending), every
@@ -115,6 +116,11 @@ int train_reduce_grads (struct trainer *t, dt_error_t *err);
 /* Start the comm thread (and zero1's overlapped all-gather); 0 or -1
  * (errno).  stop: join it; harmless when not started. */
 int train_overlap_start (struct trainer *t);
+/* On a device (NCCL, dp without zero1): no thread; each bucket's
+ * all-reduce is queued on the dp communicator's stream as the backward
+ * pass finishes it, behind an event on the compute stream, and
+ * train_overlap_finish waits for them.  0 or -1 (errno). */
+int train_overlap_start_dev (struct trainer *t);
 void train_overlap_stop (struct trainer *t);
 /* The comm thread reduces gradient buckets as the backward pass about to
  * run finishes them (the last micro-batch of a step). */

@@ -35,6 +35,21 @@ static int tp_allreduce_cb (void *arg, float *buf, size_t n)
     return 0;
 }
 
+/* The communicator of this rank's group along d (name, ranks[size], this
+ * rank's index me): on CPUs a gloo context over keys of its own; on CUDA
+ * split from the world's NCCL communicator by the group's number (a
+ * collective over the world), ranked like the CPU path's; p2p: the
+ * pipeline's sends and receives too. */
+static dt_comm_t *open_group (struct trainer *t, enum layout_dim d, const char *name,
+                              const int *ranks, int me, int size, int p2p,
+                              dt_error_t *err)
+{
+    if (!t->k->is_device)
+        return train_comm_open_group (t, name, me, size, err);
+    return dt_comm_nccl_split (t->comm, layout_group_id (&t->ly, d), me, ranks, size, p2p,
+                               err);
+}
+
 int train_layout_open (struct trainer *t, dt_error_t *err)
 {
     struct layout *ly = &t->ly;
@@ -49,25 +64,28 @@ int train_layout_open (struct trainer *t, dt_error_t *err)
     layout_group (ly, LAYOUT_DP, t->dp_ranks, &me);
     layout_group (ly, LAYOUT_PP, t->pp_ranks, &me);
     /* Every rank opens its groups in the same order (tp, pp, dp), each
-     * group over keys of its own, so no rank waits on a group that its
-     * peers open later. */
+     * group over keys of its own (gloo) or as one split of the world
+     * (NCCL), so no rank waits on a group that its peers open later. */
     if (ly->tp > 1) {
         snprintf (name, sizeof (name), "tp%d", layout_group_id (ly, LAYOUT_TP));
-        if (!(t->tp_comm = train_comm_open_group (t, name, ly->tpr, ly->tp, err)))
+        if (!(t->tp_comm =
+                open_group (t, LAYOUT_TP, name, t->tp_ranks, ly->tpr, ly->tp, 0, err)))
             return -1;
         t->model.tp_allreduce = tp_allreduce_cb;
         t->model.tp_arg = t;
     }
     if (ly->pp > 1) {
         snprintf (name, sizeof (name), "pp%d", layout_group_id (ly, LAYOUT_PP));
-        if (!(t->pp_comm = train_comm_open_group (t, name, ly->ppr, ly->pp, err)))
+        if (!(t->pp_comm =
+                open_group (t, LAYOUT_PP, name, t->pp_ranks, ly->ppr, ly->pp, 1, err)))
             return -1;
     }
     if (ly->dp == ly->world)
         t->dp_comm = t->comm;
     else if (ly->dp > 1) {
         snprintf (name, sizeof (name), "dp%d", layout_group_id (ly, LAYOUT_DP));
-        if (!(t->dp_comm = train_comm_open_group (t, name, ly->dpr, ly->dp, err)))
+        if (!(t->dp_comm =
+                open_group (t, LAYOUT_DP, name, t->dp_ranks, ly->dpr, ly->dp, 0, err)))
             return -1;
     }
     if (t->rank == 0 && ly->tp * ly->pp > 1)

@@ -22,9 +22,17 @@
  *
  * Only one thread uses dp_comm at a time: the main thread's own
  * collectives on it come after train_overlap_finish (the gradients) and
- * train_gather_wait (the parameters). */
+ * train_gather_wait (the parameters).
+ *
+ * On a GPU (NCCL) there is no thread: the kernels run ahead of the host,
+ * so the host queues each bucket's all-reduce on the dp communicator's
+ * stream when the backward pass has queued the kernels that finish it,
+ * behind an event on the compute stream (dt_comm_nccl_allreduce_start),
+ * and waits for them all at the end: the same buckets in the same order,
+ * the same bits, and no synchronisation of the device in between. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,18 +191,56 @@ static void overlap_ready_cb (void *arg, size_t off)
     pthread_mutex_unlock (&t->ov.lock);
 }
 
+/* The device's ready hook: queue the all-reduce of every bucket that
+ * starts at or above off, from the top down (the main thread; no lock). */
+static void dev_ready_cb (void *arg, size_t off)
+{
+    struct trainer *t = arg;
+    while (t->ov.ready_from > 0 && t->bstart[t->ov.ready_from - 1] >= off)
+        t->ov.ready_from--;
+    while (!t->ov.failed && t->ov.next >= 0 && t->ov.next >= t->ov.ready_from) {
+        size_t b = (size_t)t->ov.next, o = t->bstart[b], len = t->bstart[b + 1] - o;
+        int64_t t0 = dt_mono_ns ();
+        integ_local_grads (t, o, t->model.grads + o, len);
+        if (dt_comm_nccl_allreduce_start (t->dp_comm, t->model.grads + o, len,
+                                          &t->ov.err) < 0) {
+            t->ov.failed = 1;
+            break;
+        }
+        t->ar_bytes += len * 4.0;
+        t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
+        t->ov.next--;
+    }
+}
+
+/* The rest of the buckets queued, then all of them waited for. */
+static int dev_finish (struct trainer *t, dt_error_t *err)
+{
+    int64_t t0 = dt_mono_ns ();
+    dev_ready_cb (t, 0);
+    t->ov.next = -1;
+    if (!t->ov.failed && dt_comm_nccl_wait (t->dp_comm, &t->ov.err) < 0)
+        t->ov.failed = 1;
+    t->ar_bytes_s += (dt_mono_ns () - t0) / 1e9;
+    if (t->ov.failed)
+        *err = t->ov.err;
+    return t->ov.failed ? -1 : 0;
+}
+
 void train_overlap_arm (struct trainer *t)
 {
     pthread_mutex_lock (&t->ov.lock);
     t->ov.next = (ssize_t)t->nbuckets - 1;
     t->ov.ready_from = (ssize_t)t->nbuckets;
     pthread_mutex_unlock (&t->ov.lock);
-    model_set_ready_cb (&t->model, overlap_ready_cb, t);
+    model_set_ready_cb (&t->model, t->ov.dev ? dev_ready_cb : overlap_ready_cb, t);
 }
 
 int train_overlap_finish (struct trainer *t, dt_error_t *err)
 {
     model_set_ready_cb (&t->model, NULL, NULL);
+    if (t->ov.dev)
+        return dev_finish (t, err);
     overlap_ready_cb (t, 0);
     pthread_mutex_lock (&t->ov.lock);
     while (t->ov.next >= 0 || t->ov.gnext < t->ov.npieces)
@@ -268,8 +314,27 @@ int train_overlap_start (struct trainer *t)
     return 0;
 }
 
+int train_overlap_start_dev (struct trainer *t)
+{
+    if (!t->k->is_device || t->o.parallel == PAR_ZERO1) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    pthread_mutex_init (&t->ov.lock, NULL);
+    pthread_cond_init (&t->ov.cond, NULL);
+    t->ov.next = -1;
+    t->ov.ready_from = (ssize_t)t->nbuckets;
+    t->ov.gnext = t->ov.npieces = 0; /* nothing to gather */
+    t->ov.gdone = t->model.nparams;
+    t->ov.dev = 1;
+    t->ov.on = 1;
+    return 0;
+}
+
 void train_overlap_stop (struct trainer *t)
 {
+    if (t->ov.on && t->ov.dev)
+        t->ov.on = 0;
     if (t->ov.on) {
         pthread_mutex_lock (&t->ov.lock);
         t->ov.quit = 1;

@@ -84,9 +84,12 @@ static int cu_zero (void *p, size_t bytes)
     return 0;
 }
 
+/* The kernels' queued work: they all run on the legacy default stream.
+ * Not the device's: NCCL's streams (comm_nccl*.c) carry sends that wait
+ * for a peer, which a device-wide synchronisation would wait for too. */
 static int cu_sync (void)
 {
-    CK (cudaDeviceSynchronize ());
+    CK (cudaStreamSynchronize (cudaStreamLegacy));
     return 0;
 }
 

@@ -4,7 +4,11 @@
 # float tolerance), and is bit-reproducible run to run; the transformer's
 # flash attention (the default on a GPU) agrees with the simple path; bf16
 # GEMMs (--precision bf16) train (the loss falls) and end near the fp32
-# run; two local ranks on one GPU fail clearly.  Skips (77) where dttrain was built without CUDA or
+# run; two local ranks on one GPU fail clearly.  With two GPUs or more, the
+# layouts on NCCL: tp2 and pp2 match the 1-rank CUDA run, dp2's gradient
+# all-reduces queued behind events during the backward pass are
+# bit-identical to those after it, and a hung pipeline stage is an error
+# naming it (NCCL refuses two ranks on one GPU: with one, it says so).  Skips (77) where dttrain was built without CUDA or
 # the machine has no NVIDIA device; on a machine with one, a CUDA backend
 # that does not start is a failure.
 . "$(dirname "$0")/dttrain-lib.sh"
@@ -78,5 +82,57 @@ if [ "$ngpu" = 1 ]; then
     run 2 onegpu $targs --backend auto --comm-timeout 5
     check "2 local ranks, 1 GPU: rank 1 fails" test "$(cat $TMP/onegpu.1.rc)" != 0
     check "... saying why" grep -q "LOCAL_RANK=1 but this node has 1 CUDA device" "$TMP/onegpu.1.err"
+fi
+
+# Layouts on NCCL (the groups split from the world communicator, the
+# pipeline's sends over one-way links): one GPU per rank (LOCAL_RANK).
+# The tolerance against the 1-rank run is 10x the CPU test's (t0606),
+# since cuBLAS picks its kernels by shape and the split GEMMs have other
+# shapes: not yet measured on a GPU.
+if [ "$ngpu" -ge 2 ]; then
+    largs="--model transformer --data $data --steps 20 --global-batch 32 --context 64 --width 64 --heads 4 --layers 2 --warmup-steps 5 --backend cuda"
+    run 1 l1 $largs --dump-params "$TMP/l1"; check "layouts: 1-rank cuda run: exit 0" test $? -eq 0
+    run 2 ltp2 $largs --tp 2 --dump-params "$TMP/ltp2"; check "tp2 on cuda: exit 0" test $? -eq 0
+    run 2 lpp2 $largs --pp 2 --micro-batch 4 --dump-params "$TMP/lpp2"
+    check "pp2 on cuda: exit 0" test $? -eq 0
+    check "tp2 on cuda says its layout and backend" \
+        test "$(summary ltp2 tp) $(summary ltp2 backend)" = "2 cuda"
+    check "... over NCCL" grep -q "backend cuda, comm nccl" "$TMP/ltp2.0.err"
+    check "pp2 on cuda: the stages' sends are counted" \
+        $PY -c "import sys; sys.exit(0 if $(summary lpp2 pp_bytes) > 0 else 1)"
+    check "tp2 vs 1 rank on cuda: params within 1e-4" params_close "$TMP/l1" "$TMP/ltp2" 1e-4
+    check "pp2 vs 1 rank on cuda: params within 1e-4" params_close "$TMP/l1" "$TMP/lpp2" 1e-4
+    ob="$largs --steps 10 --bucket-mb 0.004"
+    run 2 ldpov $ob --overlap; check "dp2 on cuda, all-reduces overlapped: exit 0" test $? -eq 0
+    run 2 ldpno $ob --no-overlap; check "dp2 on cuda, not overlapped: exit 0" test $? -eq 0
+    check "... it overlapped" grep -q "gradient buckets overlapped with backward" "$TMP/ldpov.0.err"
+    check "... params_crc32c bit-identical with and without overlap" \
+        test "$(summary ldpov params_crc32c)" = "$(summary ldpno params_crc32c)"
+    if [ "$ngpu" -ge 4 ]; then
+        run 4 ltp2pp2 $largs --tp 2 --pp 2 --micro-batch 4 --dump-params "$TMP/ltp2pp2"
+        check "tp2 x pp2 on cuda: exit 0" test $? -eq 0
+        check "tp2 x pp2 vs 1 rank on cuda: params within 1e-4" \
+            params_close "$TMP/l1" "$TMP/ltp2pp2" 1e-4
+    else
+        echo "# tp2 x pp2 on cuda: skipped ($ngpu GPUs; it needs 4)"
+    fi
+    # A hung stage: its neighbour gives up within --comm-timeout, naming it.
+    launch 2 lhang $largs --steps 50 --pp 2 --micro-batch 4 --inject-hang 1:5 --comm-timeout 5
+    set -- $LAUNCHED
+    p0=$1 p1=$2
+    deadline=$((SECONDS + 90))
+    while kill -0 "$p0" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    if kill -0 "$p0" 2>/dev/null; then
+        fail "pp2 on cuda: stage 0 gave up on the hung stage 1"
+        kill -9 "$p0"
+    else
+        wait "$p0"; rc=$?
+        check "pp2 on cuda: stage 0 gave up on the hung stage 1 with exit 5 (rc $rc)" test $rc -eq 5
+        check "... naming it and saying it timed out" \
+            sh -c "grep -q 'stage 1 (rank 1)' $TMP/lhang.0.err && grep -qi 'timed out' $TMP/lhang.0.err"
+    fi
+    kill -9 "$p1" 2>/dev/null; wait "$p1" 2>/dev/null
+else
+    echo "# layouts on cuda (tp2, pp2, dp2 overlap): skipped: $ngpu GPU(s); NCCL refuses two ranks on one GPU, they need 2 or more"
 fi
 finish
