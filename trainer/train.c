@@ -218,13 +218,14 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     if (train_buckets_plan (t, err) < 0)
         goto error;
     /* Overlap on gloo (host buffers); NCCL reduces after the backward pass.
-     * gloo needs CPU to reduce: overlapping only pays with a spare core
-     * (measured on 2 cores, 2 ranks: 5% slower). */
+     * gloo needs CPU to reduce: overlap unless the ranks' threads already
+     * outnumber the cores (2 ranks on 2 cores: 11 to 20% shorter steps
+     * with the buckets of whole tensors, bench/results/layouts.md). */
     int overlap = o->overlap;
     if (overlap < 0) {
         const char *lws = getenv ("LOCAL_WORLD_SIZE");
         long local = lws ? atol (lws) : t->world;
-        overlap = sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
+        overlap = sysconf (_SC_NPROCESSORS_ONLN) >= local * o->threads;
     }
     /* (in a pipeline, during the last micro-batch's backward pass: the
      * schedule interleaves the others') */
