@@ -25,8 +25,9 @@
 # Env: STEPS (10), BATCH (32), CTX (64), WIDTH (128), HEADS (4), LAYERS (4),
 #      RANKS ("1 2 4 8"), MBS ("1 2 4 8": micro-batches per step for (2)),
 #      OV_WIDTH (256), OV_LAYERS (4), OV_BATCH (16), OV_STEPS (6), BUCKETS ("1 4 16")
-#      for (3) and (4), BUBBLE_NICE (-10: the niceness of (2)'s ranks and of
-#      their scheduling group when run as root; 0: none), REPS (3), SECTIONS ("1 2 3 4": which of (1)-(4) to
+#      for (3) and (4), BENCH_NICE (-10: the niceness of (2)'s and (3)'s
+#      ranks and of their scheduling groups when run as root; 0: none),
+#      REPS (3), SECTIONS ("1 2 3 4": which of (1)-(4) to
 #      run), LAYOUTS_OUT (a directory: layouts.md and
 #      layouts.json are written there), LAYOUTS_REC (a file: "key value"
 #      lines for bench/run).
@@ -85,6 +86,21 @@ PYEOF
 free_port () { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== $(date -u +%FT%TZ), $(OMP_NUM_THREADS= nproc) cores usable ($(getconf _NPROCESSORS_ONLN) online), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# (2) and (3) measure a schedule on cores of its own: as root, each rank
+# runs in a session of its own (setsid) whose scheduling group (Linux's
+# autogroup: a session's processes share one group, and plain nice only
+# ranks processes within their group) has nice BENCH_NICE (-10), so that
+# other work on the machine yields its cores to the ranks for these short
+# runs (the core share in (2) says how far it did; without it, on the
+# shared 2-core machine, the stages got 0.2 to 0.3 of a core and the
+# bubble and the skew between the ranks measured the scheduler).
+MYNICE=
+if [ "$(id -u)" = 0 ] && [ "${BENCH_NICE:--10}" != 0 ]; then
+    printf '#!/bin/sh\nn=$1; shift\necho "$n" > /proc/self/autogroup 2>/dev/null\nexec nice -n "$n" "$@"\n' \
+        > "$TMP/nice.sh"
+    chmod +x "$TMP/nice.sh"
+    MYNICE="setsid -w $TMP/nice.sh ${BENCH_NICE:--10}"
+fi
 want () { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 want 1 && {
 echo "== (1) tokens/s per layout (C$CTX E$WIDTH H$HEADS L$LAYERS, batch $BATCH, $STEPS steps)"
@@ -103,24 +119,12 @@ done
 
 want 2 && {
 echo "== (2) pipeline bubble, pp 2 on 2 ranks: stage 0 blocked / step vs (P-1)/(M+P-1), x $REPS"
-# The theory assumes a core per stage: as root, each stage runs in a
-# session of its own (setsid) whose scheduling group (Linux's autogroup: a
-# session's processes share one group, and plain nice only ranks
-# processes within their group) has nice BUBBLE_NICE (-10), so that other
-# work on the machine yields its cores to the two stages for these short
-# runs (the core share in the table says how far it did; without it, on
-# the shared 2-core machine, the stages got 0.2 to 0.3 of a core).
-if [ "$(id -u)" = 0 ] && [ "${BUBBLE_NICE:--10}" != 0 ]; then
-    printf '#!/bin/sh\nn=$1; shift\necho "$n" > /proc/self/autogroup 2>/dev/null\nexec nice -n "$n" "$@"\n' \
-        > "$TMP/nice.sh"
-    chmod +x "$TMP/nice.sh"
-    NICE="setsid -w $TMP/nice.sh ${BUBBLE_NICE:--10}"
-fi
+NICE=$MYNICE
 for rep in $(seq "$REPS"); do
     for M in $MBS; do
         [ $((BATCH % M)) = 0 ] || continue
         run 2 "bubble-$M" $model --pp 2 --micro-batch $((BATCH / M)) || continue
-        fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep nice="${NICE:+${BUBBLE_NICE:--10}}"
+        fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
     done
 done
 NICE=
@@ -128,11 +132,12 @@ NICE=
 
 want 3 && {
 echo "== (3) overlap: dp 2, E$OV_WIDTH L$OV_LAYERS batch $OV_BATCH, buckets $BUCKETS MiB, x $REPS"
+NICE=$MYNICE
 for rep in $(seq "$REPS"); do
     for bm in $BUCKETS; do
         for ov in no-overlap overlap; do
             run 2 "ov-$bm-$ov" $ovmodel --bucket-mb "$bm" --$ov || continue
-            fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep
+            fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
         done
     done
     for ov in no-overlap overlap; do
@@ -147,6 +152,7 @@ for rep in $(seq "$REPS"); do
         done
     done
 done
+NICE=
 }
 
 want 4 && {

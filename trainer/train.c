@@ -219,7 +219,7 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
     /* Overlap on gloo (host buffers); NCCL reduces after the backward pass.
      * gloo needs CPU to reduce: overlap unless the ranks' threads already
-     * outnumber the cores (2 ranks on 2 cores: 11 to 20% shorter steps
+     * outnumber the cores (2 ranks on 2 cores: 6 to 21% shorter steps
      * with the buckets of whole tensors, bench/results/layouts.md). */
     int overlap = o->overlap;
     if (overlap < 0) {
