@@ -7,10 +7,10 @@
  * then the remaining backward passes (PipeDream-Flush / Megatron's 1F1B
  * with one micro-batch of slack, see pipe_step): at most P - p + 1
  * micro-batches are in flight on stage p, so P + 1 activation sets
- * suffice (micro-batch j uses set j mod (P + 1)).  A stage receives its input before a
- * forward pass and the gradient of its output before a backward pass
- * (blocking, within the collective timeout: a dead or hung neighbour is
- * an error naming its rank, never a hang); it posts its sends without
+ * suffice (micro-batch j uses set j mod (P + 1)).  A stage receives its
+ * input before a forward pass and the gradient of its output before a
+ * backward pass (blocking, within the collective timeout: a dead or hung
+ * neighbour is an error naming its rank, never a hang); it posts its sends without
  * waiting (gloo queues a send until the peer posts the receive, so two
  * neighbours may send to each other at once) and waits for them all at
  * the end of the step.  Sets are reused only after the neighbour has
@@ -187,11 +187,12 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
     /* One micro-batch of slack: a stage other than the last runs P - p
      * forward passes ahead (1F1B's P - p - 1, plus one), so the activations
      * its successor needs next are sent before it waits for a gradient.
-     * With exactly P - p - 1, stage p's next send waits for the gradient
-     * from p + 1, which waits for that send: two transfer latencies in
-     * every steady-state slot of every stage.  Costs one activation set
-     * (ntf = P + 1); the order of each stage's forward and backward
-     * passes, and so every sum, is 1F1B's. */
+     * With exactly P - p - 1, stage p sends the next activations only
+     * after a gradient has come back from p + 1 and its backward pass has
+     * run; with balanced stages p + 1 then waits for them, and every
+     * steady-state slot pays a gradient's and an activation's transfer.
+     * Costs one activation set (ntf = P + 1); the order of each stage's
+     * forward and backward passes, and so every sum, is 1F1B's. */
     int warm = p == P - 1 ? 0 : P - p < M ? P - p : M;
     int64_t t0 = dt_mono_ns ();
     int rc = -1;
