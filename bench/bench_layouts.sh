@@ -25,7 +25,10 @@
 # Env: STEPS (10), BATCH (32), CTX (64), WIDTH (128), HEADS (4), LAYERS (4),
 #      RANKS ("1 2 4 8"), MBS ("1 2 4 8": micro-batches per step for (2)),
 #      OV_WIDTH (256), OV_LAYERS (4), OV_BATCH (16), OV_STEPS (6), BUCKETS ("1 4 16")
-#      for (3) and (4), REPS (3), LAYOUTS_OUT (a directory: layouts.md and
+#      for (3) and (4), BENCH_NICE (-10: the niceness of (2)'s and (3)'s
+#      ranks and of their scheduling groups when run as root; 0: none),
+#      REPS (3), SECTIONS ("1 2 3 4": which of (1)-(4) to
+#      run), LAYOUTS_OUT (a directory: layouts.md and
 #      layouts.json are written there), LAYOUTS_REC (a file: "key value"
 #      lines for bench/run).
 # Prints the tables and one JSON line per figure at the end.
@@ -36,7 +39,7 @@ DTTRAIN=$B/trainer/dttrain
 STEPS=${STEPS:-10} BATCH=${BATCH:-32} CTX=${CTX:-64} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4}
 LAYERS=${LAYERS:-4} RANKS=${RANKS:-"1 2 4 8"} MBS=${MBS:-"1 2 4 8"}
 OV_WIDTH=${OV_WIDTH:-256} OV_LAYERS=${OV_LAYERS:-4} OV_BATCH=${OV_BATCH:-16} OV_STEPS=${OV_STEPS:-6}
-BUCKETS=${BUCKETS:-"1 4 16"} REPS=${REPS:-3}
+BUCKETS=${BUCKETS:-"1 4 16"} REPS=${REPS:-3} SECTIONS=${SECTIONS:-"1 2 3 4"}
 PY=/usr/bin/python3
 [ -x "$DTTRAIN" ] || { echo "bench_layouts: $DTTRAIN not built" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/bench-layouts.XXXXXX)
@@ -49,14 +52,16 @@ ovmodel="$common --global-batch $OV_BATCH --context $CTX --width $OV_WIDTH --hea
 LINES=$TMP/lines.jsonl
 : > "$LINES"
 
-# run W NAME args...: W ranks standalone (gloo over loopback); rank 0's summary in $TMP/NAME.json
+# run W NAME args...: W ranks standalone (gloo over loopback), each under
+# $NICE (a command prefix, e.g. "nice -n -10"); rank 0's summary in $TMP/NAME.json
+NICE=
 run () {
     local W=$1 name=$2 r pids=""
     shift 2
     rm -rf "$TMP/rdv-$name"
     mkdir -p "$TMP/rdv-$name"
     for r in $(seq 0 $((W - 1))); do
-        RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r LOCAL_WORLD_SIZE=$W "$DTTRAIN" \
+        RANK=$r WORLD_SIZE=$W LOCAL_RANK=$r LOCAL_WORLD_SIZE=$W $NICE "$DTTRAIN" \
             --rendezvous-dir "$TMP/rdv-$name" "$@" >"$TMP/$name.$r.out" 2>"$TMP/$name.$r.err" &
         pids="$pids $!"
     done
@@ -80,7 +85,24 @@ PYEOF
 }
 free_port () { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-echo "== $(date -u +%FT%TZ), $(nproc) cores usable ($(getconf _NPROCESSORS_ONLN) online), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(date -u +%FT%TZ), $(OMP_NUM_THREADS= nproc) cores usable ($(getconf _NPROCESSORS_ONLN) online), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# (2) and (3) measure a schedule on cores of its own: as root, each rank
+# runs in a session of its own (setsid) whose scheduling group (Linux's
+# autogroup: a session's processes share one group, and plain nice only
+# ranks processes within their group) has nice BENCH_NICE (-10), so that
+# other work on the machine yields its cores to the ranks for these short
+# runs (the core share in (2) says how far it did; without it, on the
+# shared 2-core machine, the stages got 0.2 to 0.3 of a core and the
+# bubble and the skew between the ranks measured the scheduler).
+MYNICE=
+if [ "$(id -u)" = 0 ] && [ "${BENCH_NICE:--10}" != 0 ]; then
+    printf '#!/bin/sh\nn=$1; shift\necho "$n" > /proc/self/autogroup 2>/dev/null\nexec nice -n "$n" "$@"\n' \
+        > "$TMP/nice.sh"
+    chmod +x "$TMP/nice.sh"
+    MYNICE="setsid -w $TMP/nice.sh ${BENCH_NICE:--10}"
+fi
+want () { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+want 1 && {
 echo "== (1) tokens/s per layout (C$CTX E$WIDTH H$HEADS L$LAYERS, batch $BATCH, $STEPS steps)"
 for W in $RANKS; do
     for lay in "1 1" "2 1" "4 1" "1 2" "1 4" "2 2" "2 4" "4 2"; do
@@ -93,22 +115,29 @@ for W in $RANKS; do
         fig "$name" fig=layout ranks=$W
     done
 done
+}
 
+want 2 && {
 echo "== (2) pipeline bubble, pp 2 on 2 ranks: stage 0 blocked / step vs (P-1)/(M+P-1), x $REPS"
+NICE=$MYNICE
 for rep in $(seq "$REPS"); do
     for M in $MBS; do
         [ $((BATCH % M)) = 0 ] || continue
         run 2 "bubble-$M" $model --pp 2 --micro-batch $((BATCH / M)) || continue
-        fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep
+        fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
     done
 done
+NICE=
+}
 
+want 3 && {
 echo "== (3) overlap: dp 2, E$OV_WIDTH L$OV_LAYERS batch $OV_BATCH, buckets $BUCKETS MiB, x $REPS"
+NICE=$MYNICE
 for rep in $(seq "$REPS"); do
     for bm in $BUCKETS; do
         for ov in no-overlap overlap; do
             run 2 "ov-$bm-$ov" $ovmodel --bucket-mb "$bm" --$ov || continue
-            fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep
+            fig "ov-$bm-$ov" fig=overlap bucket_mb="$bm" mode=$ov rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
         done
     done
     for ov in no-overlap overlap; do
@@ -123,7 +152,10 @@ for rep in $(seq "$REPS"); do
         done
     done
 done
+NICE=
+}
 
+want 4 && {
 echo "== (4) dp 2: dttrain vs PyTorch DDP (gloo) on the same transformer, x $REPS"
 for rep in $(seq "$REPS"); do
     run 2 "dt-dp2" $ovmodel || continue
@@ -142,6 +174,7 @@ for rep in $(seq "$REPS"); do
     tail -n 1 "$TMP/ddp.0.out" > "$TMP/ddp.json"
     fig ddp fig=ddp who=torch rep=$rep
 done
+}
 
 $PY - "$LINES" "${LAYOUTS_OUT:-}" "${LAYOUTS_REC:-}" "$(getconf _NPROCESSORS_ONLN)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PYEOF'
 import json, statistics, sys, time
@@ -165,166 +198,215 @@ p("%s, %s cores, load average at the end %s. Medians [min..max] over the repetit
 p("Caveat: each rank is a process; on this %s-core machine, shared with other work, 4 and 8 ranks "
   "share the cores, so their tokens/s measure the scheduler as much as the layout." % ncpu)
 p()
-p("## (1) tokens/s per layout (one run each)")
-p()
-p("| ranks | layout | tokens/s | tp exposed | pp exposed | dp exposed | (share of wall time) |")
-p("|---|---|---|---|---|---|---|")
-for d in rows:
-    if d["fig"] != "layout":
-        continue
-    w = d["wall_s"] or 1
-    p("| %d | tp%d x pp%d x dp%d | %.0f | %.1f%% | %.1f%% | %.1f%% | |" % (
-        d["ranks"], d["tp"], d["pp"], d["dp"], d["tokens_per_s"], 100 * d["tp_exposed_s"] / w,
-        100 * d["pp_exposed_s"] / w, 100 * d["dp_exposed_s"] / w))
-    rec.append(("layouts.tps.w%d.tp%dpp%d" % (d["ranks"], d["tp"], d["pp"]), d["tokens_per_s"]))
-p()
-p("## (2) pipeline bubble, pp 2 (stage 0's blocked time / its step)")
-p()
-p("unequal stages: the last stage also runs the head and the loss, so it takes longer per "
-  "micro-batch than stage 0, which then waits for it in every steady-state slot: with S_p the CPU "
-  "time of stage p's passes (pp_stage_pass_cpu_s, which other load on the cores hardly changes), "
-  "stage 0 is idle 1 - M S_0 / (sum S_p + (M - 1) max S_p) of the time (the uniform theory "
-  "when the S_p are equal).")
-p()
-p("core share: the CPU time of stage 0's forward and backward passes over their wall time "
-  "(pp_pass_cpu_s / pp_pass_s; 1 when the stage had a core to itself); pass ms: the wall time "
-  "of one micro-batch's forward + backward pass on stage 0, and its CPU time.")
-p()
-p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% | theory, unequal stages | relative difference | core share | pass ms wall | pass ms CPU |")
-p("|---|---|---|---|---|---|---|---|---|---|")
-for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble"}):
-    sel = [d for d in rows if d["fig"] == "bubble" and d["micro_batches"] == M and d["compute_s"]]
-    meas = [d["pp_exposed_s"] / d["compute_s"] for d in sel]
-    th = 1 / (M + 1)
-    m, s = stat(meas)
-    err = None if m is None else (m - th) / th
-    share = stat([d["pp_pass_cpu_s"] / d["pp_pass_s"] for d in sel if d.get("pp_pass_s")])
-    pw = stat([1e3 * d["pp_pass_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
-    pc = stat([1e3 * d["pp_pass_cpu_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
-    def uneq(d):
-        S = d.get("pp_stage_pass_cpu_s") or []
-        return None if len(S) < 2 or not max(S) else 1 - M * S[0] / (sum(S) + (M - 1) * max(S))
-    thu = stat([uneq(d) for d in sel])
-    erru = None if m is None or not thu[0] else (m - thu[0]) / thu[0]
-    p("| %d | %s | %.3f | %s | %s | %s | %s | %s | %s | %s |" % (M, s, th, "n/a" if err is None else "%+.0f%%" % (100 * err),
-      "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met", thu[1],
-      "n/a" if erru is None else "%+.0f%%" % (100 * erru), share[1], pw[1], pc[1]))
-    if thu[0] is not None:
-        rec.append(("layouts.bubble_theory_unequal.M%d" % M, thu[0]))
-    if share[0] is not None:
-        rec.append(("layouts.bubble_core_share.M%d" % M, share[0]))
-    if m is not None:
-        rec += [("layouts.bubble.M%d" % M, m), ("layouts.bubble_theory.M%d" % M, th),
-                ("layouts.bubble_err.M%d" % M, err)]
-p()
-p("## (3) communication overlap, dp 2 (gradient all-reduce on a comm thread during the backward pass)")
-p()
-p("hidden: 1 - exposed / all-reduce time, both of the run with overlap (the comm thread's "
-  "all-reduce time against what the step still waited for); across runs: 1 - exposed with "
-  "overlap / all-reduce time of the run without (paired by repetition; noisier on a shared machine).")
-p()
-p("hidden (last rank): the same from dp_exposed_min_s and dp_comm_min_s, each step's minimum over "
-  "the two ranks: the rank that finished its backward pass last waits for communication only, "
-  "the other also for it (time that measures the imbalance between the ranks on shared cores, "
-  "not communication); across runs: 1 - its exposed with / its all-reduce without.")
-p()
-p("| bucket MiB | buckets | forward+backward s / all-reduce s (without) | all-reduce s (without) | all-reduce s (with) | exposed s (with) | hidden | goal >= 80% | hidden across runs | hidden (last rank) | across runs (last rank) | step s without | step s with |")
-p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=float):
-    no = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "no-overlap"]
-    yes = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "overlap"]
-    nb = no[0].get("dp_buckets", 0) if no else 0
-    ratio = stat([d["compute_s"] / d["dp_comm_s"] for d in no if d["dp_comm_s"]])
-    ar = stat([d["dp_comm_s"] for d in no])
-    xs = stat([d["dp_exposed_s"] for d in yes])
-    ary = stat([d["dp_comm_s"] for d in yes])
-    hid = stat([1 - d["dp_exposed_s"] / d["dp_comm_s"] for d in yes if d["dp_comm_s"]])
-    byrep = {d["rep"]: d for d in no}
-    hx = stat([1 - y["dp_exposed_s"] / byrep[y["rep"]]["dp_comm_s"] for y in yes
-               if y["rep"] in byrep and byrep[y["rep"]]["dp_comm_s"]])
-    hm = stat([1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes
-               if d.get("dp_comm_min_s", 0) > 0])
-    hmx = stat([1 - y["dp_exposed_min_s"] / byrep[y["rep"]]["dp_comm_min_s"] for y in yes
-                if y["rep"] in byrep and byrep[y["rep"]].get("dp_comm_min_s", 0) > 0])
-    sn = stat([d["wall_s"] / d["steps_run"] for d in no])
-    sy = stat([d["wall_s"] / d["steps_run"] for d in yes])
-    pc = lambda st: "n/a" if st[0] is None else "%.0f%%" % (100 * st[0])
-    p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        bm, nb, ratio[1], ar[1], ary[1], xs[1], pc(hid),
-        "n/a" if hid[0] is None else "met" if hid[0] >= 0.8
-        else "met by the last rank" if hm[0] is not None and hm[0] >= 0.8 else "NOT met", pc(hx),
-        pc(hm) if hm[0] is None else "%s [%.0f..%.0f%%]" % (pc(hm), 100 * min(
-            1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes if d.get("dp_comm_min_s", 0) > 0),
-            100 * max(1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes if d.get("dp_comm_min_s", 0) > 0)),
-        pc(hmx), sn[1], sy[1]))
-    if hm[0] is not None:
-        rec.append(("layouts.hidden_last_rank.b%s" % bm, hm[0]))
-    if hmx[0] is not None:
-        rec.append(("layouts.hidden_last_rank_across.b%s" % bm, hmx[0]))
-    if hid[0] is not None:
-        rec += [("layouts.hidden.b%s" % bm, hid[0]), ("layouts.allreduce_s.b%s" % bm, ary[0]),
-                ("layouts.exposed_ov_s.b%s" % bm, xs[0])]
-    if hx[0] is not None:
-        rec.append(("layouts.hidden_across.b%s" % bm, hx[0]))
-p()
-p("zero1, dp 2, default bucket size: the parameter all-gather after the sharded optimizer step, "
-  "at once after it (without) or piece by piece during the next forward pass (with); exposed: "
-  "what the step waited for, gradient all-reduce and all-gather together.")
-p()
-p("| zero1 | dp comm s (all-reduce + all-gather) | dp exposed s | hidden | hidden (last rank) | step s |")
-p("|---|---|---|---|---|---|")
-for mode in ("no-overlap", "overlap"):
-    sel = [d for d in rows if d["fig"] == "zero1" and d["mode"] == mode]
-    if not sel:
-        continue
-    c = stat([d["dp_comm_s"] for d in sel])
-    x = stat([d["dp_exposed_s"] for d in sel])
-    h = stat([1 - d["dp_exposed_s"] / d["dp_comm_s"] for d in sel if d["dp_comm_s"]])
-    hm = stat([1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in sel
-               if d.get("dp_comm_min_s", 0) > 0])
-    st = stat([d["wall_s"] / d["steps_run"] for d in sel])
-    p("| %s | %s | %s | %s | %s | %s |" % ("with" if mode == "overlap" else "without", c[1], x[1],
-      "n/a" if h[0] is None else "%.0f%%" % (100 * h[0]),
-      "n/a" if hm[0] is None else "%.0f%%" % (100 * hm[0]), st[1]))
-    if h[0] is not None:
-        rec.append(("layouts.zero1_hidden.%s" % mode, h[0]))
-p()
-p("Exposed communication as a share of the step, per layout, before and after overlap "
-  "(in a pipeline the buckets are reduced during the last micro-batch's backward pass):")
-p()
-p("| layout | exposed share without | with | tp exposed s | pp exposed s | dp exposed s without | with |")
-p("|---|---|---|---|---|---|---|")
-for d0 in [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == "4" and d["mode"] == "no-overlap"][:1] + \
-          list({d["layout"]: d for d in rows if d["fig"] == "exposed" and d["mode"] == "no-overlap"}.values()):
-    lay = "dp2" if d0["fig"] == "overlap" else d0["layout"]
-    sel = lambda mode: [d for d in rows if (d["fig"] == "overlap" and lay == "dp2" and d["bucket_mb"] == "4"
-                        or d["fig"] == "exposed" and d.get("layout") == lay) and d["mode"] == mode]
-    a = stat([ex(d) / d["wall_s"] for d in sel("no-overlap")])
-    b = stat([ex(d) / d["wall_s"] for d in sel("overlap")])
-    t = stat([d["tp_exposed_s"] for d in sel("overlap")])
-    pq = stat([d["pp_exposed_s"] for d in sel("overlap")])
-    da = stat([d["dp_exposed_s"] for d in sel("no-overlap")])
-    db = stat([d["dp_exposed_s"] for d in sel("overlap")])
-    p("| %s | %s | %s | %s | %s | %s | %s |" % (lay, a[1], b[1], t[1], pq[1], da[1], db[1]))
-    if a[0] is not None and b[0] is not None:
-        key = lay.replace(" ", "")
-        rec += [("layouts.exposed_share.%s.without" % key, a[0]), ("layouts.exposed_share.%s.with" % key, b[0])]
-p()
-p("## (4) dp 2: dttrain (default settings) vs PyTorch DDP (gloo), same transformer, data, threads")
-p()
-dt = stat([d["tokens_per_s"] for d in rows if d["fig"] == "ddp" and d["who"] == "dttrain"])
-pt = stat([d["tokens_per_s"] for d in rows if d["fig"] == "ddp" and d["who"] == "torch"])
-pairs = {}
-for d in rows:
-    if d["fig"] == "ddp":
-        pairs.setdefault(d["rep"], {})[d["who"]] = d["tokens_per_s"]
-rat = stat([v["dttrain"] / v["torch"] for v in pairs.values() if "dttrain" in v and "torch" in v])
-p("| dttrain tokens/s | DDP tokens/s | ratio (per repetition) | goal >= 1.2 |")
-p("|---|---|---|---|")
-p("| %s | %s | %s | %s |" % (dt[1], pt[1], rat[1],
-  "n/a" if rat[0] is None else "met" if rat[0] >= 1.2 else "NOT met"))
-if rat[0] is not None:
-    rec += [("layouts.ddp.dttrain_tps", dt[0]), ("layouts.ddp.torch_tps", pt[0]), ("layouts.ddp.ratio", rat[0])]
+if any(d["fig"] == "layout" for d in rows):
+    p("## (1) tokens/s per layout (one run each)")
+    p()
+    p("| ranks | layout | tokens/s | tp exposed | pp exposed | dp exposed | (share of wall time) |")
+    p("|---|---|---|---|---|---|---|")
+    for d in rows:
+        if d["fig"] != "layout":
+            continue
+        w = d["wall_s"] or 1
+        p("| %d | tp%d x pp%d x dp%d | %.0f | %.1f%% | %.1f%% | %.1f%% | |" % (
+            d["ranks"], d["tp"], d["pp"], d["dp"], d["tokens_per_s"], 100 * d["tp_exposed_s"] / w,
+            100 * d["pp_exposed_s"] / w, 100 * d["dp_exposed_s"] / w))
+        rec.append(("layouts.tps.w%d.tp%dpp%d" % (d["ranks"], d["tp"], d["pp"]), d["tokens_per_s"]))
+    p()
+if any(d["fig"] == "bubble" for d in rows):
+    p("## (2) pipeline bubble, pp 2 (stage 0's time blocked on its neighbour / its forward-backward phase)")
+    p()
+    p("measured: stage 0's time blocked on its neighbour (pp_exposed_s) over its time in the "
+      "forward/backward phase of the steps (pp_stage_phase_s[0]: the optimizer step, which no bubble "
+      "touches, is left out; the first stage starts each step's pipeline and ends it, so its phase is "
+      "the pipeline's). The theory (P-1)/(M+P-1) assumes equal stages, free transfers and a core per "
+      "stage.")
+    p()
+    p("theory, stages as they ran: with W_p the wall time of stage p's passes (pp_stage_pass_s, "
+      "core sharing included), 1F1B's steady state runs at the pace of the slowest stage: a step "
+      "lasts sum W_p + (M - 1) max W_p (per micro-batch) and stage 0 is idle 1 - M W_0 / that. "
+      "The difference between it and the measurement is what the transfers cost, and the slots in "
+      "which the other stage was the slower one because the scheduler held it back (on shared cores "
+      "the pace of each slot is the slower stage's in that slot, and the mean of that maximum exceeds "
+      "the maximum of the means). CPU: the same from the passes' CPU times (pp_stage_pass_cpu_s, "
+      "which other load hardly changes): the bubble with a core per stage, the last stage's head and "
+      "loss included.")
+    p()
+    p("core share: the CPU time of stage 0's passes over their wall time (1 when the stage had a "
+      "core to itself); pass ms: one micro-batch's forward + backward pass on stage 0, wall and CPU.")
+    p()
+    p("| micro-batches M | measured | theory (P-1)/(M+P-1) | relative difference | goal within 10% | theory, stages as they ran | measured vs it | theory, CPU | measured vs it | core share | pass ms wall | pass ms CPU |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    def phase0(d):
+        ph = d.get("pp_stage_phase_s")
+        return ph[0] if ph else d["compute_s"]
+    def ran(S, M):
+        if not S or len(S) < 2 or not max(S):
+            return None
+        return 1 - M * S[0] / (sum(S) + (M - 1) * max(S))
+    def rel(a, b):
+        return None if a is None or not b else (a - b) / b
+    pct = lambda x: "n/a" if x is None else "%+.0f%%" % (100 * x)
+    for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble"}):
+        sel = [d for d in rows if d["fig"] == "bubble" and d["micro_batches"] == M and phase0(d)]
+        P = sel[0]["pp"] if sel else 2
+        th = (P - 1) / (M + P - 1)
+        m, s = stat([d["pp_exposed_s"] / phase0(d) for d in sel])
+        err = rel(m, th)
+        share = stat([d["pp_pass_cpu_s"] / d["pp_pass_s"] for d in sel if d.get("pp_pass_s")])
+        pw = stat([1e3 * d["pp_pass_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
+        pc = stat([1e3 * d["pp_pass_cpu_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
+        r0 = stat([ran(d.get("pp_stage_pass_s"), M) for d in sel])
+        thu = stat([ran(d.get("pp_stage_pass_cpu_s"), M) for d in sel])
+        p("| %d | %s | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+          M, s, th, pct(err), "n/a" if err is None else "met" if abs(err) <= 0.10 else "NOT met",
+          r0[1], pct(rel(m, r0[0])), thu[1], pct(rel(m, thu[0])), share[1], pw[1], pc[1]))
+        for k, v in (("bubble_theory_unequal", thu[0]), ("bubble_core_share", share[0]),
+                     ("bubble_theory_ran", r0[0])):
+            if v is not None:
+                rec.append(("layouts.%s.M%d" % (k, M), v))
+        if m is not None:
+            rec += [("layouts.bubble.M%d" % M, m), ("layouts.bubble_theory.M%d" % M, th),
+                    ("layouts.bubble_err.M%d" % M, err)]
+    p()
+if any(d["fig"] == "overlap" for d in rows):
+    p("## (3) communication overlap, dp 2 (gradient all-reduce on a comm thread during the backward pass)")
+    p()
+    p("hidden: 1 - exposed / all-reduce time, both of the run with overlap (the comm thread's "
+      "all-reduce time against what the step still waited for); across runs: 1 - exposed with "
+      "overlap / all-reduce time of the run without (paired by repetition; noisier on a shared machine).")
+    p()
+    p("hidden (last rank): the same from dp_exposed_min_s and dp_comm_min_s, each step's minimum over "
+      "the two ranks: the rank that finished its backward pass last waits for communication only, "
+      "the other also for it (time that measures the imbalance between the ranks on shared cores, "
+      "not communication); across runs: 1 - its exposed with / its all-reduce without.")
+    p()
+    p("| bucket MiB | buckets | forward+backward s / all-reduce s (without) | all-reduce s (without) | all-reduce s (with) | exposed s (with) | hidden | goal >= 80% | hidden across runs | hidden (last rank) | across runs (last rank) | step s without | step s with |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=float):
+        no = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "no-overlap"]
+        yes = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "overlap"]
+        nb = no[0].get("dp_buckets", 0) if no else 0
+        ratio = stat([d["compute_s"] / d["dp_comm_s"] for d in no if d["dp_comm_s"]])
+        ar = stat([d["dp_comm_s"] for d in no])
+        xs = stat([d["dp_exposed_s"] for d in yes])
+        ary = stat([d["dp_comm_s"] for d in yes])
+        hid = stat([1 - d["dp_exposed_s"] / d["dp_comm_s"] for d in yes if d["dp_comm_s"]])
+        byrep = {d["rep"]: d for d in no}
+        hx = stat([1 - y["dp_exposed_s"] / byrep[y["rep"]]["dp_comm_s"] for y in yes
+                   if y["rep"] in byrep and byrep[y["rep"]]["dp_comm_s"]])
+        hm = stat([1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes
+                   if d.get("dp_comm_min_s", 0) > 0])
+        hmx = stat([1 - y["dp_exposed_min_s"] / byrep[y["rep"]]["dp_comm_min_s"] for y in yes
+                    if y["rep"] in byrep and byrep[y["rep"]].get("dp_comm_min_s", 0) > 0])
+        sn = stat([d["wall_s"] / d["steps_run"] for d in no])
+        sy = stat([d["wall_s"] / d["steps_run"] for d in yes])
+        pc = lambda st: "n/a" if st[0] is None else "%.0f%%" % (100 * st[0])
+        p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            bm, nb, ratio[1], ar[1], ary[1], xs[1], pc(hid),
+            "n/a" if hid[0] is None else "met" if hid[0] >= 0.8
+            else "met by the last rank" if hm[0] is not None and hm[0] >= 0.8 else "NOT met", pc(hx),
+            pc(hm) if hm[0] is None else "%s [%.0f..%.0f%%]" % (pc(hm), 100 * min(
+                1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes if d.get("dp_comm_min_s", 0) > 0),
+                100 * max(1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes if d.get("dp_comm_min_s", 0) > 0)),
+            pc(hmx), sn[1], sy[1]))
+        if hm[0] is not None:
+            rec.append(("layouts.hidden_last_rank.b%s" % bm, hm[0]))
+        if hmx[0] is not None:
+            rec.append(("layouts.hidden_last_rank_across.b%s" % bm, hmx[0]))
+        if hid[0] is not None:
+            rec += [("layouts.hidden.b%s" % bm, hid[0]), ("layouts.allreduce_s.b%s" % bm, ary[0]),
+                    ("layouts.exposed_ov_s.b%s" % bm, xs[0])]
+        if hx[0] is not None:
+            rec.append(("layouts.hidden_across.b%s" % bm, hx[0]))
+    p()
+    p("Exposed time split, and the step with and without overlap: rank 0's exposed time (with "
+      "overlap) is its wait for communication plus its wait for the other rank to finish its "
+      "backward pass (skew: dp_exposed_s - dp_exposed_min_s, summed over the steps; on 2 cores shared "
+      "by 2 ranks, 2 comm threads and other work, whichever rank the scheduler held back is the "
+      "slower one); communication only: dp_exposed_min_s. with / without: the step time of the "
+      "run with overlap over that of the run without, paired by repetition (below 1: overlap faster).")
+    p()
+    p("| bucket MiB | rank 0 exposed s (with) | of it skew s | communication only s | hidden, communication only | step s without | step s with | with / without (paired) |")
+    p("|---|---|---|---|---|---|---|---|")
+    for bm in sorted({d["bucket_mb"] for d in rows if d["fig"] == "overlap"}, key=float):
+        no = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "no-overlap"]
+        yes = [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == bm and d["mode"] == "overlap"]
+        byrep = {d["rep"]: d for d in no}
+        xs = stat([d["dp_exposed_s"] for d in yes])
+        sk = stat([d["dp_exposed_s"] - d["dp_exposed_min_s"] for d in yes if d.get("dp_exposed_min_s", -1) >= 0])
+        cm = stat([d["dp_exposed_min_s"] for d in yes if d.get("dp_exposed_min_s", -1) >= 0])
+        hm = stat([1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in yes
+                   if d.get("dp_comm_min_s", 0) > 0])
+        sn = stat([d["wall_s"] / d["steps_run"] for d in no])
+        sy = stat([d["wall_s"] / d["steps_run"] for d in yes])
+        rr = stat([(y["wall_s"] / y["steps_run"]) / (byrep[y["rep"]]["wall_s"] / byrep[y["rep"]]["steps_run"])
+                   for y in yes if y["rep"] in byrep])
+        p("| %s | %s | %s | %s | %s | %s | %s | %s |" % (bm, xs[1], sk[1], cm[1],
+          "n/a" if hm[0] is None else "%.0f%%" % (100 * hm[0]), sn[1], sy[1], rr[1]))
+        if rr[0] is not None:
+            rec.append(("layouts.overlap_step_ratio.b%s" % bm, rr[0]))
+        if sk[0] is not None:
+            rec.append(("layouts.overlap_skew_s.b%s" % bm, sk[0]))
+    p()
+    p("zero1, dp 2, default bucket size: the parameter all-gather after the sharded optimizer step, "
+      "at once after it (without) or piece by piece during the next forward pass (with); exposed: "
+      "what the step waited for, gradient all-reduce and all-gather together.")
+    p()
+    p("| zero1 | dp comm s (all-reduce + all-gather) | dp exposed s | hidden | hidden (last rank) | step s |")
+    p("|---|---|---|---|---|---|")
+    for mode in ("no-overlap", "overlap"):
+        sel = [d for d in rows if d["fig"] == "zero1" and d["mode"] == mode]
+        if not sel:
+            continue
+        c = stat([d["dp_comm_s"] for d in sel])
+        x = stat([d["dp_exposed_s"] for d in sel])
+        h = stat([1 - d["dp_exposed_s"] / d["dp_comm_s"] for d in sel if d["dp_comm_s"]])
+        hm = stat([1 - d["dp_exposed_min_s"] / d["dp_comm_min_s"] for d in sel
+                   if d.get("dp_comm_min_s", 0) > 0])
+        st = stat([d["wall_s"] / d["steps_run"] for d in sel])
+        p("| %s | %s | %s | %s | %s | %s |" % ("with" if mode == "overlap" else "without", c[1], x[1],
+          "n/a" if h[0] is None else "%.0f%%" % (100 * h[0]),
+          "n/a" if hm[0] is None else "%.0f%%" % (100 * hm[0]), st[1]))
+        if h[0] is not None:
+            rec.append(("layouts.zero1_hidden.%s" % mode, h[0]))
+    p()
+    p("Exposed communication as a share of the step, per layout, before and after overlap "
+      "(in a pipeline the buckets are reduced during the last micro-batch's backward pass):")
+    p()
+    p("| layout | exposed share without | with | tp exposed s | pp exposed s | dp exposed s without | with |")
+    p("|---|---|---|---|---|---|---|")
+    for d0 in [d for d in rows if d["fig"] == "overlap" and d["bucket_mb"] == "4" and d["mode"] == "no-overlap"][:1] + \
+              list({d["layout"]: d for d in rows if d["fig"] == "exposed" and d["mode"] == "no-overlap"}.values()):
+        lay = "dp2" if d0["fig"] == "overlap" else d0["layout"]
+        sel = lambda mode: [d for d in rows if (d["fig"] == "overlap" and lay == "dp2" and d["bucket_mb"] == "4"
+                            or d["fig"] == "exposed" and d.get("layout") == lay) and d["mode"] == mode]
+        a = stat([ex(d) / d["wall_s"] for d in sel("no-overlap")])
+        b = stat([ex(d) / d["wall_s"] for d in sel("overlap")])
+        t = stat([d["tp_exposed_s"] for d in sel("overlap")])
+        pq = stat([d["pp_exposed_s"] for d in sel("overlap")])
+        da = stat([d["dp_exposed_s"] for d in sel("no-overlap")])
+        db = stat([d["dp_exposed_s"] for d in sel("overlap")])
+        p("| %s | %s | %s | %s | %s | %s | %s |" % (lay, a[1], b[1], t[1], pq[1], da[1], db[1]))
+        if a[0] is not None and b[0] is not None:
+            key = lay.replace(" ", "")
+            rec += [("layouts.exposed_share.%s.without" % key, a[0]), ("layouts.exposed_share.%s.with" % key, b[0])]
+    p()
+if any(d["fig"] == "ddp" for d in rows):
+    p("## (4) dp 2: dttrain (default settings) vs PyTorch DDP (gloo), same transformer, data, threads")
+    p()
+    dt = stat([d["tokens_per_s"] for d in rows if d["fig"] == "ddp" and d["who"] == "dttrain"])
+    pt = stat([d["tokens_per_s"] for d in rows if d["fig"] == "ddp" and d["who"] == "torch"])
+    pairs = {}
+    for d in rows:
+        if d["fig"] == "ddp":
+            pairs.setdefault(d["rep"], {})[d["who"]] = d["tokens_per_s"]
+    rat = stat([v["dttrain"] / v["torch"] for v in pairs.values() if "dttrain" in v and "torch" in v])
+    p("| dttrain tokens/s | DDP tokens/s | ratio (per repetition) | goal >= 1.2 |")
+    p("|---|---|---|---|")
+    p("| %s | %s | %s | %s |" % (dt[1], pt[1], rat[1],
+      "n/a" if rat[0] is None else "met" if rat[0] >= 1.2 else "NOT met"))
+    if rat[0] is not None:
+        rec += [("layouts.ddp.dttrain_tps", dt[0]), ("layouts.ddp.torch_tps", pt[0]), ("layouts.ddp.ratio", rat[0])]
 if out:
     open(out + "/layouts.md", "w").write("\n".join(md) + "\n")
     json.dump({"rows": rows, "load": load, "cores": int(ncpu)}, open(out + "/layouts.json", "w"), indent=1)
@@ -333,3 +415,4 @@ if recf:
         for k, v in rec:
             f.write("%s %.6g\n" % (k, v))
 PYEOF
+

@@ -2,14 +2,15 @@
  * stages in the 1F1B schedule, activations and gradients between neighbouring
  * stages, the loss on the last stage.
  *
- * Stage p of P runs min(P - p - 1, M) forward passes (warmup), then
- * alternates one forward and one backward pass, then the remaining
- * backward passes (PipeDream-Flush / Megatron's 1F1B): at most P - p
- * micro-batches are in flight on stage p, so P activation sets suffice
- * (micro-batch j uses set j mod P).  A stage receives its input before a
- * forward pass and the gradient of its output before a backward pass
- * (blocking, within the collective timeout: a dead or hung neighbour is
- * an error naming its rank, never a hang); it posts its sends without
+ * Stage p < P - 1 of P runs min(P - p, M) forward passes (warmup; the
+ * last stage none), then alternates one forward and one backward pass,
+ * then the remaining backward passes (PipeDream-Flush / Megatron's 1F1B
+ * with one micro-batch of slack, see pipe_step): at most P - p + 1
+ * micro-batches are in flight on stage p, so P + 1 activation sets
+ * suffice (micro-batch j uses set j mod (P + 1)).  A stage receives its
+ * input before a forward pass and the gradient of its output before a
+ * backward pass (blocking, within the collective timeout: a dead or hung
+ * neighbour is an error naming its rank, never a hang); it posts its sends without
  * waiting (gloo queues a send until the peer posts the receive, so two
  * neighbours may send to each other at once) and waits for them all at
  * the end of the step.  Sets are reused only after the neighbour has
@@ -183,25 +184,39 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
 {
     int P = t->ly.pp, p = t->ly.ppr;
     int M = b > a ? (int)((b - a + t->mb - 1) / t->mb) : 0;
-    int warm = P - p - 1 < M ? P - p - 1 : M;
+    /* One micro-batch of slack: a stage other than the last runs P - p
+     * forward passes ahead (1F1B's P - p - 1, plus one), so the activations
+     * its successor needs next are sent before it waits for a gradient.
+     * With exactly P - p - 1, stage p sends the next activations only
+     * after a gradient has come back from p + 1 and its backward pass has
+     * run; with balanced stages p + 1 then waits for them, and every
+     * steady-state slot pays a gradient's and an activation's transfer.
+     * Costs one activation set (ntf = P + 1); the order of each stage's
+     * forward and backward passes, and so every sum, is 1F1B's. */
+    int warm = p == P - 1 ? 0 : P - p < M ? P - p : M;
+    int64_t t0 = dt_mono_ns ();
+    int rc = -1;
 
     *loss_sum = 0;
     for (int j = 0; j < t->model.ntf; j++)
         if (post (t, a, b, j, 0, err) < 0)
-            return -1;
+            goto out;
     for (int j = 0; j < warm; j++)
         if (fwd (t, a, b, j, scale, 0, 0, loss_sum, err) < 0 ||
             post (t, a, b, j, 1, err) < 0)
-            return -1;
+            goto out;
     for (int i = 0; i < M - warm; i++)
         if (fwd (t, a, b, warm + i, scale, 0, 0, loss_sum, err) < 0 ||
             post (t, a, b, warm + i, 1, err) < 0 || bwd (t, a, b, i, err) < 0 ||
             post (t, a, b, i + t->model.ntf, 0, err) < 0)
-            return -1;
+            goto out;
     for (int i = M - warm; i < M; i++)
         if (bwd (t, a, b, i, err) < 0 || post (t, a, b, i + t->model.ntf, 0, err) < 0)
-            return -1;
-    return finish (t, err);
+            goto out;
+    rc = finish (t, err);
+out:
+    t->pp_phase_s += (dt_mono_ns () - t0) / 1e9;
+    return rc;
 }
 
 int pipe_eval (struct trainer *t, int64_t a, int64_t b, int64_t nval, double *loss_sum,
@@ -222,8 +237,10 @@ int pipe_stage_costs (struct trainer *t, dt_error_t *err)
     int P = t->ly.pp;
     if (P < 2)
         return 0;
-    if (!(t->pp_stage_cpu = calloc (P, sizeof (double))))
+    if (!(t->pp_stage_cpu = calloc (3 * P, sizeof (double))))
         return errprintf (err, "out of memory");
     t->pp_stage_cpu[t->ly.ppr] = t->pp_pass_cpu_s;
-    return dt_comm_allreduce (t->pp_comm, t->pp_stage_cpu, P, DT_F64, DT_SUM, err);
+    t->pp_stage_cpu[P + t->ly.ppr] = t->pp_pass_s;
+    t->pp_stage_cpu[2 * P + t->ly.ppr] = t->pp_phase_s;
+    return dt_comm_allreduce (t->pp_comm, t->pp_stage_cpu, 3 * P, DT_F64, DT_SUM, err);
 }

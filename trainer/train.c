@@ -218,14 +218,16 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
     if (train_buckets_plan (t, err) < 0)
         goto error;
     /* Overlap on gloo (host buffers): a comm thread, which needs CPU to
-     * reduce: it only pays with a spare core (measured on 2 cores, 2
-     * ranks: 5% slower).  On NCCL no thread: the all-reduces are queued
-     * behind events as the backward pass goes (not zero1's all-gather). */
+     * reduce: overlap unless the ranks' threads already outnumber the
+     * cores (2 ranks on 2 cores: 6 to 21% shorter steps with the buckets
+     * of whole tensors, bench/results/layouts.md).  On NCCL no thread:
+     * the all-reduces are queued behind events as the backward pass goes
+     * (not zero1's all-gather). */
     int overlap = o->overlap;
     if (overlap < 0) {
         const char *lws = getenv ("LOCAL_WORLD_SIZE");
         long local = lws ? atol (lws) : t->world;
-        overlap = t->k->is_device || sysconf (_SC_NPROCESSORS_ONLN) > local * o->threads;
+        overlap = t->k->is_device || sysconf (_SC_NPROCESSORS_ONLN) >= local * o->threads;
     }
     /* (in a pipeline, during the last micro-batch's backward pass: the
      * schedule interleaves the others') */
@@ -606,17 +608,22 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[3072], val[96], stages[512] = "null";
+    char json[3072], val[96];
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
     else
         snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
-    /* every stage's pp_pass_cpu_s (bench/bench_layouts.sh's bubble of
-     * unequal stages) */
-    for (int p = 0, at = 0; t->pp_stage_cpu && p < t->ly.pp && p < 32; p++)
-        at += snprintf (stages + at, sizeof (stages) - at, "%s%.4f%s", p ? ", " : "[",
-                        t->pp_stage_cpu[p], p + 1 < t->ly.pp && p < 31 ? "" : "]");
+    /* every stage's pp_pass_cpu_s, pp_pass_s and pp_phase_s
+     * (bench/bench_layouts.sh's bubble of the stages as they ran) */
+    char stages[3][256];
+    for (int k = 0; k < 3; k++) {
+        snprintf (stages[k], sizeof (stages[k]), "null");
+        for (int p = 0, at = 0; t->pp_stage_cpu && p < t->ly.pp && p < 16; p++)
+            at += snprintf (stages[k] + at, sizeof (stages[k]) - at, "%s%.4f%s",
+                            p ? ", " : "[", t->pp_stage_cpu[k * t->ly.pp + p],
+                            p + 1 < t->ly.pp && p < 15 ? "" : "]");
+    }
     snprintf (
       json, sizeof (json),
       "{\"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"world_size\": %d, "
@@ -632,6 +639,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"dp_comm_s\": %.3f, \"dp_bytes\": %.0f, \"tp_exposed_s\": %.3f, "
       "\"pp_exposed_s\": %.3f, \"dp_exposed_s\": %.3f, \"pp_pass_s\": %.3f, "
       "\"pp_pass_cpu_s\": %.3f, \"pp_stage_pass_cpu_s\": %s, "
+      "\"pp_stage_pass_s\": %s, \"pp_stage_phase_s\": %s, "
       "\"dp_buckets\": %zu, \"dp_exposed_min_s\": %.4f, "
       "\"dp_comm_min_s\": %.4f, \"attention\": \"%s\", "
       "\"precision\": \"%s\"}",
@@ -645,8 +653,8 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       stopped ? "true" : "false", t->k->is_device ? "cublas" : dt_kern_cpu_corename (),
       t->ly.tp, t->ly.pp, t->ly.dp, t->tp_s, t->tp_bytes, t->pp_s, t->pp_bytes,
       t->ar_bytes_s + t->ag_s, t->ar_bytes + t->ag_bytes, t->tp_s, t->pp_s,
-      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, stages, t->nbuckets,
-      t->dp_exposed_min_s, t->dp_comm_min_s,
+      t->dp_exposed_s, t->pp_pass_s, t->pp_pass_cpu_s, stages[0], stages[1], stages[2],
+      t->nbuckets, t->dp_exposed_min_s, t->dp_comm_min_s,
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",

@@ -57,7 +57,10 @@ struct trainer {
      * and the main thread's CPU time in them (against the wall time: the
      * share of a core the passes got) */
     double pp_pass_s, pp_pass_cpu_s;
-    double *pp_stage_cpu; /* after the run: every stage's pp_pass_cpu_s */
+    double pp_phase_s; /* wall time in pipe_step: passes, waits, transfers */
+    /* after the run: every stage's pp_pass_cpu_s, then every stage's
+     * pp_pass_s, then every stage's pp_phase_s (3 x pp) */
+    double *pp_stage_cpu;
     /* the data-parallel dimension: what the step waited for (the gradient
      * reduction after the backward pass, zero1's all-gather); zero1's
      * all-gather (ag_*) counts in dp but not in allreduce_gbps */

@@ -216,8 +216,9 @@ int tfm_create_layout (struct model *m, struct dt_kern_ops *k, int C, int E, int
 
     float *h = calloc (m->nparams, sizeof (float));
     /* One set of activations per micro-batch in flight: a pipeline stage
-     * has at most pp (1F1B). */
-    m->ntf = pp;
+     * has at most pp + 1 (trainer/pipeline.c's 1F1B with one micro-batch
+     * of slack); none in flight without a pipeline. */
+    m->ntf = pp > 1 ? pp + 1 : 1;
     if (!h || !(m->tfs = calloc (m->ntf, sizeof (*m->tfs)))) {
         free (h);
         snprintf (k->last_error, sizeof (k->last_error), "out of host memory");

@@ -19,6 +19,14 @@
 # old and new layout, the attempts' layouts and the goodput report's
 # restarts row say the same, and the job completes from the last committed
 # checkpoint.
+# Last, the first phase's lost node started again: a pp 2 job (2 nodes, 2
+# blocks, --micro-batch 4 --clip 0, so that pp 2 and one rank compute the
+# same bits) with parallel.shrink ["pp"] loses rank 1's node and finishes
+# in pp 1 on the node left, from the last committed checkpoint: the shrink
+# event and the attempts say pp 2 -> pp 1, and the job's params_crc32c
+# equals an uninterrupted one-rank run's: the resumed rank loaded exactly
+# the parameters and optimizer state the two stages saved, and the loss
+# curve continued bit for bit.
 : "${FT_STEPS:=200}"
 . "$(dirname "$0")/ft-slurm-lib.sh"
 ft_slurm_up 3
@@ -41,6 +49,7 @@ check "the job runs past step 50" wait_step "$ID" 50 90
 T0=$(date +%s%3N)  # (not python: no start-up before the kill)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
 echo "# killed $VICTIM (rank 2's node)"
+LOST1=$VICTIM
 check "the job completes" wait_state "$ID" completed 120
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 ft_slurm_ids "$ID" | sed 's/^/# attempt /'
@@ -118,4 +127,40 @@ check "after the end, attempt 1's tensor-parallel communication is kept (job vie
 check "the result: 120 steps in tp 1, global batch 32" \
     jqt '.data.result.steps == 120 and .data.result.tp == 1 and .data.result.world_size == 1 and .data.result.global_batch == 32' "$TMP/s.json"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+
+# --- parallel.shrink: pp 2 -> pp 1 on the one node left ---------------------------------
+T_PP=$(date +%s)
+# The first phase's lost node comes back (the tp phase's would stay
+# "completing" for about 35 s, until Slurm gives up the job it had there).
+# (the PATH without the test's curl wrapper: the daemon is the cluster's)
+PATH=${DT_PATH_NOWRAP:-$PATH} "$TESTBED" start-node "$LOST1" >/dev/null || fail "start-node $LOST1"
+check "$LOST1 is back: idle" wait_for 30 eval '[ "$(sinfo -h -N -n "$LOST1" -o %t 2>/dev/null)" = idle ]'
+MODEL_ARGS="${MODEL_ARGS/--layers 1/--layers 2} --micro-batch 4 --clip 0"
+PBASE=$(baseline 1) || bail "the one-rank baseline run failed"
+echo "# uninterrupted run (1 rank, 120 steps): params_crc32c $PBASE"
+submit "$(dttrain_spec ppshrink 2 "--inject-slow 0:5" \
+    '{"parallel": {"pp": 2, "shrink": ["pp"]}, "restart": {"max_restarts": 3, "min_nodes": 1},
+      "heartbeat": {"interval_ms": 250, "node_timeout_ms": 2500}}')" || bail "submit failed"
+wait_step "$ID" 5 90 || bail "the pp 2 job does not run"
+VICTIM=$(rank_node "$ID" 1)
+[ -n "$VICTIM" ] || bail "rank 1's node is unknown"
+check "the pp 2 job runs past step 25" wait_step "$ID" 25 90
+"$TESTBED" kill-node "$VICTIM" >/dev/null || fail "kill-node $VICTIM"
+echo "# killed $VICTIM (rank 1's node: the last stage)"
+check "the job completes" wait_state "$ID" completed 120
+curl -s "$URL/v1/jobs/$ID" > "$TMP/p.json"
+ft_slurm_ids "$ID" | sed 's/^/# attempt /'
+check "the shrink event: tp 1 x pp 2 x dp 1 -> tp 1 x pp 1 x dp 1" \
+    test "$(shrink_ev '$.old_layout') $(shrink_ev '$.new_layout')" = '{"tp":1,"pp":2,"dp":1} {"tp":1,"pp":1,"dp":1}'
+check "attempt 2: a new Slurm job on 1 node in pp 1 (attempt 1: pp 2), resumed from a checkpoint" \
+    jqt --arg v "$VICTIM" '.data.attempts[0].layout == {"tp": 1, "pp": 2, "dp": 1}
+        and .data.attempts[1].layout == {"tp": 1, "pp": 1, "dp": 1} and .data.attempts[1].num_nodes == 1
+        and .data.attempts[1].restart_path == "new_allocation" and .data.attempts[1].resume_step >= 20
+        and ([.data.attempts[1].nodes[].node] | index($v) == null)' "$TMP/p.json"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/p.json")
+check "the result: 120 steps in pp 1, params_crc32c $GOT equals the uninterrupted one-rank run's $PBASE" \
+    jqt --arg c "$PBASE" '.data.result.steps == 120 and .data.result.pp == 1 and .data.result.world_size == 1
+        and .data.result.params_crc32c == $c' "$TMP/p.json"
+check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+echo "# the pp shrink phase took $(( $(date +%s) - T_PP )) s"
 done_testing
