@@ -129,6 +129,21 @@ static int check_kernels (struct dt_kern_ops *k, const struct train_opts *o,
     return 0;
 }
 
+/* Overlap on gloo (host buffers): a comm thread, which needs CPU to
+ * reduce: overlap unless the ranks' threads already outnumber the cores
+ * (2 ranks on 2 cores: 6 to 21% shorter steps with the buckets of whole
+ * tensors, bench/results/layouts.md).  On NCCL no thread: the all-reduces
+ * are queued behind events as the backward pass goes (not zero1's
+ * all-gather). */
+static int overlap_wanted (const struct trainer *t, const struct train_opts *o)
+{
+    if (o->overlap >= 0)
+        return o->overlap;
+    const char *lws = getenv ("LOCAL_WORLD_SIZE");
+    long local = lws ? atol (lws) : t->world;
+    return t->k->is_device || sysconf (_SC_NPROCESSORS_ONLN) >= local * o->threads;
+}
+
 struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
                                 int *exit_code, dt_error_t *err)
 {
@@ -217,18 +232,7 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         dt_comm_set_wait_hook (t->comm, train_client_waiting, t->client);
     if (train_buckets_plan (t, err) < 0)
         goto error;
-    /* Overlap on gloo (host buffers): a comm thread, which needs CPU to
-     * reduce: overlap unless the ranks' threads already outnumber the
-     * cores (2 ranks on 2 cores: 6 to 21% shorter steps with the buckets
-     * of whole tensors, bench/results/layouts.md).  On NCCL no thread:
-     * the all-reduces are queued behind events as the backward pass goes
-     * (not zero1's all-gather). */
-    int overlap = o->overlap;
-    if (overlap < 0) {
-        const char *lws = getenv ("LOCAL_WORLD_SIZE");
-        long local = lws ? atol (lws) : t->world;
-        overlap = t->k->is_device || sysconf (_SC_NPROCESSORS_ONLN) >= local * o->threads;
-    }
+    int overlap = overlap_wanted (t, o);
     /* (in a pipeline, during the last micro-batch's backward pass: the
      * schedule interleaves the others') */
     if (t->ly.dp > 1 && overlap &&
