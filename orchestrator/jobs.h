@@ -197,6 +197,9 @@ struct attempt {
     /* re-formed in place (reform.c): when decided, when the failure it
      * replaces was first seen (epoch ms) */
     int64_t reform_decided_ms, reform_fail_ms;
+    /* a hot spare's re-formed attempt (hotspare.c): its rank nodes by node
+     * rank, comma-joined (new; NULL otherwise) */
+    char *hs_plan;
 };
 
 struct job {

@@ -132,7 +132,7 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
     }
     json_decref (evidence);
     /* The survivors keep running and re-form with a replacement. */
-    if (att->row.state == ATT_ENDING && reform_try (jobs, att))
+    if (att->row.state == ATT_ENDING && (reform_try (jobs, att) || hot_spare_try (jobs, att)))
         return;
     if (att->row.state == ATT_ENDING && att->row.handle[0]) {
         /* Surviving data-parallel ranks may still save the whole state
