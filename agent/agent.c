@@ -652,6 +652,9 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
      * re-form command, or the stop of the ordinary path, comes sooner
      * than at the next heartbeat). */
     if (waiting && a->reform) {
+        /* (the controller then needs less silence to declare a node lost) */
+        event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank", conn_rank,
+                                 "reform", 1, "waiting", 1));
         a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
         a->next_hb_ms = dt_mono_ms ();
     }

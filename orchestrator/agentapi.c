@@ -551,7 +551,7 @@ static const struct ev_spec ev_specs[] = {
     { "done", { "kind", "exit_code", NULL } },
     { "integrity", { "kind", "rank", "step", "report", NULL } },
     { "perf", { "kind", "rank", "model_flops", "peak_flops", "peak_source", NULL } },
-    { "caps", { "kind", "rank", "reform", NULL } },
+    { "caps", { "kind", "rank", "reform", "waiting", NULL } },
 };
 
 /* A FLOP count or rate beyond any machine: a garbled report. */
@@ -627,6 +627,9 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
         json_t *r = json_object_get (e, "reform");
         if (r && !json_is_boolean (r))
             return errnoprintf (err, EINVAL, "%s.reform: expected true or false", path);
+        json_t *w = json_object_get (e, "waiting");
+        if (w && !json_is_boolean (w))
+            return errnoprintf (err, EINVAL, "%s.waiting: expected true or false", path);
     }
     if (!strcmp (kind, "perf")) {
         double d;
@@ -833,6 +836,11 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
     }
     else if (!strcmp (kind, "caps")) {
         att->ranks[rank].reform = json_is_true (json_object_get (e, "reform"));
+        /* It lost a peer and waits to re-form: a node's silence from now
+         * on is corroborated (detect.c), as after a survivor's exit. */
+        if (json_is_true (json_object_get (e, "waiting")) && att->peer_loss_ms == 0 &&
+            att->row.state == ATT_RUNNING)
+            att->peer_loss_ms = dt_real_ms ();
     }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");

@@ -200,6 +200,9 @@ struct attempt {
     /* a hot spare's re-formed attempt (hotspare.c): its rank nodes by node
      * rank, comma-joined (new; NULL otherwise) */
     char *hs_plan;
+    /* a rank said it lost a peer and waits to re-form (event "caps" with
+     * "waiting"), epoch ms; 0 none */
+    int64_t peer_loss_ms;
 };
 
 struct job {

@@ -89,6 +89,12 @@ check "2: the spare $SPARE took node rank 1, the others kept theirs, $VICTIM exc
          and (.data.exclude | index($v) != null)' "$TMP/j2.json"
 check "2: the reform event names the lost node and the spare" \
     jqt --arg s "$SPARE" --arg v "$VICTIM" '[.data[] | select(.kind == "reform" and .attempt == 2) | .data | select(.spare == $s and .lost_node == $v)] | length == 1' "$TMP/ev2.json"
+# The spare's standby process (its log in the agent's run directory)
+# became rank 1 and received the state from a survivor.
+SB=$(grep -l "standby: takes over rank 1 in attempt 2" $(find "$TMP" /tmp/dtctl-agent* -name 'standby-0.err' 2>/dev/null) 2>/dev/null | head -1)
+[ -n "$SB" ] && grep -E "standby|re-formed" "$SB" | sed 's/^/# 2: /'
+check "2: a standby process started ahead of time took over rank 1 and joined the re-formed group" \
+    eval '[ -n "$SB" ] && grep -q "re-formed as attempt 2 .*joined" "$SB"'
 check "2: the surviving ranks never exited (no rank_exit in attempt 1)" \
     jqt '[.data[] | select(.kind == "rank_exit" and .attempt == 1)] == []' "$TMP/ev2.json"
 check "2: $VICTIM left the Slurm allocation" eval '! scontrol show hostnames "$(squeue -h -j "$SJ" -o %N 2>/dev/null)" | grep -qx "$VICTIM"'
