@@ -339,10 +339,11 @@ static void read_signals (agent_t *a)
  * ranks and join the group. */
 static void reform_spare (agent_t *a, int attempt, struct layout *nl, int64_t t0)
 {
-    if (nl->world_size != a->l->world_size || nl->ranks_per_node != a->l->ranks_per_node ||
+    if (nl->world_size != a->l->world_size ||
+        nl->ranks_per_node != a->l->ranks_per_node ||
         (!nl->spare && ranks_take_over (a->ranks, nl->node_rank) < 0)) {
-        dt_log (LOG_ERR,
-                "re-form as attempt %d: %s: ending the standby processes", attempt,
+        dt_log (LOG_ERR, "re-form as attempt %d: %s: ending the standby processes",
+                attempt,
                 nl->spare ? "the layout changed" : "the standby processes are not ready");
         layout_clear (nl);
         a->gone = true;
@@ -653,8 +654,8 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
      * than at the next heartbeat). */
     if (waiting && a->reform) {
         /* (the controller then needs less silence to declare a node lost) */
-        event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank", conn_rank,
-                                 "reform", 1, "waiting", 1));
+        event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank",
+                                 conn_rank, "reform", 1, "waiting", 1));
         a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
         a->next_hb_ms = dt_mono_ms ();
     }

@@ -420,8 +420,8 @@ int ranks_take_over (ranks_t *r, int node_rank)
         rk->client = rk->reform = false; /* until it says hello as that rank */
         rk->client_pid = 0;
         rk->progress_ms = dt_mono_ms ();
-        dt_log (LOG_INFO, "standby process %d (pid %d) takes over rank %d", rk->local_rank,
-                (int)rk->pid, rk->rank);
+        dt_log (LOG_INFO, "standby process %d (pid %d) takes over rank %d",
+                rk->local_rank, (int)rk->pid, rk->rank);
     }
     return 0;
 }

@@ -624,12 +624,13 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     /* perf: model FLOPs of the rank's step (>= 1), its peak FLOP/s (0:
      * unknown) and a word saying where the peak came from. */
     if (!strcmp (kind, "caps")) {
-        json_t *r = json_object_get (e, "reform");
-        if (r && !json_is_boolean (r))
-            return errnoprintf (err, EINVAL, "%s.reform: expected true or false", path);
-        json_t *w = json_object_get (e, "waiting");
-        if (w && !json_is_boolean (w))
-            return errnoprintf (err, EINVAL, "%s.waiting: expected true or false", path);
+        for (const char *const *k = (const char *const[]){ "reform", "waiting", NULL };
+             *k; k++) {
+            json_t *b = json_object_get (e, *k);
+            if (b && !json_is_boolean (b))
+                return errnoprintf (err, EINVAL, "%s.%s: expected true or false", path,
+                                    *k);
+        }
     }
     if (!strcmp (kind, "perf")) {
         double d;
@@ -835,12 +836,8 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
                         json_string_value (json_object_get (e, "peak_source")), err);
     }
     else if (!strcmp (kind, "caps")) {
-        att->ranks[rank].reform = json_is_true (json_object_get (e, "reform"));
-        /* It lost a peer and waits to re-form: a node's silence from now
-         * on is corroborated (detect.c), as after a survivor's exit. */
-        if (json_is_true (json_object_get (e, "waiting")) && att->peer_loss_ms == 0 &&
-            att->row.state == ATT_RUNNING)
-            att->peer_loss_ms = dt_real_ms ();
+        jobs_caps (att, rank, json_is_true (json_object_get (e, "reform")),
+                   json_is_true (json_object_get (e, "waiting")));
     }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");

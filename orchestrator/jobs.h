@@ -200,8 +200,9 @@ struct attempt {
     /* a hot spare's re-formed attempt (hotspare.c): its rank nodes by node
      * rank, comma-joined (new; NULL otherwise) */
     char *hs_plan;
-    /* a rank said it lost a peer and waits to re-form (event "caps" with
-     * "waiting"), epoch ms; 0 none */
+    /* a rank reported losing a peer, epoch ms (0 none): a survivor's exit
+     * after its just-in-time set (survivor_exit_ms), or a rank that waits
+     * to re-form (event "caps" with "waiting") */
     int64_t peer_loss_ms;
 };
 
@@ -412,6 +413,9 @@ int jobs_integrity_ready (struct attempt *att, json_t *ans);
  * holding 'token' (borrowed), while it starts or runs, else NULL; its
  * command for the agents as a JSON array into buf (as snprintf). */
 struct attempt *jobs_reform_successor (struct jobs *jobs, const char *token);
+/* A rank's capabilities (event "caps", jobs/hotspare.c): it can re-form;
+ * waiting: it lost a peer and waits to re-form now. */
+void jobs_caps (struct attempt *att, int rank, bool reform, bool waiting);
 size_t jobs_reform_command_text (const struct attempt *att, char *buf, size_t len);
 
 /* Counters for /metrics. */

@@ -633,7 +633,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
 
     /* Everyone is here: node ranks in Slurm node order. */
     qsort (att->agents, att->nagents, sizeof (*att->agents), jobs_agent_cmp);
-    hot_spare_order (att); /* a hot spare's re-form: every node keeps its rank */
+    hot_spare_order (att);  /* a hot spare's re-form: every node keeps its rank */
     att->agent_hash_n = -1; /* the node index is stale */
     int rpn = att->row.ranks_per_node;
     for (int i = 0; i < att->nagents; i++) {

@@ -42,8 +42,9 @@ static bool hot_spare_eligible (struct jobs *jobs, struct attempt *att,
     *lost = *spare = NULL;
     if (!job->spec.restart.reform || job->row.state != JOB_RESTARTING ||
         att->row.spare_nodes < 1 || att->row.world_size < 2 || !att->row.handle[0] ||
-        att->stopping || strcmp (att->row.cause, "node_lost") || !att->row.cause_node[0] ||
-        job->spec.parallel.zero1 || job->spec.hb.tree_width > 0)
+        att->stopping || strcmp (att->row.cause, "node_lost") ||
+        !att->row.cause_node[0] || job->spec.parallel.zero1 ||
+        job->spec.hb.tree_width > 0)
         return false;
     /* The same layout next (no shrink re-planned). */
     if ((job->next_nodes > 0 && job->next_nodes != att->row.num_nodes) ||
@@ -85,8 +86,8 @@ struct hs_arg {
     struct agent *lost, *spare;
 };
 
-static int tx_hot_spare (struct jobs *jobs, struct job *job, struct attempt *old, void *arg,
-                         dt_error_t *err)
+static int tx_hot_spare (struct jobs *jobs, struct job *job, struct attempt *old,
+                         void *arg, dt_error_t *err)
 {
     struct hs_arg *a = arg;
     char detail[640];
@@ -146,11 +147,10 @@ static int tx_hot_spare (struct jobs *jobs, struct job *job, struct attempt *old
               "processes)",
               a->lost->node, att->row.attempt, a->spare->node, a->lost->node_rank,
               att->row.handle);
-    json_t *data = json_pack ("{s:i s:i s:I s:s s:s s:i}", "from_attempt",
-                              old->row.attempt, "rank", -1, "decision_ms",
-                              (json_int_t)(now - old->row.fail_time), "lost_node",
-                              a->lost->node, "spare", a->spare->node, "node_rank",
-                              a->lost->node_rank);
+    json_t *data =
+      json_pack ("{s:i s:i s:I s:s s:s s:i}", "from_attempt", old->row.attempt, "rank",
+                 -1, "decision_ms", (json_int_t)(now - old->row.fail_time), "lost_node",
+                 a->lost->node, "spare", a->spare->node, "node_rank", a->lost->node_rank);
     int rc = store_event (jobs->ctx->store, now, job->row.id, att->row.attempt, "reform",
                           a->lost->node, -1, detail, data, err);
     json_decref (data);
@@ -205,6 +205,16 @@ bool hot_spare_try (struct jobs *jobs, struct attempt *att)
             (long long)job->row.id, job->row.restarts, job->att->row.attempt,
             a.spare->node, a.lost->node, job->att->row.handle);
     return true;
+}
+
+void jobs_caps (struct attempt *att, int rank, bool reform, bool waiting)
+{
+    att->ranks[rank].reform = reform;
+    /* A rank lost a peer and waits to re-form: a node's silence from now
+     * on is corroborated (detect.c), as after a survivor's exit, so that
+     * a lost node is declared while the survivors still wait. */
+    if (waiting && att->peer_loss_ms == 0 && att->row.state == ATT_RUNNING)
+        att->peer_loss_ms = dt_real_ms ();
 }
 
 void hot_spare_order (struct attempt *att)
