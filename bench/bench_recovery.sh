@@ -149,11 +149,11 @@ EOF
 }
 
 # hotspare: per kill a new job of 2 nodes and 1 hot spare (heartbeats
-# every 250 ms, node timeout 1 s: below the survivors' 3 s wait for the
+# every 100 ms, node timeout 1 s: below the survivors' 3 s wait for the
 # re-form command); the killed node is started again afterwards.
 rec_hotspare () {
     local id rep
-    note recovery.hotspare "job: 2 nodes x 1 rank + 1 hot spare, restart.reform, heartbeat 250 ms, node timeout 1 s; one job per kill"
+    note recovery.hotspare "job: 2 nodes x 1 rank + 1 hot spare, restart.reform, heartbeat 100 ms, node timeout 1 s; one job per kill"
     for rep in $(seq "$REC_REPS"); do
         id=$(rec_submit hotspare) || { note recovery.hotspare "submit failed: $id"; return; }
         REC_VICTIM=
@@ -170,7 +170,7 @@ rec_submit () {
     [ "$kind" = node ] && excl=true
     [ "$kind" = reform ] && reform=true
     if [ "$kind" = hotspare ]; then
-        excl=true reform=true spares=1 hb='{interval_ms: 250, node_timeout_ms: 1000}'
+        excl=true reform=true spares=1 hb='{interval_ms: 100, node_timeout_ms: 1000}'
     fi
     printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 --rendezvous-dir "$RD/rdv" \
         | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl --argjson reform $reform \

@@ -29,9 +29,16 @@
 #include "trainer/data.h"
 #include "trainer/model.h"
 #include "trainer/train.h"
+#include "trainer/train_int.h"
 
 /* How often a standby looks at its page: the join waits at most this. */
 static const long standby_tick_ns = 2 * 1000 * 1000;
+
+/* The model built while warming up, kept for the replacement's
+ * trainer_create (plain data parallelism: every rank's model is the same
+ * one; its parameters are overwritten by the state transfer anyway). */
+static struct model warm_model;
+static bool warm_model_kept;
 
 bool train_standby_requested (void)
 {
@@ -40,8 +47,8 @@ bool train_standby_requested (void)
 }
 
 /* Touch what a start costs and no rank changes: the kernels, the data
- * file and a model of the job's shape (freed again: trainer_create
- * builds the replacement's own, from warm pages). */
+ * file and a model of the job's shape (kept for trainer_create in plain
+ * data parallelism, else freed again: the pages stay warm). */
 static int warm_up (const struct train_opts *o, dt_error_t *err)
 {
     struct data d;
@@ -67,10 +74,29 @@ static int warm_up (const struct train_opts *o, dt_error_t *err)
         errprintf (err, "model: %s (%s backend)", k->last_error, k->name);
         return -1;
     }
-    model_destroy (&m);
-    dt_log (LOG_INFO, "standby: warm (data, %s kernels, model) in %.1f ms", k->name,
-            (dt_mono_ns () - t0) / 1e6);
+    if (o->tp <= 1 && o->pp <= 1) {
+        warm_model = m;
+        warm_model_kept = true;
+    }
+    else
+        model_destroy (&m);
+    dt_log (LOG_INFO, "standby: warm (data, %s kernels, model%s) in %.1f ms", k->name,
+            warm_model_kept ? " kept" : "", (dt_mono_ns () - t0) / 1e6);
     return 0;
+}
+
+bool train_standby_take_model (struct model *m, const struct dt_kern_ops *k, int mb)
+{
+    if (!warm_model_kept)
+        return false;
+    warm_model_kept = false;
+    if (warm_model.k != k || warm_model.mb != mb) {
+        model_destroy (&warm_model);
+        return false;
+    }
+    *m = warm_model;
+    memset (&warm_model, 0, sizeof (warm_model));
+    return true;
 }
 
 static bool stop_signalled (void)

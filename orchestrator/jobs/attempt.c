@@ -893,6 +893,10 @@ void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int6
     if (!att || !att->row.handle[0] || att->row.attempt <= cur ||
         (att->row.state != ATT_SUBMITTED && att->row.state != ATT_STARTING))
         return;
+    /* A re-formed attempt runs in the step that is still running. */
+    if (!strcmp (att->row.restart_path, "reform") ||
+        !strcmp (att->row.restart_path, "hot_spare"))
+        return;
     /* A reused allocation runs exactly num_nodes agents: its spares stay
      * idle without one (launcher.h, reuse). */
     att->row.spare_nodes = 0;

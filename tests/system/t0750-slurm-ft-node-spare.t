@@ -64,13 +64,15 @@ check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)"
 submit "$(dttrain_spec hotspare 3 "--inject-slow 0:25" \
     '{"spare_nodes": 1, "restart": {"reform": true}, "heartbeat": {"interval_ms": 250, "node_timeout_ms": 1000}}')" \
     || bail "2: submit failed"
-check "2: the job runs past step 50" wait_step "$ID" 50 90
+# (what the kill needs is read first, so that it comes soon after step 50)
+check "2: the job runs" wait_step "$ID" 1 90
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j2a.json"
 SJ=$(jq -r '.data.attempts[0].slurm_job_id' "$TMP/j2a.json")
 SPARE=$(jq -r '.data.attempts[0].nodes[] | select(.spare) | .node' "$TMP/j2a.json")
 VICTIM=$(rank_node "$ID" 1)
 [ -n "$SPARE" ] && [ -n "$VICTIM" ] || bail "2: no spare ($SPARE) or rank 1 node ($VICTIM)"
 echo "# 2: Slurm job $SJ, spare $SPARE; killing $VICTIM (rank 1's node)"
+check "2: the job runs past step 50" wait_step "$ID" 50 90
 T0=$(now_ms)
 "$TESTBED" kill-node "$VICTIM" >/dev/null || fail "2: kill-node $VICTIM"
 check "2: the job completes" wait_state "$ID" completed 120
