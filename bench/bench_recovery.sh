@@ -154,6 +154,11 @@ EOF
 rec_hotspare () {
     local id rep
     note recovery.hotspare "job: 2 nodes x 1 rank + 1 hot spare, restart.reform, heartbeat 100 ms, node timeout 1 s; one job per kill"
+    # (the node row left its killed nodes down)
+    local n
+    for n in $(sinfo -h -N -t down,no_respond -o %N 2>/dev/null | sort -u); do
+        "$TESTBED" start-node "$n" > /dev/null 2>&1
+    done
     for rep in $(seq "$REC_REPS"); do
         id=$(rec_submit hotspare) || { note recovery.hotspare "submit failed: $id"; return; }
         REC_VICTIM=
