@@ -646,8 +646,14 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     }
     if (r && !rk->reform) {
         rk->reform = true;
-        event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
-                                 "reform", 1));
+        /* A hot spare's standby process is no rank: once all are ready the
+         * controller may count on them (hotspare.c). */
+        if (rk->standby && ranks_standby_ready (a->ranks) == ranks_count (a->ranks))
+            event_add (
+              a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", 0, "standby", 1));
+        else if (!rk->standby)
+            event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
+                                     "reform", 1));
     }
     /* It lost a peer and waits: ask the controller now and often (the
      * re-form command, or the stop of the ordinary path, comes sooner

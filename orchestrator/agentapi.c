@@ -551,7 +551,7 @@ static const struct ev_spec ev_specs[] = {
     { "done", { "kind", "exit_code", NULL } },
     { "integrity", { "kind", "rank", "step", "report", NULL } },
     { "perf", { "kind", "rank", "model_flops", "peak_flops", "peak_source", NULL } },
-    { "caps", { "kind", "rank", "reform", "waiting", NULL } },
+    { "caps", { "kind", "rank", "reform", "waiting", "standby", NULL } },
 };
 
 /* A FLOP count or rate beyond any machine: a garbled report. */
@@ -624,7 +624,8 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     /* perf: model FLOPs of the rank's step (>= 1), its peak FLOP/s (0:
      * unknown) and a word saying where the peak came from. */
     if (!strcmp (kind, "caps")) {
-        for (const char *const *k = (const char *const[]){ "reform", "waiting", NULL };
+        for (const char *const *k =
+               (const char *const[]){ "reform", "waiting", "standby", NULL };
              *k; k++) {
             json_t *b = json_object_get (e, *k);
             if (b && !json_is_boolean (b))
@@ -836,8 +837,7 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
                         json_string_value (json_object_get (e, "peak_source")), err);
     }
     else if (!strcmp (kind, "caps")) {
-        jobs_caps (att, rank, json_is_true (json_object_get (e, "reform")),
-                   json_is_true (json_object_get (e, "waiting")));
+        jobs_caps (att, ag, rank, e);
     }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");

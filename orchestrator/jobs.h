@@ -45,6 +45,7 @@ struct agent {
     int pid;
     int node_rank; /* -1: spare or not assigned yet */
     bool spare;
+    bool standby_ready;    /* a spare's standby processes are ready (hotspare.c) */
     bool done;             /* reported "done" */
     bool dirty;            /* heartbeat time not flushed */
     bool reg_pending;      /* registration not yet in the database (regbatch.c) */
@@ -413,9 +414,11 @@ int jobs_integrity_ready (struct attempt *att, json_t *ans);
  * holding 'token' (borrowed), while it starts or runs, else NULL; its
  * command for the agents as a JSON array into buf (as snprintf). */
 struct attempt *jobs_reform_successor (struct jobs *jobs, const char *token);
-/* A rank's capabilities (event "caps", jobs/hotspare.c): it can re-form;
- * waiting: it lost a peer and waits to re-form now. */
-void jobs_caps (struct attempt *att, int rank, bool reform, bool waiting);
+/* A rank's capabilities (event "caps" from agent ag, checked; borrowed,
+ * jobs/hotspare.c): "reform": it can re-form; "waiting": it lost a peer
+ * and waits to re-form now; "standby": not a rank but ag's (a spare's)
+ * standby processes, all ready (a hot spare). */
+void jobs_caps (struct attempt *att, struct agent *ag, int rank, const json_t *ev);
 size_t jobs_reform_command_text (const struct attempt *att, char *buf, size_t len);
 
 /* Counters for /metrics. */

@@ -59,7 +59,8 @@ static bool hot_spare_eligible (struct jobs *jobs, struct attempt *att,
         if (!strcmp (ag->node, att->row.cause_node))
             *lost = ag;
         else if (ag->spare) {
-            if (!*spare && agent_live (job, ag, now))
+            /* (its standby processes said they are ready in this attempt) */
+            if (!*spare && ag->standby_ready && agent_live (job, ag, now))
                 *spare = ag;
         }
         else if (!agent_live (job, ag, now))
@@ -207,9 +208,15 @@ bool hot_spare_try (struct jobs *jobs, struct attempt *att)
     return true;
 }
 
-void jobs_caps (struct attempt *att, int rank, bool reform, bool waiting)
+void jobs_caps (struct attempt *att, struct agent *ag, int rank, const json_t *ev)
 {
-    att->ranks[rank].reform = reform;
+    bool waiting = json_is_true (json_object_get (ev, "waiting"));
+    if (json_is_true (json_object_get (ev, "standby"))) { /* ('rank' is no rank) */
+        if (ag && ag->spare)
+            ag->standby_ready = true;
+        return;
+    }
+    att->ranks[rank].reform = json_is_true (json_object_get (ev, "reform"));
     /* A rank lost a peer and waits to re-form: a node's silence from now
      * on is corroborated (detect.c), as after a survivor's exit, so that
      * a lost node is declared while the survivors still wait. */
