@@ -245,6 +245,11 @@ static void on_rank_exit (struct rank *rk, void *arg)
      * cause already. */
     if (rk->killed)
         return;
+    if (rk->standby) { /* no rank of the attempt: the spare just turns cold */
+        dt_log (LOG_WARNING, "standby process %d exited (status %d, signal %d)",
+                rk->local_rank, rk->exit_code, rk->signal);
+        return;
+    }
     ranks_stderr_tail (rk, tail, sizeof (tail));
     json_t *ev =
       json_pack ("{s:s, s:i, s:i, s:i, s:s}", "kind", "rank_exit", "rank", rk->rank,
@@ -328,6 +333,49 @@ static void read_signals (agent_t *a)
 
 /* ---- heartbeats and commands --------------------------------------------- */
 
+/* The new layout 'nl' (stolen) of a hot spare's agent in the re-formed
+ * attempt: still a spare (its standby processes keep waiting), or the
+ * lost node's replacement: its standby processes take over that node's
+ * ranks and join the group. */
+static void reform_spare (agent_t *a, int attempt, struct layout *nl, int64_t t0)
+{
+    if (nl->world_size != a->l->world_size ||
+        nl->ranks_per_node != a->l->ranks_per_node ||
+        (!nl->spare && ranks_take_over (a->ranks, nl->node_rank) < 0)) {
+        dt_log (LOG_ERR, "re-form as attempt %d: %s: ending the standby processes",
+                attempt,
+                nl->spare ? "the layout changed" : "the standby processes are not ready");
+        layout_clear (nl);
+        a->gone = true;
+        return;
+    }
+    if (a->has_own_l)
+        layout_clear (&a->own_l);
+    a->own_l = *nl;
+    a->has_own_l = true;
+    a->l = &a->own_l;
+    ranks_set_layout (a->ranks, a->l);
+    json_array_clear (a->events);
+    a->last_ckpt_step = -1;
+    if (a->l->spare) {
+        dt_log (LOG_INFO, "re-formed as attempt %d: still a spare", attempt);
+        return;
+    }
+    ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
+    for (int i = 0; i < ranks_count (a->ranks); i++) {
+        struct rank *rk = ranks_at (a->ranks, i);
+        rk->reform_unread = true;
+        rk->reform_nreports = rk->last.nreports;
+    }
+    dt_log (LOG_NOTICE,
+            "hot spare: node rank %d of attempt %d, ranks %d..%d taken over by the "
+            "standby processes in %lld ms (registration included)",
+            a->l->node_rank, attempt, a->l->node_rank * a->l->ranks_per_node,
+            (a->l->node_rank + 1) * a->l->ranks_per_node - 1,
+            (long long)(dt_mono_ms () - t0));
+    a->next_hb_ms = dt_mono_ms ();
+}
+
 /* The controller made a new attempt of the same processes (re-form in
  * place): take its token, register with it (the same node rank, a new
  * layout), drop what the old attempt had not delivered (it must never
@@ -347,6 +395,10 @@ static void reform (agent_t *a, int attempt, const char *token)
         dt_log (LOG_ERR, "re-form as attempt %d: %s: ending the ranks", attempt,
                 err.text);
         a->gone = true;
+        return;
+    }
+    if (a->l->spare) {
+        reform_spare (a, attempt, &nl, t0);
         return;
     }
     if (nl.node_rank != a->l->node_rank || nl.world_size != a->l->world_size ||
@@ -594,13 +646,22 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     }
     if (r && !rk->reform) {
         rk->reform = true;
-        event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
-                                 "reform", 1));
+        /* A hot spare's standby process is no rank: once all are ready the
+         * controller may count on them (hotspare.c). */
+        if (rk->standby && ranks_standby_ready (a->ranks) == ranks_count (a->ranks))
+            event_add (
+              a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", 0, "standby", 1));
+        else if (!rk->standby)
+            event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
+                                     "reform", 1));
     }
     /* It lost a peer and waits: ask the controller now and often (the
      * re-form command, or the stop of the ordinary path, comes sooner
      * than at the next heartbeat). */
     if (waiting && a->reform) {
+        /* (the controller then needs less silence to declare a node lost) */
+        event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank",
+                                 conn_rank, "reform", 1, "waiting", 1));
         a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
         a->next_hb_ms = dt_mono_ms ();
     }
@@ -830,8 +891,13 @@ int agent_run (agent_t *a)
     struct pollfd pfd[MAXFDS];
     dt_error_t err;
 
-    if (a->l->spare)
+    if (a->l->spare) {
         dt_log (LOG_INFO, "spare node: idle, heartbeating");
+        /* A hot spare: its trainers wait, warm, to replace a lost node's
+         * ranks in a re-formed group.  Without them it is a cold spare. */
+        if (a->reform && a->l->command && ranks_standby_start (a->ranks, a->l, &err) < 0)
+            dt_log (LOG_WARNING, "standby processes: %s: a cold spare", err.text);
+    }
     else {
         dt_log (LOG_INFO, "node rank %d of %d, ranks %d..%d of %d, run dir %s",
                 a->l->node_rank, a->l->num_nodes, a->l->node_rank * a->l->ranks_per_node,

@@ -289,6 +289,10 @@ static void child_exec (ranks_t *r, struct rank *rk)
         setenv ("DT_REFORM_JOIN", "1", 1);
     else
         unsetenv ("DT_REFORM_JOIN");
+    if (rk->standby)
+        setenv ("DT_STANDBY", "1", 1);
+    else
+        unsetenv ("DT_STANDBY");
     /* The attempt's secret stays with the agent. */
     unsetenv ("DT_TOKEN");
 
@@ -355,6 +359,73 @@ int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err)
     return 0;
 }
 
+int ranks_standby_start (ranks_t *r, const struct layout *l, dt_error_t *err)
+{
+    int n = l->ranks_per_node;
+    struct rank *v;
+
+    if (r->n != 0 || n < 1)
+        return errnoprintf (err, EINVAL, "standby processes: not a spare's ranks");
+    if (!(v = calloc ((size_t)n + 1, sizeof (*v))))
+        return errnoprintf (err, ENOMEM, "out of memory");
+    free (r->v);
+    r->v = v;
+    for (int i = 0; i < n; i++) {
+        struct rank *rk = &r->v[i];
+        rk->local_rank = rk->rank = i;
+        rk->standby = true;
+        rk->exit_code = -1;
+        rk->log_path = xasprintf ("%s/standby-%d.log", r->rundir, i);
+        rk->err_path = xasprintf ("%s/standby-%d.err", r->rundir, i);
+        rk->shm_path = xasprintf ("%s/standby-%d.shm", r->rundir, i);
+        if (!rk->log_path || !rk->err_path || !rk->shm_path)
+            return errnoprintf (err, ENOMEM, "out of memory");
+        r->n = i + 1; /* (ranks_destroy frees what exists) */
+        if (!(rk->page = page_create (rk->shm_path, i, err)))
+            return -1;
+    }
+    r->started = true;
+    for (int i = 0; i < n; i++) {
+        struct rank *rk = &r->v[i];
+        if (spawn (r, rk, err) < 0)
+            return -1;
+        dt_log (LOG_INFO, "standby process %d started: pid %d, log %s", i, (int)rk->pid,
+                rk->log_path);
+    }
+    return 0;
+}
+
+int ranks_standby_ready (const ranks_t *r)
+{
+    int k = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i].standby && r->v[i].state == RANK_RUNNING && r->v[i].reform)
+            k++;
+    return k;
+}
+
+int ranks_take_over (ranks_t *r, int node_rank)
+{
+    int rpn = r->l->ranks_per_node;
+    if (node_rank < 0 || r->n != rpn || ranks_standby_ready (r) != rpn)
+        return -1;
+    for (int i = 0; i < r->n; i++) {
+        struct rank *rk = &r->v[i];
+        rk->rank = node_rank * rpn + rk->local_rank;
+        /* Before the command (ranks_command), which the process reads
+         * first: dtclient_assigned_rank then sees this rank. */
+        __atomic_store_n (&rk->page->rank, rk->rank, __ATOMIC_RELEASE);
+        rk->standby = false;
+        rk->joining = true;
+        rk->client = rk->reform = false; /* until it says hello as that rank */
+        rk->client_pid = 0;
+        rk->progress_ms = dt_mono_ms ();
+        dt_log (LOG_INFO, "standby process %d (pid %d) takes over rank %d",
+                rk->local_rank, (int)rk->pid, rk->rank);
+    }
+    return 0;
+}
+
 /* ---- watching ------------------------------------------------------------ */
 
 void ranks_reap (ranks_t *r, ranks_exit_f cb, void *arg)
@@ -413,7 +484,8 @@ void ranks_tick (ranks_t *r, int64_t now, int64_t hang_timeout_ms, ranks_hang_f 
         struct dtshm_dims dims;
         if (rk->page && dtshm_read_dims (rk->page, &dims) == 0)
             rk->dims = dims;
-        if (!rk->client || rk->killed || rk->last.busy || hang_timeout_ms <= 0)
+        if (!rk->client || rk->killed || rk->last.busy || hang_timeout_ms <= 0 ||
+            rk->standby)
             continue;
         int64_t idle = now - rk->progress_ms;
         if (idle <= hang_timeout_ms)
@@ -501,6 +573,8 @@ json_t *ranks_heartbeat_json (ranks_t *r)
     json_t *a = json_array ();
     for (int i = 0; a && i < r->n; i++) {
         struct rank *rk = &r->v[i];
+        if (rk->standby) /* not a rank of the attempt (yet) */
+            continue;
         json_t *o = json_pack ("{s:i, s:i, s:i, s:s, s:b, s:I, s:f, s:I, s:f, s:f, s:b}",
                                "rank", rk->rank, "local_rank", rk->local_rank, "pid",
                                (int)(rk->client_pid ? rk->client_pid : rk->pid), "state",

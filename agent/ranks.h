@@ -30,6 +30,10 @@ struct rank {
     bool kill_now; /* the controller's kill command was applied */
     bool reform;   /* declared it can re-form in place (DTCLIENT_CAP_REFORM) */
     bool joining;  /* restarted to replace itself in a re-formed group */
+    /* a hot spare's standby process (DT_STANDBY=1): no rank yet ('rank'
+     * is its local index, never reported); ready once it declared
+     * DTCLIENT_CAP_REFORM ('reform') */
+    bool standby;
     /* told to re-form and not yet seen stepping since (its report count
      * then): the page holds one command, and a checkpoint must not
      * overwrite the re-form before the rank read it */
@@ -62,6 +66,20 @@ void ranks_set_layout (ranks_t *r, const struct layout *l);
  * group (DT_REFORM_JOIN=1), its logs under new names (.a<attempt>).  -1
  * with err if the fork fails. */
 int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err);
+
+/* A hot spare (a spare node of a job with restart.reform): start
+ * ranks_per_node standby processes (DT_STANDBY=1, RANK = the local index)
+ * that warm up and wait for a rank (trainer/train_standby.c).  -1 with err
+ * if a fork fails. */
+int ranks_standby_start (ranks_t *r, const struct layout *l, dt_error_t *err);
+/* Standby processes running and ready (declared they can re-form). */
+int ranks_standby_ready (const ranks_t *r);
+/* The spare takes node rank 'node_rank' in a re-formed group: each standby
+ * process becomes rank node_rank * ranks_per_node + local, written to its
+ * page (the process reads it when the re-form command that the caller
+ * sends next arrives) and joins as a replacement.  -1 (nothing changed)
+ * when not every standby process is ready. */
+int ranks_take_over (ranks_t *r, int node_rank);
 
 int ranks_count (const ranks_t *r);
 struct rank *ranks_at (ranks_t *r, int i);      /* borrowed */

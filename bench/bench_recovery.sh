@@ -62,14 +62,15 @@ ns_pids () {
         [ "$(cat /proc/$p/comm 2>/dev/null)" = "$2" ] && echo "$p"
     done
 }
-# victim ID: a node of the current attempt that is not the batch host.
+# victim ID: a rank node of the current attempt that is not the batch host.
 victim () {
-    show "$1" | jq -r '.attempts[-1] as $a | [$a.nodes[].node | select(. != $a.batch_host)][0] // empty'
+    show "$1" | jq -r '.attempts[-1] as $a | [$a.nodes[] | select((.spare | not) and .node != $a.batch_host) | .node][0] // empty'
 }
 
 part_recovery () {
     if [ "${BENCH_RECOVERY:-1}" = 0 ]; then note recovery "skipped (BENCH_RECOVERY=0)"; return; fi
-    rec_torchrun
+    REC_KINDS=${BENCH_RECOVERY_KINDS:-"rank reform node hotspare"}
+    [ "${BENCH_RECOVERY_REFS:-1}" = 0 ] || rec_torchrun
     [ "$(id -u)" = 0 ] || { note recovery "dtctl and Slurm recovery skipped: the Slurm testbed needs root"; return; }
     command -v slurmctld >/dev/null || { note recovery "dtctl and Slurm recovery skipped: Slurm not installed"; return; }
     [ -x "$DTCTL" ] || { note recovery "skipped: $DTCTL not built"; return; }
@@ -84,7 +85,7 @@ part_recovery () {
     TESTBED_UP=1
     say "recovery: Slurm testbed up (6 nodes)"
     if "$TESTBED" up 6 > "$RD/testbed.log" 2>&1; then
-        rec_slurm
+        [ "${BENCH_RECOVERY_REFS:-1}" = 0 ] || rec_slurm
         rec_dtctl
     else
         note recovery "testbed up failed: $(tail -n 2 "$RD/testbed.log" | tr '\n' ' ')"
@@ -125,10 +126,14 @@ EOF
     REC_BROKEN=
     # rank: the ordinary restart in place (a new step, a just-in-time
     # checkpoint); reform: the same kill with restart.reform (the survivor
-    # never exits); node: a node kill.
-    for kind in rank reform node; do
+    # never exits); node: a node kill; hotspare: a node kill in a job with a
+    # hot spare and restart.reform (one job per kill: a job has one spare).
+    for kind in $REC_KINDS; do
         if [ -n "$REC_BROKEN" ]; then
             note "recovery.$kind" "not measured: the first job never trained (see the rank-kill note)"; continue
+        fi
+        if [ "$kind" = hotspare ]; then
+            rec_hotspare; continue
         fi
         id=$(rec_submit "$kind") || { note "recovery.$kind" "submit failed: $id"; continue; }
         [ "$kind" = node ] && REC_PLOT_JOB=$id
@@ -143,18 +148,44 @@ EOF
     done
 }
 
+# hotspare: per kill a new job of 2 nodes and 1 hot spare (heartbeats
+# every 100 ms, node timeout 1 s: below the survivors' 3 s wait for the
+# re-form command); the killed node is started again afterwards.
+rec_hotspare () {
+    local id rep
+    note recovery.hotspare "job: 2 nodes x 1 rank + 1 hot spare, restart.reform, heartbeat 100 ms, node timeout 1 s; one job per kill"
+    # (the node row left its killed nodes down)
+    local n
+    for n in $(sinfo -h -N -t down,no_respond -o %N 2>/dev/null | sort -u); do
+        "$TESTBED" start-node "$n" > /dev/null 2>&1
+    done
+    for rep in $(seq "$REC_REPS"); do
+        id=$(rec_submit hotspare) || { note recovery.hotspare "submit failed: $id"; return; }
+        REC_VICTIM=
+        rec_kill "$id" hotspare "$rep"
+        "$DTCTL" cancel "$id" > /dev/null 2>&1
+        wait_for 20 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"cancelled\" or .state == \"completed\" or .state == \"failed\"' >/dev/null"
+        [ -n "$REC_VICTIM" ] && "$TESTBED" start-node "$REC_VICTIM" > /dev/null 2>&1
+        wait_for 30 sh -c "[ \$(sinfo -h -t idle -o %D 2>/dev/null | awk '{s+=\$1} END {print s+0}') -ge 3 ]"
+    done
+}
+
 rec_submit () {
-    local kind=$1 excl=false reform=false
+    local kind=$1 excl=false reform=false spares=0 hb='{interval_ms: 500}'
     [ "$kind" = node ] && excl=true
     [ "$kind" = reform ] && reform=true
+    if [ "$kind" = hotspare ]; then
+        excl=true reform=true spares=1 hb='{interval_ms: 100, node_timeout_ms: 1000}'
+    fi
     printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 --rendezvous-dir "$RD/rdv" \
         | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl --argjson reform $reform \
+            --argjson spares $spares \
             --arg core "${OPENBLAS_CORETYPE:-}" \
-            '{name: "recovery", nodes: 2, ranks_per_node: 1, workdir: $w, command: .,
+            '{name: "recovery", nodes: 2, spare_nodes: $spares, ranks_per_node: 1, workdir: $w, command: .,
               env: ({OPENBLAS_NUM_THREADS: "1"} + (if $core != "" then {OPENBLAS_CORETYPE: $core} else {} end)),
               checkpoint: {every_steps: $every, keep: 2},
               restart: ({max_restarts: 20, exclude_failed_nodes: $excl} + (if $reform then {reform: true} else {} end)),
-              heartbeat: {interval_ms: 500}}' > "$RD/spec.$kind.json"
+              heartbeat: '"$hb"'}' > "$RD/spec.$kind.json"
     "$DTCTL" submit "$RD/spec.$kind.json" 2>&1
 }
 
@@ -181,6 +212,7 @@ rec_kill () {
         || { note "recovery.$kind" "rep $rep: attempt $a did not reach step $target"; return 1; }
     node=$(victim "$id")
     [ -n "$node" ] || { note "recovery.$kind" "rep $rep: no node to kill"; return 1; }
+    REC_VICTIM=$node
     if [ "$kind" = rank ] || [ "$kind" = reform ]; then
         pid=$(ns_pids "$node" dttrain | head -n 1)
         [ -n "$pid" ] || { note recovery.rank "rep $rep: no dttrain on $node"; return 1; }
@@ -198,13 +230,14 @@ rec_kill () {
         shown=$(show "$id" | jq -r '.last_step // empty')
         na=$(cur_attempt "$id")
         # (its run dir appears only once its agents start)
-        if [ "$(show "$id" | jq -r '.attempts[-1].restart_path')" = reform ]; then
+        local npath; npath=$(show "$id" | jq -r '.attempts[-1].restart_path')
+        if [ "$npath" = reform ] || [ "$npath" = hot_spare ]; then
             # The same processes and run directories: the first step line
             # after the kill in any of the job's rank-0 logs (the
             # replacement's is rank-0.a<N>.log).
             wait_for 60 has_step_after "$id" "$t_kill" && nlog=$(step_after "$id" "$t_kill" | cut -d' ' -f1) \
                 && t_res=$(step_after "$id" "$t_kill" | cut -d' ' -f2)
-            rec_transfer "$id" "$t_kill"
+            rec_transfer "$id" "$t_kill" "$kind"
         else
             wait_for 120 att_has_step "$id" "$na" && nlog=$(att_log "$id" "$na") \
                 && t_res=$(first_step "$nlog" | awk '{print $1}')
@@ -262,7 +295,7 @@ rec_transfer () {
     for f in "$RD"/work/dt-"$1"-a*-*/rank-0*.log; do
         ms=$(awk -v t="$2" '$1 > t && match($0, /MB in [0-9.]+ ms/) {
             print substr($0, RSTART + 6, RLENGTH - 9); exit }' "$f" 2>/dev/null)
-        [ -n "$ms" ] && { rec recovery.reform.transfer_s "$(calc "$ms / 1000")"; return; }
+        [ -n "$ms" ] && { rec "recovery.${3:-reform}.transfer_s" "$(calc "$ms / 1000")"; return; }
     done
 }
 

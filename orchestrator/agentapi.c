@@ -551,7 +551,7 @@ static const struct ev_spec ev_specs[] = {
     { "done", { "kind", "exit_code", NULL } },
     { "integrity", { "kind", "rank", "step", "report", NULL } },
     { "perf", { "kind", "rank", "model_flops", "peak_flops", "peak_source", NULL } },
-    { "caps", { "kind", "rank", "reform", NULL } },
+    { "caps", { "kind", "rank", "reform", "waiting", "standby", NULL } },
 };
 
 /* A FLOP count or rate beyond any machine: a garbled report. */
@@ -624,9 +624,14 @@ static int event_check (struct attempt *att, json_t *e, const char *path, dt_err
     /* perf: model FLOPs of the rank's step (>= 1), its peak FLOP/s (0:
      * unknown) and a word saying where the peak came from. */
     if (!strcmp (kind, "caps")) {
-        json_t *r = json_object_get (e, "reform");
-        if (r && !json_is_boolean (r))
-            return errnoprintf (err, EINVAL, "%s.reform: expected true or false", path);
+        for (const char *const *k =
+               (const char *const[]){ "reform", "waiting", "standby", NULL };
+             *k; k++) {
+            json_t *b = json_object_get (e, *k);
+            if (b && !json_is_boolean (b))
+                return errnoprintf (err, EINVAL, "%s.%s: expected true or false", path,
+                                    *k);
+        }
     }
     if (!strcmp (kind, "perf")) {
         double d;
@@ -832,7 +837,7 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
                         json_string_value (json_object_get (e, "peak_source")), err);
     }
     else if (!strcmp (kind, "caps")) {
-        att->ranks[rank].reform = json_is_true (json_object_get (e, "reform"));
+        jobs_caps (att, ag, rank, e);
     }
     else if (!strcmp (kind, "done")) {
         json_t *c = json_object_get (e, "exit_code");

@@ -45,6 +45,7 @@ struct agent {
     int pid;
     int node_rank; /* -1: spare or not assigned yet */
     bool spare;
+    bool standby_ready;    /* a spare's standby processes are ready (hotspare.c) */
     bool done;             /* reported "done" */
     bool dirty;            /* heartbeat time not flushed */
     bool reg_pending;      /* registration not yet in the database (regbatch.c) */
@@ -197,6 +198,13 @@ struct attempt {
     /* re-formed in place (reform.c): when decided, when the failure it
      * replaces was first seen (epoch ms) */
     int64_t reform_decided_ms, reform_fail_ms;
+    /* a hot spare's re-formed attempt (hotspare.c): its rank nodes by node
+     * rank, comma-joined (new; NULL otherwise) */
+    char *hs_plan;
+    /* a rank reported losing a peer, epoch ms (0 none): a survivor's exit
+     * after its just-in-time set (survivor_exit_ms), or a rank that waits
+     * to re-form (event "caps" with "waiting") */
+    int64_t peer_loss_ms;
 };
 
 struct job {
@@ -406,6 +414,11 @@ int jobs_integrity_ready (struct attempt *att, json_t *ans);
  * holding 'token' (borrowed), while it starts or runs, else NULL; its
  * command for the agents as a JSON array into buf (as snprintf). */
 struct attempt *jobs_reform_successor (struct jobs *jobs, const char *token);
+/* A rank's capabilities (event "caps" from agent ag, checked; borrowed,
+ * jobs/hotspare.c): "reform": it can re-form; "waiting": it lost a peer
+ * and waits to re-form now; "standby": not a rank but ag's (a spare's)
+ * standby processes, all ready (a hot spare). */
+void jobs_caps (struct attempt *att, struct agent *ag, int rank, const json_t *ev);
 size_t jobs_reform_command_text (const struct attempt *att, char *buf, size_t len);
 
 /* Counters for /metrics. */

@@ -230,6 +230,14 @@ struct launcher_ops {
      * for failures and end up in exclude lists. */
     int (*node_member) (void *ctx, const char *handle, const char *nodelist,
                         const char *node);
+
+    /* Optional (NULL: nothing to do).  Node 'node' of the attempt 'handle'
+     * is dead and a hot spare replaces it in the running processes: take
+     * it out of the allocation so that the running step lives on without
+     * it (Slurm: the allocation shrunk to its other nodes; Slurm kills a
+     * step on a node it sets DOWN otherwise).  -1 with err when that is
+     * not possible (the ordinary restart then follows). */
+    int (*drop_node) (void *ctx, const char *handle, const char *node, dt_error_t *err);
 };
 
 extern const struct launcher_ops launcher_local_ops;

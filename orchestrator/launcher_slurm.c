@@ -784,6 +784,17 @@ static int slurm_launcher_poll (void *ctx, const char *handle, struct launcher_s
     return 0;
 }
 
+static int slurm_launcher_drop_node (void *ctx, const char *handle, const char *node,
+                                     dt_error_t *err)
+{
+    struct slurm_launcher *sl = ctx;
+    uint32_t jobid;
+
+    if (parse_handle (handle, &jobid, NULL, err) < 0 || ctld_gate (sl, err) < 0)
+        return -1;
+    return drop_node_alloc (sl, jobid, node, err);
+}
+
 const struct launcher_ops launcher_slurm_ops = {
     .name = "slurm",
     .create = slurm_launcher_create,
@@ -794,4 +805,5 @@ const struct launcher_ops launcher_slurm_ops = {
     .capacity = slurm_launcher_capacity,
     .check = slurm_launcher_check,
     .node_member = slurm_launcher_node_member,
+    .drop_node = slurm_launcher_drop_node,
 };

@@ -356,6 +356,55 @@ int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long job,
     return left;
 }
 
+/* A hot spare replaces 'node' in the running step of allocation 'jobid':
+ * the node leaves the allocation (shrink_alloc), so that Slurm does not
+ * kill the step when it sets the node DOWN; the step's tasks on the other
+ * nodes run on (tested: ../shared/notes/slurm-testbed.md, "Restarting
+ * before Slurm marks the node DOWN").  Not when the node is the batch host
+ * (its loop is gone) or the job was resized already. */
+int drop_node_alloc (struct slurm_launcher *sl, uint32_t jobid, const char *node,
+                     dt_error_t *err)
+{
+    job_info_msg_t *msg;
+    slurm_job_info_t *j;
+    char **alloc = NULL, **keep = NULL;
+    int n = 0, nkeep = 0, rc = -1;
+    bool found = false;
+
+    if (load_job (sl, jobid, &msg, &j, err) < 0)
+        return -1;
+    if (!job_live (j)) {
+        errnoprintf (err, ESRCH, "Slurm job %u is no longer running", jobid);
+        goto done;
+    }
+    if (j->batch_host && !strcmp (j->batch_host, node)) {
+        errnoprintf (err, EINVAL, "%s is the batch host of Slurm job %u", node, jobid);
+        goto done;
+    }
+    if (!(alloc = expand_hostlist (j->nodes, &n)) ||
+        !(keep = calloc ((size_t)n + 1, sizeof (char *)))) {
+        errnoprintf (err, ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!strcmp (alloc[i], node))
+            found = true;
+        else
+            keep[nkeep++] = alloc[i];
+    }
+    if (!found || nkeep == 0) {
+        errnoprintf (err, ENOENT, "%s is not a node of Slurm job %u (%s)", node, jobid,
+                     j->nodes ? j->nodes : "");
+        goto done;
+    }
+    rc = shrink_alloc (sl, j, keep, nkeep, err);
+done:
+    free (keep); /* borrowed names of alloc */
+    free_names (alloc);
+    slurm_free_job_info_msg (msg);
+    return rc;
+}
+
 /* Right after submission: a job that Slurm accepted but can never start
  * (more nodes than the partition has, with EnforcePartLimits=NO, Slurm's
  * default) is cancelled and refused, with Slurm's reason. */

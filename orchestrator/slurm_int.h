@@ -87,6 +87,8 @@ char **expand_hostlist (const char *expr, int *count);
 void free_names (char **v);
 bool name_in (const char *name, const char *const *list);
 int nodes_dead (struct slurm_launcher *sl, char *const *names, int n, bool *dead);
+int drop_node_alloc (struct slurm_launcher *sl, uint32_t jobid, const char *node,
+                     dt_error_t *err);
 int end_steps (struct slurm_launcher *sl, slurm_job_info_t *j, long long job,
                int upto_attempt);
 int check_startable (struct slurm_launcher *sl, uint32_t jobid, dt_error_t *err);

@@ -32,6 +32,7 @@ extern const char store_sql_007[];
 extern const char store_sql_008[];
 extern const char store_sql_009[];
 extern const char store_sql_010[];
+extern const char store_sql_011[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -44,6 +45,7 @@ const struct dt_db_migration store_migrations[] = {
     { 8, "008-attempt-layout.sql", store_sql_008 },
     { 9, "009-attempt-comm.sql", store_sql_009 },
     { 10, "010-reform.sql", store_sql_010 },
+    { 11, "011-hot-spare.sql", store_sql_011 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 

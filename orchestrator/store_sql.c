@@ -64,12 +64,12 @@ const char *const store_sql[S_COUNT] = {
       " resume_step, resume_dir, resume_sha256, master_addr, master_port, cause,"
       " cause_node, cause_rank, detail, evidence, fail_time, exit_code, submit_time,"
       " start_time, end_time, provenance, restart_path, model_flops, peak_flops,"
-      " peak_source, tp, pp, reform)"
+      " peak_source, tp, pp, reform, hot_spare)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
       "?17,"
       " ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30,"
-      " CASE WHEN ?31 = 'reform' THEN 'in_place' ELSE ?31 END, ?32, ?33,"
-      " ?34, ?35, ?36, ?31 IS 'reform')",
+      " CASE WHEN ?31 = 'reform' THEN 'in_place' WHEN ?31 = 'hot_spare' THEN 'spare'"
+      " ELSE ?31 END, ?32, ?33, ?34, ?35, ?36, ?31 IS 'reform', ?31 IS 'hot_spare')",
     [S_ATT_UPDATE] =
       "UPDATE attempts SET state = ?3, token = ?4, launcher = ?5, handle = ?6,"
       " slurm_job_id = ?7, batch_host = ?8, nodelist = ?9, num_nodes = ?10,"
@@ -78,7 +78,8 @@ const char *const store_sql[S_COUNT] = {
       " master_port = ?19, cause = ?20, cause_node = ?21, cause_rank = ?22, detail = ?23,"
       " evidence = ?24, fail_time = ?25, exit_code = ?26, submit_time = ?27,"
       " start_time = ?28, end_time = ?29, provenance = ?30, restart_path ="
-      " CASE WHEN ?31 = 'reform' THEN 'in_place' ELSE ?31 END, reform = ?31 IS 'reform',"
+      " CASE WHEN ?31 = 'reform' THEN 'in_place' WHEN ?31 = 'hot_spare' THEN 'spare'"
+      " ELSE ?31 END, reform = ?31 IS 'reform', hot_spare = ?31 IS 'hot_spare',"
       " model_flops = ?32, peak_flops = ?33, peak_source = ?34, tp = ?35, pp = ?36"
       " WHERE job_id = ?1 AND attempt = ?2",
     [S_ATTNODE_PUT] =
@@ -163,7 +164,9 @@ const char *const store_sql[S_COUNT] = {
       " resume_dir, resume_sha256, master_addr, master_port, cause, cause_node, "
       "cause_rank,"
       " detail, evidence, fail_time, exit_code, submit_time, start_time, end_time,"
-      " provenance, CASE WHEN reform = 1 THEN 'reform' ELSE restart_path END,"
+      " provenance, CASE WHEN reform = 1 THEN 'reform' WHEN hot_spare = 1 THEN "
+      "'hot_spare'"
+      " ELSE restart_path END,"
       " model_flops, peak_flops, peak_source, tp, pp FROM "
       "attempts"
       " WHERE job_id = ?1 AND attempt = ?2",
@@ -187,7 +190,8 @@ const char *const store_sql[S_COUNT] = {
       " fail_time, exit_code, submit_time, start_time, end_time, launcher, handle,"
       " slurm_job_id, batch_host, nodelist, num_nodes, spare_nodes, ranks_per_node,"
       " world_size, exclude, resume_step, master_addr, master_port,"
-      " CASE WHEN reform = 1 THEN 'reform' ELSE restart_path END AS restart_path,"
+      " CASE WHEN reform = 1 THEN 'reform' WHEN hot_spare = 1 THEN 'hot_spare'"
+      " ELSE restart_path END AS restart_path,"
       /* MFU over the attempt: its model FLOPs per step over its peak
        * FLOP/s times its mean step time (report.c's step-time samples). */
       " model_flops, peak_flops, peak_source,"

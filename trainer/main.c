@@ -59,6 +59,20 @@ int main (int argc, char **argv)
      * any thread (gloo, checkpoint writer) starts. */
     trainer_catch_stop_signals ();
 
+    /* A hot spare's standby process: warm, then wait for a rank to take
+     * over (train_standby.c). */
+    if (train_standby_requested ()) {
+        rc = train_standby_wait (&o, &client, &err);
+        if (rc != 0) {
+            if (rc < 0)
+                fprintf (stderr, "dttrain: %s\n", err.text);
+            rc = rc < 0 ? EXIT_TRAIN_ERR : 0;
+            goto done;
+        }
+        snprintf (ident, sizeof (ident), "dttrain[%d]", o.rank);
+        dt_log_init (ident, DT_LOG_STDERR, o.quiet ? LOG_NOTICE : LOG_INFO);
+    }
+
     /* Data, kernels, model, communicator, resume. */
     if (!(t = trainer_create (&o, client, &rc, &err))) {
         fprintf (stderr, "dttrain: rank %d: %s\n", o.rank, err.text);

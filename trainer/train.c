@@ -187,7 +187,9 @@ struct trainer *trainer_create (const struct train_opts *o, dtclient_t *client,
         goto error;
 
     t->mb = micro_batch (t);
-    if (model_create_opts (&t->model, t->k, o, t->mb) < 0) {
+    /* (a hot spare's standby process built it while it waited) */
+    if (!train_standby_take_model (&t->model, t->k, t->mb) &&
+        model_create_opts (&t->model, t->k, o, t->mb) < 0) {
         errprintf (err, "model: %s (%s backend)", t->k->last_error, t->k->name);
         goto error;
     }

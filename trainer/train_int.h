@@ -174,6 +174,9 @@ int train_reform_init (struct trainer *t);
 void train_reform_declare (struct trainer *t);
 int train_reform_survivor (struct trainer *t);
 int train_reform_sync (struct trainer *t, dt_error_t *err);
+/* train_standby.c: a standby process's warm model, moved into *m (true)
+ * when it was kept and has the shape asked for; false otherwise. */
+bool train_standby_take_model (struct model *m, const struct dt_kern_ops *k, int mb);
 
 /* train_layout.c: the layout's communicators and what the step loop does
  * differently under it */

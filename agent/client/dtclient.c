@@ -436,6 +436,16 @@ int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd)
     return 1;
 }
 
+int dtclient_assigned_rank (const dtclient_t *c)
+{
+    if (!c)
+        return -1;
+    if (!c->page_mapped)
+        return c->rank;
+    /* (the agent writes the rank before the command that announces it) */
+    return __atomic_load_n (&c->page->rank, __ATOMIC_ACQUIRE);
+}
+
 /* ---- messages ------------------------------------------------------------ */
 
 dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *path,

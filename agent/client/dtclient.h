@@ -105,6 +105,13 @@ void dtclient_collective (dtclient_t *c, int enter);
  * else 0.  No system call. */
 int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd);
 
+/* The rank the agent has assigned to this process now (its shared page),
+ * which differs from RANK only for a standby process of a hot spare
+ * (DT_STANDBY=1): started before it had a rank, it learns the rank it
+ * takes over when DTCLIENT_CMD_REFORM arrives, from this call.  RANK
+ * when no agent page is mapped.  No system call. */
+int dtclient_assigned_rank (const dtclient_t *c);
+
 /* A checkpoint shard is durable: step, its path, size and CRC32C. */
 dtclient_err_t dtclient_shard_written (dtclient_t *c, int64_t step, const char *path,
                                        uint64_t bytes, uint32_t crc32c);

@@ -111,6 +111,7 @@ void attempt_destroy (struct attempt *att)
         free (att->agents);
         free (att->agent_hash);
         free (att->ranks);
+        free (att->hs_plan);
         if (att->jit)
             for (int r = 0; r < att->row.world_size; r++)
                 free (att->jit[r].shards);
@@ -632,6 +633,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
 
     /* Everyone is here: node ranks in Slurm node order. */
     qsort (att->agents, att->nagents, sizeof (*att->agents), jobs_agent_cmp);
+    hot_spare_order (att);  /* a hot spare's re-form: every node keeps its rank */
     att->agent_hash_n = -1; /* the node index is stale */
     int rpn = att->row.ranks_per_node;
     for (int i = 0; i < att->nagents; i++) {
@@ -669,7 +671,8 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
     /* A restart in the same allocation: in place when its rank nodes are
      * the last attempt's, else a spare took a node's place. */
     if (att->row.attempt > 1 && strcmp (att->row.restart_path, "new_allocation") &&
-        strcmp (att->row.restart_path, "reform") && att->row.restart_path[0]) {
+        strcmp (att->row.restart_path, "reform") &&
+        strcmp (att->row.restart_path, "hot_spare") && att->row.restart_path[0]) {
         const char *p =
           restart_path_of (att->row.attempt, true, same_nodes (att, job->prev_nodes));
         snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s", p);
@@ -889,6 +892,10 @@ void jobs_alloc_next (struct jobs *jobs, int64_t job_id, const char *alloc, int6
     }
     if (!att || !att->row.handle[0] || att->row.attempt <= cur ||
         (att->row.state != ATT_SUBMITTED && att->row.state != ATT_STARTING))
+        return;
+    /* A re-formed attempt runs in the step that is still running. */
+    if (!strcmp (att->row.restart_path, "reform") ||
+        !strcmp (att->row.restart_path, "hot_spare"))
         return;
     /* A reused allocation runs exactly num_nodes agents: its spares stay
      * idle without one (launcher.h, reuse). */

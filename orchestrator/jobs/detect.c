@@ -132,7 +132,8 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
     }
     json_decref (evidence);
     /* The survivors keep running and re-form with a replacement. */
-    if (att->row.state == ATT_ENDING && reform_try (jobs, att))
+    if (att->row.state == ATT_ENDING &&
+        (reform_try (jobs, att) || hot_spare_try (jobs, att)))
         return;
     if (att->row.state == ATT_ENDING && att->row.handle[0]) {
         /* Surviving data-parallel ranks may still save the whole state
@@ -352,7 +353,7 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
      * of silence measured 3.2 with 250 ms heartbeats). */
     int64_t hb = att->job->spec.hb.interval_ms;
     int64_t limit = timeout;
-    if (att->survivor_exit_ms && hb > 0 && 5 * hb / 2 < timeout)
+    if (att->peer_loss_ms && hb > 0 && 5 * hb / 2 < timeout)
         limit = 5 * hb / 2;
     /* In a fan-in tree a neighbour (the node's relay, or its child that
      * had to go around it) may say in a heartbeat that it has not heard
@@ -415,8 +416,8 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
                      (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
                      (json_int_t)(lost_corr ? tree_limit : limit), "last_heartbeat",
                      dt_format_time (ag->last_hb_ms, tbuf, sizeof (tbuf)),
-                     "peer_loss_reported", att->survivor_exit_ms != 0,
-                     "neighbour_unheard", lost_corr));
+                     "peer_loss_reported", att->peer_loss_ms != 0, "neighbour_unheard",
+                     lost_corr));
         return;
     }
     /* A rank exited after a just-in-time checkpoint: it lost a peer.

@@ -178,6 +178,12 @@ int integ_resume_guard (struct jobs *jobs, struct job *job, int attempt, dt_erro
  * (the caller then does nothing else).  registered: inside the
  * rendezvous's transaction: the re-formed attempt's timing event. */
 bool reform_try (struct jobs *jobs, struct attempt *att);
+/* hotspare.c: after a node loss recorded, a hot spare takes the lost
+ * node's place in a re-formed group (true: done, the new attempt is
+ * current); order: at the rendezvous of that attempt, the agents in the
+ * planned node-rank order (every survivor keeps its node rank). */
+bool hot_spare_try (struct jobs *jobs, struct attempt *att);
+void hot_spare_order (struct attempt *att);
 int reform_registered (struct jobs *jobs, struct job *job, struct attempt *att,
                        dt_error_t *err);
 

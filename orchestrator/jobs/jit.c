@@ -429,4 +429,6 @@ void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *nod
     json_decref (data);
     if (att->row.state == ATT_RUNNING && att->survivor_exit_ms == 0)
         att->survivor_exit_ms = dt_real_ms ();
+    if (att->row.state == ATT_RUNNING && att->peer_loss_ms == 0)
+        att->peer_loss_ms = dt_real_ms ();
 }

@@ -182,7 +182,8 @@ int reform_registered (struct jobs *jobs, struct job *job, struct attempt *att,
 {
     char detail[200];
     int64_t now = dt_real_ms ();
-    if (strcmp (att->row.restart_path, "reform"))
+    if (strcmp (att->row.restart_path, "reform") &&
+        strcmp (att->row.restart_path, "hot_spare"))
         return 0;
     snprintf (detail, sizeof (detail),
               "every agent of attempt %d re-registered %lld ms after the decision: "

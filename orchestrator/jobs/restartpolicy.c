@@ -64,7 +64,8 @@ const char *restart_path_of (int attempt, bool reused_alloc, bool same_nodes)
 bool restart_path_valid (const char *path)
 {
     return path && (!strcmp (path, "in_place") || !strcmp (path, "spare") ||
-                    !strcmp (path, "new_allocation") || !strcmp (path, "reform"));
+                    !strcmp (path, "new_allocation") || !strcmp (path, "reform") ||
+                    !strcmp (path, "hot_spare"));
 }
 
 bool restart_jit_cause (const char *cause, int cause_rank)

@@ -7,6 +7,12 @@
 # completes, and its params_crc32c equals an uninterrupted run's (world 3).
 # 300 steps: the node must die mid-run, also on a loaded machine (at 200
 # the job sometimes finished between step 50 and the kill).
+# Part 2, a hot spare (restart.reform): the spare's agent keeps warm
+# standby trainers; after the node kill the surviving ranks never exit,
+# the standby processes take the lost node's ranks and receive the state
+# from a survivor (restart path hot_spare, the same Slurm job and step),
+# the lost node is excluded and out of the allocation, and params_crc32c
+# again equals the uninterrupted run's.
 : "${FT_STEPS:=300}"
 # As an ordinary user (users-lib.sh), as on a shared cluster.
 DT_SUBMIT_USER=dtalice
@@ -51,4 +57,57 @@ GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+
+# --- 2. a hot spare.  The node timeout stays below the survivors' 3 s wait
+# for the re-form command (their peer's socket fails at the kill).
+"$TESTBED" start-node "$VICTIM" >/dev/null 2>&1 || true
+submit "$(dttrain_spec hotspare 3 "--inject-slow 0:25" \
+    '{"spare_nodes": 1, "restart": {"reform": true}, "heartbeat": {"interval_ms": 250, "node_timeout_ms": 1000}}')" \
+    || bail "2: submit failed"
+# (what the kill needs is read first, so that it comes soon after step 50)
+check "2: the job runs" wait_step "$ID" 1 90
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j2a.json"
+SJ=$(jq -r '.data.attempts[0].slurm_job_id' "$TMP/j2a.json")
+SPARE=$(jq -r '.data.attempts[0].nodes[] | select(.spare) | .node' "$TMP/j2a.json")
+VICTIM=$(rank_node "$ID" 1)
+[ -n "$SPARE" ] && [ -n "$VICTIM" ] || bail "2: no spare ($SPARE) or rank 1 node ($VICTIM)"
+echo "# 2: Slurm job $SJ, spare $SPARE; killing $VICTIM (rank 1's node)"
+check "2: the job runs past step 50" wait_step "$ID" 50 90
+T0=$(now_ms)
+"$TESTBED" kill-node "$VICTIM" >/dev/null || fail "2: kill-node $VICTIM"
+check "2: the job completes" wait_state "$ID" completed 120
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j2.json"
+curl -s "$URL/v1/jobs/$ID/events" > "$TMP/ev2.json"
+timeline "$ID" "$T0"
+jq -c '.data.attempts[] | {attempt, state, cause, cause_node, restart_path, resume_step, nodes: [.nodes[] | {node, node_rank, spare}]}' "$TMP/j2.json" | sed 's/^/# 2: /'
+check "2: attempt 1 failed with node_lost on $VICTIM" \
+    jqt --arg v "$VICTIM" '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "node_lost" and .data.attempts[0].cause_node == $v' "$TMP/j2.json"
+check "2: attempt 2 re-formed with the hot spare in the same Slurm job $SJ (restart_path hot_spare), the last attempt" \
+    jqt --argjson sj "$SJ" '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "hot_spare" and .data.attempts[1].slurm_job_id == $sj' "$TMP/j2.json"
+check "2: the spare $SPARE took node rank 1, the others kept theirs, $VICTIM excluded" \
+    jqt --arg s "$SPARE" --arg v "$VICTIM" '([.data.attempts[1].nodes[] | select(.node_rank == 1) | .node] == [$s])
+         and ([.data.attempts[0].nodes[] | select(.node_rank == 0 or .node_rank == 2) | {node, node_rank}] | sort)
+             == ([.data.attempts[1].nodes[] | select(.node_rank == 0 or .node_rank == 2) | {node, node_rank}] | sort)
+         and (.data.exclude | index($v) != null)' "$TMP/j2.json"
+check "2: the reform event names the lost node and the spare" \
+    jqt --arg s "$SPARE" --arg v "$VICTIM" '[.data[] | select(.kind == "reform" and .attempt == 2) | .data | select(.spare == $s and .lost_node == $v)] | length == 1' "$TMP/ev2.json"
+# The spare's standby process (its log in the agent's run directory)
+# became rank 1 and received the state from a survivor.
+SB=$(grep -l "standby: takes over rank 1 in attempt 2" $(find "$TMP" /tmp/dtctl-agent* -name 'standby-0.err' 2>/dev/null) 2>/dev/null | head -1)
+[ -n "$SB" ] && grep -E "standby|re-formed" "$SB" | sed 's/^/# 2: /'
+check "2: a standby process started ahead of time took over rank 1 and joined the re-formed group" \
+    eval '[ -n "$SB" ] && grep -q "re-formed as attempt 2 .*joined" "$SB"'
+check "2: the surviving ranks never exited (no rank_exit in attempt 1)" \
+    jqt '[.data[] | select(.kind == "rank_exit" and .attempt == 1)] == []' "$TMP/ev2.json"
+check "2: $VICTIM left the Slurm allocation" eval '! scontrol show hostnames "$(squeue -h -j "$SJ" -o %N 2>/dev/null)" | grep -qx "$VICTIM"'
+check "2: resumed from the survivors' memory: no step lost (lost $STEPS_LOST)" test "$STEPS_LOST" -le 1
+check "2: the goodput report lists the hot_spare restart" \
+    eval 'curl -s "$URL/v1/jobs/$ID/report" | jqt ".data.attempts[1].restart_path == \"hot_spare\" and .data.recovery_by_path.hot_spare.count == 1"'
+DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" > "$TMP/show2.txt" 2>&1
+sed -n '/^Restarts/,/^$/p' "$TMP/show2.txt" | sed 's/^/# 2: /'
+check "2: dtctl show names the path" grep -Eq '^ +2 +hot_spare +node_lost' "$TMP/show2.txt"
+GOT=$(jq -r .data.result.params_crc32c "$TMP/j2.json")
+check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "2: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
+check "2: no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

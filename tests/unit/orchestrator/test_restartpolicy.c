@@ -101,6 +101,7 @@ static void test_path_of (void)
     CU_ASSERT_TRUE (restart_path_valid ("spare"));
     CU_ASSERT_TRUE (restart_path_valid ("new_allocation"));
     CU_ASSERT_TRUE (restart_path_valid ("reform"));
+    CU_ASSERT_TRUE (restart_path_valid ("hot_spare"));
     CU_ASSERT_FALSE (restart_path_valid (""));
     CU_ASSERT_FALSE (restart_path_valid (NULL));
     CU_ASSERT_FALSE (restart_path_valid ("in-place"));

@@ -239,6 +239,21 @@ static void test_rows_roundtrip (void)
         json_array_get (json_object_get (v, "attempts"), 0), "restart_path")),
       "reform");
     json_decref (v);
+    /* hot_spare: kept as spare with hot_spare = 1 (migration 011) */
+    snprintf (a.restart_path, sizeof (a.restart_path), "hot_spare");
+    CU_ASSERT_EQUAL (store_begin (st, &err), 0);
+    CU_ASSERT_EQUAL (store_attempt_update (st, &a, &err), 0);
+    CU_ASSERT_EQUAL (store_commit (st, &err), 0);
+    store_attempt_row_clear (&a2);
+    CU_ASSERT_EQUAL_FATAL (store_attempt_load (st, j.id, 1, &a2, &err), 0);
+    CU_ASSERT_STRING_EQUAL (a2.restart_path, "hot_spare");
+    v = store_job_json (st, j.id, true, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (v);
+    CU_ASSERT_STRING_EQUAL (
+      json_string_value (json_object_get (
+        json_array_get (json_object_get (v, "attempts"), 0), "restart_path")),
+      "hot_spare");
+    json_decref (v);
     v = store_jobs_json (st, "running", 1000, "t", 10, &err);
     CU_ASSERT_EQUAL (json_array_size (v), 1);
     json_decref (v);
