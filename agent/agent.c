@@ -371,8 +371,6 @@ static void reform (agent_t *a, int attempt, const char *token)
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
         if (rk->state == RANK_RUNNING) {
-            rk->reform_unread = true;
-            rk->reform_nreports = rk->last.nreports;
             /* still capable in the new attempt */
             if (rk->reform)
                 event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
@@ -389,23 +387,6 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->next_hb_ms = dt_mono_ms ();
 }
 
-/* A running rank told to re-form has not stepped since: it may not have
- * read the command yet (its page holds one). */
-static bool reform_unread (agent_t *a)
-{
-    bool any = false;
-    for (int i = 0; i < ranks_count (a->ranks); i++) {
-        struct rank *rk = ranks_at (a->ranks, i);
-        if (!rk->reform_unread)
-            continue;
-        if (rk->state != RANK_RUNNING || rk->last.nreports != rk->reform_nreports)
-            rk->reform_unread = false;
-        else
-            any = true;
-    }
-    return any;
-}
-
 static void apply_commands (agent_t *a, const json_t *cmds)
 {
     size_t i;
@@ -416,15 +397,17 @@ static void apply_commands (agent_t *a, const json_t *cmds)
         const char *kind = json_is_string (k) ? json_string_value (k) : "";
         int64_t step = json_is_integer (s) ? json_integer_value (s) : 0;
         if (strcmp (kind, "checkpoint") == 0) {
-            /* The page holds one command, the latest: a checkpoint must
-             * never overwrite a stop (or abort) the trainer has not read
-             * yet - the stop already includes its checkpoint. */
-            /* Nor a re-form: it is asked again in the next answer. */
-            if (step != a->last_ckpt_step && !a->stopping && !a->abort &&
-                !reform_unread (a)) {
-                dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
-                a->last_ckpt_step = step;
-                ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
+            /* The page holds one command: a checkpoint never takes the
+             * place of a stop (it includes its checkpoint), an abort or a
+             * re-form the trainer has not read yet (ranks_command keeps
+             * them); it is offered again with the controller's next
+             * answer, which asks for it until it is written. */
+            if (step != a->last_ckpt_step && !a->stopping && !a->abort) {
+                int kept = ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
+                dt_log (LOG_INFO, "command: checkpoint at step %lld%s", (long long)step,
+                        kept ? " (deferred: an unread command comes first)" : "");
+                if (!kept)
+                    a->last_ckpt_step = step;
             }
         }
         else if (strcmp (kind, "stop") == 0) {

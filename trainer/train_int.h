@@ -76,6 +76,9 @@ struct trainer {
     int reform_ok, reform_joining;
     int64_t reform_attempt;
     int64_t reform_first; /* the first step after a re-form (logged) */
+    /* a re-form command read in the step loop, before this rank's own
+     * collective failed: the attempt it names (0: none) */
+    int64_t reform_pending;
     /* the FLOP report's peak, once known (a re-formed group's replacement
      * takes its source's instead of measuring before its first step) */
     int perf_known;

@@ -195,7 +195,16 @@ int train_reform_survivor (struct trainer *t)
     dtclient_declare (t->client, DTCLIENT_CAP_REFORM | DTCLIENT_REFORM_WAITING);
     ckpt_wait (t->writer); /* a periodic write in flight finishes first */
     while (dt_mono_ms () - t0 < reform_wait_ms) {
-        while (dtclient_poll (t->client, &cmd)) {
+        /* (a re-form command the step loop read comes first) */
+        int got = t->reform_pending > t->reform_attempt;
+        if (got) {
+            cmd.kind = DTCLIENT_CMD_REFORM;
+            cmd.step = t->reform_pending;
+        }
+        else
+            got = dtclient_poll (t->client, &cmd);
+        t->reform_pending = 0;
+        for (; got; got = dtclient_poll (t->client, &cmd)) {
             if (cmd.kind == DTCLIENT_CMD_STOP || cmd.kind == DTCLIENT_CMD_ABORT) {
                 dt_log (LOG_NOTICE, "rank %d: %s while waiting to re-form", t->rank,
                         cmd.kind == DTCLIENT_CMD_STOP ? "stop" : "abort");
