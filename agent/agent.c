@@ -73,6 +73,7 @@ struct agent {
     bool reform;
     int64_t reform_until_ms;
     int64_t reform_poll_until_ms; /* a rank waits to re-form: heartbeat often */
+    int64_t reform_at_ms;         /* when the ranks were told to re-form */
     struct layout own_l;
     bool has_own_l;
 };
@@ -84,6 +85,14 @@ static const int64_t agent_reform_wait_ms = 5000;
  * for up to agent_reform_poll_ms (the survivor's own wait). */
 static const int64_t agent_reform_poll_ms = 3000;
 static const int64_t agent_reform_poll_every_ms = 50;
+/* A running rank told to re-form that has not read the command this long
+ * after, and waits in a collective all along, is stuck on its lost peer:
+ * gloo (Debian's 2022 snapshot) closes a pair whose peer died, but never
+ * wakes a send of an unbound buffer queued behind an unfinished write, nor
+ * a receive whose message had begun to arrive; such a collective waits
+ * out the communicator's timeout (60 s).  The rank is killed and reported,
+ * so the re-formation fails over to the ordinary restart at once. */
+static const int64_t agent_reform_read_ms = 3000;
 
 /* ---- events -------------------------------------------------------------- */
 
@@ -368,6 +377,7 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->reform_until_ms = 0;
     a->reform_poll_until_ms = 0;
     ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
+    a->reform_at_ms = dt_mono_ms ();
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
         if (rk->state == RANK_RUNNING) {
@@ -387,6 +397,28 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->next_hb_ms = dt_mono_ms ();
 }
 
+/* agent_reform_read_ms after the re-form command: kill the ranks stuck
+ * in a collective without having read it. */
+static void reform_check_read (agent_t *a, int64_t now)
+{
+    if (!a->reform_at_ms || now - a->reform_at_ms < agent_reform_read_ms)
+        return;
+    a->reform_at_ms = 0;
+    for (int i = 0; i < ranks_count (a->ranks); i++) {
+        struct rank *rk = ranks_at (a->ranks, i);
+        struct dtshm_cmd k;
+        if (rk->state != RANK_RUNNING || !rk->page || !rk->last.waiting ||
+            !dtshm_cmd_unread (rk->page, &k) || k.kind != DTCLIENT_CMD_REFORM)
+            continue;
+        dt_log (LOG_WARNING,
+                "rank %d has not read its re-form command in %lld ms and waits in a "
+                "collective on its lost peer: killing it (the ordinary restart follows)",
+                rk->rank, (long long)agent_reform_read_ms);
+        ranks_kill (a->ranks, rk, 0);
+        rk->killed = false; /* its exit is reported: the re-formation failed */
+    }
+}
+
 static void apply_commands (agent_t *a, const json_t *cmds)
 {
     size_t i;
@@ -402,12 +434,10 @@ static void apply_commands (agent_t *a, const json_t *cmds)
              * re-form the trainer has not read yet (ranks_command keeps
              * them); it is offered again with the controller's next
              * answer, which asks for it until it is written. */
-            if (step != a->last_ckpt_step && !a->stopping && !a->abort) {
-                int kept = ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
-                dt_log (LOG_INFO, "command: checkpoint at step %lld%s", (long long)step,
-                        kept ? " (deferred: an unread command comes first)" : "");
-                if (!kept)
-                    a->last_ckpt_step = step;
+            if (step != a->last_ckpt_step && !a->stopping && !a->abort &&
+                ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step) == 0) {
+                dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
+                a->last_ckpt_step = step;
             }
         }
         else if (strcmp (kind, "stop") == 0) {
@@ -862,6 +892,7 @@ int agent_run (agent_t *a)
             relay_due (a->relay, now, a->l->heartbeat_interval_ms / 4))
             a->next_hb_ms = now;
         ranks_tick (a->ranks, now, a->l->hang_timeout_ms, on_rank_hang, a);
+        reform_check_read (a, now);
 
         if (json_array_size (a->events) && now >= a->next_ev_ms)
             events_flush (a);

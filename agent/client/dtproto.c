@@ -458,6 +458,12 @@ int dtshm_offer_cmd (volatile struct dtshm_page *p, int kind, int64_t step)
     return 1;
 }
 
+int dtshm_cmd_unread (const volatile struct dtshm_page *p, struct dtshm_cmd *out)
+{
+    uint64_t read = __atomic_load_n (&p->cmd_read, __ATOMIC_ACQUIRE);
+    return dtshm_read_cmd (p, out) == 0 && out->cmd_seq > read;
+}
+
 void dtshm_ack_cmd (volatile struct dtshm_page *p, uint64_t cmd_seq)
 {
     __atomic_store_n (&p->cmd_read, cmd_seq, __ATOMIC_RELEASE);

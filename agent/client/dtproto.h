@@ -204,6 +204,9 @@ void dtshm_write_cmd (volatile struct dtshm_page *p, int kind, int64_t step);
  * place of an unread stop or re-form: the controller asks for it again).
  * 1: written; 0: kept the unread command. */
 int dtshm_offer_cmd (volatile struct dtshm_page *p, int kind, int64_t step);
+/* 1 when the slot holds a command the client has not read (its copy in
+ * *out), else 0. */
+int dtshm_cmd_unread (const volatile struct dtshm_page *p, struct dtshm_cmd *out);
 /* The client: cmd_seq read (dtshm_read_cmd), acknowledged in the page. */
 void dtshm_ack_cmd (volatile struct dtshm_page *p, uint64_t cmd_seq);
 

@@ -504,8 +504,10 @@ static void test_cmd_priority (void)
     CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 60), 0);
     CU_ASSERT_EQUAL (dtshm_read_cmd (p, &k), 0);
     CU_ASSERT (k.kind == DTCLIENT_CMD_REFORM && k.step == 2 && k.cmd_seq == 3);
+    CU_ASSERT_EQUAL (dtshm_cmd_unread (p, &k), 1);
     /* Read and acknowledged: the checkpoint goes in. */
     dtshm_ack_cmd (p, k.cmd_seq);
+    CU_ASSERT_EQUAL (dtshm_cmd_unread (p, &k), 0);
     CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 60), 1);
     CU_ASSERT_EQUAL (dtshm_read_cmd (p, &k), 0);
     CU_ASSERT (k.kind == DTCLIENT_CMD_CHECKPOINT && k.step == 60 && k.cmd_seq == 4);
