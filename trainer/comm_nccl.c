@@ -440,6 +440,7 @@ static const struct dt_comm_ops nccl_ops = {
     "nccl",    n_allreduce, n_reduce_scatter, n_allgather, n_broadcast,
     n_barrier, n_destroy,   n_peer_of,        NULL,        NULL,
     NULL,      NULL, /* pipeline parallelism: gloo only */
+    NULL,            /* abort: ncclCommAbort is not wired (re-form is gloo only) */
 };
 
 /* Publish / fetch the unique id through the store or a file. */

@@ -539,7 +539,8 @@ int main (void)
         { "oversized keys, values and payloads refused", test_oversized },
         { "random payloads never crash the decoder", test_fuzz },
         { "seqlock reads are never torn", test_seqlock },
-        { "an unread command is replaced only by one that outranks it", test_cmd_priority },
+        { "an unread command is replaced only by one that outranks it",
+          test_cmd_priority },
         { NULL, NULL },
     };
     return dt_unit_run ("dtproto", tests);
