@@ -397,8 +397,11 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->next_hb_ms = dt_mono_ms ();
 }
 
-/* agent_reform_read_ms after the re-form command: kill the ranks stuck
- * in a collective without having read it. */
+/* agent_reform_read_ms after the re-form command: kill the surviving
+ * ranks stuck in a collective of the old group - those that have not read
+ * the command, and those that read it in their step loop but never said
+ * they wait to re-form (a survivor says so before it re-forms, at most a
+ * few seconds before the command: its own wait). */
 static void reform_check_read (agent_t *a, int64_t now)
 {
     if (!a->reform_at_ms || now - a->reform_at_ms < agent_reform_read_ms)
@@ -407,13 +410,16 @@ static void reform_check_read (agent_t *a, int64_t now)
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
         struct dtshm_cmd k;
-        if (rk->state != RANK_RUNNING || !rk->page || !rk->last.waiting ||
-            !dtshm_cmd_unread (rk->page, &k) || k.kind != DTCLIENT_CMD_REFORM)
+        if (rk->state != RANK_RUNNING || rk->joining || !rk->page || !rk->last.waiting)
+            continue;
+        bool unread = dtshm_cmd_unread (rk->page, &k) && k.kind == DTCLIENT_CMD_REFORM;
+        if (!unread && rk->reform_wait_ms >= a->reform_at_ms - agent_reform_wait_ms)
             continue;
         dt_log (LOG_WARNING,
-                "rank %d has not read its re-form command in %lld ms and waits in a "
+                "rank %d has %s its re-form command in %lld ms and waits in a "
                 "collective on its lost peer: killing it (the ordinary restart follows)",
-                rk->rank, (long long)agent_reform_read_ms);
+                rk->rank, unread ? "not read" : "not acted on",
+                (long long)agent_reform_read_ms);
         ranks_kill (a->ranks, rk, 0);
         rk->killed = false; /* its exit is reported: the re-formation failed */
     }
@@ -614,6 +620,7 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
      * re-form command, or the stop of the ordinary path, comes sooner
      * than at the next heartbeat). */
     if (waiting && a->reform) {
+        rk->reform_wait_ms = dt_mono_ms ();
         a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
         a->next_hb_ms = dt_mono_ms ();
     }

@@ -343,6 +343,7 @@ int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err)
     free (rk->log_path), free (rk->err_path);
     rk->log_path = lp, rk->err_path = ep;
     rk->client = rk->killed = rk->kill_now = rk->reform = false;
+    rk->reform_wait_ms = 0;
     rk->client_pid = 0;
     rk->exit_code = -1;
     rk->signal = 0;

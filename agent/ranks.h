@@ -30,6 +30,8 @@ struct rank {
     bool kill_now; /* the controller's kill command was applied */
     bool reform;   /* declared it can re-form in place (DTCLIENT_CAP_REFORM) */
     bool joining;  /* restarted to replace itself in a re-formed group */
+    /* when it last said it waits to re-form (DTCLIENT_REFORM_WAITING), 0 never */
+    int64_t reform_wait_ms;
     volatile struct dtshm_page *page;
     struct dtshm_report last; /* latest report read from the page */
     struct dtshm_dims dims;   /* latest per-dimension figures (step 0: none) */

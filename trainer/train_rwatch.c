@@ -4,12 +4,13 @@
  * whose peer died, but not a send queued behind an unfinished write nor a
  * receive whose message had begun to arrive: the collective then waits
  * out the communicator's timeout (60 s) instead of failing, and the rank
- * never reads the controller's re-form command.  A thread watches the
- * command page: a re-form command left unread for rwatch_after_ms means
- * the rank is inside a collective (it reads its page at every step and
- * every 2 ms while it waits to re-form); the old group is broken (a peer
- * was lost and is being replaced), so its communicators are aborted
- * (dt_comm_abort): the collective fails, and the rank re-forms.  The
+ * never gets to the controller's re-form command.  A thread watches the
+ * command page: a re-form command left unread for rwatch_after_ms (the
+ * rank reads its page at every step, and every 2 ms while it waits to
+ * re-form), or read by the step loop and still not acted upon, means a
+ * collective is stuck; the old group is broken (a peer was lost and is
+ * being replaced), so its communicators are aborted (dt_comm_abort): the
+ * collective fails, and the rank re-forms.  The
  * thread reads the page through a read-only mapping of its own; reopen
  * (train_reform.c) replaces the communicators under the same lock.
  */
@@ -55,46 +56,55 @@ static int read_cmd (const volatile struct dtshm_page *p, struct dtshm_cmd *k)
     return __atomic_load_n (&p->cmd.seq, __ATOMIC_RELAXED) == s1 ? 0 : -1;
 }
 
+/* The attempt a re-form is pending for, 0 none: the page's unread re-form
+ * command's, or the one the step loop read and keeps (reform_pending)
+ * until its collective fails. */
+static int64_t pending (struct trainer *t, struct train_rwatch *w)
+{
+    struct dtshm_cmd k;
+    uint64_t read = __atomic_load_n (&w->page->cmd_read, __ATOMIC_ACQUIRE);
+    int64_t a = __atomic_load_n (&t->reform_pending, __ATOMIC_RELAXED);
+    if (read_cmd (w->page, &k) == 0 && k.kind == DTCLIENT_CMD_REFORM &&
+        k.cmd_seq > read && k.step > a)
+        a = k.step;
+    return a > __atomic_load_n (&t->reform_attempt, __ATOMIC_RELAXED) ? a : 0;
+}
+
 static void *rwatch_thread (void *arg)
 {
     struct trainer *t = arg;
     struct train_rwatch *w = t->rwatch;
     struct timespec tick = { 0, 20 * 1000 * 1000 };
-    uint64_t seen = 0, done = 0;
-    int64_t seen_ms = 0;
+    int64_t seen = 0, done = 0, seen_ms = 0;
 
     while (!w->quit) {
         nanosleep (&tick, NULL);
-        uint64_t read = __atomic_load_n (&w->page->cmd_read, __ATOMIC_ACQUIRE);
-        struct dtshm_cmd k;
-        if (read_cmd (w->page, &k) < 0 || k.kind != DTCLIENT_CMD_REFORM ||
-            k.cmd_seq <= read || k.cmd_seq == done) {
+        int64_t a = pending (t, w);
+        if (!a || a == done) {
             seen = 0;
             continue;
         }
-        if (k.cmd_seq != seen) {
-            seen = k.cmd_seq;
+        if (a != seen) {
+            seen = a;
             seen_ms = dt_mono_ms ();
             continue;
         }
         if (dt_mono_ms () - seen_ms < rwatch_after_ms)
             continue;
         pthread_mutex_lock (&w->lock);
-        /* (still unread, and for a newer attempt than the group's) */
-        read = __atomic_load_n (&w->page->cmd_read, __ATOMIC_ACQUIRE);
-        if (k.cmd_seq > read && k.step > t->reform_attempt) {
+        if (pending (t, w) == a) { /* (not re-forming meanwhile) */
             dt_log (LOG_NOTICE,
-                    "rank %d: the re-form command (attempt %" PRId64
-                    ") is unread after %lld ms: a collective is stuck on the lost "
-                    "peer; aborting the old group's communicators",
-                    t->rank, k.step, (long long)(dt_mono_ms () - seen_ms));
+                    "rank %d: the re-form (attempt %" PRId64
+                    ") waits %lld ms for a collective stuck on the lost peer: "
+                    "aborting the old group's communicators",
+                    t->rank, a, (long long)(dt_mono_ms () - seen_ms));
             dt_comm_abort (t->comm);
             dt_comm_abort (t->dp_comm);
             dt_comm_abort (t->tp_comm);
             dt_comm_abort (t->pp_comm);
         }
         pthread_mutex_unlock (&w->lock);
-        done = k.cmd_seq;
+        done = a;
     }
     return NULL;
 }
