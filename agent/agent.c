@@ -73,6 +73,7 @@ struct agent {
     bool reform;
     int64_t reform_until_ms;
     int64_t reform_poll_until_ms; /* a rank waits to re-form: heartbeat often */
+    int64_t reform_at_ms;         /* when the ranks were told to re-form */
     struct layout own_l;
     bool has_own_l;
 };
@@ -84,6 +85,14 @@ static const int64_t agent_reform_wait_ms = 5000;
  * for up to agent_reform_poll_ms (the survivor's own wait). */
 static const int64_t agent_reform_poll_ms = 3000;
 static const int64_t agent_reform_poll_every_ms = 50;
+/* A running rank told to re-form that has not read the command this long
+ * after, and waits in a collective all along, is stuck on its lost peer:
+ * gloo (Debian's 2022 snapshot) closes a pair whose peer died, but never
+ * wakes a send of an unbound buffer queued behind an unfinished write, nor
+ * a receive whose message had begun to arrive; such a collective waits
+ * out the communicator's timeout (60 s).  The rank is killed and reported,
+ * so the re-formation fails over to the ordinary restart at once. */
+static const int64_t agent_reform_read_ms = 3000;
 
 /* ---- events -------------------------------------------------------------- */
 
@@ -362,11 +371,6 @@ static void reform_spare (agent_t *a, int attempt, struct layout *nl, int64_t t0
         return;
     }
     ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
-    for (int i = 0; i < ranks_count (a->ranks); i++) {
-        struct rank *rk = ranks_at (a->ranks, i);
-        rk->reform_unread = true;
-        rk->reform_nreports = rk->last.nreports;
-    }
     dt_log (LOG_NOTICE,
             "hot spare: node rank %d of attempt %d, ranks %d..%d taken over by the "
             "standby processes in %lld ms (registration included)",
@@ -420,11 +424,10 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->reform_until_ms = 0;
     a->reform_poll_until_ms = 0;
     ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
+    a->reform_at_ms = dt_mono_ms ();
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
         if (rk->state == RANK_RUNNING) {
-            rk->reform_unread = true;
-            rk->reform_nreports = rk->last.nreports;
             /* still capable in the new attempt */
             if (rk->reform)
                 event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
@@ -441,21 +444,33 @@ static void reform (agent_t *a, int attempt, const char *token)
     a->next_hb_ms = dt_mono_ms ();
 }
 
-/* A running rank told to re-form has not stepped since: it may not have
- * read the command yet (its page holds one). */
-static bool reform_unread (agent_t *a)
+/* agent_reform_read_ms after the re-form command: kill the surviving
+ * ranks stuck in a collective of the old group - those that have not read
+ * the command, and those that read it in their step loop but never said
+ * they wait to re-form (a survivor says so before it re-forms, at most a
+ * few seconds before the command: its own wait). */
+static void reform_check_read (agent_t *a, int64_t now)
 {
-    bool any = false;
+    if (!a->reform_at_ms || now - a->reform_at_ms < agent_reform_read_ms)
+        return;
+    int64_t at = a->reform_at_ms;
+    a->reform_at_ms = 0;
     for (int i = 0; i < ranks_count (a->ranks); i++) {
         struct rank *rk = ranks_at (a->ranks, i);
-        if (!rk->reform_unread)
+        struct dtshm_cmd k;
+        if (rk->state != RANK_RUNNING || rk->joining || !rk->page || !rk->last.waiting)
             continue;
-        if (rk->state != RANK_RUNNING || rk->last.nreports != rk->reform_nreports)
-            rk->reform_unread = false;
-        else
-            any = true;
+        bool unread = dtshm_cmd_unread (rk->page, &k) && k.kind == DTCLIENT_CMD_REFORM;
+        if (!unread && rk->reform_wait_ms >= at - agent_reform_wait_ms)
+            continue;
+        dt_log (LOG_WARNING,
+                "rank %d has %s its re-form command in %lld ms and waits in a "
+                "collective on its lost peer: killing it (the ordinary restart follows)",
+                rk->rank, unread ? "not read" : "not acted on",
+                (long long)agent_reform_read_ms);
+        ranks_kill (a->ranks, rk, 0);
+        rk->killed = false; /* its exit is reported: the re-formation failed */
     }
-    return any;
 }
 
 static void apply_commands (agent_t *a, const json_t *cmds)
@@ -468,15 +483,15 @@ static void apply_commands (agent_t *a, const json_t *cmds)
         const char *kind = json_is_string (k) ? json_string_value (k) : "";
         int64_t step = json_is_integer (s) ? json_integer_value (s) : 0;
         if (strcmp (kind, "checkpoint") == 0) {
-            /* The page holds one command, the latest: a checkpoint must
-             * never overwrite a stop (or abort) the trainer has not read
-             * yet - the stop already includes its checkpoint. */
-            /* Nor a re-form: it is asked again in the next answer. */
+            /* The page holds one command: a checkpoint never takes the
+             * place of a stop (it includes its checkpoint), an abort or a
+             * re-form the trainer has not read yet (ranks_command keeps
+             * them); it is offered again with the controller's next
+             * answer, which asks for it until it is written. */
             if (step != a->last_ckpt_step && !a->stopping && !a->abort &&
-                !reform_unread (a)) {
+                ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step) == 0) {
                 dt_log (LOG_INFO, "command: checkpoint at step %lld", (long long)step);
                 a->last_ckpt_step = step;
-                ranks_command (a->ranks, DTCLIENT_CMD_CHECKPOINT, step);
             }
         }
         else if (strcmp (kind, "stop") == 0) {
@@ -662,6 +677,7 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
         /* (the controller then needs less silence to declare a node lost) */
         event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank",
                                  conn_rank, "reform", 1, "waiting", 1));
+        rk->reform_wait_ms = dt_mono_ms ();
         a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
         a->next_hb_ms = dt_mono_ms ();
     }
@@ -945,6 +961,7 @@ int agent_run (agent_t *a)
             relay_due (a->relay, now, a->l->heartbeat_interval_ms / 4))
             a->next_hb_ms = now;
         ranks_tick (a->ranks, now, a->l->hang_timeout_ms, on_rank_hang, a);
+        reform_check_read (a, now);
 
         if (json_array_size (a->events) && now >= a->next_ev_ms)
             events_flush (a);

@@ -346,7 +346,8 @@ int ranks_relaunch (ranks_t *r, struct rank *rk, dt_error_t *err)
     }
     free (rk->log_path), free (rk->err_path);
     rk->log_path = lp, rk->err_path = ep;
-    rk->client = rk->killed = rk->kill_now = rk->reform = rk->reform_unread = false;
+    rk->client = rk->killed = rk->kill_now = rk->reform = false;
+    rk->reform_wait_ms = 0;
     rk->client_pid = 0;
     rk->exit_code = -1;
     rk->signal = 0;
@@ -538,11 +539,13 @@ int ranks_hello (ranks_t *r, int rank, pid_t pid, dt_error_t *err)
     return 0;
 }
 
-void ranks_command (ranks_t *r, int kind, int64_t step)
+int ranks_command (ranks_t *r, int kind, int64_t step)
 {
+    int kept = 0;
     for (int i = 0; i < r->n; i++)
         if (r->v[i].state == RANK_RUNNING && r->v[i].page)
-            dtshm_write_cmd (r->v[i].page, kind, step);
+            kept += !dtshm_offer_cmd (r->v[i].page, kind, step);
+    return kept;
 }
 
 void ranks_kill (ranks_t *r, struct rank *rk, int64_t grace_ms)

@@ -34,11 +34,8 @@ struct rank {
      * is its local index, never reported); ready once it declared
      * DTCLIENT_CAP_REFORM ('reform') */
     bool standby;
-    /* told to re-form and not yet seen stepping since (its report count
-     * then): the page holds one command, and a checkpoint must not
-     * overwrite the re-form before the rank read it */
-    bool reform_unread;
-    int64_t reform_nreports;
+    /* when it last said it waits to re-form (DTCLIENT_REFORM_WAITING), 0 never */
+    int64_t reform_wait_ms;
     volatile struct dtshm_page *page;
     struct dtshm_report last; /* latest report read from the page */
     struct dtshm_dims dims;   /* latest per-dimension figures (step 0: none) */
@@ -114,8 +111,10 @@ bool ranks_stopped (const struct rank *rk);
  * of this node's. */
 int ranks_hello (ranks_t *r, int rank, pid_t pid, dt_error_t *err);
 
-/* Write a command into every running rank's page. */
-void ranks_command (ranks_t *r, int kind, int64_t step);
+/* Offer a command to every running rank's page (dtshm_offer_cmd: an
+ * unread command of a higher rank stays).  The number of ranks whose page
+ * kept its unread command. */
+int ranks_command (ranks_t *r, int kind, int64_t step);
 
 /* SIGTERM (and SIGCONT, so a stopped rank gets it) the rank's process
  * group, then SIGKILL after grace_ms (0: SIGKILL now). */

@@ -55,6 +55,25 @@ for e in json.load(sys.stdin):
     if t >= t0 - 0.002:
         print("%.3f %s" % (t, e["kind"])); break' "$2"
 }
+# group_steps ID A T_KILL: "MIN MAX" of the last steps the ranks of
+# attempt A had completed: an exited rank's from its exit event (its agent
+# read the step from its page), a surviving rank's that re-forms from its
+# "peer lost after step S" line stamped after T_KILL.  MIN: the newest step
+# every rank had completed; MAX: the newest any had.  Empty when none is
+# known.
+group_steps () {
+    { "$DTCTL" --json events "$1" 2>/dev/null | $PY -c '
+import sys, json
+a = int(sys.argv[1])
+for e in json.load(sys.stdin):
+    d = e.get("data") or {}
+    if e.get("attempt") == a and e["kind"] in ("trainer_exit", "rank_exit") and d.get("last_step") is not None:
+        print(d["last_step"])' "$2"
+      cat "$RD"/work/dt-"$1"-a*-*/rank-*.log 2>/dev/null \
+        | awk -v t="$3" '$1 > t && match($0, /peer lost after step [0-9]+/) {
+            print substr($0, RSTART + 21, RLENGTH - 21) }'
+    } | sort -n | sed -n '1h; $H; ${x; s/\n/ /; p}'
+}
 # ns_pids NODE COMM: pids of command COMM in NODE's namespace.
 ns_pids () {
     local p
@@ -253,12 +272,24 @@ rec_kill () {
         local nfirst; nfirst=$(step_lines "$nlog" | awk -v t="$t_res" '$1 >= t {print $2; exit}')
         rec "recovery.$kind.resume_s" "$(calc "$t_res - $t_kill")"
         rec_phases "$id" "$kind" "$a" "$na" "$t_kill" "$t_res"
-        # (clamped at 0 by summarize.py: a just-in-time checkpoint resumes
-        # past the last step the log showed)
-        rec "recovery.$kind.steps_lost" "$(( lost_last - (nfirst - 1) ))"
-        printf '   %s kill %d (%s, attempt %d): detected %s s (%s), first step of attempt %d at %s s, steps lost %d (last %d, resumed at %d)\n' \
+        # Steps lost: steps the whole group had completed that the new
+        # attempt runs again (the newest step every rank of the failed
+        # attempt had completed - the step it resumed from); steps redone:
+        # from the newest step any rank had completed, the killed one's
+        # included (a step only it completed was never the group's: its
+        # peers had not applied it).  (The old figure, from rank 0's log
+        # and the controller's last step read after the new attempt
+        # appeared, could count the new attempt's own first step.)  Both clamped at 0 by summarize.py (a
+        # just-in-time checkpoint resumes past the last step the log showed).
+        local gs glast gmax
+        gs=$(group_steps "$id" "$a" "$t_kill")
+        glast=${gs%% *} gmax=${gs##* }
+        [ -n "$gs" ] || glast=$lost_last gmax=$lost_last
+        rec "recovery.$kind.steps_lost" "$(( glast - (nfirst - 1) ))"
+        rec "recovery.$kind.steps_redone" "$(( gmax - (nfirst - 1) ))"
+        printf '   %s kill %d (%s, attempt %d): detected %s s (%s), first step of attempt %d at %s s, steps lost %d (every rank had completed %d, resumed at %d), redone %d (newest step of any rank %d)\n' \
             "$kind" "$rep" "$node" "$a" "$(calc "${ev%% *} - $t_kill")" "${ev#* }" "$na" "$(calc "$t_res - $t_kill")" \
-            "$(( lost_last - (nfirst - 1) ))" "$lost_last" "$((nfirst - 1))" >&2
+            "$(( glast - (nfirst - 1) ))" "$glast" "$((nfirst - 1))" "$(( gmax - (nfirst - 1) ))" "$gmax" >&2
         if [ "$kind" = node ] && [ -z "${REC_PLOT_DONE:-}" ]; then
             REC_PLOT_DONE=1
             echo "$t_kill ${ev%% *} $t_res $id $a $na" > "$TMP/recovery.marks"

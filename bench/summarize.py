@@ -21,10 +21,12 @@ for line in open(args.samples):
         # run still counts through its 'failed' and 'achieved' samples.
         if s["key"].startswith("ingest") and float(s["v"]) < 0:
             continue
-        # Steps lost = last step rank 0's log showed - resume step; the log
-        # shows a step only every few (checkpoint lines), and a just-in-time
-        # checkpoint resumes at the last completed step: below 0 means none lost.
-        if s["key"].endswith(".steps_lost") and float(s["v"]) < 0:
+        # Steps lost = the newest step every rank had completed - resume
+        # step (steps redone: from the newest step any rank had completed);
+        # a just-in-time checkpoint resumes at the last completed step, past
+        # what a log showed: below 0 means none.
+        if (s["key"].endswith(".steps_lost") or s["key"].endswith(".steps_redone")) \
+                and float(s["v"]) < 0:
             s["v"] = 0
         samples.setdefault(s["key"], []).append(float(s["v"]))
     except (ValueError, KeyError, TypeError):
@@ -145,6 +147,8 @@ for kind, label in (("rank", "rank kill, no spare (in place)"),
     row("2 recovery", "%s: steps lost (dtctl)" % label, k + "steps_lost",
         ref="torchrun (no checkpoint in the script)" if kind in ("rank", "reform") else None,
         ref_key="recovery.torchrun.steps_lost" if kind in ("rank", "reform") else None, digits=0)
+    # (a step only the killed rank had completed: run again, never lost)
+    row("2 recovery", "%s: steps redone (dtctl)" % label, k + "steps_redone", digits=0)
     # The phases from the controller's record (bench_recovery.sh, rec_phases).
     for ph, plabel in (("detect_phase_s", "detection"), ("stop_s", "stop"), ("decision_s", "decision"),
                        ("start_s", "start"), ("first_step_s", "first step")):

@@ -105,6 +105,10 @@ struct dt_comm_ops {
      * returns.  NULL: the backend has none (recv does it all). */
     int (*post_recv) (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
                       dt_error_t *err);
+    /* From any thread: fail every collective in progress on c, and every
+     * later one (the group is known to be broken: a lost peer's
+     * replacement is joining).  NULL: the backend cannot. */
+    void (*abort) (dt_comm_t *c);
 };
 
 /* Every communicator starts with a pointer to its ops.  The backends
@@ -174,6 +178,12 @@ static inline int dt_comm_barrier (dt_comm_t *c, dt_error_t *err)
     int rc = c->ops->barrier (c, err);
     dt_comm_waiting (c, 0);
     return rc;
+}
+
+static inline void dt_comm_abort (dt_comm_t *c)
+{
+    if (c && c->ops->abort)
+        c->ops->abort (c);
 }
 
 static inline int dt_comm_peer_of (dt_comm_t *c, const char *errtext)

@@ -10,9 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,124 @@ extern "C" {
 #include "trainer/comm.h"
 
 namespace {
+
+// ---- collectives that can be aborted ------------------------------------
+// gloo (the 2022 snapshot Debian ships) closes a pair whose peer died and
+// fails the operations it knows of, but not an unbound buffer's send queued
+// behind an unfinished write (its transmit queue signals op.buf, not
+// op.ubuf), nor a receive whose message had begun to arrive: such a
+// collective waits out the timeout.  A survivor that must re-form cannot
+// wait that long, so the buffers gloo's collectives create go through
+// AbortContext, which keeps a list of the live ones: dt_comm_abort wakes
+// their waits (gloo's own abortWaitSend/abortWaitRecv) and makes every
+// later wait return at once, so the collective ends on the closed pair's
+// error (or is failed by the caller, who sees the flag).
+
+struct AbortList {
+    std::mutex lock;
+    std::vector<gloo::transport::UnboundBuffer *> live;
+    std::atomic<bool> aborted{ false };
+};
+
+class AbortBuffer : public gloo::transport::UnboundBuffer {
+  public:
+    AbortBuffer (std::unique_ptr<gloo::transport::UnboundBuffer> b,
+                 std::shared_ptr<AbortList> l)
+      : UnboundBuffer (b->ptr, b->size)
+      , b_ (std::move (b))
+      , l_ (std::move (l))
+    {
+        std::lock_guard<std::mutex> g (l_->lock);
+        l_->live.push_back (b_.get ());
+    }
+    ~AbortBuffer () override
+    {
+        std::lock_guard<std::mutex> g (l_->lock);
+        for (auto &x : l_->live)
+            if (x == b_.get ()) {
+                x = l_->live.back ();
+                l_->live.pop_back ();
+                break;
+            }
+    }
+    bool waitRecv (int *rank, std::chrono::milliseconds timeout) override
+    {
+        return !l_->aborted && b_->waitRecv (rank, timeout);
+    }
+    bool waitSend (int *rank, std::chrono::milliseconds timeout) override
+    {
+        return !l_->aborted && b_->waitSend (rank, timeout);
+    }
+    void abortWaitRecv () override
+    {
+        b_->abortWaitRecv ();
+    }
+    void abortWaitSend () override
+    {
+        b_->abortWaitSend ();
+    }
+    void send (int dst, uint64_t slot, size_t offset, size_t nbytes) override
+    {
+        b_->send (dst, slot, offset, nbytes);
+    }
+    void recv (int src, uint64_t slot, size_t offset, size_t nbytes) override
+    {
+        b_->recv (src, slot, offset, nbytes);
+    }
+    void recv (std::vector<int> srcs, uint64_t slot, size_t offset,
+               size_t nbytes) override
+    {
+        b_->recv (std::move (srcs), slot, offset, nbytes);
+    }
+
+  private:
+    std::unique_ptr<gloo::transport::UnboundBuffer> b_;
+    std::shared_ptr<AbortList> l_;
+};
+
+// The transport context of a connected group, with its buffers wrapped.
+class AbortContext : public gloo::transport::Context {
+  public:
+    AbortContext (std::shared_ptr<gloo::transport::Context> real,
+                  std::shared_ptr<AbortList> l)
+      : Context (real->rank, real->size)
+      , real_ (std::move (real))
+      , l_ (std::move (l))
+    {
+    }
+    std::unique_ptr<gloo::transport::Pair> &getPair (int rank) override
+    {
+        return real_->getPair (rank);
+    }
+    std::unique_ptr<gloo::transport::Pair> &createPair (int rank) override
+    {
+        return real_->createPair (rank);
+    }
+    std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer (
+      void *ptr, size_t size) override
+    {
+        return std::unique_ptr<gloo::transport::UnboundBuffer> (
+          new AbortBuffer (real_->createUnboundBuffer (ptr, size), l_));
+    }
+
+  private:
+    std::shared_ptr<gloo::transport::Context> real_;
+    std::shared_ptr<AbortList> l_;
+};
+
+// gloo's context, whose transport context is wrapped once connected.
+class DtContext : public gloo::rendezvous::Context {
+  public:
+    DtContext (int rank, int size)
+      : gloo::rendezvous::Context (rank, size)
+    {
+    }
+    void wrap (std::shared_ptr<AbortList> l)
+    {
+        transportContext_->setTimeout (getTimeout ());
+        transportContext_ = std::make_shared<AbortContext> (transportContext_, l);
+    }
+};
 
 // Forwards gloo's store calls to the C callbacks (agent kv via libdtclient).
 class CallbackStore : public gloo::rendezvous::Store {
@@ -89,7 +209,8 @@ class CallbackStore : public gloo::rendezvous::Store {
 struct gloo_comm {
     struct dt_comm base; // must be first
     std::shared_ptr<gloo::transport::Device> dev;
-    std::shared_ptr<gloo::rendezvous::Context> ctx;
+    std::shared_ptr<DtContext> ctx;
+    std::shared_ptr<AbortList> aborts;
     std::chrono::milliseconds timeout;
     uint32_t tag;
     std::vector<float> scratch;
@@ -103,6 +224,25 @@ struct gloo_comm {
     std::map<std::pair<int, uint64_t>, std::unique_ptr<gloo::transport::UnboundBuffer>>
       posted;
 };
+
+// A collective of an aborted group fails, before it starts and after
+// gloo returns (an aborted wait lets gloo's algorithm run on).
+void check_aborted (gloo_comm *g)
+{
+    if (g->aborts && g->aborts->aborted)
+        throw std::runtime_error ("aborted: the group is broken (it re-forms)");
+}
+
+void g_abort (dt_comm_t *c)
+{
+    gloo_comm *g = (gloo_comm *)c;
+    g->aborts->aborted = true;
+    std::lock_guard<std::mutex> l (g->aborts->lock);
+    for (auto *b : g->aborts->live) {
+        b->abortWaitSend ();
+        b->abortWaitRecv ();
+    }
+}
 
 int fail (dt_error_t *err, const char *what, const std::exception &e)
 {
@@ -151,7 +291,9 @@ int g_allreduce (dt_comm_t *c, void *buf, size_t n, enum dt_comm_dtype t,
             break;
         }
         o.setAlgorithm (gloo::AllreduceOptions::Algorithm::RING);
+        check_aborted (g);
         gloo::allreduce (o);
+        check_aborted (g);
     }
     catch (const std::exception &e) {
         return fail (err, "allreduce", e);
@@ -194,7 +336,9 @@ int g_allgather (dt_comm_t *c, const float *in, float *out, const size_t *counts
         o.setTimeout (g->timeout);
         o.setInput (g->scratch.data (), mine);
         o.setOutput (out, cv);
+        check_aborted (g);
         gloo::allgatherv (o);
+        check_aborted (g);
     }
     catch (const std::exception &e) {
         return fail (err, "allgather", e);
@@ -211,7 +355,9 @@ int g_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root, dt_error_t *er
         o.setTimeout (g->timeout);
         o.setOutput ((uint8_t *)buf, bytes);
         o.setRoot (root);
+        check_aborted (g);
         gloo::broadcast (o);
+        check_aborted (g);
     }
     catch (const std::exception &e) {
         return fail (err, "broadcast", e);
@@ -226,7 +372,9 @@ int g_barrier (dt_comm_t *c, dt_error_t *err)
         gloo::BarrierOptions o (g->ctx);
         o.setTag (g->tag++);
         o.setTimeout (g->timeout);
+        check_aborted (g);
         gloo::barrier (o);
+        check_aborted (g);
     }
     catch (const std::exception &e) {
         return fail (err, "barrier", e);
@@ -290,6 +438,7 @@ int g_send (dt_comm_t *c, const void *buf, size_t bytes, int peer, uint64_t slot
 {
     gloo_comm *g = (gloo_comm *)c;
     try {
+        check_aborted (g);
         auto ub = g->ctx->createUnboundBuffer ((void *)buf, bytes);
         ub->send (peer, p2p_slot_base + slot);
         g->sends.push_back (std::move (ub));
@@ -311,6 +460,7 @@ int g_post_recv (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
 {
     gloo_comm *g = (gloo_comm *)c;
     try {
+        check_aborted (g);
         auto ub = g->ctx->createUnboundBuffer (buf, bytes);
         ub->recv (peer, p2p_slot_base + slot);
         g->posted[std::make_pair (peer, slot)] = std::move (ub);
@@ -328,6 +478,7 @@ int g_recv (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
 {
     gloo_comm *g = (gloo_comm *)c;
     try {
+        check_aborted (g);
         std::unique_ptr<gloo::transport::UnboundBuffer> ub;
         auto it = g->posted.find (std::make_pair (peer, slot));
         if (it != g->posted.end ()) {
@@ -354,6 +505,7 @@ int g_flush (dt_comm_t *c, dt_error_t *err)
     gloo_comm *g = (gloo_comm *)c;
     int rank = -1;
     try {
+        check_aborted (g);
         for (auto &ub : g->sends)
             if (!ub->waitSend (&rank, g->timeout))
                 throw std::runtime_error ("send aborted");
@@ -369,8 +521,9 @@ int g_flush (dt_comm_t *c, dt_error_t *err)
 }
 
 const struct dt_comm_ops gloo_ops = {
-    "gloo",    g_allreduce, g_reduce_scatter, g_allgather, g_broadcast, g_barrier,
-    g_destroy, g_peer_of,   g_send,           g_recv,      g_flush,     g_post_recv,
+    "gloo",    g_allreduce, g_reduce_scatter, g_allgather, g_broadcast,
+    g_barrier, g_destroy,   g_peer_of,        g_send,      g_recv,
+    g_flush,   g_post_recv, g_abort,
 };
 
 } // namespace
@@ -402,9 +555,11 @@ extern "C" dt_comm_t *dt_comm_gloo_create (const struct dt_comm_params *p,
               "no rendezvous store (need --rendezvous-dir or an agent)");
         gloo::rendezvous::PrefixStore store (p->prefix ? p->prefix : "dttrain", *base);
 
-        g->ctx = std::make_shared<gloo::rendezvous::Context> (p->rank, p->size);
+        g->ctx = std::make_shared<DtContext> (p->rank, p->size);
         g->ctx->setTimeout (g->timeout);
         g->ctx->connectFullMesh (store, g->dev);
+        g->aborts = std::make_shared<AbortList> ();
+        g->ctx->wrap (g->aborts);
         exchange_addresses (g);
     }
     catch (const std::exception &e) {

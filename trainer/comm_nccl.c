@@ -523,6 +523,7 @@ static const struct dt_comm_ops nccl_ops = {
     "nccl",    n_allreduce, n_reduce_scatter, n_allgather, n_broadcast,
     n_barrier, n_destroy,   n_peer_of,        NULL,        NULL,
     NULL,      NULL, /* point to point: a pipeline group's (nccl_p2p_ops) */
+    NULL,            /* abort: ncclCommAbort is not wired (re-form is gloo only) */
 };
 
 /* A pipeline group: the collectives, and sends and receives between
@@ -531,6 +532,7 @@ static const struct dt_comm_ops nccl_p2p_ops = {
     "nccl",        n_allreduce,   n_reduce_scatter, n_allgather,
     n_broadcast,   n_barrier,     n_destroy,        n_peer_of,
     nccl_p2p_send, nccl_p2p_recv, nccl_p2p_flush,   nccl_p2p_post_recv,
+    NULL,
 };
 
 /* Publish / fetch the unique id through the store or a file. */

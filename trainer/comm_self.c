@@ -51,7 +51,7 @@ static const struct dt_comm_ops self_ops = {
     s_allgather, s_broadcast, s_barrier,
     s_destroy,   NULL,        NULL,
     NULL,        NULL, /* no peers to send to */
-    NULL,
+    NULL,        NULL,
 };
 
 dt_comm_t *dt_comm_self_create (dt_error_t *err)

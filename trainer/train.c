@@ -261,6 +261,7 @@ void trainer_destroy (struct trainer *t)
 {
     if (!t)
         return;
+    train_rwatch_stop (t);
     train_overlap_stop (t);
     ckpt_writer_destroy (t->writer);
     integ_destroy (t->integ);

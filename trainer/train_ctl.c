@@ -177,6 +177,13 @@ void train_poll_commands (struct trainer *t)
                     "rank %d: abort requested by the controller at step %" PRId64,
                     t->rank, t->step);
             exit (EXIT_TRAIN_ERR);
+        case DTCLIENT_CMD_REFORM:
+            /* The controller decided before this rank's own collective
+             * failed (it completed a step the lost peer had sent its share
+             * of): kept for the wait that follows the failure. */
+            if (cmd.step > t->reform_attempt && cmd.step > t->reform_pending)
+                t->reform_pending = cmd.step;
+            break;
         default: break;
         }
     }

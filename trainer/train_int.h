@@ -79,6 +79,10 @@ struct trainer {
     int reform_ok, reform_joining;
     int64_t reform_attempt;
     int64_t reform_first; /* the first step after a re-form (logged) */
+    /* a re-form command read in the step loop, before this rank's own
+     * collective failed: the attempt it names (0: none) */
+    int64_t reform_pending;
+    struct train_rwatch *rwatch; /* train_rwatch.c (NULL: not watching) */
     /* the FLOP report's peak, once known (a re-formed group's replacement
      * takes its source's instead of measuring before its first step) */
     int perf_known;
@@ -177,6 +181,14 @@ int train_reform_sync (struct trainer *t, dt_error_t *err);
 /* train_standby.c: a standby process's warm model, moved into *m (true)
  * when it was kept and has the shape asked for; false otherwise. */
 bool train_standby_take_model (struct model *m, const struct dt_kern_ops *k, int mb);
+
+/* train_rwatch.c: a re-form command left unread (a collective stuck on
+ * the lost peer) aborts the old group's communicators.  lock/unlock
+ * around replacing them. */
+void train_rwatch_start (struct trainer *t);
+void train_rwatch_lock (struct trainer *t);
+void train_rwatch_unlock (struct trainer *t);
+void train_rwatch_stop (struct trainer *t);
 
 /* train_layout.c: the layout's communicators and what the step loop does
  * differently under it */

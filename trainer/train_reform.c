@@ -57,6 +57,8 @@ void train_reform_declare (struct trainer *t)
                 dtclient_strerror (e));
         t->reform_ok = 0;
     }
+    else
+        train_rwatch_start (t);
 }
 
 /* The state every member must hold identically: a CRC over the
@@ -161,6 +163,7 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
  * operations; its sockets and threads stay until the process ends. */
 static int reopen (struct trainer *t, int64_t attempt, dt_error_t *err)
 {
+    train_rwatch_lock (t); /* (it may abort the old communicators) */
     if (t->world > 2) {
         train_layout_close (t);
         dt_comm_destroy (t->comm);
@@ -172,6 +175,7 @@ static int reopen (struct trainer *t, int64_t attempt, dt_error_t *err)
     }
     t->comm = NULL;
     t->reform_attempt = attempt;
+    train_rwatch_unlock (t);
     if (!(t->comm = train_comm_open (t, err)) || train_layout_open (t, err) < 0)
         return -1;
     dt_comm_set_wait_hook (t->comm, train_client_waiting, t->client);
@@ -195,7 +199,16 @@ int train_reform_survivor (struct trainer *t)
     dtclient_declare (t->client, DTCLIENT_CAP_REFORM | DTCLIENT_REFORM_WAITING);
     ckpt_wait (t->writer); /* a periodic write in flight finishes first */
     while (dt_mono_ms () - t0 < reform_wait_ms) {
-        while (dtclient_poll (t->client, &cmd)) {
+        /* (a re-form command the step loop read comes first) */
+        int got = t->reform_pending > t->reform_attempt;
+        if (got) {
+            cmd.kind = DTCLIENT_CMD_REFORM;
+            cmd.step = t->reform_pending;
+        }
+        else
+            got = dtclient_poll (t->client, &cmd);
+        t->reform_pending = 0;
+        for (; got; got = dtclient_poll (t->client, &cmd)) {
             if (cmd.kind == DTCLIENT_CMD_STOP || cmd.kind == DTCLIENT_CMD_ABORT) {
                 dt_log (LOG_NOTICE, "rank %d: %s while waiting to re-form", t->rank,
                         cmd.kind == DTCLIENT_CMD_STOP ? "stop" : "abort");

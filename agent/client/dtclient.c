@@ -428,6 +428,7 @@ int dtclient_poll (dtclient_t *c, dtclient_cmd_t *cmd)
     if (dtshm_read_cmd (c->page, &k) < 0 || k.cmd_seq <= c->last_cmd_seq)
         return 0;
     c->last_cmd_seq = k.cmd_seq;
+    dtshm_ack_cmd (c->page, k.cmd_seq);
     if (cmd) {
         cmd->kind = (dtclient_cmd_kind_t)k.kind;
         cmd->step = k.step;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtclient.h"
 #include "dtproto.h"
 
 static int fail (char *err, size_t errlen, const char *fmt, ...)
@@ -433,4 +434,37 @@ void dtshm_write_cmd (volatile struct dtshm_page *p, int kind, int64_t step)
     p->cmd.step = step;
     p->cmd.cmd_seq = p->cmd.cmd_seq + 1;
     STORE_REL (&p->cmd.seq, s + 2);
+}
+
+/* A command kind's rank for dtshm_offer_cmd (unknown kinds: the lowest). */
+static int cmd_rank (int kind)
+{
+    switch (kind) {
+    case DTCLIENT_CMD_ABORT: return 4;
+    case DTCLIENT_CMD_STOP: return 3;
+    case DTCLIENT_CMD_REFORM: return 2;
+    case DTCLIENT_CMD_CHECKPOINT: return 1;
+    default: return 0;
+    }
+}
+
+int dtshm_offer_cmd (volatile struct dtshm_page *p, int kind, int64_t step)
+{
+    /* (only the agent writes the command half: no read can race a write) */
+    uint64_t read = __atomic_load_n (&p->cmd_read, __ATOMIC_ACQUIRE);
+    if (p->cmd.cmd_seq > read && cmd_rank (p->cmd.kind) > cmd_rank (kind))
+        return 0;
+    dtshm_write_cmd (p, kind, step);
+    return 1;
+}
+
+int dtshm_cmd_unread (const volatile struct dtshm_page *p, struct dtshm_cmd *out)
+{
+    uint64_t read = __atomic_load_n (&p->cmd_read, __ATOMIC_ACQUIRE);
+    return dtshm_read_cmd (p, out) == 0 && out->cmd_seq > read;
+}
+
+void dtshm_ack_cmd (volatile struct dtshm_page *p, uint64_t cmd_seq)
+{
+    __atomic_store_n (&p->cmd_read, cmd_seq, __ATOMIC_RELEASE);
 }

@@ -168,7 +168,11 @@ struct dtshm_page {
     uint32_t version; /* DTPROTO_VERSION */
     int32_t rank;
     int32_t pad;
-    char pad1[64 - 16];
+    /* The cmd_seq of the newest command the client has read (the client
+     * writes it, atomically, after each read; 0 until then): the agent
+     * never replaces an unread command with one it outranks. */
+    uint64_t cmd_read;
+    char pad1[64 - 24];
     struct dtshm_report report __attribute__ ((aligned (64)));
     struct dtshm_cmd cmd __attribute__ ((aligned (64)));
     struct dtshm_dims dims __attribute__ ((aligned (64)));
@@ -176,6 +180,7 @@ struct dtshm_page {
 
 /* The Python module hard-codes these offsets
  * (agent/client/python/dtclient/__init__.py). */
+_Static_assert(offsetof (struct dtshm_page, cmd_read) == 16, "cmd_read at 16");
 _Static_assert(offsetof (struct dtshm_page, report) == 64, "report at 64");
 _Static_assert(offsetof (struct dtshm_page, cmd) == 128, "cmd at 128");
 _Static_assert(offsetof (struct dtshm_report, busy) == 56, "report.busy at 64+56");
@@ -193,5 +198,16 @@ int dtshm_read_cmd (const volatile struct dtshm_page *p, struct dtshm_cmd *out);
 int dtshm_read_dims (const volatile struct dtshm_page *p, struct dtshm_dims *out);
 /* Seqlock write of a new command (the agent). */
 void dtshm_write_cmd (volatile struct dtshm_page *p, int kind, int64_t step);
+/* The page holds one command.  A command the client has not read yet
+ * (cmd_read behind cmd_seq) is replaced only by one of at least its rank:
+ * abort > stop > reform > checkpoint (a checkpoint must never take the
+ * place of an unread stop or re-form: the controller asks for it again).
+ * 1: written; 0: kept the unread command. */
+int dtshm_offer_cmd (volatile struct dtshm_page *p, int kind, int64_t step);
+/* 1 when the slot holds a command the client has not read (its copy in
+ * *out), else 0. */
+int dtshm_cmd_unread (const volatile struct dtshm_page *p, struct dtshm_cmd *out);
+/* The client: cmd_seq read (dtshm_read_cmd), acknowledged in the page. */
+void dtshm_ack_cmd (volatile struct dtshm_page *p, uint64_t cmd_seq);
 
 #endif

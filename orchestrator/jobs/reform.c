@@ -36,6 +36,10 @@ static bool reform_eligible (struct jobs *jobs, struct attempt *att)
         !att->row.handle[0] || att->stopping || att->row.cause_rank < 0 ||
         strcmp (att->row.cause, "trainer_exit"))
         return false;
+    /* A rank reported the result: the run is over and the survivors are
+     * exiting; a replacement would wait for them in vain. */
+    if (job->row.result)
+        return false;
     /* The command reaches the agents in the answers to their own requests:
      * not through the relays of a fan-in tree. */
     if (job->spec.hb.tree_width > 0)

@@ -202,6 +202,9 @@ static void test_client_exchange (void)
     CU_ASSERT_EQUAL (rep.samples, 640);
     CU_ASSERT (rep.compute_ms > 39.9 && rep.compute_ms < 40.1);
     CU_ASSERT_EQUAL (rep.nreports, 1);
+    /* The client acknowledged the command it read: the agent may now
+     * replace it with any other. */
+    CU_ASSERT_EQUAL (page->cmd_read, 1);
     chan_destroy (c);
     munmap ((void *)page, DTSHM_SIZE);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/client/dtclient.h"
 #include "agent/client/dtproto.h"
 #include "tests/unit/unit.h"
 
@@ -485,6 +486,48 @@ static void test_seqlock (void)
     free (p);
 }
 
+/* The page's one command slot: an unread command is replaced only by one
+ * that ranks at least as high (abort > stop > reform > checkpoint); once
+ * the client acknowledged it, by anything. */
+static void test_cmd_priority (void)
+{
+    struct dtshm_page *p = aligned_alloc (64, DTSHM_SIZE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL (p);
+    memset (p, 0, DTSHM_SIZE);
+    struct dtshm_cmd k;
+
+    /* Checkpoints replace each other unread (the newest step counts). */
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 20), 1);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 40), 1);
+    /* An unread re-form outranks a checkpoint: it stays. */
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_REFORM, 2), 1);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 60), 0);
+    CU_ASSERT_EQUAL (dtshm_read_cmd (p, &k), 0);
+    CU_ASSERT (k.kind == DTCLIENT_CMD_REFORM && k.step == 2 && k.cmd_seq == 3);
+    CU_ASSERT_EQUAL (dtshm_cmd_unread (p, &k), 1);
+    /* Read and acknowledged: the checkpoint goes in. */
+    dtshm_ack_cmd (p, k.cmd_seq);
+    CU_ASSERT_EQUAL (dtshm_cmd_unread (p, &k), 0);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 60), 1);
+    CU_ASSERT_EQUAL (dtshm_read_cmd (p, &k), 0);
+    CU_ASSERT (k.kind == DTCLIENT_CMD_CHECKPOINT && k.step == 60 && k.cmd_seq == 4);
+    /* A stop replaces an unread re-form or checkpoint; neither replaces
+     * an unread stop; only an abort does. */
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_STOP, 0), 1);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_REFORM, 3), 0);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 80), 0);
+    CU_ASSERT_EQUAL (dtshm_read_cmd (p, &k), 0);
+    CU_ASSERT (k.kind == DTCLIENT_CMD_STOP && k.cmd_seq == 5);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_ABORT, 0), 1);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_STOP, 0), 0);
+    CU_ASSERT_EQUAL (dtshm_read_cmd (p, &k), 0);
+    CU_ASSERT (k.kind == DTCLIENT_CMD_ABORT && k.cmd_seq == 6);
+    /* An acknowledgement of an older command does not cover a newer one. */
+    dtshm_ack_cmd (p, 5);
+    CU_ASSERT_EQUAL (dtshm_offer_cmd (p, DTCLIENT_CMD_CHECKPOINT, 100), 0);
+    free (p);
+}
+
 int main (void)
 {
     static const struct dt_unit_test tests[] = {
@@ -496,6 +539,8 @@ int main (void)
         { "oversized keys, values and payloads refused", test_oversized },
         { "random payloads never crash the decoder", test_fuzz },
         { "seqlock reads are never torn", test_seqlock },
+        { "an unread command is replaced only by one that outranks it",
+          test_cmd_priority },
         { NULL, NULL },
     };
     return dt_unit_run ("dtproto", tests);

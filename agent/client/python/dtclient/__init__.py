@@ -88,6 +88,7 @@ _REPORT_OFF = 64                      # struct dtshm_report, seqlock first
 _REPORT = struct.Struct("<qdqddqi")   # step loss samples compute_ms comm_ms nreports busy
 _WAITING_OFF = 124                    # report.waiting: a counter outside the seqlock
 _I32 = struct.Struct("<i")
+_CMD_READ_OFF = 16                    # page.cmd_read: the newest cmd_seq read (ours)
 _CMD_OFF = 128                        # struct dtshm_cmd, seqlock first
 _CMD = struct.Struct("<QQiiq")        # seq cmd_seq kind pad step
 _U64 = struct.Struct("<Q")
@@ -307,6 +308,7 @@ class Client:
             if cmd_seq <= self._last_cmd:
                 return None
             self._last_cmd = cmd_seq
+            _U64.pack_into(self._page, _CMD_READ_OFF, cmd_seq)     # (read: the agent may replace it)
             return Command(kind, step, cmd_seq)
         return None
 
