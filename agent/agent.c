@@ -29,6 +29,7 @@
 #include "reaper.h"
 #include "relay.h"
 #include "rundir.h"
+#include "agent_int.h"
 
 /* Granularity of hang detection and SIGKILL deadlines. */
 static const int agent_tick_ms = 100;
@@ -38,65 +39,14 @@ static const int agent_tick_ms = 100;
  * the attempt again.  As long as the batch script waits for a controller. */
 static const int64_t agent_final_flush_ms = 600000;
 
-struct agent {
-    ctl_t *ctl;
-    const struct node_info *ni;
-    const struct layout *l;
-    int sigfd;
-    struct agent_opts opts;
-    char *rundir;
-    char *sock;
-    char *sockdir; /* a second private dir for a long socket path */
-    chan_t *chan;
-    ranks_t *ranks;
-    relay_t *relay; /* borrowed; NULL: direct heartbeats */
-
-    json_t *events;     /* not yet accepted by the controller */
-    size_t ev_chunk;    /* bytes of JSON per events request */
-    int64_t next_ev_ms; /* 0: send now */
-    int64_t ev_backoff_ms;
-    int64_t next_hb_ms;
-    int64_t hb_backoff_ms;
-    bool unreachable; /* last call to the controller failed */
-
-    bool gone;     /* 410: the attempt is over */
-    bool stopping; /* stop requested (signal or command) */
-    int64_t stop_deadline_ms;
-    bool abort;
-    int64_t last_ckpt_step; /* de-duplication of repeated commands */
-    bool stop_applied;
-
-    /* Re-forming in place (the attempt's env says DT_REFORM=1): after a
-     * rank's failure the agent waits, until reform_until_ms, for the
-     * controller's re-form command instead of exiting; the layout of the
-     * attempt it re-formed as is its own (a->l then points to it). */
-    bool reform;
-    int64_t reform_until_ms;
-    int64_t reform_poll_until_ms; /* a rank waits to re-form: heartbeat often */
-    int64_t reform_at_ms;         /* when the ranks were told to re-form */
-    struct layout own_l;
-    bool has_own_l;
-};
-
-/* How long an agent whose ranks all failed waits for a re-form command
- * (or a stop) before exiting as before. */
-static const int64_t agent_reform_wait_ms = 5000;
 /* While a rank waits to re-form: a heartbeat every agent_reform_poll_every_ms
  * for up to agent_reform_poll_ms (the survivor's own wait). */
 static const int64_t agent_reform_poll_ms = 3000;
 static const int64_t agent_reform_poll_every_ms = 50;
-/* A running rank told to re-form that has not read the command this long
- * after, and waits in a collective all along, is stuck on its lost peer:
- * gloo (Debian's 2022 snapshot) closes a pair whose peer died, but never
- * wakes a send of an unbound buffer queued behind an unfinished write, nor
- * a receive whose message had begun to arrive; such a collective waits
- * out the communicator's timeout (60 s).  The rank is killed and reported,
- * so the re-formation fails over to the ordinary restart at once. */
-static const int64_t agent_reform_read_ms = 3000;
 
 /* ---- events -------------------------------------------------------------- */
 
-static void event_add (agent_t *a, json_t *ev)
+void agent_event_add (agent_t *a, json_t *ev)
 {
     if (!ev)
         return;
@@ -268,7 +218,7 @@ static void on_rank_exit (struct rank *rk, void *arg)
      * the last heartbeat), so the controller counts the lost work exactly. */
     if (ev && rk->client && rk->last.step >= 0 && rk->last.nreports > 0)
         json_object_set_new (ev, "step", json_integer (rk->last.step));
-    event_add (a, ev);
+    agent_event_add (a, ev);
 }
 
 static void on_rank_hang (struct rank *rk, int64_t idle_ms, bool stopped, void *arg)
@@ -283,8 +233,8 @@ static void on_rank_hang (struct rank *rk, int64_t idle_ms, bool stopped, void *
                   "itself hangs"
                 : "");
     dt_log (LOG_WARNING, "rank %d hangs: %s", rk->rank, detail);
-    event_add (a, json_pack ("{s:s, s:i, s:s}", "kind", "hang", "rank", rk->rank,
-                             "detail", detail));
+    agent_event_add (a, json_pack ("{s:s, s:i, s:s}", "kind", "hang", "rank", rk->rank,
+                                   "detail", detail));
     ranks_kill (a->ranks, rk, a->opts.kill_grace_ms);
 }
 
@@ -327,7 +277,7 @@ static void on_signal (agent_t *a, int sig)
     }
     dt_log (LOG_NOTICE, "%s: asking the ranks to stop (grace %lld ms)", detail,
             (long long)a->opts.stop_grace_ms);
-    event_add (a, json_pack ("{s:s, s:s}", "kind", "signal", "detail", detail));
+    agent_event_add (a, json_pack ("{s:s, s:s}", "kind", "signal", "detail", detail));
     stop_ranks (a, 0);
 }
 
@@ -341,137 +291,6 @@ static void read_signals (agent_t *a)
 }
 
 /* ---- heartbeats and commands --------------------------------------------- */
-
-/* The new layout 'nl' (stolen) of a hot spare's agent in the re-formed
- * attempt: still a spare (its standby processes keep waiting), or the
- * lost node's replacement: its standby processes take over that node's
- * ranks and join the group. */
-static void reform_spare (agent_t *a, int attempt, struct layout *nl, int64_t t0)
-{
-    if (nl->world_size != a->l->world_size ||
-        nl->ranks_per_node != a->l->ranks_per_node ||
-        (!nl->spare && ranks_take_over (a->ranks, nl->node_rank) < 0)) {
-        dt_log (LOG_ERR, "re-form as attempt %d: %s: ending the standby processes",
-                attempt,
-                nl->spare ? "the layout changed" : "the standby processes are not ready");
-        layout_clear (nl);
-        a->gone = true;
-        return;
-    }
-    if (a->has_own_l)
-        layout_clear (&a->own_l);
-    a->own_l = *nl;
-    a->has_own_l = true;
-    a->l = &a->own_l;
-    ranks_set_layout (a->ranks, a->l);
-    json_array_clear (a->events);
-    a->last_ckpt_step = -1;
-    if (a->l->spare) {
-        dt_log (LOG_INFO, "re-formed as attempt %d: still a spare", attempt);
-        return;
-    }
-    ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
-    dt_log (LOG_NOTICE,
-            "hot spare: node rank %d of attempt %d, ranks %d..%d taken over by the "
-            "standby processes in %lld ms (registration included)",
-            a->l->node_rank, attempt, a->l->node_rank * a->l->ranks_per_node,
-            (a->l->node_rank + 1) * a->l->ranks_per_node - 1,
-            (long long)(dt_mono_ms () - t0));
-    a->next_hb_ms = dt_mono_ms ();
-}
-
-/* The controller made a new attempt of the same processes (re-form in
- * place): take its token, register with it (the same node rank, a new
- * layout), drop what the old attempt had not delivered (it must never
- * reach the new one), restart the failed local ranks as replacements
- * that join from their peers, and tell the running ones to re-form. */
-static void reform (agent_t *a, int attempt, const char *token)
-{
-    dt_error_t err;
-    struct layout nl;
-    int64_t t0 = dt_mono_ms ();
-
-    if (!a->reform || attempt <= a->l->attempt || a->stopping || a->abort || a->gone)
-        return;
-    dt_log (LOG_NOTICE, "command: re-form as attempt %d", attempt);
-    if (ctl_set_token (a->ctl, token) < 0 ||
-        ctl_register (a->ctl, a->ni, a->l->node_timeout_ms, -1, &nl, &err) < 0) {
-        dt_log (LOG_ERR, "re-form as attempt %d: %s: ending the ranks", attempt,
-                err.text);
-        a->gone = true;
-        return;
-    }
-    if (a->l->spare) {
-        reform_spare (a, attempt, &nl, t0);
-        return;
-    }
-    if (nl.node_rank != a->l->node_rank || nl.world_size != a->l->world_size ||
-        nl.ranks_per_node != a->l->ranks_per_node) {
-        dt_log (LOG_ERR, "re-form as attempt %d: the layout changed: ending the ranks",
-                attempt);
-        layout_clear (&nl);
-        a->gone = true;
-        return;
-    }
-    if (a->has_own_l)
-        layout_clear (&a->own_l);
-    a->own_l = nl;
-    a->has_own_l = true;
-    a->l = &a->own_l;
-    ranks_set_layout (a->ranks, a->l);
-    json_array_clear (a->events);
-    a->last_ckpt_step = -1;
-    a->reform_until_ms = 0;
-    a->reform_poll_until_ms = 0;
-    ranks_command (a->ranks, DTCLIENT_CMD_REFORM, attempt);
-    a->reform_at_ms = dt_mono_ms ();
-    for (int i = 0; i < ranks_count (a->ranks); i++) {
-        struct rank *rk = ranks_at (a->ranks, i);
-        if (rk->state == RANK_RUNNING) {
-            /* still capable in the new attempt */
-            if (rk->reform)
-                event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
-                                         rk->rank, "reform", 1));
-        }
-        else if (ranks_relaunch (a->ranks, rk, &err) < 0) {
-            dt_log (LOG_ERR, "%s", err.text);
-            a->gone = true;
-            return;
-        }
-    }
-    dt_log (LOG_INFO, "re-formed as attempt %d in %lld ms (registration included)",
-            attempt, (long long)(dt_mono_ms () - t0));
-    a->next_hb_ms = dt_mono_ms ();
-}
-
-/* agent_reform_read_ms after the re-form command: kill the surviving
- * ranks stuck in a collective of the old group - those that have not read
- * the command, and those that read it in their step loop but never said
- * they wait to re-form (a survivor says so before it re-forms, at most a
- * few seconds before the command: its own wait). */
-static void reform_check_read (agent_t *a, int64_t now)
-{
-    if (!a->reform_at_ms || now - a->reform_at_ms < agent_reform_read_ms)
-        return;
-    int64_t at = a->reform_at_ms;
-    a->reform_at_ms = 0;
-    for (int i = 0; i < ranks_count (a->ranks); i++) {
-        struct rank *rk = ranks_at (a->ranks, i);
-        struct dtshm_cmd k;
-        if (rk->state != RANK_RUNNING || rk->joining || !rk->page || !rk->last.waiting)
-            continue;
-        bool unread = dtshm_cmd_unread (rk->page, &k) && k.kind == DTCLIENT_CMD_REFORM;
-        if (!unread && rk->reform_wait_ms >= at - agent_reform_wait_ms)
-            continue;
-        dt_log (LOG_WARNING,
-                "rank %d has %s its re-form command in %lld ms and waits in a "
-                "collective on its lost peer: killing it (the ordinary restart follows)",
-                rk->rank, unread ? "not read" : "not acted on",
-                (long long)agent_reform_read_ms);
-        ranks_kill (a->ranks, rk, 0);
-        rk->killed = false; /* its exit is reported: the re-formation failed */
-    }
-}
 
 static void apply_commands (agent_t *a, const json_t *cmds)
 {
@@ -519,7 +338,7 @@ static void apply_commands (agent_t *a, const json_t *cmds)
             json_t *at = json_object_get (c, "attempt"),
                    *tk = json_object_get (c, "token");
             if (json_is_integer (at) && json_is_string (tk))
-                reform (a, (int)json_integer_value (at), json_string_value (tk));
+                agent_reform (a, (int)json_integer_value (at), json_string_value (tk));
         }
         else if (strcmp (kind, "abort") == 0) {
             if (!a->abort) {
@@ -618,7 +437,7 @@ static void on_shard (agent_t *a, const struct dtproto_msg *m, int conn_rank,
                                              ? m->i[DTPROTO_T_RANK]
                                              : conn_rank));
     }
-    event_add (a, ev);
+    agent_event_add (a, ev);
     free (path);
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
@@ -640,7 +459,7 @@ static void on_perf (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     }
     json_object_set_new (perf, "kind", json_string ("perf"));
     json_object_set_new (perf, "rank", json_integer (conn_rank));
-    event_add (a, perf);
+    agent_event_add (a, perf);
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
 
@@ -664,19 +483,19 @@ static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
         /* A hot spare's standby process is no rank: once all are ready the
          * controller may count on them (hotspare.c). */
         if (rk->standby && ranks_standby_ready (a->ranks) == ranks_count (a->ranks))
-            event_add (
+            agent_event_add (
               a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", 0, "standby", 1));
         else if (!rk->standby)
-            event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank", conn_rank,
-                                     "reform", 1));
+            agent_event_add (a, json_pack ("{s:s, s:i, s:b}", "kind", "caps", "rank",
+                                           conn_rank, "reform", 1));
     }
     /* It lost a peer and waits: ask the controller now and often (the
      * re-form command, or the stop of the ordinary path, comes sooner
      * than at the next heartbeat). */
     if (waiting && a->reform) {
         /* (the controller then needs less silence to declare a node lost) */
-        event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank",
-                                 conn_rank, "reform", 1, "waiting", 1));
+        agent_event_add (a, json_pack ("{s:s, s:i, s:b, s:b}", "kind", "caps", "rank",
+                                       conn_rank, "reform", 1, "waiting", 1));
         rk->reform_wait_ms = dt_mono_ms ();
         a->reform_poll_until_ms = dt_mono_ms () + agent_reform_poll_ms;
         a->next_hb_ms = dt_mono_ms ();
@@ -708,9 +527,10 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
         return;
     case DTPROTO_SHARD: on_shard (a, m, *conn_rank, reply); return;
     case DTPROTO_SHARD_FAILED:
-        event_add (a, json_pack ("{s:s, s:i, s:I, s:s}", "kind", "shard_failed", "rank",
-                                 *conn_rank, "step", (json_int_t)m->i[DTPROTO_T_STEP],
-                                 "detail", STR (DTPROTO_T_TEXT, text)));
+        agent_event_add (a, json_pack ("{s:s, s:i, s:I, s:s}", "kind", "shard_failed",
+                                       "rank", *conn_rank, "step",
+                                       (json_int_t)m->i[DTPROTO_T_STEP], "detail",
+                                       STR (DTPROTO_T_TEXT, text)));
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
     case DTPROTO_RESULT: {
@@ -723,8 +543,8 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
             chan_reply_status (reply, DTCLIENT_ERR_INVAL, "result: not a JSON object");
             return;
         }
-        event_add (a, json_pack ("{s:s, s:i, s:o}", "kind", "result", "rank", *conn_rank,
-                                 "result", res));
+        agent_event_add (a, json_pack ("{s:s, s:i, s:o}", "kind", "result", "rank",
+                                       *conn_rank, "result", res));
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
     }
@@ -740,8 +560,8 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
                                "integrity: not a JSON object with a step");
             return;
         }
-        event_add (a, json_pack ("{s:s, s:i, s:O, s:o}", "kind", "integrity", "rank",
-                                 *conn_rank, "step", st, "report", rep));
+        agent_event_add (a, json_pack ("{s:s, s:i, s:O, s:o}", "kind", "integrity",
+                                       "rank", *conn_rank, "step", st, "report", rep));
         chan_reply_status (reply, DTCLIENT_OK, NULL);
         return;
     }
@@ -921,7 +741,7 @@ int agent_run (agent_t *a)
                 a->rundir);
         if (ranks_start (a->ranks, &err) < 0) {
             dt_log (LOG_ERR, "%s", err.text);
-            event_add (
+            agent_event_add (
               a, json_pack ("{s:s, s:s}", "kind", "node_failure", "detail", err.text));
             ranks_kill_all (a->ranks, 0);
             final_flush (a);
@@ -961,7 +781,7 @@ int agent_run (agent_t *a)
             relay_due (a->relay, now, a->l->heartbeat_interval_ms / 4))
             a->next_hb_ms = now;
         ranks_tick (a->ranks, now, a->l->hang_timeout_ms, on_rank_hang, a);
-        reform_check_read (a, now);
+        agent_reform_check_read (a, now);
 
         if (json_array_size (a->events) && now >= a->next_ev_ms)
             events_flush (a);
@@ -988,13 +808,14 @@ int agent_run (agent_t *a)
             if (a->reform && !a->stopping && !a->abort &&
                 !ranks_all_succeeded (a->ranks)) {
                 if (a->reform_until_ms == 0)
-                    a->reform_until_ms = now + agent_reform_wait_ms;
+                    a->reform_until_ms = now + AGENT_REFORM_WAIT_MS;
                 if (now < a->reform_until_ms)
                     continue;
             }
             if (ranks_all_succeeded (a->ranks)) {
                 dt_log (LOG_INFO, "every local rank exited 0: done");
-                event_add (a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));
+                agent_event_add (
+                  a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));
                 final_flush (a);
                 return 0;
             }
