@@ -75,6 +75,12 @@ struct agent {
     int64_t reform_poll_until_ms; /* a rank waits to re-form: heartbeat often */
     struct layout own_l;
     bool has_own_l;
+
+    /* A neighbour in a fan-in tree whose ranks failed heartbeats on (and
+     * relays) until lingering_until_ms, or until the attempt ends: the
+     * controller declares a lost node sooner when the nodes around it
+     * still say they do not hear it.  0: not lingering. */
+    int64_t linger_until_ms;
 };
 
 /* How long an agent whose ranks all failed waits for a re-form command
@@ -854,6 +860,12 @@ int agent_run (agent_t *a)
             timeout = a->next_hb_ms - now;
         if (json_array_size (a->events) && a->next_ev_ms - now < timeout)
             timeout = a->next_ev_ms - now;
+        /* Children's lines and silent children go up when due. */
+        if (a->relay && !a->unreachable && !a->gone) {
+            int64_t r = relay_due_in (a->relay, now, a->l->heartbeat_interval_ms / 4);
+            if (r >= 0 && r < timeout)
+                timeout = r;
+        }
         if (timeout < 0)
             timeout = 0;
 
@@ -887,6 +899,13 @@ int agent_run (agent_t *a)
 
         /* ---- is the agent done? ---- */
         if (a->gone) {
+            if (a->linger_until_ms) {
+                /* Its ranks had failed already: the same end as without
+                 * the wait. */
+                dt_log (LOG_INFO, "the attempt is over (HTTP 410): exiting");
+                final_flush (a);
+                return 1;
+            }
             dt_log (LOG_NOTICE,
                     "the attempt is over (HTTP 410): killing the ranks, exiting");
             ranks_kill_all (a->ranks, 0);
@@ -914,6 +933,25 @@ int agent_run (agent_t *a)
                 event_add (a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));
                 final_flush (a);
                 return 0;
+            }
+            /* The ranks failed, usually because a peer's node was lost: in
+             * a fan-in tree this node may be the only one that can say it
+             * no longer hears that node (its relay, or its child), so it
+             * stays in the tree until the controller ends the attempt
+             * (410) or says stop, for a node timeout and an interval at
+             * most (by then the controller has decided without it). */
+            if (a->relay && relay_in_tree (a->relay) && !a->stopping && !a->abort &&
+                !a->unreachable) {
+                if (a->linger_until_ms == 0) {
+                    a->linger_until_ms =
+                      now + a->l->node_timeout_ms + a->l->heartbeat_interval_ms;
+                    dt_log (LOG_INFO,
+                            "the ranks are over; heartbeating on in the fan-in tree "
+                            "until the attempt ends (for up to %lld ms)",
+                            (long long)(a->linger_until_ms - now));
+                }
+                if (now < a->linger_until_ms)
+                    continue;
             }
             final_flush (a);
             return 1;

@@ -361,13 +361,19 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
      * proves the neighbour alive after the node's last one, so the silence
      * is the node's own, not a dead relay's, and 2 intervals of it
      * suffice, provided the node is the only one silent: every other agent
-     * was heard from since the report.  Only the node silent longest may
-     * be declared (with either limit), so a node that fell silent after
-     * another, e.g. a relay whose agent ended with the attempt's ranks
-     * after a leaf died, is not blamed before it. */
+     * was heard from since the report, or within 7/4 of an interval (the
+     * neighbours of a lost node keep heartbeating after their ranks
+     * ended, agent.c).  Only the node silent longest may be declared (with
+     * either limit).  A relay's report also says when it last heard its
+     * child, before the line went up the tree: the silence counts from
+     * then, when that agrees with the controller's own last heartbeat
+     * within half an interval (a child that went around its relay is
+     * not judged by what the relay missed).  The check comes when the
+     * loss becomes due (jobs->loss_due_ms), not at the next tick. */
     int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
     struct agent *lost = NULL, *next = NULL;
     bool lost_corr = false;
+    int64_t heard_ms = 0; /* the lost node's last heartbeat, as judged */
     for (int i = 0; i < att->nagents; i++) {
         struct agent *ag = &att->agents[i];
         if (ag->done)
@@ -381,13 +387,21 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     }
     if (lost) {
         struct agent *ag = lost;
-        int64_t since =
-          ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
-        lost_corr = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
-                    2 * ag->unheard_for_ms >= hb &&
-                    (!next || next->last_hb_ms >= ag->unheard_at_ms);
-        if (now - since <= (lost_corr ? tree_limit : limit))
+        int64_t last = ag->last_hb_ms;
+        bool reported = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
+                        2 * ag->unheard_for_ms >= hb;
+        if (reported && ag->unheard_last_ms > 0 && ag->unheard_last_ms < last &&
+            ag->unheard_last_ms >= last - hb / 2)
+            last = ag->unheard_last_ms;
+        int64_t since = last > jobs->heard_since_ms ? last : jobs->heard_since_ms;
+        heard_ms = last;
+        lost_corr = reported && (!next || next->last_hb_ms >= ag->unheard_at_ms ||
+                                 4 * (now - next->last_hb_ms) < 7 * hb);
+        if (now - since <= (lost_corr ? tree_limit : limit)) {
+            if (reported && (!jobs->loss_due_ms || since + tree_limit + 1 < jobs->loss_due_ms))
+                jobs->loss_due_ms = since + tree_limit + 1;
             lost = NULL;
+        }
     }
     if (lost) {
         struct agent *ag = lost;
@@ -396,7 +410,7 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2 intervals), and a "
                       "neighbour in the fan-in tree has not heard from it for %lld ms",
-                      ag->node, (long long)(now - ag->last_hb_ms),
+                      ag->node, (long long)(now - heard_ms),
                       (long long)ag->unheard_for_ms);
         else if (limit < timeout)
             snprintf (detail, sizeof (detail),
