@@ -132,7 +132,7 @@ int dt_httpd_run (dt_httpd_t *h);
  * dt_httpd_run_urgent serves the urgent listener alone when it has
  * anything ready (one poll otherwise): for the owner's loop between its
  * own long phases.  0, or -1 (errno) when MHD failed. */
-void dt_httpd_set_urgent (dt_httpd_t *h, int idx);
+void dt_httpd_set_urgent (dt_httpd_t *h, int idx); /* idx -1: none */
 int dt_httpd_run_urgent (dt_httpd_t *h);
 /* Requests handled by the last dt_httpd_run. */
 size_t dt_httpd_last_run_requests (const dt_httpd_t *h);
