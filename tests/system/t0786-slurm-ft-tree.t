@@ -48,6 +48,7 @@ R1=$(rank_node "$ID" 1); L4=$(rank_node "$ID" 4)
 echo "# Slurm job $SJ; killing $R1 (node rank 1, the relay of $L4)"
 T0=$(now_ms)
 "$TESTBED" kill-node "$R1" >/dev/null || fail "kill-node $R1"
+T1R=$(now_ms)
 check "attempt 2 runs" wait_for 120 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[1].state')\" = running"
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 # 3. the node of a leaf of attempt 2, at once: attempt 2 has only some
@@ -59,17 +60,20 @@ L3=$(rank_node "$ID" 3); N0=$(rank_node "$ID" 0)
 echo "# killing $L3 (node rank 3, a leaf of $N0)"
 T0=$(now_ms)
 "$TESTBED" kill-node "$L3" >/dev/null || fail "kill-node $L3"
+T1=$(now_ms)
 timeline "$ID" "$T0R"
-# detected A: the time from the kill to attempt A's failure, in heartbeat
-# intervals (250 ms), and how the loss was declared (silence alone, after a
-# surviving rank's report, or corroborated by a neighbour in the tree).
+# detected A T0 T1: the time from the kill (the testbed's kill-node ran
+# from T0 to T1; the node died in between) to attempt A's failure, in
+# heartbeat intervals (250 ms), and how the loss was declared (silence
+# alone, after a surviving rank's report, or corroborated by a neighbour
+# in the tree).
 detected () {
     local fail
     fail=$(curl -s "$URL/v1/jobs/$ID" | jq -r ".data.attempts[$(($1 - 1))].fail_time // empty" | python3 -c 'import sys, datetime; t = sys.stdin.read().strip(); print(int(datetime.datetime.strptime(t.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000) if t else 0)')
-    echo "# detected $((fail - $2)) ms after the kill: $(awk -v d=$((fail - $2)) 'BEGIN { printf "%.2f", d / 250 }') heartbeat intervals"
+    echo "# detected $((fail - $3))..$((fail - $2)) ms after the kill (kill-node took $(($3 - $2)) ms): $(awk -v a=$((fail - $3)) -v b=$((fail - $2)) 'BEGIN { printf "%.2f..%.2f", a / 250, b / 250 }') heartbeat intervals"
     echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ' (neighbour_unheard ' || coalesce(json_extract(data, '\$.neighbour_unheard'), 'null') || '): ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = $1 AND kind = 'node_lost' LIMIT 1")"
 }
-detected 1 "$T0R"
+detected 1 "$T0R" "$T1R"
 check "attempt 1 failed with cause node_lost on the relay's node $R1" \
     jqt --arg v "$R1" '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "node_lost"
          and .data.attempts[0].cause_node == $v' "$TMP/j.json"
@@ -88,7 +92,7 @@ check "$L4 reported its relay $R1 unheard (the corroboration)" \
 check "the job completes" wait_state "$ID" completed 300
 curl -s "$URL/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0" 2
-detected 2 "$T0"
+detected 2 "$T0" "$T1"
 check "attempt 2 failed with cause node_lost on the leaf's node $L3" \
     jqt --arg v "$L3" '.data.attempts[1].state == "failed" and .data.attempts[1].cause == "node_lost"
          and .data.attempts[1].cause_node == $v' "$TMP/j.json"
