@@ -96,8 +96,8 @@ int dt_db_prepare (dt_db_t *db, const char *sql, sqlite3_stmt **stmt, dt_error_t
 /* After a lazy transaction: every later commit waits for the disk again. */
 static void lazy_end (dt_db_t *db)
 {
-    if (db->lazy && sqlite3_exec (db->h, "PRAGMA synchronous = FULL", NULL, NULL, NULL) ==
-                      SQLITE_OK)
+    if (db->lazy &&
+        sqlite3_exec (db->h, "PRAGMA synchronous = FULL", NULL, NULL, NULL) == SQLITE_OK)
         db->lazy = false;
 }
 

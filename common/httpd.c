@@ -42,11 +42,6 @@ static const unsigned int httpd_connection_timeout_s = 300;
 static const size_t httpd_connection_memory = 16 * 1024;
 /* Asked of listen(); capped at net.core.somaxconn (backlog_note). */
 static const int httpd_listen_backlog = 65535;
-/* One dt_httpd_run handles requests for about this long; the rest wait for
- * the next run, so that a burst (10,000 agents registering at once) does not
- * hold up the owner's loop for seconds.  (20 ms was tried: direct agents
- * then got less of their offered heartbeat rate through, 4 times of 4.) */
-static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
 static const int httpd_runs_max = 64; /* MHD runs per dt_httpd_run, at most */
 
 /* --- routes ------------------------------------------------------------- */
@@ -610,10 +605,7 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         req->body[req->len] = '\0';
         return MHD_YES;
     }
-    if (h->running &&
-        (dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns ||
-         httpd_urgent_yield (h, l)) &&
-        httpd_defer (h, conn) == 0)
+    if (httpd_defer_now (h, l) && httpd_defer (h, conn) == 0)
         return MHD_YES;
     h->dispatched++;
     dispatch (req);

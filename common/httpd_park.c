@@ -53,7 +53,7 @@ static bool urgent_ready (const dt_httpd_t *h)
     return h->has_urgent && poll (&p, 1, 0) > 0 && (p.revents & POLLIN);
 }
 
-bool httpd_urgent_yield (dt_httpd_t *h, const struct listener *l)
+static bool urgent_yield (dt_httpd_t *h, const struct listener *l)
 {
     if (!h->has_urgent || l == &h->ls[h->urgent])
         return false;
@@ -65,6 +65,12 @@ bool httpd_urgent_yield (dt_httpd_t *h, const struct listener *l)
         return false;
     h->urgent_check_ns = now;
     return h->urgent_waiting = urgent_ready (h);
+}
+
+bool httpd_defer_now (dt_httpd_t *h, const struct listener *l)
+{
+    return h->running &&
+           (dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns || urgent_yield (h, l));
 }
 
 int httpd_urgent_turn (dt_httpd_t *h, int i)
