@@ -721,6 +721,47 @@ static void final_flush (agent_t *a)
                 (long long)agent_final_flush_ms / 1000, json_array_size (a->events));
 }
 
+/* Every local rank has ended: the agent's exit code, or -1 while it waits
+ * for the controller's word. */
+static int ranks_over (agent_t *a, int64_t now)
+{
+    /* A failed rank may be restarted in place: wait for the controller's
+     * word (re-form, or stop) a while. */
+    if (a->reform && !a->stopping && !a->abort && !ranks_all_succeeded (a->ranks)) {
+        if (a->reform_until_ms == 0)
+            a->reform_until_ms = now + AGENT_REFORM_WAIT_MS;
+        if (now < a->reform_until_ms)
+            return -1;
+    }
+    if (ranks_all_succeeded (a->ranks)) {
+        dt_log (LOG_INFO, "every local rank exited 0: done");
+        agent_event_add (a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));
+        final_flush (a);
+        return 0;
+    }
+    /* The ranks failed, usually because a peer's node was lost: in a
+     * fan-in tree this node may be the only one that can say it no longer
+     * hears that node (its relay, or its child), so it stays in the tree
+     * until the controller ends the attempt (410) or says stop, for a node
+     * timeout and an interval at most (by then the controller has decided
+     * without it). */
+    if (a->relay && relay_in_tree (a->relay) && !a->stopping && !a->abort &&
+        !a->unreachable) {
+        if (a->linger_until_ms == 0) {
+            a->linger_until_ms =
+              now + a->l->node_timeout_ms + a->l->heartbeat_interval_ms;
+            dt_log (LOG_INFO,
+                    "the ranks are over; heartbeating on in the fan-in tree "
+                    "until the attempt ends (for up to %lld ms)",
+                    (long long)(a->linger_until_ms - now));
+        }
+        if (now < a->linger_until_ms)
+            return -1;
+    }
+    final_flush (a);
+    return 1;
+}
+
 int agent_run (agent_t *a)
 {
     enum { MAXFDS = 300 };
@@ -756,6 +797,12 @@ int agent_run (agent_t *a)
             timeout = a->next_hb_ms - now;
         if (json_array_size (a->events) && a->next_ev_ms - now < timeout)
             timeout = a->next_ev_ms - now;
+        /* Children's lines and silent children go up when due. */
+        if (a->relay && !a->unreachable && !a->gone) {
+            int64_t r = relay_due_in (a->relay, now, a->l->heartbeat_interval_ms / 4);
+            if (r >= 0 && r < timeout)
+                timeout = r;
+        }
         if (timeout < 0)
             timeout = 0;
 
@@ -790,6 +837,13 @@ int agent_run (agent_t *a)
 
         /* ---- is the agent done? ---- */
         if (a->gone) {
+            if (a->linger_until_ms) {
+                /* Its ranks had failed already: the same end as without
+                 * the wait. */
+                dt_log (LOG_INFO, "the attempt is over (HTTP 410): exiting");
+                final_flush (a);
+                return 1;
+            }
             dt_log (LOG_NOTICE,
                     "the attempt is over (HTTP 410): killing the ranks, exiting");
             ranks_kill_all (a->ranks, 0);
@@ -803,24 +857,10 @@ int agent_run (agent_t *a)
             continue;
         }
         if (ranks_running (a->ranks) == 0) {
-            /* A failed rank may be restarted in place: wait for the
-             * controller's word (re-form, or stop) a while. */
-            if (a->reform && !a->stopping && !a->abort &&
-                !ranks_all_succeeded (a->ranks)) {
-                if (a->reform_until_ms == 0)
-                    a->reform_until_ms = now + AGENT_REFORM_WAIT_MS;
-                if (now < a->reform_until_ms)
-                    continue;
-            }
-            if (ranks_all_succeeded (a->ranks)) {
-                dt_log (LOG_INFO, "every local rank exited 0: done");
-                agent_event_add (
-                  a, json_pack ("{s:s, s:i}", "kind", "done", "exit_code", 0));
-                final_flush (a);
-                return 0;
-            }
-            final_flush (a);
-            return 1;
+            int rc = ranks_over (a, now);
+            if (rc >= 0)
+                return rc;
+            continue;
         }
         if (a->stopping && now >= a->stop_deadline_ms) {
             dt_log (LOG_WARNING, "stop grace period over: killing %d ranks",

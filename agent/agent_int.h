@@ -53,6 +53,12 @@ struct agent {
     int64_t reform_at_ms;         /* when the ranks were told to re-form */
     struct layout own_l;
     bool has_own_l;
+
+    /* A neighbour in a fan-in tree whose ranks failed heartbeats on (and
+     * relays) until linger_until_ms, or until the attempt ends: the
+     * controller declares a lost node sooner when the nodes around it
+     * still say they do not hear it.  0: not lingering. */
+    int64_t linger_until_ms;
 };
 
 /* How long an agent whose ranks all failed waits for a re-form command

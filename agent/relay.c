@@ -19,7 +19,12 @@
 static const size_t relay_buf_max = 8 << 20;
 
 /* Calls up the tree fail fast, as the controller's do (ctl.c): the next
- * ancestor or the controller is tried at once. */
+ * ancestor or the controller is tried at once.  The connect timeout is
+ * half a heartbeat interval when that is shorter (relay_connect_ms): a
+ * relay whose machine vanished (no reset, no answer) is given up, and
+ * reported, within the interval, so that its loss can be corroborated in
+ * time; a live relay's kernel completes the connection at once even when
+ * its agent is busy. */
 static const struct dt_httpc_opts relay_http_opts = {
     .connect_timeout_ms = 1000,
     .total_timeout_ms = 3000,
@@ -27,6 +32,9 @@ static const struct dt_httpc_opts relay_http_opts = {
     .backoff_ms = 100,
     .backoff_max_ms = 1000,
 };
+
+/* The connect timeout's floor (a loaded machine, a short interval). */
+static const int relay_connect_min_ms = 100;
 
 /* Children remembered (by the node name of the first line of their
  * requests), and entries of "unheard" sent, at most. */
@@ -217,6 +225,20 @@ bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
     return r->len > 0 && now_ms - r->oldest_ms >= min_age_ms;
 }
 
+int64_t relay_due_in (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
+{
+    int64_t at = r->len > 0 ? r->oldest_ms + min_age_ms : INT64_MAX;
+    for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++)
+        if (!r->kids[i].reported && r->kids[i].last_ms + 5 * r->interval_ms / 4 + 1 < at)
+            at = r->kids[i].last_ms + 5 * r->interval_ms / 4 + 1;
+    return at == INT64_MAX ? -1 : at > now_ms ? at - now_ms : 0;
+}
+
+bool relay_in_tree (const relay_t *r)
+{
+    return (r->ancestors && r->ancestors[0]) || r->nkids > 0;
+}
+
 const char *relay_upstream (const relay_t *r)
 {
     return r->ancestors && r->ancestors[r->up] ? r->ancestors[r->up] : NULL;
@@ -246,7 +268,12 @@ static int post_to_ancestors (relay_t *r, const char *body, size_t len, long *st
         dt_error_t e;
         *status = 0;
         if (!r->http) {
-            if (!(r->http = dt_httpc_create (url, &relay_http_opts, &e)))
+            struct dt_httpc_opts o = relay_http_opts;
+            if (r->interval_ms > 0 && r->interval_ms / 2 < o.connect_timeout_ms)
+                o.connect_timeout_ms = r->interval_ms / 2 > relay_connect_min_ms
+                                         ? (int)(r->interval_ms / 2)
+                                         : relay_connect_min_ms;
+            if (!(r->http = dt_httpc_create (url, &o, &e)))
                 return errprintf (err, "relay %s: %s", url, e.text);
             snprintf (hdr, sizeof (hdr), "Authorization: Bearer %s", r->token);
             dt_httpc_set_header (r->http, hdr);

@@ -58,6 +58,16 @@ bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms);
 int relay_heartbeat (relay_t *r, ctl_t *ctl, const json_t *own, long *status,
                      json_t **data, dt_error_t *err);
 
+/* Milliseconds until relay_due becomes true (0: it is), -1: never (no
+ * lines kept, no child that could fall silent): the owner's poll
+ * timeout, so that lines go up and silent children are reported when
+ * due, not at the loop's next tick. */
+int64_t relay_due_in (const relay_t *r, int64_t now_ms, int64_t min_age_ms);
+
+/* This node has a place in a fan-in tree: ancestors, or children that
+ * sent it heartbeats. */
+bool relay_in_tree (const relay_t *r);
+
 /* Where the heartbeats go now: an ancestor's URL, or NULL (controller). */
 const char *relay_upstream (const relay_t *r);
 

@@ -1,6 +1,7 @@
 /* db.c: SQLite open/migrate/transaction helpers (see db.h). */
 #include <config.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ struct dt_db {
     sqlite3 *h;
     char *path;
     int version;
+    bool lazy; /* in a dt_db_begin_lazy transaction: FULL again at its end */
 };
 
 static int errno_from_sqlite (sqlite3 *h, int rc)
@@ -91,6 +93,14 @@ int dt_db_prepare (dt_db_t *db, const char *sql, sqlite3_stmt **stmt, dt_error_t
     return 0;
 }
 
+/* After a lazy transaction: every later commit waits for the disk again. */
+static void lazy_end (dt_db_t *db)
+{
+    if (db->lazy &&
+        sqlite3_exec (db->h, "PRAGMA synchronous = FULL", NULL, NULL, NULL) == SQLITE_OK)
+        db->lazy = false;
+}
+
 int dt_db_begin (dt_db_t *db, dt_error_t *err)
 {
     int rc = sqlite3_exec (db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -99,10 +109,25 @@ int dt_db_begin (dt_db_t *db, dt_error_t *err)
     return 0;
 }
 
+int dt_db_begin_lazy (dt_db_t *db, dt_error_t *err)
+{
+    int rc = sqlite3_exec (db->h, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return dt_db_error (db, rc, "synchronous = NORMAL", err);
+    db->lazy = true;
+    if (dt_db_begin (db, err) < 0) {
+        lazy_end (db);
+        return -1;
+    }
+    return 0;
+}
+
 int dt_db_commit (dt_db_t *db, dt_error_t *err)
 {
     int rc = sqlite3_exec (db->h, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
+    if (rc == SQLITE_OK)
+        lazy_end (db);
+    else {
         dt_db_error (db, rc, "commit", err);
         int saved = errno;
         dt_db_rollback (db);
@@ -117,6 +142,8 @@ int dt_db_rollback (dt_db_t *db)
     int saved = errno;
     if (db && db->h && !sqlite3_get_autocommit (db->h))
         sqlite3_exec (db->h, "ROLLBACK", NULL, NULL, NULL);
+    if (db && db->h)
+        lazy_end (db);
     errno = saved;
     return 0;
 }

@@ -35,6 +35,12 @@ int dt_db_exec (dt_db_t *db, const char *sql, dt_error_t *err);
 int dt_db_prepare (dt_db_t *db, const char *sql, sqlite3_stmt **stmt, dt_error_t *err);
 
 int dt_db_begin (dt_db_t *db, dt_error_t *err); /* BEGIN IMMEDIATE */
+/* BEGIN IMMEDIATE of a transaction whose commit does not wait for the
+ * disk (synchronous = NORMAL for it alone; WAL mode): after a crash of the
+ * machine, not of the process, it may be lost, with whatever lazy
+ * transactions followed it up to the next ordinary commit, which syncs
+ * the log they are in.  For rows rewritten all the time from live state. */
+int dt_db_begin_lazy (dt_db_t *db, dt_error_t *err);
 int dt_db_commit (dt_db_t *db, dt_error_t *err);
 int dt_db_rollback (dt_db_t *db); /* never fails loudly */
 

@@ -42,12 +42,6 @@ static const unsigned int httpd_connection_timeout_s = 300;
 static const size_t httpd_connection_memory = 16 * 1024;
 /* Asked of listen(); capped at net.core.somaxconn (backlog_note). */
 static const int httpd_listen_backlog = 65535;
-/* One dt_httpd_run handles requests for about this long; the requests
- * still ready then are handled in the next run, so that a burst (10,000
- * agents registering at once) does not hold up the owner's loop (its tick,
- * its signals) for seconds.  (20 ms was tried: direct agents then got less
- * of their offered heartbeat rate through, 4 times of 4.) */
-static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
 static const int httpd_runs_max = 64; /* MHD runs per dt_httpd_run, at most */
 
 /* --- routes ------------------------------------------------------------- */
@@ -611,8 +605,7 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         req->body[req->len] = '\0';
         return MHD_YES;
     }
-    if (h->running && dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns &&
-        httpd_defer (h, conn) == 0)
+    if (httpd_defer_now (h, l) && httpd_defer (h, conn) == 0)
         return MHD_YES;
     h->dispatched++;
     dispatch (req);
@@ -985,7 +978,7 @@ int dt_httpd_run (dt_httpd_t *h)
     for (int k = 0; k < httpd_runs_max; k++) {
         size_t before = h->accepted;
         for (int i = 0; i < h->nls; i++)
-            if (MHD_run (h->ls[i].d) != MHD_YES)
+            if (MHD_run (h->ls[i].d) != MHD_YES || httpd_urgent_turn (h, i) < 0)
                 rc = -1;
         if (h->accepted == before ||
             dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)

@@ -126,6 +126,14 @@ int dt_httpd_route (dt_httpd_t *h, const char *method, const char *pattern,
 int dt_httpd_fd (const dt_httpd_t *h);
 int dt_httpd_timeout_ms (const dt_httpd_t *h);
 int dt_httpd_run (dt_httpd_t *h);
+/* Listener idx (dt_httpd_listen's index) is urgent: its requests are
+ * served first in a run, and a run over the other listeners' requests
+ * yields to them after a few ms (the rest are handled in the next run).
+ * dt_httpd_run_urgent serves the urgent listener alone when it has
+ * anything ready (one poll otherwise): for the owner's loop between its
+ * own long phases.  0, or -1 (errno) when MHD failed. */
+void dt_httpd_set_urgent (dt_httpd_t *h, int idx); /* idx -1: none */
+int dt_httpd_run_urgent (dt_httpd_t *h);
 /* Requests handled by the last dt_httpd_run. */
 size_t dt_httpd_last_run_requests (const dt_httpd_t *h);
 

@@ -64,6 +64,14 @@ struct dt_httpd {
     uint64_t refuse_all_at; /* connections of all listeners: above it, 503 */
     uint64_t nconns;        /* connections of all listeners, open now */
     size_t accepted;        /* connections accepted so far */
+    /* The listener served first (dt_httpd_set_urgent, when has_urgent),
+     * its MHD epoll fd, when a run last looked at it, and whether it has
+     * work: then a run over the others yields (httpd_park.c). */
+    bool has_urgent;
+    int urgent;
+    int urgent_fd;
+    int64_t urgent_check_ns;
+    bool urgent_waiting;
 };
 
 struct dt_http_req {
@@ -102,7 +110,19 @@ struct dt_http_req {
 /* httpd_park.c: suspend 'conn' to handle its request in a coming run;
  * queue 'conn', already suspended, likewise; -1 (nothing done) when out
  * of memory.  Resume the oldest 'max' of them (SIZE_MAX: all). */
+/* One dt_httpd_run handles requests for about this long; the rest wait for
+ * the next run, so that a burst (10,000 agents registering at once) does not
+ * hold up the owner's loop for seconds.  (20 ms was tried: direct agents
+ * then got less of their offered heartbeat rate through, 4 times of 4.) */
+static const int64_t httpd_run_budget_ns = 50 * 1000000LL;
+
 int httpd_defer (dt_httpd_t *h, struct MHD_Connection *conn);
+/* A request of listener l that is ready: true when it should wait for the
+ * next run (httpd_defer), because the run is past its budget or the
+ * urgent listener has work (it is served first). */
+bool httpd_defer_now (dt_httpd_t *h, const struct listener *l);
+/* In a run, after listener i's turn: the urgent one's, when it waits. */
+int httpd_urgent_turn (dt_httpd_t *h, int i);
 int httpd_defer_suspended (dt_httpd_t *h, struct MHD_Connection *conn);
 void httpd_resume_deferred (dt_httpd_t *h, size_t max);
 /* Wake the parked requests past their deadline (all: every

@@ -12,6 +12,9 @@
  * handler then answers (dt_http_req_park refuses to park it again).
  */
 #include <config.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,75 @@
 #include "common/dtime.h"
 #include "common/httpd.h"
 #include "common/httpd_int.h"
+
+/* --- the urgent listener -------------------------------------------------- */
+
+/* A run over the other listeners looks at the urgent one after this long,
+ * and then at most every httpd_urgent_every_ns: a request to it (a user's
+ * status poll) waits for a few ms of others' requests, not a whole run's
+ * budget of them. */
+static const int64_t httpd_urgent_after_ns = 3 * 1000000LL;
+static const int64_t httpd_urgent_every_ns = 1000000LL;
+
+void dt_httpd_set_urgent (dt_httpd_t *h, int idx)
+{
+    const union MHD_DaemonInfo *di;
+    h->has_urgent = false;
+    if (idx < 0 || idx >= h->nls ||
+        !(di = MHD_get_daemon_info (h->ls[idx].d, MHD_DAEMON_INFO_EPOLL_FD)))
+        return;
+    h->urgent = idx;
+    h->urgent_fd = di->epoll_fd;
+    h->has_urgent = true;
+}
+
+/* The urgent listener's epoll fd is readable: a connection or a request. */
+static bool urgent_ready (const dt_httpd_t *h)
+{
+    struct pollfd p = { .fd = h->urgent_fd, .events = POLLIN };
+    return h->has_urgent && poll (&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+static bool urgent_yield (dt_httpd_t *h, const struct listener *l)
+{
+    if (!h->has_urgent || l == &h->ls[h->urgent])
+        return false;
+    if (h->urgent_waiting)
+        return true;
+    int64_t now = dt_mono_ns ();
+    if (now - h->run_start_ns < httpd_urgent_after_ns ||
+        now - h->urgent_check_ns < httpd_urgent_every_ns)
+        return false;
+    h->urgent_check_ns = now;
+    return h->urgent_waiting = urgent_ready (h);
+}
+
+bool httpd_defer_now (dt_httpd_t *h, const struct listener *l)
+{
+    return h->running &&
+           (dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns || urgent_yield (h, l));
+}
+
+int httpd_urgent_turn (dt_httpd_t *h, int i)
+{
+    if (!h->urgent_waiting || i == h->urgent)
+        return 0;
+    h->urgent_waiting = false;
+    return MHD_run (h->ls[h->urgent].d) == MHD_YES ? 0 : -1;
+}
+
+int dt_httpd_run_urgent (dt_httpd_t *h)
+{
+    if (h->running || !urgent_ready (h))
+        return 0;
+    h->running = true;
+    h->run_start_ns = dt_mono_ns ();
+    int rc = MHD_run (h->ls[h->urgent].d) == MHD_YES ? 0 : -1;
+    h->running = false;
+    if (rc < 0)
+        errno = EIO;
+    return rc;
+}
 
 /* --- requests deferred to a coming run ----------------------------------- */
 

@@ -53,8 +53,11 @@ struct agent {
     int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
     /* A neighbour in the fan-in tree (its relay, a child) said in its
      * heartbeat at unheard_at_ms (epoch ms) that it had not heard from
-     * this node for unheard_for_ms; 0: never. */
+     * this node for unheard_for_ms; 0: never.  unheard_by_child: the
+     * report was a child's whose connection to this node, its relay,
+     * failed (not a relay's whose child is late). */
     int64_t unheard_at_ms, unheard_for_ms;
+    bool unheard_by_child;
     json_t *hostinfo;
 };
 

@@ -311,6 +311,9 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
         ph.http = t - cpu_from;
         /* The registrations of this pass, in one transaction. */
         jobs_flush_registrations (ctx->jobs);
+        /* (a user's request that came meanwhile is answered before the
+         * next phase: each may take some ms of a loaded machine) */
+        dt_httpd_run_urgent (ctx->httpd);
         ph.reg = thread_cpu_ms () - t;
         if (pfd[1].revents & POLLIN) {
             struct signalfd_siginfo si;
@@ -328,10 +331,12 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
             t = thread_cpu_ms ();
             int64_t want = jobs_tick (ctx->jobs);
             ph.jobs = thread_cpu_ms () - t;
+            dt_httpd_run_urgent (ctx->httpd);
             if (now >= next_tick) {
                 t = thread_cpu_ms ();
                 provenance_tick (ctx->jobs);
                 report_tick (ctx->report);
+                dt_httpd_run_urgent (ctx->httpd);
                 api_tick (ctx);
                 ph.other = thread_cpu_ms () - t;
                 next_tick = dt_mono_ms () + tick_ms;
@@ -371,6 +376,9 @@ static void start_listeners (struct ctld *ctx)
     if (dt_httpd_listen (ctx->httpd, &users, &err) < 0)
         die ("listen on %s:%d: %s", ctx->cfg->listen_address, ctx->cfg->listen_port,
              err.text);
+    /* Users' requests (a status poll) go before the agents' heartbeats,
+     * and between the loop's own phases (event_loop). */
+    dt_httpd_set_urgent (ctx->httpd, GATE_CLASS_USER);
     if (dt_httpd_listen (ctx->httpd, &agents, &err) < 0) {
         /* ListenPort + 1 taken by someone else: any free port will do
          * when nobody chose it (agents are given the URL). */

@@ -345,6 +345,11 @@ int store_begin (store_t *st, dt_error_t *err)
     return dt_db_begin (st->db, err);
 }
 
+int store_begin_lazy (store_t *st, dt_error_t *err)
+{
+    return dt_db_begin_lazy (st->db, err);
+}
+
 int store_commit (store_t *st, dt_error_t *err)
 {
     return dt_db_commit (st->db, err);

@@ -99,6 +99,9 @@ extern const struct dt_db_migration store_migrations[];
 extern const int store_nmigrations;
 
 int store_begin (store_t *st, dt_error_t *err);
+/* A transaction whose commit does not wait for the disk (dt_db_begin_lazy):
+ * the bounded flush of live state. */
+int store_begin_lazy (store_t *st, dt_error_t *err);
 int store_commit (store_t *st, dt_error_t *err);
 void store_rollback (store_t *st);
 

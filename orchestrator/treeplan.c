@@ -74,5 +74,6 @@ void treeplan_unheard (struct attempt *att, struct agent *ag, const struct hb_ms
                     (long long)u->ms);
         n->unheard_at_ms = now;
         n->unheard_for_ms = u->ms;
+        n->unheard_by_child = !u->node[0];
     }
 }

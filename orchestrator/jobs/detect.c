@@ -321,6 +321,71 @@ void attempt_launcher_failed (struct jobs *jobs, struct attempt *att,
                      st->end_time_ms);
 }
 
+/* The agent silent longest (not done), or NULL; *next: the one after it. */
+static struct agent *silent_longest (struct attempt *att, struct agent **next)
+{
+    struct agent *lost = NULL;
+    *next = NULL;
+    for (int i = 0; i < att->nagents; i++) {
+        struct agent *ag = &att->agents[i];
+        if (ag->done)
+            continue;
+        if (!lost || ag->last_hb_ms < lost->last_hb_ms) {
+            *next = lost;
+            lost = ag;
+        }
+        else if (!*next || ag->last_hb_ms < (*next)->last_hb_ms)
+            *next = ag;
+    }
+    return lost;
+}
+
+static const int64_t loss_wait_ms = 10;
+
+/* AG, silent longest (NEXT after it), is lost now: silent over 'limit',
+ * or over 2 intervals (hb) when corroborated (*corr).
+ *
+ * In a fan-in tree a neighbour (the node's relay, or its child that had to
+ * go around it) may say in a heartbeat that it has not heard from the node
+ * either (for half an interval at least: a child learns at its next
+ * heartbeat that its relay is gone).  That heartbeat proves the neighbour
+ * alive after the node's last one, so the silence is the node's own, not a
+ * dead relay's, and 2 intervals of it suffice, provided the node is the
+ * only one silent: every other agent was heard from since the report, the
+ * reporter too (a relay that reported its late child and died at once, its
+ * child's lines with it, is not vouched for).  When the report is a child's
+ * whose connection to the node, its relay, failed (a refused or timed-out
+ * connection, not merely a late heartbeat), other agents heard within 7/4
+ * of an interval count as heard too (the neighbours of a lost node keep
+ * heartbeating after their ranks ended, agent.c), so that the loss is
+ * declared when 2 intervals are over.  A relay's report that a child is
+ * late is weaker evidence (a child on a loaded machine is often a quarter
+ * interval late; the looser rule blamed healthy leaves, t0785 under a load
+ * of 10-17 on 2 cores), so for it the others must have been heard
+ * since.  Only the node silent longest may be declared (with either
+ * limit).  The check comes when the loss becomes due (jobs->loss_due_ms),
+ * not at the next tick. */
+static bool loss_due (struct jobs *jobs, struct agent *ag, struct agent *next,
+                      int64_t now, int64_t hb, int64_t limit, bool *corr)
+{
+    int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
+    bool reported = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
+                    2 * ag->unheard_for_ms >= hb;
+    int64_t since =
+      ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
+    *corr = reported && (!next || next->last_hb_ms > ag->unheard_at_ms ||
+                         (ag->unheard_by_child && 4 * (now - next->last_hb_ms) < 7 * hb));
+    if (now - since > (*corr ? tree_limit : limit))
+        return true;
+    /* (past due, it waits for the others to be heard: a look every
+     * loss_wait_ms) */
+    int64_t due =
+      since + tree_limit + 1 > now ? since + tree_limit + 1 : now + loss_wait_ms;
+    if (reported && (!jobs->loss_due_ms || due < jobs->loss_due_ms))
+        jobs->loss_due_ms = due;
+    return false;
+}
+
 static const int64_t loss_scan_ms = 100;
 
 /* A running attempt: node loss (silence), a peer loss no failure
@@ -355,41 +420,11 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     int64_t limit = timeout;
     if (att->peer_loss_ms && hb > 0 && 5 * hb / 2 < timeout)
         limit = 5 * hb / 2;
-    /* In a fan-in tree a neighbour (the node's relay, or its child that
-     * had to go around it) may say in a heartbeat that it has not heard
-     * from the node either (for half an interval at least: a child learns
-     * at its next heartbeat that its relay is gone).  That heartbeat
-     * proves the neighbour alive after the node's last one, so the silence
-     * is the node's own, not a dead relay's, and 2 intervals of it
-     * suffice, provided the node is the only one silent: every other agent
-     * was heard from since the report.  Only the node silent longest may
-     * be declared (with either limit), so a node that fell silent after
-     * another, e.g. a relay whose agent ended with the attempt's ranks
-     * after a leaf died, is not blamed before it. */
     int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
-    struct agent *lost = NULL, *next = NULL;
+    struct agent *next = NULL, *lost = silent_longest (att, &next);
     bool lost_corr = false;
-    for (int i = 0; i < att->nagents; i++) {
-        struct agent *ag = &att->agents[i];
-        if (ag->done)
-            continue;
-        if (!lost || ag->last_hb_ms < lost->last_hb_ms) {
-            next = lost;
-            lost = ag;
-        }
-        else if (!next || ag->last_hb_ms < next->last_hb_ms)
-            next = ag;
-    }
-    if (lost) {
-        struct agent *ag = lost;
-        int64_t since =
-          ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
-        lost_corr = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
-                    2 * ag->unheard_for_ms >= hb &&
-                    (!next || next->last_hb_ms >= ag->unheard_at_ms);
-        if (now - since <= (lost_corr ? tree_limit : limit))
-            lost = NULL;
-    }
+    if (lost && !loss_due (jobs, lost, next, now, hb, limit, &lost_corr))
+        lost = NULL;
     if (lost) {
         struct agent *ag = lost;
         char detail[256];

@@ -58,6 +58,10 @@ struct jobs {
     bool in_tick;
     int tick_passes;
     bool passes_left;
+    /* Epoch ms at which a node that a neighbour reported unheard has been
+     * silent for the corroborated limit (attempt_check_running): the next
+     * tick comes then, not up to a tick later.  0: none. */
+    int64_t loss_due_ms;
 };
 
 /* A state change run by transact(): 0, or -1 with err (rolled back). */

@@ -417,6 +417,7 @@ int64_t jobs_tick (struct jobs *jobs)
     jobs->in_tick = true;
     jobs->tick_passes = 0;
     jobs->passes_left = false;
+    jobs->loss_due_ms = 0;
     while (*pp) {
         struct job *job = *pp;
         struct attempt *att = job->att;
@@ -447,6 +448,14 @@ int64_t jobs_tick (struct jobs *jobs)
     /* Passes of huge attempts left over: the next tick comes soon. */
     if (jobs->passes_left && pass_retry_ms < want)
         want = pass_retry_ms;
+    /* A corroborated node loss becomes due: check it then. */
+    if (jobs->loss_due_ms) {
+        int64_t w = jobs->loss_due_ms - dt_real_ms ();
+        if (w < 1)
+            w = 1;
+        if (w < want)
+            want = w;
+    }
     if (now >= jobs->next_flush_ms) {
         bool more = jobs_flush_some (jobs, flush_rows_max);
         /* Rows left over: go on at the next tick. */

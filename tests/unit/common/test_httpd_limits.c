@@ -75,6 +75,20 @@ static void slow_cb (dt_http_req_t *req, void *arg)
     dt_http_reply_json (req, 200, json_pack ("{s:i}", "iter", atomic_load (&srv_iter)));
 }
 
+/* The order of handling: {"seq": N}.  The first agents' request (class 1)
+ * waits until the test sent a user's request, then each takes 2 ms. */
+static atomic_int order_seq, user_sent;
+static void ordered_cb (dt_http_req_t *req, void *arg)
+{
+    int seq = atomic_fetch_add (&order_seq, 1);
+    if (dt_http_req_class (req) == 1) {
+        for (int i = 0; i < 5000 && !atomic_load (&user_sent); i++)
+            usleep (1000);
+        usleep (2000);
+    }
+    dt_http_reply_json (req, 200, json_pack ("{s:i}", "seq", seq));
+}
+
 /* A long poll: parks until /wake released it (or its ?max= ms passed),
  * then answers whether it was parked and whether it was released. */
 static int park_key;
@@ -144,6 +158,7 @@ static int start_server (void)
     if (dt_httpd_route (srv, "POST", "/echo", echo_cb, NULL) < 0 ||
         dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0 ||
         dt_httpd_route (srv, "GET", "/slow", slow_cb, NULL) < 0 ||
+        dt_httpd_route (srv, "GET", "/ordered", ordered_cb, NULL) < 0 ||
         dt_httpd_route (srv, "GET", "/park", park_cb, NULL) < 0 ||
         dt_httpd_route (srv, "POST", "/wake", wake_cb, NULL) < 0)
         return -1;
@@ -534,6 +549,47 @@ static void test_park (void)
     close (b);
 }
 
+/* The urgent listener: a user's request that comes while a run handles
+ * the agents' is answered before the rest of them, which wait for the
+ * next run and are answered too. */
+static void test_urgent (void)
+{
+    enum { N = 20 };
+    const char *get = "GET /ordered HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n";
+    char buf[4096];
+    int fd[N], u, seq = -1;
+
+    pthread_mutex_lock (&srv_lock);
+    dt_httpd_set_urgent (srv, 0);
+    atomic_store (&order_seq, 0);
+    atomic_store (&user_sent, 0);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_FATAL ((fd[i] = connect_to (port_agent)) >= 0);
+        CU_ASSERT_EQUAL (send_str (fd[i], get), 0);
+    }
+    pthread_mutex_unlock (&srv_lock);
+    /* The run is in the first agents' request: now the user's. */
+    for (int i = 0; i < 5000 && atomic_load (&order_seq) == 0; i++)
+        usleep (1000);
+    CU_ASSERT_FATAL ((u = connect_to (port_user)) >= 0);
+    CU_ASSERT_EQUAL (send_str (u, get), 0);
+    atomic_store (&user_sent, 1);
+    CU_ASSERT_EQUAL (read_status (u, buf, sizeof (buf)), 200);
+    CU_ASSERT_EQUAL (sscanf (strstr (buf, "\"seq\":") ? strstr (buf, "\"seq\":") : "",
+                             "\"seq\":%d", &seq),
+                     1);
+    /* Without the yield it would come after all N. */
+    CU_ASSERT (seq >= 1 && seq < N / 2);
+    close (u);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL (read_status (fd[i], buf, sizeof (buf)), 200);
+        close (fd[i]);
+    }
+    pthread_mutex_lock (&srv_lock);
+    dt_httpd_set_urgent (srv, -1);
+    pthread_mutex_unlock (&srv_lock);
+}
+
 static const struct dt_unit_test tests[] = {
     { "long poll: parked until woken or its longest wait", test_park },
     { "gate: refused at header time, note to the handler, not for 404", test_gate },
@@ -546,6 +602,7 @@ static const struct dt_unit_test tests[] = {
       test_run_budget },
     { "connection limit: 503 with Retry-After and a close, then served",
       test_connection_limit },
+    { "urgent listener: a user's request before the rest of a run", test_urgent },
     { NULL, NULL },
 };
 
