@@ -85,7 +85,6 @@ would be its shard as here, but a just-in-time checkpoint is then
 impossible (a dead rank's parameter shard dies with it).
 """
 
-import functools
 import io
 import json
 import math
@@ -103,6 +102,7 @@ import torch
 import torch.distributed as dist
 
 import dtclient
+from dtclient.torch_hook import HookMixin
 from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
     reform_process_group, restore_state, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
@@ -228,11 +228,7 @@ def _is_comm_error(e):
                          "Broken pipe", "Timed out", "timed out", "peer", "Socket"))
 
 
-def _first(value, buf):
-    return value[0]
-
-
-class Session:
+class Session(HookMixin):
     """The fault-tolerance cycle of one PyTorch trainer process (see the
     module's text).  model: the DDP-wrapped model (or a plain module for a
     single process); optimizer, scheduler: theirs or None; sampler: an
@@ -301,6 +297,7 @@ class Session:
         # The gradient collectives' launches (the process group's own
         # call, which DDP makes the same way without a hook), apart.
         self._launch_s = 0.0
+        self._scale_s = 0.0         # (of _own_s: the buckets' scaling pass)
         self.last_saved = 0
         self._ckpt_req = self._stop_req = 0     # this rank's requests
         self._ckpt_done = 0
@@ -391,6 +388,12 @@ class Session:
         this module's)."""
         return self._launch_s
 
+    @property
+    def scale_s(self):
+        """Of self_s: the CPU seconds of the buckets' scaling pass (a pass
+        over the gradients; DDP without a hook folds it into its copy)."""
+        return self._scale_s
+
     # -- context: a failed collective becomes a just-in-time checkpoint -----
     def __enter__(self):
         return self
@@ -435,19 +438,6 @@ class Session:
                 os._exit(1)
 
     # -- gradient collectives in flight, and the just-in-time pre-write ----------
-    def _coll_leave(self, f):
-        ok = False              # f: the completed future, None: the launch failed
-        if f is not None:
-            try:
-                f.value()
-                ok = True
-            except Exception:   # (done() takes the error)
-                pass
-        with self._lock:
-            self._n_end += 1
-            if ok:
-                self._n_ok += 1
-
     def _prewrite_loop(self):
         """While the training thread has waited on one gradient collective
         for more than jit_prewrite_after seconds (a peer stopped, or dead
@@ -485,128 +475,6 @@ class Session:
         pre, self._jit_pre = self._jit_pre, None
         if pre is not None and pre[1]:
             shutil.rmtree(os.path.dirname(pre[1][0][1]), ignore_errors=True)
-
-    # -- the DDP communication hook -------------------------------------------
-    def _bracketed(self, c0, buf, launch, finish=None):
-        """One gradient bucket's reduction, bracketed for the hang
-        watchdog (waiting on peers from launch to completion) and timed:
-        launch(buf) starts the collective on the model's process group
-        (the ProcessGroup's own method: torch.distributed's wrappers cost
-        tens of microseconds of Python per call), finish(value, buf)
-        turns its completed result into the reduced bucket (None: the
-        all-reduce's value, the bucket itself).  A failure of either is
-        kept for the just-in-time checkpoint (the state is still
-        self.step's).  c0: the hook's start (CPU time).  Kept short: it
-        runs for every bucket; the launch itself, the call DDP makes
-        without a hook, is timed apart (launch_s)."""
-        ref = self._reform
-        if ref.failed is not None and ref.on:
-            return ref.skipped(buf)     # the group is broken: the step is redone
-        t = time.perf_counter()
-        self.client.collective(True)
-        self._last_launch = t
-        with self._lock:
-            if self._n_launch == self._n_end:
-                self._pending_since = t
-            self._n_launch += 1
-        c1 = _cpu()
-        try:
-            fut = launch(buf).get_future()
-        except Exception as e:     # a peer already gone
-            self.client.collective(False)
-            self._coll_leave(None)
-            if ref.on:
-                ref.failed = e
-                return ref.skipped(buf)
-            self._comm_failed = e
-            raise
-        c2 = _cpu()
-        if finish is None and not ref.on:
-            fut = fut.then(self._done_first)    # (a bound method: no closure a bucket)
-        else:
-            fut = fut.then(functools.partial(self._done, buf, finish or _first))
-        self._launch_s += c2 - c1
-        self._own_s += (c1 - c0) + (_cpu() - c2)
-        return fut
-
-    def _done_first(self, f):
-        """A gradient all-reduce completed (on the process group's thread):
-        the bucket, now reduced; waiting on peers ends."""
-        d0 = _cpu()
-        self._last_done = time.perf_counter()
-        self.client.collective(False)
-        try:
-            out = f.value()[0]
-        except Exception as e:
-            self._comm_failed = e
-            with self._lock:
-                self._n_end += 1
-            raise
-        with self._lock:
-            self._n_end += 1
-            self._n_ok += 1
-            self._cb_s += _cpu() - d0
-        return out
-
-    def _done(self, buf, finish, f):
-        """As _done_first, for an all-gather (finish sums the parts) and
-        for restart.reform (a failure is kept, the step skipped and redone
-        in the re-formed group)."""
-        d0 = _cpu()
-        self._last_done = time.perf_counter()
-        self.client.collective(False)
-        ok = False
-        ref = self._reform
-        try:
-            out = finish(f.value(), buf)
-            ok = True
-            return out
-        except Exception as e:
-            if ref.on:
-                ref.failed = ref.failed or e
-                return buf
-            self._comm_failed = e
-            raise
-        finally:
-            with self._lock:
-                self._n_end += 1
-                self._n_ok += ok
-                self._cb_s += _cpu() - d0
-
-    def _allreduce_hook(self, state, bucket):
-        """Each bucket's gradients averaged: multiplied by 1/world, as DDP
-        does without a hook (a multiplication costs half a division; the
-        same result with 2 ranks, 1/2 being exact), then all-reduced."""
-        c0 = _cpu()
-        buf = bucket.buffer()
-        buf.mul_(self._inv_world)
-        return self._bracketed(c0, buf, self._allreduce_one)
-
-    def _allreduce_one(self, buf):
-        return self._pg.allreduce([buf])
-
-    def _ordered_hook(self, state, bucket):
-        """As _allreduce_hook, but each rank's (scaled) bucket is gathered
-        and the parts are summed in rank order, element by element: a
-        ring all-reduce over three ranks or more sums an element in an
-        order that depends on its offset in the bucket, and DDP lays its
-        buckets out anew after the first step of each process (by the
-        order the gradients became ready), so a resumed run would reduce
-        its first step with other boundaries than the uninterrupted one."""
-        c0 = _cpu()
-        buf = bucket.buffer()
-        buf.mul_(self._inv_world)
-        parts = self._gather.get(bucket.index())
-        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
-            parts = [torch.empty_like(buf) for _ in range(self.world)]
-            self._gather[bucket.index()] = parts
-
-        def finish(value, buf):
-            buf.copy_(parts[0])
-            for p in parts[1:]:
-                buf.add_(p)
-            return buf
-        return self._bracketed(c0, buf, lambda b: self._pg.allgather([parts], [b]), finish)
 
     # -- the step loop ---------------------------------------------------------
     def steps(self, total):
