@@ -10,7 +10,8 @@
 #      threads: steadier than wall time on a loaded machine), and the
 #      library's own CPU time per step, as it measures it (the gradient
 #      all-reduce's launch apart: the process group's call, which DDP
-#      makes the same way without a hook);
+#      makes the same way without a hook; of it, the buckets' scaling
+#      pass, which grows with the model, and the rest, which does not);
 #   2. checkpoint stall per checkpoint (training-thread time), asynchronous
 #      (host copy, then a writer thread) and synchronous (--sync-save),
 #      without an agent, a checkpoint every 10 steps; as a fraction of a
@@ -50,7 +51,7 @@ torch_spec () {  # torch_spec NODES RANKS_PER_NODE WORKDIR EVERY ARGS...
 # figures; MODEL_ARGS change the example's model (the wider one: a longer
 # step, for the step time from which the fixed cost is under 1%).
 torch_step_cost () {
-    local d=$1 k=${2:-torch} rep v id log ms cpu plain lib pcpu lcpu self launch
+    local d=$1 k=${2:-torch} rep v id log ms cpu plain lib pcpu lcpu self launch scale
     shift; [ $# -gt 0 ] && shift
     local model=("$@")
     for rep in $(seq "$REPS"); do
@@ -69,14 +70,16 @@ torch_step_cost () {
             fi
             if [ $v = plain ]; then plain=$ms; pcpu=$cpu; else lib=$ms; lcpu=$cpu; fi
             [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step) \
-                && launch=$(jget "$log" '.dtclient_launch_ms_per_step // 0')
+                && launch=$(jget "$log" '.dtclient_launch_ms_per_step // 0') \
+                && scale=$(jget "$log" '.dtclient_scale_ms_per_step // 0')
         done
         rec $k.plain_step_ms "$plain"; rec $k.lib_step_ms "$lib"
         rec $k.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
         rec $k.plain_cpu_ms "$pcpu"; rec $k.lib_cpu_ms "$lcpu"
         rec $k.cpu_overhead_frac "$(calc "($lcpu - $pcpu) / $pcpu")"
         rec $k.self_ms "$self"; rec $k.self_frac "$(calc "$self / $pcpu")"
-        rec $k.launch_ms "$launch"
+        rec $k.launch_ms "$launch"; rec $k.scale_ms "$scale"
+        rec $k.fixed_frac "$(calc "($self - $scale) / $pcpu")"
         printf '   %s rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); CPU/step %.2f ms plain, %.2f ms with it (%+.2f%%); its own CPU %.3f ms/step (%.2f%%)\n' \
             "$k" "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$pcpu" "$lcpu" \
             "$(calc "100 * ($lcpu - $pcpu) / $pcpu")" "$self" "$(calc "100 * $self / $pcpu")" >&2
