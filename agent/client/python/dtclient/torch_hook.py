@@ -32,20 +32,11 @@ class HookMixin:
         self.step's).  c0, cs: the hook's start and the end of its
         scaling pass (CPU time).  Kept short: it runs for every bucket;
         the launch itself, the call DDP makes without a hook, is timed
-        apart (launch_s).  The bookkeeping may follow the launch: the
-        completion callback cannot run before then() attaches it."""
+        apart (launch_s).  The rank is marked waiting before the launch,
+        which may block (NCCL's can)."""
         ref = self._reform
         if ref.failed is not None and ref.on:
             return ref.skipped(buf)     # the group is broken: the step is redone
-        try:
-            fut = launch(buf).get_future()
-        except Exception as e:     # a peer already gone
-            if ref.on:
-                ref.failed = e
-                return ref.skipped(buf)
-            self._comm_failed = e
-            raise
-        c2 = _cpu()
         t = time.perf_counter()
         self.client.collective(True)
         self._last_launch = t
@@ -53,13 +44,26 @@ class HookMixin:
             if self._n_launch == self._n_end:
                 self._pending_since = t
             self._n_launch += 1
+        c1 = _cpu()
+        try:
+            fut = launch(buf).get_future()
+        except Exception as e:     # a peer already gone
+            self.client.collective(False)
+            with self._lock:
+                self._n_end += 1
+            if ref.on:
+                ref.failed = e
+                return ref.skipped(buf)
+            self._comm_failed = e
+            raise
+        c2 = _cpu()
         if finish is None and not ref.on:
             fut = fut.then(self._done_first)    # (a bound method: no closure a bucket)
         else:
             fut = fut.then(functools.partial(self._done, buf, finish or _first))
-        self._launch_s += c2 - cs
+        self._launch_s += c2 - c1
         self._scale_s += cs - c0
-        self._own_s += (cs - c0) + (_cpu() - c2)
+        self._own_s += (c1 - c0) + (_cpu() - c2)
         return fut
 
     def _done_first(self, f):
