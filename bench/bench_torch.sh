@@ -8,7 +8,10 @@
 #      checkpoints), alternating: step time = the trainer's training wall
 #      time / steps, CPU time per step of rank 0's process (all its
 #      threads: steadier than wall time on a loaded machine), and the
-#      library's own CPU time per step, as it measures it;
+#      library's own CPU time per step, as it measures it (the gradient
+#      all-reduce's launch apart: the process group's call, which DDP
+#      makes the same way without a hook; of it, the buckets' scaling
+#      pass, which grows with the model, and the rest, which does not);
 #   2. checkpoint stall per checkpoint (training-thread time), asynchronous
 #      (host copy, then a writer thread) and synchronous (--sync-save),
 #      without an agent, a checkpoint every 10 steps; as a fraction of a
@@ -23,6 +26,8 @@ TORCH_ENV=(PYTHONPATH="$SRC/agent/client/python" LD_LIBRARY_PATH="$B/agent/clien
 TORCH_STEPS=${TORCH_STEPS:-200}
 # the wider model of the per-step cost's second measurement
 TORCH_WIDE=${TORCH_WIDE:---width 192 --layers 4}
+# the measurements of the part (a subset for a quicker run)
+TORCH_FIGURES=${TORCH_FIGURES:-"cost wide stall recovery"}
 
 # torch_log_times FILE: "step time" of each "rank 0 step S ... time T" line.
 torch_log_times () { sed -n 's/^.*rank 0 step \([0-9]*\) loss [^ ]* time \([0-9.]*\)$/\1 \2/p' "$1" 2>/dev/null; }
@@ -46,7 +51,7 @@ torch_spec () {  # torch_spec NODES RANKS_PER_NODE WORKDIR EVERY ARGS...
 # figures; MODEL_ARGS change the example's model (the wider one: a longer
 # step, for the step time from which the fixed cost is under 1%).
 torch_step_cost () {
-    local d=$1 k=${2:-torch} rep v id log ms cpu plain lib pcpu lcpu self
+    local d=$1 k=${2:-torch} rep v id log ms cpu plain lib pcpu lcpu self launch scale
     shift; [ $# -gt 0 ] && shift
     local model=("$@")
     for rep in $(seq "$REPS"); do
@@ -64,13 +69,17 @@ torch_step_cost () {
                 continue 2
             fi
             if [ $v = plain ]; then plain=$ms; pcpu=$cpu; else lib=$ms; lcpu=$cpu; fi
-            [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step)
+            [ $v = lib ] && self=$(jget "$log" .dtclient_ms_per_step) \
+                && launch=$(jget "$log" '.dtclient_launch_ms_per_step // 0') \
+                && scale=$(jget "$log" '.dtclient_scale_ms_per_step // 0')
         done
         rec $k.plain_step_ms "$plain"; rec $k.lib_step_ms "$lib"
         rec $k.step_overhead_frac "$(calc "($lib - $plain) / $plain")"
         rec $k.plain_cpu_ms "$pcpu"; rec $k.lib_cpu_ms "$lcpu"
         rec $k.cpu_overhead_frac "$(calc "($lcpu - $pcpu) / $pcpu")"
         rec $k.self_ms "$self"; rec $k.self_frac "$(calc "$self / $pcpu")"
+        rec $k.launch_ms "$launch"; rec $k.scale_ms "$scale"
+        rec $k.fixed_frac "$(calc "($self - $scale) / $pcpu")"
         printf '   %s rep %d: step %.2f ms plain, %.2f ms with dtclient.torch (%+.2f%%); CPU/step %.2f ms plain, %.2f ms with it (%+.2f%%); its own CPU %.3f ms/step (%.2f%%)\n' \
             "$k" "$rep" "$plain" "$lib" "$(calc "100 * ($lib - $plain) / $plain")" "$pcpu" "$lcpu" \
             "$(calc "100 * ($lcpu - $pcpu) / $pcpu")" "$self" "$(calc "100 * $self / $pcpu")" >&2
@@ -183,9 +192,9 @@ part_torch () {
     chmod 1777 "$d"     # the controller's agents may run as nobody (start_ctld)
     say "dtclient.torch: examples/pytorch/gpt_train.py, 2 ranks gloo; per-step cost, checkpoint stall, kill -9 recovery vs torchrun; x $REPS"
     start_ctld "$d" local HeartbeatInterval=200ms NodeTimeout=10s || return
-    torch_step_cost "$d"
-    torch_step_cost "$d" torch.wide $TORCH_WIDE
-    torch_stall "$d"
-    torch_recovery "$d"
+    case " $TORCH_FIGURES " in *" cost "*) torch_step_cost "$d" ;; esac
+    case " $TORCH_FIGURES " in *" wide "*) torch_step_cost "$d" torch.wide $TORCH_WIDE ;; esac
+    case " $TORCH_FIGURES " in *" stall "*) torch_stall "$d" ;; esac
+    case " $TORCH_FIGURES " in *" recovery "*) torch_recovery "$d" ;; esac
     stop_ctld
 }

@@ -267,6 +267,11 @@ row("8 torch", "per-step CPU cost of dtclient.torch (fraction of a step's CPU)",
 row("8 torch", "dtclient.torch's own CPU time / step (its threads and callbacks)", "torch.self_frac",
     ref="ms", ref_key="torch.self_ms", goal="< 0.01",
     ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "of it, the buckets' scaling pass (grows with the model) ms / step", "torch.scale_ms")
+row("8 torch", "of it, the fixed part (all but the scaling pass) / step", "torch.fixed_frac",
+    goal="< 0.01", ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "the gradient all-reduce's launch ms / step (the process group's call, DDP's own without a hook)",
+    "torch.launch_ms")
 row("8 torch", "wider model (bench_torch.sh TORCH_WIDE): step ms with dtclient.torch", "torch.wide.lib_step_ms",
     ref="same script without it", ref_key="torch.wide.plain_step_ms")
 row("8 torch", "wider model: per-step cost (fraction of a step)", "torch.wide.step_overhead_frac",
@@ -276,6 +281,8 @@ row("8 torch", "wider model: per-step CPU cost (fraction of a step's CPU)", "tor
 row("8 torch", "wider model: dtclient.torch's own CPU time / step", "torch.wide.self_frac",
     ref="ms", ref_key="torch.wide.self_ms", goal="< 0.01",
     ok=lambda st, a, b: None if not st else st["median"] < 0.01)
+row("8 torch", "wider model: of it, the buckets' scaling pass ms / step", "torch.wide.scale_ms")
+row("8 torch", "wider model: the all-reduce's launch ms / step", "torch.wide.launch_ms")
 row("8 torch", "checkpoint stall per checkpoint ms, async", "torch.ckpt_async_stall_ms",
     ref="sync", ref_key="torch.ckpt_sync_stall_ms")
 row("8 torch", "same, CPU time of the training thread", "torch.ckpt_async_stall_cpu_ms")

@@ -182,6 +182,10 @@ def main():
            "ckpt_stall_cpu_ms": ft.stall_cpu_s * 1e3 if ft else 0.0,
            "ckpt_copy_waits": ft.copy_waits if ft else 0,
            "dtclient_ms_per_step": ft.self_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
+           "dtclient_launch_ms_per_step":
+               ft.launch_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
+           "dtclient_scale_ms_per_step":
+               ft.scale_s * 1e3 / max(1, a.steps - ft.start_step) if ft else 0.0,
            "fingerprints": ft.integrity_count if ft else 0,
            "fingerprint_ms": ft.integrity_s * 1e3 / max(1, ft.integrity_count) if ft else 0.0}
     if ft:

@@ -86,11 +86,13 @@ _SHM_SIZE = 4096
 _SHM_MAGIC = 0x4D485344
 _REPORT_OFF = 64                      # struct dtshm_report, seqlock first
 _REPORT = struct.Struct("<qdqddqi")   # step loss samples compute_ms comm_ms nreports busy
+_STEP = struct.Struct("<qdqddq")      # the same but busy: a step report
 _WAITING_OFF = 124                    # report.waiting: a counter outside the seqlock
 _I32 = struct.Struct("<i")
 _CMD_READ_OFF = 16                    # page.cmd_read: the newest cmd_seq read (ours)
 _CMD_OFF = 128                        # struct dtshm_cmd, seqlock first
 _CMD = struct.Struct("<QQiiq")        # seq cmd_seq kind pad step
+_CMD_SEQ_OFF = _CMD_OFF + 8           # cmd_seq
 _U64 = struct.Struct("<Q")
 
 
@@ -272,13 +274,18 @@ class Client:
         _U64.pack_into(m, _REPORT_OFF, seq + 2)
 
     def step(self, step, loss=0.0, samples=0, compute_s=0.0, comm_s=0.0):
-        """Report the step just finished (no system call)."""
-        if self._page is None:
+        """Report the step just finished (no system call).  Every field
+        but busy, written in one struct write inside the seqlock: this
+        runs at every step, so it reads nothing back but the sequence."""
+        m = self._page
+        if m is None:
             return
-        self._nreports += 1
-        self._report_write(step=int(step), loss=float(loss), samples=int(samples),
-                           compute_ms=float(compute_s) * 1000.0, comm_ms=float(comm_s) * 1000.0,
-                           nreports=self._nreports)
+        self._nreports = n = self._nreports + 1
+        seq = _U64.unpack_from(m, _REPORT_OFF)[0]
+        _U64.pack_into(m, _REPORT_OFF, seq + 1)
+        _STEP.pack_into(m, _REPORT_OFF + 8, int(step), float(loss), int(samples),
+                        compute_s * 1000.0, comm_s * 1000.0, n)
+        _U64.pack_into(m, _REPORT_OFF, seq + 2)
 
     def set_busy(self, busy):
         """Checkpoint save/load in progress: the hang detector waits."""
@@ -296,14 +303,18 @@ class Client:
             _I32.pack_into(self._page, _WAITING_OFF, n + (1 if enter else -1))
 
     def poll(self):
-        """The newest command not yet returned, or None (no system call)."""
-        if self._page is None:
+        """The newest command not yet returned, or None (no system call).
+        The command's number alone is read first, outside the seqlock:
+        when it is not new (nearly always) nothing more is read; a torn
+        read can only delay a new command to the next poll."""
+        m = self._page
+        if m is None or _U64.unpack_from(m, _CMD_SEQ_OFF)[0] <= self._last_cmd:
             return None
         for _ in range(1000):
-            seq, cmd_seq, kind, _pad, step = _CMD.unpack_from(self._page, _CMD_OFF)
+            seq, cmd_seq, kind, _pad, step = _CMD.unpack_from(m, _CMD_OFF)
             if seq & 1:
                 continue
-            if _U64.unpack_from(self._page, _CMD_OFF)[0] != seq:
+            if _U64.unpack_from(m, _CMD_OFF)[0] != seq:
                 continue
             if cmd_seq <= self._last_cmd:
                 return None

@@ -102,6 +102,7 @@ import torch
 import torch.distributed as dist
 
 import dtclient
+from dtclient.torch_hook import HookMixin
 from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
     reform_process_group, restore_state, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
@@ -122,16 +123,22 @@ EXIT_JIT = 6
 _cpu = time.thread_time
 
 
+_M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _mix_from(h, x):
+    """One splitmix64 step of _mix: h absorbs x."""
+    h = ((h ^ (int(x) & _M64)) + 0x9E3779B97F4A7C15) & _M64
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _M64
+    return h ^ (h >> 31)
+
+
 def _mix(*xs):
     """A 63-bit seed from integers (splitmix64 steps): a pure function."""
     h = 0x9E3779B97F4A7C15
     for x in xs:
-        h = (h ^ (int(x) & 0xFFFFFFFFFFFFFFFF)) & 0xFFFFFFFFFFFFFFFF
-        h = (h + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-        z = h
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-        h = z ^ (z >> 31)
+        h = _mix_from(h, x)
     return h & 0x7FFFFFFFFFFFFFFF
 
 
@@ -221,11 +228,7 @@ def _is_comm_error(e):
                          "Broken pipe", "Timed out", "timed out", "peer", "Socket"))
 
 
-def _first(value, buf):
-    return value[0]
-
-
-class Session:
+class Session(HookMixin):
     """The fault-tolerance cycle of one PyTorch trainer process (see the
     module's text).  model: the DDP-wrapped model (or a plain module for a
     single process); optimizer, scheduler: theirs or None; sampler: an
@@ -260,6 +263,7 @@ class Session:
                 "import torch.distributed.fsdp under Python 3.11; see the module's text)")
         self.model, self.optimizer, self.scheduler, self.sampler = model, optimizer, scheduler, sampler
         self.seed, self.reseed, self.extra = int(seed), reseed, extra if extra is not None else {}
+        self._seed_h = _mix_from(0x9E3779B97F4A7C15, self.seed)    # _mix(seed, ...)'s first step
         if not float(control_interval) >= 0:
             raise ValueError("dtclient.torch: control_interval must be >= 0 seconds")
         self.control_interval = float(control_interval)
@@ -267,6 +271,7 @@ class Session:
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
         self.world = dist.get_world_size() if self.distributed else 1
+        self._inv_world = 1.0 / self.world
         self.job = os.environ.get("DT_JOB", "")
         self.ckpt_dir = checkpoint_dir or os.environ.get("DT_CHECKPOINT_DIR") or None
         self.every = int(every if every is not None else os.environ.get("DT_CHECKPOINT_EVERY") or 0)
@@ -289,6 +294,10 @@ class Session:
         # mostly the time the thread waited for a core.  (Two sums: the
         # callbacks run on another thread.)
         self._own_s = self._cb_s = 0.0
+        # The gradient collectives' launches (the process group's own
+        # call, which DDP makes the same way without a hook), apart.
+        self._launch_s = 0.0
+        self._scale_s = 0.0         # (of _own_s: the buckets' scaling pass)
         self.last_saved = 0
         self._ckpt_req = self._stop_req = 0     # this rank's requests
         self._ckpt_done = 0
@@ -367,8 +376,23 @@ class Session:
     @property
     def self_s(self):
         """CPU seconds of this module's own per-step work (not checkpoints
-        nor integrity reports): the training thread's and its callbacks'."""
+        nor integrity reports): the training thread's and its callbacks'.
+        Not the gradient collectives' launches: see launch_s."""
         return self._own_s + self._cb_s
+
+    @property
+    def launch_s(self):
+        """CPU seconds the hook spent in the process group's call that
+        starts each gradient collective (ProcessGroup.allreduce, the
+        call DDP makes in C++ without a hook: the collective's cost, not
+        this module's)."""
+        return self._launch_s
+
+    @property
+    def scale_s(self):
+        """Of self_s: the CPU seconds of the buckets' scaling pass (a pass
+        over the gradients; DDP without a hook folds it into its copy)."""
+        return self._scale_s
 
     # -- context: a failed collective becomes a just-in-time checkpoint -----
     def __enter__(self):
@@ -414,19 +438,6 @@ class Session:
                 os._exit(1)
 
     # -- gradient collectives in flight, and the just-in-time pre-write ----------
-    def _coll_leave(self, f):
-        ok = False              # f: the completed future, None: the launch failed
-        if f is not None:
-            try:
-                f.value()
-                ok = True
-            except Exception:   # (done() takes the error)
-                pass
-        with self._lock:
-            self._n_end += 1
-            if ok:
-                self._n_ok += 1
-
     def _prewrite_loop(self):
         """While the training thread has waited on one gradient collective
         for more than jit_prewrite_after seconds (a peer stopped, or dead
@@ -464,90 +475,6 @@ class Session:
         pre, self._jit_pre = self._jit_pre, None
         if pre is not None and pre[1]:
             shutil.rmtree(os.path.dirname(pre[1][0][1]), ignore_errors=True)
-
-    # -- the DDP communication hook -------------------------------------------
-    def _bracketed(self, buf, launch, finish):
-        """One gradient bucket's reduction, bracketed for the hang
-        watchdog (waiting on peers from launch to completion) and timed:
-        launch(buf) starts the collective on the model's process group
-        (the ProcessGroup's own method: torch.distributed's wrappers cost
-        tens of microseconds of Python per call), finish(value, buf)
-        turns its completed result into the reduced bucket.  A failure of
-        either is kept for the just-in-time checkpoint (the state is
-        still self.step's).  Kept short: it runs for every bucket."""
-        ref = self._reform
-        if ref.on and ref.failed is not None:
-            return ref.skipped(buf)     # the group is broken: the step is redone
-        c0 = _cpu()
-        t = time.perf_counter()
-        c = self.client
-        c.collective(True)
-        self._last_launch = t
-        with self._lock:
-            if self._n_launch == self._n_end:
-                self._pending_since = t
-            self._n_launch += 1
-        try:
-            fut = launch(buf).get_future()
-        except Exception as e:     # a peer already gone
-            c.collective(False)
-            self._coll_leave(None)
-            if ref.on:
-                ref.failed = e
-                return ref.skipped(buf)
-            self._comm_failed = e
-            raise
-
-        def done(f):
-            d0 = _cpu()
-            self._last_done = time.perf_counter()
-            c.collective(False)
-            ok = False
-            try:
-                out = finish(f.value(), buf)
-                ok = True
-                return out
-            except Exception as e:
-                if ref.on:
-                    ref.failed = ref.failed or e
-                    return buf
-                self._comm_failed = e
-                raise
-            finally:
-                with self._lock:
-                    self._n_end += 1
-                    self._n_ok += ok
-                self._cb_s += _cpu() - d0
-        fut = fut.then(done)
-        self._own_s += _cpu() - c0
-        return fut
-
-    def _allreduce_hook(self, state, bucket):
-        buf = bucket.buffer()
-        buf.div_(self.world)
-        return self._bracketed(buf, self._pg.allreduce, _first)
-
-    def _ordered_hook(self, state, bucket):
-        """As _allreduce_hook, but each rank's (divided) bucket is gathered
-        and the parts are summed in rank order, element by element: a
-        ring all-reduce over three ranks or more sums an element in an
-        order that depends on its offset in the bucket, and DDP lays its
-        buckets out anew after the first step of each process (by the
-        order the gradients became ready), so a resumed run would reduce
-        its first step with other boundaries than the uninterrupted one."""
-        buf = bucket.buffer()
-        buf.div_(self.world)
-        parts = self._gather.get(bucket.index())
-        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
-            parts = [torch.empty_like(buf) for _ in range(self.world)]
-            self._gather[bucket.index()] = parts
-
-        def finish(value, buf):
-            buf.copy_(parts[0])
-            for p in parts[1:]:
-                buf.add_(p)
-            return buf
-        return self._bracketed(buf, lambda b: self._pg.allgather([parts], [b]), finish)
 
     # -- the step loop ---------------------------------------------------------
     def steps(self, total):
@@ -627,7 +554,7 @@ class Session:
         return time.perf_counter() - t
 
     def _reseed(self, step):
-        x = _mix(self.seed, step, self.rank)
+        x = _mix_from(_mix_from(self._seed_h, step), self.rank) & 0x7FFFFFFFFFFFFFFF
         random.seed(x)
         # torch.manual_seed costs ~100 us (CUDA's lazy seeding); the CPU
         # generator alone ~1 us, CUDA's only once CUDA is in use
@@ -647,7 +574,7 @@ class Session:
         t_in, c_in = time.perf_counter(), _cpu()
         if self._jit_pre is not None:
             self._jit_drop_stale()
-        lossf = float(loss.detach().item() if torch.is_tensor(loss) else loss)
+        lossf = loss.item() if torch.is_tensor(loss) else float(loss)
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
         comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0

@@ -1,0 +1,146 @@
+"""dtclient.torch's DDP communication hook: each gradient bucket's
+reduction, marked for the hang watchdog (the rank waits on its peers from
+the collective's launch to its completion) and timed.  A mixin of
+dtclient.torch.Session, which holds the state it uses: the client, the
+model's process group (_pg), the world size, the re-form state
+(_reform), the counters of collectives in flight (_lock, _n_launch,
+_n_end, _n_ok, _pending_since, _last_launch, _last_done) and the CPU
+time sums (_own_s, _cb_s, _launch_s, _scale_s)."""
+
+import functools
+import time
+
+import torch
+
+_cpu = time.thread_time
+
+
+def _first(value, buf):
+    return value[0]
+
+
+class HookMixin:
+    def _bracketed(self, c0, cs, buf, launch, finish=None):
+        """One gradient bucket's reduction, bracketed for the hang
+        watchdog (waiting on peers from launch to completion) and timed:
+        launch(buf) starts the collective on the model's process group
+        (the ProcessGroup's own method: torch.distributed's wrappers cost
+        tens of microseconds of Python per call), finish(value, buf)
+        turns its completed result into the reduced bucket (None: the
+        all-reduce's value, the bucket itself).  A failure of either is
+        kept for the just-in-time checkpoint (the state is still
+        self.step's).  c0, cs: the hook's start and the end of its
+        scaling pass (CPU time).  Kept short: it runs for every bucket;
+        the launch itself, the call DDP makes without a hook, is timed
+        apart (launch_s).  The rank is marked waiting before the launch,
+        which may block (NCCL's can)."""
+        ref = self._reform
+        if ref.failed is not None and ref.on:
+            return ref.skipped(buf)     # the group is broken: the step is redone
+        t = time.perf_counter()
+        self.client.collective(True)
+        self._last_launch = t
+        with self._lock:
+            if self._n_launch == self._n_end:
+                self._pending_since = t
+            self._n_launch += 1
+        c1 = _cpu()
+        try:
+            fut = launch(buf).get_future()
+        except Exception as e:     # a peer already gone
+            self.client.collective(False)
+            with self._lock:
+                self._n_end += 1
+            if ref.on:
+                ref.failed = e
+                return ref.skipped(buf)
+            self._comm_failed = e
+            raise
+        c2 = _cpu()
+        if finish is None and not ref.on:
+            fut = fut.then(self._done_first)    # (a bound method: no closure a bucket)
+        else:
+            fut = fut.then(functools.partial(self._done, buf, finish or _first))
+        self._launch_s += c2 - c1
+        self._scale_s += cs - c0
+        self._own_s += (c1 - c0) + (_cpu() - c2)
+        return fut
+
+    def _done_first(self, f):
+        """A gradient all-reduce completed (on the process group's thread):
+        the bucket, now reduced; waiting on peers ends."""
+        d0 = _cpu()
+        self._last_done = time.perf_counter()
+        self.client.collective(False)
+        try:
+            out = f.value()[0]
+        except Exception as e:
+            self._comm_failed = e
+            with self._lock:
+                self._n_end += 1
+            raise
+        with self._lock:
+            self._n_end += 1
+            self._n_ok += 1
+            self._cb_s += _cpu() - d0
+        return out
+
+    def _done(self, buf, finish, f):
+        """As _done_first, for an all-gather (finish sums the parts) and
+        for restart.reform (a failure is kept, the step skipped and redone
+        in the re-formed group)."""
+        d0 = _cpu()
+        self._last_done = time.perf_counter()
+        self.client.collective(False)
+        ok = False
+        ref = self._reform
+        try:
+            out = finish(f.value(), buf)
+            ok = True
+            return out
+        except Exception as e:
+            if ref.on:
+                ref.failed = ref.failed or e
+                return buf
+            self._comm_failed = e
+            raise
+        finally:
+            with self._lock:
+                self._n_end += 1
+                self._n_ok += ok
+                self._cb_s += _cpu() - d0
+
+    def _allreduce_hook(self, state, bucket):
+        """Each bucket's gradients averaged: multiplied by 1/world, as DDP
+        does without a hook (a multiplication costs half a division; the
+        same result with 2 ranks, 1/2 being exact), then all-reduced."""
+        c0 = _cpu()
+        buf = bucket.buffer()
+        buf.mul_(self._inv_world)
+        return self._bracketed(c0, _cpu(), buf, self._allreduce_one)
+
+    def _allreduce_one(self, buf):
+        return self._pg.allreduce([buf])
+
+    def _ordered_hook(self, state, bucket):
+        """As _allreduce_hook, but each rank's (scaled) bucket is gathered
+        and the parts are summed in rank order, element by element: a
+        ring all-reduce over three ranks or more sums an element in an
+        order that depends on its offset in the bucket, and DDP lays its
+        buckets out anew after the first step of each process (by the
+        order the gradients became ready), so a resumed run would reduce
+        its first step with other boundaries than the uninterrupted one."""
+        c0 = _cpu()
+        buf = bucket.buffer()
+        buf.mul_(self._inv_world)
+        parts = self._gather.get(bucket.index())
+        if parts is None or parts[0].shape != buf.shape or parts[0].dtype != buf.dtype:
+            parts = [torch.empty_like(buf) for _ in range(self.world)]
+            self._gather[bucket.index()] = parts
+
+        def finish(value, buf):
+            buf.copy_(parts[0])
+            for p in parts[1:]:
+                buf.add_(p)
+            return buf
+        return self._bracketed(c0, _cpu(), buf, lambda b: self._pg.allgather([parts], [b]), finish)
