@@ -40,13 +40,18 @@ static const int relay_connect_min_ms = 100;
  * requests), and entries of "unheard" sent, at most. */
 #define RELAY_KIDS_MAX 64
 
-/* An ancestor that stopped answering is reported for this long. */
+/* An ancestor that stopped answering, and a child whose connection
+ * closed, are reported for this long. */
 static const int64_t relay_lost_report_intervals = 4;
 
 struct relay_kid {
     char node[64];
-    int64_t last_ms; /* monotonic: its last request */
-    bool reported;   /* its silence went up (relay_due sends it at once) */
+    int64_t last_ms;   /* monotonic: its last request */
+    bool reported;     /* its silence went up (relay_due sends it at once) */
+    int conns;         /* its connections open now (tagged with its node) */
+    int64_t closed_ms; /* monotonic: its last connection closed, and it was
+                        * not heard since; 0 none */
+    bool close_reported; /* that went up (relay_due sends it at once) */
 };
 
 struct relay {
@@ -70,8 +75,9 @@ struct relay {
 
 /* --- the children's side -------------------------------------------------- */
 
-/* The child that sent 'body' (its own line comes first) was heard now. */
-static void kid_heard (relay_t *r, const char *body, size_t len)
+/* The child that sent 'body' (its own line comes first) was heard now;
+ * its connection is tagged with its node, so that its close is known. */
+static void kid_heard (relay_t *r, dt_http_req_t *req, const char *body, size_t len)
 {
     const char *nl = memchr (body, '\n', len);
     dt_error_t e;
@@ -86,6 +92,9 @@ static void kid_heard (relay_t *r, const char *body, size_t len)
         if (i < r->nkids) {
             r->kids[i].last_ms = dt_mono_ms ();
             r->kids[i].reported = false;
+            r->kids[i].closed_ms = 0;
+            if (dt_http_req_tag (req, node))
+                r->kids[i].conns++;
         }
     }
     json_decref (o);
@@ -133,7 +142,7 @@ static void relay_cb (dt_http_req_t *req, void *arg)
         r->lines[r->len++] = '\n';
     memcpy (r->lines + r->len, body, len);
     r->len += len;
-    kid_heard (r, body, len);
+    kid_heard (r, req, body, len);
     while (r->len > 0 && r->lines[r->len - 1] == '\n')
         r->len--;
     r->lines[r->len] = '\0';
@@ -147,6 +156,32 @@ static void relay_cb (dt_http_req_t *req, void *arg)
     if (n < 0 || (size_t)n >= sizeof (ans))
         n = snprintf (ans, sizeof (ans), "{\"commands\":[]}");
     dt_http_reply_json_text (req, 200, ans, (size_t)n);
+}
+
+/* A child's connection closed.  Its last one closing is strong evidence
+ * that the child is gone: a dead process's kernel closes its sockets (a
+ * killed node's, too, as long as its network is up), while a live child
+ * keeps its connection (it closes one only to reattach elsewhere, after
+ * this relay failed it, or to open another at once).  It goes up at
+ * once (relay_due). */
+static void kid_closed (const char *node, void *arg)
+{
+    relay_t *r = arg;
+    for (int i = 0; i < r->nkids; i++) {
+        struct relay_kid *k = &r->kids[i];
+        if (strcmp (k->node, node))
+            continue;
+        if (k->conns > 0)
+            k->conns--;
+        if (k->conns == 0 && !r->gone && r->interval_ms > 0) {
+            k->closed_ms = dt_mono_ms ();
+            k->close_reported = false;
+            dt_log (LOG_INFO, "relay: the connection of child %s closed, %lld ms after "
+                              "its last heartbeat",
+                    node, (long long)(k->closed_ms - k->last_ms));
+        }
+        return;
+    }
 }
 
 relay_t *relay_create (const char *addr, const char *token, dt_error_t *err)
@@ -164,6 +199,7 @@ relay_t *relay_create (const char *addr, const char *token, dt_error_t *err)
         goto error;
     /* A line per child per interval would drown the agent's log. */
     dt_httpd_set_access_log (r->httpd, LOG_DEBUG);
+    dt_httpd_set_close_cb (r->httpd, kid_closed, r);
     if (dt_httpd_route (r->httpd, "POST", "/v1/agent/relay", relay_cb, r) < 0) {
         errprintf (err, "relay: cannot register its route");
         goto error;
@@ -220,7 +256,8 @@ bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
     /* A child that just fell silent is reported at once, not at the next
      * heartbeat: the controller's corroboration of its loss. */
     for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++)
-        if (!r->kids[i].reported && now_ms - r->kids[i].last_ms > 5 * r->interval_ms / 4)
+        if ((!r->kids[i].reported && now_ms - r->kids[i].last_ms > 5 * r->interval_ms / 4) ||
+            (r->kids[i].closed_ms && !r->kids[i].close_reported))
             return true;
     return r->len > 0 && now_ms - r->oldest_ms >= min_age_ms;
 }
@@ -228,9 +265,12 @@ bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
 int64_t relay_due_in (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
 {
     int64_t at = r->len > 0 ? r->oldest_ms + min_age_ms : INT64_MAX;
-    for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++)
+    for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++) {
+        if (r->kids[i].closed_ms && !r->kids[i].close_reported)
+            at = now_ms;
         if (!r->kids[i].reported && r->kids[i].last_ms + 5 * r->interval_ms / 4 + 1 < at)
             at = r->kids[i].last_ms + 5 * r->interval_ms / 4 + 1;
+    }
     return at == INT64_MAX ? -1 : at > now_ms ? at - now_ms : 0;
 }
 
@@ -303,20 +343,28 @@ static int post_to_ancestors (relay_t *r, const char *body, size_t len, long *st
     return 1; /* no ancestor left */
 }
 
-/* "unheard" of this node's heartbeat: the children silent for over 5/4 of
- * an interval by this relay's clock, and the ancestor that stopped
- * answering (for a few intervals after).  NULL: none.  New reference. */
+/* "unheard" of this node's heartbeat: the children whose connection
+ * closed (for a few intervals after, "closed": true) or that are silent
+ * for over 5/4 of an interval by this relay's clock, and the ancestor that
+ * stopped answering (for a few intervals after).  NULL: none.  New
+ * reference. */
 static json_t *unheard_json (relay_t *r, int64_t now)
 {
     json_t *a = NULL;
     if (r->interval_ms <= 0)
         return NULL;
     for (int i = 0; i < r->nkids; i++) {
-        int64_t ms = now - r->kids[i].last_ms;
-        if (ms > 5 * r->interval_ms / 4 && (a || (a = json_array ()))) {
-            r->kids[i].reported = true;
-            json_array_append_new (
-              a, json_pack ("{s:s s:I}", "node", r->kids[i].node, "ms", (json_int_t)ms));
+        struct relay_kid *k = &r->kids[i];
+        int64_t ms = now - k->last_ms;
+        bool closed =
+          k->closed_ms && now - k->closed_ms <= relay_lost_report_intervals * r->interval_ms;
+        if ((closed || ms > 5 * r->interval_ms / 4) && (a || (a = json_array ()))) {
+            k->reported = true;
+            k->close_reported |= closed;
+            json_t *e = json_pack ("{s:s s:I}", "node", k->node, "ms", (json_int_t)ms);
+            if (e && closed)
+                json_object_set_new (e, "closed", json_true ());
+            json_array_append_new (a, e);
         }
     }
     if (r->lost_url[0] &&

@@ -94,6 +94,17 @@ void dt_httpd_set_access_log (dt_httpd_t *h, int level);
  * Call before the reply. */
 void dt_http_req_close (dt_http_req_t *req);
 
+/* A handler may tag its request's connection (e.g. with the client's
+ * node name, copied, up to 63 bytes; a later tag replaces it); returns
+ * true when the connection had no tag yet.  When a tagged connection
+ * closes, for whatever reason (the client closed it, its kernel reset it
+ * because the client's process died, it was cut or timed out), the close
+ * callback runs with the tag, on the owner's thread, inside dt_httpd_run
+ * (never inside dt_httpd_destroy).  NULL: none. */
+typedef void (*dt_httpd_close_f) (const char *tag, void *arg);
+void dt_httpd_set_close_cb (dt_httpd_t *h, dt_httpd_close_f cb, void *arg);
+bool dt_http_req_tag (dt_http_req_t *req, const char *tag);
+
 /* Long poll: instead of answering, a handler may park its request until
  * dt_httpd_wake (h, key) is called, or until max_ms after it was first
  * parked; its connection waits, suspended, and the handler then runs again

@@ -1,10 +1,13 @@
 /* httpd_conn.c: the HTTP server's connections: the absolute request
- * timeout and rate-limited warnings (see httpd_conn.h). */
+ * timeout, rate-limited warnings and tagged connections' close callback
+ * (see httpd_conn.h and httpd.h). */
 #include <config.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "common/dtime.h"
 #include "common/httpd_conn.h"
+#include "common/httpd_int.h"
 #include "common/log.h"
 
 static const int log_burst = 20;
@@ -86,4 +89,30 @@ int64_t httpd_conn_next_ms (const struct httpd_conns *cs)
         return -1;
     int64_t left = (cs->head->busy_ns + cs->timeout_ns - dt_mono_ns ()) / 1000000;
     return left < 0 ? 0 : left + 1;
+}
+
+/* --- tagged connections ---------------------------------------------------- */
+
+void dt_httpd_set_close_cb (dt_httpd_t *h, dt_httpd_close_f cb, void *arg)
+{
+    h->close_cb = cb;
+    h->close_arg = arg;
+}
+
+bool dt_http_req_tag (dt_http_req_t *req, const char *tag)
+{
+    const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info (req->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct httpd_conn *c = ci ? ci->socket_context : NULL;
+    if (!c)
+        return false; /* untracked (out of memory at accept): never reported */
+    bool fresh = !c->tag[0];
+    snprintf (c->tag, sizeof (c->tag), "%s", tag ? tag : "");
+    return fresh;
+}
+
+void httpd_conn_closed (dt_httpd_t *h, struct httpd_conn *c)
+{
+    if (c->tag[0] && h->close_cb)
+        h->close_cb (c->tag, h->close_arg);
 }

@@ -1,5 +1,6 @@
 /* httpd_conn.h: the HTTP server's view of its connections (internal to
- * httpd.c): the absolute request timeout and rate-limited warnings.
+ * httpd.c): the absolute request timeout, rate-limited warnings and the
+ * close callback of tagged connections.
  *
  * A connection is "busy" from its accept, and again from each request
  * line on a kept-alive connection, until its request is answered.  Busy
@@ -17,6 +18,7 @@ struct httpd_conn {
     struct httpd_conn *prev, *next; /* in the busy list, when busy_ns != 0 */
     int fd;
     int64_t busy_ns; /* monotonic ns the current request began; 0 idle */
+    char tag[64];    /* dt_http_req_tag; "" none */
 };
 
 struct httpd_conns {
@@ -46,5 +48,9 @@ int64_t httpd_conn_next_ms (const struct httpd_conns *cs);
  * window, so that a flood cannot fill the log; the number dropped is
  * logged when the next window opens. */
 bool httpd_conn_log_allowed (struct httpd_conns *cs);
+
+/* 'c' is closing: the close callback runs if it was tagged. */
+struct dt_httpd;
+void httpd_conn_closed (struct dt_httpd *h, struct httpd_conn *c);
 
 #endif

@@ -56,6 +56,8 @@ struct dt_httpd {
     size_t dispatched;    /* requests handled in the current (last) run */
     dt_http_gate_f gate;
     void *gate_arg;
+    dt_httpd_close_f close_cb; /* a tagged connection closed (httpd_conn.c) */
+    void *close_arg;
     struct route *routes;
     int nroutes;
     int access_level;       /* of the access log's lines (LOG_INFO) */

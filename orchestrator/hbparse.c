@@ -421,10 +421,11 @@ int hb_parse_fast (const char *body, size_t len, int world_size, struct hb_msg *
 /* --- the general path ------------------------------------------------------------ */
 
 static const char *const hb_keys[] = { "node", "ranks", "unheard", NULL };
-static const char *const hb_unheard_keys[] = { "node", "relay", "ms", NULL };
+static const char *const hb_unheard_keys[] = { "node", "relay", "ms", "closed", NULL };
 
 /* "unheard": absent, null, or at most HB_UNHEARD_MAX objects, each with
- * exactly one of "node" and "relay", and "ms" >= 0.  0 or -1 with err. */
+ * exactly one of "node" and "relay", "ms" >= 0, and "closed" (a boolean,
+ * with "node" only).  0 or -1 with err. */
 static int unheard_get (const json_t *root, struct hb_msg *m, dt_error_t *err)
 {
     json_t *a = json_object_get (root, "unheard"), *u;
@@ -442,20 +443,26 @@ static int unheard_get (const json_t *root, struct hb_msg *m, dt_error_t *err)
         struct hb_unheard *e = &m->unheard[i];
         const char *node = NULL, *relay = NULL;
         json_int_t ms;
+        bool closed = false;
         dt_json_path_index (path, sizeof (path), "unheard", i);
         if (dt_json_check_object (u, path, hb_unheard_keys, err) < 0 ||
             dt_json_get_str (u, path, "node", false, hb_node_max, false, &node, err) <
               0 ||
             dt_json_get_str (u, path, "relay", false, sizeof (e->relay) - 1, false,
                              &relay, err) < 0 ||
-            dt_json_get_int (u, path, "ms", true, 0, INT64_MAX, &ms, err) < 0)
+            dt_json_get_int (u, path, "ms", true, 0, INT64_MAX, &ms, err) < 0 ||
+            dt_json_get_bool (u, path, "closed", false, &closed, err) < 0)
             return -1;
         if (!node == !relay)
             return errnoprintf (err, EPROTO, "%s: expected exactly one of node and relay",
                                 path);
+        if (closed && relay)
+            return errnoprintf (err, EPROTO, "%s.closed: only a child (node) can be closed",
+                                path);
         snprintf (e->node, sizeof (e->node), "%s", node ? node : "");
         snprintf (e->relay, sizeof (e->relay), "%s", relay ? relay : "");
         e->ms = ms;
+        e->closed = closed;
         m->nunheard++;
     }
     return 0;

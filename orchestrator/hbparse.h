@@ -58,11 +58,13 @@ struct hb_rank {
 #define HB_UNHEARD_MAX 64
 
 /* A neighbour in the fan-in tree the sender has not heard from for 'ms'
- * (its own clock): a child by node name, or its relay by URL. */
+ * (its own clock): a child by node name, or its relay by URL.  'closed': the
+ * child's connection to the sender closed since its last request. */
 struct hb_unheard {
     char node[64];   /* "" when relay is given */
     char relay[128]; /* "" when node is given */
     int64_t ms;
+    bool closed;
 };
 
 struct hb_msg {

@@ -53,13 +53,19 @@ struct agent {
     int64_t last_hb_ms;    /* epoch ms of the last heartbeat/registration */
     /* A neighbour in the fan-in tree (its relay, a child) said in its
      * heartbeat at unheard_at_ms (epoch ms) that it had not heard from
-     * this node for unheard_for_ms; 0: never.  unheard_by_child: the
-     * report was a child's whose connection to this node, its relay,
-     * failed (not a relay's whose child is late). */
+     * this node for unheard_for_ms; 0: never.  unheard_how: the evidence
+     * (enum unheard_how). */
     int64_t unheard_at_ms, unheard_for_ms;
-    bool unheard_by_child;
+    int unheard_how;
     json_t *hostinfo;
 };
+
+/* A neighbour's evidence that a node is gone (struct agent's
+ * unheard_how), weakest first: its relay did not hear from it for over
+ * 5/4 of an interval; its child's connection to it, its relay, failed
+ * (refused, or no connection or answer in time); its connection to its
+ * relay closed (its process, or its node, died). */
+enum unheard_how { UNHEARD_LATE, UNHEARD_RELAY_FAILED, UNHEARD_CLOSED };
 
 #define STRAGGLER_RING 64
 

@@ -68,12 +68,22 @@ void treeplan_unheard (struct attempt *att, struct agent *ag, const struct hb_ms
         }
         if (!n || n == ag)
             continue;
-        if (n->unheard_at_ms <= n->last_hb_ms)
-            dt_log (LOG_INFO, "job %lld attempt %d: %s has not heard from %s for %lld ms",
+        int how = u->closed ? UNHEARD_CLOSED : u->node[0] ? UNHEARD_LATE
+                                                          : UNHEARD_RELAY_FAILED;
+        bool fresh = n->unheard_at_ms <= n->last_hb_ms;
+        if (fresh || how > n->unheard_how)
+            dt_log (LOG_INFO, "job %lld attempt %d: %s has not heard from %s for %lld ms%s",
                     (long long)att->row.job_id, att->row.attempt, ag->node, n->node,
-                    (long long)u->ms);
+                    (long long)u->ms,
+                    how == UNHEARD_CLOSED         ? " (its connection closed)"
+                    : how == UNHEARD_RELAY_FAILED ? " (the connection to it failed)"
+                                                  : "");
+        /* Stronger evidence since the node's last heartbeat stands: a
+         * later, weaker report (the relay's that the child is late, after
+         * it said that the child's connection closed) does not undo it. */
+        if (fresh || how > n->unheard_how)
+            n->unheard_how = how;
         n->unheard_at_ms = now;
         n->unheard_for_ms = u->ms;
-        n->unheard_by_child = !u->node[0];
     }
 }

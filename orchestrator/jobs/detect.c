@@ -348,14 +348,17 @@ static const int64_t loss_wait_ms = 10;
  * In a fan-in tree a neighbour (the node's relay, or its child that had to
  * go around it) may say in a heartbeat that it has not heard from the node
  * either (for half an interval at least: a child learns at its next
- * heartbeat that its relay is gone).  That heartbeat proves the neighbour
+ * heartbeat that its relay is gone; or at once when the relay saw the
+ * child's connection close).  That heartbeat proves the neighbour
  * alive after the node's last one, so the silence is the node's own, not a
  * dead relay's, and 2 intervals of it suffice, provided the node is the
  * only one silent: every other agent was heard from since the report, the
  * reporter too (a relay that reported its late child and died at once, its
  * child's lines with it, is not vouched for).  When the report is a child's
  * whose connection to the node, its relay, failed (a refused or timed-out
- * connection, not merely a late heartbeat), other agents heard within 7/4
+ * connection, not merely a late heartbeat), or a relay's whose child's
+ * connection closed (the kernel of a dead process closes its sockets; a
+ * live child keeps its connection), other agents heard within 7/4
  * of an interval count as heard too (the neighbours of a lost node keep
  * heartbeating after their ranks ended, agent.c), so that the loss is
  * declared when 2 intervals are over.  A relay's report that a child is
@@ -369,12 +372,13 @@ static bool loss_due (struct jobs *jobs, struct agent *ag, struct agent *next,
                       int64_t now, int64_t hb, int64_t limit, bool *corr)
 {
     int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
+    bool strong = ag->unheard_how != UNHEARD_LATE;
     bool reported = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
-                    2 * ag->unheard_for_ms >= hb;
+                    (2 * ag->unheard_for_ms >= hb || ag->unheard_how == UNHEARD_CLOSED);
     int64_t since =
       ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
     *corr = reported && (!next || next->last_hb_ms > ag->unheard_at_ms ||
-                         (ag->unheard_by_child && 4 * (now - next->last_hb_ms) < 7 * hb));
+                         (strong && 4 * (now - next->last_hb_ms) < 7 * hb));
     if (now - since > (*corr ? tree_limit : limit))
         return true;
     /* (past due, it waits for the others to be heard: a look every
@@ -387,6 +391,18 @@ static bool loss_due (struct jobs *jobs, struct agent *ag, struct agent *next,
 }
 
 static const int64_t loss_scan_ms = 100;
+
+/* enum unheard_how in the detail of a loss and in its event's data. */
+static const char *const unheard_text[] = {
+    [UNHEARD_LATE] = "",
+    [UNHEARD_RELAY_FAILED] = " (its child's connection to it failed)",
+    [UNHEARD_CLOSED] = " (its connection to its relay closed)",
+};
+static const char *const unheard_evidence[] = {
+    [UNHEARD_LATE] = "late",
+    [UNHEARD_RELAY_FAILED] = "connection_failed",
+    [UNHEARD_CLOSED] = "connection_closed",
+};
 
 /* A running attempt: node loss (silence), a peer loss no failure
  * explains, and the hang watchdog. */
@@ -431,9 +447,9 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
         if (lost_corr)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2 intervals), and a "
-                      "neighbour in the fan-in tree has not heard from it for %lld ms",
+                      "neighbour in the fan-in tree has not heard from it for %lld ms%s",
                       ag->node, (long long)(now - ag->last_hb_ms),
-                      (long long)ag->unheard_for_ms);
+                      (long long)ag->unheard_for_ms, unheard_text[ag->unheard_how]);
         else if (limit < timeout)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2.5 "
@@ -447,12 +463,13 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
         char tbuf[40];
         jobs_attempt_fail (
           jobs, att, "node_lost", ag->node, -1, detail,
-          json_pack ("{s:I s:I s:s s:b s:b}", "heartbeat_gap_ms",
+          json_pack ("{s:I s:I s:s s:b s:b s:s?}", "heartbeat_gap_ms",
                      (json_int_t)(now - ag->last_hb_ms), "timeout_ms",
                      (json_int_t)(lost_corr ? tree_limit : limit), "last_heartbeat",
                      dt_format_time (ag->last_hb_ms, tbuf, sizeof (tbuf)),
                      "peer_loss_reported", att->peer_loss_ms != 0, "neighbour_unheard",
-                     lost_corr));
+                     lost_corr, "neighbour_evidence",
+                     lost_corr ? unheard_evidence[ag->unheard_how] : NULL));
         return;
     }
     /* A rank exited after a just-in-time checkpoint: it lost a peer.

@@ -203,6 +203,12 @@ static void test_malformed (void)
           "unheard[0].ms: -1 out of range [0, 9223372036854775807]" },
         { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"node\":\"m\",\"ms\":1,\"y\":2}]}",
           HB_ERR_FIELD, false, "unheard[0].y: unknown field" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"node\":\"m\",\"ms\":1,"
+          "\"closed\":1}]}",
+          HB_ERR_FIELD, false, "unheard[0].closed: expected boolean" },
+        { "{\"node\":\"n\",\"ranks\":[],\"unheard\":[{\"relay\":\"http://a:1\","
+          "\"ms\":1,\"closed\":true}]}",
+          HB_ERR_FIELD, false, "unheard[0].closed: only a child (node) can be closed" },
         { "{\"node\":\"\",\"ranks\":[]}", HB_ERR_FIELD, false,
           "node: must not be empty" },
         { "{\"node\":null,\"ranks\":[]}", HB_ERR_FIELD, false, "node: expected string" },
@@ -369,19 +375,23 @@ static void test_unheard (void)
 {
     static const char body[] =
       "{\"node\":\"r\",\"ranks\":[{\"rank\":0}],\"unheard\":["
-      "{\"node\":\"c1\",\"ms\":1400},{\"relay\":\"http://10.0.0.1:4000\",\"ms\":0}]}";
+      "{\"node\":\"c1\",\"ms\":1400},{\"relay\":\"http://10.0.0.1:4000\",\"ms\":0},"
+      "{\"node\":\"c2\",\"ms\":30,\"closed\":true}]}";
     struct hb_msg m;
     dt_error_t err;
     hb_msg_init (&m);
     CU_ASSERT_EQUAL_FATAL (hb_parse (body, strlen (body), 4, &m, &err), HB_OK);
     CU_ASSERT_STRING_EQUAL (m.node, "r");
     CU_ASSERT_EQUAL (m.nranks, 1);
-    CU_ASSERT_EQUAL_FATAL (m.nunheard, 2);
+    CU_ASSERT_EQUAL_FATAL (m.nunheard, 3);
     CU_ASSERT_STRING_EQUAL (m.unheard[0].node, "c1");
     CU_ASSERT_STRING_EQUAL (m.unheard[0].relay, "");
     CU_ASSERT_EQUAL (m.unheard[0].ms, 1400);
+    CU_ASSERT_FALSE (m.unheard[0].closed);
     CU_ASSERT_STRING_EQUAL (m.unheard[1].node, "");
     CU_ASSERT_STRING_EQUAL (m.unheard[1].relay, "http://10.0.0.1:4000");
+    CU_ASSERT_STRING_EQUAL (m.unheard[2].node, "c2");
+    CU_ASSERT_TRUE (m.unheard[2].closed);
     /* The next heartbeat without it has none. */
     CU_ASSERT_EQUAL (hb_parse (good, strlen (good), 8, &m, &err), HB_OK);
     CU_ASSERT_EQUAL (m.nunheard, 0);
