@@ -13,7 +13,10 @@
 #    ranks died with it, so the trainers' world is broken; the tree's
 #    repair keeps the others' heartbeats, it cannot keep the attempt);
 #  - then the node of a leaf (node rank 3) likewise, corroborated by its
-#    relay (node rank 0);
+#    relay (node rank 0), which saw the leaf's connection close (the
+#    testbed's kill-node kills the node's processes and leaves its network
+#    up, so their kernel closes their sockets): the strong evidence that
+#    lets the controller declare the loss after 2 intervals;
 #  - the time from each kill to the detection is printed in heartbeat
 #    intervals (the goal is 2 when a neighbour corroborates; bench/ is the
 #    place for speed, so it is not asserted), with the rule that declared
@@ -71,7 +74,7 @@ detected () {
     local fail
     fail=$(curl -s "$URL/v1/jobs/$ID" | jq -r ".data.attempts[$(($1 - 1))].fail_time // empty" | python3 -c 'import sys, datetime; t = sys.stdin.read().strip(); print(int(datetime.datetime.strptime(t.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000) if t else 0)')
     echo "# detected $((fail - $3))..$((fail - $2)) ms after the kill (kill-node took $(($3 - $2)) ms): $(awk -v a=$((fail - $3)) -v b=$((fail - $2)) 'BEGIN { printf "%.2f..%.2f", a / 250, b / 250 }') heartbeat intervals"
-    echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ' (neighbour_unheard ' || coalesce(json_extract(data, '\$.neighbour_unheard'), 'null') || '): ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = $1 AND kind = 'node_lost' LIMIT 1")"
+    echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ' (neighbour_unheard ' || coalesce(json_extract(data, '\$.neighbour_unheard'), 'null') || ', evidence ' || coalesce(json_extract(data, '\$.neighbour_evidence'), 'none') || '): ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = $1 AND kind = 'node_lost' LIMIT 1")"
 }
 detected 1 "$T0R" "$T1R"
 check "attempt 1 failed with cause node_lost on the relay's node $R1" \
@@ -96,8 +99,12 @@ detected 2 "$T0" "$T1"
 check "attempt 2 failed with cause node_lost on the leaf's node $L3" \
     jqt --arg v "$L3" '.data.attempts[1].state == "failed" and .data.attempts[1].cause == "node_lost"
          and .data.attempts[1].cause_node == $v' "$TMP/j.json"
-check "the leaf's relay $N0 reported $L3 unheard (the corroboration)" \
-    grep -q "job $ID attempt 2: $N0 has not heard from $L3 for" "$TMP/ctld.log"
+check "the leaf's relay $N0 reported $L3's connection closed (the corroboration)" \
+    grep -q "job $ID attempt 2: $N0 has not heard from $L3 for [0-9]* ms (its connection closed)" "$TMP/ctld.log"
+# evidence A: the evidence of attempt A's node_lost event.
+evidence () { sqlite3 "$TMP/state/dtctld.db" "SELECT coalesce(json_extract(data, '\$.neighbour_evidence'), 'none') FROM events WHERE job_id = $ID AND attempt = $1 AND kind = 'node_lost'"; }
+check "the controller declared the leaf lost on that evidence (connection_closed)" \
+    test "$(evidence 2)" = connection_closed
 check "attempt 3 ran on neither dead node" \
     jqt --arg a "$R1" --arg b "$L3" '[.data.attempts[2].nodes[].node] | (index($a) == null and index($b) == null)' "$TMP/j.json"
 

@@ -1,12 +1,17 @@
 /* test_httpd_conn.c: the HTTP server's busy list, request timeout and
- * warning limiter, on real sockets (socketpairs). */
+ * warning limiter, on real sockets (socketpairs); the close callback of
+ * tagged connections, on a real server. */
 #include <config.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/dtime.h"
+#include "common/httpd.h"
 #include "common/httpd_conn.h"
 #include "common/log.h"
 #include "tests/unit/unit.h"
@@ -113,10 +118,102 @@ static void test_log_limit (void)
     CU_ASSERT_EQUAL (cs.log_count, 1);
 }
 
+/* --- tagged connections: the close callback ------------------------------ */
+
+static char closed_tags[256];
+static int nclosed;
+
+static void on_close (const char *tag, void *arg)
+{
+    (void)arg;
+    nclosed++;
+    snprintf (closed_tags + strlen (closed_tags), sizeof (closed_tags) - strlen (closed_tags),
+              "%s ", tag);
+}
+
+/* Tags its connection with ?tag= when given; answers whether it was new. */
+static void tag_cb (dt_http_req_t *req, void *arg)
+{
+    const char *t = dt_http_req_query (req, "tag");
+    bool fresh = t && dt_http_req_tag (req, t);
+    dt_http_reply_json (req, 200, json_pack ("{s:b}", "fresh", fresh));
+}
+
+/* Run the server for up to ms, or until 'until' connections closed. */
+static void serve (dt_httpd_t *h, int ms, int until)
+{
+    int64_t end = dt_mono_ms () + ms;
+    while (dt_mono_ms () < end && nclosed < until) {
+        struct pollfd p = { .fd = dt_httpd_fd (h), .events = POLLIN };
+        poll (&p, 1, 10);
+        dt_httpd_run (h);
+    }
+}
+
+static int client (int port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (port) };
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    inet_pton (AF_INET, "127.0.0.1", &sa.sin_addr);
+    CU_ASSERT_FATAL (fd >= 0 && connect (fd, (struct sockaddr *)&sa, sizeof (sa)) == 0);
+    return fd;
+}
+
+/* Send a request on fd and serve until its answer came; the answer. */
+static void request (dt_httpd_t *h, int fd, const char *path, char *buf, size_t len)
+{
+    char req[256];
+    size_t got = 0;
+    snprintf (req, sizeof (req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    CU_ASSERT_FATAL (send (fd, req, strlen (req), MSG_NOSIGNAL) == (ssize_t)strlen (req));
+    buf[0] = '\0';
+    for (int64_t end = dt_mono_ms () + 5000; dt_mono_ms () < end && !strstr (buf, "}}");) {
+        serve (h, 10, 1000);
+        ssize_t n = recv (fd, buf + got, len - 1 - got, MSG_DONTWAIT);
+        if (n > 0)
+            buf[got += (size_t)n] = '\0';
+    }
+}
+
+static void test_close_cb (void)
+{
+    dt_error_t err;
+    char buf[2048];
+    dt_httpd_t *h = dt_httpd_create ("127.0.0.1", 0, 4096, &err);
+    CU_ASSERT_FATAL (h != NULL);
+    CU_ASSERT_FATAL (dt_httpd_route (h, "GET", "/t", tag_cb, NULL) == 0);
+    dt_httpd_set_close_cb (h, on_close, NULL);
+    int port = dt_httpd_port (h);
+    /* a: tagged "n1" twice on one kept-alive connection (new the first
+     * time only); b: never tagged; c: tagged "n2". */
+    int a = client (port), b = client (port), c = client (port);
+    request (h, a, "/t?tag=n1", buf, sizeof (buf));
+    CU_ASSERT (strstr (buf, "\"fresh\":true") != NULL);
+    request (h, a, "/t?tag=n1", buf, sizeof (buf));
+    CU_ASSERT (strstr (buf, "\"fresh\":false") != NULL);
+    request (h, b, "/t", buf, sizeof (buf));
+    request (h, c, "/t?tag=n2", buf, sizeof (buf));
+    CU_ASSERT_EQUAL (nclosed, 0); /* open: nothing reported */
+    /* The client closes an untagged connection: no callback. */
+    close (b);
+    serve (h, 300, 1);
+    CU_ASSERT_EQUAL (nclosed, 0);
+    /* A tagged one: its tag, at once. */
+    close (a);
+    serve (h, 2000, 1);
+    CU_ASSERT_EQUAL (nclosed, 1);
+    CU_ASSERT_STRING_EQUAL (closed_tags, "n1 ");
+    /* Destroying the server reports nothing (its owner is going away). */
+    dt_httpd_destroy (h);
+    CU_ASSERT_EQUAL (nclosed, 1);
+    close (c);
+}
+
 static const struct dt_unit_test tests[] = {
     { "busy list: order, idle from anywhere, next deadline", test_busy_list },
     { "request timeout: the oldest cut first, by shutdown", test_cut },
     { "warnings: 20 per window, then counted", test_log_limit },
+    { "tagged connections: the close callback names the tag", test_close_cb },
     { NULL, NULL },
 };
 
