@@ -369,14 +369,27 @@ static const int64_t loss_wait_ms = 10;
  * limit).  The check comes when the loss becomes due (jobs->loss_due_ms),
  * not at the next tick. */
 static bool loss_due (struct jobs *jobs, struct agent *ag, struct agent *next,
-                      int64_t now, int64_t hb, int64_t limit, bool *corr)
+                      int64_t now, int64_t hb, int64_t limit, bool *corr,
+                      int64_t *silent_ms)
 {
     int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
     bool strong = ag->unheard_how != UNHEARD_LATE;
     bool reported = tree_limit < limit && ag->unheard_at_ms > ag->last_hb_ms &&
                     (2 * ag->unheard_for_ms >= hb || ag->unheard_how == UNHEARD_CLOSED);
-    int64_t since =
-      ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
+    /* Silence counts from the node's last heartbeat; for a child whose
+     * connection to its relay closed, from when the relay last heard it,
+     * provided that was the line the controller got last (a quarter
+     * interval before it at most: the relay holds its children's lines
+     * that long), so that the relay's holding does not add to the time to
+     * detection. */
+    int64_t last = ag->last_hb_ms;
+    if (reported && ag->unheard_how == UNHEARD_CLOSED) {
+        int64_t heard = ag->unheard_at_ms - ag->unheard_for_ms;
+        if (heard < last && 4 * (last - heard) <= hb)
+            last = heard;
+    }
+    int64_t since = last > jobs->heard_since_ms ? last : jobs->heard_since_ms;
+    *silent_ms = now - last;
     *corr = reported && (!next || next->last_hb_ms > ag->unheard_at_ms ||
                          (strong && 4 * (now - next->last_hb_ms) < 7 * hb));
     if (now - since > (*corr ? tree_limit : limit))
@@ -439,7 +452,8 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
     int64_t tree_limit = hb > 0 && 2 * hb < limit ? 2 * hb : limit;
     struct agent *next = NULL, *lost = silent_longest (att, &next);
     bool lost_corr = false;
-    if (lost && !loss_due (jobs, lost, next, now, hb, limit, &lost_corr))
+    int64_t silent_ms = 0;
+    if (lost && !loss_due (jobs, lost, next, now, hb, limit, &lost_corr, &silent_ms))
         lost = NULL;
     if (lost) {
         struct agent *ag = lost;
@@ -448,7 +462,7 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2 intervals), and a "
                       "neighbour in the fan-in tree has not heard from it for %lld ms%s",
-                      ag->node, (long long)(now - ag->last_hb_ms),
+                      ag->node, (long long)silent_ms,
                       (long long)ag->unheard_for_ms, unheard_text[ag->unheard_how]);
         else if (limit < timeout)
             snprintf (detail, sizeof (detail),
