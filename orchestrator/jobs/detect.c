@@ -378,14 +378,15 @@ static bool loss_due (struct jobs *jobs, struct agent *ag, struct agent *next,
                     (2 * ag->unheard_for_ms >= hb || ag->unheard_how == UNHEARD_CLOSED);
     /* Silence counts from the node's last heartbeat; for a child whose
      * connection to its relay closed, from when the relay last heard it,
-     * provided that was the line the controller got last (a quarter
-     * interval before it at most: the relay holds its children's lines
-     * that long), so that the relay's holding does not add to the time to
-     * detection. */
+     * provided that was the line the controller got last (half an
+     * interval before it at most: the relay holds its children's lines for
+     * a quarter interval, and the way up takes some time; a line of the
+     * child's that went another way would be an interval later), so that
+     * the tree's delay does not add to the time to detection. */
     int64_t last = ag->last_hb_ms;
     if (reported && ag->unheard_how == UNHEARD_CLOSED) {
         int64_t heard = ag->unheard_at_ms - ag->unheard_for_ms;
-        if (heard < last && 4 * (last - heard) <= hb)
+        if (heard < last && 2 * (last - heard) <= hb)
             last = heard;
     }
     int64_t since = last > jobs->heard_since_ms ? last : jobs->heard_since_ms;
