@@ -46,11 +46,11 @@ static const int64_t relay_lost_report_intervals = 4;
 
 struct relay_kid {
     char node[64];
-    int64_t last_ms;   /* monotonic: its last request */
-    bool reported;     /* its silence went up (relay_due sends it at once) */
-    int conns;         /* its connections open now (tagged with its node) */
-    int64_t closed_ms; /* monotonic: its last connection closed, and it was
-                        * not heard since; 0 none */
+    int64_t last_ms;     /* monotonic: its last request */
+    bool reported;       /* its silence went up (relay_due sends it at once) */
+    int conns;           /* its connections open now (tagged with its node) */
+    int64_t closed_ms;   /* monotonic: its last connection closed, and it was
+                          * not heard since; 0 none */
     bool close_reported; /* that went up (relay_due sends it at once) */
 };
 
@@ -176,8 +176,9 @@ static void kid_closed (const char *node, void *arg)
         if (k->conns == 0 && !r->gone && r->interval_ms > 0) {
             k->closed_ms = dt_mono_ms ();
             k->close_reported = false;
-            dt_log (LOG_INFO, "relay: the connection of child %s closed, %lld ms after "
-                              "its last heartbeat",
+            dt_log (LOG_INFO,
+                    "relay: the connection of child %s closed, %lld ms after "
+                    "its last heartbeat",
                     node, (long long)(k->closed_ms - k->last_ms));
         }
         return;
@@ -256,7 +257,8 @@ bool relay_due (const relay_t *r, int64_t now_ms, int64_t min_age_ms)
     /* A child that just fell silent is reported at once, not at the next
      * heartbeat: the controller's corroboration of its loss. */
     for (int i = 0; r->interval_ms > 0 && i < r->nkids; i++)
-        if ((!r->kids[i].reported && now_ms - r->kids[i].last_ms > 5 * r->interval_ms / 4) ||
+        if ((!r->kids[i].reported &&
+             now_ms - r->kids[i].last_ms > 5 * r->interval_ms / 4) ||
             (r->kids[i].closed_ms && !r->kids[i].close_reported))
             return true;
     return r->len > 0 && now_ms - r->oldest_ms >= min_age_ms;
@@ -356,8 +358,8 @@ static json_t *unheard_json (relay_t *r, int64_t now)
     for (int i = 0; i < r->nkids; i++) {
         struct relay_kid *k = &r->kids[i];
         int64_t ms = now - k->last_ms;
-        bool closed =
-          k->closed_ms && now - k->closed_ms <= relay_lost_report_intervals * r->interval_ms;
+        bool closed = k->closed_ms &&
+                      now - k->closed_ms <= relay_lost_report_intervals * r->interval_ms;
         if ((closed || ms > 5 * r->interval_ms / 4) && (a || (a = json_array ()))) {
             k->reported = true;
             k->close_reported |= closed;

@@ -882,7 +882,7 @@ void dt_httpd_destroy (dt_httpd_t *h)
 {
     if (h) {
         int saved = errno;
-        h->close_cb = NULL; /* the owner is going away */
+        h->close_cb = NULL;          /* the owner is going away */
         httpd_park_expire (h, true); /* MHD stops no daemon with suspended connections */
         httpd_resume_deferred (h, SIZE_MAX);
         for (int i = 0; i < h->nls; i++)

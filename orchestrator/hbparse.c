@@ -457,8 +457,8 @@ static int unheard_get (const json_t *root, struct hb_msg *m, dt_error_t *err)
             return errnoprintf (err, EPROTO, "%s: expected exactly one of node and relay",
                                 path);
         if (closed && relay)
-            return errnoprintf (err, EPROTO, "%s.closed: only a child (node) can be closed",
-                                path);
+            return errnoprintf (err, EPROTO,
+                                "%s.closed: only a child (node) can be closed", path);
         snprintf (e->node, sizeof (e->node), "%s", node ? node : "");
         snprintf (e->relay, sizeof (e->relay), "%s", relay ? relay : "");
         e->ms = ms;

@@ -68,11 +68,13 @@ void treeplan_unheard (struct attempt *att, struct agent *ag, const struct hb_ms
         }
         if (!n || n == ag)
             continue;
-        int how = u->closed ? UNHEARD_CLOSED : u->node[0] ? UNHEARD_LATE
-                                                          : UNHEARD_RELAY_FAILED;
+        int how = u->closed    ? UNHEARD_CLOSED
+                  : u->node[0] ? UNHEARD_LATE
+                               : UNHEARD_RELAY_FAILED;
         bool fresh = n->unheard_at_ms <= n->last_hb_ms;
         if (fresh || how > n->unheard_how)
-            dt_log (LOG_INFO, "job %lld attempt %d: %s has not heard from %s for %lld ms%s",
+            dt_log (LOG_INFO,
+                    "job %lld attempt %d: %s has not heard from %s for %lld ms%s",
                     (long long)att->row.job_id, att->row.attempt, ag->node, n->node,
                     (long long)u->ms,
                     how == UNHEARD_CLOSED         ? " (its connection closed)"

@@ -463,8 +463,8 @@ void attempt_check_running (struct jobs *jobs, struct attempt *att, int64_t now)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2 intervals), and a "
                       "neighbour in the fan-in tree has not heard from it for %lld ms%s",
-                      ag->node, (long long)silent_ms,
-                      (long long)ag->unheard_for_ms, unheard_text[ag->unheard_how]);
+                      ag->node, (long long)silent_ms, (long long)ag->unheard_for_ms,
+                      unheard_text[ag->unheard_how]);
         else if (limit < timeout)
             snprintf (detail, sizeof (detail),
                       "no heartbeat from %s for %lld ms (over 2.5 "

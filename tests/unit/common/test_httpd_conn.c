@@ -127,8 +127,8 @@ static void on_close (const char *tag, void *arg)
 {
     (void)arg;
     nclosed++;
-    snprintf (closed_tags + strlen (closed_tags), sizeof (closed_tags) - strlen (closed_tags),
-              "%s ", tag);
+    snprintf (closed_tags + strlen (closed_tags),
+              sizeof (closed_tags) - strlen (closed_tags), "%s ", tag);
 }
 
 /* Tags its connection with ?tag= when given; answers whether it was new. */
@@ -167,7 +167,8 @@ static void request (dt_httpd_t *h, int fd, const char *path, char *buf, size_t 
     snprintf (req, sizeof (req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
     CU_ASSERT_FATAL (send (fd, req, strlen (req), MSG_NOSIGNAL) == (ssize_t)strlen (req));
     buf[0] = '\0';
-    for (int64_t end = dt_mono_ms () + 5000; dt_mono_ms () < end && !strstr (buf, "}}");) {
+    for (int64_t end = dt_mono_ms () + 5000;
+         dt_mono_ms () < end && !strstr (buf, "}}");) {
         serve (h, 10, 1000);
         ssize_t n = recv (fd, buf + got, len - 1 - got, MSG_DONTWAIT);
         if (n > 0)
