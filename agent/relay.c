@@ -360,6 +360,8 @@ static json_t *unheard_json (relay_t *r, int64_t now)
         int64_t ms = now - k->last_ms;
         bool closed = k->closed_ms &&
                       now - k->closed_ms <= relay_lost_report_intervals * r->interval_ms;
+        if (k->closed_ms && !closed)
+            k->close_reported = true; /* too late to say (relay_due stops) */
         if ((closed || ms > 5 * r->interval_ms / 4) && (a || (a = json_array ()))) {
             k->reported = true;
             k->close_reported |= closed;

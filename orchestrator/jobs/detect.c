@@ -382,23 +382,26 @@ static bool loss_due (struct jobs *jobs, struct agent *ag, struct agent *next,
      * interval before it at most: the relay holds its children's lines for
      * a quarter interval, and the way up takes some time; a line of the
      * child's that went another way would be an interval later), so that
-     * the tree's delay does not add to the time to detection. */
+     * the tree's delay does not add to the time to detection (with the
+     * short limit only). */
     int64_t last = ag->last_hb_ms;
     if (reported && ag->unheard_how == UNHEARD_CLOSED) {
         int64_t heard = ag->unheard_at_ms - ag->unheard_for_ms;
         if (heard < last && 2 * (last - heard) <= hb)
             last = heard;
     }
-    int64_t since = last > jobs->heard_since_ms ? last : jobs->heard_since_ms;
-    *silent_ms = now - last;
+    int64_t since =
+      ag->last_hb_ms > jobs->heard_since_ms ? ag->last_hb_ms : jobs->heard_since_ms;
+    int64_t since_corr = last > jobs->heard_since_ms ? last : jobs->heard_since_ms;
     *corr = reported && (!next || next->last_hb_ms > ag->unheard_at_ms ||
                          (strong && 4 * (now - next->last_hb_ms) < 7 * hb));
-    if (now - since > (*corr ? tree_limit : limit))
+    *silent_ms = now - (*corr ? last : ag->last_hb_ms);
+    if (*corr ? now - since_corr > tree_limit : now - since > limit)
         return true;
     /* (past due, it waits for the others to be heard: a look every
      * loss_wait_ms) */
-    int64_t due =
-      since + tree_limit + 1 > now ? since + tree_limit + 1 : now + loss_wait_ms;
+    int64_t due = since_corr + tree_limit + 1 > now ? since_corr + tree_limit + 1
+                                                    : now + loss_wait_ms;
     if (reported && (!jobs->loss_due_ms || due < jobs->loss_due_ms))
         jobs->loss_due_ms = due;
     return false;
