@@ -628,7 +628,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
                          ag->node, -1, detail, NULL, err) < 0)
             return -1;
     }
-    if (att->nagents < expected || att->row.state != ATT_STARTING)
+    if (att->nagents < expected || att->row.state != ATT_STARTING || att->reform_orphaned)
         return 0;
 
     /* Everyone is here: node ranks in Slurm node order. */
