@@ -134,6 +134,9 @@ submit "$(dttrain_spec hotspare-nojit 3 "--inject-slow 0:25 --no-jit" \
 check "3: the job runs" wait_step "$ID" 1 90
 SJ=$(curl -s "$URL/v1/jobs/$ID" | jq -r '.data.attempts[0].slurm_job_id')
 [[ "$SJ" =~ ^[0-9]+$ ]] || bail "3: no Slurm job id ($SJ)"
+# (learned by the launcher's poll, after the rendezvous wrote the row)
+check "3: the running attempt's record names its batch host" \
+    wait_for 10 eval 'curl -s "$URL/v1/jobs/$ID" | jqt ".data.attempts[0].state == \"running\" and (.data.attempts[0].batch_host | type) == \"string\""'
 wait_for 30 live_pid "$ID" 0 || bail "3: rank 0's pid is unknown ($PID)"
 P0=$PID
 VICTIM=$(rank_node "$ID" 1)
