@@ -81,9 +81,15 @@ ns_pids () {
         [ "$(cat /proc/$p/comm 2>/dev/null)" = "$2" ] && echo "$p"
     done
 }
-# victim ID: a rank node of the current attempt that is not the batch host.
+# victim ID: a rank node of the current attempt that is not the batch host:
+# the highest node rank (the batch host is the first node in Slurm's order,
+# node rank 0), since the attempt's record may not name its batch host yet
+# (it is written with the attempt's next change when the agents registered
+# before the launcher's first poll), and a hot spare cannot replace the
+# batch host (its loop ends with it).
 victim () {
-    show "$1" | jq -r '.attempts[-1] as $a | [$a.nodes[] | select((.spare | not) and .node != $a.batch_host) | .node][0] // empty'
+    show "$1" | jq -r '.attempts[-1] as $a | [$a.nodes[] | select((.spare | not) and .node != $a.batch_host)]
+        | max_by(.node_rank) | .node // empty'
 }
 
 part_recovery () {

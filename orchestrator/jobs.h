@@ -210,6 +210,10 @@ struct attempt {
     /* a hot spare's re-formed attempt (hotspare.c): its rank nodes by node
      * rank, comma-joined (new; NULL otherwise) */
     char *hs_plan;
+    /* re-formed in place or with a hot spare, reloaded by a restarted
+     * controller before its rendezvous completed (reload.c): it is failed
+     * at the first tick, and never completes its rendezvous */
+    bool reform_orphaned;
     /* a rank reported losing a peer, epoch ms (0 none): a survivor's exit
      * after its just-in-time set (survivor_exit_ms), or a rank that waits
      * to re-form (event "caps" with "waiting") */

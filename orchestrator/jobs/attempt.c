@@ -628,7 +628,7 @@ static int tx_registered (struct jobs *jobs, struct job *job, struct attempt *at
                          ag->node, -1, detail, NULL, err) < 0)
             return -1;
     }
-    if (att->nagents < expected || att->row.state != ATT_STARTING)
+    if (att->nagents < expected || att->row.state != ATT_STARTING || att->reform_orphaned)
         return 0;
 
     /* Everyone is here: node ranks in Slurm node order. */
@@ -808,9 +808,17 @@ bool attempt_poll (struct jobs *jobs, struct attempt *att, int64_t now)
     else {
         if (st.sched_id)
             att->row.slurm_job_id = st.sched_id;
-        if (st.batch_host[0])
+        if (st.batch_host[0] && strcmp (att->row.batch_host, st.batch_host)) {
             snprintf (att->row.batch_host, sizeof (att->row.batch_host), "%s",
                       st.batch_host);
+            /* Learned after the rendezvous wrote the row (the agents
+             * registered before this poll): written now, so that the
+             * record names the batch host while the attempt runs. */
+            if (att->row.state == ATT_RUNNING &&
+                store_attempt_update (ctx->store, &att->row, &err) < 0)
+                dt_log (LOG_WARNING, "job %lld: %s", (long long)att->row.job_id,
+                        err.text);
+        }
         if (st.state == LAUNCHER_RUNNING && att->row.state == ATT_SUBMITTED) {
             struct reg_arg r = { NULL, false };
             if (transact (jobs, att->job, att, tx_registered, &r, &err) < 0)

@@ -370,7 +370,15 @@ static void attempt_tick (struct jobs *jobs, struct attempt *att, int64_t now)
         return;
     switch (att->row.state) {
     case ATT_STARTING:
-        if (now > att->deadline_ms) {
+        if (att->reform_orphaned) {
+            char detail[200];
+            snprintf (detail, sizeof (detail),
+                      "the controller restarted while attempt %d re-formed (%s): the "
+                      "agents of the failed attempt can no longer learn its token",
+                      att->row.attempt, att->row.restart_path);
+            jobs_attempt_fail (jobs, att, "rendezvous_timeout", NULL, -1, detail, NULL);
+        }
+        else if (now > att->deadline_ms) {
             char detail[128];
             snprintf (detail, sizeof (detail),
                       "%d of %d agents registered within %lld ms", att->nagents,

@@ -107,6 +107,22 @@ static int attempt_reload (struct jobs *jobs, struct job *job, struct attempt *a
         reload_node_ranks (att);
     if (att->row.state == ATT_STARTING)
         att->deadline_ms = now + jobs->ctx->cfg->rendezvous_timeout_ms;
+    /* A re-formation (reform, hot_spare) still gathering its agents when
+     * the controller stopped cannot go on: the agents still on the failed
+     * attempt learn the new token only from the re-form command, and the
+     * store holds tokens as their SHA-256 only; what tied the old token to
+     * the new attempt, and a hot spare's node ranks, were in memory.  It
+     * fails at the first tick (attempt_tick), and the ordinary restart
+     * follows, from the last committed checkpoint. */
+    if (att->row.state == ATT_STARTING &&
+        (!strcmp (att->row.restart_path, "reform") ||
+         !strcmp (att->row.restart_path, "hot_spare"))) {
+        att->reform_orphaned = true;
+        dt_log (LOG_NOTICE,
+                "job %lld attempt %d: re-forming (%s) when the controller stopped: "
+                "the ordinary restart follows",
+                (long long)job->row.id, att->row.attempt, att->row.restart_path);
+    }
     if (att->row.state == ATT_ENDING) {
         att->ending_since_ms = now;
         if (!strcmp (att->row.cause, "cancelled"))
