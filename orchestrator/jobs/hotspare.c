@@ -93,16 +93,9 @@ static int tx_hot_spare (struct jobs *jobs, struct job *job, struct attempt *old
     struct hs_arg *a = arg;
     char detail[640];
 
-    if (att_set_state (jobs, old, ATT_FAILED, err) < 0)
-        return -1;
-    if (!(a->att = attempt_alloc (jobs, job, job->row.attempts + 1, false, err)))
+    if (!(a->att = reform_successor (jobs, job, old, "hot_spare", err)))
         return -1;
     struct attempt *att = a->att;
-    snprintf (att->row.handle, sizeof (att->row.handle), "%s", old->row.handle);
-    snprintf (att->row.restart_path, sizeof (att->row.restart_path), "hot_spare");
-    att->row.slurm_job_id = old->row.slurm_job_id;
-    snprintf (att->row.batch_host, sizeof (att->row.batch_host), "%s",
-              old->row.batch_host);
     /* The other spares (if any) stay spares of the new attempt. */
     att->row.spare_nodes = old->row.spare_nodes - 1;
     /* Every node keeps its node rank; the spare takes the lost node's. */
@@ -125,21 +118,10 @@ static int tx_hot_spare (struct jobs *jobs, struct job *job, struct attempt *old
         snprintf (att->hs_plan + strlen (att->hs_plan), len + 1 - strlen (att->hs_plan),
                   "%s%s", i ? "," : "", plan[i] ? plan[i] : "");
     free (plan);
-    /* It resumes from the survivors' memory, from no checkpoint. */
-    if (old->max_step > att->max_step)
-        att->max_step = old->max_step;
-    att->row.resume_step = att->max_step;
-    att->row.resume_dir[0] = att->row.resume_sha256[0] = '\0';
-    snprintf (att->resume_source, sizeof (att->resume_source), "reform");
     /* Used at once: no backoff. */
     job->restart_wait_ms = 0;
     json_object_set_new (job->row.failure, "backoff_ms", json_integer (0));
-    job->row.attempts++;
-    job->row.restarts++;
-    if (store_job_update (jobs->ctx->store, &job->row, err) < 0 ||
-        tx_insert_attempt (jobs, job, att, err) < 0)
-        goto error;
-    if (att_set_state (jobs, att, ATT_STARTING, err) < 0)
+    if (reform_store (jobs, job, old, att, err) < 0)
         goto error;
     int64_t now = dt_real_ms ();
     snprintf (detail, sizeof (detail),
@@ -190,16 +172,7 @@ bool hot_spare_try (struct jobs *jobs, struct attempt *att)
                 (long long)job->row.id, err.text);
         return false;
     }
-    snprintf (job->reform_old_sha, sizeof (job->reform_old_sha), "%s",
-              att->row.token_sha256);
-    job->reform_attempt = a.att->row.attempt;
-    a.att->deadline_ms = dt_real_ms () + hot_spare_rendezvous_ms;
-    a.att->reform_decided_ms = dt_real_ms ();
-    a.att->reform_fail_ms = att->row.fail_time;
-    attempt_destroy (job->reform_prev);
-    job->reform_prev = job->att;
-    job->att = a.att;
-    jobs->restarts++;
+    reform_adopt (jobs, job, att, a.att, hot_spare_rendezvous_ms);
     dt_log (LOG_NOTICE,
             "job %lld restart %d: attempt %d re-forms with the hot spare %s in place of "
             "%s (%s)",

@@ -182,6 +182,15 @@ int integ_resume_guard (struct jobs *jobs, struct job *job, int attempt, dt_erro
  * (the caller then does nothing else).  registered: inside the
  * rendezvous's transaction: the re-formed attempt's timing event. */
 bool reform_try (struct jobs *jobs, struct attempt *att);
+/* The steps both re-form paths share (reform.c): the successor of the
+ * same processes, allocated; stored and starting; made current after the
+ * transaction. */
+struct attempt *reform_successor (struct jobs *jobs, struct job *job, struct attempt *old,
+                                  const char *path, dt_error_t *err);
+int reform_store (struct jobs *jobs, struct job *job, struct attempt *old,
+                  struct attempt *att, dt_error_t *err);
+void reform_adopt (struct jobs *jobs, struct job *job, struct attempt *old,
+                   struct attempt *att, int64_t rendezvous_ms);
 /* hotspare.c: after a node loss recorded, a hot spare takes the lost
  * node's place in a re-formed group (true: done, the new attempt is
  * current); order: at the rendezvous of that attempt, the agents in the

@@ -76,27 +76,33 @@ struct reform_arg {
     struct attempt *old, *att;
 };
 
-static int tx_reform (struct jobs *jobs, struct job *job, struct attempt *old, void *arg,
-                      dt_error_t *err)
+/* The successor of 'old' made of the same processes (the same Slurm job
+ * and step), on restart path 'path': 'old' ends failed now (its processes
+ * live on in the next), the new attempt is allocated, not yet stored.
+ * NULL on error. */
+struct attempt *reform_successor (struct jobs *jobs, struct job *job, struct attempt *old,
+                                  const char *path, dt_error_t *err)
 {
-    struct reform_arg *a = arg;
-    char detail[256];
-
-    /* The failed attempt ends now: its processes live on in the next. */
     if (att_set_state (jobs, old, ATT_FAILED, err) < 0)
-        return -1;
-    if (!(a->att = attempt_alloc (jobs, job, job->row.attempts + 1, false, err)))
-        return -1;
-    struct attempt *att = a->att;
+        return NULL;
+    struct attempt *att = attempt_alloc (jobs, job, job->row.attempts + 1, false, err);
+    if (!att)
+        return NULL;
     snprintf (att->row.handle, sizeof (att->row.handle), "%s", old->row.handle);
-    snprintf (att->row.restart_path, sizeof (att->row.restart_path), "reform");
+    snprintf (att->row.restart_path, sizeof (att->row.restart_path), "%s", path);
     att->row.slurm_job_id = old->row.slurm_job_id;
     snprintf (att->row.batch_host, sizeof (att->row.batch_host), "%s",
               old->row.batch_host);
-    att->row.spare_nodes = 0; /* the same agents: a spare's stays idle */
-    /* It resumes from the survivors' memory: at least the newest step any
-     * rank reported (the state source is the lowest rank at the newest
-     * completed step), from no checkpoint. */
+    return att;
+}
+
+/* Store 'att' as the job's next attempt, starting.  It resumes from the
+ * survivors' memory: at least the newest step any rank of 'old' reported
+ * (the state source is the lowest rank at the newest completed step),
+ * from no checkpoint. */
+int reform_store (struct jobs *jobs, struct job *job, struct attempt *old,
+                  struct attempt *att, dt_error_t *err)
+{
     if (old->max_step > att->max_step)
         att->max_step = old->max_step;
     att->row.resume_step = att->max_step;
@@ -106,8 +112,39 @@ static int tx_reform (struct jobs *jobs, struct job *job, struct attempt *old, v
     job->row.restarts++;
     if (store_job_update (jobs->ctx->store, &job->row, err) < 0 ||
         tx_insert_attempt (jobs, job, att, err) < 0)
-        goto error;
-    if (att_set_state (jobs, att, ATT_STARTING, err) < 0)
+        return -1;
+    return att_set_state (jobs, att, ATT_STARTING, err);
+}
+
+/* After the transaction: 'att' is the job's current attempt, with
+ * rendezvous_ms to gather its agents; 'old' is kept for its agents, and
+ * its token gets nothing but the re-form command from now on. */
+void reform_adopt (struct jobs *jobs, struct job *job, struct attempt *old,
+                   struct attempt *att, int64_t rendezvous_ms)
+{
+    snprintf (job->reform_old_sha, sizeof (job->reform_old_sha), "%s",
+              old->row.token_sha256);
+    job->reform_attempt = att->row.attempt;
+    att->deadline_ms = dt_real_ms () + rendezvous_ms;
+    att->reform_decided_ms = dt_real_ms ();
+    att->reform_fail_ms = old->row.fail_time;
+    attempt_destroy (job->reform_prev);
+    job->reform_prev = job->att;
+    job->att = att;
+    jobs->restarts++;
+}
+
+static int tx_reform (struct jobs *jobs, struct job *job, struct attempt *old, void *arg,
+                      dt_error_t *err)
+{
+    struct reform_arg *a = arg;
+    char detail[256];
+
+    if (!(a->att = reform_successor (jobs, job, old, "reform", err)))
+        return -1;
+    struct attempt *att = a->att;
+    att->row.spare_nodes = 0; /* the same agents: a spare's stays idle */
+    if (reform_store (jobs, job, old, att, err) < 0)
         goto error;
     int64_t now = dt_real_ms ();
     snprintf (detail, sizeof (detail),
@@ -143,17 +180,7 @@ bool reform_try (struct jobs *jobs, struct attempt *att)
                 (long long)job->row.id, err.text);
         return false;
     }
-    /* The old token: only the re-form command from now on. */
-    snprintf (job->reform_old_sha, sizeof (job->reform_old_sha), "%s",
-              att->row.token_sha256);
-    job->reform_attempt = a.att->row.attempt;
-    a.att->deadline_ms = dt_real_ms () + reform_rendezvous_ms;
-    a.att->reform_decided_ms = dt_real_ms ();
-    a.att->reform_fail_ms = att->row.fail_time;
-    attempt_destroy (job->reform_prev);
-    job->reform_prev = job->att;
-    job->att = a.att;
-    jobs->restarts++;
+    reform_adopt (jobs, job, att, a.att, reform_rendezvous_ms);
     dt_log (LOG_NOTICE, "job %lld restart %d: attempt %d re-forms in place (%s)",
             (long long)job->row.id, job->row.restarts, job->att->row.attempt,
             job->att->row.handle);
