@@ -107,7 +107,11 @@ struct dt_comm_ops {
                       dt_error_t *err);
     /* From any thread: fail every collective in progress on c, and every
      * later one (the group is known to be broken: a lost peer's
-     * replacement is joining).  NULL: the backend cannot. */
+     * replacement is joining).  gloo wakes the waits at once; NCCL only
+     * flags c, and the thread in the collective sees the flag within a
+     * poll and aborts the NCCL communicator itself (ncclCommAbort frees
+     * it: no other thread may call it meanwhile).  NULL: the backend
+     * cannot. */
     void (*abort) (dt_comm_t *c);
 };
 

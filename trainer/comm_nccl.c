@@ -25,6 +25,18 @@
  *   communicator (ncclCommSplit, a collective over the world: every rank
  *   splits in the same order); a pipeline group also gets its
  *   point-to-point links (comm_nccl_p2p.c).
+ * - Abort from another thread (dt_comm_abort: the re-form's watch, when a
+ *   collective waits on a lost peer that NCCL does not report, as over
+ *   NVLink, where the kernel spins): the thread only sets a flag.  NCCL's
+ *   thread-safety rules forbid operating one communicator from two
+ *   threads at once, and ncclCommAbort frees the communicator (2.28: it
+ *   runs blocking even on a non-blocking one), so calling it while the
+ *   owning thread polls ncclCommGetAsyncError on it would use freed
+ *   memory.  The owning thread's waits (every wait on NCCL here is a poll
+ *   of ours, the communicator being non-blocking) see the flag within a
+ *   poll and call ncclCommAbort themselves: it raises NCCL's abort flags
+ *   first, so the spinning kernel and the proxy thread quit, then frees.
+ *   The collective fails with "aborted", and so does every later one.
  */
 #include "config.h"
 
@@ -76,18 +88,32 @@ static int ensure_scratch (struct nccl_comm *n, size_t bytes, dt_error_t *err)
     return 0;
 }
 
+static int abort_requested (struct nccl_comm *n)
+{
+    return __atomic_load_n (&n->abort_req, __ATOMIC_ACQUIRE);
+}
+
 int nccl_broken (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResult_t r,
                  dt_error_t *err)
 {
     char last[160] = "";
     const char *l = *c ? ncclGetLastError (*c) : NULL;
-    if (l && *l)
+    int aborted = r == ncclSuccess && abort_requested (n);
+    if (l && *l && !aborted)
         snprintf (last, sizeof (last), " (%s)", l);
     n->broken = 1;
     if (*c)
         ncclCommAbort (*c);
     *c = NULL;
     nccl_p2p_abort (n); /* its other links' sends may wait for the lost peer */
+    if (aborted) { /* (the whole group: its collectives and links) */
+        if (n->comm)
+            ncclCommAbort (n->comm);
+        n->comm = NULL;
+        errno = ECANCELED;
+        return errprintf (err, "NCCL %s: aborted: the group is broken (it re-forms)",
+                          what);
+    }
     if (r == ncclSuccess) {
         errno = ETIMEDOUT;
         return errprintf (err, "NCCL %s: timed out after %ld ms (a peer died or hangs)%s",
@@ -120,7 +146,7 @@ int nccl_enqueued (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclRes
             return 0;
         if (st != ncclInProgress)
             return nccl_broken (n, c, what, st, err);
-        if (dt_mono_ms () > deadline)
+        if (dt_mono_ms () > deadline || abort_requested (n))
             return nccl_broken (n, c, what, ncclSuccess, err);
         nccl_pause ();
     }
@@ -140,7 +166,7 @@ int nccl_wait_stream (struct nccl_comm *n, ncclComm_t *c, cudaStream_t s,
         ncclResult_t r = ncclCommGetAsyncError (*c, &ae);
         if (r != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress))
             return nccl_broken (n, c, what, r != ncclSuccess ? r : ae, err);
-        if (dt_mono_ms () > deadline)
+        if (dt_mono_ms () > deadline || abort_requested (n))
             return nccl_broken (n, c, what, ncclSuccess, err);
         nccl_pause ();
     }
@@ -229,8 +255,8 @@ static int n_allreduce (dt_comm_t *c, void *buf, size_t cnt, enum dt_comm_dtype 
     cudaError_t e;
     ncclResult_t r;
 
-    if (n->broken)
-        return errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
+        return -1;
     if (after_compute (n, err) < 0)
         return -1;
     if (host) {
@@ -257,8 +283,8 @@ int dt_comm_nccl_allreduce_start (dt_comm_t *c, float *buf, size_t cnt, dt_error
     struct nccl_comm *n = (struct nccl_comm *)c;
     if (c->ops->destroy != n_destroy)
         return errnoprintf (err, EINVAL, "not an NCCL communicator");
-    if (n->broken)
-        return errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
+        return -1;
     if (after_compute (n, err) < 0)
         return -1;
     ncclResult_t r =
@@ -271,8 +297,8 @@ int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err)
     struct nccl_comm *n = (struct nccl_comm *)c;
     if (c->ops->destroy != n_destroy)
         return errnoprintf (err, EINVAL, "not an NCCL communicator");
-    if (n->broken)
-        return errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
+        return -1;
     dt_comm_waiting (c, 1);
     int rc = wait_done (n, "allreduce", err);
     dt_comm_waiting (c, 0);
@@ -313,8 +339,8 @@ static int n_allgather (dt_comm_t *c, const float *in, float *out, const size_t 
     for (int r = 0; r < c->size; r++)
         if (counts[r] > mx)
             mx = counts[r];
-    if (n->broken)
-        return errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
+        return -1;
     if (ensure_scratch (n, mx * 4 * (c->size + 1), err) < 0 ||
         after_compute (n, err) < 0 ||
         (host && ensure_pinned (n, mx * 4 * c->size, err) < 0))
@@ -361,8 +387,8 @@ static int n_broadcast (dt_comm_t *c, void *buf, size_t bytes, int root, dt_erro
     void *dbuf = buf;
     int host = is_host (buf);
     cudaError_t e;
-    if (n->broken)
-        return errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
+        return -1;
     if (after_compute (n, err) < 0)
         return -1;
     if (host) {
@@ -403,6 +429,26 @@ static void abort_comm (struct nccl_comm *n)
         ncclCommAbort (n->comm);
     n->comm = NULL;
     n->broken = 1;
+}
+
+int nccl_usable (struct nccl_comm *n, dt_error_t *err)
+{
+    if (abort_requested (n) && !n->broken) {
+        abort_comm (n);
+        errno = ECANCELED;
+        return errprintf (err, "NCCL: aborted: the group is broken (it re-forms)");
+    }
+    if (n->broken || !n->comm) {
+        errno = EIO;
+        return errprintf (err, "NCCL communicator is broken");
+    }
+    return 0;
+}
+
+/* comm.h's abort, from any thread: a flag only (see the top of the file). */
+static void n_abort (dt_comm_t *c)
+{
+    __atomic_store_n (&((struct nccl_comm *)c)->abort_req, 1, __ATOMIC_RELEASE);
 }
 
 static void n_destroy (dt_comm_t *c)
@@ -523,7 +569,7 @@ static const struct dt_comm_ops nccl_ops = {
     "nccl",    n_allreduce, n_reduce_scatter, n_allgather, n_broadcast,
     n_barrier, n_destroy,   n_peer_of,        NULL,        NULL,
     NULL,      NULL, /* point to point: a pipeline group's (nccl_p2p_ops) */
-    NULL,            /* abort: ncclCommAbort is not wired (re-form is gloo only) */
+    n_abort,
 };
 
 /* A pipeline group: the collectives, and sends and receives between
@@ -532,7 +578,7 @@ static const struct dt_comm_ops nccl_p2p_ops = {
     "nccl",        n_allreduce,   n_reduce_scatter, n_allgather,
     n_broadcast,   n_barrier,     n_destroy,        n_peer_of,
     nccl_p2p_send, nccl_p2p_recv, nccl_p2p_flush,   nccl_p2p_post_recv,
-    NULL,
+    n_abort,
 };
 
 /* Publish / fetch the unique id through the store or a file. */

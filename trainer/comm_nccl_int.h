@@ -37,6 +37,11 @@ struct nccl_comm {
     cudaEvent_t ready;         /* recorded on the compute (default) stream */
     char (*who)[NCCL_WHO_LEN]; /* per rank: "host ip ip ..." (init's allgather) */
     int broken;
+    /* Set by dt_comm_abort from any thread (the re-form's watch): the
+     * owning thread's waits see it and abort the communicator themselves
+     * (NCCL calls on one communicator from two threads at once are not
+     * allowed, and ncclCommAbort frees it). */
+    int abort_req;
     struct nccl_link *link[NCCL_NLINKS]; /* point-to-point (a pipeline group) */
     struct nccl_comm *next_live;         /* the process's live communicators */
 };
@@ -50,6 +55,11 @@ int nccl_fail (dt_error_t *err, const char *what, ncclResult_t r);
  * *c (set to NULL), mark n broken, report.  -1. */
 int nccl_broken (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResult_t r,
                  dt_error_t *err);
+
+/* 0 when n may be used; -1 with err when it is broken, or when an abort
+ * was requested (dt_comm_abort): then it is aborted here, in the thread
+ * that owns it. */
+int nccl_usable (struct nccl_comm *n, dt_error_t *err);
 
 /* r from an operation on the non-blocking communicator *c: ncclInProgress
  * means not yet enqueued; poll until it is (or fails, or the deadline). */

@@ -34,7 +34,9 @@
  * A receive is queued after the same event (the kernels that still read
  * the buffer come first) and waited for with the deadline.  Past it, or on
  * an asynchronous NCCL error (ncclCommGetAsyncError), the link is aborted
- * (ncclCommAbort) and the error names the peer: never a hang.
+ * (ncclCommAbort) and the error names the peer: never a hang.  An abort
+ * requested from another thread (dt_comm_abort on the group) is seen by
+ * the same polls: the group and all its links are aborted.
  *
  * post_recv records the receive (checked against the recv that follows)
  * and recv queues it: a receive queued ahead would be a kernel waiting on
@@ -159,10 +161,8 @@ static struct nccl_link *link_for (struct nccl_comm *n, int send, int peer, void
     struct nccl_link *l = NULL;
     struct cudaPointerAttributes a;
 
-    if (n->broken) {
-        errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
         return NULL;
-    }
     if (peer == r + 1)
         l = n->link[send ? NCCL_TO_NEXT : NCCL_FROM_NEXT];
     else if (peer == r - 1)
@@ -249,8 +249,8 @@ int nccl_p2p_flush (dt_comm_t *c, dt_error_t *err)
     struct nccl_comm *n = (struct nccl_comm *)c;
     const int dirs[2] = { NCCL_TO_NEXT, NCCL_TO_PREV };
     char what[48];
-    if (n->broken)
-        return errprintf (err, "NCCL communicator is broken");
+    if (nccl_usable (n, err) < 0)
+        return -1;
     for (int i = 0; i < 2; i++) {
         struct nccl_link *l = n->link[dirs[i]];
         if (!l)

@@ -692,9 +692,10 @@ int trainer_run (struct trainer *t)
         train_poll_commands (t);
         if (train_step (t, &loss, &err) < 0) {
             /* A lost peer: re-form in place when the controller says so. */
-            if (strstr (err.text, "gloo") && train_reform_survivor (t) == 0)
+            int lost = lost_peer (&err);
+            if (lost && train_reform_survivor (t) == 0)
                 continue;
-            if (strstr (err.text, "gloo") || strstr (err.text, "NCCL"))
+            if (lost)
                 return train_comm_lost (t);
             dt_log (LOG_ERR, "rank %d: %s", t->rank, err.text);
             return EXIT_TRAIN_ERR;

@@ -12,7 +12,13 @@
  * pipeline parallelism a rank holds its (tp, pp) position's slice, which
  * every member of its data-parallel group holds too: the slice comes from
  * the lowest member of that group at the newest step.  dp >= 2, not
- * zero1 (its optimizer state is sharded), the CPU backend (gloo) only.
+ * zero1 (its optimizer state is sharded).
+ *
+ * The same on both backends: gloo on CPUs, NCCL on GPUs (the new world
+ * communicator from a new unique id published under the new attempt's
+ * key prefix, the groups split from it again; the state stays in device
+ * memory and is broadcast device to device with ncclBroadcast).  The NCCL
+ * path is written and compiled but has not yet run on a GPU.
  */
 #include "config.h"
 
@@ -40,8 +46,7 @@ int train_reform_init (struct trainer *t)
     const char *att = getenv ("DT_ATTEMPT");
 
     t->reform_ok = on && !strcmp (on, "1") && t->world >= 2 && t->ly.dp >= 2 &&
-                   t->o.parallel == PAR_DP && !t->k->is_device &&
-                   dtclient_connected (t->client);
+                   t->o.parallel == PAR_DP && dtclient_connected (t->client);
     if (t->reform_ok && join && !strcmp (join, "1") && att && atoll (att) > 0)
         t->reform_attempt = atoll (att);
     return t->reform_attempt > 0;
@@ -62,14 +67,31 @@ void train_reform_declare (struct trainer *t)
 }
 
 /* The state every member must hold identically: a CRC over the
- * parameters and both optimizer moments, with the step. */
-static uint32_t state_crc (struct trainer *t)
+ * parameters and both optimizer moments, with the step.  On a device the
+ * tensors are copied to the host first.  0 or -1 with err. */
+static int state_crc (struct trainer *t, uint32_t *out, dt_error_t *err)
 {
     size_t n = t->model.nparams;
-    uint32_t crc = dt_crc32c (0, t->model.params, n * 4);
-    crc = dt_crc32c (crc, t->m, n * 4);
-    crc = dt_crc32c (crc, t->v, n * 4);
-    return dt_crc32c (crc, &t->step, sizeof (t->step));
+    const float *tensors[3] = { t->model.params, t->m, t->v };
+    float *host = NULL;
+    uint32_t crc = 0;
+    if (t->k->is_device && !(host = malloc (n > 0 ? n * 4 : 1)))
+        return errprintf (err, "re-form: out of memory");
+    for (int i = 0; i < 3; i++) {
+        const float *p = tensors[i];
+        if (host) {
+            if (t->k->download (host, p, n * 4) < 0) {
+                free (host);
+                return errprintf (err, "re-form: reading the state: %s",
+                                  t->k->last_error);
+            }
+            p = host;
+        }
+        crc = dt_crc32c (crc, p, n * 4);
+    }
+    free (host);
+    *out = dt_crc32c (crc, &t->step, sizeof (t->step));
+    return 0;
 }
 
 int train_reform_sync (struct trainer *t, dt_error_t *err)
@@ -130,7 +152,9 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
         pthread_mutex_unlock (&t->ov.lock);
     }
     int64_t t1 = dt_mono_ns ();
-    uint32_t crc = state_crc (t);
+    uint32_t crc = 0;
+    if (state_crc (t, &crc, err) < 0)
+        return -1;
     int64_t mm[2] = { crc, -(int64_t)crc };
     if (dt_comm_allreduce (t->dp_comm, mm, 2, DT_I64, DT_MAX, err) < 0)
         return -1;
@@ -157,14 +181,18 @@ int train_reform_sync (struct trainer *t, dt_error_t *err)
 /* Open the new attempt's communicators.  The broken ones are destroyed:
  * that closes their sockets, so that a survivor still blocked in an old
  * collective on this rank (a ring or pipeline neighbour, not the lost
- * peer) fails at once and re-forms too.  With two ranks nobody can be
- * blocked on this one, and the broken context is abandoned instead:
- * tearing down a gloo context whose peer died may wait for its pending
- * operations; its sockets and threads stay until the process ends. */
+ * peer) fails at once and re-forms too.  With two ranks on gloo nobody
+ * can be blocked on this one, and the broken context is abandoned
+ * instead: tearing down a gloo context whose peer died may wait for its
+ * pending operations; its sockets and threads stay until the process
+ * ends.  NCCL communicators are always destroyed: every one of them is
+ * aborted first (ncclCommAbort: the kernels waiting for the lost peer
+ * quit, and nothing waits for the peers), which frees their GPU memory
+ * and lets the device's memory be freed without waiting for them. */
 static int reopen (struct trainer *t, int64_t attempt, dt_error_t *err)
 {
     train_rwatch_lock (t); /* (it may abort the old communicators) */
-    if (t->world > 2) {
+    if (t->world > 2 || t->k->is_device) {
         train_layout_close (t);
         dt_comm_destroy (t->comm);
     }

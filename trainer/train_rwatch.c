@@ -13,6 +13,15 @@
  * collective fails, and the rank re-forms.  The
  * thread reads the page through a read-only mapping of its own; reopen
  * (train_reform.c) replaces the communicators under the same lock.
+ *
+ * On NCCL the need is greater: a peer lost over NVLink or PCIe within a
+ * node is never reported (the collective's kernel spins waiting for it;
+ * only the network transports see a socket close), so the collective
+ * would wait out --comm-timeout.  There the abort only flags the
+ * communicators: NCCL forbids calling one communicator from two threads
+ * at once and ncclCommAbort frees it, so the main thread, which polls
+ * every NCCL wait (the communicators are non-blocking), sees the flag
+ * and calls ncclCommAbort itself (comm_nccl.c).
  */
 #include "config.h"
 

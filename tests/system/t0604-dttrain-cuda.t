@@ -8,7 +8,12 @@
 # layouts on NCCL: tp2 and pp2 match the 1-rank CUDA run, dp2's gradient
 # all-reduces queued behind events during the backward pass are
 # bit-identical to those after it, and a hung pipeline stage is an error
-# naming it (NCCL refuses two ranks on one GPU: with one, it says so).  Skips (77) where dttrain was built without CUDA or
+# naming it (NCCL refuses two ranks on one GPU: with one, it says so);
+# and the NCCL re-form: a 2-rank dp job (one node, a GPU per rank) with
+# restart.reform under dtctld's local launcher, rank 1 killed: the
+# survivor aborts its NCCL communicators and re-forms with the restarted
+# rank (path reform), ending with the uninterrupted run's params_crc32c.
+# Skips (77) where dttrain was built without CUDA or
 # the machine has no NVIDIA device; on a machine with one, a CUDA backend
 # that does not start is a failure.
 . "$(dirname "$0")/dttrain-lib.sh"
@@ -134,5 +139,61 @@ if [ "$ngpu" -ge 2 ]; then
     kill -9 "$p1" 2>/dev/null; wait "$p1" 2>/dev/null
 else
     echo "# layouts on cuda (tp2, pp2, dp2 overlap): skipped: $ngpu GPU(s); NCCL refuses two ranks on one GPU, they need 2 or more"
+fi
+
+# The NCCL re-form under dtctld (local launcher): one node, two ranks
+# (LOCAL_RANK 0 and 1: a GPU each), dp 2, restart.reform; rank 1 killed
+# mid-run.  The survivor's collective waits on the lost peer (over NVLink
+# or PCIe NCCL does not report it), the watch thread flags the
+# communicators, the main thread aborts them (ncclCommAbort), opens a
+# communicator under the new attempt's key prefix with the restarted rank
+# and sends it the state (ncclBroadcast).  It runs in a subshell with the
+# fault-tolerance tests' library (dtctld, agents, their cleanup), whose
+# test points are then counted here; what it lacks (dtctld not built,
+# munged, jq) makes it a skip, said why.
+reform_part () {
+    (
+        export FT_STEPS=120
+        . "$(dirname "$0")/ft-lib.sh"
+        MODEL_ARGS="$MODEL_ARGS --backend cuda"
+        write_conf "LocalNodes=1" "AdminUsers=root"
+        start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
+        BASE=$(baseline 2) || bail "the uninterrupted 2-rank cuda run failed"
+        echo "# uninterrupted 2-rank cuda run: params_crc32c $BASE"
+        # (rank 0 about 50 times slower than its compute: the tiny model
+        # takes a few ms a step on a GPU, and the kill must come mid-run)
+        submit "$(dttrain_spec cureform 1 "--inject-slow 0:50" \
+            '{"ranks_per_node": 2, "restart": {"reform": true}}')" || bail "submit failed"
+        check "the 2-rank cuda job runs past step 20" wait_step "$ID" 20 120
+        PID=$(rank_pid "$ID" 1)
+        check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
+        check "the job completes" wait_state "$ID" completed 180
+        api GET "/v1/jobs/$ID" > "$TMP/j.json"
+        check "attempt 2 re-formed in place (restart path reform)" \
+            jqt '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "reform"' "$TMP/j.json"
+        check "the job ran on cuda" jqt '.data.result.backend == "cuda"' "$TMP/j.json"
+        GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
+        check "params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
+        finish
+    ) > "$TMP/reform.tap" 2>&1
+}
+if [ "$ngpu" -ge 2 ]; then
+    reform_part
+    why=$(sed -n 's/^1\.\.0 # SKIP //p; s/^Bail out! //p' "$TMP/reform.tap" | head -1)
+    while IFS= read -r line; do
+        case $line in
+            "ok "*) ok "re-form on cuda: ${line#ok * - }" ;;
+            "not ok "*) fail "re-form on cuda: ${line#not ok * - }" ;;
+            "#"*) echo "$line" ;;
+        esac
+    done < "$TMP/reform.tap"
+    if grep -q '^Bail out!' "$TMP/reform.tap"; then
+        fail "re-form on cuda: $why"
+        tail -20 "$TMP/reform.tap" | diag
+    elif [ -n "$why" ]; then
+        echo "# re-form on cuda: skipped: $why"
+    fi
+else
+    echo "# re-form on cuda: skipped: $ngpu GPU(s); it needs 2 (a rank per GPU: NCCL refuses two ranks on one GPU)"
 fi
 finish
