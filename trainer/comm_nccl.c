@@ -106,7 +106,8 @@ int nccl_broken (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResul
         ncclCommAbort (*c);
     *c = NULL;
     nccl_p2p_abort (n); /* its other links' sends may wait for the lost peer */
-    if (aborted) { /* (the whole group: its collectives and links) */
+    /* (an abort is the whole group's: its collectives and links) */
+    if (aborted) {
         if (n->comm)
             ncclCommAbort (n->comm);
         n->comm = NULL;
@@ -575,10 +576,9 @@ static const struct dt_comm_ops nccl_ops = {
 /* A pipeline group: the collectives, and sends and receives between
  * neighbouring ranks over its links (comm_nccl_p2p.c). */
 static const struct dt_comm_ops nccl_p2p_ops = {
-    "nccl",        n_allreduce,   n_reduce_scatter, n_allgather,
-    n_broadcast,   n_barrier,     n_destroy,        n_peer_of,
-    nccl_p2p_send, nccl_p2p_recv, nccl_p2p_flush,   nccl_p2p_post_recv,
-    n_abort,
+    "nccl",         n_allreduce,        n_reduce_scatter, n_allgather,   n_broadcast,
+    n_barrier,      n_destroy,          n_peer_of,        nccl_p2p_send, nccl_p2p_recv,
+    nccl_p2p_flush, nccl_p2p_post_recv, n_abort,
 };
 
 /* Publish / fetch the unique id through the store or a file. */
