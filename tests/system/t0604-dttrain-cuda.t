@@ -160,9 +160,10 @@ reform_part () {
         start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
         BASE=$(baseline 2) || bail "the uninterrupted 2-rank cuda run failed"
         echo "# uninterrupted 2-rank cuda run: params_crc32c $BASE"
-        # (rank 0 about 50 times slower than its compute: the tiny model
-        # takes a few ms a step on a GPU, and the kill must come mid-run)
-        submit "$(dttrain_spec cureform 1 "--inject-slow 0:50" \
+        # (rank 0 200 times slower than its compute: the tiny model takes
+        # well under a millisecond a step on a GPU, and the kill must come
+        # mid-run; 120 steps then take seconds)
+        submit "$(dttrain_spec cureform 1 "--inject-slow 0:200" \
             '{"ranks_per_node": 2, "restart": {"reform": true}}')" || bail "submit failed"
         check "the 2-rank cuda job runs past step 20" wait_step "$ID" 20 120
         PID=$(rank_pid "$ID" 1)
@@ -172,6 +173,13 @@ reform_part () {
         check "attempt 2 re-formed in place (restart path reform)" \
             jqt '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "reform"' "$TMP/j.json"
         check "the job ran on cuda" jqt '.data.result.backend == "cuda"' "$TMP/j.json"
+        f0=$(find "$TMP/users" -path "*/job-$ID.*" -name "rank-0*.err")
+        f1=$(find "$TMP/users" -path "*/job-$ID.*" -name "rank-1.a2.err")
+        grep -h "peer lost\|aborting\|NCCL\|re-formed" $f0 $f1 2>/dev/null | sed 's/^/# /'
+        check "rank 0 never exited: it re-formed as attempt 2 with the state checked" \
+            eval 'test "$(echo "$f0" | wc -w)" = 1 && grep -q "rank 0: re-formed as attempt 2 at step [0-9]* (state from rank 0, .*fingerprint" "$f0"'
+        check "the restarted rank 1 joined and received the state from rank 0" \
+            grep -q "rank 1: re-formed as attempt 2 at step [0-9]* (state from rank 0; joined" "$f1"
         GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
         check "params_crc32c $GOT equals the uninterrupted run's $BASE" test "$GOT" = "$BASE"
         finish
