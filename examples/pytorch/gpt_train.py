@@ -173,6 +173,8 @@ def main():
                 time.sleep(a.sleep_ms / 1000)
             if ft:
                 ft.step_done(loss, samples=len(idx))                          # dtctl
+                if ft.step != step + 1:     # dtctl: a peer was lost in this step: redone re-formed
+                    continue
             if (a.log_every or rank == 0) and (step + 1) % (a.log_every or max(1, a.steps // 10)) == 0:
                 print("rank %d step %d loss %.4f time %.3f" % (rank, step + 1, loss.item(), time.time()),
                       file=sys.stderr, flush=True)

@@ -196,8 +196,7 @@ def standby_wait():
         for sig, h in old.items():
             signal.signal(sig, h)
     if cmd is None or cmd.kind != dtclient.CMD_REFORM:
-        _log("standby %d: %s: exiting" % (_env_int("LOCAL_RANK"), "stopped" if cmd or stop
-                                         else "no command"))
+        _log("standby %d: stopped while waiting: exiting" % _env_int("LOCAL_RANK"))
         c.close()
         sys.stdout.flush()
         sys.exit(0)
