@@ -215,8 +215,9 @@ def standby_wait():
          % (rank, cmd.step, time.monotonic() - t0))
     # From here on this process is that rank's replacement (a new client,
     # opened by init_process_group, says hello as that rank).
+    per_node = max(1, _env_int("LOCAL_WORLD_SIZE", 1))
     os.environ.update({"RANK": str(rank), "ROLE_RANK": str(rank), "DT_ATTEMPT": str(cmd.step),
-                       "DT_REFORM_JOIN": "1"})
+                       "GROUP_RANK": str(rank // per_node), "DT_REFORM_JOIN": "1"})
     os.environ.pop("DT_STANDBY", None)
     c.close()
 
