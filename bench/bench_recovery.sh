@@ -24,15 +24,21 @@ REC_EVERY=50
 
 now () { date +%s.%N; }
 # step_lines FILE: "time step loss compute_ms comm_ms" for each stamped
-# dttrain step line ("<epoch> dttrain[0]: step S/N loss L ... compute X ms comm Y ms").
+# dttrain step line ("<epoch> dttrain[0]: step S/N loss L ... compute X ms comm Y ms")
+# or gpt_train.py step line ("<epoch> rank R step S loss L time T": no
+# compute and comm figures, 0 0).
 step_lines () {
-    sed -n 's/^\([0-9.]*\) dttrain\[[0-9]*\]: step \([0-9]*\)\/[0-9]* loss \([0-9.na-]*\) .* compute \([0-9.]*\) ms comm \([0-9.]*\) ms.*/\1 \2 \3 \4 \5/p' "$1" 2>/dev/null
+    sed -n -e 's/^\([0-9.]*\) dttrain\[[0-9]*\]: step \([0-9]*\)\/[0-9]* loss \([0-9.na-]*\) .* compute \([0-9.]*\) ms comm \([0-9.]*\) ms.*/\1 \2 \3 \4 \5/p' \
+        -e 's/^\([0-9.]*\) rank [0-9]* step \([0-9]*\) loss \([0-9.na-]*\) time .*/\1 \2 \3 0 0/p' "$1" 2>/dev/null
 }
 has_step () { [ -n "$(first_step "$1")" ]; }
 # log_step FILE: the highest step rank 0's log shows (dttrain prints a step
 # line for the first step of an attempt and then every steps/20 steps, and a
 # line per checkpoint: "checkpoint step S: ...").
-log_step () { sed -n 's/.*dttrain\[0\]: \(checkpoint \)\{0,1\}step \([0-9]*\)[/:].*/\2/p' "$1" 2>/dev/null | sort -n | tail -n 1; }
+log_step () {
+    sed -n -e 's/.*dttrain\[0\]: \(checkpoint \)\{0,1\}step \([0-9]*\)[/:].*/\2/p' \
+        -e 's/^[0-9.]* rank 0 step \([0-9]*\) loss .*/\1/p' "$1" 2>/dev/null | sort -n | tail -n 1
+}
 log_step_ge () { [ "$(log_step "$1")" -ge "$2" ] 2>/dev/null; }
 last_step () { log_step "$1"; }
 first_step () { step_lines "$1" | head -n 1; }
@@ -94,7 +100,7 @@ victim () {
 
 part_recovery () {
     if [ "${BENCH_RECOVERY:-1}" = 0 ]; then note recovery "skipped (BENCH_RECOVERY=0)"; return; fi
-    REC_KINDS=${BENCH_RECOVERY_KINDS:-"rank reform node hotspare"}
+    REC_KINDS=${BENCH_RECOVERY_KINDS:-"rank reform node hotspare torchspare"}
     [ "${BENCH_RECOVERY_REFS:-1}" = 0 ] || rec_torchrun
     [ "$(id -u)" = 0 ] || { note recovery "dtctl and Slurm recovery skipped: the Slurm testbed needs root"; return; }
     command -v slurmctld >/dev/null || { note recovery "dtctl and Slurm recovery skipped: Slurm not installed"; return; }
@@ -152,13 +158,14 @@ EOF
     # rank: the ordinary restart in place (a new step, a just-in-time
     # checkpoint); reform: the same kill with restart.reform (the survivor
     # never exits); node: a node kill; hotspare: a node kill in a job with a
-    # hot spare and restart.reform (one job per kill: a job has one spare).
+    # hot spare and restart.reform (one job per kill: a job has one spare);
+    # torchspare: the same with the PyTorch example through dtclient.torch.
     for kind in $REC_KINDS; do
         if [ -n "$REC_BROKEN" ]; then
             note "recovery.$kind" "not measured: the first job never trained (see the rank-kill note)"; continue
         fi
-        if [ "$kind" = hotspare ]; then
-            rec_hotspare; continue
+        if [ "$kind" = hotspare ] || [ "$kind" = torchspare ]; then
+            rec_hotspare "$kind"; continue
         fi
         id=$(rec_submit "$kind") || { note "recovery.$kind" "submit failed: $id"; continue; }
         [ "$kind" = node ] && REC_PLOT_JOB=$id
@@ -173,21 +180,32 @@ EOF
     done
 }
 
-# hotspare: per kill a new job of 2 nodes and 1 hot spare (heartbeats
-# every 100 ms, node timeout 1 s: below the survivors' 3 s wait for the
-# re-form command); the killed node is started again afterwards.
+# hotspare, torchspare: per kill a new job of 2 nodes and 1 hot spare
+# (heartbeats every 100 ms, node timeout 1 s: below the survivors' 3 s wait
+# for the re-form command); the killed node is started again afterwards.
+# torchspare: examples/pytorch/gpt_train.py (its default model, a step line
+# per step) with DTCLIENT_TORCH_REFORM=1; the kill waits until the spare's
+# standby process said it is warm (importing torch takes seconds).
 rec_hotspare () {
-    local id rep
-    note recovery.hotspare "job: 2 nodes x 1 rank + 1 hot spare, restart.reform, heartbeat 100 ms, node timeout 1 s; one job per kill"
+    local id rep kind=${1:-hotspare}
+    if [ "$kind" = torchspare ]; then
+        /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null \
+            || { note recovery.torchspare "skipped: /usr/bin/python3 has no torch with gloo"; return; }
+        note recovery.torchspare "job: examples/pytorch/gpt_train.py (width 64, 2 layers, context 32, batch 8 per rank; gloo, one thread), 2 nodes x 1 rank + 1 hot spare, restart.reform, DTCLIENT_TORCH_REFORM=1, heartbeat 100 ms, node timeout 1 s; one job per kill"
+    else
+        note recovery.hotspare "job: 2 nodes x 1 rank + 1 hot spare, restart.reform, heartbeat 100 ms, node timeout 1 s; one job per kill"
+    fi
     # (the node row left its killed nodes down)
     local n
     for n in $(sinfo -h -N -t down,no_respond -o %N 2>/dev/null | sort -u); do
         "$TESTBED" start-node "$n" > /dev/null 2>&1
     done
     for rep in $(seq "$REC_REPS"); do
-        id=$(rec_submit hotspare) || { note recovery.hotspare "submit failed: $id"; return; }
+        id=$(rec_submit "$kind") || { note "recovery.$kind" "submit failed: $id"; return; }
         REC_VICTIM=
-        rec_kill "$id" hotspare "$rep"
+        [ "$kind" = torchspare ] && ! wait_for 90 sh -c "grep -qs 'warm, waiting' '$RD'/work/dt-$id-a1-*/standby-0.log" \
+            && note recovery.torchspare "rep $rep: the spare's standby process never said it is warm (the kill hits a cold spare)"
+        rec_kill "$id" "$kind" "$rep"
         "$DTCTL" cancel "$id" > /dev/null 2>&1
         wait_for 20 sh -c "'$DTCTL' --json show $id | jq -e '.state == \"cancelled\" or .state == \"completed\" or .state == \"failed\"' >/dev/null"
         [ -n "$REC_VICTIM" ] && "$TESTBED" start-node "$REC_VICTIM" > /dev/null 2>&1
@@ -196,18 +214,24 @@ rec_hotspare () {
 }
 
 rec_submit () {
-    local kind=$1 excl=false reform=false spares=0 hb='{interval_ms: 500}'
+    local kind=$1 excl=false reform=false spares=0 hb='{interval_ms: 500}' tenv='{}'
+    local cmd=("$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 --rendezvous-dir "$RD/rdv")
     [ "$kind" = node ] && excl=true
     [ "$kind" = reform ] && reform=true
-    if [ "$kind" = hotspare ]; then
+    if [ "$kind" = hotspare ] || [ "$kind" = torchspare ]; then
         excl=true reform=true spares=1 hb='{interval_ms: 100, node_timeout_ms: 1000}'
     fi
-    printf '%s\n' "$SRC/bench/stamp.py" "$DTTRAIN" "${REC_MODEL[@]}" --steps 100000000 --val-every 0 --rendezvous-dir "$RD/rdv" \
+    if [ "$kind" = torchspare ]; then
+        cmd=(/usr/bin/python3 "$SRC/examples/pytorch/gpt_train.py" --data "$CORPUS" --steps 100000000 --log-every 1)
+        tenv=$(jq -cn --arg pp "$SRC/agent/client/python" --arg ld "$B/agent/client/.libs" \
+            '{PYTHONPATH: $pp, LD_LIBRARY_PATH: $ld, OMP_NUM_THREADS: "1", DTCLIENT_TORCH_REFORM: "1"}')
+    fi
+    printf '%s\n' "$SRC/bench/stamp.py" "${cmd[@]}" \
         | jq -R . | jq -s --arg w "$RD/work" --argjson every $REC_EVERY --argjson excl $excl --argjson reform $reform \
-            --argjson spares $spares \
+            --argjson spares $spares --argjson tenv "$tenv" \
             --arg core "${OPENBLAS_CORETYPE:-}" \
             '{name: "recovery", nodes: 2, spare_nodes: $spares, ranks_per_node: 1, workdir: $w, command: .,
-              env: ({OPENBLAS_NUM_THREADS: "1"} + (if $core != "" then {OPENBLAS_CORETYPE: $core} else {} end)),
+              env: ({OPENBLAS_NUM_THREADS: "1"} + (if $core != "" then {OPENBLAS_CORETYPE: $core} else {} end) + $tenv),
               checkpoint: {every_steps: $every, keep: 2},
               restart: ({max_restarts: 20, exclude_failed_nodes: $excl} + (if $reform then {reform: true} else {} end)),
               heartbeat: '"$hb"'}' > "$RD/spec.$kind.json"
@@ -259,9 +283,18 @@ rec_kill () {
         if [ "$npath" = reform ] || [ "$npath" = hot_spare ]; then
             # The same processes and run directories: the first step line
             # after the kill in any of the job's rank-0 logs (the
-            # replacement's is rank-0.a<N>.log).
-            wait_for 60 has_step_after "$id" "$t_kill" && nlog=$(step_after "$id" "$t_kill" | cut -d' ' -f1) \
-                && t_res=$(step_after "$id" "$t_kill" | cut -d' ' -f2)
+            # replacement's is rank-0.a<N>.log), and after rank 0's
+            # "re-formed as attempt N" line when it has one (a trainer
+            # that logs every step, as gpt_train.py, may log a step its
+            # collective had finished before the kill).
+            local t_ref=""
+            if wait_for 60 reform_step "$id" "$t_kill" "$na"; then
+                t_ref=$(reformed_at "$id" "$t_kill" "$na")
+            else
+                wait_for 5 has_step_after "$id" "$t_kill"
+            fi
+            nlog=$(step_after "$id" "${t_ref:-$t_kill}" | cut -d' ' -f1)
+            t_res=$(step_after "$id" "${t_ref:-$t_kill}" | cut -d' ' -f2)
             rec_transfer "$id" "$t_kill" "$kind"
         else
             wait_for 120 att_has_step "$id" "$na" && nlog=$(att_log "$id" "$na") \
@@ -325,6 +358,13 @@ step_after () {
     [ -n "$bt" ] && echo "$best $bt"
 }
 has_step_after () { step_after "$@" > /dev/null; }
+# reformed_at ID T A: the time of the first "re-formed as attempt A" line
+# stamped after epoch T in the job's rank-0 logs (empty: none).
+reformed_at () {
+    cat "$RD"/work/dt-"$1"-a*-*/rank-0*.log 2>/dev/null \
+        | awk -v t="$2" -v a="re-formed as attempt $3 " '$1 > t && index($0, a) {print $1}' | sort -n | head -n 1
+}
+reform_step () { local t; t=$(reformed_at "$@"); [ -n "$t" ] && has_step_after "$1" "$t"; }
 # rec_transfer ID T: the re-formed group's state transfer after epoch T
 # (dttrain's "re-formed as attempt ... in X ms" line of rank 0).
 rec_transfer () {

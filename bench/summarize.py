@@ -136,14 +136,15 @@ for pre, mode in (("ingest", "direct"), ("ingesttree", "tree")):
 for kind, label in (("rank", "rank kill, no spare (in place)"),
                     ("reform", "rank kill, no spare (re-form: survivors never exit)"),
                     ("node", "node kill, no spare (new Slurm job)"),
-                    ("hotspare", "node kill, hot spare (re-form: survivors never exit)")):
+                    ("hotspare", "node kill, hot spare (re-form: survivors never exit)"),
+                    ("torchspare", "PyTorch node kill, hot spare (dtclient.torch re-form)")):
     k = "recovery.%s." % kind
     row("2 recovery", "%s: detection s (dtctl)" % label, k + "detect_s")
     row("2 recovery", "%s: kill to first step of new attempt s (dtctl)" % label, k + "resume_s",
         ref="torchrun" if kind in ("rank", "reform") else "Slurm requeue to restart",
         ref_key="recovery.torchrun.restart_s" if kind in ("rank", "reform") else "recovery.slurm.restart_s",
-        goal="<= 1 s" if kind in ("reform", "hotspare") else "",
-        ok=(lambda st, a, b: None if not st else st["median"] <= 1.0) if kind in ("reform", "hotspare") else None)
+        goal="<= 1 s" if kind in ("reform", "hotspare", "torchspare") else "",
+        ok=(lambda st, a, b: None if not st else st["median"] <= 1.0) if kind in ("reform", "hotspare", "torchspare") else None)
     row("2 recovery", "%s: steps lost (dtctl)" % label, k + "steps_lost",
         ref="torchrun (no checkpoint in the script)" if kind in ("rank", "reform") else None,
         ref_key="recovery.torchrun.steps_lost" if kind in ("rank", "reform") else None, digits=0)
@@ -153,8 +154,9 @@ for kind, label in (("rank", "rank kill, no spare (in place)"),
     for ph, plabel in (("detect_phase_s", "detection"), ("stop_s", "stop"), ("decision_s", "decision"),
                        ("start_s", "start"), ("first_step_s", "first step")):
         row("2 recovery", "%s: phase %s s (dtctl)" % (label, plabel), k + ph)
-    if kind in ("reform", "hotspare"):  # (the group's state transfer, inside its first step phase)
-        row("2 recovery", "%s: state transfer s (dttrain)" % label, k + "transfer_s")
+    if kind in ("reform", "hotspare", "torchspare"):  # (the group's state transfer, inside its first step phase)
+        row("2 recovery", "%s: state transfer s (%s)" % (label, "dtclient.torch" if kind == "torchspare" else "dttrain"),
+            k + "transfer_s")
 row("2 recovery", "Slurm node kill: time to requeue s", "recovery.slurm.requeue_s")
 
 # 3. checkpoints

@@ -106,6 +106,19 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     cuda = torch.cuda.is_available()
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+    # What does not depend on the rank comes before the process group: a
+    # hot spare's standby process (DT_STANDBY=1) builds it ahead of time and
+    # waits in dtt.init_process_group for the rank it takes over.
+    text = b"".join(open(f, "rb").read() for f in a.data)
+    data = torch.tensor(list(text), dtype=torch.long)
+    torch.manual_seed(a.seed)
+    model = GPT(a.context, a.width, a.heads, a.layers, a.dropout).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps))))
+    n = len(data) - a.context - 1
+
     world_env = int(os.environ.get("WORLD_SIZE", "1"))
     if world_env > 1:
         if a.plain:
@@ -116,17 +129,7 @@ def main():
             dtt.init_process_group("nccl" if cuda else "gloo", datetime.timedelta(seconds=120))
     rank = dist.get_rank() if world_env > 1 else 0
     world = dist.get_world_size() if world_env > 1 else 1
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
-
-    text = b"".join(open(f, "rb").read() for f in a.data)
-    data = torch.tensor(list(text), dtype=torch.long)
-    torch.manual_seed(a.seed)
-    model = GPT(a.context, a.width, a.heads, a.layers, a.dropout).to(dev)
     ddp = DDP(model, broadcast_buffers=False) if world > 1 else model
-    opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, a.steps) / a.steps))))
-    n = len(data) - a.context - 1
 
     if a.plain:
         g = torch.Generator().manual_seed(a.seed + rank)
@@ -170,6 +173,8 @@ def main():
                 time.sleep(a.sleep_ms / 1000)
             if ft:
                 ft.step_done(loss, samples=len(idx))                          # dtctl
+                if ft.step != step + 1:     # dtctl: a peer was lost in this step: redone re-formed
+                    continue
             if (a.log_every or rank == 0) and (step + 1) % (a.log_every or max(1, a.steps // 10)) == 0:
                 print("rank %d step %d loss %.4f time %.3f" % (rank, step + 1, loss.item(), time.time()),
                       file=sys.stderr, flush=True)

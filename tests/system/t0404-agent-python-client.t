@@ -48,6 +48,13 @@ sys.exit(0 if ok else 1)'
 check "the controller saw both ranks' steps, as libdtclient ranks" wait_for 10 ranks_ok
 result_stored () { api GET "/v1/jobs/$JOB" | grep -q dtclient_train.py; }
 check "the result is stored" result_stored
+# The rank the agent wrote into each rank's page (Client.assigned_rank,
+# which a hot spare's standby process reads on its takeover) is its RANK.
+assigned () {
+    f=$(find "$T/users" -path "*/job-$JOB.*" -name "rank-$1.err")
+    [ -n "$f" ] && grep -q "^rank $1/2: pid [0-9]*, agent connected, assigned rank $1\$" "$f"
+}
+check "each rank's page assigns it its RANK (Client.assigned_rank)" eval 'assigned 0 && assigned 1'
 
 # Re-forming in place: only when every rank declared the capability.
 JOB=$(submit "{\"name\": \"t0404r\", \"nodes\": 1, \"ranks_per_node\": 2,

@@ -15,6 +15,12 @@
 # and the job completes with the parameters of an uninterrupted run of the
 # same script (params_sha256, world 3).  120 steps: the kill lands near
 # step 50, well before the end.
+#   3. a hot spare: the same job with restart.reform, DTCLIENT_TORCH_REFORM=1
+#      and a spare node (3 + 1 nodes); the spare's standby process waits
+#      warm in dtt.init_process_group, rank 1's node is killed, the
+#      survivors never exit, the standby process takes over rank 1 (path
+#      hot_spare, the same Slurm job) with the state of a survivor, and the
+#      parameters again equal the uninterrupted run's.
 : "${TORCH_STEPS:=120}"
 DT_SUBMIT_USER=dtalice
 . "$(dirname "$0")/ft-slurm-lib.sh"
@@ -69,4 +75,57 @@ GOT=$(jq -r .data.result.params_sha256 "$TMP/j.json")
 check "final params_sha256 equals the uninterrupted run's" same "$GOT" "$BASE"
 check "no Slurm job of the test left" wait_for 20 eval '[ -z "$(squeue -h 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+
+# --- 3. a hot spare (restart.reform with DTCLIENT_TORCH_REFORM=1, spare_nodes
+# 1): the spare's agent starts the script ahead of time as a standby
+# process (DT_STANDBY=1: data, model and optimizer built, waiting in
+# dtt.init_process_group); rank 1's node is killed, the surviving ranks
+# never exit, the standby process takes over rank 1 (restart path
+# hot_spare, the same Slurm job and step), receives the state from a
+# survivor, and the parameters equal the uninterrupted run's.
+"$TESTBED" start-node "$VICTIM" >/dev/null 2>&1 || true
+T3=$(now_ms)
+submit "$(torch_spec thotspare 3 "--sleep-ms 20" \
+    '{"spare_nodes": 1, "restart": {"reform": true}, "env": {"DTCLIENT_TORCH_REFORM": "1"},
+      "heartbeat": {"interval_ms": 200, "node_timeout_ms": 1000}}')" || bail "3: submit failed"
+check "3: the job runs" wait_step "$ID" 1 90
+curl -s "$URL/v1/jobs/$ID" > "$TMP/j3a.json"
+SJ=$(jq -r '.data.attempts[0].slurm_job_id' "$TMP/j3a.json")
+SPARE=$(jq -r '.data.attempts[0].nodes[] | select(.spare) | .node' "$TMP/j3a.json")
+VICTIM=$(rank_node "$ID" 1)
+[ -n "$SPARE" ] && [ -n "$VICTIM" ] || bail "3: no spare ($SPARE) or rank 1 node ($VICTIM)"
+# The spare is hot once its standby process said so (its log, in the
+# agent's run directory of the job).
+sb_log () { find "$TMP" -path "*dt-$ID-*" -name 'standby-0.err' 2>/dev/null | head -n 1; }
+check "3: the spare $SPARE's standby process is warm and waits" \
+    wait_for 60 eval 'SB=$(sb_log); [ -n "$SB" ] && grep -q "standby 0: warm, waiting" "$SB"'
+check "3: the job runs past step 40" wait_step "$ID" 40 60
+echo "# 3: Slurm job $SJ, spare $SPARE; killing $VICTIM (rank 1's node) at step $(job_step "$ID")"
+T0=$(now_ms)
+"$TESTBED" kill-node "$VICTIM" >/dev/null || fail "3: kill-node $VICTIM"
+check "3: the job completes" wait_state "$ID" completed 120
+ft_check_user "$ID" "$SJ"
+api GET "/v1/jobs/$ID" > "$TMP/j3.json"
+api GET "/v1/jobs/$ID/events" > "$TMP/ev3.json"
+timeline "$ID" "$T0"
+jq -c '.data.attempts[] | {attempt, state, cause, cause_node, restart_path, resume_step, nodes: [.nodes[] | {node, node_rank, spare}]}' "$TMP/j3.json" | sed 's/^/# 3: /'
+grep -h "standby\|re-formed\|takes over" "$SB" | sed 's/^/# 3: /'
+check "3: attempt 1 failed with node_lost on $VICTIM" \
+    jqt --arg v "$VICTIM" '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "node_lost" and .data.attempts[0].cause_node == $v' "$TMP/j3.json"
+check "3: attempt 2 re-formed with the hot spare in the same Slurm job $SJ (restart_path hot_spare), the last attempt" \
+    jqt --argjson sj "$SJ" '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "hot_spare" and .data.attempts[1].slurm_job_id == $sj' "$TMP/j3.json"
+check "3: the spare $SPARE took node rank 1, $VICTIM excluded" \
+    jqt --arg s "$SPARE" --arg v "$VICTIM" '([.data.attempts[1].nodes[] | select(.node_rank == 1) | .node] == [$s])
+         and (.data.exclude | index($v) != null)' "$TMP/j3.json"
+check "3: the standby process started ahead of time took over rank 1 and joined with the state of a survivor" \
+    eval 'grep -q "standby: takes over rank 1 in attempt 2" "$SB" && grep -q "rank 1: re-formed as attempt 2 at step [0-9]* (state from rank [02]; joined" "$SB"'
+check "3: the surviving ranks never exited (no rank_exit in attempt 1)" \
+    jqt '[.data[] | select(.kind == "rank_exit" and .attempt == 1)] == []' "$TMP/ev3.json"
+check "3: resumed from the survivors' memory: no step lost (lost $STEPS_LOST)" test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 1
+check "3: the job result: $TORCH_STEPS steps" jqt ".data.result.steps == $TORCH_STEPS" "$TMP/j3.json"
+GOT=$(jq -r .data.result.params_sha256 "$TMP/j3.json")
+check "3: final params_sha256 equals the uninterrupted run's" same "$GOT" "$BASE"
+check "3: no Slurm job of the test left" wait_for 20 eval '[ -z "$(squeue -h 2>/dev/null)" ]'
+check "3: no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
+echo "# 3: part 3 took $(( ($(now_ms) - T3) / 1000 )) s"
 done_testing

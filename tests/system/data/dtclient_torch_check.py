@@ -328,5 +328,38 @@ check("Session: DT_INTEGRITY_EVERY=3 -> reports of steps 3 and 6, group dp, the 
 check("Session: a non-finite loss at a reported step is in its report",
       "nonfinite" not in cl.sent[0] and cl.sent[1].get("nonfinite", {}).get("loss") == "nan"
       and cl.sent[1]["nonfinite"]["local_loss_finite"] is False)
+
+# --- a hot spare's standby process (DT_STANDBY=1) without a re-form in place
+# exits 0 in init_process_group, before any rendezvous (its RANK is only
+# the local index); with one but no agent it cannot wait for a rank.
+import torch.distributed as dist  # noqa: E402
+saved = dict(os.environ)
+os.environ.update({"DT_STANDBY": "1", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2",
+                   "DT_REFORM": "1"})
+for k in ("DTCLIENT_TORCH_REFORM", "DT_AGENT_SOCKET", "DT_AGENT_SHM", "MASTER_ADDR", "MASTER_PORT"):
+    os.environ.pop(k, None)
+try:
+    dtt.init_process_group("gloo")
+    code = "returned"
+except SystemExit as e:
+    code = e.code
+except Exception as e:
+    code = "%s: %s" % (type(e).__name__, e)
+check("standby without DTCLIENT_TORCH_REFORM=1: init_process_group exits 0, no group formed "
+      "(got %s)" % code, code == 0 and not dist.is_initialized())
+os.environ["DTCLIENT_TORCH_REFORM"] = "1"
+try:
+    dtt.init_process_group("gloo")
+    code = "returned"
+except SystemExit as e:
+    code = "exit %s" % e.code
+except RuntimeError as e:
+    code = str(e)
+check("standby with a re-form in place but no agent: a clear error (got %s)" % code,
+      "DT_STANDBY=1 needs an agent" in code and not dist.is_initialized())
+os.environ.clear()
+os.environ.update(saved)
+check("Client.assigned_rank() without an agent page: RANK",
+      dtclient.open().assigned_rank() == int(os.environ.get("RANK", "0") or 0))
 print("1..%d" % n)
 sys.exit(failed)

@@ -15,8 +15,8 @@ import dtclient
 
 c = dtclient.open()
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-print("rank %d/%d: pid %d, agent %s" % (rank, world, os.getpid(),
-      "connected" if c.connected else "none"), file=sys.stderr, flush=True)
+print("rank %d/%d: pid %d, agent %s, assigned rank %d" % (rank, world, os.getpid(),
+      "connected" if c.connected else "none", c.assigned_rank()), file=sys.stderr, flush=True)
 time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
 if os.environ.get("DT_REFORM") == "1":
     c.declare(dtclient.CAP_REFORM)

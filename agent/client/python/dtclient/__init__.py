@@ -89,6 +89,7 @@ _REPORT = struct.Struct("<qdqddqi")   # step loss samples compute_ms comm_ms nre
 _STEP = struct.Struct("<qdqddq")      # the same but busy: a step report
 _WAITING_OFF = 124                    # report.waiting: a counter outside the seqlock
 _I32 = struct.Struct("<i")
+_RANK_OFF = 8                         # page.rank: the rank the agent assigned (its)
 _CMD_READ_OFF = 16                    # page.cmd_read: the newest cmd_seq read (ours)
 _CMD_OFF = 128                        # struct dtshm_cmd, seqlock first
 _CMD = struct.Struct("<QQiiq")        # seq cmd_seq kind pad step
@@ -322,6 +323,17 @@ class Client:
             _U64.pack_into(self._page, _CMD_READ_OFF, cmd_seq)     # (read: the agent may replace it)
             return Command(kind, step, cmd_seq)
         return None
+
+    def assigned_rank(self):
+        """The rank the agent has assigned to this process now (its shared
+        page; no system call), as dtclient_assigned_rank: it differs from
+        RANK only for a standby process of a hot spare (DT_STANDBY=1),
+        which learns the rank it takes over from this call once CMD_REFORM
+        arrives (the agent writes the rank before the command).  RANK when
+        no agent page is mapped."""
+        if self._page is None:
+            return self.rank
+        return _I32.unpack_from(self._page, _RANK_OFF)[0]
 
     # -- messages ------------------------------------------------------------
     def _recv(self, n):

@@ -7,6 +7,8 @@ import datetime
 import hashlib
 import io
 import os
+import signal
+import sys
 import time
 import types
 
@@ -145,15 +147,103 @@ def joining():
         and _env_int("DT_ATTEMPT") > 1
 
 
+# How often a standby process looks at its page: the join waits at most this.
+STANDBY_TICK_S = 0.002
+
+
+def standby_wait():
+    """A hot spare's standby process (DT_STANDBY=1): the agent of a spare
+    node of a job with restart.reform started the script ahead of time,
+    with no rank of its own (RANK is the local index).  Declare that this
+    process can re-form (the agent reports the spare hot once all its
+    standby processes did) and wait; when a node is lost the controller
+    makes the spare take its place: the agent writes the rank this process
+    takes over into its page and sends CMD_REFORM with the new attempt.
+    The process then becomes that rank's replacement exactly as a rank
+    restarted in place (DT_REFORM_JOIN=1, the new attempt in DT_ATTEMPT)
+    and returns.  A stop, an abort or SIGTERM ends it with status 0.
+    What the script did before (torch imported, data opened, the model
+    and the optimizer built) is kept: joining costs the rendezvous and
+    the state transfer only."""
+    c = dtclient.open()
+    if not c.connected:
+        raise RuntimeError("dtclient.torch: DT_STANDBY=1 needs an agent (DT_AGENT_SOCKET)")
+    world = _env_int("WORLD_SIZE", 1)
+    stop = []
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        try:
+            old[sig] = signal.signal(sig, lambda n, f: stop.append(n))
+        except ValueError:      # not the main thread
+            pass
+    try:
+        c.declare(dtclient.CAP_REFORM)     # ready: the agent may hand it a rank
+        t0 = time.monotonic()
+        _log("standby %d: warm, waiting for a rank to take over" % _env_int("LOCAL_RANK"))
+        while True:
+            if stop:
+                cmd = None
+                break
+            cmd = c.poll()
+            if cmd is None:
+                time.sleep(STANDBY_TICK_S)
+                continue
+            if cmd.kind in (dtclient.CMD_STOP, dtclient.CMD_ABORT):
+                break
+            if cmd.kind == dtclient.CMD_REFORM and cmd.step > 0:
+                break
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    if cmd is None or cmd.kind != dtclient.CMD_REFORM:
+        _log("standby %d: stopped while waiting: exiting" % _env_int("LOCAL_RANK"))
+        c.close()
+        sys.stdout.flush()
+        sys.exit(0)
+    rank = c.assigned_rank()
+    if not 0 < rank < world:
+        # (rank 0 serves the group's store at the attempt's MASTER_ADDR,
+        # which this process's environment, the first attempt's, does not
+        # name; node rank 0 is the Slurm job's batch host, which a hot spare
+        # never replaces)
+        c.close()
+        raise RuntimeError("dtclient.torch: standby: joining attempt %d with rank %d (world %d): "
+                           "%s" % (cmd.step, rank, world,
+                                   "rank 0 serves the store: not taken over by a standby process"
+                                   if rank == 0 else "not a rank"))
+    _log("standby: takes over rank %d in attempt %d after %.1f s ready"
+         % (rank, cmd.step, time.monotonic() - t0))
+    # From here on this process is that rank's replacement (a new client,
+    # opened by init_process_group, says hello as that rank).
+    per_node = max(1, _env_int("LOCAL_WORLD_SIZE", 1))
+    os.environ.update({"RANK": str(rank), "ROLE_RANK": str(rank), "DT_ATTEMPT": str(cmd.step),
+                       "GROUP_RANK": str(rank // per_node), "DT_REFORM_JOIN": "1"})
+    os.environ.pop("DT_STANDBY", None)
+    c.close()
+
+
 def init_process_group(backend="gloo", timeout=None):
     """torch.distributed.init_process_group(backend, init_method="env://")
     for a Session's trainer; a replacement started to re-form a group in
     place (DT_REFORM_JOIN=1) joins the survivors' new group instead, under
     the new attempt's key prefix (its peers kept theirs: a fresh
-    rendezvous would wait for ranks that never come)."""
+    rendezvous would wait for ranks that never come).  A hot spare's
+    standby process (DT_STANDBY=1) waits here for the rank it takes over
+    (standby_wait), then joins as that rank's replacement: build what does
+    not depend on the rank (data, model, optimizer) before calling this.
+    Without restart.reform and DTCLIENT_TORCH_REFORM=1 a standby process
+    exits 0 at once (the spare stays cold): the environment's RANK is only
+    its local index, and a rendezvous as that rank would meet the job's."""
     global _STORE, _CLIENT
     if timeout is None:
         timeout = datetime.timedelta(seconds=120)
+    if os.environ.get("DT_STANDBY") == "1":
+        if not enabled() or backend != "gloo":
+            _log("standby %d: no re-form in place (restart.reform, DTCLIENT_TORCH_REFORM=1, "
+                 "gloo): a cold spare, exiting" % _env_int("LOCAL_RANK"))
+            sys.stdout.flush()
+            sys.exit(0)
+        standby_wait()
     if not joining():
         dist.init_process_group(backend, init_method="env://", timeout=timeout)
         return
