@@ -313,6 +313,18 @@ static void apply_commands (agent_t *a, const json_t *cmds)
                 a->last_ckpt_step = step;
             }
         }
+        else if (strcmp (kind, "stop") == 0 && step < 0 && !a->reform) {
+            /* The attempt ended with a peer's loss and the controller
+             * waits for a just-in-time checkpoint: the ranks save the
+             * state now and exit on their own (a rank stuck in a
+             * collective is woken by its own watch); nothing else stops,
+             * the controller cancels what lingers. */
+            if (!a->jit_stop_applied && !a->stopping && !a->abort) {
+                dt_log (LOG_INFO, "command: stop with a just-in-time checkpoint");
+                a->jit_stop_applied = true;
+                ranks_command (a->ranks, DTCLIENT_CMD_STOP, step);
+            }
+        }
         else if (strcmp (kind, "stop") == 0) {
             if (!a->stop_applied) {
                 dt_log (LOG_INFO, "command: stop (checkpoint at step %lld)",

@@ -42,6 +42,7 @@ struct agent {
     bool abort;
     int64_t last_ckpt_step; /* de-duplication of repeated commands */
     bool stop_applied;
+    bool jit_stop_applied; /* a just-in-time stop (negative step) passed on */
 
     /* Re-forming in place (the attempt's env says DT_REFORM=1): after a
      * rank's failure the agent waits, until reform_until_ms, for the

@@ -230,7 +230,7 @@ struct gloo_comm {
 void check_aborted (gloo_comm *g)
 {
     if (g->aborts && g->aborts->aborted)
-        throw std::runtime_error ("aborted: the group is broken (it re-forms)");
+        throw std::runtime_error ("aborted: the group is broken (a peer was lost)");
 }
 
 void g_abort (dt_comm_t *c)

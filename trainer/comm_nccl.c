@@ -112,7 +112,7 @@ int nccl_broken (struct nccl_comm *n, ncclComm_t *c, const char *what, ncclResul
             ncclCommAbort (n->comm);
         n->comm = NULL;
         errno = ECANCELED;
-        return errprintf (err, "NCCL %s: aborted: the group is broken (it re-forms)",
+        return errprintf (err, "NCCL %s: aborted: the group is broken (a peer was lost)",
                           what);
     }
     if (r == ncclSuccess) {
@@ -437,7 +437,7 @@ int nccl_usable (struct nccl_comm *n, dt_error_t *err)
     if (abort_requested (n) && !n->broken) {
         abort_comm (n);
         errno = ECANCELED;
-        return errprintf (err, "NCCL: aborted: the group is broken (it re-forms)");
+        return errprintf (err, "NCCL: aborted: the group is broken (a peer was lost)");
     }
     if (n->broken || !n->comm) {
         errno = EIO;

@@ -682,6 +682,11 @@ int trainer_run (struct trainer *t)
     int stopped = 0;
     train_perf_report (t);
     train_reform_declare (t);
+    /* A survivor stuck in a collective on its lost peer must still write
+     * its just-in-time checkpoint when the controller asks for it. */
+    if (o->jit && o->checkpoint_dir && t->world >= 2 && o->parallel == PAR_DP &&
+        dtclient_connected (t->client))
+        train_rwatch_start (t);
     int64_t t0 = dt_mono_ns ();
 
     while (t->step < o->steps) {

@@ -171,6 +171,10 @@ void train_poll_commands (struct trainer *t)
             break;
         case DTCLIENT_CMD_STOP:
             t->my_stop_req = cmd.step > 0 ? cmd.step : t->step + 1;
+            /* A negative step: the attempt ended with a peer's loss (the
+             * next collective fails, or is woken by train_rwatch.c). */
+            if (cmd.step < 0)
+                __atomic_store_n (&t->peer_lost, 1, __ATOMIC_RELAXED);
             break;
         case DTCLIENT_CMD_ABORT:
             dt_log (LOG_NOTICE,

@@ -82,6 +82,9 @@ struct trainer {
     /* a re-form command read in the step loop, before this rank's own
      * collective failed: the attempt it names (0: none) */
     int64_t reform_pending;
+    /* a stop read in the step loop whose step is negative: the attempt
+     * ended with a peer's loss, save the state now (train_rwatch.c) */
+    int peer_lost;
     struct train_rwatch *rwatch; /* train_rwatch.c (NULL: not watching) */
     /* the FLOP report's peak, once known (a re-formed group's replacement
      * takes its source's instead of measuring before its first step) */
@@ -182,9 +185,9 @@ int train_reform_sync (struct trainer *t, dt_error_t *err);
  * when it was kept and has the shape asked for; false otherwise. */
 bool train_standby_take_model (struct model *m, const struct dt_kern_ops *k, int mb);
 
-/* train_rwatch.c: a re-form command left unread (a collective stuck on
- * the lost peer) aborts the old group's communicators.  lock/unlock
- * around replacing them. */
+/* train_rwatch.c: a re-form command or a just-in-time stop left unread
+ * (a collective stuck on the lost peer) aborts the old group's
+ * communicators.  lock/unlock around replacing them. */
 void train_rwatch_start (struct trainer *t);
 void train_rwatch_lock (struct trainer *t);
 void train_rwatch_unlock (struct trainer *t);

@@ -14,6 +14,16 @@
  * thread reads the page through a read-only mapping of its own; reopen
  * (train_reform.c) replaces the communicators under the same lock.
  *
+ * The ordinary restart has the same gap: a survivor stuck that way never
+ * writes its just-in-time checkpoint.  While the controller waits for one
+ * it sends a stop whose step is negative (the attempt ended with a peer's
+ * loss: save the state now); left unread, or read by the step loop and
+ * not acted upon, it aborts the communicators the same way.  The
+ * collective fails, and the rank writes its just-in-time checkpoint as for
+ * any lost peer: a collective can only fail before the step's optimizer
+ * update (none runs between the update and the step's end), so the state
+ * saved is the last completed step's.
+ *
  * On NCCL the need is greater: a peer lost over NVLink or PCIe within a
  * node is never reported (the collective's kernel spins waiting for it;
  * only the network transports see a socket close), so the collective
@@ -65,18 +75,24 @@ static int read_cmd (const volatile struct dtshm_page *p, struct dtshm_cmd *k)
     return __atomic_load_n (&p->cmd.seq, __ATOMIC_RELAXED) == s1 ? 0 : -1;
 }
 
-/* The attempt a re-form is pending for, 0 none: the page's unread re-form
- * command's, or the one the step loop read and keeps (reform_pending)
- * until its collective fails. */
+/* What the group waits for, 0 nothing: the attempt a re-form is pending
+ * for (the page's unread re-form command's, or the one the step loop read
+ * and keeps, reform_pending, until its collective fails), or -1 for a
+ * just-in-time stop (unread, or read by the step loop: peer_lost). */
 static int64_t pending (struct trainer *t, struct train_rwatch *w)
 {
     struct dtshm_cmd k;
     uint64_t read = __atomic_load_n (&w->page->cmd_read, __ATOMIC_ACQUIRE);
     int64_t a = __atomic_load_n (&t->reform_pending, __ATOMIC_RELAXED);
-    if (read_cmd (w->page, &k) == 0 && k.kind == DTCLIENT_CMD_REFORM &&
-        k.cmd_seq > read && k.step > a)
+    int got = read_cmd (w->page, &k) == 0 && k.cmd_seq > read;
+    if (got && k.kind == DTCLIENT_CMD_REFORM && k.step > a)
         a = k.step;
-    return a > __atomic_load_n (&t->reform_attempt, __ATOMIC_RELAXED) ? a : 0;
+    if (a > __atomic_load_n (&t->reform_attempt, __ATOMIC_RELAXED))
+        return a;
+    if (__atomic_load_n (&t->peer_lost, __ATOMIC_RELAXED) ||
+        (got && k.kind == DTCLIENT_CMD_STOP && k.step < 0))
+        return -1;
+    return 0;
 }
 
 static void *rwatch_thread (void *arg)
@@ -102,11 +118,18 @@ static void *rwatch_thread (void *arg)
             continue;
         pthread_mutex_lock (&w->lock);
         if (pending (t, w) == a) { /* (not re-forming meanwhile) */
-            dt_log (LOG_NOTICE,
-                    "rank %d: the re-form (attempt %" PRId64
-                    ") waits %lld ms for a collective stuck on the lost peer: "
-                    "aborting the old group's communicators",
-                    t->rank, a, (long long)(dt_mono_ms () - seen_ms));
+            if (a > 0)
+                dt_log (LOG_NOTICE,
+                        "rank %d: the re-form (attempt %" PRId64
+                        ") waits %lld ms for a collective stuck on the lost peer: "
+                        "aborting the old group's communicators",
+                        t->rank, a, (long long)(dt_mono_ms () - seen_ms));
+            else
+                dt_log (LOG_NOTICE,
+                        "rank %d: the just-in-time checkpoint waits %lld ms for a "
+                        "collective stuck on the lost peer: aborting the group's "
+                        "communicators",
+                        t->rank, (long long)(dt_mono_ms () - seen_ms));
             dt_comm_abort (t->comm);
             dt_comm_abort (t->dp_comm);
             dt_comm_abort (t->tp_comm);

@@ -318,6 +318,11 @@ size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, si
         /* The just-in-time window after a hang: the hung rank goes, so its
          * peers' collective fails and they save the state. */
         n = snprintf (buf, len, "[{\"kind\":\"kill\",\"rank\":%d}]", att->row.cause_rank);
+    else if (att->row.state == ATT_ENDING && att->jit_open)
+        /* The just-in-time window: survivors save the state now and exit
+         * (a negative step; dttrain wakes a rank stuck in a collective on
+         * its lost peer, which gloo may never fail). */
+        n = snprintf (buf, len, "[{\"kind\":\"stop\",\"step\":-1}]");
     else if (att->row.state == ATT_ENDING && att->job->spec.restart.reform)
         /* Survivors that wait to re-form: no re-form, write the state and
          * exit (a stop includes its checkpoint). */

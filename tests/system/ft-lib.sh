@@ -144,6 +144,18 @@ ft_own_procs () {
     done
 }
 
+# first_attempt_only 'ARGS' SPEC: the job SPEC (dttrain_spec's) with ARGS
+# added to dttrain's command in the first attempt only: an injected fault
+# the restarted attempt must not meet again (--inject-hang R:S holds rank
+# R at step S, so that a kill lands there, mid-run, however loaded the
+# machine: the job cannot end while R holds, and the hang timeout's floor
+# is 30 s).
+first_attempt_only () {
+    jq -c --arg x "$1" \
+        '.command[2] |= "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then \(.) \($x); fi; \(.)"' \
+        <<< "$2"
+}
+
 # Trainers of the local launcher run in their own process groups: also
 # kill whatever process of this test is left (cleanup after ctld_cleanup).
 ft_cleanup () {

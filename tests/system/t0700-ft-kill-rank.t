@@ -26,8 +26,10 @@ kill -9 $DECOY 2>/dev/null; wait "$DECOY_RUNNER" 2>/dev/null
 
 # --no-jit: this test is the fallback to the last committed checkpoint;
 # t0705 covers the just-in-time checkpoint that dp jobs take by default.
-submit "$(dttrain_spec killrank 2 "--inject-slow 0:25 --no-jit")" || bail "submit failed"
-check "the job runs past step 45" wait_step "$ID" 45 90
+# Rank 1 holds at step 45 in the first attempt, so the kill lands there.
+submit "$(first_attempt_only "--inject-hang 1:45" "$(dttrain_spec killrank 2 "--inject-slow 0:25 --no-jit")")" \
+    || bail "submit failed"
+check "the job reaches step 45" wait_step "$ID" 45 90
 PID=$(rank_pid "$ID" 1)
 T0=$(now_ms)
 check "kill -9 rank 1 (pid $PID)" kill -9 "$PID"
@@ -39,6 +41,8 @@ check "attempt 1 failed with cause trainer_exit, node local2, rank 1, signal 9" 
     jqt '.data.attempts[0].state == "failed" and .data.attempts[0].cause == "trainer_exit"
          and .data.attempts[0].cause_node == "local2" and .data.attempts[0].cause_rank == 1
          and .data.attempts[0].evidence.signal == 9' "$TMP/j.json"
+check "the kill landed mid-run, at step 45 (the killed rank's last step)" \
+    jqt '.data.attempts[0].evidence.last_step == 45' "$TMP/j.json"
 check "the failure is recorded once" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'trainer_exit'")" = 1
 check "attempt 2 resumed from a committed checkpoint (step >= 20), on local2 again, nothing excluded" \

@@ -4,9 +4,13 @@
 # state of the last completed step: it writes every rank's shard of that
 # step, the controller commits the set (kind jit) and the next attempt
 # resumes from it, so at most the step in flight is lost - with periodic
-# checkpoints far apart (every 1000 steps).  Three cases, 2 nodes x 1 rank:
+# checkpoints far apart (every 1000 steps).  Three cases, 2 nodes x 1 rank,
+# each killing at step 45, where rank 1 holds (--inject-hang, first attempt):
 #   1. kill -9 of rank 1 (dp): resume_source jit, lost work <= 1 step, final
-#      params_crc32c equal to an uninterrupted run's;
+#      params_crc32c equal to an uninterrupted run's.  A helper holds copies
+#      of rank 1's sockets open, so the kill never fails rank 0's collective
+#      (as when gloo does not wake a wait on a dead peer): the controller's
+#      just-in-time stop must wake it (its watch aborts the communicators);
 #   2. the whole node 2 (its agent and rank, kill -9) lost: the failure is
 #      node_lost on local2 (the survivor that exited after saving is not
 #      blamed), resume from the just-in-time checkpoint, same parameters;
@@ -56,15 +60,42 @@ check "0: throughput $TP samples/s is that of the steps ($RATE samples/s, within
 api POST "/v1/jobs/$ID/cancel" > /dev/null
 check "0: cancelled" wait_state "$ID" cancelled 30
 
-# --- 1. kill -9 of one rank (dp) -------------------------------------------------
+# hold_sockets PID FILE: copies of PID's sockets, held open in the
+# background (pidfd_getfd, as root) until killed; FILE gets their number.
+hold_sockets () {
+    "$DT_PY3" - "$1" "$2" <<'EOF' &
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid, out = int(sys.argv[1]), sys.argv[2]
+pfd, held = libc.syscall(434, pid, 0), []          # pidfd_open
+for fd in os.listdir("/proc/%d/fd" % pid):
+    try:
+        if pfd >= 0 and os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+            got = libc.syscall(438, pfd, int(fd), 0)   # pidfd_getfd
+            if got >= 0:
+                held.append(got)
+    except OSError:
+        pass
+open(out, "w").write("%d\n" % len(held))
+time.sleep(300)
+EOF
+    HOLDER=$!
+}
+
+# --- 1. kill -9 of one rank (dp), its peer stuck in a collective -------------------
 NOCKPT='{"checkpoint": {"every_steps": 1000}}'
-submit "$(dttrain_spec jit-rank 2 "--inject-slow 0:25" "$NOCKPT")" || bail "submit failed"
+submit "$(first_attempt_only "--inject-hang 1:45" "$(dttrain_spec jit-rank 2 "--inject-slow 0:25" "$NOCKPT")")" \
+    || bail "submit failed"
 ID1=$ID
-check "1: the job runs past step 45" wait_step "$ID" 45 90
+check "1: the job reaches step 45" wait_step "$ID" 45 90
 PID=$(rank_pid "$ID" 1)
+hold_sockets "$PID" "$TMP/held.n"
+check "1: rank 1's sockets are held open by a helper" \
+    wait_for 10 sh -c "test \"\$(cat '$TMP/held.n' 2>/dev/null)\" -gt 0"
 T0=$(now_ms)
 check "1: kill -9 rank 1 (pid $PID)" kill -9 "$PID"
 check "1: the job completes" wait_state "$ID" completed 120
+kill -9 "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
 wait_att "$ID" succeeded 20
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 timeline "$ID" "$T0"
@@ -77,16 +108,20 @@ check "1: the failure is recorded once" \
 check "1: rank 0 logged its just-in-time checkpoint" \
     grep -q "rank 0: just-in-time checkpoint of step $(jq '.data.attempts[1].resume_step' "$TMP/j.json") written" \
     "$TMP"/users/0/agents/job-$ID.1/local1/dt-$ID-a1*/rank-0.err
-check "1: the rank_exit evidence carries the killed rank's last step" \
-    jqt '.data.attempts[0].evidence.last_step >= 45' "$TMP/j.json"
+check "1: rank 0's collective, never failed by the kill, was woken by the just-in-time stop" \
+    grep -q "rank 0: the just-in-time checkpoint waits .* aborting" \
+    "$TMP"/users/0/agents/job-$ID.1/local1/dt-$ID-a1*/rank-0.err
+check "1: the rank_exit evidence carries the killed rank's last step, 45" \
+    jqt '.data.attempts[0].evidence.last_step == 45' "$TMP/j.json"
 jit_checks "$ID" 1
 api GET "/v1/jobs/$ID/report" > "$TMP/r.json"
 check "1: the goodput report counts at most 1 lost step" jqt '(.data.lost_steps | type) == "number" and .data.lost_steps <= 1' "$TMP/r.json" \
     || jq -c .data "$TMP/r.json" | cut -c1-400 | sed 's/^/# /'
 
 # --- 2. the whole node 2 lost (agent and rank) -------------------------------------
-submit "$(dttrain_spec jit-node 2 "--inject-slow 0:25" "$NOCKPT")" || bail "submit failed"
-check "2: the job runs past step 45" wait_step "$ID" 45 90
+submit "$(first_attempt_only "--inject-hang 1:45" "$(dttrain_spec jit-node 2 "--inject-slow 0:25" "$NOCKPT")")" \
+    || bail "submit failed"
+check "2: the job reaches step 45" wait_step "$ID" 45 90
 PID=$(rank_pid "$ID" 1)
 AGENT=$(ps -o ppid= -p "$PID" | tr -d ' ')
 T0=$(now_ms)
@@ -108,8 +143,9 @@ jit_checks "$ID" 2
 # --- 3. zero1: no just-in-time checkpoint, the last committed one -----------------------
 BASEZ=$(MODEL_ARGS="$MODEL_ARGS --parallel zero1" baseline 2) || bail "the zero1 baseline run failed"
 echo "# uninterrupted run (world 2, zero1): params_crc32c $BASEZ"
-submit "$(dttrain_spec jit-zero1 2 "--inject-slow 0:25 --parallel zero1")" || bail "submit failed"
-check "3: the job runs past step 45" wait_step "$ID" 45 90
+submit "$(first_attempt_only "--inject-hang 1:45" "$(dttrain_spec jit-zero1 2 "--inject-slow 0:25 --parallel zero1")")" \
+    || bail "submit failed"
+check "3: the job reaches step 45" wait_step "$ID" 45 90
 PID=$(rank_pid "$ID" 1)
 T0=$(now_ms)
 check "3: kill -9 rank 1 (pid $PID)" kill -9 "$PID"
