@@ -853,7 +853,7 @@ void attempt_tick_ending (struct jobs *jobs, struct attempt *att, int64_t now)
         const char *why = NULL;
         if (att->jit_step > 0)
             why = "committed";
-        else if (!jit_survivors_running (att, now))
+        else if (!jit_survivors_running (att, now) && !(why = jit_why_none (att, now)))
             why = "the surviving ranks exited without one (zero1, --no-jit, or nothing "
                   "newer than the last checkpoint)";
         else if (now >= att->jit_until_ms)

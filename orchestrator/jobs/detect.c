@@ -153,6 +153,12 @@ static void attempt_fail_at (struct jobs *jobs, struct attempt *att, const char 
                               "the surviving ranks exited before the failure "
                               "was recorded, without a complete set");
         }
+        else if (jit_applies (att, cause) && jit_why_none (att, dt_real_ms ())) {
+            /* Only ranks without the state run (a failed re-formation's
+             * replacements): nothing to wait for; say why. */
+            jit_window_open (att);
+            jit_window_close (jobs, att, jit_why_none (att, dt_real_ms ()));
+        }
         else if (jit_zero1_lost (att, cause)) {
             /* Nothing to wait for: say so, resume from the last commit. */
             jit_window_open (att);

@@ -142,7 +142,12 @@ void ckpt_clean_partial (struct jobs *jobs, struct job *job);
 void jit_window_open (struct attempt *att);
 void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why);
 bool jit_survivors_running (struct attempt *att, int64_t now);
+/* Why no running rank can write one although some run (NULL otherwise):
+ * the window's reason when it ends for that. */
+const char *jit_why_none (struct attempt *att, int64_t now);
 bool jit_may_help (struct attempt *att, const char *cause);
+/* The same, whoever still runs: the job would take one for this cause. */
+bool jit_applies (struct attempt *att, const char *cause);
 /* After a failure of a zero1 job (the spec's parallel.zero1) that would
  * otherwise wait for the survivors: none of them holds the lost ranks'
  * optimizer slices, so there is nothing to wait for. */

@@ -382,35 +382,67 @@ void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
             att->row.attempt, detail);
 }
 
-/* A surviving rank (one that may write a just-in-time checkpoint) is still
- * running: it has libdtclient, is not on the failed node, and its agent
- * is not silent. */
-bool jit_survivors_running (struct attempt *att, int64_t now)
+/* Why no running rank can write a just-in-time checkpoint although some
+ * still run: NULL when one can, or none runs.  A surviving rank (one that
+ * may write one) has libdtclient, is not on the failed node, its agent is
+ * not silent, and it holds the state: a re-formed group's replacement (a
+ * rank started again for the lost one, or a hot spare's standby process)
+ * holds none until the group has re-formed and it has reported a step, so
+ * when a re-formation fails (a survivor killed by its agent's backstop,
+ * or lost) nothing is left to wait for. */
+static const char *jit_none_holds (struct attempt *att, int64_t now, bool *any)
 {
     int64_t hb = att->job->spec.hb.interval_ms;
+    bool stateless = false;
+    *any = false;
     for (int r = 0; r < att->row.world_size; r++) {
         struct rank *rk = &att->ranks[r];
         if (!rk->seen || !rk->client || strcmp (rk->state, "running") ||
             (att->row.cause_node[0] && !strcmp (rk->node, att->row.cause_node)))
             continue;
         struct agent *ag = jobs_agent_find (att, rk->node);
-        if (ag && !ag->done && now - ag->last_hb_ms <= 3 * hb + 1000)
-            return true;
+        if (!ag || ag->done || now - ag->last_hb_ms > 3 * hb + 1000)
+            continue;
+        if (!strcmp (att->resume_source, "reform") && rk->step <= 0) {
+            stateless = true;
+            continue;
+        }
+        *any = true;
+        return NULL;
     }
-    return false;
+    return stateless ? "no running rank holds the state: the re-formed group's "
+                       "survivors are gone and its replacements hold none"
+                     : NULL;
+}
+
+bool jit_survivors_running (struct attempt *att, int64_t now)
+{
+    bool any;
+    jit_none_holds (att, now, &any);
+    return any;
+}
+
+const char *jit_why_none (struct attempt *att, int64_t now)
+{
+    bool any;
+    return jit_none_holds (att, now, &any);
 }
 
 /* After a failure: may survivors still save the state?  Only when the job
  * checkpoints, will restart, and some libdtclient rank still runs. */
-bool jit_may_help (struct attempt *att, const char *cause)
+bool jit_applies (struct attempt *att, const char *cause)
 {
     return att->row.world_size > 1 && att->job->spec.ckpt.dir &&
            !att->job->spec.parallel.zero1 &&
            att->job->row.state == JOB_RESTARTING
            /* a named hung rank is killed (jobs_commands_text): its peers,
             * blocked on it, then lose a peer like any other */
-           && restart_jit_cause (cause, att->row.cause_rank) &&
-           jit_survivors_running (att, dt_real_ms ());
+           && restart_jit_cause (cause, att->row.cause_rank);
+}
+
+bool jit_may_help (struct attempt *att, const char *cause)
+{
+    return jit_applies (att, cause) && jit_survivors_running (att, dt_real_ms ());
 }
 
 void jobs_survivor_exit (struct jobs *jobs, struct attempt *att, const char *node,
