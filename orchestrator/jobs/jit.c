@@ -382,14 +382,29 @@ void jit_window_close (struct jobs *jobs, struct attempt *att, const char *why)
             att->row.attempt, detail);
 }
 
+/* Rank r of a re-formed attempt that has not stepped yet is a replacement
+ * (holds no state): a rank lost in the attempt it replaced (its failed
+ * rank, or a rank of its lost node), started again or taken over by a hot
+ * spare's standby process.  (Its page may still report the lost process's
+ * last step.) */
+static bool jit_replacement (const struct attempt *att, int r)
+{
+    const struct attempt *prev = att->job->reform_prev;
+    if (strcmp (att->resume_source, "reform") || att->max_step > att->row.resume_step ||
+        !prev || prev->row.attempt != att->row.attempt - 1 || r >= prev->row.world_size)
+        return false;
+    return r == prev->row.cause_rank ||
+           (prev->row.cause_rank < 0 && prev->row.cause_node[0] && prev->ranks[r].seen &&
+            !strcmp (prev->ranks[r].node, prev->row.cause_node));
+}
+
 /* Why no running rank can write a just-in-time checkpoint although some
  * still run: NULL when one can, or none runs.  A surviving rank (one that
  * may write one) has libdtclient, is not on the failed node, its agent is
- * not silent, and it holds the state: a re-formed group's replacement (a
- * rank started again for the lost one, or a hot spare's standby process)
- * holds none until the group has re-formed and it has reported a step, so
- * when a re-formation fails (a survivor killed by its agent's backstop,
- * or lost) nothing is left to wait for. */
+ * not silent, and it holds the state: a re-formed group's replacement
+ * (jit_replacement) holds none until the group has stepped, so when a
+ * re-formation fails (a survivor killed by its agent's backstop, or lost)
+ * and only replacements run, nothing is left to wait for. */
 static const char *jit_none_holds (struct attempt *att, int64_t now, bool *any)
 {
     int64_t hb = att->job->spec.hb.interval_ms;
@@ -403,7 +418,7 @@ static const char *jit_none_holds (struct attempt *att, int64_t now, bool *any)
         struct agent *ag = jobs_agent_find (att, rk->node);
         if (!ag || ag->done || now - ag->last_hb_ms > 3 * hb + 1000)
             continue;
-        if (!strcmp (att->resume_source, "reform") && rk->step <= 0) {
+        if (jit_replacement (att, r)) {
             stateless = true;
             continue;
         }

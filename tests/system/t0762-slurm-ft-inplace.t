@@ -112,6 +112,7 @@ curl -s "$URL/v1/jobs/$ID/events" > "$TMP/ev2.json"
 ft_slurm_ids "$ID" | sed 's/^/# 2: attempt /'
 jq -c '.data.attempts[] | {attempt, state, cause, cause_rank, slurm_job_id, restart_path, resume_step}' "$TMP/j2.json" | sed 's/^/# 2: /'
 jq -c '[.data[] | select(.kind == "attempt_submitted") | {attempt, backoff_ms: .data.backoff_ms}]' "$TMP/ev2.json" | sed 's/^/# 2: /'
+jq -c '.data[] | select(.kind == "jit_window") | {attempt, why: .data.why, waited_ms: .data.waited_ms}' "$TMP/ev2.json" | sed 's/^/# 2: /'
 check "2: attempt 2 re-formed in place in the same Slurm job $SJ" \
     jqt --argjson sj "$SJ" '.data.attempts[1].slurm_job_id == $sj and .data.attempts[1].restart_path == "reform"
          and .data.attempts[1].resume_step >= 30 and .data.exclude == []' "$TMP/j2.json"
