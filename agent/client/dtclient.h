@@ -41,7 +41,9 @@ const char *dtclient_strerror (dtclient_err_t e);
 typedef enum {
     DTCLIENT_CMD_NONE = 0,
     DTCLIENT_CMD_CHECKPOINT = 1, /* checkpoint when reaching 'step' */
-    DTCLIENT_CMD_STOP = 2,       /* checkpoint at 'step' (if > 0) and exit 0 */
+    DTCLIENT_CMD_STOP = 2,       /* checkpoint at 'step' (if > 0) and exit 0; a
+                                  * negative step: a peer was lost, save the
+                                  * state now (just in time) and exit */
     DTCLIENT_CMD_ABORT = 3,      /* exit now, no checkpoint */
     /* A peer was lost and is being replaced in place: keep the state,
      * re-form the group as attempt 'step' (the new attempt's number). */
