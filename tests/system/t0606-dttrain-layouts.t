@@ -9,7 +9,8 @@
 # ones; a pipeline neighbour's death or hang is an error naming it; a checkpoint
 # written in one layout loads bit for bit in another (params_crc32c, the
 # one-rank layout's, unchanged), and a run resumed in another layout ends
-# where the 1-rank run does (1e-5).
+# where the 1-rank run does (1e-5).  A traced pipeline (DT_PP_TRACE)
+# replays to its schedule's bubble.
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
 shape="--model transformer --context 16 --width 32 --heads 4 --layers 2"
@@ -43,9 +44,16 @@ run 4 dp2tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-dp2tp2" --dump-params "$
 check "dp2 x tp2: exit 0" test $? -eq 0
 run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --overlap --dump-params "$TMP/z2tp2"
 check "dp2 x tp2 zero1, all-gather overlapped with the forward pass: exit 0" test $? -eq 0
-# pipelines: 4 micro-batches per replica and step
-run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
+# pipelines: 4 micro-batches per replica and step (8 in pp2), pp2 traced
+DT_PP_TRACE=$TMP/trace run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
 check "pp2: exit 0" test $? -eq 0
+# The trace replayed with equal stages and free transfers gives 1F1B's
+# bubble (P-1)/(M+P-1) = 1/9 for M = 8: every step's passes, sends and
+# receives are in both files, in an order the schedule's dependencies allow.
+check "pp2's trace (DT_PP_TRACE) replays all 50 steps to the schedule's bubble" \
+    $PY -c "import json, subprocess, sys
+d = json.loads(subprocess.check_output(['$PY', '$TOP_SRCDIR/bench/pp_trace.py', '$TMP/trace']))
+sys.exit(0 if d['steps'] == 50 and abs(d['bubble_equal'] - 1 / 9) < 1e-9 else 1)"
 run 4 tp2pp2 $args $ck --tp 2 --pp 2 --micro-batch 4 --checkpoint-dir "$TMP/ck-tp2pp2" \
     --dump-params "$TMP/tp2pp2"
 check "tp2 x pp2: exit 0" test $? -eq 0
