@@ -17,8 +17,9 @@
  * random cookie.  One sender, one receiver: the sender publishes a record
  * (slot, bytes, payload) by moving head, the receiver frees it by moving
  * tail; each waits on a futex word (head_seq, tail_seq) in slices of
- * 10 ms, checking the deadline, an abort and the peer's process (a pidfd:
- * a dead peer is an error at once, not at the deadline). */
+ * 10 ms, checking the deadline, an abort, the peer's process (a pidfd:
+ * a dead peer is an error at once, not at the deadline) and whether the
+ * peer destroyed the link (a re-forming peer's closed "socket"). */
 #define _GNU_SOURCE
 #include "config.h"
 
@@ -51,6 +52,7 @@ struct ring {
     _Atomic uint64_t head, tail;         /* bytes published / freed, ever */
     _Atomic uint32_t head_seq, tail_seq; /* futex words: bumped on each move */
     _Atomic uint32_t rx_wait, tx_wait;   /* a side sleeps on its word */
+    _Atomic uint32_t closed;             /* a side destroyed the link */
 };
 
 struct rec {
@@ -130,7 +132,7 @@ int shm_link_attach (struct shm_link *l, const struct shm_hello *p, dt_error_t *
     char path[64];
     int fd;
     struct ring *r;
-    if (p->magic != SHM_MAGIC || p->ring != RING || p->pid <= 0 || p->pid == getpid ())
+    if (p->magic != SHM_MAGIC || p->ring != RING || p->pid <= 0)
         return errprintf (err, "the peer's shared-memory ring does not match this build");
     snprintf (path, sizeof (path), "/proc/%lld/fd/%lld", (long long)p->pid,
               (long long)p->fd);
@@ -174,6 +176,8 @@ static int wait_for (struct shm_link *l, int (*ready) (struct shm_link *, size_t
             return 0;
         if (atomic_load (&l->aborted))
             return errprintf (err, "%s: aborted (the group is broken)", what);
+        if (atomic_load (&l->rx->closed) || atomic_load (&l->tx->closed))
+            return errprintf (err, "%s: the peer closed the link", what);
         struct pollfd pf = { l->pidfd, POLLIN, 0 };
         if (poll (&pf, 1, 0) > 0)
             return errprintf (err, "%s: the peer's process has exited", what);
@@ -277,6 +281,14 @@ void shm_link_destroy (struct shm_link *l)
     if (!l)
         return;
     int e = errno;
+    /* A peer still waiting on the link fails at once (like a closed
+     * socket), not at its deadline: the re-form relies on it. */
+    if (l->tx && l->rx) {
+        atomic_store (&l->tx->closed, 1);
+        atomic_store (&l->rx->closed, 1);
+        futex_wake (&l->tx->head_seq);
+        futex_wake (&l->rx->tail_seq);
+    }
     if (l->tx)
         munmap (l->tx, HDR + RING);
     if (l->rx)
