@@ -6,7 +6,10 @@
 #      summary) as a fraction of the wall time;
 #  (2) the pipeline bubble: for pp 2 and M micro-batches per step, the
 #      fraction of stage 0's step spent blocked on its neighbour
-#      (pp_exposed_s / compute_s) against the theory (P - 1) / (M + P - 1);
+#      (pp_exposed_s / compute_s) against the theory (P - 1) / (M + P - 1),
+#      where it went (each run traced with DT_PP_TRACE and replayed by
+#      bench/pp_trace.py), and the same over gloo (DT_PP_TRANSPORT=gloo)
+#      against the default shared memory, interleaved;
 #  (3) communication overlap: a model whose backward pass takes longer
 #      than its gradient all-reduce (dp 2), every bucket size of BUCKETS,
 #      with and without the comm thread: the all-reduce time (without) and
@@ -127,6 +130,19 @@ for rep in $(seq "$REPS"); do
             continue
         fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
         # where the bubble went: the run's trace replayed (bench/pp_trace.py)
+        $PY "$SRC/bench/pp_trace.py" "$TMP/trace-$M" > "$TMP/trace.json" &&
+            $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+d = json.loads(lines[-1])
+d.update({"trace_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
+lines[-1] = json.dumps(d)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
+        # the same over gloo's TCP pair (DT_PP_TRANSPORT), interleaved
+        DT_PP_TRANSPORT=gloo DT_PP_TRACE=$TMP/trace-$M run 2 "bubble-gloo-$M" $model --pp 2 \
+            --micro-batch $((BATCH / M)) || continue
+        fig "bubble-gloo-$M" fig=bubble_gloo micro_batches=$M rep=$rep
         $PY "$SRC/bench/pp_trace.py" "$TMP/trace-$M" > "$TMP/trace.json" &&
             $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
 import json, sys
@@ -311,6 +327,30 @@ if any(d["fig"] == "bubble" for d in rows):
                 if v is not None:
                     rec.append(("layouts.bubble_trace_%s.M%d" % (k, M), v))
         p()
+if any(d["fig"] == "bubble_gloo" for d in rows):
+    p("The stages' transport, shared memory (the default on one node) against gloo's TCP pair "
+      "(DT_PP_TRANSPORT=gloo), the runs interleaved: stage 0's bubble (measured as above); "
+      "transfers = measured (trace) - the cores' sharing column, what the sends and receives "
+      "added; paired: shared memory over gloo, per repetition.")
+    p()
+    p("| M | bubble, shared memory | bubble, gloo | paired shm / gloo | shm lower in | transfers, shm | transfers, gloo | send us wall, shm / gloo | latency us act. / grad., shm | gloo |")
+    p("|---|---|---|---|---|---|---|---|---|---|")
+    for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble_gloo"}):
+        sh = {d["rep"]: d for d in rows if d["fig"] == "bubble" and d["micro_batches"] == M}
+        gl = {d["rep"]: d for d in rows if d["fig"] == "bubble_gloo" and d["micro_batches"] == M}
+        b = lambda d: d["pp_exposed_s"] / d["pp_stage_phase_s"][0]
+        tx = lambda d: d["trace_bubble_measured"] - d["trace_bubble_pass_wall"]
+        ps = [b(sh[k]) / b(gl[k]) for k in gl if k in sh and b(gl[k])]
+        f = lambda sel, k: stat([d["trace_" + k] for d in sel.values() if d.get("trace_" + k) is not None])[1]
+        p("| %d | %s | %s | %s | %d of %d | %s | %s | %s / %s | %s / %s | %s / %s |" % (
+          M, stat([b(d) for d in sh.values()])[1], stat([b(d) for d in gl.values()])[1], stat(ps)[1],
+          sum(x < 1 for x in ps), len(ps), stat([tx(d) for d in sh.values() if "trace_bubble_measured" in d])[1],
+          stat([tx(d) for d in gl.values() if "trace_bubble_measured" in d])[1],
+          f(sh, "send_wall_us"), f(gl, "send_wall_us"), f(sh, "lat_act_us"), f(sh, "lat_grad_us"),
+          f(gl, "lat_act_us"), f(gl, "lat_grad_us")))
+        if ps:
+            rec.append(("layouts.bubble_shm_over_gloo.M%d" % M, statistics.median(ps)))
+    p()
 if any(d["fig"] == "overlap" for d in rows):
     p("## (3) communication overlap, dp 2 (gradient all-reduce on a comm thread during the backward pass)")
     p()
