@@ -446,7 +446,10 @@ void exchange_addresses (gloo_comm *g)
 // Point to point over gloo's unbound buffers.  A send is queued until
 // the peer posts the matching recv (gloo's TCP pair never buffers), so
 // posting without waiting lets neighbours send to each other at once.
-// Slots start at 2^40, far above the collectives' tags.
+// Slots start at 2^40, far above the collectives' tags.  Between two
+// ranks of one node the messages go through a shared-memory ring instead
+// (comm_shm.c, set up by shm_for): the send copies into it and returns,
+// the recv copies out, in the order sent.
 const uint64_t p2p_slot_base = (uint64_t)1 << 40;
 
 // Handshake slots (below p2p_slot_base, far above the collectives' tags).

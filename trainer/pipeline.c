@@ -12,8 +12,9 @@
  * backward pass (blocking, within the collective timeout: a dead or hung
  * neighbour is an error naming its rank, never a hang); it posts its sends without
  * waiting (gloo queues a send until the peer posts the receive, so two
- * neighbours may send to each other at once) and waits for them all at
- * the end of the step.  Sets are reused only after the neighbour has
+ * neighbours may send to each other at once; between stages on one node
+ * a send is a copy into a shared-memory ring, comm_shm.c) and waits for
+ * them all at the end of the step.  Sets are reused only after the neighbour has
  * received from them (the schedule's dependencies order it).
  * Micro-batch j's activations travel in slot 2j, its gradients in 2j + 1.
  *
