@@ -6,7 +6,10 @@
 #      summary) as a fraction of the wall time;
 #  (2) the pipeline bubble: for pp 2 and M micro-batches per step, the
 #      fraction of stage 0's step spent blocked on its neighbour
-#      (pp_exposed_s / compute_s) against the theory (P - 1) / (M + P - 1);
+#      (pp_exposed_s / compute_s) against the theory (P - 1) / (M + P - 1),
+#      where it went (each run traced with DT_PP_TRACE and replayed by
+#      bench/pp_trace.py), and the same over gloo (DT_PP_TRANSPORT=gloo)
+#      against the default shared memory, interleaved;
 #  (3) communication overlap: a model whose backward pass takes longer
 #      than its gradient all-reduce (dp 2), every bucket size of BUCKETS,
 #      with and without the comm thread: the all-reduce time (without) and
@@ -123,8 +126,32 @@ NICE=$MYNICE
 for rep in $(seq "$REPS"); do
     for M in $MBS; do
         [ $((BATCH % M)) = 0 ] || continue
-        run 2 "bubble-$M" $model --pp 2 --micro-batch $((BATCH / M)) || continue
+        DT_PP_TRACE=$TMP/trace-$M run 2 "bubble-$M" $model --pp 2 --micro-batch $((BATCH / M)) ||
+            continue
         fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
+        # where the bubble went: the run's trace replayed (bench/pp_trace.py)
+        $PY "$SRC/bench/pp_trace.py" "$TMP/trace-$M" > "$TMP/trace.json" &&
+            $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+d = json.loads(lines[-1])
+d.update({"trace_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
+lines[-1] = json.dumps(d)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
+        # the same over gloo's TCP pair (DT_PP_TRANSPORT), interleaved
+        DT_PP_TRANSPORT=gloo DT_PP_TRACE=$TMP/trace-$M run 2 "bubble-gloo-$M" $model --pp 2 \
+            --micro-batch $((BATCH / M)) || continue
+        fig "bubble-gloo-$M" fig=bubble_gloo micro_batches=$M rep=$rep
+        $PY "$SRC/bench/pp_trace.py" "$TMP/trace-$M" > "$TMP/trace.json" &&
+            $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+d = json.loads(lines[-1])
+d.update({"trace_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
+lines[-1] = json.dumps(d)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
     done
 done
 NICE=
@@ -267,6 +294,62 @@ if any(d["fig"] == "bubble" for d in rows):
         if m is not None:
             rec += [("layouts.bubble.M%d" % M, m), ("layouts.bubble_theory.M%d" % M, th),
                     ("layouts.bubble_err.M%d" % M, err)]
+    p()
+    tr = [d for d in rows if d["fig"] == "bubble" and "trace_bubble_equal" in d]
+    if tr:
+        p("Where the bubble went (bench/pp_trace.py: each run's DT_PP_TRACE replayed, the order of "
+          "passes, sends and receives each stage ran and their dependencies kept, adding one cost at a "
+          "time; each column is stage 0's bubble with the costs up to it): schedule = both stages' "
+          "passes at the mean CPU time of either, transfers free (the theory, a check of the replay); "
+          "stage CPU = each stage's passes at its own mean CPU time (the last stage's head and loss, "
+          "the cores' speed); pass CPU = each pass at its CPU time; cores' sharing = each pass at its "
+          "wall time (other processes, gloo's loop threads); sends = + the sender's time in the send "
+          "(the copy into the socket, in the training thread); measured (trace) = stage 0's blocked "
+          "time over its phase: the rest is the receive side's latency. Latency: median time from a "
+          "send's start to the receive's return when the receiver was already waiting.")
+        p()
+        p("| M | schedule | + stage CPU | + pass CPU | + cores' sharing | + sends | measured (trace) | receive latency (rest) | latency us activations / gradients | send us wall / CPU | stage CPU s 0 / 1 |")
+        p("|---|---|---|---|---|---|---|---|---|---|---|")
+        for M in sorted({d["micro_batches"] for d in tr}):
+            sel = [d for d in tr if d["micro_batches"] == M]
+            g = lambda k: stat([d["trace_" + k] for d in sel])
+            rest = stat([d["trace_bubble_measured"] - d["trace_bubble_sends"] for d in sel])
+            la, lg = g("lat_act_us"), g("lat_grad_us")
+            sw, sc = g("send_wall_us"), g("send_cpu_us")
+            c0 = stat([d["trace_stage_pass_cpu_s"][0] for d in sel])
+            c1 = stat([d["trace_stage_pass_cpu_s"][1] for d in sel])
+            p("| %d | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s |" % (
+              M, g("bubble_equal")[1], g("bubble_stage_cpu")[1], g("bubble_pass_cpu")[1],
+              g("bubble_pass_wall")[1], g("bubble_sends")[1], g("bubble_measured")[1], rest[1],
+              la[1], lg[1], sw[1], sc[1], c0[1], c1[1]))
+            for k in ("stage_cpu", "pass_cpu", "pass_wall", "sends", "measured"):
+                v = g("bubble_" + k)[0]
+                if v is not None:
+                    rec.append(("layouts.bubble_trace_%s.M%d" % (k, M), v))
+        p()
+if any(d["fig"] == "bubble_gloo" for d in rows):
+    p("The stages' transport, shared memory (the default on one node) against gloo's TCP pair "
+      "(DT_PP_TRANSPORT=gloo), the runs interleaved: stage 0's bubble (measured as above); "
+      "transfers = measured (trace) - the cores' sharing column, what the sends and receives "
+      "added; paired: shared memory over gloo, per repetition.")
+    p()
+    p("| M | bubble, shared memory | bubble, gloo | paired shm / gloo | shm lower in | transfers, shm | transfers, gloo | send us wall, shm / gloo | latency us act. / grad., shm | gloo |")
+    p("|---|---|---|---|---|---|---|---|---|---|")
+    for M in sorted({d["micro_batches"] for d in rows if d["fig"] == "bubble_gloo"}):
+        sh = {d["rep"]: d for d in rows if d["fig"] == "bubble" and d["micro_batches"] == M}
+        gl = {d["rep"]: d for d in rows if d["fig"] == "bubble_gloo" and d["micro_batches"] == M}
+        b = lambda d: d["pp_exposed_s"] / d["pp_stage_phase_s"][0]
+        tx = lambda d: d["trace_bubble_measured"] - d["trace_bubble_pass_wall"]
+        ps = [b(sh[k]) / b(gl[k]) for k in gl if k in sh and b(gl[k])]
+        f = lambda sel, k: stat([d["trace_" + k] for d in sel.values() if d.get("trace_" + k) is not None])[1]
+        p("| %d | %s | %s | %s | %d of %d | %s | %s | %s / %s | %s / %s | %s / %s |" % (
+          M, stat([b(d) for d in sh.values()])[1], stat([b(d) for d in gl.values()])[1], stat(ps)[1],
+          sum(x < 1 for x in ps), len(ps), stat([tx(d) for d in sh.values() if "trace_bubble_measured" in d])[1],
+          stat([tx(d) for d in gl.values() if "trace_bubble_measured" in d])[1],
+          f(sh, "send_wall_us"), f(gl, "send_wall_us"), f(sh, "lat_act_us"), f(sh, "lat_grad_us"),
+          f(gl, "lat_act_us"), f(gl, "lat_grad_us")))
+        if ps:
+            rec.append(("layouts.bubble_shm_over_gloo.M%d" % M, statistics.median(ps)))
     p()
 if any(d["fig"] == "overlap" for d in rows):
     p("## (3) communication overlap, dp 2 (gradient all-reduce on a comm thread during the backward pass)")

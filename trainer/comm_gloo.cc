@@ -35,6 +35,7 @@ extern "C" {
 #include "common/errprintf.h"
 }
 #include "trainer/comm.h"
+#include "trainer/comm_shm.h"
 
 namespace {
 
@@ -223,6 +224,18 @@ struct gloo_comm {
     // g_recv.
     std::map<std::pair<int, uint64_t>, std::unique_ptr<gloo::transport::UnboundBuffer>>
       posted;
+    // Shared-memory links to the peers on this node (comm_shm.c), set up
+    // at the first point-to-point operation with a peer; a peer in
+    // shm_tried without a link is reached over gloo.  shm_lock guards the
+    // map against g_abort from another thread.
+    std::map<int, struct shm_link *> shm;
+    std::map<int, bool> shm_tried;
+    std::mutex shm_lock;
+    ~gloo_comm ()
+    {
+        for (auto &kv : shm)
+            shm_link_destroy (kv.second);
+    }
 };
 
 // A collective of an aborted group fails, before it starts and after
@@ -242,6 +255,9 @@ void g_abort (dt_comm_t *c)
         b->abortWaitSend ();
         b->abortWaitRecv ();
     }
+    std::lock_guard<std::mutex> sl (g->shm_lock);
+    for (auto &kv : g->shm)
+        shm_link_abort (kv.second);
 }
 
 int fail (dt_error_t *err, const char *what, const std::exception &e)
@@ -430,14 +446,77 @@ void exchange_addresses (gloo_comm *g)
 // Point to point over gloo's unbound buffers.  A send is queued until
 // the peer posts the matching recv (gloo's TCP pair never buffers), so
 // posting without waiting lets neighbours send to each other at once.
-// Slots start at 2^40, far above the collectives' tags.
+// Slots start at 2^40, far above the collectives' tags.  Between two
+// ranks of one node the messages go through a shared-memory ring instead
+// (comm_shm.c, set up by shm_for): the send copies into it and returns,
+// the recv copies out, in the order sent.
 const uint64_t p2p_slot_base = (uint64_t)1 << 40;
+
+// Handshake slots (below p2p_slot_base, far above the collectives' tags).
+const uint64_t shm_slot = (uint64_t)1 << 39;
+
+// Sends mine and receives the peer's bytes over gloo (both sides call).
+void swap_bytes (gloo_comm *g, int peer, uint64_t slot, const void *mine, void *theirs,
+                 size_t n)
+{
+    auto rb = g->ctx->createUnboundBuffer (theirs, n);
+    rb->recv (peer, slot);
+    auto sb = g->ctx->createUnboundBuffer ((void *)mine, n);
+    sb->send (peer, slot);
+    int rank = -1;
+    if (!rb->waitRecv (g->timeout) || !sb->waitSend (&rank, g->timeout))
+        throw std::runtime_error ("aborted");
+}
+
+// The shared-memory link to peer, or nullptr (gloo carries its messages).
+// The first call for a peer sets the link up with it: each side creates
+// the ring it receives into, the two swap their hellos and then whether
+// each could map the other's ring; only when both could is the link used
+// (DT_PP_TRANSPORT=gloo: never; =shm: always, or an error).  Both sides
+// reach it at their first point-to-point operation with each other.
+struct shm_link *shm_for (gloo_comm *g, int peer)
+{
+    auto it = g->shm_tried.find (peer);
+    if (it != g->shm_tried.end ()) {
+        auto l = g->shm.find (peer);
+        return l == g->shm.end () ? nullptr : l->second;
+    }
+    g->shm_tried[peer] = true;
+    const char *tr = getenv ("DT_PP_TRANSPORT");
+    dt_error_t e = {};
+    struct shm_hello mine = {}, theirs = {};
+    struct shm_link *l = tr && !strcmp (tr, "gloo") ? nullptr : shm_link_create (&e);
+    if (l)
+        shm_link_hello (l, &mine);
+    swap_bytes (g, peer, shm_slot, &mine, &theirs, sizeof (mine));
+    uint8_t ok = l && mine.magic && shm_link_attach (l, &theirs, &e) == 0, peer_ok = 0;
+    swap_bytes (g, peer, shm_slot + 1, &ok, &peer_ok, 1);
+    if (!ok || !peer_ok) {
+        shm_link_destroy (l);
+        if (tr && !strcmp (tr, "shm")) // required: say why there is none
+            throw std::runtime_error (
+              std::string ("DT_PP_TRANSPORT=shm: no shared-memory link: ") +
+              (!ok ? e.text : "the peer could not map this rank's ring"));
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> sl (g->shm_lock);
+    g->shm[peer] = l;
+    return l;
+}
 
 int g_send (dt_comm_t *c, const void *buf, size_t bytes, int peer, uint64_t slot,
             dt_error_t *err)
 {
     gloo_comm *g = (gloo_comm *)c;
     try {
+        check_aborted (g);
+        struct shm_link *l = shm_for (g, peer);
+        dt_error_t e;
+        if (l && bytes <= shm_link_max (l) &&
+            shm_link_send (l, buf, bytes, slot, (long)g->timeout.count (), &e) < 0)
+            throw std::runtime_error (e.text);
+        if (l && bytes <= shm_link_max (l))
+            return 0;
         check_aborted (g);
         auto ub = g->ctx->createUnboundBuffer ((void *)buf, bytes);
         ub->send (peer, p2p_slot_base + slot);
@@ -461,6 +540,9 @@ int g_post_recv (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
     gloo_comm *g = (gloo_comm *)c;
     try {
         check_aborted (g);
+        struct shm_link *l = shm_for (g, peer);
+        if (l && bytes <= shm_link_max (l))
+            return 0; // the bytes wait in the ring until recv copies them
         auto ub = g->ctx->createUnboundBuffer (buf, bytes);
         ub->recv (peer, p2p_slot_base + slot);
         g->posted[std::make_pair (peer, slot)] = std::move (ub);
@@ -479,6 +561,13 @@ int g_recv (dt_comm_t *c, void *buf, size_t bytes, int peer, uint64_t slot,
     gloo_comm *g = (gloo_comm *)c;
     try {
         check_aborted (g);
+        struct shm_link *l = shm_for (g, peer);
+        dt_error_t e;
+        if (l && bytes <= shm_link_max (l) &&
+            shm_link_recv (l, buf, bytes, slot, (long)g->timeout.count (), &e) < 0)
+            throw std::runtime_error (e.text);
+        if (l && bytes <= shm_link_max (l))
+            return 0;
         std::unique_ptr<gloo::transport::UnboundBuffer> ub;
         auto it = g->posted.find (std::make_pair (peer, slot));
         if (it != g->posted.end ()) {

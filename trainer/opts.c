@@ -671,6 +671,13 @@ static int opts_finish (struct train_opts *o, int ckev_set, int job_set, int int
         return -1;
     if (opts_check (o, mlp_only, tfm_only, err) < 0)
         return -1;
+    /* The pipeline's transport between stages on one node (comm_gloo.cc
+     * reads it at the first send or receive): checked here, at start. */
+    static const char *const transports[] = { "shm", "gloo", NULL };
+    const char *pt = getenv ("DT_PP_TRANSPORT");
+    int tw;
+    if (pt && *pt && parse_word ("DT_PP_TRANSPORT", pt, transports, &tw, err) < 0)
+        return -1;
     struct layout ly;
     return layout_init (&ly, o, o->world, o->rank, err);
 }

@@ -12,10 +12,16 @@
  * backward pass (blocking, within the collective timeout: a dead or hung
  * neighbour is an error naming its rank, never a hang); it posts its sends without
  * waiting (gloo queues a send until the peer posts the receive, so two
- * neighbours may send to each other at once) and waits for them all at
- * the end of the step.  Sets are reused only after the neighbour has
+ * neighbours may send to each other at once; between stages on one node
+ * a send is a copy into a shared-memory ring, comm_shm.c) and waits for
+ * them all at the end of the step.  Sets are reused only after the neighbour has
  * received from them (the schedule's dependencies order it).
- * Micro-batch j's activations travel in slot 2j, its gradients in 2j + 1. */
+ * Micro-batch j's activations travel in slot 2j, its gradients in 2j + 1.
+ *
+ * DT_PP_TRACE=PREFIX records, per step, when each pass, send and receive
+ * began and ended (monotonic ns and the thread's CPU time) into
+ * PREFIX.RANK at the end of the run (bench/pp_trace.py replays the
+ * schedule from it and says where the bubble's time went). */
 #include "config.h"
 
 #include <inttypes.h>
@@ -25,9 +31,62 @@
 #include <time.h>
 
 #include "common/dtime.h"
+#include "common/log.h"
 #include "trainer/pipeline.h"
 #include "trainer/train_int.h"
 #include "trainer/transformer.h"
+
+/* The trace (DT_PP_TRACE): a fixed buffer filled without locks from the
+ * training thread; what does not fit is dropped. */
+enum trace_ev {
+    TR_STEP = 1,   /* j: the step; TR_STEP + 1 at its end */
+    TR_SEND = 10,  /* j: the slot; TR_SEND + 1 when dt_comm_send returned */
+    TR_RECV = 12,  /* j: the slot; TR_RECV + 1 when the bytes are in */
+    TR_POST = 14,  /* j: the slot of a receive posted ahead */
+    TR_FWD = 20,   /* j: the micro-batch; TR_FWD + 1 at the pass's end */
+    TR_BWD = 30,   /* likewise for the backward pass */
+    TR_FLUSH = 40, /* waiting for the step's sends; TR_FLUSH + 1 at the end */
+};
+struct trace_rec {
+    int64_t ns;
+    double cpu_s;
+    int ev, j;
+};
+static struct trace_rec *trace_buf;
+static int trace_n, trace_cap = -1;
+
+static double thread_cpu_s (void);
+
+static void trace (int ev, int64_t j)
+{
+    if (trace_cap < 0) { /* first use: on when DT_PP_TRACE is set */
+        trace_cap = 0;
+        if (getenv ("DT_PP_TRACE") && (trace_buf = calloc (1 << 20, sizeof (*trace_buf))))
+            trace_cap = 1 << 20;
+    }
+    if (trace_n < trace_cap)
+        trace_buf[trace_n++] =
+          (struct trace_rec){ dt_mono_ns (), thread_cpu_s (), ev, (int)j };
+}
+
+void pipe_trace_write (struct trainer *t)
+{
+    const char *pre = getenv ("DT_PP_TRACE");
+    char path[4096];
+    FILE *f;
+    if (!trace_buf || !pre)
+        return;
+    snprintf (path, sizeof (path), "%s.%d", pre, t->rank);
+    if (!(f = fopen (path, "w"))) {
+        dt_log_errno (LOG_WARNING, "DT_PP_TRACE: %s", path);
+        return;
+    }
+    for (int i = 0; i < trace_n; i++)
+        fprintf (f, "%" PRId64 " %.9f %d %d\n", trace_buf[i].ns, trace_buf[i].cpu_s,
+                 trace_buf[i].ev, trace_buf[i].j);
+    if (fclose (f) != 0)
+        dt_log_errno (LOG_WARNING, "DT_PP_TRACE: %s", path);
+}
 
 /* The rank of the pp group member idx (for errors). */
 static int world_rank (struct trainer *t, int idx)
@@ -41,10 +100,12 @@ static int xfer (struct trainer *t, int send, float *buf, size_t n, int peer,
                  uint64_t slot, const char *what, dt_error_t *err)
 {
     dt_error_t e;
+    trace (send ? TR_SEND : TR_RECV, (int64_t)slot);
     int64_t t0 = dt_mono_ns ();
     int rc = send ? dt_comm_send (t->pp_comm, buf, n * 4, peer, slot, &e)
                   : dt_comm_recv (t->pp_comm, buf, n * 4, peer, slot, &e);
     t->pp_s += (dt_mono_ns () - t0) / 1e9;
+    trace ((send ? TR_SEND : TR_RECV) + 1, (int64_t)slot);
     if (rc < 0)
         return errprintf (err, "pipeline %s %s stage %d (rank %d): %s", what,
                           send ? "to" : "from", peer, world_rank (t, peer), e.text);
@@ -100,12 +161,14 @@ static int fwd (struct trainer *t, int64_t a, int64_t b, int j, float scale, int
                               2 * (uint64_t)j, "activations", err) < 0)
         return -1;
     double w, c;
+    trace (TR_FWD, j);
     pass_begin (&w, &c);
     if (tfm_stage_forward (m, set, cnt, t->ctx_host, t->tgt_host, scale, &ls) < 0)
         return errprintf (err, "%s", t->k->last_error);
     if (t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
     pass_end (t, w, c);
+    trace (TR_FWD + 1, j);
     if (!m->pp_last && xfer (t, 1, tfm_stage_buf (m, set, TFM_STAGE_OUT), n, p + 1,
                              2 * (uint64_t)j, "activations", err) < 0)
         return -1;
@@ -132,6 +195,7 @@ static int post (struct trainer *t, int64_t a, int64_t b, int j, int grad,
     int cnt = (int)(b - i < t->mb ? b - i : t->mb), peer = t->ly.ppr + (grad ? 1 : -1);
     size_t n = (size_t)cnt * t->o.context * t->o.width;
     float *buf = tfm_stage_buf (m, j % m->ntf, grad ? TFM_STAGE_GIN : TFM_STAGE_IN);
+    trace (TR_POST, 2 * (int64_t)j + grad);
     if (dt_comm_post_recv (t->pp_comm, buf, n * 4, peer, 2 * (uint64_t)j + grad, &e) < 0)
         return errprintf (err, "pipeline %s from stage %d (rank %d): %s",
                           grad ? "gradients" : "activations", peer, world_rank (t, peer),
@@ -158,10 +222,12 @@ static int bwd (struct trainer *t, int64_t a, int64_t b, int j, dt_error_t *err)
     if (t->ov.on && i + t->mb >= b)
         train_overlap_arm (t);
     double w, c;
+    trace (TR_BWD, j);
     pass_begin (&w, &c);
     if (tfm_stage_backward (m, set) < 0 || t->k->sync () < 0)
         return errprintf (err, "%s", t->k->last_error);
     pass_end (t, w, c);
+    trace (TR_BWD + 1, j);
     if (!m->pp_first &&
         xfer (t, 1, dres, n, p - 1, 2 * (uint64_t)j + 1, "gradients", err) < 0)
         return -1;
@@ -171,9 +237,11 @@ static int bwd (struct trainer *t, int64_t a, int64_t b, int j, dt_error_t *err)
 static int finish (struct trainer *t, dt_error_t *err)
 {
     dt_error_t e;
+    trace (TR_FLUSH, 0);
     int64_t t0 = dt_mono_ns ();
     int rc = dt_comm_flush (t->pp_comm, &e);
     t->pp_s += (dt_mono_ns () - t0) / 1e9;
+    trace (TR_FLUSH + 1, 0);
     if (rc < 0)
         return errprintf (err, "pipeline: %s", e.text);
     return 0;
@@ -198,6 +266,7 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
     int rc = -1;
 
     *loss_sum = 0;
+    trace (TR_STEP, t->step);
     for (int j = 0; j < t->model.ntf; j++)
         if (post (t, a, b, j, 0, err) < 0)
             goto out;
@@ -215,6 +284,7 @@ int pipe_step (struct trainer *t, int64_t a, int64_t b, float scale, double *los
             goto out;
     rc = finish (t, err);
 out:
+    trace (TR_STEP + 1, t->step);
     t->pp_phase_s += (dt_mono_ns () - t0) / 1e9;
     return rc;
 }

@@ -26,4 +26,9 @@ int pipe_eval (struct trainer *t, int64_t a, int64_t b, int64_t nval, double *lo
  * (allocated).  0 or -1 with err. */
 int pipe_stage_costs (struct trainer *t, dt_error_t *err);
 
+/* With DT_PP_TRACE=PREFIX in the environment: writes this rank's trace of
+ * the passes, sends and receives of every step to PREFIX.RANK (lines "ns
+ * cpu_s event index", see pipeline.c); a failure is logged, not fatal. */
+void pipe_trace_write (struct trainer *t);
+
 #endif

@@ -750,6 +750,8 @@ int trainer_run (struct trainer *t)
     double wall = (dt_mono_ns () - t0) / 1e9;
     if (train_dp_minima (t, &err) < 0 || pipe_stage_costs (t, &err) < 0)
         return comm_fail (t, &err), train_comm_lost (t);
+    if (t->ly.pp > 1)
+        pipe_trace_write (t);
 
     /* Finish the last write and commit it (one more control exchange). */
     ckpt_wait (t->writer);

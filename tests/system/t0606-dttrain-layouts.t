@@ -9,7 +9,9 @@
 # ones; a pipeline neighbour's death or hang is an error naming it; a checkpoint
 # written in one layout loads bit for bit in another (params_crc32c, the
 # one-rank layout's, unchanged), and a run resumed in another layout ends
-# where the 1-rank run does (1e-5).
+# where the 1-rank run does (1e-5).  A traced pipeline (DT_PP_TRACE)
+# replays to its schedule's bubble; its stages' messages in shared memory
+# and over gloo give the same bits (DT_PP_TRANSPORT).
 . "$(dirname "$0")/dttrain-lib.sh"
 data=$(corpus)
 shape="--model transformer --context 16 --width 32 --heads 4 --layers 2"
@@ -30,6 +32,9 @@ refused "tp with the MLP" "need --model transformer" 2 --model mlp --tp 2
 refused "tp x pp above the world" "WORLD_SIZE=2 is not a multiple of --tp 2 x --pp 2" 2 $shape --tp 2 --pp 2
 DT_TP=x WORLD_SIZE=2 RANK=0 "$DTTRAIN" --data "$data" $shape 2>"$TMP/err"; rc=$?
 check "DT_TP=x: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q \"DT_TP: 'x'\" $TMP/err"
+DT_PP_TRANSPORT=tcp WORLD_SIZE=2 RANK=0 "$DTTRAIN" --data "$data" $shape --pp 2 2>"$TMP/err"; rc=$?
+check "DT_PP_TRANSPORT=tcp: exit 2 naming it" \
+    sh -c "test $rc -eq 2 && grep -q \"DT_PP_TRANSPORT: 'tcp'\" $TMP/err"
 
 # --- consistency with the 1-rank run after 50 steps ----------------------------------
 # (with checkpoints at 20, 40, 50 for the tests across layouts below)
@@ -43,9 +48,23 @@ run 4 dp2tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-dp2tp2" --dump-params "$
 check "dp2 x tp2: exit 0" test $? -eq 0
 run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --overlap --dump-params "$TMP/z2tp2"
 check "dp2 x tp2 zero1, all-gather overlapped with the forward pass: exit 0" test $? -eq 0
-# pipelines: 4 micro-batches per replica and step
-run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
-check "pp2: exit 0" test $? -eq 0
+# pipelines: 4 micro-batches per replica and step (8 in pp2); pp2 traced,
+# its stages' messages in shared memory (required: an error otherwise),
+# and again over gloo's TCP pair
+DT_PP_TRANSPORT=shm DT_PP_TRACE=$TMP/trace run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 \
+    --dump-params "$TMP/pp2"
+check "pp2 (shared memory): exit 0" test $? -eq 0
+DT_PP_TRANSPORT=gloo run 2 pp2g $args --steps 50 --pp 2 --micro-batch 4
+check "pp2 (gloo): exit 0" test $? -eq 0
+check "pp2: shared memory and gloo give bit-identical params_crc32c" \
+    test "$(summary pp2 params_crc32c)" = "$(summary pp2g params_crc32c)"
+# The trace replayed with equal stages and free transfers gives 1F1B's
+# bubble (P-1)/(M+P-1) = 1/9 for M = 8: every step's passes, sends and
+# receives are in both files, in an order the schedule's dependencies allow.
+check "pp2's trace (DT_PP_TRACE) replays all 50 steps to the schedule's bubble" \
+    $PY -c "import json, subprocess, sys
+d = json.loads(subprocess.check_output(['$PY', '$TOP_SRCDIR/bench/pp_trace.py', '$TMP/trace']))
+sys.exit(0 if d['steps'] == 50 and abs(d['bubble_equal'] - 1 / 9) < 1e-9 else 1)"
 run 4 tp2pp2 $args $ck --tp 2 --pp 2 --micro-batch 4 --checkpoint-dir "$TMP/ck-tp2pp2" \
     --dump-params "$TMP/tp2pp2"
 check "tp2 x pp2: exit 0" test $? -eq 0
