@@ -2,7 +2,7 @@
 # t0606-dttrain-layouts: tensor- and pipeline-parallel layouts (--tp, --pp)
 # of the transformer.  Invalid layouts are refused naming what does not
 # fit; the comm thread's overlapped gradient reduction is bit-identical to
-# the reduction after the backward pass; after 50 steps tp2, tp4, pp2,
+# the reduction after the backward pass; after 30 steps tp2, tp4, pp2,
 # tp2 x pp2, dp2 x tp2 (dp and zero1) and
 # dp2 x tp2 x pp2 (8 ranks) each match the 1-rank run within 1e-5; runs
 # crashed and resumed in the same layout are bit-identical to uninterrupted
@@ -31,25 +31,25 @@ refused "tp x pp above the world" "WORLD_SIZE=2 is not a multiple of --tp 2 x --
 DT_TP=x WORLD_SIZE=2 RANK=0 "$DTTRAIN" --data "$data" $shape 2>"$TMP/err"; rc=$?
 check "DT_TP=x: exit 2 naming it" sh -c "test $rc -eq 2 && grep -q \"DT_TP: 'x'\" $TMP/err"
 
-# --- consistency with the 1-rank run after 50 steps ----------------------------------
-# (with checkpoints at 20, 40, 50 for the tests across layouts below)
-ck="--steps 50 --checkpoint-every 20"
+# --- consistency with the 1-rank run after 30 steps ----------------------------------
+# (with checkpoints at 10, 20, 30 for the tests across layouts below)
+ck="--steps 30 --checkpoint-every 10"
 run 1 one $args $ck --checkpoint-dir "$TMP/ck-one" --dump-params "$TMP/one"
 check "1 rank: exit 0" test $? -eq 0
 run 2 tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-tp2" --dump-params "$TMP/tp2"
 check "tp2: exit 0" test $? -eq 0
-run 4 tp4 $args --steps 50 --tp 4 --dump-params "$TMP/tp4"; check "tp4: exit 0" test $? -eq 0
+run 4 tp4 $args --steps 30 --tp 4 --dump-params "$TMP/tp4"; check "tp4: exit 0" test $? -eq 0
 run 4 dp2tp2 $args $ck --tp 2 --checkpoint-dir "$TMP/ck-dp2tp2" --dump-params "$TMP/dp2tp2"
 check "dp2 x tp2: exit 0" test $? -eq 0
-run 4 z2tp2 $args --steps 50 --tp 2 --parallel zero1 --overlap --dump-params "$TMP/z2tp2"
+run 4 z2tp2 $args --steps 30 --tp 2 --parallel zero1 --overlap --dump-params "$TMP/z2tp2"
 check "dp2 x tp2 zero1, all-gather overlapped with the forward pass: exit 0" test $? -eq 0
 # pipelines: 4 micro-batches per replica and step
-run 2 pp2 $args --steps 50 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
+run 2 pp2 $args --steps 30 --pp 2 --micro-batch 4 --dump-params "$TMP/pp2"
 check "pp2: exit 0" test $? -eq 0
 run 4 tp2pp2 $args $ck --tp 2 --pp 2 --micro-batch 4 --checkpoint-dir "$TMP/ck-tp2pp2" \
     --dump-params "$TMP/tp2pp2"
 check "tp2 x pp2: exit 0" test $? -eq 0
-run 8 dp2tp2pp2 $args --steps 50 --tp 2 --pp 2 --micro-batch 2 --parallel zero1 \
+run 8 dp2tp2pp2 $args --steps 30 --tp 2 --pp 2 --micro-batch 2 --parallel zero1 \
     --dump-params "$TMP/dp2tp2pp2"
 check "dp2 x tp2 x pp2 zero1 (8 ranks): exit 0" test $? -eq 0
 check "dp2 x tp2 x pp2 says its layout" \
@@ -58,7 +58,7 @@ check "the stages' sends are counted" $PY -c "import sys; sys.exit(0 if $(summar
 check "tp2 says its layout" test "$(summary tp2 tp) $(summary tp2 dp)" = "2 1"
 check "dp2 x tp2 says its layout" test "$(summary dp2tp2 tp) $(summary dp2tp2 dp)" = "2 2"
 for l in tp2 tp4 dp2tp2 z2tp2 pp2 tp2pp2 dp2tp2pp2; do
-    check "$l vs 1 rank: params within 1e-5 after 50 steps" params_close "$TMP/one" "$TMP/$l" 1e-5
+    check "$l vs 1 rank: params within 1e-5 after 30 steps" params_close "$TMP/one" "$TMP/$l" 1e-5
 done
 check "dp2 x tp2: dp and zero1 params_crc32c equal" \
     test "$(summary dp2tp2 params_crc32c)" = "$(summary z2tp2 params_crc32c)"
@@ -78,23 +78,23 @@ check "... the same bytes along dp, tp and pp" \
          "$(summary noov dp_bytes) $(summary noov tp_bytes) $(summary noov pp_bytes)"
 
 # --- same layout: crash + resume, bit for bit -------------------------------------------
-# Crashed at step 25 with the options of the 50-step runs above (which are
-# the uninterrupted references), resumed from step 20 and run on to 50.
+# Crashed at step 15 with the options of the 30-step runs above (which are
+# the uninterrupted references), resumed from step 10 and run on to 30.
 check "the manifest records the layout" \
-    grep -q '"layout": {"tp": 2, "pp": 1, "dp": 2}' "$TMP/ck-dp2tp2/step-50/manifest.json"
-run 4 crash $args $ck --tp 2 --checkpoint-dir "$TMP/ck-cr" --inject-crash 1:25
+    grep -q '"layout": {"tp": 2, "pp": 1, "dp": 2}' "$TMP/ck-dp2tp2/step-30/manifest.json"
+run 4 crash $args $ck --tp 2 --checkpoint-dir "$TMP/ck-cr" --inject-crash 1:15
 check "rank 1 exits 17 at the injected crash" test "$(cat $TMP/crash.1.rc)" = 17
 check "its tp peer names it" grep -q "peer rank 1 lost or hung" "$TMP/crash.0.err"
 run 4 resume $args $ck --tp 2 --checkpoint-dir "$TMP/ck-cr" --resume "$TMP/ck-cr"
 check "resumed run exits 0" test $? -eq 0
-check "resumed from step 20" grep -q "resumed from .*step-20" "$TMP/resume.0.err"
+check "resumed from step 10" grep -q "resumed from .*step-10" "$TMP/resume.0.err"
 ref=$(summary dp2tp2 params_crc32c); got=$(summary resume params_crc32c)
 echo "# tp2 x dp2: uninterrupted $ref, crashed+resumed $got"
 check "params_crc32c bit-identical to the uninterrupted run" test -n "$ref" -a "$got" = "$ref"
 
 # pipeline: a stage crashes; its neighbour names it; resumed, bit for bit
 pargs="$args $ck --tp 2 --pp 2 --micro-batch 4"
-run 4 pcrash $pargs --checkpoint-dir "$TMP/ck-pcr" --inject-crash 3:25
+run 4 pcrash $pargs --checkpoint-dir "$TMP/ck-pcr" --inject-crash 3:15
 check "rank 3 (last stage) exits 17 at the injected crash" test "$(cat $TMP/pcrash.3.rc)" = 17
 check "its pipeline neighbour names it" grep -q "stage 1 (rank 3).*\|peer rank 3 lost" "$TMP/pcrash.1.err"
 run 4 presume $pargs --checkpoint-dir "$TMP/ck-pcr" --resume "$TMP/ck-pcr"
@@ -105,7 +105,7 @@ check "tp2 x pp2: params_crc32c bit-identical to the uninterrupted run" test -n 
 
 # pipeline: a stage hangs; its neighbour gives up within --comm-timeout,
 # naming it (never a hang)
-launch 2 phang $args --steps 50 --pp 2 --inject-hang 1:5 --comm-timeout 3
+launch 2 phang $args --steps 30 --pp 2 --inject-hang 1:5 --comm-timeout 3
 set -- $LAUNCHED
 p0=$1 p1=$2
 deadline=$((SECONDS + 60))    # generous: 3 s timeout on a shared 2-core box
@@ -122,36 +122,36 @@ fi
 kill -9 "$p1" 2>/dev/null; wait "$p1" 2>/dev/null
 
 # --- across layouts ---------------------------------------------------------------------
-# The last checkpoint (step 50) of one layout, loaded in another with
+# The last checkpoint (step 30) of one layout, loaded in another with
 # nothing left to run: the parameters are exactly those saved.
-run 1 l-one $args --steps 50 --resume "$TMP/ck-tp2/step-50"
+run 1 l-one $args --steps 30 --resume "$TMP/ck-tp2/step-30"
 check "tp2 -> 1 rank: loads" grep -q "saved by 2 ranks (dp, tp 2, pp 1), now 1 (dp)" "$TMP/l-one.0.err"
 check "tp2 -> 1 rank: params bit-identical" \
     test "$(summary l-one params_crc32c)" = "$(summary tp2 params_crc32c)"
-run 4 l-tp2 $args --steps 50 --tp 2 --parallel zero1 --resume "$TMP/ck-one/step-50"
+run 4 l-tp2 $args --steps 30 --tp 2 --parallel zero1 --resume "$TMP/ck-one/step-30"
 check "1 rank -> dp2 x tp2 zero1: loads" grep -q "saved by 1 rank (dp), now 4 (zero1, tp 2, pp 1)" "$TMP/l-tp2.0.err"
 check "1 rank -> dp2 x tp2 zero1: params bit-identical" \
     test "$(summary l-tp2 params_crc32c)" = "$(summary one params_crc32c)"
-run 4 l-tp4 $args --steps 50 --tp 4 --resume "$TMP/ck-dp2tp2/step-50"
+run 4 l-tp4 $args --steps 30 --tp 4 --resume "$TMP/ck-dp2tp2/step-30"
 check "dp2 x tp2 -> tp4: params bit-identical" \
     test "$(summary l-tp4 params_crc32c)" = "$(summary dp2tp2 params_crc32c)"
-run 2 l-pp2 $args --steps 50 --resume "$TMP/ck-tp2pp2/step-50"
+run 2 l-pp2 $args --steps 30 --resume "$TMP/ck-tp2pp2/step-30"
 check "tp2 x pp2 -> dp2: params bit-identical" \
     test "$(summary l-pp2 params_crc32c)" = "$(summary tp2pp2 params_crc32c)"
-run 4 l-dp2pp2 $args --steps 50 --pp 2 --resume "$TMP/ck-one/step-50"
+run 4 l-dp2pp2 $args --steps 30 --pp 2 --resume "$TMP/ck-one/step-30"
 check "1 rank -> dp2 x pp2: params bit-identical" \
     test "$(summary l-dp2pp2 params_crc32c)" = "$(summary one params_crc32c)"
-# Resumed at step 20 in another layout and run on to step 50: where the
+# Resumed at step 10 in another layout and run on to step 30: where the
 # 1-rank run ends (so the optimizer state came across too).
-run 2 c-tp2 $args --steps 50 --tp 2 --resume "$TMP/ck-one/step-20" --dump-params "$TMP/c-tp2"
-check "1 rank at 20 -> tp2 to 50: exit 0" test $? -eq 0
+run 2 c-tp2 $args --steps 30 --tp 2 --resume "$TMP/ck-one/step-10" --dump-params "$TMP/c-tp2"
+check "1 rank at 10 -> tp2 to 30: exit 0" test $? -eq 0
 check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-tp2" 1e-5
-run 1 c-one $args --steps 50 --resume "$TMP/ck-tp2/step-20" --dump-params "$TMP/c-one"
-check "tp2 at 20 -> 1 rank to 50: exit 0" test $? -eq 0
+run 1 c-one $args --steps 30 --resume "$TMP/ck-tp2/step-10" --dump-params "$TMP/c-one"
+check "tp2 at 10 -> 1 rank to 30: exit 0" test $? -eq 0
 check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-one" 1e-5
-run 4 c-pp $args --steps 50 --pp 2 --micro-batch 4 --resume "$TMP/ck-tp2pp2/step-20" \
+run 4 c-pp $args --steps 30 --pp 2 --micro-batch 4 --resume "$TMP/ck-tp2pp2/step-10" \
     --dump-params "$TMP/c-pp"
-check "tp2 x pp2 at 20 -> dp2 x pp2 to 50: exit 0" test $? -eq 0
+check "tp2 x pp2 at 10 -> dp2 x pp2 to 30: exit 0" test $? -eq 0
 check "... params within 1e-5 of the 1-rank run" params_close "$TMP/one" "$TMP/c-pp" 1e-5
 # A version 2 checkpoint (the format before layouts: 2 shards of a 2-rank
 # dp run, written by the previous dttrain) resumes in a tensor-parallel
