@@ -166,8 +166,8 @@ static bool answer_complete (const char *buf, size_t got)
 {
     const char *end = strstr (buf, "\r\n\r\n");
     const char *cl = strcasestr (buf, "Content-Length:");
-    return end && cl && cl < end
-           && got >= (size_t)(end + 4 - buf) + strtoul (cl + 15, NULL, 10);
+    return end && cl && cl < end &&
+           got >= (size_t)(end + 4 - buf) + strtoul (cl + 15, NULL, 10);
 }
 
 /* Send a request on fd and serve until its whole answer came (up to 5 s);
