@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -159,7 +160,18 @@ static int client (int port)
     return fd;
 }
 
-/* Send a request on fd and serve until its answer came; the answer. */
+/* Whether buf (got bytes) holds a whole answer: the headers and
+ * Content-Length bytes of body after them. */
+static bool answer_complete (const char *buf, size_t got)
+{
+    const char *end = strstr (buf, "\r\n\r\n");
+    const char *cl = strcasestr (buf, "Content-Length:");
+    return end && cl && cl < end &&
+           got >= (size_t)(end + 4 - buf) + strtoul (cl + 15, NULL, 10);
+}
+
+/* Send a request on fd and serve until its whole answer came (up to 5 s);
+ * the answer. */
 static void request (dt_httpd_t *h, int fd, const char *path, char *buf, size_t len)
 {
     char req[256];
@@ -168,7 +180,7 @@ static void request (dt_httpd_t *h, int fd, const char *path, char *buf, size_t 
     CU_ASSERT_FATAL (send (fd, req, strlen (req), MSG_NOSIGNAL) == (ssize_t)strlen (req));
     buf[0] = '\0';
     for (int64_t end = dt_mono_ms () + 5000;
-         dt_mono_ms () < end && !strstr (buf, "}}");) {
+         dt_mono_ms () < end && !answer_complete (buf, got);) {
         serve (h, 10, 1000);
         ssize_t n = recv (fd, buf + got, len - 1 - got, MSG_DONTWAIT);
         if (n > 0)
