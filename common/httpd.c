@@ -967,6 +967,18 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
     return best > INT_MAX ? INT_MAX : (int)best;
 }
 
+/* A listener has work MHD can do at once: a connection with data read or
+ * readable (MHD's ready list) or one resumed. */
+static bool httpd_more_ready (const dt_httpd_t *h)
+{
+    for (int i = 0; i < h->nls; i++) {
+        MHD_UNSIGNED_LONG_LONG t;
+        if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && t == 0)
+            return true;
+    }
+    return false;
+}
+
 int dt_httpd_run (dt_httpd_t *h)
 {
     int rc = 0;
@@ -976,13 +988,17 @@ int dt_httpd_run (dt_httpd_t *h)
     h->dispatched = 0;
     h->running = true;
     h->run_start_ns = dt_mono_ns ();
-    /* MHD accepts 10 connections a run: again while it accepts, in budget. */
+    /* MHD accepts 10 connections a run, and reads a connection once a run
+     * (at most its buffer, a few KiB of 16): again while it accepts or has
+     * data read and not yet handled, in budget.  A relay's request of
+     * 40 KiB had taken five runs, so five passes of the owner's loop, each
+     * with its ticks, before its answer. */
     for (int k = 0; k < httpd_runs_max; k++) {
         size_t before = h->accepted;
         for (int i = 0; i < h->nls; i++)
             if (MHD_run (h->ls[i].d) != MHD_YES || httpd_urgent_turn (h, i) < 0)
                 rc = -1;
-        if (h->accepted == before ||
+        if ((h->accepted == before && !httpd_more_ready (h)) ||
             dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)
             break;
     }
