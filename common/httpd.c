@@ -967,18 +967,6 @@ int dt_httpd_timeout_ms (const dt_httpd_t *h)
     return best > INT_MAX ? INT_MAX : (int)best;
 }
 
-/* A listener has work MHD can do at once: a connection with data read or
- * readable (MHD's ready list) or one resumed. */
-static bool httpd_more_ready (const dt_httpd_t *h)
-{
-    for (int i = 0; i < h->nls; i++) {
-        MHD_UNSIGNED_LONG_LONG t;
-        if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && t == 0)
-            return true;
-    }
-    return false;
-}
-
 int dt_httpd_run (dt_httpd_t *h)
 {
     int rc = 0;
