@@ -115,7 +115,7 @@ part_ingest () {
             ( wait_for 130 test -e "$mark" && sched_ns "$CTLD_PID" > "$d/sched0.$rep" ) &
             local p3=$!
             "$LOADGEN" --port "$aport" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
-                --hz 1 --duration "$D" --warmup "$W" --register-timeout 60 --mark "$mark" \
+                --hz 1 --duration "$D" --warmup "$W" --register-timeout 120 --mark "$mark" \
                 --tree-width "$TW" > "$d/lg.$rep" 2> "$d/lg.$rep.err"
             touch "$mark"
             wait $p3
