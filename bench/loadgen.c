@@ -216,12 +216,12 @@ static void rank_tails (int64_t step)
     if (step == rank_tail_step)
         return;
     for (int k = 0; k < 3; k++)
-        rank_tail_len[k] = (size_t)snprintf (
-          rank_tail[k], sizeof (rank_tail[k]),
-          ",\"state\":\"running\",\"client\":true,\"step\":%" PRId64
-          ",\"loss\":%.4f,\"samples\":%" PRId64
-          ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
-          step, 3.0 - step * 1e-4, step * 64, 40.0 + k, 2.0);
+        rank_tail_len[k] =
+          (size_t)snprintf (rank_tail[k], sizeof (rank_tail[k]),
+                            ",\"state\":\"running\",\"client\":true,\"step\":%" PRId64
+                            ",\"loss\":%.4f,\"samples\":%" PRId64
+                            ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
+                            step, 3.0 - step * 1e-4, step * 64, 40.0 + k, 2.0);
     rank_tail_step = step;
 }
 
@@ -326,14 +326,13 @@ static void build_request (struct agent *a, int64_t step)
         hb_line (&body, &n, &cap, a->local, step);
     size_t rcap = n + 512 + strlen (a->token);
     a->req = malloc (rcap);
-    a->req_len = snprintf (a->req, rcap,
-                           "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
-                           "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
-                           "Content-Length: %zu\r\n\r\n",
-                           route, opt_host, a->token,
-                           opt_tree > 0 && a->registered ? "application/x-ndjson"
-                                                         : "application/json",
-                           n);
+    a->req_len = snprintf (
+      a->req, rcap,
+      "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
+      "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
+      "Content-Length: %zu\r\n\r\n",
+      route, opt_host, a->token,
+      opt_tree > 0 && a->registered ? "application/x-ndjson" : "application/json", n);
     memcpy (a->req + a->req_len, body, n);
     a->req_len += n;
     free (body);
@@ -459,7 +458,8 @@ int main (int argc, char **argv)
         setrlimit (RLIMIT_NOFILE, &rl);
     }
     if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        lg_fd_budget = (long)rl.rlim_cur - 64;    }
+        lg_fd_budget = (long)rl.rlim_cur - 64;
+    }
 
     /* A descriptor kept for the mark file: with 20,000 direct agents the
      * generator holds every other one, and the mark was not created (the
@@ -515,7 +515,8 @@ int main (int argc, char **argv)
             if (spare_fd >= 0)
                 close (spare_fd);
             spare_fd = -1;
-            int fd = opt_mark ? open (opt_mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+            int fd =
+              opt_mark ? open (opt_mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
             if (opt_mark && fd < 0)
                 fprintf (stderr, "loadgen: %s: %s\n", opt_mark, strerror (errno));
             if (fd >= 0)
