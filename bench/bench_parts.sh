@@ -32,6 +32,10 @@ pct () { sort -g "$1" | awk -v p="$2" '{v[NR]=$1} END {if (NR == 0) exit; i = in
 db_bytes () { du -cb "$1"/state/dtctld.db* 2>/dev/null | awk 'END {print $1}'; }
 db_pages () { sqlite3 "$1/state/dtctld.db" 'pragma page_count' 'pragma page_size' 2>/dev/null | awk 'NR == 1 {c = $1} NR == 2 {print c * $1}'; }
 
+# sched_ns PID: "CPU_NS WAIT_NS", the process's time on a CPU and its time
+# runnable but waiting for one, summed over its threads (schedstat).
+sched_ns () { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{c += $1; w += $2} END {printf "%.0f %.0f\n", c, w}'; }
+
 # Each size runs in each mode of BENCH_INGEST_TREE (default "0 256"): 0 is
 # direct connections (keys ingest.RATE.*), W > 0 the fan-in tree of width
 # W (keys ingesttree.RATE.*: the generator plays relays and leaves, the
@@ -42,6 +46,16 @@ part_ingest () {
     local trees=${BENCH_INGEST_TREE:-"0 256"} TW K
     local W=${BENCH_INGEST_WARMUP:-2} D=${BENCH_INGEST_SECONDS:-6} A d njobs per j id toks tok
     [ -x "$LOADGEN" ] || { note ingest "loadgen not built: part skipped"; return; }
+    # The descriptors the service unit gives the controller (LimitNOFILE=65536,
+    # config/dtctld.service): 40,000 agents registering at once need one
+    # each, at the controller and in the generator (a hard limit of 20,000
+    # left no attempt of 40,000 agents able to complete its rendezvous).
+    local nofile=65536
+    if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt $nofile ]; then
+        ulimit -Hn $nofile 2>/dev/null \
+            || note ingest "descriptor hard limit $(ulimit -Hn), not raised to $nofile here (no CAP_SYS_RESOURCE): the controller holds fewer connections than that, and direct agents beyond it are refused"
+    fi
+    ulimit -Sn "$(ulimit -Hn)"
     for A in $agents_list; do
     for TW in $trees; do
         local rate=$((A * 8)) rep
@@ -95,10 +109,17 @@ part_ingest () {
             local p1=$!
             ( wait_for 130 test -e "$mark" && poll_status "$URL/v1/jobs/1" "$D" 10 "$d/st-show.$rep" ) &
             local p2=$!
+            # The controller's CPU time and its time runnable but waiting for
+            # a core (schedstat, every thread) over the measurement: on a
+            # shared machine the second is what its latency is made of.
+            ( wait_for 130 test -e "$mark" && sched_ns "$CTLD_PID" > "$d/sched0.$rep" ) &
+            local p3=$!
             "$LOADGEN" --port "$aport" --token "$toks" --agents "$((per * njobs))" --ranks 8 \
-                --hz 1 --duration "$D" --warmup "$W" --register-timeout 60 --mark "$mark" \
+                --hz 1 --duration "$D" --warmup "$W" --register-timeout 120 --mark "$mark" \
                 --tree-width "$TW" > "$d/lg.$rep" 2> "$d/lg.$rep.err"
             touch "$mark"
+            wait $p3
+            sched_ns "$CTLD_PID" > "$d/sched1.$rep"
             wait $p1 $p2
             t_load=$((t_load + W + D))
             local f=$d/lg.$rep
@@ -107,6 +128,20 @@ part_ingest () {
             rec "$K.p99" "$(jget "$f" .lat_ms.p99)"
             rec "$K.p999" "$(jget "$f" .lat_ms.p999)"
             rec "$K.failed" "$(jget "$f" '.errors + .non2xx + .unanswered')"
+            # Where the latency came from: the generator's own lag (due to
+            # sent), the answer (sent to answered), the generator's CPU per
+            # offered rank-heartbeat, and the controller's CPU and run-queue
+            # wait per second of the measurement.
+            rec "$K.lag_p99" "$(jget "$f" .send_lag_ms.p99)"
+            rec "$K.answer_p50" "$(jget "$f" .answer_ms.p50)"
+            rec "$K.answer_p99" "$(jget "$f" .answer_ms.p99)"
+            rec "$K.lg_cpu_us" "$(calc "$(jget "$f" .cpu_s) * 1e6 / ($rate * $D)")"
+            if [ -s "$d/sched0.$rep" ] && [ -s "$d/sched1.$rep" ]; then
+                rec "$K.ctld_cpu_ms_s" "$(calc "($(cut -d' ' -f1 "$d/sched1.$rep") - $(cut -d' ' -f1 "$d/sched0.$rep")) / 1e6 / $D")"
+                rec "$K.ctld_wait_ms_s" "$(calc "($(cut -d' ' -f2 "$d/sched1.$rep") - $(cut -d' ' -f2 "$d/sched0.$rep")) / 1e6 / $D")"
+                rec "$K.ctld_cpu_us" "$(calc "($(cut -d' ' -f1 "$d/sched1.$rep") - $(cut -d' ' -f1 "$d/sched0.$rep")) / 1e3 / ($rate * $D)")"
+            fi
+            rec "$K.load1" "$(cut -d' ' -f1 /proc/loadavg)"
             rec "$K.registered" "$(jget "$f" .registered)"
             rec "$K.register_s" "$(jget "$f" .register_s)"
             rec "$K.list_p50" "$(pct "$d/st-list.$rep" 50)"
@@ -114,7 +149,7 @@ part_ingest () {
             rec "$K.show_p50" "$(pct "$d/st-show.$rep" 50)"
             rec "$K.show_p99" "$(pct "$d/st-show.$rep" 99)"
             rec "$K.show_bytes" "$(awk 'END {print $3 + 0}' "$d/st-show.$rep")"
-            printf '   rep %d: %s\n' "$rep" "$(jq -c '{achieved_rank_hb_per_s, registered, register_s, errors, non2xx, gone_410, unanswered, lat_ms}' "$f" 2>/dev/null || cat "$d/lg.$rep.err")" >&2
+            printf '   rep %d: %s\n' "$rep" "$(jq -c '{achieved_rank_hb_per_s, registered, register_s, errors, non2xx, gone_410, unanswered, lat_ms, send_lag_ms, answer_ms, cpu_s}' "$f" 2>/dev/null || cat "$d/lg.$rep.err")" >&2
             if [ "$(jget "$f" .gone_410)" -gt 0 ] 2>/dev/null; then
                 note "$K" "rep $rep: the controller ended the attempt(s) (410 to $(jget "$f" .gone_410) agents): $(sqlite3 "$d/state/dtctld.db" "select 'job ' || job_id || ' attempt ' || attempt || ': ' || state || ' ' || ifnull(cause, '') || ' ' || substr(ifnull(detail, ''), 1, 120) from attempts" | tr '\n' ';')"
                 break

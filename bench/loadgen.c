@@ -67,22 +67,75 @@ struct agent {
     int keep;          /* sends heartbeats itself (direct mode, or a top relay) */
     int64_t sent_ns;   /* when the request in flight was sent */
     int nlines;        /* heartbeats in the request in flight */
+    int close_after;   /* a registration sent without waiting: close after it */
 };
 
 static struct agent *all_agents;
 static int opt_tree = 0; /* --tree-width */
 
-/* The earliest next_ns of an idle agent, or earlier: the scan for due
- * sends runs only once it has come, so that 40,000 idle agents cost the
- * generator nothing between sends (a scan on every wake-up took most of
- * a core, which the controller under test needs). */
-static int64_t lg_earliest;
+/* The agents' due times, earliest first: a binary heap of (time, agent)
+ * with lazy deletion (an entry whose agent is busy, gone, or now due at
+ * another time is dropped when it comes up).  A linear scan of every
+ * agent whenever one was due cost 40,000 checks per send at 40,000 agents
+ * through a tree (1,280 relay sends a second): most of the generator's
+ * CPU, on cores it shares with the controller under test. */
+struct due {
+    int64_t t;
+    int idx;
+};
+static struct due *lg_heap;
+static size_t lg_nheap, lg_heapcap;
+
+static void heap_push (int64_t t, int idx)
+{
+    if (lg_nheap == lg_heapcap) {
+        lg_heapcap = lg_heapcap ? 2 * lg_heapcap : 1024;
+        lg_heap = realloc (lg_heap, lg_heapcap * sizeof (*lg_heap));
+        if (!lg_heap) {
+            perror ("loadgen");
+            exit (1);
+        }
+    }
+    size_t i = lg_nheap++;
+    while (i > 0 && lg_heap[(i - 1) / 2].t > t) {
+        lg_heap[i] = lg_heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    lg_heap[i] = (struct due){ t, idx };
+}
+
+static void heap_pop (void)
+{
+    struct due last = lg_heap[--lg_nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= lg_nheap)
+            break;
+        if (c + 1 < lg_nheap && lg_heap[c + 1].t < lg_heap[c].t)
+            c++;
+        if (lg_heap[c].t >= last.t)
+            break;
+        lg_heap[i] = lg_heap[c];
+        i = c;
+    }
+    if (lg_nheap > 0)
+        lg_heap[i] = last;
+}
 
 static void due_at (struct agent *a, int64_t t)
 {
     a->next_ns = t;
-    if (t < lg_earliest)
-        lg_earliest = t;
+    if (t != INT64_MAX)
+        heap_push (t, a->idx);
+}
+
+/* The generator's CPU time (s), all threads. */
+static double cpu_s (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static int64_t now_ns (void)
@@ -106,6 +159,16 @@ static char **tokens; /* opt_token split at commas */
 static int ntokens;
 static const char *opt_prefix = "lg";
 static int opt_register_wait = 10000; /* wait_ms of a registration, as dtagent's */
+
+/* Connections open, and how many this process may open.  Real agents each
+ * hold one connection on their own host; the generator holds them all in
+ * one process, under one descriptor limit (20,000 on the shared machine,
+ * where it cannot be raised).  Once half of them are open, a registration
+ * asks not to be held (wait_ms 0) and its connection is closed after the
+ * answer: registrations held 10 s each had taken every descriptor, and the
+ * last agents of 40,000 could not connect, so no attempt completed its
+ * rendezvous (a limit of the simulation, not of the controller). */
+static long lg_nopen, lg_fd_budget = 1L << 30;
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
@@ -139,25 +202,77 @@ static int connect_one (int idx)
     return fd;
 }
 
-/* One node's heartbeat body (no newline) at the end of *body. */
+/* The part of a rank's entry that is the same for every rank of a step
+ * (but for its compute time, one of three), formatted once a step: with
+ * snprintf of every field for every rank, the generator spent about a
+ * microsecond per rank-heartbeat, a fifth of a core at 160,000/s, on a
+ * machine whose cores the controller under test shares. */
+static char rank_tail[3][256];
+static size_t rank_tail_len[3];
+static int64_t rank_tail_step = -1;
+
+static void rank_tails (int64_t step)
+{
+    if (step == rank_tail_step)
+        return;
+    for (int k = 0; k < 3; k++)
+        rank_tail_len[k] =
+          (size_t)snprintf (rank_tail[k], sizeof (rank_tail[k]),
+                            ",\"state\":\"running\",\"client\":true,\"step\":%" PRId64
+                            ",\"loss\":%.4f,\"samples\":%" PRId64
+                            ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
+                            step, 3.0 - step * 1e-4, step * 64, 40.0 + k, 2.0);
+    rank_tail_step = step;
+}
+
+/* Decimal digits of v >= 0 at p; returns the end. */
+static char *put_uint (char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    while (n > 0)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_str (char *p, const char *s, size_t n)
+{
+    memcpy (p, s, n);
+    return p + n;
+}
+#define PUT_LIT(p, lit) put_str ((p), (lit), sizeof (lit) - 1)
+
+/* One node's heartbeat body (no newline) at the end of *body: the same
+ * text as before the tails were kept (rank, local rank, pid, then the
+ * step's tail). */
 static void hb_line (char **body, size_t *n, size_t *cap, int local, int64_t step)
 {
-    if (*cap - *n < 256 + (size_t)opt_ranks * 256) {
-        *cap = *cap * 2 + 256 + (size_t)opt_ranks * 256;
+    if (*cap - *n < 256 + (size_t)opt_ranks * 320) {
+        *cap = *cap * 2 + 256 + (size_t)opt_ranks * 320;
         *body = realloc (*body, *cap);
     }
-    char *b = *body;
-    *n +=
-      snprintf (b + *n, *cap - *n, "{\"node\":\"%s%d\",\"ranks\":[", opt_prefix, local);
-    for (int r = 0; r < opt_ranks; r++)
-        *n += snprintf (b + *n, *cap - *n,
-                        "%s{\"rank\":%d,\"local_rank\":%d,\"pid\":%d,\"state\":"
-                        "\"running\",\"client\":true,\"step\":%" PRId64
-                        ",\"loss\":%.4f,\"samples\":%" PRId64
-                        ",\"compute_ms\":%.2f,\"comm_ms\":%.2f,\"busy\":false}",
-                        r ? "," : "", local * opt_ranks + r, r, 1000 + r, step,
-                        3.0 - step * 1e-4, step * 64, 40.0 + (r % 3), 2.0);
-    *n += snprintf (b + *n, *cap - *n, "]}");
+    rank_tails (step);
+    char *p = *body + *n;
+    p = PUT_LIT (p, "{\"node\":\"");
+    p = put_str (p, opt_prefix, strlen (opt_prefix));
+    p = put_uint (p, (uint64_t)local);
+    p = PUT_LIT (p, "\",\"ranks\":[");
+    for (int r = 0; r < opt_ranks; r++) {
+        if (r)
+            *p++ = ',';
+        p = PUT_LIT (p, "{\"rank\":");
+        p = put_uint (p, (uint64_t)local * opt_ranks + r);
+        p = PUT_LIT (p, ",\"local_rank\":");
+        p = put_uint (p, (uint64_t)r);
+        p = PUT_LIT (p, ",\"pid\":");
+        p = put_uint (p, (uint64_t)(1000 + r));
+        p = put_str (p, rank_tail[r % 3], rank_tail_len[r % 3]);
+    }
+    p = PUT_LIT (p, "]}");
+    *n = (size_t)(p - *body);
 }
 
 /* The lines of node 'local' of attempt 'att' and of its subtree (width
@@ -187,13 +302,19 @@ static void build_request (struct agent *a, int64_t step)
 
     free (a->req);
     a->nlines = 1;
+    a->close_after = 0;
     if (!a->registered) {
+        int wait = opt_register_wait;
+        if (lg_nopen >= lg_fd_budget / 2) {
+            wait = 0;
+            a->close_after = 1;
+        }
         n = snprintf (body, cap,
                       "{\"node\":\"%s%d\",\"node_order\":%d,\"addr\":\"127.0.0.1\","
                       "\"port\":%d,\"pid\":%d,\"slurm_job_id\":0,\"slurm_step_id\":0,"
                       "\"hostinfo\":{},\"wait_ms\":%d}",
                       opt_prefix, a->local, a->local, 20000 + a->idx % 20000, getpid (),
-                      opt_register_wait);
+                      wait);
     }
     else if (opt_tree > 0) {
         int att = a->idx % ntokens;
@@ -203,16 +324,17 @@ static void build_request (struct agent *a, int64_t step)
     }
     else
         hb_line (&body, &n, &cap, a->local, step);
-    size_t rcap = n + 512;
+    size_t rcap = n + 512 + strlen (a->token);
     a->req = malloc (rcap);
-    a->req_len = snprintf (a->req, rcap,
-                           "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
-                           "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
-                           "Content-Length: %zu\r\n\r\n%s",
-                           route, opt_host, a->token,
-                           opt_tree > 0 && a->registered ? "application/x-ndjson"
-                                                         : "application/json",
-                           n, body);
+    a->req_len = snprintf (
+      a->req, rcap,
+      "POST /v1/agent/%s HTTP/1.1\r\nHost: %s\r\n"
+      "Authorization: Bearer %s\r\nContent-Type: %s\r\n"
+      "Content-Length: %zu\r\n\r\n",
+      route, opt_host, a->token,
+      opt_tree > 0 && a->registered ? "application/x-ndjson" : "application/json", n);
+    memcpy (a->req + a->req_len, body, n);
+    a->req_len += n;
     free (body);
     a->req_off = 0;
     a->resp_len = 0;
@@ -242,6 +364,16 @@ static void want_write (int ep, struct agent *a, int out)
     struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = a };
     epoll_ctl (ep, EPOLL_CTL_MOD, a->fd, &ev);
     a->want_out = out;
+}
+
+/* Close agent a's connection; it reconnects when its next request is due. */
+static void lg_close (int ep, struct agent *a)
+{
+    epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
+    close (a->fd);
+    a->fd = -1;
+    a->want_out = 0;
+    lg_nopen--;
 }
 
 static int cmp_i64 (const void *x, const void *y)
@@ -325,7 +457,14 @@ int main (int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit (RLIMIT_NOFILE, &rl);
     }
+    if (getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        lg_fd_budget = (long)rl.rlim_cur - 64;
+    }
 
+    /* A descriptor kept for the mark file: with 20,000 direct agents the
+     * generator holds every other one, and the mark was not created (the
+     * status pollers then measured after the load instead of during it). */
+    int spare_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
     int ep = epoll_create1 (EPOLL_CLOEXEC);
     struct agent *agents = calloc (opt_agents, sizeof (*agents));
     all_agents = agents;
@@ -333,6 +472,14 @@ int main (int argc, char **argv)
     int64_t t0 = now_ns ();
     size_t lat_cap = (size_t)(opt_agents * opt_hz * (opt_duration + 1)) + 16, nlat = 0;
     int64_t *lat = malloc (lat_cap * sizeof (*lat));
+    /* The same requests split: from the scheduled time to the send (the
+     * generator's own lag: it waited for a core, or for the answer to the
+     * request before) and from the send to the answer (the controller and
+     * the network), so a starved generator cannot pass for a slow
+     * controller. */
+    int64_t *lag = malloc (lat_cap * sizeof (*lag));
+    int64_t *svc = malloc (lat_cap * sizeof (*svc));
+    size_t nsvc = 0;
     long errors = 0, non2xx = 0, sent = 0, done_measured = 0, refused_503 = 0;
     long connect_fail = 0, lines_measured = 0, timeouts = 0;
 
@@ -346,8 +493,7 @@ int main (int argc, char **argv)
          * need not hold 40,000 descriptors at once. */
         a->fd = -1;
         /* Registration first, all at once (as a real allocation starts). */
-        a->next_ns = t0;
-        lg_earliest = t0;
+        due_at (a, t0);
         a->reg_delay = 100000000;
     }
     unsigned int seed = (unsigned int)getpid ();
@@ -355,6 +501,7 @@ int main (int argc, char **argv)
     /* Phase 1 (registration) ends when all are registered or at the
      * timeout; then phase 2 sets the real schedule. */
     int phase2 = 0, nreg = 0, ngone = 0, marked = 0;
+    double cpu_at_mark = -1; /* CPU time when the measurement began */
     double register_s = -1;
     int64_t t_measure = INT64_MAX;
     int64_t t_end = t0 + (int64_t)(opt_register_timeout * 1e9);
@@ -363,12 +510,19 @@ int main (int argc, char **argv)
 
     while (now_ns () < t_end) {
         int64_t now = now_ns (), next_due = t_end;
-        if (opt_mark && !marked && now >= t_measure) {
+        if (!marked && now >= t_measure) {
             /* Tell the caller (bench/run's status poller) the measurement began. */
-            int fd = open (opt_mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (spare_fd >= 0)
+                close (spare_fd);
+            spare_fd = -1;
+            int fd =
+              opt_mark ? open (opt_mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+            if (opt_mark && fd < 0)
+                fprintf (stderr, "loadgen: %s: %s\n", opt_mark, strerror (errno));
             if (fd >= 0)
                 close (fd);
             marked = 1;
+            cpu_at_mark = cpu_s ();
         }
         if (ngone == opt_agents)
             break;
@@ -388,20 +542,13 @@ int main (int argc, char **argv)
                 if (agents[i].keep && k++ >= 0 && agents[i].registered)
                     due_at (&agents[i], t0 + (period * (k - 1)) / nkeep);
         }
-        /* Start the sends that are due: a linear scan, once the earliest
-         * due time has come (it also finds the next earliest). */
-        int scan = now >= lg_earliest;
-        if (scan)
-            lg_earliest = INT64_MAX;
-        for (int i = 0; scan && i < opt_agents; i++) {
-            struct agent *a = &agents[i];
-            if (a->busy || a->gone)
-                continue;
-            if (a->next_ns > now) {
-                if (a->next_ns < lg_earliest)
-                    lg_earliest = a->next_ns;
-                continue;
-            }
+        /* Start the sends that are due, earliest first. */
+        while (lg_nheap > 0 && lg_heap[0].t <= now) {
+            struct due e = lg_heap[0];
+            struct agent *a = &agents[e.idx];
+            heap_pop ();
+            if (a->busy || a->gone || a->next_ns != e.t)
+                continue; /* a stale entry */
             if (a->fd < 0) {
                 if ((a->fd = connect_one (a->idx)) < 0) {
                     /* Out of descriptors here: try again later. */
@@ -412,6 +559,7 @@ int main (int argc, char **argv)
                 struct epoll_event ev = { .events = EPOLLIN, .data.ptr = a };
                 epoll_ctl (ep, EPOLL_CTL_ADD, a->fd, &ev);
                 a->want_out = 0;
+                lg_nopen++;
             }
             step = (now - t0) / period;
             build_request (a, step);
@@ -428,6 +576,17 @@ int main (int argc, char **argv)
                 want_write (ep, a, 1);
             sent++;
         }
+        /* Progress of a long registration, every 5 s, on stderr. */
+        static int64_t last_progress;
+        if (!phase2 && now - last_progress > 5000000000LL) {
+            if (last_progress)
+                fprintf (stderr,
+                         "loadgen: %.0f s: %d of %d registered, %ld connections open "
+                         "(budget %ld), %ld connect failures\n",
+                         (now - t0) / 1e9, nreg, opt_agents, lg_nopen, lg_fd_budget,
+                         connect_fail);
+            last_progress = now;
+        }
         /* A registration unanswered for 30 s is given up and sent again on a
          * new connection, as dtagent's registration times out (ctl.c): a
          * connection the controller never accepted must not stall an agent
@@ -440,16 +599,13 @@ int main (int argc, char **argv)
                 if (!a->busy || a->registered || now - a->sent_ns < 30000000000LL)
                     continue;
                 timeouts++;
-                epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
-                close (a->fd);
-                a->fd = -1;
-                a->want_out = 0;
+                lg_close (ep, a);
                 a->busy = 0;
                 due_at (a, now + a->reg_delay / 2 + rand_r (&seed) % a->reg_delay);
             }
         }
-        if (lg_earliest < next_due)
-            next_due = lg_earliest;
+        if (lg_nheap > 0 && lg_heap[0].t < next_due)
+            next_due = lg_heap[0].t;
         /* Sleep until the next send is due (ns resolution) or an answer comes. */
         int64_t wait = next_due - now_ns ();
         if (wait < 0)
@@ -472,10 +628,7 @@ int main (int argc, char **argv)
                   read (a->fd, a->resp + a->resp_len, sizeof (a->resp) - 1 - a->resp_len);
                 if (r <= 0) {
                     errors++;
-                    epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
-                    close (a->fd);
-                    a->fd = -1; /* reconnected when its next request is due */
-                    a->want_out = 0;
+                    lg_close (ep, a);
                     a->busy = 0;
                     due_at (a, a->registered ? a->next_ns : now_ns () + a->reg_delay);
                     continue;
@@ -543,6 +696,8 @@ int main (int argc, char **argv)
                             non2xx++;
                         if (a->sched_ns >= t_measure && nlat < lat_cap) {
                             lat[nlat++] = t - a->sched_ns;
+                            lag[nsvc] = a->sent_ns - a->sched_ns;
+                            svc[nsvc++] = t - a->sent_ns;
                             done_measured++;
                             if (status >= 200 && status <= 299)
                                 lines_measured += a->nlines;
@@ -550,12 +705,8 @@ int main (int argc, char **argv)
                     }
                     a->busy = 0;
                     due_at (a, a->next_ns);
-                    if (closing) {
-                        epoll_ctl (ep, EPOLL_CTL_DEL, a->fd, NULL);
-                        close (a->fd);
-                        a->fd = -1;
-                        a->want_out = 0;
-                    }
+                    if (closing || a->close_after)
+                        lg_close (ep, a);
                 }
             }
         }
@@ -563,6 +714,9 @@ int main (int argc, char **argv)
     int reg = 0;
     long unanswered = 0;
     int64_t t_stop = now_ns ();
+    /* The generator's CPU over the measurement (the mark is set on the
+     * first pass past t_measure, with or without --mark). */
+    double cpu_s_measured = cpu_at_mark >= 0 ? cpu_s () - cpu_at_mark : -1;
     for (int i = 0; i < opt_agents; i++) {
         struct agent *a = &agents[i];
         reg += a->registered;
@@ -584,7 +738,10 @@ int main (int argc, char **argv)
             }
     }
     qsort (lat, nlat, sizeof (*lat), cmp_i64);
+    qsort (lag, nsvc, sizeof (*lag), cmp_i64);
+    qsort (svc, nsvc, sizeof (*svc), cmp_i64);
 #define PCT(p) (nlat ? lat[(size_t)((p) * (nlat - 1))] / 1e6 : -1.0)
+#define PCTOF(v, p) (nsvc ? (v)[(size_t)((p) * (nsvc - 1))] / 1e6 : -1.0)
     printf (
       "{\"agents\":%d,\"ranks_per_agent\":%d,\"hz\":%g,\"duration_s\":%g,"
       "\"registered\":%d,\"register_s\":%.3f,\"offered_rank_hb_per_s\":%.0f,\"achieved_"
@@ -592,11 +749,15 @@ int main (int argc, char **argv)
       "\"requests\":%ld,\"errors\":%ld,\"non2xx\":%ld,\"gone_410\":%d,\"unanswered\":%ld,"
       "\"refused_503\":%ld,\"connect_fail\":%ld,\"register_timeouts\":%ld,"
       "\"tree_width\":%d,"
-      "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
+      "\"lat_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f},"
+      "\"send_lag_ms\":{\"p50\":%.3f,\"p99\":%.3f},\"answer_ms\":{\"p50\":%.3f,"
+      "\"p99\":%.3f},\"cpu_s\":%.3f}\n",
       opt_agents, opt_ranks, opt_hz, opt_duration, reg, register_s,
       opt_agents * opt_hz * opt_ranks,
       (opt_tree > 0 ? lines_measured : done_measured) * opt_ranks / opt_duration, sent,
       errors, non2xx, ngone, unanswered, refused_503, connect_fail, timeouts, opt_tree,
-      PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999), nlat ? lat[nlat - 1] / 1e6 : -1.0);
+      PCT (0.50), PCT (0.90), PCT (0.99), PCT (0.999), nlat ? lat[nlat - 1] / 1e6 : -1.0,
+      PCTOF (lag, 0.50), PCTOF (lag, 0.99), PCTOF (svc, 0.50), PCTOF (svc, 0.99),
+      cpu_s_measured);
     return 0;
 }

@@ -131,6 +131,15 @@ for pre, mode in (("ingest", "direct"), ("ingesttree", "tree")):
             ok=lambda st, a, b: None if not st else st["median"] < 200)
         row("1 ingest (%s)" % mode, "%d/s: controller peak memory MiB (503 answers as reference)" % r,
             k + "ctld_hwm_bytes", scale=1 / 1048576, ref="503s", ref_key=k + "refused_503")
+        # Where the latency comes from: the generator's own lag before a
+        # send, the answer after it, the CPU each side spends per offered
+        # rank-heartbeat, and the controller's time waiting for a core.
+        row("1 ingest (%s)" % mode, "%d/s: generator's lag, due to sent, p99 ms (sent to answered p99 as reference)" % r,
+            k + "lag_p99", ref="answer", ref_key=k + "answer_p99")
+        row("1 ingest (%s)" % mode, "%d/s: controller CPU us per rank-heartbeat (generator's as reference)" % r,
+            k + "ctld_cpu_us", ref="generator", ref_key=k + "lg_cpu_us")
+        row("1 ingest (%s)" % mode, "%d/s: controller CPU ms per s (ms per s runnable, waiting for a core, as reference)" % r,
+            k + "ctld_cpu_ms_s", ref="waiting", ref_key=k + "ctld_wait_ms_s")
 
 # 2. recovery (dtctl vs Slurm requeue vs torchrun)
 for kind, label in (("rank", "rank kill, no spare (in place)"),

@@ -976,13 +976,17 @@ int dt_httpd_run (dt_httpd_t *h)
     h->dispatched = 0;
     h->running = true;
     h->run_start_ns = dt_mono_ns ();
-    /* MHD accepts 10 connections a run: again while it accepts, in budget. */
+    /* MHD accepts 10 connections a run, and reads a connection once a run
+     * (at most its buffer, a few KiB of 16): again while it accepts or has
+     * data read and not yet handled, in budget.  A relay's request of
+     * 40 KiB had taken five runs, so five passes of the owner's loop, each
+     * with its ticks, before its answer. */
     for (int k = 0; k < httpd_runs_max; k++) {
         size_t before = h->accepted;
         for (int i = 0; i < h->nls; i++)
             if (MHD_run (h->ls[i].d) != MHD_YES || httpd_urgent_turn (h, i) < 0)
                 rc = -1;
-        if (h->accepted == before ||
+        if ((h->accepted == before && !httpd_more_ready (h)) ||
             dt_mono_ns () - h->run_start_ns > httpd_run_budget_ns)
             break;
     }

@@ -125,6 +125,9 @@ int httpd_defer (dt_httpd_t *h, struct MHD_Connection *conn);
 bool httpd_defer_now (dt_httpd_t *h, const struct listener *l);
 /* In a run, after listener i's turn: the urgent one's, when it waits. */
 int httpd_urgent_turn (dt_httpd_t *h, int i);
+/* A listener has work MHD can do at once: a connection with data read or
+ * readable (MHD's ready list), or one resumed. */
+bool httpd_more_ready (const dt_httpd_t *h);
 int httpd_defer_suspended (dt_httpd_t *h, struct MHD_Connection *conn);
 void httpd_resume_deferred (dt_httpd_t *h, size_t max);
 /* Wake the parked requests past their deadline (all: every

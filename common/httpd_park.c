@@ -94,6 +94,16 @@ int dt_httpd_run_urgent (dt_httpd_t *h)
     return rc;
 }
 
+bool httpd_more_ready (const dt_httpd_t *h)
+{
+    for (int i = 0; i < h->nls; i++) {
+        MHD_UNSIGNED_LONG_LONG t;
+        if (MHD_get_timeout (h->ls[i].d, &t) == MHD_YES && t == 0)
+            return true;
+    }
+    return false;
+}
+
 /* --- requests deferred to a coming run ----------------------------------- */
 
 /* Past the run's budget: suspend the connection, to be handled in the next
