@@ -122,6 +122,20 @@ done
 
 want 2 && {
 echo "== (2) pipeline bubble, pp 2 on 2 ranks: stage 0 blocked / step vs (P-1)/(M+P-1), x $REPS"
+# add_trace PREFIX: the run's trace replayed (bench/pp_trace.py), its
+# figures added as trace_* to the last line of the results
+add_trace () {
+    $PY "$SRC/bench/pp_trace.py" "$1" > "$TMP/trace.json" &&
+        $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+d = json.loads(lines[-1])
+d.update({"trace_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
+lines[-1] = json.dumps(d)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
+}
+
 NICE=$MYNICE
 for rep in $(seq "$REPS"); do
     for M in $MBS; do
@@ -130,28 +144,12 @@ for rep in $(seq "$REPS"); do
             continue
         fig "bubble-$M" fig=bubble micro_batches=$M rep=$rep nice="${NICE:+${BENCH_NICE:--10}}"
         # where the bubble went: the run's trace replayed (bench/pp_trace.py)
-        $PY "$SRC/bench/pp_trace.py" "$TMP/trace-$M" > "$TMP/trace.json" &&
-            $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
-import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-d = json.loads(lines[-1])
-d.update({"trace_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
-lines[-1] = json.dumps(d)
-open(sys.argv[1], "w").write("\n".join(lines) + "\n")
-PYEOF
+        add_trace "$TMP/trace-$M"
         # the same over gloo's TCP pair (DT_PP_TRANSPORT), interleaved
         DT_PP_TRANSPORT=gloo DT_PP_TRACE=$TMP/trace-$M run 2 "bubble-gloo-$M" $model --pp 2 \
             --micro-batch $((BATCH / M)) || continue
         fig "bubble-gloo-$M" fig=bubble_gloo micro_batches=$M rep=$rep
-        $PY "$SRC/bench/pp_trace.py" "$TMP/trace-$M" > "$TMP/trace.json" &&
-            $PY - "$LINES" "$TMP/trace.json" <<'PYEOF'
-import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-d = json.loads(lines[-1])
-d.update({"trace_" + k: v for k, v in json.load(open(sys.argv[2])).items()})
-lines[-1] = json.dumps(d)
-open(sys.argv[1], "w").write("\n".join(lines) + "\n")
-PYEOF
+        add_trace "$TMP/trace-$M"
     done
 done
 NICE=
