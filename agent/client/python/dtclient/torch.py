@@ -326,6 +326,7 @@ class Session(HookMixin):
         self._comm_failed = None
         self._lock = threading.Lock()
         self._last_launch = self._last_done = 0.0
+        self._in_bwd = False        # a backward pass's reduction is under way
         self._ctl_group = self._hook = self._reform = None
         self._redo = False
         if self.distributed and self.world > 1:
@@ -335,10 +336,6 @@ class Session(HookMixin):
                                if dist.get_backend() != "gloo" else dist.group.WORLD)
             if ordered_reduce is None:
                 ordered_reduce = self.world >= 3
-            if hasattr(model, "register_comm_hook"):
-                self._pg = getattr(model, "process_group", None) or dist.group.WORLD
-                self._hook = self._ordered_hook if ordered_reduce else self._allreduce_hook
-                model.register_comm_hook(None, self._hook)
         self._writer = _Writer(self) if async_save else None
         # The pipelined snapshot: set while no host copy is pending.
         self._copied = threading.Event()
@@ -359,6 +356,8 @@ class Session(HookMixin):
             except ValueError:      # not the main thread
                 pass
         self._reform = Reformer(self)       # (restart.reform: see torch_reform.py)
+        if self._ctl_group is not None and hasattr(model, "register_comm_hook"):
+            self._reduction(model, ordered_reduce)      # (see torch_hook.py)
         if self._reform.joining:
             self._reform.sync()
         else:
@@ -408,6 +407,10 @@ class Session(HookMixin):
             # bucket: before the optimizer step; the control exchange:
             # after step_done counted the step) says that the state is
             # exactly that of self.step; anything else gets no checkpoint.
+            # (DDP's own reduction raises out of the backward pass: a
+            # comm error while it is under way is the buckets'.)
+            if self._comm_failed is None and self._in_bwd:
+                self._comm_failed = e
             code = self._jit() if self._comm_failed is not None else EXIT_COMM
             # Not sys.exit: a group with a dead peer may block its destructors.
             sys.stdout.flush()
@@ -495,6 +498,7 @@ class Session(HookMixin):
                     self._reform_or_exit(e)     # (raises without restart.reform)
                     self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
+            self._in_bwd = False
             self._t0 = time.perf_counter()
             self._own_s += _cpu() - c0
             yield s
