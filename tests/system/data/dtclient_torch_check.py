@@ -281,19 +281,21 @@ def pipelined_run(ck, guard=True):
                 want[s.step] = {"model": {k: v.clone() for k, v in model.state_dict().items()},
                                 "optimizer": {i: {k: v.clone() for k, v in ps.items()}
                                               for i, ps in opt.state_dict()["state"].items()},
-                                "scheduler": sched.state_dict()["last_epoch"]}
+                                "scheduler": sched.state_dict()["last_epoch"],
+                                "lr": [g["lr"] for g in opt.param_groups]}
     s.finish()
     got = {}
     for step in want:
         st = shard_state(os.path.join(ck, "step-%d" % step, "rank-0.ckpt"))
         got[step] = {"model": st["model"], "optimizer": st["optimizer"]["state"],
-                     "scheduler": st["scheduler"]["last_epoch"]}
+                     "scheduler": st["scheduler"]["last_epoch"],
+                     "lr": [g["lr"] for g in st["optimizer"]["param_groups"]]}
     return s, want, got, [str(w.message) for w in warned]
 
 
 s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe"))
-check("pipelined snapshot: shards of steps 3, 6, 9 hold exactly the model, optimizer and "
-      "scheduler state after their step",
+check("pipelined snapshot: shards of steps 3, 6, 9 hold exactly the model, optimizer, its "
+      "learning rate and the scheduler's state after their step",
       sorted(want) == [3, 6, 9] and all(same(want[k], got[k]) for k in want))
 check("pipelined snapshot: optimizer.step() waited for the late copies, no scheduler warning",
       s.copy_waits >= 2 and s.stall_s >= 0.05 and not [w for w in warned if "overridden" in w])

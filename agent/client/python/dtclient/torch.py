@@ -106,7 +106,8 @@ from dtclient.torch_hook import HookMixin
 from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
     reform_process_group, restore_state, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
-                                  _write_atomic)
+                                  _write_atomic, live_buffers, live_model, live_optimizer,
+                                  live_param_groups)
 
 __all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "reform_process_group",
            "init_process_group", "settle_process_group",
@@ -661,17 +662,18 @@ class Session(HookMixin):
     def _module(self):
         return getattr(self.model, "module", self.model)
 
-    def _state(self, shard_rank=None, keep_vars=False):
+    def _state(self, shard_rank=None, keep_vars=False, walk=True):
         """This rank's state (or, for a just-in-time shard, rank
         shard_rank's: the same replica, its RNG state derived); keep_vars:
-        the model's parameters as themselves (Parameter objects)."""
+        the model's parameters as themselves (Parameter objects); walk:
+        False leaves the model's and the optimizer's state dicts out."""
         own = shard_rank is None or shard_rank == self.rank
         st = {
             "format": FORMAT, "job": self.job, "step": self.step,
             "rank": self.rank if shard_rank is None else shard_rank,
             "world_size": self.world, "seed": self.seed,
-            "model": self._module().state_dict(keep_vars=keep_vars),
-            "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+            "model": self._module().state_dict(keep_vars=keep_vars) if walk else None,
+            "optimizer": self.optimizer.state_dict() if self.optimizer and walk else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
             "extra": self.extra,
@@ -725,7 +727,19 @@ class Session(HookMixin):
         changes them) by reference, copied on the writer thread before the
         next optimizer step; the rest copied now (buffers: a forward pass
         may update them; the scheduler, the sampler).  The RNG states are
-        new objects already."""
+        new objects already.  The state dicts' walks are left to the
+        writer thread when they are Module's and Optimizer's own: only the
+        buffers and the hyper-parameters are copied here (see
+        live_buffers, live_model)."""
+        module = self._module()
+        bufs = live_buffers(module)
+        groups = live_param_groups(self.optimizer) if bufs is not None else None
+        if groups is not None:
+            st = self._state(walk=False)
+            for k in ("scheduler", "sampler", "extra"):
+                st[k] = _cpu_copy(st[k])
+            st["_live"] = (module, bufs, groups)
+            return st
         st = self._state(keep_vars=True)
         P = torch.nn.Parameter
         st["model"] = {k: v if isinstance(v, P) else _cpu_copy(v) for k, v in st["model"].items()}
@@ -744,6 +758,10 @@ class Session(HookMixin):
         try:
             if self._test_copy_delay:
                 time.sleep(self._test_copy_delay)
+            live = state.pop("_live", None)
+            if live is not None:
+                state["model"] = live_model(live[0], live[1])
+                state["optimizer"] = live_optimizer(self.optimizer, live[2])
             snap = self._snap = _cpu_copy(state, self._snap)
         finally:
             self._copied.set()
