@@ -26,12 +26,13 @@ What a Session does:
   fails is named on standard error ("checkpoint shard PATH: ...") and the
   process exits 3, so that the controller marks that checkpoint bad and
   resumes from the one before;
-- registers a DDP communication hook that reduces each gradient bucket and
-  marks the rank as waiting on its peers while a bucket is in flight: an
-  all-reduce with two ranks (DDP's default hook's arithmetic), an
-  all-gather and a sum in rank order with three or more (ordered_reduce:
-  the result does not depend on DDP's bucket layout, which a resumed
-  process lays out differently for its first step);
+- marks the rank as waiting on its peers while it waits for the gradients'
+  reduction: with two ranks on gloo DDP's own all-reduce, its wait
+  bracketed by autograd callbacks; with three or more a DDP communication
+  hook that all-gathers the buckets and sums them in rank order
+  (ordered_reduce: the result does not depend on DDP's bucket layout,
+  which a resumed process lays out differently for its first step); see
+  torch_hook.py;
 - at each step start, reseeds torch, CUDA and Python's random from
   (seed, step, rank); about every control_interval seconds (at a step
   every rank knows in advance) starts a small control all-reduce (its own
@@ -53,6 +54,8 @@ What a Session does:
   the sampler, RNG states, the optimizer's hyper-parameters) is copied;
   the parameters and the optimizer's per-parameter state, which only the
   optimizer's step changes, are copied to the host on a writer thread
+  (which also walks the state dicts when they are Module's and
+  Optimizer's own)
   while the next step's forward and backward run, and optimizer.step()
   (wrapped: torch 1.13 has no optimizer step hooks) waits for that copy
   if it is not done yet; then serialization, CRC32C, tmp + fsync +

@@ -10,10 +10,10 @@ rank waits on its peers) and timed.  Two ways:
   gradient.  A communication hook in torch 1.13 would cost a pass of its
   own over the gradients (the reducer's copy is plain then), a future and
   a callback per bucket;
-- a communication hook (ordered_reduce, and restart.reform, which needs a
-  failed bucket to leave the backward pass without an error): each
-  bucket's collective launched here, marked from its launch to its
-  completion.
+- a communication hook (ordered_reduce; restart.reform, which needs a
+  failed bucket to leave the backward pass without an error;
+  find_unused_parameters; a process group other than gloo): each bucket's
+  collective launched here, marked from its launch to its completion.
 
 A mixin of dtclient.torch.Session, which holds the state it uses: the
 client, the model's process group (_pg), the world size, the re-form
@@ -43,7 +43,11 @@ class HookMixin:
         text): a communication hook for ordered and for restart.reform,
         else DDP's own, bracketed."""
         self._pg = getattr(model, "process_group", None) or dist.group.WORLD
-        if ordered or self._reform.on:
+        # (find_unused_parameters: the parameter below may get no gradient
+        # in a step; NCCL: the reducer's wait returns before the transfer
+        # is done, so its end would not be the collective's)
+        if (ordered or self._reform.on or getattr(model, "find_unused_parameters", False)
+                or dist.get_backend(self._pg) != "gloo"):
             self._hook = self._ordered_hook if ordered else self._allreduce_hook
             model.register_comm_hook(None, self._hook)
             return
