@@ -9,8 +9,10 @@
 # checkpoint's shards hold exactly the state of their step (and the check
 # fails when optimizer.step() does not wait for the copy), three real gloo
 # processes lose one and the survivors re-form their group
-# (reform_process_group), and the parameter fingerprint (integrity reports
-# every DT_INTEGRITY_EVERY steps) is dttrain's.
+# (reform_process_group), two ranks leave the reduction to DDP with the
+# wait marked on their step pages (a peer lost during it leaves the
+# step's state), and the parameter fingerprint (integrity reports every
+# DT_INTEGRITY_EVERY steps) is dttrain's.
 . "$(dirname "$0")/tap-lib.sh"
 TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 : "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"

@@ -87,7 +87,7 @@ def reform_child(rank, port):
 def bracket_child(rank, port, page):
     """One of two ranks (--bracket-child RANK PORT PAGE): a Session over
     DDP's own reduction, its client on a step page of its own (no agent).
-    Rank 1 sleeps 1 s before step 3's backward pass while a thread of
+    Rank 1 sleeps 0.5 s before step 3's backward pass while a thread of
     rank 0 samples its page's waiting count; rank 1 exits before step
     5's backward.  A line of JSON with what rank 0 saw."""
     import datetime
@@ -120,7 +120,7 @@ def bracket_child(rank, port, page):
             loss = ddp(torch.full((4, 8), float(rank + step))).pow(2).sum()
             if step == 2:
                 if rank == 1:
-                    time.sleep(1.0)
+                    time.sleep(0.5)
                 else:
                     th = threading.Thread(target=sample)
                     th.start()
