@@ -508,7 +508,8 @@ class Session(HookMixin):
                     self._reform_or_exit(e)     # (raises without restart.reform)
                     self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
-            self._in_bwd = False
+            if self._in_bwd:
+                self._bwd_reset()
             self._t0 = time.perf_counter()
             self._own_s += _cpu() - c0
             yield s

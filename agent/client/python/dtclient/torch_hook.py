@@ -40,8 +40,8 @@ _queue = torch.autograd.Variable._execution_engine.queue_callback
 class HookMixin:
     def _reduction(self, model, ordered):
         """Set up the gradient reduction of DDP model (see the module's
-        text): a communication hook for ordered and for restart.reform,
-        else DDP's own, bracketed."""
+        text): DDP's own, bracketed, or a communication hook where that
+        cannot serve."""
         self._pg = getattr(model, "process_group", None) or dist.group.WORLD
         # (find_unused_parameters: the parameter below may get no gradient
         # in a step; NCCL: the reducer's wait returns before the transfer
@@ -64,11 +64,20 @@ class HookMixin:
         """A backward pass reached the gradients (the hook of one
         parameter's): the reduction's bracket queued, to run once the
         backward pass is done, before the reducer's final callback."""
+        c0 = _cpu()
         if self.model.require_backward_grad_sync:   # (not under no_sync())
-            c0 = _cpu()
             self._in_bwd = True
             _queue(self._wait_begin)
-            self._own_s += _cpu() - c0
+        self._own_s += _cpu() - c0
+
+    def _bwd_reset(self):
+        """A step begins after a backward pass that raised (the script
+        went on): its mark, if the wait had begun, is taken back."""
+        self._in_bwd = False
+        with self._lock:
+            if self._n_launch > self._n_end:
+                self._n_end += 1
+                self.client.collective(False)
 
     def _wait_begin(self):
         """The backward pass is done; the reducer waits for the buckets'
