@@ -11,7 +11,9 @@
 #      library's own CPU time per step, as it measures it (the gradient
 #      all-reduce's launch apart: the process group's call, which DDP
 #      makes the same way without a hook; of it, the buckets' scaling
-#      pass, which grows with the model, and the rest, which does not);
+#      pass, which grows with the model, and the rest, which does not;
+#      both 0 with two ranks on gloo, where dtclient.torch leaves the
+#      reduction to DDP and brackets its wait);
 #   2. checkpoint stall per checkpoint (training-thread time), asynchronous
 #      (host copy, then a writer thread) and synchronous (--sync-save),
 #      without an agent, a checkpoint every 10 steps; as a fraction of a

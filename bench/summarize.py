@@ -278,10 +278,10 @@ row("8 torch", "per-step CPU cost of dtclient.torch (fraction of a step's CPU)",
 row("8 torch", "dtclient.torch's own CPU time / step (its threads and callbacks)", "torch.self_frac",
     ref="ms", ref_key="torch.self_ms", goal="< 0.01",
     ok=lambda st, a, b: None if not st else st["median"] < 0.01)
-row("8 torch", "of it, the buckets' scaling pass (grows with the model) ms / step", "torch.scale_ms")
+row("8 torch", "of it, the buckets' scaling pass (grows with the model; 0: DDP's own, no hook) ms / step", "torch.scale_ms")
 row("8 torch", "of it, the fixed part (all but the scaling pass) / step", "torch.fixed_frac",
     goal="< 0.01", ok=lambda st, a, b: None if not st else st["median"] < 0.01)
-row("8 torch", "the gradient all-reduce's launch ms / step (the process group's call, DDP's own without a hook)",
+row("8 torch", "the gradient all-reduce's launch ms / step (a hook's call to the process group; 0: DDP's own, in C++)",
     "torch.launch_ms")
 row("8 torch", "wider model (bench_torch.sh TORCH_WIDE): step ms with dtclient.torch", "torch.wide.lib_step_ms",
     ref="same script without it", ref_key="torch.wide.plain_step_ms")

@@ -9,8 +9,10 @@
 # checkpoint's shards hold exactly the state of their step (and the check
 # fails when optimizer.step() does not wait for the copy), three real gloo
 # processes lose one and the survivors re-form their group
-# (reform_process_group), the parameter fingerprint (integrity reports
-# every DT_INTEGRITY_EVERY steps) is dttrain's, and a hot spare's standby
+# (reform_process_group), two ranks leave the reduction to DDP with the
+# wait marked on their step pages (a peer lost during it leaves the
+# step's state), the parameter fingerprint (integrity reports every
+# DT_INTEGRITY_EVERY steps) is dttrain's, and a hot spare's standby
 # process (DT_STANDBY=1) without DTCLIENT_TORCH_REFORM=1 exits 0 in
 # init_process_group before any rendezvous (with it but no agent: an error).
 . "$(dirname "$0")/tap-lib.sh"

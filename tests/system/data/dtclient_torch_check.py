@@ -3,6 +3,7 @@ the step sampler, a shard's write, verification and resume, and the exit
 statuses the controller reads.  Prints TAP lines; argv[1]: a scratch dir."""
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -83,9 +84,69 @@ def reform_child(rank, port):
     dist.destroy_process_group()
 
 
+def bracket_child(rank, port, page):
+    """One of two ranks (--bracket-child RANK PORT PAGE): a Session over
+    DDP's own reduction, its client on a step page of its own (no agent).
+    Rank 1 sleeps 0.5 s before step 3's backward pass while a thread of
+    rank 0 samples its page's waiting count; rank 1 exits before step
+    5's backward.  A line of JSON with what rank 0 saw."""
+    import datetime
+    import threading
+    import time
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=30))
+    cl = dtclient.Client()
+    cl._page = dtclient.Client._map(page)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ddp = DDP(module)
+    opt = torch.optim.SGD(module.parameters(), lr=0.1)
+    s = dtt.Session(ddp, opt, seed=3, client=cl, control_interval=0)
+    waiting = lambda: struct.unpack_from("<i", cl._page, 124)[0]
+    seen, at_end, stop = [], [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            seen.append(waiting())
+            time.sleep(0.005)
+    err = in_bwd = None
+    try:
+        for step in s.steps(6):
+            loss = ddp(torch.full((4, 8), float(rank + step))).pow(2).sum()
+            if step == 2:
+                if rank == 1:
+                    time.sleep(0.5)
+                else:
+                    th = threading.Thread(target=sample)
+                    th.start()
+            if step == 4 and rank == 1:
+                os._exit(9)
+            opt.zero_grad()
+            loss.backward()
+            if step == 2 and rank == 0:
+                stop.set()
+                th.join()
+            opt.step()
+            s.step_done(loss, 4)
+            at_end.append(waiting())
+    except RuntimeError as e:
+        err, in_bwd = str(e).splitlines()[0], s._in_bwd
+    print(json.dumps({"rank": rank, "max_waiting": max(seen or [-1]), "at_end": at_end,
+                      "hook": s._hook is not None, "error": err, "in_bwd": in_bwd,
+                      "step": s.step}), flush=True)
+    os._exit(0)
+
+
 if sys.argv[1] == "--reform-child":
     reform_child(int(sys.argv[2]), int(sys.argv[3]))
     sys.exit(0)
+if sys.argv[1] == "--bracket-child":
+    bracket_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 tmp = sys.argv[1]
 # --- CRC32C: the library (ctypes) and the Python table agree, on the standard vector
 data = os.urandom(100000) + b"123456789"
@@ -220,19 +281,21 @@ def pipelined_run(ck, guard=True):
                 want[s.step] = {"model": {k: v.clone() for k, v in model.state_dict().items()},
                                 "optimizer": {i: {k: v.clone() for k, v in ps.items()}
                                               for i, ps in opt.state_dict()["state"].items()},
-                                "scheduler": sched.state_dict()["last_epoch"]}
+                                "scheduler": sched.state_dict()["last_epoch"],
+                                "lr": [g["lr"] for g in opt.param_groups]}
     s.finish()
     got = {}
     for step in want:
         st = shard_state(os.path.join(ck, "step-%d" % step, "rank-0.ckpt"))
         got[step] = {"model": st["model"], "optimizer": st["optimizer"]["state"],
-                     "scheduler": st["scheduler"]["last_epoch"]}
+                     "scheduler": st["scheduler"]["last_epoch"],
+                     "lr": [g["lr"] for g in st["optimizer"]["param_groups"]]}
     return s, want, got, [str(w.message) for w in warned]
 
 
 s, want, got, warned = pipelined_run(os.path.join(tmp, "pipe"))
-check("pipelined snapshot: shards of steps 3, 6, 9 hold exactly the model, optimizer and "
-      "scheduler state after their step",
+check("pipelined snapshot: shards of steps 3, 6, 9 hold exactly the model, optimizer, its "
+      "learning rate and the scheduler's state after their step",
       sorted(want) == [3, 6, 9] and all(same(want[k], got[k]) for k in want))
 check("pipelined snapshot: optimizer.step() waited for the late copies, no scheduler warning",
       s.copy_waits >= 2 and s.stall_s >= 0.05 and not [w for w in warned if "overridden" in w])
@@ -282,8 +345,41 @@ if surv:
     print("# re-form: failure seen after %.1f ms, re-formed in %.1f ms (rank 0)"
           % (surv[0]["detect_ms"], surv[0]["reform_ms"]))
 
+# --- DDP's own reduction (two ranks, no communication hook), its wait
+# marked for the hang watchdog; a peer lost during it is the gradients'
+# failure (the just-in-time checkpoint's state is the step's)
+for r in range(2):
+    with open(os.path.join(tmp, "page.%d" % r), "wb") as f:
+        f.write(struct.pack("<II", 0x4D485344, 1) + bytes(4088))
+store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60),
+                      wait_for_workers=False)
+procs = [subprocess.Popen([sys.executable, __file__, "--bracket-child", str(r), str(store.port),
+                           os.path.join(tmp, "page.%d" % r)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         for r in range(2)]
+outs = []
+for p in procs:
+    try:
+        o, e = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        o, e = p.communicate()
+    outs.append((p.returncode, o, e))
+try:
+    b0 = json.loads(outs[0][1].strip().splitlines()[-1])
+except (ValueError, IndexError):
+    b0 = {}
+    for rc, o, e in outs:
+        sys.stdout.write("# rc %s: %s %s\n" % (rc, o.strip()[-300:], e.strip()[-600:].replace("\n", "\n# ")))
+print("# bracket: rank 0 saw %s" % json.dumps(b0))
+check("DDP's reduction: no communication hook with two ranks; rank 0 marked waiting (1) while "
+      "rank 1 held back its backward pass, 0 after each step",
+      b0.get("hook") is False and b0.get("max_waiting") == 1 and b0.get("at_end") == [0] * 4)
+check("DDP's reduction: rank 1 lost in step 5 -> rank 0's backward pass fails with the "
+      "reduction under way (its state still step 4's: the just-in-time checkpoint's)",
+      outs[1][0] == 9 and b0.get("error") and b0.get("in_bwd") is True and b0.get("step") == 4)
+
 # --- the parameter fingerprint: dttrain's (per-tensor CRC32C, then the CRC32C of those)
-import struct  # noqa: E402
 torch.manual_seed(0)
 m1 = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1))
 torch.manual_seed(0)

@@ -303,6 +303,12 @@ class Client:
             n = _I32.unpack_from(self._page, _WAITING_OFF)[0]
             _I32.pack_into(self._page, _WAITING_OFF, n + (1 if enter else -1))
 
+    def pending(self):
+        """Whether poll() may have a command (a cheap test, no system
+        call: the command's number alone)."""
+        m = self._page
+        return m is not None and _U64.unpack_from(m, _CMD_SEQ_OFF)[0] > self._last_cmd
+
     def poll(self):
         """The newest command not yet returned, or None (no system call).
         The command's number alone is read first, outside the seqlock:

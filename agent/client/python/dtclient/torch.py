@@ -26,12 +26,13 @@ What a Session does:
   fails is named on standard error ("checkpoint shard PATH: ...") and the
   process exits 3, so that the controller marks that checkpoint bad and
   resumes from the one before;
-- registers a DDP communication hook that reduces each gradient bucket and
-  marks the rank as waiting on its peers while a bucket is in flight: an
-  all-reduce with two ranks (DDP's default hook's arithmetic), an
-  all-gather and a sum in rank order with three or more (ordered_reduce:
-  the result does not depend on DDP's bucket layout, which a resumed
-  process lays out differently for its first step);
+- marks the rank as waiting on its peers while it waits for the gradients'
+  reduction: with two ranks on gloo DDP's own all-reduce, its wait
+  bracketed by autograd callbacks; with three or more a DDP communication
+  hook that all-gathers the buckets and sums them in rank order
+  (ordered_reduce: the result does not depend on DDP's bucket layout,
+  which a resumed process lays out differently for its first step); see
+  torch_hook.py;
 - at each step start, reseeds torch, CUDA and Python's random from
   (seed, step, rank); about every control_interval seconds (at a step
   every rank knows in advance) starts a small control all-reduce (its own
@@ -53,6 +54,8 @@ What a Session does:
   the sampler, RNG states, the optimizer's hyper-parameters) is copied;
   the parameters and the optimizer's per-parameter state, which only the
   optimizer's step changes, are copied to the host on a writer thread
+  (which also walks the state dicts when they are Module's and
+  Optimizer's own)
   while the next step's forward and backward run, and optimizer.step()
   (wrapped: torch 1.13 has no optimizer step hooks) waits for that copy
   if it is not done yet; then serialization, CRC32C, tmp + fsync +
@@ -106,7 +109,8 @@ from dtclient.torch_hook import HookMixin
 from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
     reform_process_group, restore_state, settle_process_group
 from dtclient.torch_shard import (FORMAT, _MAGIC, _TRAILER, _Writer, _cpu_copy, _encode, _log,
-                                  _write_atomic)
+                                  _write_atomic, live_buffers, live_model, live_optimizer,
+                                  live_param_groups)
 
 __all__ = ["Session", "StepSampler", "state_hash", "fingerprint", "reform_process_group",
            "init_process_group", "settle_process_group",
@@ -121,6 +125,11 @@ EXIT_JIT = 6
 
 
 _cpu = time.thread_time
+_Tensor = torch.Tensor
+# Python's global RNG and its C seeding: random.seed(int) is this plus
+# gauss_next = None, after type checks in Python (about 1.5 us a call).
+_PY_RNG = random.seed.__self__
+_PY_SEED = type(_PY_RNG).__mro__[1].seed
 
 
 _M64 = 0xFFFFFFFFFFFFFFFF
@@ -326,6 +335,7 @@ class Session(HookMixin):
         self._comm_failed = None
         self._lock = threading.Lock()
         self._last_launch = self._last_done = 0.0
+        self._in_bwd = False        # a backward pass's reduction is under way
         self._ctl_group = self._hook = self._reform = None
         self._redo = False
         if self.distributed and self.world > 1:
@@ -335,10 +345,6 @@ class Session(HookMixin):
                                if dist.get_backend() != "gloo" else dist.group.WORLD)
             if ordered_reduce is None:
                 ordered_reduce = self.world >= 3
-            if hasattr(model, "register_comm_hook"):
-                self._pg = getattr(model, "process_group", None) or dist.group.WORLD
-                self._hook = self._ordered_hook if ordered_reduce else self._allreduce_hook
-                model.register_comm_hook(None, self._hook)
         self._writer = _Writer(self) if async_save else None
         # The pipelined snapshot: set while no host copy is pending.
         self._copied = threading.Event()
@@ -359,6 +365,8 @@ class Session(HookMixin):
             except ValueError:      # not the main thread
                 pass
         self._reform = Reformer(self)       # (restart.reform: see torch_reform.py)
+        if self._ctl_group is not None and hasattr(model, "register_comm_hook"):
+            self._reduction(model, ordered_reduce)      # (see torch_hook.py)
         if self._reform.joining:
             self._reform.sync()
         else:
@@ -408,6 +416,10 @@ class Session(HookMixin):
             # bucket: before the optimizer step; the control exchange:
             # after step_done counted the step) says that the state is
             # exactly that of self.step; anything else gets no checkpoint.
+            # (DDP's own reduction raises out of the backward pass: a
+            # comm error while it is under way is the buckets'.)
+            if self._comm_failed is None and self._in_bwd:
+                self._comm_failed = e
             code = self._jit() if self._comm_failed is not None else EXIT_COMM
             # Not sys.exit: a group with a dead peer may block its destructors.
             sys.stdout.flush()
@@ -487,7 +499,8 @@ class Session(HookMixin):
             c0 = _cpu()
             if self.reseed:
                 self._reseed(s)
-            self._poll()
+            if self._signal or self.client.pending():
+                self._poll()
             if self._ctl_group is not None and s == self._ctl_next and self._ctl is None:
                 try:
                     self._ctl_launch(s)
@@ -495,6 +508,8 @@ class Session(HookMixin):
                     self._reform_or_exit(e)     # (raises without restart.reform)
                     self._ctl_launch(s)
             self._last_launch = self._last_done = 0.0
+            if self._in_bwd:
+                self._bwd_reset()
             self._t0 = time.perf_counter()
             self._own_s += _cpu() - c0
             yield s
@@ -555,7 +570,8 @@ class Session(HookMixin):
 
     def _reseed(self, step):
         x = _mix_from(_mix_from(self._seed_h, step), self.rank) & 0x7FFFFFFFFFFFFFFF
-        random.seed(x)
+        _PY_SEED(_PY_RNG, x)        # random.seed(x)
+        _PY_RNG.gauss_next = None
         # torch.manual_seed costs ~100 us (CUDA's lazy seeding); the CPU
         # generator alone ~1 us, CUDA's only once CUDA is in use
         # (is_initialized(): false without CUDA, and is_available() costs
@@ -574,7 +590,7 @@ class Session(HookMixin):
         t_in, c_in = time.perf_counter(), _cpu()
         if self._jit_pre is not None:
             self._jit_drop_stale()
-        lossf = loss.item() if torch.is_tensor(loss) else float(loss)
+        lossf = loss.item() if isinstance(loss, _Tensor) else float(loss)
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
         comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0
@@ -650,17 +666,18 @@ class Session(HookMixin):
     def _module(self):
         return getattr(self.model, "module", self.model)
 
-    def _state(self, shard_rank=None, keep_vars=False):
+    def _state(self, shard_rank=None, keep_vars=False, walk=True):
         """This rank's state (or, for a just-in-time shard, rank
         shard_rank's: the same replica, its RNG state derived); keep_vars:
-        the model's parameters as themselves (Parameter objects)."""
+        the model's parameters as themselves (Parameter objects); walk:
+        False leaves the model's and the optimizer's state dicts out."""
         own = shard_rank is None or shard_rank == self.rank
         st = {
             "format": FORMAT, "job": self.job, "step": self.step,
             "rank": self.rank if shard_rank is None else shard_rank,
             "world_size": self.world, "seed": self.seed,
-            "model": self._module().state_dict(keep_vars=keep_vars),
-            "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+            "model": self._module().state_dict(keep_vars=keep_vars) if walk else None,
+            "optimizer": self.optimizer.state_dict() if self.optimizer and walk else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
             "sampler": self.sampler.state_dict() if self.sampler is not None else None,
             "extra": self.extra,
@@ -714,7 +731,19 @@ class Session(HookMixin):
         changes them) by reference, copied on the writer thread before the
         next optimizer step; the rest copied now (buffers: a forward pass
         may update them; the scheduler, the sampler).  The RNG states are
-        new objects already."""
+        new objects already.  The state dicts' walks are left to the
+        writer thread when they are Module's and Optimizer's own: only the
+        buffers and the hyper-parameters are copied here (see
+        live_buffers, live_model)."""
+        module = self._module()
+        bufs = live_buffers(module)
+        groups = live_param_groups(self.optimizer) if bufs is not None else None
+        if groups is not None:
+            st = self._state(walk=False)
+            for k in ("scheduler", "sampler", "extra"):
+                st[k] = _cpu_copy(st[k])
+            st["_live"] = (module, bufs, groups)
+            return st
         st = self._state(keep_vars=True)
         P = torch.nn.Parameter
         st["model"] = {k: v if isinstance(v, P) else _cpu_copy(v) for k, v in st["model"].items()}
@@ -733,6 +762,10 @@ class Session(HookMixin):
         try:
             if self._test_copy_delay:
                 time.sleep(self._test_copy_delay)
+            live = state.pop("_live", None)
+            if live is not None:
+                state["model"] = live_model(live[0], live[1])
+                state["optimizer"] = live_optimizer(self.optimizer, live[2])
             snap = self._snap = _cpu_copy(state, self._snap)
         finally:
             self._copied.set()

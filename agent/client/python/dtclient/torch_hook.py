@@ -1,16 +1,31 @@
-"""dtclient.torch's DDP communication hook: each gradient bucket's
-reduction, marked for the hang watchdog (the rank waits on its peers from
-the collective's launch to its completion) and timed.  A mixin of
-dtclient.torch.Session, which holds the state it uses: the client, the
-model's process group (_pg), the world size, the re-form state
-(_reform), the counters of collectives in flight (_lock, _n_launch,
-_n_end, _n_ok, _pending_since, _last_launch, _last_done) and the CPU
-time sums (_own_s, _cb_s, _launch_s, _scale_s)."""
+"""dtclient.torch's gradient reduction, marked for the hang watchdog (the
+rank waits on its peers) and timed.  Two ways:
+
+- DDP's own (the default with two ranks): no communication hook, so the
+  reducer scales each gradient by 1/world in its copy into the bucket and
+  launches each bucket's all-reduce in C++, as in a script without
+  dtclient.torch; the wait is bracketed by two autograd final callbacks
+  around the reducer's own (the one that waits for the all-reduces at the
+  end of the backward pass), queued from a hook on one parameter's
+  gradient.  A communication hook in torch 1.13 would cost a pass of its
+  own over the gradients (the reducer's copy is plain then), a future and
+  a callback per bucket;
+- a communication hook (ordered_reduce; restart.reform, which needs a
+  failed bucket to leave the backward pass without an error;
+  find_unused_parameters; a process group other than gloo): each bucket's
+  collective launched here, marked from its launch to its completion.
+
+A mixin of dtclient.torch.Session, which holds the state it uses: the
+client, the model's process group (_pg), the world size, the re-form
+state (_reform), the counters of collectives in flight (_lock, _n_launch,
+_n_end, _n_ok, _pending_since, _last_launch, _last_done, _in_bwd) and the
+CPU time sums (_own_s, _cb_s, _launch_s, _scale_s)."""
 
 import functools
 import time
 
 import torch
+import torch.distributed as dist
 
 _cpu = time.thread_time
 
@@ -19,7 +34,76 @@ def _first(value, buf):
     return value[0]
 
 
+_queue = torch.autograd.Variable._execution_engine.queue_callback
+
+
 class HookMixin:
+    def _reduction(self, model, ordered):
+        """Set up the gradient reduction of DDP model (see the module's
+        text): DDP's own, bracketed, or a communication hook where that
+        cannot serve."""
+        self._pg = getattr(model, "process_group", None) or dist.group.WORLD
+        # (find_unused_parameters: the parameter below may get no gradient
+        # in a step; NCCL: the reducer's wait returns before the transfer
+        # is done, so its end would not be the collective's)
+        if (ordered or self._reform.on or getattr(model, "find_unused_parameters", False)
+                or dist.get_backend(self._pg) != "gloo"):
+            self._hook = self._ordered_hook if ordered else self._allreduce_hook
+            model.register_comm_hook(None, self._hook)
+            return
+        params = [p for p in self._module().parameters() if p.requires_grad]
+        if params:
+            # DDP buckets the parameters in reverse order, expecting their
+            # gradients in about that order: the last one's comes first,
+            # before any bucket's launch.  (A hook on a parameter's
+            # gradient runs before its accumulation, whose DDP hook may be
+            # the one that queues the reducer's final callback.)
+            params[-1].register_hook(self._bwd_started)
+
+    def _bwd_started(self, grad):
+        """A backward pass reached the gradients (the hook of one
+        parameter's): the reduction's bracket queued, to run once the
+        backward pass is done, before the reducer's final callback."""
+        c0 = _cpu()
+        if self.model.require_backward_grad_sync:   # (not under no_sync())
+            self._in_bwd = True
+            _queue(self._wait_begin)
+        self._own_s += _cpu() - c0
+
+    def _bwd_reset(self):
+        """A step begins after a backward pass that raised (the script
+        went on): its mark, if the wait had begun, is taken back."""
+        self._in_bwd = False
+        with self._lock:
+            if self._n_launch > self._n_end:
+                self._n_end += 1
+                self.client.collective(False)
+
+    def _wait_begin(self):
+        """The backward pass is done; the reducer waits for the buckets'
+        all-reduces next (waiting on peers): marked, and the end queued
+        after the reducer's callback."""
+        c0 = _cpu()
+        t = self._last_launch = time.perf_counter()
+        self.client.collective(True)
+        with self._lock:
+            self._pending_since = t
+            self._n_launch += 1
+        _queue(self._wait_end)
+        self._own_s += _cpu() - c0
+
+    def _wait_end(self):
+        """The reducer's wait is over, the gradients averaged (not run if
+        it raised: a failed all-reduce leaves _in_bwd set)."""
+        c0 = _cpu()
+        self._last_done = time.perf_counter()
+        self.client.collective(False)
+        self._in_bwd = False
+        with self._lock:
+            self._n_end += 1
+            self._n_ok += 1
+        self._own_s += _cpu() - c0
+
     def _bracketed(self, c0, cs, buf, launch, finish=None):
         """One gradient bucket's reduction, bracketed for the hang
         watchdog (waiting on peers from launch to completion) and timed:

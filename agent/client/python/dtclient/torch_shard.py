@@ -54,6 +54,82 @@ def _cpu_copy(obj, into=None):
     return copy.deepcopy(obj)
 
 
+# -- the pipelined snapshot's two halves: at the step boundary (training
+# thread) and on the writer thread (before optimizer.step() may go on)
+_MOD = torch.nn.Module
+_PLAIN = {}     # module class -> its state dict is Module's own
+
+
+def _plain(cls):
+    ok = _PLAIN.get(cls)
+    if ok is None:
+        ok = _PLAIN[cls] = (cls.state_dict is _MOD.state_dict
+                            and cls._save_to_state_dict is _MOD._save_to_state_dict
+                            and cls.get_extra_state is _MOD.get_extra_state)
+    return ok
+
+
+def live_buffers(module):
+    """At the step boundary: a host copy of each buffer of module's state
+    dict, by its key, or None when the state dict is not Module's own
+    (a state-dict hook, an overridden state_dict, _save_to_state_dict or
+    get_extra_state anywhere: user code whose result may change with the
+    next step, so the whole walk stays at the boundary).  The walk that
+    pairs the keys with the parameters is then left to the writer thread
+    (live_model)."""
+    bufs = {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        if m._state_dict_hooks or not _plain(type(m)):
+            return None
+        if m._buffers:
+            dot = prefix + "." if prefix else ""
+            skip = m._non_persistent_buffers_set
+            for n, b in m._buffers.items():
+                if b is not None and n not in skip:
+                    bufs[dot + n] = _cpu_copy(b)
+    return bufs
+
+
+def live_model(module, bufs):
+    """On the writer thread: module's state dict with its parameters by
+    reference and its buffers as copied at the boundary (live_buffers).
+    The keys and the parameter objects do not change with a step, nor do
+    the parameters' values before the optimizer's step."""
+    sd = module.state_dict(keep_vars=True)
+    for k, v in sd.items():
+        if k in bufs:
+            sd[k] = bufs[k]
+        elif not isinstance(v, torch.nn.Parameter):
+            raise RuntimeError("the model's state dict changed after its step (%s)" % k)
+    return sd
+
+
+def live_param_groups(opt):
+    """At the step boundary: the optimizer's hyper-parameters (a scheduler
+    may change them before the next optimizer step) copied, with each
+    group's parameters; None when the optimizer has its own state_dict."""
+    if type(opt).state_dict is not torch.optim.Optimizer.state_dict:
+        return None
+    return [(_cpu_copy({k: v for k, v in g.items() if k != "params"}), list(g["params"]))
+            for g in opt.param_groups]
+
+
+def live_optimizer(opt, groups):
+    """On the writer thread: optimizer.state_dict() as torch 1.13 builds
+    it, from the hyper-parameters copied at the boundary and the per-
+    parameter state (by reference: only the optimizer's step changes it,
+    and it waits for this copy)."""
+    index, start, packed = {}, 0, []
+    for hp, params in groups:
+        index.update({id(p): i for i, p in enumerate(params, start) if id(p) not in index})
+        hp["params"] = [index[id(p)] for p in params]
+        start += len(params)
+        packed.append(hp)
+    state = {(index[id(k)] if isinstance(k, torch.Tensor) else k): dict(v)
+             for k, v in opt.state.items()}
+    return {"state": state, "param_groups": packed}
+
+
 def _fsync_dir(d):
     fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
     try:
