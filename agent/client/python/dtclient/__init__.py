@@ -152,6 +152,7 @@ class Client:
         self._page = None
         self._lock = threading.Lock()
         self._waiting_lock = threading.Lock()
+        self._views = []
         self._last_cmd = 0
         self._nreports = 0
         self._wake = None
@@ -246,6 +247,9 @@ class Client:
             self._sock.close()
             self._sock = None
         if self._page is not None:
+            for v in self._views:       # (exported views keep a mapping open)
+                v.release()
+            self._views = []
             self._page.close()
             self._page = None
 
@@ -302,6 +306,20 @@ class Client:
         with self._waiting_lock:
             n = _I32.unpack_from(self._page, _WAITING_OFF)[0]
             _I32.pack_into(self._page, _WAITING_OFF, n + (1 if enter else -1))
+
+    def waiting_counter(self):
+        """The page's waiting counter as a one-element memoryview of ints
+        (None without a page), for a caller that is the only thread
+        entering and leaving collectives: c[0] += 1 and c[0] -= 1 are
+        collective(True) and collective(False) without the lock and the
+        method calls (a hot path runs them every step).  close() releases
+        it."""
+        if self._page is None:
+            return None
+        base = memoryview(self._page)
+        view = base[_WAITING_OFF:_WAITING_OFF + 4].cast("i")
+        self._views += [view, base]
+        return view
 
     def pending(self):
         """Whether poll() may have a command (a cheap test, no system

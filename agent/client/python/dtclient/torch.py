@@ -125,6 +125,7 @@ EXIT_JIT = 6
 
 
 _cpu = time.thread_time
+_perf = time.perf_counter
 _Tensor = torch.Tensor
 # Python's global RNG and its C seeding: random.seed(int) is this plus
 # gauss_next = None, after type checks in Python (about 1.5 us a call).
@@ -336,6 +337,8 @@ class Session(HookMixin):
         self._lock = threading.Lock()
         self._last_launch = self._last_done = 0.0
         self._in_bwd = False        # a backward pass's reduction is under way
+        self._wmark = None          # the page's waiting counter (DDP's own reduction)
+        self._seed_tab, self._seed_base = [], 0     # steps' seeds, computed ahead
         self._ctl_group = self._hook = self._reform = None
         self._redo = False
         if self.distributed and self.world > 1:
@@ -495,13 +498,27 @@ class Session(HookMixin):
         exchange; the loop body must end with step_done()."""
         self.total = int(total)
         s = self.step
+        # (the loop's own references in the generator's frame: no attribute
+        # lookups a step)
+        pending, py_seed, py_rng, torch_seed = self.client.pending, _PY_SEED, _PY_RNG, \
+            torch.default_generator.manual_seed
+        cuda_on, perf = torch.cuda.is_initialized, time.perf_counter
         while s < self.total and not self.stopped:
             c0 = _cpu()
-            if self.reseed:
-                self._reseed(s)
-            if self._signal or self.client.pending():
+            if self.reseed:     # (_reseed, inline)
+                i = s - self._seed_base
+                if not 0 <= i < len(self._seed_tab):
+                    self._seeds_ahead(s)
+                    i = 0
+                x = self._seed_tab[i]
+                py_seed(py_rng, x)      # random.seed(x)
+                py_rng.gauss_next = None
+                torch_seed(x)
+                if cuda_on():
+                    torch.cuda.manual_seed_all(x)
+            if self._signal or pending():
                 self._poll()
-            if self._ctl_group is not None and s == self._ctl_next and self._ctl is None:
+            if s == self._ctl_next and self._ctl_group is not None and self._ctl is None:
                 try:
                     self._ctl_launch(s)
                 except Exception as e:
@@ -510,7 +527,7 @@ class Session(HookMixin):
             self._last_launch = self._last_done = 0.0
             if self._in_bwd:
                 self._bwd_reset()
-            self._t0 = time.perf_counter()
+            self._t0 = perf()
             self._own_s += _cpu() - c0
             yield s
             if self.step != s + 1 and not self._redo:
@@ -568,8 +585,20 @@ class Session(HookMixin):
         self._ctl_next = self._ctl_wait - 1 + period
         return time.perf_counter() - t
 
+    def _seed_of(self, step):
+        """The RNGs' seed at step `step`: _mix(seed, step, rank)."""
+        return _mix_from(_mix_from(self._seed_h, step), self.rank) & 0x7FFFFFFFFFFFFFFF
+
+    def _seeds_ahead(self, step):
+        """The seeds of the next 64 steps from `step`, in one go (a loop
+        that runs warm, not a step at a time after the backward pass has
+        evicted it)."""
+        self._seed_tab = [self._seed_of(t) for t in range(step, step + 64)]
+        self._seed_base = step
+
     def _reseed(self, step):
-        x = _mix_from(_mix_from(self._seed_h, step), self.rank) & 0x7FFFFFFFFFFFFFFF
+        """As steps() does at each step start."""
+        x = self._seed_of(step)
         _PY_SEED(_PY_RNG, x)        # random.seed(x)
         _PY_RNG.gauss_next = None
         # torch.manual_seed costs ~100 us (CUDA's lazy seeding); the CPU
@@ -583,48 +612,47 @@ class Session(HookMixin):
     def step_done(self, loss=0.0, samples=0):
         """The step's optimizer update is done: agree on requests, report,
         checkpoint or stop as needed."""
-        if self._reform is not None and self._reform.failed is not None:
+        ref = self._reform
+        if ref.failed is not None:
             self._redo = True       # the step's update was skipped: redone re-formed
-            return self._reform_or_exit(self._reform.failed)
-        self.step += 1
-        t_in, c_in = time.perf_counter(), _cpu()
+            return self._reform_or_exit(ref.failed)
+        self.step = step = self.step + 1
+        t_in, c_in = _perf(), _cpu()
         if self._jit_pre is not None:
             self._jit_drop_stale()
         lossf = loss.item() if isinstance(loss, _Tensor) else float(loss)
         # Communication not hidden behind the backward pass: from the last
         # bucket's launch to its completion, plus the control exchange.
-        comm = max(0.0, self._last_done - self._last_launch) if self._last_launch else 0.0
+        t = self._last_launch
+        comm = max(0.0, self._last_done - t) if t else 0.0
         if self._ctl_group is None:
             creq, sreq = self._ckpt_req, self._stop_req
         else:
             # Requests are acted on as agreed, by every rank at the same step.
-            if self._ctl is not None and self.step - 1 >= self._ctl_wait:
+            if self._ctl is not None and step - 1 >= self._ctl_wait:
                 try:
                     comm += self._ctl_finish()
                 except Exception as e:
                     self._reform_or_exit(e)     # (the state is this step's)
             creq, sreq = self._agreed_ckpt, self._agreed_stop
-        wall = time.perf_counter() - self._t0
-        if self._t_prev is not None:
-            dt = t_in - self._t_prev
-            self._step_ewma = dt if self._step_ewma == 0 else 0.8 * self._step_ewma + 0.2 * dt
+        wall = _perf() - self._t0
+        t = self._t_prev
+        if t is not None:
+            t = t_in - t
+            self._step_ewma = t if self._step_ewma == 0 else 0.8 * self._step_ewma + 0.2 * t
         self._t_prev = t_in
-        if self._reform.on:     # (a re-form command unread when a step is reported may
+        if ref.on:              # (a re-form command unread when a step is reported may
             self._poll()        # be replaced by the agent's next command)
-        self.client.step(self.step, lossf, samples, max(0.0, wall - comm), comm)
-        want = False
-        if self.every and self.step % self.every == 0:
-            want = True
-        if creq > self._ckpt_done and self.step >= creq:
+        self.client.step(step, lossf, samples, max(0.0, wall - comm), comm)
+        want = step == self.total or (self.every and step % self.every == 0)
+        if creq > self._ckpt_done and step >= creq:
             # (a request for a step already saved, e.g. a periodic one the
             # ranks took by themselves, needs nothing more)
             want, self._ckpt_done = want or self.last_saved < creq, creq
-        if sreq > 0 and self.step >= sreq:
+        if sreq > 0 and step >= sreq:
             want = self.stopped = True
-        if self.total is not None and self.step == self.total:
-            want = True
         self._own_s += _cpu() - c_in
-        if self.integrity_every > 0 and self.step % self.integrity_every == 0:
+        if self.integrity_every > 0 and step % self.integrity_every == 0:
             self._integrity(lossf)  # (its time in integrity_s)
         if want and self.ckpt_dir and self.last_saved != self.step:
             self.save()

@@ -52,6 +52,11 @@ class HookMixin:
             model.register_comm_hook(None, self._hook)
             return
         params = [p for p in self._module().parameters() if p.requires_grad]
+        # The marks below are the training thread's alone (no hook, no
+        # completion callback on another thread): the page's counter is
+        # written directly, without the client's lock and method calls.
+        self._wmark = self.client.waiting_counter()
+        self._wait_begin_cb, self._wait_end_cb = self._wait_begin, self._wait_end
         if params:
             # DDP buckets the parameters in reverse order, expecting their
             # gradients in about that order: the last one's comes first,
@@ -67,7 +72,7 @@ class HookMixin:
         c0 = _cpu()
         if self.model.require_backward_grad_sync:   # (not under no_sync())
             self._in_bwd = True
-            _queue(self._wait_begin)
+            _queue(self._wait_begin_cb)
         self._own_s += _cpu() - c0
 
     def _bwd_reset(self):
@@ -77,7 +82,8 @@ class HookMixin:
         with self._lock:
             if self._n_launch > self._n_end:
                 self._n_end += 1
-                self.client.collective(False)
+                if self._wmark is not None:
+                    self._wmark[0] -= 1
 
     def _wait_begin(self):
         """The backward pass is done; the reducer waits for the buckets'
@@ -85,11 +91,13 @@ class HookMixin:
         after the reducer's callback."""
         c0 = _cpu()
         t = self._last_launch = time.perf_counter()
-        self.client.collective(True)
+        w = self._wmark
+        if w is not None:
+            w[0] += 1           # (client.collective(True), lock-free: see _reduction)
         with self._lock:
             self._pending_since = t
             self._n_launch += 1
-        _queue(self._wait_end)
+        _queue(self._wait_end_cb)
         self._own_s += _cpu() - c0
 
     def _wait_end(self):
@@ -97,7 +105,9 @@ class HookMixin:
         it raised: a failed all-reduce leaves _in_bwd set)."""
         c0 = _cpu()
         self._last_done = time.perf_counter()
-        self.client.collective(False)
+        w = self._wmark
+        if w is not None:
+            w[0] -= 1
         self._in_bwd = False
         with self._lock:
             self._n_end += 1
