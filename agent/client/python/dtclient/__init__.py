@@ -321,6 +321,18 @@ class Client:
         self._views += [view, base]
         return view
 
+    def command_counter(self):
+        """The page's command number as a one-element memoryview (None
+        without a page): pending() is c[0] > the number of the last
+        command poll() returned, without a method call.  close()
+        releases it."""
+        if self._page is None:
+            return None
+        base = memoryview(self._page)
+        view = base[_CMD_SEQ_OFF:_CMD_SEQ_OFF + 8].cast("Q")
+        self._views += [view, base]
+        return view
+
     def pending(self):
         """Whether poll() may have a command (a cheap test, no system
         call: the command's number alone)."""

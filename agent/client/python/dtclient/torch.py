@@ -500,9 +500,10 @@ class Session(HookMixin):
         s = self.step
         # (the loop's own references in the generator's frame: no attribute
         # lookups a step)
-        pending, py_seed, py_rng, torch_seed = self.client.pending, _PY_SEED, _PY_RNG, \
-            torch.default_generator.manual_seed
-        cuda_on, perf = torch.cuda.is_initialized, time.perf_counter
+        client = self.client
+        cmd = client.command_counter()      # (client.pending(), inline)
+        py_seed, py_rng, torch_seed = _PY_SEED, _PY_RNG, torch.default_generator.manual_seed
+        tc, perf = torch.cuda, time.perf_counter
         while s < self.total and not self.stopped:
             c0 = _cpu()
             if self.reseed:     # (_reseed, inline)
@@ -514,9 +515,10 @@ class Session(HookMixin):
                 py_seed(py_rng, x)      # random.seed(x)
                 py_rng.gauss_next = None
                 torch_seed(x)
-                if cuda_on():
-                    torch.cuda.manual_seed_all(x)
-            if self._signal or pending():
+                # (is_initialized() is a Python function: its flag first)
+                if tc._initialized and tc.is_initialized():
+                    tc.manual_seed_all(x)
+            if self._signal or (cmd is not None and cmd[0] > client._last_cmd):
                 self._poll()
             if s == self._ctl_next and self._ctl_group is not None and self._ctl is None:
                 try:

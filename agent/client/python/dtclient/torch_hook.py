@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 _cpu = time.thread_time
+_perf = time.perf_counter
 
 
 def _first(value, buf):
@@ -90,7 +91,7 @@ class HookMixin:
         all-reduces next (waiting on peers): marked, and the end queued
         after the reducer's callback."""
         c0 = _cpu()
-        t = self._last_launch = time.perf_counter()
+        t = self._last_launch = _perf()
         w = self._wmark
         if w is not None:
             w[0] += 1           # (client.collective(True), lock-free: see _reduction)
@@ -104,7 +105,7 @@ class HookMixin:
         """The reducer's wait is over, the gradients averaged (not run if
         it raised: a failed all-reduce leaves _in_bwd set)."""
         c0 = _cpu()
-        self._last_done = time.perf_counter()
+        self._last_done = _perf()
         w = self._wmark
         if w is not None:
             w[0] -= 1
