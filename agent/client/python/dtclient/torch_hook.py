@@ -95,9 +95,14 @@ class HookMixin:
         w = self._wmark
         if w is not None:
             w[0] += 1           # (client.collective(True), lock-free: see _reduction)
-        with self._lock:
-            self._pending_since = t
-            self._n_launch += 1
+        # The counters without the lock too: this thread is their only
+        # writer here, and the pre-write thread, which reads them, sees
+        # the start time before the count that makes it pending, and
+        # below the end counted before the success (a read between the
+        # two sees no pending collective; a pre-write overlapping the
+        # end is stale by the next step_done, which drops it).
+        self._pending_since = t
+        self._n_launch += 1
         _queue(self._wait_end_cb)
         self._own_s += _cpu() - c0
 
@@ -110,9 +115,8 @@ class HookMixin:
         if w is not None:
             w[0] -= 1
         self._in_bwd = False
-        with self._lock:
-            self._n_end += 1
-            self._n_ok += 1
+        self._n_end += 1        # (lock-free: see _wait_begin)
+        self._n_ok += 1
         self._own_s += _cpu() - c0
 
     def _bracketed(self, c0, cs, buf, launch, finish=None):
