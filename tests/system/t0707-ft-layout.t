@@ -74,8 +74,11 @@ echo "# tp2 job after a restart: params_crc32c $GOT (uninterrupted $BASE)"
 check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
 
 # --- 2. fewer nodes: the layout keeps pp 2; the survivors hold every slice --------------------
-submit "$(dttrain_spec shrink 4 "--inject-slow 0:4" \
-    '{"parallel": {"pp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')" || bail "submit failed"
+# Rank 2 holds at step 50 in the first attempt, so the kill lands between
+# the checkpoints of steps 40 and 60: the survivors' last completed step
+# is always newer than the last committed checkpoint.
+submit "$(first_attempt_only "--inject-hang 2:50" "$(dttrain_spec shrink 4 "--inject-slow 0:4" \
+    '{"parallel": {"pp": 2}, "restart": {"max_restarts": 3, "min_nodes": 2}}')")" || bail "submit failed"
 check "the 4-node pp2 job runs past step 45" wait_step "$ID" 45 120
 NODE=$(curl -s "$URL/v1/jobs/$ID/ranks" | jq -r '.data[] | select(.rank == 2) | .node')
 api POST "/v1/nodes/$NODE/suspect" >/dev/null
