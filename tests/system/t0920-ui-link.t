@@ -95,8 +95,11 @@ check "dtalice's token with dtbob's uid put in is refused" \
     test "$(bearer "$swapped" "$URL/v1/jobs/$JB")" = 401
 check "a malformed token is refused, saying the expected form" \
     eval '[ "$(bearer "dtui1.garbage" "$URL/v1/jobs")" = 401 ] && jqt ".errors[0].error | test(\"malformed\")" "$TMP/tb.json"'
-TS=$(dta ui --ttl 1 --json | jq -r .token)
-check "a 1-second link works at first" test "$(bearer "$TS" "$URL/v1/ui/whoami")" = 200
+# Expiry is in whole seconds: a link of N seconds works for N-1 to N
+# seconds (from when it is made to the end of its last second), so a
+# 1-second link made late in a second could expire before its first use.
+TS=$(dta ui --ttl 2 --json | jq -r .token)
+check "a 2-second link works at first" test "$(bearer "$TS" "$URL/v1/ui/whoami")" = 200
 sleep 2.2
 check "an expired link is refused (401, 'expired at')" \
     eval '[ "$(bearer "$TS" "$URL/v1/jobs")" = 401 ] && jqt ".errors[0].error | test(\"expired at\")" "$TMP/tb.json"'
