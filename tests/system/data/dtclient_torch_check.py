@@ -308,19 +308,27 @@ check("control: with optimizer.step() not waiting, a shard holds a later state (
 # (gloo on CPU, three real processes, the store in this one)
 import datetime  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+
+
+def run_children(argvs, timeout):
+    """Run this script once per argv (its arguments) at once; their
+    (returncode, stdout, stderr), a child past the timeout killed."""
+    procs = [subprocess.Popen([sys.executable, __file__] + a, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for a in argvs]
+    outs = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+        outs.append((p.returncode, o, e))
+    return outs
+
+
 store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60),
                       wait_for_workers=False)
-procs = [subprocess.Popen([sys.executable, __file__, "--reform-child", str(r), str(store.port)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-         for r in range(3)]
-outs = []
-for p in procs:
-    try:
-        o, e = p.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        o, e = p.communicate()
-    outs.append((p.returncode, o, e))
+outs = run_children([["--reform-child", str(r), str(store.port)] for r in range(3)], 180)
 try:
     surv = [json.loads(outs[r][1].strip().splitlines()[-1]) for r in (0, 1)]
 except (ValueError, IndexError):
@@ -353,18 +361,8 @@ for r in range(2):
         f.write(struct.pack("<II", 0x4D485344, 1) + bytes(4088))
 store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60),
                       wait_for_workers=False)
-procs = [subprocess.Popen([sys.executable, __file__, "--bracket-child", str(r), str(store.port),
-                           os.path.join(tmp, "page.%d" % r)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-         for r in range(2)]
-outs = []
-for p in procs:
-    try:
-        o, e = p.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        o, e = p.communicate()
-    outs.append((p.returncode, o, e))
+outs = run_children([["--bracket-child", str(r), str(store.port), os.path.join(tmp, "page.%d" % r)]
+                     for r in range(2)], 120)
 try:
     b0 = json.loads(outs[0][1].strip().splitlines()[-1])
 except (ValueError, IndexError):

@@ -314,22 +314,22 @@ class Client:
         collective(True) and collective(False) without the lock and the
         method calls (a hot path runs them every step).  close() releases
         it."""
-        if self._page is None:
-            return None
-        base = memoryview(self._page)
-        view = base[_WAITING_OFF:_WAITING_OFF + 4].cast("i")
-        self._views += [view, base]
-        return view
+        return self._view(_WAITING_OFF, "i")
 
     def command_counter(self):
         """The page's command number as a one-element memoryview (None
         without a page): pending() is c[0] > the number of the last
         command poll() returned, without a method call.  close()
         releases it."""
+        return self._view(_CMD_SEQ_OFF, "Q")
+
+    def _view(self, off, fmt):
+        """A one-element memoryview of the page at off (None without a
+        page), kept for close() to release."""
         if self._page is None:
             return None
         base = memoryview(self._page)
-        view = base[_CMD_SEQ_OFF:_CMD_SEQ_OFF + 8].cast("Q")
+        view = base[off:off + struct.calcsize(fmt)].cast(fmt)
         self._views += [view, base]
         return view
 
