@@ -34,6 +34,7 @@ struct agent {
     int64_t ev_backoff_ms;
     int64_t next_hb_ms;
     int64_t hb_backoff_ms;
+    bool hb_phased;   /* the heartbeats' own phase is drawn (heartbeat()) */
     bool unreachable; /* last call to the controller failed */
 
     bool gone;     /* 410: the attempt is over */

@@ -144,14 +144,21 @@ int ctl_post (ctl_t *c, const char *path, const json_t *body, long *status, json
     return post_on (c->http, path, body, status, data, err);
 }
 
-int64_t ctl_jitter_ms (int64_t base_ms)
+int64_t ctl_random_ms (int64_t below)
 {
     static unsigned int seed;
     if (!seed)
         seed = (unsigned int)getpid () ^ (unsigned int)dt_mono_ns ();
+    if (below < 1)
+        return 0;
+    return rand_r (&seed) % below;
+}
+
+int64_t ctl_jitter_ms (int64_t base_ms)
+{
     if (base_ms < 2)
         return base_ms;
-    return base_ms / 2 + rand_r (&seed) % base_ms;
+    return base_ms / 2 + ctl_random_ms (base_ms);
 }
 
 int ctl_post_text (ctl_t *c, const char *path, const char *body, size_t len,

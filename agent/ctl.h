@@ -49,6 +49,9 @@ void layout_clear (struct layout *l);
  * connection limit) do not all come back in the same instant. */
 int64_t ctl_jitter_ms (int64_t base_ms);
 
+/* Uniformly in [0, below) ms (0 when below < 1): a heartbeat's phase. */
+int64_t ctl_random_ms (int64_t below);
+
 /* token: the attempt's bearer token (borrowed).  New client or NULL. */
 ctl_t *ctl_create (const char *url, const char *token, dt_error_t *err);
 void ctl_destroy (ctl_t *c);

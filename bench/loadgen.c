@@ -533,14 +533,17 @@ int main (int argc, char **argv)
             t_measure = t0 + (int64_t)(opt_warmup * 1e9);
             t_end = t_measure + (int64_t)(opt_duration * 1e9);
             next_due = t_end;
-            /* Spread the senders' heartbeats evenly over one period (in a
-             * tree, the relays': the first nodes of each attempt). */
-            int nkeep = 0, k = 0;
+            /* Each sender's heartbeats at a phase of its own, drawn
+             * uniformly over one period, as dtagent draws its own after
+             * registering (agent.c): agents that register together do
+             * not then beat together.  (Phases spread evenly in index
+             * order put a tree's relays that carry subtrees, the first
+             * nodes of each attempt, all into the first eighth of the
+             * period.) */
             for (int i = 0; i < opt_agents; i++)
-                nkeep += agents[i].keep;
-            for (int i = 0; i < opt_agents; i++)
-                if (agents[i].keep && k++ >= 0 && agents[i].registered)
-                    due_at (&agents[i], t0 + (period * (k - 1)) / nkeep);
+                if (agents[i].keep && agents[i].registered)
+                    due_at (&agents[i], t0 + (int64_t)((double)period * rand_r (&seed) /
+                                                       ((double)RAND_MAX + 1)));
         }
         /* Start the sends that are due, earliest first. */
         while (lg_nheap > 0 && lg_heap[0].t <= now) {

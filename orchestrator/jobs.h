@@ -69,43 +69,49 @@ enum unheard_how { UNHEARD_LATE, UNHEARD_RELAY_FAILED, UNHEARD_CLOSED };
 
 #define STRAGGLER_RING 64
 
-/* Latest state of one rank. */
+/* Latest state of one rank.  The fields that the attempt-wide passes read
+ * for every rank (progress, stragglers, communication, the watchdog) come
+ * first, together in the struct's first three cache lines: an attempt of
+ * 64,000 ranks is 48 MB of these, and with the fields spread over the
+ * struct each pass touched a line per field (a pass of 10-16 ms, which
+ * every request waited behind). */
 struct rank {
     bool seen;
-    char node[64];
-    int local_rank;
-    int pid;
-    char state[16];
     bool client;
+    bool has_dims;
+    bool flagged;
+    bool median_stale; /* ring changed since 'median' */
+    /* controller-side hang watchdog */
+    bool busy;    /* saving/loading a checkpoint (libdtclient) */
+    bool waiting; /* in a collective: blocked on its peers */
+    bool stopped; /* its process is stopped (SIGSTOP, a debugger) */
+    bool dirty;
+    bool reform; /* declared it can re-form in place (event "caps") */
+    int nring, ring_pos;
+    char state[16];
     int64_t step;
     double loss;
     int64_t samples;
     double compute_ms, comm_ms;
+    double median;         /* of ring[0..nring), cached; NAN none */
+    double score;          /* straggler score, NAN unknown */
+    int64_t progress_ms;   /* epoch ms of the last step change; 0 not yet seen */
+    int64_t progress_step; /* the step seen then */
+    int64_t ring_step;
     /* Per parallel dimension (tp, pp, dp) of the latest step: bytes,
      * comm_ms, exposed_ms (has_dims: the trainer reports them). */
     double dims[9];
-    bool has_dims;
-    double score; /* straggler score, NAN unknown */
-    bool flagged;
+    /* read when a rank's own report comes, or for the job's view */
+    char node[64];
+    int local_rank;
+    int pid;
     int exit_code, signal;
     int64_t updated;
-    bool dirty;
-    /* compute times of recent steps, for the straggler score */
-    double ring[STRAGGLER_RING];
-    int nring, ring_pos;
-    int64_t ring_step;
-    double median;     /* of ring[0..nring), cached; NAN none */
-    bool median_stale; /* ring changed since 'median' */
-    /* controller-side hang watchdog */
-    bool busy;             /* saving/loading a checkpoint (libdtclient) */
-    bool waiting;          /* in a collective: blocked on its peers */
-    bool stopped;          /* its process is stopped (SIGSTOP, a debugger) */
-    int64_t progress_ms;   /* epoch ms of the last step change; 0 not yet seen */
-    int64_t progress_step; /* the step seen then */
     /* its "perf" report (commbound.c): model FLOPs of its share of a step,
      * the peak FLOP/s it is measured against; 0 none */
     double model_flops, peak_flops;
-    bool reform; /* declared it can re-form in place (event "caps") */
+    /* compute times of recent steps, for the straggler score */
+    double ring[STRAGGLER_RING];
 };
 
 struct kv {
@@ -255,11 +261,16 @@ struct jobs;
 struct jobs *jobs_create (struct ctld *ctx, dt_error_t *err);
 void jobs_destroy (struct jobs *jobs);
 
-/* Periodic work: launcher polling, timeouts, restarts, the batched flush.
- * Call at least every 200 ms.  Returns in how many ms it wants to run
- * again (sooner while an attempt ends or a restart is due; INT64_MAX:
- * nothing urgent). */
+/* Periodic work: launcher polling, timeouts, restarts.  Call at least
+ * every 200 ms, each time followed by jobs_flush_tick.  Returns in how
+ * many ms it wants to run again (sooner while an attempt ends or a
+ * restart is due; INT64_MAX: nothing urgent). */
 int64_t jobs_tick (struct jobs *jobs);
+/* The batched flush of live state, when due (a bounded number of rows in
+ * one transaction).  A phase of its own, so that the event loop can serve
+ * the users' requests between it and jobs_tick's passes: a request then
+ * waits behind one of them, not both. */
+void jobs_flush_tick (struct jobs *jobs);
 /* Flush live state now (shutdown). */
 void jobs_flush (struct jobs *jobs);
 

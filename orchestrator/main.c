@@ -330,6 +330,8 @@ static void event_loop (struct ctld *ctx, int sfd, const char *conf_path,
         if (now >= next_tick || now >= next_jobs) {
             t = thread_cpu_ms ();
             int64_t want = jobs_tick (ctx->jobs);
+            dt_httpd_run_urgent (ctx->httpd);
+            jobs_flush_tick (ctx->jobs);
             ph.jobs = thread_cpu_ms () - t;
             dt_httpd_run_urgent (ctx->httpd);
             if (now >= next_tick) {

@@ -38,47 +38,23 @@ static int cb_window (const struct job *job)
     return w > 0 ? w : default_window_steps;
 }
 
-void commbound_pass (struct jobs *jobs, struct attempt *att)
+void commbound_pass (struct jobs *jobs, struct attempt *att, const struct rank_totals *t)
 {
     struct job *job = att->job;
-    double share = 0, cmin = NAN, cmax = NAN, step_ms = 0;
-    int64_t min_step = -1;
-    int n = 0, nd = 0;
-    double dims[9] = { 0 };
+    int64_t min_step = t->cb_min_step;
 
-    for (int r = 0; r < att->row.world_size; r++) {
-        const struct rank *rk = &att->ranks[r];
-        if (rk->has_dims) {
-            for (int k = 0; k < 9; k++)
-                dims[k] += rk->dims[k];
-            nd++;
-        }
-        if (!rk->seen || rk->step < 0 || isnan (rk->compute_ms) || isnan (rk->comm_ms) ||
-            rk->compute_ms + rk->comm_ms <= 0)
-            continue;
-        share += rk->comm_ms / (rk->compute_ms + rk->comm_ms);
-        if (isnan (cmin) || rk->compute_ms < cmin)
-            cmin = rk->compute_ms;
-        if (isnan (cmax) || rk->compute_ms > cmax)
-            cmax = rk->compute_ms;
-        if (min_step < 0 || rk->step < min_step)
-            min_step = rk->step;
-        if (rk->compute_ms + rk->comm_ms > step_ms)
-            step_ms = rk->compute_ms + rk->comm_ms;
-        n++;
-    }
-    for (int k = 0; nd && k < 9; k++)
-        dims[k] /= nd;
-    memcpy (att->cb_dims, dims, sizeof (dims));
-    att->cb_dims_n = nd;
-    if (n == 0)
+    for (int k = 0; k < 9; k++)
+        att->cb_dims[k] = t->ndims ? t->dims[k] / t->ndims : 0;
+    att->cb_dims_n = t->ndims;
+    if (t->cb_n == 0)
         return;
     att->cb_valid = true;
-    att->cb_mfu = att->row.model_flops > 0 && att->row.peak_flops > 0 && step_ms > 0
-                    ? att->row.model_flops / (att->row.peak_flops * step_ms / 1000.0)
-                    : NAN;
-    att->cb_share = share / n;
-    att->cb_spread = cmax > 0 ? (cmax - cmin) / cmax : 0;
+    att->cb_mfu =
+      att->row.model_flops > 0 && att->row.peak_flops > 0 && t->cb_step_ms > 0
+        ? att->row.model_flops / (att->row.peak_flops * t->cb_step_ms / 1000.0)
+        : NAN;
+    att->cb_share = t->cb_share / t->cb_n;
+    att->cb_spread = t->cb_cmax > 0 ? (t->cb_cmax - t->cb_cmin) / t->cb_cmax : 0;
     /* One sample per step every rank has reported (the fields hold step
      * + 1, so that a new attempt's zeroed fields read as none). */
     if (min_step + 1 <= att->cb_seen)

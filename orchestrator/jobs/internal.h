@@ -158,12 +158,41 @@ void attempt_stop (struct jobs *jobs, struct attempt *att, const char *cause,
                    const char *node, int rank, const char *detail);
 int64_t progress_gap_ms (struct attempt *att);
 
+/* What the attempt-wide pass needs of all the ranks, gathered in one
+ * sweep over them (progress.c): an attempt of 64,000 ranks is 48 MB of
+ * struct rank, a sweep costs about 2 ms however little it reads, and the
+ * pass made five (progress, goodput, the fastest straggler median, the
+ * communication figures), each request waiting behind all of them. */
+struct rank_totals {
+    /* the ranks seen */
+    int64_t max_step, min_step; /* -1: none */
+    int64_t samples;
+    double comp, comm; /* sums over the ncomp ranks that report compute */
+    int ncomp;
+    /* the ranks seen with a step (goodput, report.c) */
+    bool all_ranks;    /* every rank is among them */
+    int64_t done_step; /* the step all of them finished; -1 none */
+    int64_t batch;
+    double step_ms; /* the slowest one's compute + communication; NAN none */
+    /* per parallel dimension, summed over the ranks that report them
+     * (ndims_seen of them also have a step) */
+    double dims[9], dims_seen[9];
+    int ndims, ndims_seen;
+    /* the ranks with a step and finite compute and communication times
+     * (commbound.c) */
+    int cb_n;
+    double cb_share, cb_cmin, cb_cmax, cb_step_ms;
+    int64_t cb_min_step;
+    /* the fastest rank's median compute time (straggler.c); NAN none */
+    double fastest;
+};
+
 /* straggler.c: the straggler pass: scores, events, exclusion */
 int straggler_window (struct job *job);
-void straggler_pass (struct jobs *jobs, struct attempt *att);
+void straggler_pass (struct jobs *jobs, struct attempt *att, double fastest);
 
 /* commbound.c: the communication-bound pass and its view */
-void commbound_pass (struct jobs *jobs, struct attempt *att);
+void commbound_pass (struct jobs *jobs, struct attempt *att, const struct rank_totals *t);
 void commbound_overlay (const struct job *job, json_t *o);
 /* {"tp": {"bytes", "comm_ms", "exposed_ms"}, "pp": ..., "dp": ...} from a
  * rank's nine figures (struct rank's dims). */

@@ -464,15 +464,23 @@ int64_t jobs_tick (struct jobs *jobs)
         if (w < want)
             want = w;
     }
-    if (now >= jobs->next_flush_ms) {
-        bool more = jobs_flush_some (jobs, flush_rows_max);
-        /* Rows left over: go on at the next tick. */
-        jobs->next_flush_ms = now + (more ? 0 : flush_interval_ms);
-    }
-    /* ... or held up by this tick itself (a slow poll, an fsync). */
+    /* ... or held up by this tick itself (a slow poll). */
     jobs->tick_end_ms = dt_real_ms ();
     note_stall (jobs, now, jobs->tick_end_ms);
     return want;
+}
+
+void jobs_flush_tick (struct jobs *jobs)
+{
+    int64_t now = dt_real_ms ();
+    if (now < jobs->next_flush_ms)
+        return;
+    bool more = jobs_flush_some (jobs, flush_rows_max);
+    /* Rows left over: go on at the next tick. */
+    jobs->next_flush_ms = now + (more ? 0 : flush_interval_ms);
+    /* (held up by the flush itself: an fsync) */
+    jobs->tick_end_ms = dt_real_ms ();
+    note_stall (jobs, now, jobs->tick_end_ms);
 }
 
 struct attempt *jobs_attempt_by_token (struct jobs *jobs, const char *token)

@@ -21,47 +21,101 @@
 /* Step metrics kept per job (the stride doubles beyond it). */
 static const int64_t metrics_cap = 1000;
 
+/* One sweep over the ranks for the whole attempt-wide pass (struct
+ * rank_totals). */
+static void rank_totals_sweep (const struct attempt *att, struct rank_totals *t)
+{
+    *t = (struct rank_totals){
+        .max_step = -1,
+        .min_step = -1,
+        .all_ranks = true,
+        .done_step = -1,
+        .step_ms = NAN,
+        .cb_cmin = NAN,
+        .cb_cmax = NAN,
+        .cb_min_step = -1,
+        .fastest = NAN,
+    };
+    for (int r = 0; r < att->row.world_size; r++) {
+        struct rank *rk = &att->ranks[r];
+        if (rk->has_dims) {
+            for (int d = 0; d < 9; d++)
+                t->dims[d] += rk->dims[d];
+            t->ndims++;
+        }
+        t->fastest = straggler_fastest_with (t->fastest, rk);
+        if (!rk->seen) {
+            t->all_ranks = false;
+            continue;
+        }
+        if (rk->step > t->max_step)
+            t->max_step = rk->step;
+        if (t->min_step < 0 || rk->step < t->min_step)
+            t->min_step = rk->step;
+        if (rk->samples > 0)
+            t->samples += rk->samples;
+        if (!isnan (rk->compute_ms)) {
+            t->comp += rk->compute_ms;
+            t->ncomp++;
+            if (!isnan (rk->comm_ms))
+                t->comm += rk->comm_ms;
+        }
+        if (rk->step < 0) {
+            t->all_ranks = false;
+            continue;
+        }
+        /* goodput: a step is reached when every rank has finished it; in
+         * synchronous training a step takes its slowest rank's compute +
+         * communication */
+        if (rk->has_dims) {
+            for (int d = 0; d < 9; d++)
+                t->dims_seen[d] += rk->dims[d];
+            t->ndims_seen++;
+        }
+        if (t->done_step < 0 || rk->step < t->done_step)
+            t->done_step = rk->step;
+        if (rk->samples > 0)
+            t->batch += rk->samples;
+        double st = (isnan (rk->compute_ms) ? 0 : rk->compute_ms) +
+                    (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
+        if (!isnan (rk->compute_ms) && (isnan (t->step_ms) || st > t->step_ms))
+            t->step_ms = st;
+        /* communication-bound figures */
+        if (isnan (rk->compute_ms) || isnan (rk->comm_ms) ||
+            rk->compute_ms + rk->comm_ms <= 0)
+            continue;
+        t->cb_share += rk->comm_ms / (rk->compute_ms + rk->comm_ms);
+        if (isnan (t->cb_cmin) || rk->compute_ms < t->cb_cmin)
+            t->cb_cmin = rk->compute_ms;
+        if (isnan (t->cb_cmax) || rk->compute_ms > t->cb_cmax)
+            t->cb_cmax = rk->compute_ms;
+        if (t->cb_min_step < 0 || rk->step < t->cb_min_step)
+            t->cb_min_step = rk->step;
+        if (rk->compute_ms + rk->comm_ms > t->cb_step_ms)
+            t->cb_step_ms = rk->compute_ms + rk->comm_ms;
+        t->cb_n++;
+    }
+}
+
 /* Goodput accounting (report.c): what it needs of the ranks, pushed. */
-static void report_sample (struct jobs *jobs, struct attempt *att)
+static void report_sample (struct jobs *jobs, struct attempt *att,
+                           const struct rank_totals *t)
 {
     struct report_sample sm = {
         .job = att->row.job_id,
         .attempt = att->row.attempt,
         .resume_step = att->row.resume_step,
         .start_time = att->row.start_time,
-        .all_ranks = true,
-        .min_step = -1,
-        .step_ms = NAN,
-        .batch = 0,
+        .all_ranks = t->all_ranks,
+        .min_step = t->done_step,
+        .step_ms = t->step_ms,
+        .batch = t->batch,
+        .has_dims = t->ndims_seen > 0,
     };
-    int ndims = 0;
     if (att->row.state != ATT_RUNNING)
         return;
-    /* A step is reached when every rank has finished it; in synchronous
-     * training a step takes its slowest rank's compute + communication. */
-    for (int k = 0; k < att->row.world_size; k++) {
-        const struct rank *rk = &att->ranks[k];
-        if (!rk->seen || rk->step < 0) {
-            sm.all_ranks = false;
-            continue;
-        }
-        /* Communication per dimension: the mean over the reporting ranks,
-         * as in the job view's comm.dims. */
-        for (int d = 0; rk->has_dims && d < 9; d++)
-            sm.dims[d] += rk->dims[d];
-        ndims += rk->has_dims;
-        if (sm.min_step < 0 || rk->step < sm.min_step)
-            sm.min_step = rk->step;
-        if (rk->samples > 0)
-            sm.batch += rk->samples;
-        double t = (isnan (rk->compute_ms) ? 0 : rk->compute_ms) +
-                   (isnan (rk->comm_ms) ? 0 : rk->comm_ms);
-        if (!isnan (rk->compute_ms) && (isnan (sm.step_ms) || t > sm.step_ms))
-            sm.step_ms = t;
-    }
-    for (int d = 0; ndims && d < 9; d++)
-        sm.dims[d] /= ndims;
-    sm.has_dims = ndims > 0;
+    for (int d = 0; t->ndims_seen && d < 9; d++)
+        sm.dims[d] = t->dims_seen[d] / t->ndims_seen;
     report_progress (jobs->ctx->report, &sm);
 }
 
@@ -233,32 +287,19 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
 {
     struct job *job = att->job;
     int64_t now = dt_real_ms ();
-    int64_t sum_samples = 0, min_step = -1;
-    double comp = 0, comm = 0;
-    int ncomp = 0;
+    struct rank_totals tot;
 
     att->progress_dirty = false;
     att->progress_last_ms = dt_mono_ms ();
-    for (int r = 0; r < att->row.world_size; r++) {
-        struct rank *rk = &att->ranks[r];
-        if (!rk->seen)
-            continue;
-        if (rk->step > att->max_step)
-            att->max_step = rk->step;
-        if (min_step < 0 || rk->step < min_step)
-            min_step = rk->step;
-        if (rk->samples > 0)
-            sum_samples += rk->samples;
-        if (!isnan (rk->compute_ms)) {
-            comp += rk->compute_ms;
-            ncomp++;
-            if (!isnan (rk->comm_ms))
-                comm += rk->comm_ms;
-        }
-    }
-    report_sample (jobs, att); /* goodput accounting */
-    straggler_pass (jobs, att);
-    commbound_pass (jobs, att);
+    rank_totals_sweep (att, &tot);
+    if (tot.max_step > att->max_step)
+        att->max_step = tot.max_step;
+    int64_t sum_samples = tot.samples, min_step = tot.min_step;
+    double comp = tot.comp, comm = tot.comm;
+    int ncomp = tot.ncomp;
+    report_sample (jobs, att, &tot); /* goodput accounting */
+    straggler_pass (jobs, att, tot.fastest);
+    commbound_pass (jobs, att, &tot);
 
     /* The first step past the resume point: when the restart paid off
      * (the failure timelines and the goodput report use it). */

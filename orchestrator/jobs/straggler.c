@@ -23,16 +23,16 @@ int straggler_window (struct job *job)
     return straggler_window_steps (job->spec.straggler.window_steps);
 }
 
-/* Straggler scores (fastest median / own median, over a full window),
+/* Straggler scores (fastest median / own median, over a full window;
+ * fastest: straggler_fastest's, from the pass's sweep),
  * a "straggler" event for each newly flagged rank, and the exclusion
  * of the first one when straggler.action is "exclude". */
-void straggler_pass (struct jobs *jobs, struct attempt *att)
+void straggler_pass (struct jobs *jobs, struct attempt *att, double fastest)
 {
     struct job *job = att->job;
     int window = straggler_window (job);
     double threshold = job->spec.straggler.threshold;
 
-    double fastest = straggler_fastest (att->ranks, att->row.world_size);
     int flagged_rank = -1, nflagged = 0;
     for (int r = 0; r < att->row.world_size && !isnan (fastest); r++) {
         struct rank *rk = &att->ranks[r];

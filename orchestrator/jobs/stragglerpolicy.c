@@ -22,6 +22,7 @@ void straggler_sample (struct rank *rk, int window)
         rk->nring++;
     rk->ring_step = rk->step;
     rk->median_stale = true;
+    straggler_median (rk);
 }
 
 /* A selection, not a sort (Hoare's). */
@@ -58,14 +59,17 @@ double straggler_median (struct rank *rk)
     return rk->median;
 }
 
+double straggler_fastest_with (double fastest, struct rank *rk)
+{
+    double m = straggler_median (rk);
+    return !isnan (m) && m > 0 && (isnan (fastest) || m < fastest) ? m : fastest;
+}
+
 double straggler_fastest (struct rank *ranks, int n)
 {
     double fastest = NAN;
-    for (int r = 0; r < n; r++) {
-        double m = straggler_median (&ranks[r]);
-        if (!isnan (m) && m > 0 && (isnan (fastest) || m < fastest))
-            fastest = m;
-    }
+    for (int r = 0; r < n; r++)
+        fastest = straggler_fastest_with (fastest, &ranks[r]);
     return fastest;
 }
 

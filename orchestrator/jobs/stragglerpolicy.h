@@ -13,7 +13,10 @@
 int straggler_window_steps (int window_steps);
 
 /* Add the compute time of the rank's current step to its window (once per
- * step; none while compute_ms is unknown). */
+ * step; none while compute_ms is unknown), and compute the window's
+ * median then: as the heartbeat that brought the step is handled, not in
+ * the attempt-wide pass, which would otherwise redo it for every rank of
+ * a step at once. */
 void straggler_sample (struct rank *rk, int window);
 
 /* The median of a rank's window (the upper one, as ft_median), NAN when
@@ -22,6 +25,8 @@ double straggler_median (struct rank *rk);
 
 /* The smallest positive median over ranks[0..n), NAN when none. */
 double straggler_fastest (struct rank *ranks, int n);
+/* The same, one rank at a time: fastest so far (NAN: none) and rk. */
+double straggler_fastest_with (double fastest, struct rank *rk);
 
 /* straggler.action "exclude": stop the attempt to restart without the
  * flagged rank's node, unless already stopping or no other node is left. */
