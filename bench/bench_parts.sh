@@ -42,7 +42,7 @@ sched_ns () { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{c += $1; w += 
 # controller sees W relays per attempt, each POSTing its subtree's
 # heartbeats to /v1/agent/relay once a second).
 part_ingest () {
-    local agents_list=${BENCH_INGEST_AGENTS:-"125 1250 5000 10000"}
+    local agents_list=${BENCH_INGEST_AGENTS:-"125 1250 10000 20000 40000"}
     local trees=${BENCH_INGEST_TREE:-"0 256"} TW K
     local W=${BENCH_INGEST_WARMUP:-2} D=${BENCH_INGEST_SECONDS:-6} A d njobs per j id toks tok
     [ -x "$LOADGEN" ] || { note ingest "loadgen not built: part skipped"; return; }
