@@ -356,9 +356,14 @@ size_t jobs_commands_text (struct jobs *jobs, struct attempt *att, char *buf, si
     (void)jobs;
     if (att->row.state == ATT_ENDING && att->jit_open &&
         !strcmp (att->row.cause, "hang") && att->row.cause_rank >= 0)
-        /* The just-in-time window after a hang: the hung rank goes, so its
-         * peers' collective fails and they save the state. */
-        n = snprintf (buf, len, "[{\"kind\":\"kill\",\"rank\":%d}]", att->row.cause_rank);
+        /* The just-in-time window after a hang: the hung rank goes, and its
+         * peers save the state and exit.  The kill fails their collective
+         * on it where gloo sees the peer go; the stop wakes them where it
+         * does not (a copy of the killed rank's socket still open in
+         * another process), as on the ordinary path below. */
+        n = snprintf (buf, len,
+                      "[{\"kind\":\"kill\",\"rank\":%d},{\"kind\":\"stop\",\"step\":-1}]",
+                      att->row.cause_rank);
     else if (att->row.state == ATT_ENDING && att->jit_open)
         /* The just-in-time window: survivors save the state now and exit
          * (a negative step; dttrain wakes a rank stuck in a collective on

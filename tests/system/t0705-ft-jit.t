@@ -4,8 +4,8 @@
 # state of the last completed step: it writes every rank's shard of that
 # step, the controller commits the set (kind jit) and the next attempt
 # resumes from it, so at most the step in flight is lost - with periodic
-# checkpoints far apart (every 1000 steps).  Three cases, 2 nodes x 1 rank,
-# each killing at step 45, where rank 1 holds (--inject-hang, first attempt):
+# checkpoints far apart (every 1000 steps).  Four cases, 2 nodes x 1 rank,
+# each failing at step 45, where rank 1 holds (--inject-hang, first attempt):
 #   1. kill -9 of rank 1 (dp): resume_source jit, lost work <= 1 step, final
 #      params_crc32c equal to an uninterrupted run's.  A helper holds copies
 #      of rank 1's sockets open, so the kill never fails rank 0's collective
@@ -16,7 +16,10 @@
 #      blamed), resume from the just-in-time checkpoint, same parameters;
 #   3. zero1: the lost rank's optimizer shard is gone, no just-in-time
 #      checkpoint; the controller falls back to the last committed one and
-#      records it (resume_source committed).
+#      records it (resume_source committed);
+#   4. rank 1 hung (found by its agent), its sockets held open as in case 1:
+#      the controller's kill of the hung rank comes with the just-in-time
+#      stop, which wakes rank 0; resume from the just-in-time checkpoint.
 . "$(dirname "$0")/ft-lib.sh"
 
 write_conf
@@ -163,6 +166,32 @@ check "3: no checkpoint of kind jit" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed' AND json_extract(data, '\$.kind') = 'jit'")" = 0
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 check "3: final params_crc32c $GOT equals the uninterrupted zero1 run's $BASEZ" same "$GOT" "$BASEZ"
+
+# --- 4. a hung rank, its peer stuck in a collective that the kill does not fail ----
+# Rank 1 holds at step 45 until its agent finds it hung (3 s); the
+# controller has it killed.  Its sockets are held open as in case 1, so
+# only the just-in-time stop that comes with the kill wakes rank 0.
+submit "$(first_attempt_only "--inject-hang 1:45" "$(dttrain_spec jit-hang 2 "--inject-slow 0:25" \
+    '{"checkpoint": {"every_steps": 1000}, "heartbeat": {"hang_timeout_ms": 3000}}')")" \
+    || bail "submit failed"
+check "4: the job reaches step 45" wait_step "$ID" 45 90
+PID=$(rank_pid "$ID" 1)
+T0=$(now_ms)
+hold_sockets "$PID" "$TMP/held4.n"
+check "4: rank 1's sockets are held open by a helper" \
+    wait_for 10 sh -c "test \"\$(cat '$TMP/held4.n' 2>/dev/null)\" -gt 0"
+check "4: the job completes" wait_state "$ID" completed 120
+kill -9 "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
+wait_att "$ID" succeeded 20
+api GET "/v1/jobs/$ID" > "$TMP/j.json"
+timeline "$ID" "$T0"
+check "4: attempt 1 failed with cause hang, rank 1" \
+    jqt '.data.attempts[0].cause == "hang" and .data.attempts[0].cause_rank == 1' "$TMP/j.json" \
+    || jq -c '.data.attempts[0] | {cause, cause_node, cause_rank, detail}' "$TMP/j.json" | sed 's/^/# /'
+check "4: rank 0's collective, never failed by the kill, was woken by the just-in-time stop" \
+    grep -q "rank 0: the just-in-time checkpoint waits .* aborting" \
+    "$TMP"/users/0/agents/job-$ID.1/local1/dt-$ID-a1*/rank-0.err
+jit_checks "$ID" 4
 
 echo "# steps lost: dp with just-in-time checkpoint $L1 (rank killed), $L2 (node lost);" \
      "zero1 without it $L3 (checkpoints every 20 steps)"

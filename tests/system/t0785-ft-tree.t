@@ -14,6 +14,8 @@
 #    world is broken: the tree's repair keeps the others' heartbeats, it
 #    cannot keep the attempt) and the job goes on;
 #  - kill -9 of a leaf's agent likewise;
+#  - kill -9 of a rank two levels down: its exit goes to the controller
+#    directly (events do not climb the tree), the time it took printed;
 #  - the job completes with params_crc32c equal to an uninterrupted run's.
 # Long enough (about 10 s a run) to do all that in one job.
 : "${FT_STEPS:=400}"
@@ -101,7 +103,23 @@ check "attempt 2 failed, blamed on the leaf's node $L3 or on no node" \
     jqt ".data.attempts[1].state == \"failed\" and (.data.attempts[1].cause_node == \"$L3\" or .data.attempts[1].cause_node == null)" "$TMP/j.json"
 echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ': ' || coalesce(detail, '') FROM events WHERE job_id = $ID AND attempt = 2 AND kind IN ('node_lost', 'agent_exit') LIMIT 1")"
 
-# 4. the end: the same parameters as without failures.
+# 4. a rank of attempt 3 two levels down (node rank 2, behind the relay of
+# node rank 0) killed: its exit is an event, which goes to the controller
+# directly, not up the tree.  The time from the kill to the failure is
+# printed (bench/ is the place for speed): the goal is 100 ms.
+check "attempt 3 runs past a step" wait_for 180 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[2].state // empty')\" = running"
+check "attempt 3's rank 2 reports steps" wait_for 120 sh -c "curl -s $URL/v1/jobs/$ID | jq -e '.data.attempts | length == 3' >/dev/null && test -n \"\$(curl -s $URL/v1/jobs/$ID/ranks | jq -r '.data[] | select(.rank == 2 and .step > 0) | .pid')\""
+PID=$(rank_pid "$ID" 2)
+T0=$(now_ms)
+check "kill -9 rank 2 (pid $PID), two levels down" kill -9 "$PID"
+check "attempt 3 fails" wait_att_failed 3
+api GET "/v1/jobs/$ID" > "$TMP/j.json"
+timeline "$ID" "$T0" 3
+check "attempt 3 failed with cause trainer_exit, rank 2" \
+    jqt '.data.attempts[2].cause == "trainer_exit" and .data.attempts[2].cause_rank == 2' "$TMP/j.json"
+echo "# rank 2's exit, two levels down, reached the controller $T_DETECT_MS ms after the kill"
+
+# 5. the end: the same parameters as without failures.
 check "the job completes" wait_state "$ID" completed 300
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
