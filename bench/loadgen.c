@@ -20,10 +20,11 @@
  * (connections are opened when needed and closed when the controller says
  * "Connection: close", as on a 503 at its connection limit), then only the
  * controller's children (the first W nodes of each attempt) keep a
- * connection; each sends, once a period, one POST /v1/agent/relay with the
- * heartbeats of its whole subtree, one line per node, as the real relays
- * forward them.  Latency is then per relay request, and the achieved rate
- * counts every node's line.
+ * connection; each sends POST /v1/agent/relay with the heartbeats of its
+ * subtree, one line per node, as the real relays forward them: a relay
+ * with children --relay-sends times a period, each request with the lines
+ * of a share of its subtree (its own once a period).  Latency is then per
+ * relay request, and the achieved rate counts every node's line.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -68,10 +69,17 @@ struct agent {
     int64_t sent_ns;   /* when the request in flight was sent */
     int nlines;        /* heartbeats in the request in flight */
     int close_after;   /* a registration sent without waiting: close after it */
+    int parts, slot;   /* a relay with children sends parts requests a period,
+                        * this one the slot-th (see --relay-sends) */
 };
 
 static struct agent *all_agents;
 static int opt_tree = 0; /* --tree-width */
+/* --relay-sends: requests a period of a relay that has children.  A
+ * dtagent relay sends its children's lines when the oldest is a quarter
+ * interval old; with its children beating at phases of their own, that is
+ * about 4 requests an interval, each with a quarter of its subtree. */
+static int opt_relay_sends = 4;
 
 /* The agents' due times, earliest first: a binary heap of (time, agent)
  * with lazy deletion (an entry whose agent is busy, gone, or now due at
@@ -278,11 +286,13 @@ static void hb_line (char **body, size_t *n, size_t *cap, int local, int64_t ste
 /* The lines of node 'local' of attempt 'att' and of its subtree (width
  * opt_tree): children of i are W*(i+1) .. W*(i+1)+W-1 (common/tree.h). */
 static int subtree_lines (char **body, size_t *n, size_t *cap, int local, int att,
-                          int nodes, int64_t step)
+                          int nodes, int64_t step, int parts, int slot, int top)
 {
     int count = 0;
     struct agent *a = &all_agents[local * ntokens + att];
-    if (a->registered && !a->gone) {
+    /* The relay's own line once a period, its descendants' in the part of
+     * the period their node number falls in. */
+    if (a->registered && !a->gone && (top ? slot == 0 : local % parts == slot)) {
         if (*n > 0)
             (*body)[(*n)++] = '\n';
         hb_line (body, n, cap, local, step);
@@ -290,7 +300,7 @@ static int subtree_lines (char **body, size_t *n, size_t *cap, int local, int at
     }
     for (long c = (long)opt_tree * (local + 1);
          c < (long)opt_tree * (local + 2) && c < nodes; c++)
-        count += subtree_lines (body, n, cap, (int)c, att, nodes, step);
+        count += subtree_lines (body, n, cap, (int)c, att, nodes, step, parts, slot, 0);
     return count;
 }
 
@@ -319,7 +329,9 @@ static void build_request (struct agent *a, int64_t step)
     else if (opt_tree > 0) {
         int att = a->idx % ntokens;
         int nodes = opt_agents / ntokens + (att < opt_agents % ntokens);
-        a->nlines = subtree_lines (&body, &n, &cap, a->local, att, nodes, step);
+        a->nlines = subtree_lines (&body, &n, &cap, a->local, att, nodes, step, a->parts,
+                                   a->slot, 1);
+        a->slot = (a->slot + 1) % a->parts;
         route = "relay";
     }
     else
@@ -390,13 +402,15 @@ static void usage (void)
       "[--ranks R]\n"
       "               [--hz F] [--duration S] [--warmup S] [--prefix NAME]\n"
       "               [--register-timeout S] [--mark FILE] [--tree-width W]\n"
-      "               [--register-wait MS]\n"
+      "               [--register-wait MS] [--relay-sends N]\n"
       "Simulates N agents of one attempt (node names PREFIX0..PREFIX<N-1>)\n"
       "sending heartbeats of R ranks at F Hz each, and prints latency as JSON.\n"
       "With K comma-separated tokens (K attempts, e.g. because one attempt's\n"
       "world is limited), agent i belongs to attempt i %% K, as its (i / K)-th node.\n"
       "--register-wait: how long the controller may hold a registration\n"
-      "(wait_ms; default 10000, as dtagent; 0: poll as older agents did).\n");
+      "(wait_ms; default 10000, as dtagent; 0: poll as older agents did).\n"
+      "--relay-sends: requests a period of a relay with children, each with\n"
+      "a share of its subtree (default 4, as dtagent's relays send).\n");
     exit (1);
 }
 
@@ -417,6 +431,7 @@ int main (int argc, char **argv)
         { "mark", required_argument, 0, 'm' },
         { "tree-width", required_argument, 0, 'T' },
         { "register-wait", required_argument, 0, 'W' },
+        { "relay-sends", required_argument, 0, 'S' },
         { 0 }
     };
     int c;
@@ -436,11 +451,12 @@ int main (int argc, char **argv)
         case 'm': opt_mark = optarg; break;
         case 'T': opt_tree = atoi (optarg); break;
         case 'W': opt_register_wait = atoi (optarg); break;
+        case 'S': opt_relay_sends = atoi (optarg); break;
         default: usage ();
         }
     }
     if (!opt_token || opt_agents < 1 || opt_ranks < 1 || opt_ranks > 64 || opt_hz <= 0 ||
-        opt_tree < 0)
+        opt_tree < 0 || opt_relay_sends < 1)
         usage ();
     {
         char *copy = strdup (opt_token), *save = NULL;
@@ -489,6 +505,13 @@ int main (int argc, char **argv)
         a->local = i / ntokens;
         a->token = tokens[i % ntokens];
         a->keep = opt_tree == 0 || a->local < opt_tree;
+        {
+            int att = i % ntokens;
+            int nodes = opt_agents / ntokens + (att < opt_agents % ntokens);
+            a->parts = opt_tree > 0 && (long)opt_tree * (a->local + 1) < nodes
+                         ? opt_relay_sends
+                         : 1;
+        }
         /* Connected when its first request is due (below): 40,000 agents
          * need not hold 40,000 descriptors at once. */
         a->fd = -1;
@@ -570,7 +593,7 @@ int main (int argc, char **argv)
             a->sent_ns = now;
             /* A heartbeat's successor is due one period later; a register's
              * retry is scheduled when its answer comes. */
-            a->next_ns = a->registered ? a->next_ns + period : INT64_MAX;
+            a->next_ns = a->registered ? a->next_ns + period / a->parts : INT64_MAX;
             a->busy = 1;
             ssize_t w = write (a->fd, a->req, a->req_len);
             if (w > 0)
@@ -734,7 +757,7 @@ int main (int argc, char **argv)
         /* Heartbeats due in the window but never sent (the connection was
          * still waiting for an earlier answer): the same lower bound. */
         for (int64_t due = a->next_ns; a->registered && phase2 && due < t_end;
-             due += period)
+             due += period / a->parts)
             if (due >= t_measure && nlat < lat_cap) {
                 lat[nlat++] = t_stop - due;
                 unanswered++;
