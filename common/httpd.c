@@ -483,7 +483,15 @@ static void dispatch (dt_http_req_t *req)
 static bool refuse_overfull (struct listener *l, dt_http_req_t *req)
 {
     dt_httpd_t *h = l->h;
-    if (l->nconns <= l->refuse_at && h->nconns <= h->refuse_all_at)
+    /* The urgent listener (the users': a status query, a cancel) keeps a
+     * share of the descriptors of its own: the others are refused that
+     * much sooner, so that agents at the limit cannot lock the users out. */
+    uint64_t all_at = h->refuse_all_at;
+    if (h->has_urgent && l != &h->ls[h->urgent]) {
+        uint64_t band = dt_fdlimit_band (h->nofile_budget);
+        all_at = all_at > band ? all_at - band : 1;
+    }
+    if (l->nconns <= l->refuse_at && h->nconns <= all_at)
         return false;
     l->refused++;
     req->overfull = true;
