@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/dtime.h"
@@ -600,7 +602,68 @@ static void test_urgent (void)
     pthread_mutex_unlock (&srv_lock);
 }
 
+/* The users' share of the descriptors, in a child process run before any
+ * thread (its descriptor limit is lowered for good): at a limit of 320,
+ * 64 descriptors are for connections, all listeners together are refused
+ * over 48 and, with an urgent listener, the others over 32.  With 34
+ * agents' connections open, an agent's request is refused and a user's
+ * served; without the share both would be served. */
+static int reserve_status = -1;
+
+static int reserve_child (void)
+{
+    struct rlimit rl = { 320, 320 };
+    dt_error_t err;
+    struct dt_httpd_conf conf = { .max_body = MAX_BODY,
+                                  .body_budget = BODY_BUDGET,
+                                  .request_timeout_ms = REQUEST_TIMEOUT_MS };
+    struct dt_httpd_listen users = { .addr = "127.0.0.1", .cls = 0 };
+    struct dt_httpd_listen agents = { .addr = "127.0.0.1", .cls = 1 };
+    const char *get = "GET /echo HTTP/1.1\r\nHost: x\r\nX-Key: good\r\n\r\n";
+    char buf[4096];
+    int fd[33], agent_st, user_st;
+
+    if (setrlimit (RLIMIT_NOFILE, &rl) < 0)
+        return 2;
+    if (!(srv = dt_httpd_new (&conf, &err)) || dt_httpd_listen (srv, &users, &err) != 0 ||
+        dt_httpd_listen (srv, &agents, &err) != 1 ||
+        dt_httpd_route (srv, "GET", "/echo", echo_cb, NULL) < 0)
+        return 3;
+    dt_httpd_set_gate (srv, gate_cb, NULL);
+    dt_httpd_set_urgent (srv, 0);
+    port_user = dt_httpd_listener_port (srv, 0);
+    port_agent = dt_httpd_listener_port (srv, 1);
+    if (pthread_create (&srv_thread, NULL, srv_loop, NULL) != 0)
+        return 4;
+    for (int i = 0; i < 33; i++)
+        if ((fd[i] = connect_to (port_agent)) < 0)
+            return 5;
+    /* The 34th's request, again until the server has accepted the 33
+     * (it counts connections as it accepts them; 2 s at most). */
+    agent_st = 0;
+    for (int t = 0; t < 100 && agent_st != 503; t++) {
+        int f = connect_to (port_agent);
+        if (f < 0 || send_str (f, get) < 0)
+            return 6;
+        agent_st = read_status (f, buf, sizeof (buf));
+        close (f);
+        if (agent_st != 503)
+            usleep (20000);
+    }
+    user_st = ask (port_user, get, buf, sizeof (buf));
+    fprintf (stderr, "users' share: an agent's request %d, a user's %d\n", agent_st,
+             user_st);
+    return agent_st == 503 && user_st == 200 ? 0 : 1;
+}
+
+static void test_users_share (void)
+{
+    CU_ASSERT_EQUAL (reserve_status, 0);
+}
+
 static const struct dt_unit_test tests[] = {
+    { "the users' share of the descriptors: an agent refused, a user served",
+      test_users_share },
     { "long poll: parked until woken or its longest wait", test_park },
     { "gate: refused at header time, note to the handler, not for 404", test_gate },
     { "listener classes", test_classes },
@@ -621,6 +684,12 @@ int main (void)
     int rc;
 
     dt_log_init ("test_httpd_limits", DT_LOG_STDERR, LOG_ERR);
+    pid_t child = fork ();
+    if (child == 0)
+        _exit (reserve_child ());
+    int ws;
+    if (child > 0 && waitpid (child, &ws, 0) == child && WIFEXITED (ws))
+        reserve_status = WEXITSTATUS (ws);
     if (start_server () < 0)
         return 99;
     rc = dt_unit_run ("httpd_limits", tests);
