@@ -69,6 +69,10 @@ declared () {
     [ -n "$f" ] && grep -q "^rank $1: declared reform in attempt 1\$" "$f" && grep -q "^rank $1: peers" "$f"
 }
 check "both ranks declared the capability" wait_for 20 eval 'declared 0 && declared 1'
+# (and after the controller saw a step: an attempt that made no progress
+# backs off, and a restart that waits a backoff is not re-formed)
+stepped () { api GET "/v1/jobs/$JOB/ranks" | jqt '[.data[] | select(.step > 0)] | length == 2'; }
+check "the controller saw both ranks step" wait_for 20 stepped
 f1=$(find "$T/users" -path "*/job-$JOB.*" -name "rank-1.err" | head -1)
 pid1=$(sed -n 's/^rank 1\/2: pid \([0-9]*\),.*/\1/p' "$f1" | head -1)
 check "rank 1 killed (SIGKILL)" kill -9 "$pid1"
