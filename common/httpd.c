@@ -477,32 +477,6 @@ static void dispatch (dt_http_req_t *req)
     }
 }
 
-/* Over the listener's connection limit: a clear answer, not a connection
- * closed at accept (which a client cannot tell from a controller that is
- * down); agents back off with jitter.  True when it answered. */
-static bool refuse_overfull (struct listener *l, dt_http_req_t *req)
-{
-    dt_httpd_t *h = l->h;
-    /* The urgent listener (the users': a status query, a cancel) keeps a
-     * share of the descriptors of its own: the others are refused that
-     * much sooner, so that agents at the limit cannot lock the users out. */
-    uint64_t all_at = h->refuse_all_at;
-    if (h->has_urgent && l != &h->ls[h->urgent]) {
-        uint64_t band = dt_fdlimit_band (h->nofile_budget);
-        all_at = all_at > band ? all_at - band : 1;
-    }
-    if (l->nconns <= l->refuse_at && h->nconns <= all_at)
-        return false;
-    l->refused++;
-    req->overfull = true;
-    dt_http_reply_error (req, 503, NULL,
-                         "controller at its connection limit (%llu connections open, "
-                         "descriptor limit %llu): retry after a randomized backoff; "
-                         "large jobs should use a fan-in tree (TreeWidth)",
-                         (unsigned long long)h->nconns, (unsigned long long)h->nofile);
-    return true;
-}
-
 static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -526,7 +500,7 @@ static enum MHD_Result access_cb (void *cls, struct MHD_Connection *conn, const 
         if (!(req->method = strdup (method)) || !(req->path = strdup (url)))
             return MHD_NO;
         set_peer (req);
-        if (refuse_overfull (l, req))
+        if (httpd_refuse_overfull (l, req))
             return MHD_YES;
         route_match (req);
         if (req->route_status == 404) {

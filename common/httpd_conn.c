@@ -1,11 +1,12 @@
 /* httpd_conn.c: the HTTP server's connections: the absolute request
- * timeout, rate-limited warnings and tagged connections' close callback
- * (see httpd_conn.h and httpd.h). */
+ * timeout, rate-limited warnings, tagged connections' close callback and
+ * the answer over the connection limits (see httpd_conn.h and httpd.h). */
 #include <config.h>
 #include <stdio.h>
 #include <sys/socket.h>
 
 #include "common/dtime.h"
+#include "common/fdlimit.h"
 #include "common/httpd_conn.h"
 #include "common/httpd_int.h"
 #include "common/log.h"
@@ -115,4 +116,30 @@ void httpd_conn_closed (dt_httpd_t *h, struct httpd_conn *c)
 {
     if (c->tag[0] && h->close_cb)
         h->close_cb (c->tag, h->close_arg);
+}
+
+/* Over the listener's connection limit: a clear answer, not a connection
+ * closed at accept (which a client cannot tell from a controller that is
+ * down); agents back off with jitter.  True when it answered. */
+bool httpd_refuse_overfull (struct listener *l, dt_http_req_t *req)
+{
+    dt_httpd_t *h = l->h;
+    /* The urgent listener (the users': a status query, a cancel) keeps a
+     * share of the descriptors of its own: the others are refused that
+     * much sooner, so that agents at the limit cannot lock the users out. */
+    uint64_t all_at = h->refuse_all_at;
+    if (h->has_urgent && l != &h->ls[h->urgent]) {
+        uint64_t band = dt_fdlimit_band (h->nofile_budget);
+        all_at = all_at > band ? all_at - band : 1;
+    }
+    if (l->nconns <= l->refuse_at && h->nconns <= all_at)
+        return false;
+    l->refused++;
+    req->overfull = true;
+    dt_http_reply_error (req, 503, NULL,
+                         "controller at its connection limit (%llu connections open, "
+                         "descriptor limit %llu): retry after a randomized backoff; "
+                         "large jobs should use a fan-in tree (TreeWidth)",
+                         (unsigned long long)h->nconns, (unsigned long long)h->nofile);
+    return true;
 }

@@ -125,6 +125,10 @@ int httpd_defer (dt_httpd_t *h, struct MHD_Connection *conn);
 bool httpd_defer_now (dt_httpd_t *h, const struct listener *l);
 /* In a run, after listener i's turn: the urgent one's, when it waits. */
 int httpd_urgent_turn (dt_httpd_t *h, int i);
+/* httpd_conn.c: over listener l's connection limit, or over all the
+ * listeners' (less the urgent listener's share, for the others): req is
+ * answered 503 and true returned. */
+bool httpd_refuse_overfull (struct listener *l, dt_http_req_t *req);
 /* A listener has work MHD can do at once: a connection with data read or
  * readable (MHD's ready list), or one resumed. */
 bool httpd_more_ready (const dt_httpd_t *h);
