@@ -108,7 +108,7 @@ echo "# $(sqlite3 "$TMP/state/dtctld.db" "SELECT kind || ': ' || coalesce(detail
 # directly, not up the tree.  The time from the kill to the failure is
 # printed (bench/ is the place for speed): the goal is 100 ms.
 check "attempt 3 runs past a step" wait_for 180 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts[2].state // empty')\" = running"
-check "attempt 3's rank 2 reports steps" wait_for 120 sh -c "curl -s $URL/v1/jobs/$ID | jq -e '.data.attempts | length == 3' >/dev/null && test -n \"\$(curl -s $URL/v1/jobs/$ID/ranks | jq -r '.data[] | select(.rank == 2 and .step > 0) | .pid')\""
+check "attempt 3's rank 2 reports steps" wait_for 120 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq -r '.data.attempts | length')\" = 3 && test -n \"\$(curl -s $URL/v1/jobs/$ID/ranks | jq -r '.data[] | select(.rank == 2 and .step > 0) | .pid')\""
 PID=$(rank_pid "$ID" 2)
 T0=$(now_ms)
 check "kill -9 rank 2 (pid $PID), two levels down" kill -9 "$PID"
