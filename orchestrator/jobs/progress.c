@@ -294,9 +294,7 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
     rank_totals_sweep (att, &tot);
     if (tot.max_step > att->max_step)
         att->max_step = tot.max_step;
-    int64_t sum_samples = tot.samples, min_step = tot.min_step;
-    double comp = tot.comp, comm = tot.comm;
-    int ncomp = tot.ncomp;
+    int64_t min_step = tot.min_step;
     report_sample (jobs, att, &tot); /* goodput accounting */
     straggler_pass (jobs, att, tot.fastest);
     commbound_pass (jobs, att, &tot);
@@ -335,9 +333,9 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
             att->tp_step = min_step;
         }
         else if (now - att->tp_time_ms >= 1000) {
-            if (sum_samples > 0)
+            if (tot.samples > 0)
                 job->row.throughput = (double)(min_step - att->tp_step) *
-                                      (double)sum_samples * 1000.0 /
+                                      (double)tot.samples * 1000.0 /
                                       (double)(now - att->tp_time_ms);
             att->tp_time_ms = now;
             att->tp_step = min_step;
@@ -345,8 +343,8 @@ void jobs_progress (struct jobs *jobs, struct attempt *att)
         }
     }
 
-    progress_metric (jobs, att, now, ncomp ? comp / ncomp : NAN,
-                     ncomp ? comm / ncomp : NAN);
+    progress_metric (jobs, att, now, tot.ncomp ? tot.comp / tot.ncomp : NAN,
+                     tot.ncomp ? tot.comm / tot.ncomp : NAN);
     ckpt_schedule (jobs, att, min_step);
 }
 
