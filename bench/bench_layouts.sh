@@ -131,7 +131,7 @@ done
 }
 
 want 2 && {
-echo "== (2) pipeline bubble, pp 2 on 2 ranks: stage 0 blocked / step vs (P-1)/(M+P-1), x $REPS"
+echo "== (2) pipeline bubble, pp 2 on 2 ranks: the stages' idle share vs (P-1)/(M+P-1), x $REPS"
 # add_trace PREFIX: the run's trace replayed (bench/pp_trace.py), its
 # figures added as trace_* to the last line of the results
 add_trace () {

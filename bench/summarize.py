@@ -309,7 +309,7 @@ row("8 torch", "steps lost", "torch.dtctl.steps_lost", ref="torchrun --max_resta
 
 # 9. layouts (bench_layouts.sh; the per-layout tokens/s table is in layouts.md)
 for M in (1, 2, 4, 8):
-    row("9 layouts", "pp2 bubble, M=%d micro-batches (stage 0 blocked / step)" % M, "layouts.bubble.M%d" % M,
+    row("9 layouts", "pp2 bubble, M=%d micro-batches (the stages' idle share of the pipeline phase)" % M, "layouts.bubble.M%d" % M,
         ref="theory (P-1)/(M+P-1)", ref_key="layouts.bubble_theory.M%d" % M, ratio_key="layouts.bubble_err.M%d" % M,
         goal="within 10%", ok=lambda st, a, b: None if not b else abs(b["median"]) <= 0.10)
 for bm in ("1", "4", "16"):
