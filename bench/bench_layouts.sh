@@ -251,11 +251,15 @@ if any(d["fig"] == "layout" for d in rows):
 if any(d["fig"] == "bubble" for d in rows):
     p("## (2) pipeline bubble, pp 2 (the share of the stages' time in the pipeline that no pass used)")
     p()
-    p("Model: C%s E%s H%s L%s, batch %s, %s steps (6 blocks per stage: the last stage's final "
-      "LayerNorm, head and loss are 1%% of its work, so the stages are as equal as the theory "
-      "assumes; with 2 blocks of E = 128 per stage they are 7%%, and the bubble measures that "
-      "imbalance more than the schedule)." % tuple(os.environ.get(k, "?") for k in (
-          "CTX", "BWIDTH", "HEADS", "BLAYERS", "BBATCH", "BSTEPS")))
+    C, E, L = (int(os.environ[k]) for k in ("CTX", "BWIDTH", "BLAYERS"))
+    # the head's multiply-adds per token over a stage's (V = 256: bytes)
+    head = 2 * 256 / (24 * E + 4 * C) / (L / 2)
+    p("Model: C%d E%d H%s L%d, batch %s, %s steps (%g blocks per stage: the last stage's final "
+      "LayerNorm, head and loss add %.0f%% to its work, 2V / (24E + 4C) of a block; the theory "
+      "assumes equal stages; with 2 blocks of E = 128 per stage they add 7%%, and the bubble "
+      "measures that imbalance more than the schedule)." % (
+          C, E, os.environ["HEADS"], L, os.environ["BBATCH"], os.environ["BSTEPS"], L / 2,
+          100 * head))
     p()
     p("pipeline, measured: 1 - the stages' pass time (pp_stage_pass_s, summed over the stages) / "
       "(P x the pipeline phase of the steps). The phase is stage 0's forward/backward phase "
