@@ -291,19 +291,18 @@ if any(d["fig"] == "bubble" for d in rows):
     def phase0(d):
         ph = d.get("pp_stage_phase_s")
         return ph[0] if ph else d["compute_s"]
-    def ran(S, M):
+    # 1F1B at the slowest stage's pace: stage 0's idle share, or the mean
+    # over the stages (pipeline)
+    def ran(S, M, pipeline=False):
         if not S or len(S) < 2 or not max(S):
             return None
-        return 1 - M * S[0] / (sum(S) + (M - 1) * max(S))
+        own = sum(S) / len(S) if pipeline else S[0]
+        return 1 - M * own / (sum(S) + (M - 1) * max(S))
     # the pipeline's bubble: the share of the P stages' time in the step's
     # pipeline phase (stage 0's, which spans it) that no pass used
     def pipe(d):
         W, ph = d.get("pp_stage_pass_s"), phase0(d)
         return 1 - sum(W) / (len(W) * ph) if W and ph else None
-    def pipe_ran(S, M):
-        if not S or len(S) < 2 or not max(S):
-            return None
-        return 1 - M * sum(S) / len(S) / (sum(S) + (M - 1) * max(S))
     def rel(a, b):
         return None if a is None or not b else (a - b) / b
     pct = lambda x: "n/a" if x is None else "%+.0f%%" % (100 * x)
@@ -314,7 +313,7 @@ if any(d["fig"] == "bubble" for d in rows):
         m0, s0 = stat([d["pp_exposed_s"] / phase0(d) for d in sel])
         m, s = stat([pipe(d) for d in sel])
         err = rel(m, th)
-        pr = stat([pipe_ran(d.get("pp_stage_pass_s"), M) for d in sel])
+        pr = stat([ran(d.get("pp_stage_pass_s"), M, pipeline=True) for d in sel])
         share = stat([d["pp_pass_cpu_s"] / d["pp_pass_s"] for d in sel if d.get("pp_pass_s")])
         pw = stat([1e3 * d["pp_pass_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])
         pc = stat([1e3 * d["pp_pass_cpu_s"] / (d["steps_run"] * M) for d in sel if d.get("pp_pass_s")])

@@ -283,6 +283,13 @@ static void hb_line (char **body, size_t *n, size_t *cap, int local, int64_t ste
     *n = (size_t)(p - *body);
 }
 
+/* How many of the agents belong to attempt att (agent i to attempt
+ * i % ntokens). */
+static int attempt_nodes (int att)
+{
+    return opt_agents / ntokens + (att < opt_agents % ntokens);
+}
+
 /* The lines of node 'local' of attempt 'att' and of its subtree (width
  * opt_tree): children of i are W*(i+1) .. W*(i+1)+W-1 (common/tree.h). */
 static int subtree_lines (char **body, size_t *n, size_t *cap, int local, int att,
@@ -328,9 +335,8 @@ static void build_request (struct agent *a, int64_t step)
     }
     else if (opt_tree > 0) {
         int att = a->idx % ntokens;
-        int nodes = opt_agents / ntokens + (att < opt_agents % ntokens);
-        a->nlines = subtree_lines (&body, &n, &cap, a->local, att, nodes, step, a->parts,
-                                   a->slot, 1);
+        a->nlines = subtree_lines (&body, &n, &cap, a->local, att, attempt_nodes (att),
+                                   step, a->parts, a->slot, 1);
         a->slot = (a->slot + 1) % a->parts;
         route = "relay";
     }
@@ -505,13 +511,11 @@ int main (int argc, char **argv)
         a->local = i / ntokens;
         a->token = tokens[i % ntokens];
         a->keep = opt_tree == 0 || a->local < opt_tree;
-        {
-            int att = i % ntokens;
-            int nodes = opt_agents / ntokens + (att < opt_agents % ntokens);
-            a->parts = opt_tree > 0 && (long)opt_tree * (a->local + 1) < nodes
-                         ? opt_relay_sends
-                         : 1;
-        }
+        /* a relay with children sends its subtree in parts */
+        a->parts =
+          opt_tree > 0 && (long)opt_tree * (a->local + 1) < attempt_nodes (i % ntokens)
+            ? opt_relay_sends
+            : 1;
         /* Connected when its first request is due (below): 40,000 agents
          * need not hold 40,000 descriptors at once. */
         a->fd = -1;
