@@ -487,6 +487,25 @@ static void on_perf (agent_t *a, const struct dtproto_msg *m, int conn_rank,
     chan_reply_status (reply, DTCLIENT_OK, NULL);
 }
 
+/* What a rank computes with (dtclient_numerics): relayed with the rank
+ * added; the controller checks its members and compares it with the
+ * job's pinned numerics. */
+static void on_numerics (agent_t *a, const struct dtproto_msg *m, int conn_rank,
+                         struct dtproto_buf *reply)
+{
+    dt_error_t err;
+    json_t *n =
+      dt_json_parse ((const char *)m->s[DTPROTO_T_JSON], m->slen[DTPROTO_T_JSON], &err);
+    if (!json_is_object (n)) {
+        json_decref (n);
+        chan_reply_status (reply, DTCLIENT_ERR_INVAL, "numerics: not a JSON object");
+        return;
+    }
+    agent_event_add (a, json_pack ("{s:s, s:i, s:o}", "kind", "numerics", "rank",
+                                   conn_rank, "numerics", n));
+    chan_reply_status (reply, DTCLIENT_OK, NULL);
+}
+
 /* What a rank can do (dtclient_declare): kept, and relayed once. */
 static void on_caps (agent_t *a, const struct dtproto_msg *m, int conn_rank,
                      struct dtproto_buf *reply)
@@ -591,6 +610,7 @@ static void on_request (const struct dtproto_msg *m, int *conn_rank,
     }
     case DTPROTO_PERF: on_perf (a, m, *conn_rank, reply); return;
     case DTPROTO_CAPS: on_caps (a, m, *conn_rank, reply); return;
+    case DTPROTO_NUMERICS: on_numerics (a, m, *conn_rank, reply); return;
     case DTPROTO_KV_SET:
         if (ctl_kv_put (a->ctl, STR (DTPROTO_T_KEY, key), m->s[DTPROTO_T_VALUE],
                         m->slen[DTPROTO_T_VALUE], &status, &err) < 0) {

@@ -27,6 +27,17 @@ double dt_kern_cuda_peak_flops (int bf16, char *name, size_t namelen)
     return 0;
 }
 
+int dt_kern_cuda_identity (char *buf, size_t len)
+{
+#if HAVE_CUDA
+    if (dt_kern_cuda_probe (NULL, 0))
+        return dt_kern_cuda_ident (buf, len);
+#endif
+    (void)buf;
+    (void)len;
+    return -1;
+}
+
 struct dt_kern_ops *dt_kern_cuda (void)
 {
 #if HAVE_CUDA

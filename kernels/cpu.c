@@ -329,6 +329,20 @@ const char *dt_kern_cpu_better_coretype (void)
     return NULL;
 }
 
+int dt_kern_cpu_identity (char *buf, size_t len)
+{
+    /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64" */
+    char lib[32] = "OpenBLAS", ver[32] = "unknown";
+    const char *conf = openblas_get_config ();
+    if (conf)
+        sscanf (conf, "%31s %31s", lib, ver);
+    int n = snprintf (buf, len,
+                      "\"blas\": \"%s\", \"blas_version\": \"%s\", "
+                      "\"blas_core\": \"%s\", \"blas_threads\": %d",
+                      lib, ver, dt_kern_cpu_corename (), openblas_get_num_threads ());
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 struct dt_kern_ops *dt_kern_cpu (void)
 {
     /* Single-threaded unless told otherwise: two ranks share two cores. */

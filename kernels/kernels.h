@@ -189,6 +189,17 @@ const char *dt_kern_cpu_better_coretype (void);
  * reproducible only on the same core type.  Static storage. */
 const char *dt_kern_cpu_corename (void);
 
+/* The numerics identity of a backend: what a bit-identical resume depends
+ * on.  Each writes a JSON object's members (no braces) into buf, e.g.
+ * "\"blas\": \"OpenBLAS\", \"blas_version\": \"0.3.21\", ...", and
+ * returns 0, or -1 when buf is too small.  CPU: the BLAS library, its
+ * version, its core type (OpenBLAS's kernels) and threads.  CUDA: the
+ * device's name and compute capability, the driver's and runtime's CUDA
+ * versions, cuBLAS's and NCCL's (-1 when the backend is not built or no
+ * device is used). */
+int dt_kern_cpu_identity (char *buf, size_t len);
+int dt_kern_cuda_identity (char *buf, size_t len);
+
 /* The tanh-form GELU used by every backend (for reference code and tests). */
 float dt_gelu (float x);
 float dt_gelu_grad (float x);

@@ -15,6 +15,7 @@
 #include "common/jsonx.h"
 #include "common/log.h"
 #include "orchestrator/agentapi.h"
+#include "orchestrator/agentev.h"
 #include "orchestrator/agentkv.h"
 #include "orchestrator/allocapi.h"
 #include "orchestrator/auth.h"
@@ -118,7 +119,7 @@ static const int64_t register_park_max_ms = 30000;
  * parallel, or a smaller one the restart re-planned) as DT_TP and DT_PP,
  * which dttrain reads for --tp and --pp, and parallel.zero1 as
  * DT_PARALLEL=zero1 (--parallel).  New reference. */
-static json_t *trainer_env (const struct attempt *att)
+static json_t *trainer_env (struct ctld *ctx, const struct attempt *att)
 {
     const struct job *job = att->job;
     int tp = att->row.tp > 0 ? att->row.tp : job->spec.parallel.tp;
@@ -129,6 +130,17 @@ static json_t *trainer_env (const struct attempt *att)
         env = json_object ();
     if (!env)
         return NULL;
+    /* The job's pinned numerics (its first attempt's BLAS core type...),
+     * then the site's settings (PassEnv), where the spec's env does not
+     * set them. */
+    jobs_numerics_env (ctx->jobs, (struct job *)job, env);
+    for (char **e = ctx->cfg->pass_env; e && *e; e++) {
+        char name[128];
+        const char *eq = strchr (*e, '=');
+        snprintf (name, sizeof (name), "%.*s", (int)(eq - *e), *e);
+        if (!json_object_get (env, name))
+            json_object_set_new (env, name, json_string (eq + 1));
+    }
     snprintf (b, sizeof (b), "%d", tp > 0 ? tp : 1);
     json_object_set_new (env, "DT_TP", json_string (b));
     snprintf (b, sizeof (b), "%d", pp > 0 ? pp : 1);
@@ -141,7 +153,7 @@ static json_t *trainer_env (const struct attempt *att)
     return env;
 }
 
-static json_t *ready_answer (struct attempt *att, struct agent *ag)
+static json_t *ready_answer (struct ctld *ctx, struct attempt *att, struct agent *ag)
 {
     struct job *job = att->job;
     json_t *spec = job->row.spec;
@@ -161,6 +173,10 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
           json_pack ("{s:I s:s s:s}", "step", (json_int_t)att->row.resume_step, "dir",
                      att->row.resume_dir, "manifest_sha256", att->row.resume_sha256);
     json_t *tree = treeplan_answer (att, ag);
+    /* the node's name, as the controller knows it (DT_NODE) */
+    json_t *env = trainer_env (ctx, att);
+    if (env)
+        json_object_set_new (env, "DT_NODE", json_string (ag->node));
     json_t *ans = json_pack (
       "{s:o s:s s:I s:i s:s s:i s:i s:i s:i s:b s:s s:i s:i s:i"
       " s:O s:o s:O s:s s:o s:I s:I s:I s:I}",
@@ -172,10 +188,11 @@ static json_t *ready_answer (struct attempt *att, struct agent *ag)
       "restart_count", job->row.restarts, "max_restarts",
       (int)json_integer_value (
         json_object_get (json_object_get (spec, "restart"), "max_restarts")),
-      "command", json_object_get (spec, "command"), "env", trainer_env (att), "workdir",
-      json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume", resume,
-      "heartbeat_interval_ms", json_integer_value (json_object_get (hb, "interval_ms")),
-      "hang_timeout_ms", (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
+      "command", json_object_get (spec, "command"), "env", env ? env : json_object (),
+      "workdir", json_object_get (spec, "workdir"), "checkpoint_dir", cdir, "resume",
+      resume, "heartbeat_interval_ms",
+      json_integer_value (json_object_get (hb, "interval_ms")), "hang_timeout_ms",
+      (json_int_t)jobs_hang_timeout_ms (job), "node_timeout_ms",
       json_integer_value (json_object_get (hb, "node_timeout_ms")),
       /* Trainers that know it checkpoint at every multiple by
        * themselves, so no periodic checkpoint depends on a
@@ -341,7 +358,8 @@ static void register_cb (dt_http_req_t *req, void *arg)
     }
     /* qsort in the rendezvous may have moved the agent */
     ag = jobs_agent_find (att, node);
-    json_t *ready = att->row.state == ATT_RUNNING && ag ? ready_answer (att, ag) : NULL;
+    json_t *ready =
+      att->row.state == ATT_RUNNING && ag ? ready_answer (ctx, att, ag) : NULL;
     /* An agent in a fan-in tree heartbeats to its relay: it does not keep
      * a connection here. */
     if (ready && json_is_object (json_object_get (ready, "tree")))
@@ -533,124 +551,6 @@ static void heartbeat_cb (dt_http_req_t *req, void *arg)
 
 static const char *const ev_keys[] = { "node", "events", NULL };
 
-struct ev_spec {
-    const char *kind;
-    const char *const keys[10];
-};
-
-static const struct ev_spec ev_specs[] = {
-    { "rank_exit",
-      { "kind", "rank", "exit_code", "signal", "stderr_tail", "step", NULL } },
-    { "hang", { "kind", "rank", "detail", NULL } },
-    { "shard",
-      { "kind", "rank", "step", "path", "bytes", "crc32c", "jit", "shard_rank", NULL } },
-    { "shard_failed", { "kind", "rank", "step", "detail", NULL } },
-    { "result", { "kind", "rank", "result", NULL } },
-    { "node_failure", { "kind", "detail", NULL } },
-    { "signal", { "kind", "detail", NULL } },
-    { "done", { "kind", "exit_code", NULL } },
-    { "integrity", { "kind", "rank", "step", "report", NULL } },
-    { "perf", { "kind", "rank", "model_flops", "peak_flops", "peak_source", NULL } },
-    { "caps", { "kind", "rank", "reform", "waiting", "standby", NULL } },
-};
-
-/* A FLOP count or rate beyond any machine: a garbled report. */
-static const double perf_flops_max = 1e24;
-
-/* Check one event fully (so a bad event changes nothing). */
-static int event_check (struct attempt *att, json_t *e, const char *path, dt_error_t *err)
-{
-    const char *kind, *s;
-    const struct ev_spec *spec = NULL;
-    json_int_t i;
-    json_t *o;
-
-    if (!json_is_object (e))
-        return errnoprintf (err, EINVAL, "%s: expected object", path);
-    if (dt_json_get_str (e, path, "kind", true, 32, false, &kind, err) < 0)
-        return -1;
-    for (size_t k = 0; k < sizeof (ev_specs) / sizeof (ev_specs[0]); k++)
-        if (!strcmp (ev_specs[k].kind, kind))
-            spec = &ev_specs[k];
-    if (!spec)
-        return errnoprintf (err, EINVAL, "%s.kind: unknown event kind '%.32s'", path,
-                            kind);
-    if (dt_json_check_object (e, path, spec->keys, err) < 0)
-        return -1;
-    bool need_rank =
-      strcmp (kind, "node_failure") && strcmp (kind, "signal") && strcmp (kind, "done");
-    if (dt_json_get_int (e, path, "rank", need_rank, 0, att->row.world_size - 1, &i,
-                         err) < 0 ||
-        dt_json_get_int (e, path, "exit_code", false, -1024, 1024, &i, err) < 0 ||
-        dt_json_get_int (e, path, "signal", false, 0, 128, &i, err) < 0 ||
-        dt_json_get_str (e, path, "stderr_tail", false, 65536, true, &s, err) < 0 ||
-        dt_json_get_str (e, path, "detail", false, 4096, true, &s, err) < 0)
-        return -1;
-    if (!strcmp (kind, "shard") || !strcmp (kind, "shard_failed")) {
-        if (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0)
-            return -1;
-    }
-    /* rank_exit: the last step the rank reported (optional). */
-    if (!strcmp (kind, "rank_exit") &&
-        dt_json_get_int (e, path, "step", false, 0, INT64_MAX, &i, err) < 0)
-        return -1;
-    /* shard: a just-in-time shard names the rank whose shard it is. */
-    if (!strcmp (kind, "shard")) {
-        json_t *j = json_object_get (e, "jit");
-        if (j && !json_is_boolean (j))
-            return errnoprintf (err, EINVAL, "%s.jit: expected true or false", path);
-        if (dt_json_get_int (e, path, "shard_rank", json_is_true (j), 0,
-                             att->row.world_size - 1, &i, err) < 0)
-            return -1;
-        if (!json_is_true (j) && json_object_get (e, "shard_rank"))
-            return errnoprintf (err, EINVAL,
-                                "%s.shard_rank: only for a just-in-time shard "
-                                "(\"jit\": true)",
-                                path);
-    }
-    if (!strcmp (kind, "shard")) {
-        if (dt_json_get_str (e, path, "path", true, 4096, false, &s, err) < 0 ||
-            dt_json_get_int (e, path, "bytes", true, 0, INT64_MAX, &i, err) < 0 ||
-            dt_json_get_str (e, path, "crc32c", true, 16, false, &s, err) < 0)
-            return -1;
-    }
-    if (!strcmp (kind, "result") &&
-        dt_json_get_obj (e, path, "result", true, &o, err) < 0)
-        return -1;
-    if (!strcmp (kind, "integrity") &&
-        (dt_json_get_int (e, path, "step", true, 0, INT64_MAX, &i, err) < 0 ||
-         dt_json_get_obj (e, path, "report", true, &o, err) < 0))
-        return -1;
-    /* perf: model FLOPs of the rank's step (>= 1), its peak FLOP/s (0:
-     * unknown) and a word saying where the peak came from. */
-    if (!strcmp (kind, "caps")) {
-        for (const char *const *k =
-               (const char *const[]){ "reform", "waiting", "standby", NULL };
-             *k; k++) {
-            json_t *b = json_object_get (e, *k);
-            if (b && !json_is_boolean (b))
-                return errnoprintf (err, EINVAL, "%s.%s: expected true or false", path,
-                                    *k);
-        }
-    }
-    if (!strcmp (kind, "perf")) {
-        double d;
-        s = NULL;
-        if (dt_json_get_real (e, path, "model_flops", true, 1, perf_flops_max, &d, err) <
-              0 ||
-            dt_json_get_real (e, path, "peak_flops", false, 0, perf_flops_max, &d, err) <
-              0 ||
-            dt_json_get_str (e, path, "peak_source", false, 31, false, &s, err) < 0)
-            return -1;
-        for (const char *c = s; c && *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
-                  *c == '-' || *c == '.'))
-                return errnoprintf (err, EINVAL,
-                                    "%s.peak_source: only [a-z0-9_.-] allowed", path);
-    }
-    return 0;
-}
-
 /* A shard event's path must be exactly the one dtctl assigned (the
  * controller later removes and renames it on the user's behalf); 0 or -1
  * with err naming the refused path (ckptpath.h). */
@@ -836,6 +736,10 @@ static int event_apply (struct ctld *ctx, struct attempt *att, struct agent *ag,
                         json_number_value (json_object_get (e, "peak_flops")),
                         json_string_value (json_object_get (e, "peak_source")), err);
     }
+    else if (!strcmp (kind, "numerics")) {
+        rc = jobs_numerics (ctx->jobs, att, node, rank, json_object_get (e, "numerics"),
+                            err);
+    }
     else if (!strcmp (kind, "caps")) {
         jobs_caps (att, ag, rank, e);
     }
@@ -931,7 +835,7 @@ static void events_cb (dt_http_req_t *req, void *arg)
             ev_result (results, "refused", "the attempt re-formed in place");
             continue;
         }
-        if (event_check (att, e, path, &err) < 0 ||
+        if (agentev_check (att, e, path, &err) < 0 ||
             event_result_check (ctx, e, path, &err) < 0) {
             ev_refused (results, &refused, first_refusal, sizeof (first_refusal),
                         err.text);

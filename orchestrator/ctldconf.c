@@ -48,6 +48,11 @@ static const int64_t default_suspect_window_ms = 24 * 3600 * 1000LL;
  * cannot take a node from everyone. */
 static const int64_t default_suspect_users = 2;
 static const char *const default_suspect_causes = "infrastructure";
+/* The site's settings passed from dtctld's environment to every rank
+ * (PassEnv): OpenBLAS's core type and cache size, which a site sets where
+ * the library's own choice computes wrongly or slowly. */
+static const char *const default_pass_env = "OPENBLAS_CORETYPE,OPENBLAS_L2_SIZE";
+
 /* What users see of other users' jobs (PrivateData, as in slurm.conf). */
 static const char *const default_private_data = "env,stderr";
 /* Denial of service.  Users and agents have a listener each, so that a
@@ -116,6 +121,8 @@ const char *const config_keys[] = {
     "SuspectUsers",
     "SuspectCauses",
     "PrivateData",
+    /* the trainers' environment (agentapi.c) */
+    "PassEnv",
     /* denial of service: listeners, requests, quotas */
     "AgentPort",
     "MaxConnections",
@@ -161,9 +168,41 @@ void config_destroy (struct ctld_config *cfg)
         free (cfg->dtagent_path);
         free (cfg->ui_dir);
         free (cfg->ui_chartjs);
+        for (char **e = cfg->pass_env; e && *e; e++)
+            free (*e);
+        free (cfg->pass_env);
         free (cfg);
         errno = saved;
     }
+}
+
+/* PassEnv=NAME,...: "NAME=VALUE" of each that dtctld's environment has. */
+static int parse_pass_env (struct ctld_config *cfg, const char *v, dt_error_t *err)
+{
+    char buf[1024], *save = NULL;
+    size_t n = 0;
+
+    if (strlen (v) >= sizeof (buf))
+        return errnoprintf (err, EINVAL, "PassEnv: too long");
+    snprintf (buf, sizeof (buf), "%s", v);
+    if (!(cfg->pass_env = calloc (strlen (v) / 2 + 2, sizeof (char *))))
+        return errnoprintf (err, ENOMEM, "out of memory");
+    for (char *w = strtok_r (buf, ", \t", &save); w; w = strtok_r (NULL, ", \t", &save)) {
+        bool ok = *w && !(w[0] >= '0' && w[0] <= '9') && strncmp (w, "DT_", 3) &&
+                  strncmp (w, "LD_", 3);
+        for (const char *c = w; *c; c++)
+            ok =
+              ok && ((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_');
+        if (!ok)
+            return errnoprintf (err, EINVAL,
+                                "PassEnv: '%.40s' is not a variable name that may pass "
+                                "([A-Z_][A-Z0-9_]*, not DT_* or LD_*)",
+                                w);
+        const char *val = getenv (w);
+        if (val && asprintf (&cfg->pass_env[n++], "%s=%s", w, val) < 0)
+            return errnoprintf (err, ENOMEM, "out of memory");
+    }
+    return 0;
 }
 
 static char *dup_or_join (const char *v, const char *dir, const char *name)
@@ -372,6 +411,8 @@ static int load_sharing (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t
     }
     if (parse_private_data (cfg, dt_conf_get (c, "PrivateData", default_private_data),
                             err) < 0)
+        return -1;
+    if (parse_pass_env (cfg, dt_conf_get (c, "PassEnv", default_pass_env), err) < 0)
         return -1;
     return 0;
 }

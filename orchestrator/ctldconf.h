@@ -60,6 +60,7 @@ struct ctld_config {
     int64_t suspect_users;     /* SuspectUsers: ... of at least this many users */
     bool suspect_any_cause;    /* SuspectCauses=any (default: infrastructure only) */
     int private_data;          /* PrivateData: enum private_data bits */
+    char **pass_env; /* PassEnv: "NAME=VALUE" of dtctld's environment, NULL-ended */
     /* Denial of service: connections, requests and quotas */
     int agent_port;                /* AgentPort: the agents' listener */
     bool agent_port_set;           /* given in the file or a flag (else derived) */

@@ -210,6 +210,11 @@ struct attempt {
     int flush_rank_pos, flush_agent_pos;
     int flush_rank_scan, flush_agent_scan; /* scanned by the open flush */
     struct integ_att *integ; /* integrity reports being collected (integrity.c) */
+    /* numerics.c: the attempt's identity stored; it differs from the
+     * job's pinned one (the event was recorded) */
+    struct {
+        bool stored, changed;
+    } numerics;
     /* re-formed in place (reform.c): when decided, when the failure it
      * replaces was first seen (epoch ms) */
     int64_t reform_decided_ms, reform_fail_ms;
@@ -246,6 +251,12 @@ struct job {
     int64_t restart_wait_ms; /* the backoff before the next attempt */
     int64_t agent_events;    /* events its agents added (MaxEventsPerJob), since start */
     struct integ_job *integ; /* integrity: a fault awaiting its re-run, skipped steps */
+    /* numerics.c: the job's pinned numerics identity (its first attempt's;
+     * owned, NULL none yet), read from the store once */
+    struct {
+        json_t *pin;
+        bool loaded;
+    } numerics;
     /* re-formed in place (reform.c): the token hash of the attempt it
      * replaced, answered only with the re-form command, and the attempt */
     char reform_old_sha[65];
@@ -354,6 +365,22 @@ void jobs_rank_last_step (struct jobs *jobs, struct attempt *att, int rank, int6
 /* Record an event with no state change (signal, shard_failed, result, ...). */
 int jobs_note (struct jobs *jobs, struct attempt *att, const char *kind, const char *node,
                int rank, const char *detail, const json_t *data, dt_error_t *err);
+/* A rank reported what it computes with (numerics.c): the first report
+ * of the job is pinned; a later one that differs is an event
+ * numerics_changed, and with the spec's numerics "strict" a failure of the
+ * attempt (cause numerics_changed) that excludes the node. */
+int jobs_numerics (struct jobs *jobs, struct attempt *att, const char *node, int rank,
+                   const json_t *numerics, dt_error_t *err);
+/* A numerics identity as a trainer may report it: at most 64 members,
+ * each a short string, a number, a boolean or null, plus "pin_env", an
+ * object of at most 8 variables named OPENBLAS_*, OMP_*, MKL_*, CUBLAS_*
+ * or NCCL_* with short plain values.  0, or -1 with err ("PATH.numerics.
+ * MEMBER: ..."). */
+int jobs_numerics_check (const json_t *numerics, const char *path, dt_error_t *err);
+/* The environment variables that reproduce the job's pinned numerics
+ * ("pin_env" of its first attempt's report), to set for a later attempt's
+ * ranks where the spec's env does not name them: added to env. */
+void jobs_numerics_env (struct jobs *jobs, struct job *job, json_t *env);
 /* The trainer's final result (kept with the job). */
 int jobs_result (struct jobs *jobs, struct attempt *att, const char *node, int rank,
                  const json_t *result, dt_error_t *err);

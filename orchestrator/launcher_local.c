@@ -207,15 +207,37 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
                  strerror (errno));
         _exit (126);
     }
-    /* The same variables the Slurm batch script exports, plus the job's. */
-    for (int i = 0; req->env && req->env[i]; i++)
-        putenv ((char *)req->env[i]);
-    setenv ("DT_TOKEN", req->token, 1);
-    setenv ("DT_CONTROLLER", l->url, 1);
-    setenv ("DT_JOB", job, 1);
-    setenv ("DT_ATTEMPT", att, 1);
-    execl (l->agent, l->agent, "--controller", l->url, "--node", node, "--node-order",
-           order, "--state-dir", sdir, (char *)NULL);
+    /* The environment the Slurm batch job gets (slurm_script.c, make_env),
+     * nothing of dtctld's own: the job's env, PATH, and the attempt's
+     * variables after it (dtctl-job(5), ENVIRONMENT).  Built on the stack:
+     * no allocation between fork and exec. */
+    size_t nenv = 0;
+    while (req->env && req->env[nenv])
+        nenv++;
+    const char *path = getenv ("PATH");
+    char e_path[4096], e_tok[128], e_ctl[1024], e_job[48], e_att[32];
+    const char *envp[nenv + 6];
+    snprintf (e_path, sizeof (e_path), "PATH=%s",
+              path ? path : "/usr/local/bin:/usr/bin:/bin");
+    snprintf (e_tok, sizeof (e_tok), "DT_TOKEN=%s", req->token);
+    snprintf (e_ctl, sizeof (e_ctl), "DT_CONTROLLER=%s", l->url);
+    snprintf (e_job, sizeof (e_job), "DT_JOB=%s", job);
+    snprintf (e_att, sizeof (e_att), "DT_ATTEMPT=%s", att);
+    size_t ne = 0;
+    bool job_path = false; /* the job's PATH replaces dtctld's */
+    for (size_t i = 0; i < nenv; i++) {
+        envp[ne++] = req->env[i];
+        job_path = job_path || !strncmp (req->env[i], "PATH=", 5);
+    }
+    if (!job_path)
+        envp[ne++] = e_path;
+    envp[ne++] = e_tok, envp[ne++] = e_ctl;
+    envp[ne++] = e_job, envp[ne++] = e_att, envp[ne] = NULL;
+    const char *argv[] = {
+        l->agent,       "--controller", l->url,        "--node", node,
+        "--node-order", order,          "--state-dir", sdir,     NULL
+    };
+    execve (l->agent, (char *const *)argv, (char *const *)envp);
     fprintf (stderr, "dtagent (local launcher): exec %s: %s\n", l->agent,
              strerror (errno));
     _exit (127);

@@ -218,7 +218,7 @@ char **make_env (struct slurm_launcher *sl, const struct launcher_req *req, int 
 {
     size_t n = 0, cap = 8, i;
     char **env;
-    const char *path = getenv ("PATH");
+    const char *path = getenv ("PATH") ? getenv ("PATH") : "/usr/local/bin:/usr/bin:/bin";
 
     if (req->env)
         while (req->env[n])
@@ -227,12 +227,16 @@ char **make_env (struct slurm_launcher *sl, const struct launcher_req *req, int 
     if (!(env = calloc (cap + 1, sizeof (*env))))
         return NULL;
     i = 0;
+    /* (the job's PATH, when it sets one, replaces dtctld's, as on the
+     * local launcher) */
+    for (n = 0; req->env && req->env[n]; n++)
+        if (!strncmp (req->env[n], "PATH=", 5))
+            path = NULL;
     if (asprintf (&env[i++], "DT_TOKEN=%s", req->token ? req->token : "") < 0 ||
         asprintf (&env[i++], "DT_CONTROLLER=%s", sl->controller_url) < 0 ||
         asprintf (&env[i++], "DT_JOB=%" PRId64, req->job_id) < 0 ||
         asprintf (&env[i++], "DT_ATTEMPT=%d", req->attempt) < 0 ||
-        asprintf (&env[i++], "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin") <
-          0 ||
+        (path && asprintf (&env[i++], "PATH=%s", path) < 0) ||
         asprintf (&env[i++], "SLURM_CONF=%s", sl->conf_path) < 0)
         goto error;
     for (n = 0; req->env && req->env[n]; n++)

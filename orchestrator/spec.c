@@ -30,9 +30,9 @@ static const double default_comm_threshold = 0.5;
 static const json_int_t default_comm_window_steps = 20;
 
 static const char *const top_keys[] = {
-    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command", "env",
-    "workdir",   "partition", "time_limit",  "checkpoint",     "restart", "heartbeat",
-    "straggler", "integrity", "comm_bound",  "parallel",       NULL,
+    "name",      "nodes",     "spare_nodes", "ranks_per_node", "command",  "env",
+    "workdir",   "partition", "time_limit",  "checkpoint",     "restart",  "heartbeat",
+    "straggler", "integrity", "comm_bound",  "parallel",       "numerics", NULL,
 };
 static const char *const checkpoint_keys[] = { "dir", "every_steps", "keep", NULL };
 static const char *const restart_keys[] = {
@@ -490,6 +490,15 @@ static int do_validate (const json_t *in, const struct spec_defaults *d, json_t 
         json_object_set_new (out, "partition", json_string (s));
     }
 
+    /* numerics: "record" (a changed identity is an event) or "strict" (a
+     * node that computes otherwise is excluded) */
+    s = "record";
+    if (dt_json_get_str (in, "", "numerics", false, 16, false, &s, err) < 0)
+        return -1;
+    if (strcmp (s, "record") && strcmp (s, "strict"))
+        return fail (err, "numerics: '%s' is not one of record, strict", s);
+    json_object_set_new (out, "numerics", json_string (s));
+
     /* time_limit: seconds, or a duration in Slurm's forms */
     v = json_object_get (in, "time_limit");
     if (v && json_is_string (v)) {
@@ -567,6 +576,9 @@ void spec_parse (const json_t *spec, struct job_spec *js)
     js->time_limit_s = json_integer_value (json_object_get (spec, "time_limit"));
     js->workdir = json_string_value (json_object_get (spec, "workdir"));
     js->env = json_object_get (spec, "env");
+    /* specs stored before numerics existed: record */
+    js->numerics_strict =
+      !strcmp (json_string_value (json_object_get (spec, "numerics")) ?: "", "strict");
     js->ckpt.dir = json_string_value (json_object_get (c, "dir"));
     js->ckpt.every_steps = json_integer_value (json_object_get (c, "every_steps"));
     js->ckpt.keep = json_integer_value (json_object_get (c, "keep"));

@@ -56,6 +56,9 @@ struct job_spec {
     int64_t time_limit_s;  /* 0: none */
     const char *workdir;
     json_t *env; /* object of strings */
+    /* numerics "strict": a node whose trainers compute otherwise than the
+     * job's pinned numerics is excluded (else the change is recorded) */
+    bool numerics_strict;
     struct {
         const char *dir;     /* checkpoint root of the job's directory */
         int64_t every_steps; /* 0: no periodic checkpoints */

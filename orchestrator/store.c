@@ -33,6 +33,7 @@ extern const char store_sql_008[];
 extern const char store_sql_009[];
 extern const char store_sql_010[];
 extern const char store_sql_011[];
+extern const char store_sql_012[];
 
 const struct dt_db_migration store_migrations[] = {
     { 1, "001-initial.sql", store_sql_001 },
@@ -46,16 +47,18 @@ const struct dt_db_migration store_migrations[] = {
     { 9, "009-attempt-comm.sql", store_sql_009 },
     { 10, "010-reform.sql", store_sql_010 },
     { 11, "011-hot-spare.sql", store_sql_011 },
+    { 12, "012-numerics.sql", store_sql_012 },
 };
 const int store_nmigrations = sizeof (store_migrations) / sizeof (store_migrations[0]);
 
 /* Columns holding JSON text: parsed into the API's objects. */
 static const char *const json_columns[] = {
     "spec", "exclude",  "failure", "result",    "evidence", "provenance",
-    "data", "hostinfo", "layout",  "comm_dims", NULL,
+    "data", "hostinfo", "layout",  "comm_dims", "numerics", NULL,
 };
 /* Integer columns that are booleans. */
-static const char *const bool_columns[] = { "spare", "client", "since_clear", NULL };
+static const char *const bool_columns[] = { "spare", "client", "since_clear",
+                                            "numerics_changed", NULL };
 
 /* --- helpers --------------------------------------------------------------- */
 

@@ -198,6 +198,15 @@ int store_integ_put (store_t *st, int64_t job, const json_t *state, dt_error_t *
 /* The job's state (new), or NULL: none (err.text ""), or an error. */
 json_t *store_integ_get (store_t *st, int64_t job, dt_error_t *err);
 
+/* An attempt's numerics identity (store_numerics.c): set (a transaction
+ * of its own or the caller's); 'changed' marks it as differing from the
+ * job's pinned identity (never cleared).  The job's pinned identity: its
+ * first attempt's that has one (new reference), or NULL with err->text
+ * empty when none has, or NULL with err. */
+int store_attempt_numerics (store_t *st, int64_t job, int attempt, const json_t *numerics,
+                            bool changed, dt_error_t *err);
+json_t *store_job_numerics_pin (store_t *st, int64_t job, dt_error_t *err);
+
 /* --- fault tolerance ---------------------------------------------- */
 
 /* Node health: after a failure was blamed on 'name' (store_node_failure),

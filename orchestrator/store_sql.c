@@ -183,6 +183,14 @@ const char *const store_sql[S_COUNT] = {
       " (SELECT coalesce (commit_time, create_time) FROM checkpoints c"
       "   WHERE c.job_id = jobs.id AND c.state = 'committed' ORDER BY step DESC LIMIT 1)"
       "   AS last_checkpoint_time,"
+      /* The job's pinned numerics (its first attempt's), and the first
+       * attempt that ran with others (012-numerics.sql; strict mode's
+       * refused attempts did not run on). */
+      " (SELECT a.numerics FROM attempts a WHERE a.job_id = jobs.id"
+      "   AND a.numerics IS NOT NULL ORDER BY a.attempt LIMIT 1) AS numerics,"
+      " (SELECT min (a.attempt) FROM attempts a WHERE a.job_id = jobs.id"
+      "   AND a.numerics_changed = 1 AND coalesce (a.cause, '') != 'numerics_changed')"
+      "   AS numerics_changed_from,"
       " failure, result FROM jobs WHERE id = ?1",
     [S_ATT_VIEW] =
       "SELECT job_id AS job, attempt, state, cause, cause_node, cause_rank, detail, "
@@ -194,7 +202,7 @@ const char *const store_sql[S_COUNT] = {
       " ELSE restart_path END AS restart_path,"
       /* MFU over the attempt: its model FLOPs per step over its peak
        * FLOP/s times its mean step time (report.c's step-time samples). */
-      " model_flops, peak_flops, peak_source,"
+      " model_flops, peak_flops, peak_source, numerics, numerics_changed,"
       " (SELECT attempts.model_flops * g.step_samples * 1000.0"
       "   / (attempts.peak_flops * g.step_ms_sum) FROM attempt_goodput g"
       "   WHERE g.job_id = attempts.job_id AND g.attempt = attempts.attempt"

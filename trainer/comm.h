@@ -68,6 +68,9 @@ dt_comm_t *dt_comm_nccl_split (dt_comm_t *parent, int color, int key, const int 
  * backward pass goes on).  0 or -1 with err (ENOTSUP when not built). */
 int dt_comm_nccl_allreduce_start (dt_comm_t *c, float *buf, size_t n, dt_error_t *err);
 int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err);
+/* NCCL's version as ncclGetVersion gives it (e.g. 21805 for 2.18.5), or
+ * -1 when NCCL is not built. */
+int dt_comm_nccl_version (void);
 
 struct dt_comm_ops {
     const char *name;

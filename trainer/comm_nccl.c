@@ -61,6 +61,12 @@
 
 static void n_destroy (dt_comm_t *c);
 
+int dt_comm_nccl_version (void)
+{
+    int v = -1;
+    return ncclGetVersion (&v) == ncclSuccess ? v : -1;
+}
+
 int nccl_cuda_fail (dt_error_t *err, const char *what, cudaError_t e)
 {
     errno = EIO;

@@ -27,3 +27,8 @@ int dt_comm_nccl_wait (dt_comm_t *c, dt_error_t *err)
 {
     return errnoprintf (err, ENOTSUP, "NCCL not built (configure --with-cuda)");
 }
+
+int dt_comm_nccl_version (void)
+{
+    return -1;
+}

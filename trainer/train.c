@@ -615,12 +615,14 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       wall > 0 ? (double)steps_run * o->global_batch * t->model.tokens_per_sample / wall
                : 0;
     double flops = t->model.flops_per_sample * o->global_batch * steps_run;
-    char json[3072], val[96];
+    char json[4096], val[96], numerics[1024];
     if (t->have_val && isfinite (t->val_loss))
         snprintf (val, sizeof (val), "\"val_loss\": %.6f, \"val_bpb\": %.6f", t->val_loss,
                   t->val_loss / M_LN2);
     else
         snprintf (val, sizeof (val), "\"val_loss\": null, \"val_bpb\": null");
+    if (train_numerics_json (t, numerics, sizeof (numerics)) < 0)
+        snprintf (numerics, sizeof (numerics), "null");
     /* every stage's pp_pass_cpu_s, pp_pass_s and pp_phase_s
      * (bench/bench_layouts.sh's bubble of the stages as they ran) */
     char stages[3][256];
@@ -649,7 +651,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       "\"pp_stage_pass_s\": %s, \"pp_stage_phase_s\": %s, "
       "\"dp_buckets\": %zu, \"dp_exposed_min_s\": %.4f, "
       "\"dp_comm_min_s\": %.4f, \"attention\": \"%s\", "
-      "\"precision\": \"%s\"}",
+      "\"precision\": \"%s\", \"numerics\": %s}",
       t->step, steps_run, t->world, o->parallel ? "zero1" : "dp", t->k->name,
       o->global_batch, tps, wall > 0 ? flops / wall / 1e9 : 0,
       isfinite (t->last_loss) ? t->last_loss : -1.0,
@@ -665,7 +667,7 @@ static void train_summary (struct trainer *t, double wall, int stopped, uint32_t
       t->model.kind != MODEL_TRANSFORMER ? "none"
       : t->model.flash                   ? "flash"
                                          : "simple",
-      o->precision == PREC_BF16 ? "bf16" : "fp32");
+      o->precision == PREC_BF16 ? "bf16" : "fp32", numerics);
     integ_result (t->integ, json, sizeof (json));
     if (t->rank == 0) {
         printf ("%s\n", json);
@@ -681,6 +683,7 @@ int trainer_run (struct trainer *t)
     double loss = NAN;
     int stopped = 0;
     train_perf_report (t);
+    train_numerics_report (t);
     train_reform_declare (t);
     /* A survivor stuck in a collective on its lost peer must still write
      * its just-in-time checkpoint when the controller asks for it. */

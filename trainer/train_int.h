@@ -205,6 +205,10 @@ void train_poll_commands (struct trainer *t);
 /* Tell the controller once what a step costs in model FLOPs and the peak
  * FLOP/s it is measured against (--peak-flops, else measured). */
 void train_perf_report (struct trainer *t);
+/* train_numerics.c: this rank's numerics identity as a JSON object (0, or
+ * -1 when len is too small), and its report to the controller (once). */
+int train_numerics_json (struct trainer *t, char *buf, size_t len);
+void train_numerics_report (struct trainer *t);
 void train_inject (struct trainer *t);
 
 #endif

@@ -524,6 +524,21 @@ dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object)
     return e;
 }
 
+dtclient_err_t dtclient_numerics (dtclient_t *c, const char *json_object)
+{
+    if (!c || !json_object || strlen (json_object) > DTPROTO_MAX_TEXT ||
+        json_object[0] != '{')
+        return DTCLIENT_ERR_INVAL;
+    if (c->fd < 0)
+        return DTCLIENT_OK;
+    pthread_mutex_lock (&c->lock);
+    dtproto_begin (&c->buf, DTPROTO_NUMERICS);
+    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json_object);
+    dtclient_err_t e = exchange (c, NULL, NULL);
+    pthread_mutex_unlock (&c->lock);
+    return e;
+}
+
 dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flops,
                               const char *peak_source)
 {

@@ -139,6 +139,16 @@ dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object);
  * compares the reports of one step across ranks. */
 dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object);
 
+/* What this rank computes with (a JSON object as text, at most 4 KiB of
+ * flat members: strings, numbers and one object "pin_env" of environment
+ * variables that reproduce it, such as OPENBLAS_CORETYPE): once, at start.
+ * The controller keeps it with the attempt, pins the job's first one for
+ * every later attempt (it sets pin_env for their ranks) and records an
+ * event "numerics_changed" when a later report differs: a resume is then
+ * no longer bit-identical to an uninterrupted run (dtctl-job(5),
+ * NUMERICS).  An agent older than this call answers DTCLIENT_ERR_PROTO. */
+dtclient_err_t dtclient_numerics (dtclient_t *c, const char *json_object);
+
 /* What one step of this rank costs in model FLOPs (its share of the
  * job's step: the controller sums the ranks), the peak FLOP/s it is
  * measured against (0: unknown) and where that peak came from (a short

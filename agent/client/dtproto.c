@@ -65,7 +65,7 @@ static const char *type_name (int type)
 {
     static const char *names[] = {
         "?",      "hello", "shard",     "shard_failed", "result", "kv_set",
-        "kv_get", "reply", "integrity", "perf",         "caps",
+        "kv_get", "reply", "integrity", "perf",         "caps",   "numerics",
     };
     return type >= 1 && type <= DTPROTO_TYPE_MAX ? names[type] : "?";
 }
@@ -108,6 +108,7 @@ static const uint32_t type_required[DTPROTO_TYPE_MAX + 1] = {
     [DTPROTO_INTEGRITY] = B (DTPROTO_T_JSON),
     [DTPROTO_PERF] = B (DTPROTO_T_JSON),
     [DTPROTO_CAPS] = B (DTPROTO_T_JSON),
+    [DTPROTO_NUMERICS] = B (DTPROTO_T_JSON),
 };
 static const uint32_t type_optional[DTPROTO_TYPE_MAX + 1] = {
     /* A just-in-time shard is written by a surviving rank for

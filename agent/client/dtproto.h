@@ -47,7 +47,8 @@ enum dtproto_type {
     DTPROTO_INTEGRITY = 8,    /* json                      → REPLY */
     DTPROTO_PERF = 9,         /* json                      → REPLY */
     DTPROTO_CAPS = 10,        /* json: what the trainer can do → REPLY */
-    DTPROTO_TYPE_MAX = 10,
+    DTPROTO_NUMERICS = 11,    /* json: what the trainer computes with → REPLY */
+    DTPROTO_TYPE_MAX = 11,
 };
 
 enum dtproto_tag {

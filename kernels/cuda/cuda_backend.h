@@ -20,6 +20,8 @@ struct dt_kern_ops *dt_kern_cuda_probe (char *why, size_t whylen);
  * CPU. */
 int dt_kern_cuda_fatal (void);
 
+/* dt_kern_cuda_identity (kernels.h) for the current device. */
+int dt_kern_cuda_ident (char *buf, size_t len);
 /* dt_kern_cuda_peak_flops (kernels.h) for the current device. */
 double dt_kern_cuda_peak (int bf16, char *name, size_t namelen);
 

@@ -541,6 +541,36 @@ extern "C" double dt_kern_cuda_peak (int bf16, char *name, size_t namelen)
     return per_sm * p.multiProcessorCount * (khz * 1e3);
 }
 
+extern "C" int dt_kern_cuda_ident (char *buf, size_t len)
+{
+    cudaDeviceProp p;
+    int dev = 0, drv = 0, rt = 0, cbmaj = 0, cbmin = 0, cbpatch = 0;
+    if (cudaGetDevice (&dev) != cudaSuccess ||
+        cudaGetDeviceProperties (&p, dev) != cudaSuccess)
+        return -1;
+    cudaDriverGetVersion (&drv);
+    cudaRuntimeGetVersion (&rt);
+    cublasGetProperty (MAJOR_VERSION, &cbmaj);
+    cublasGetProperty (MINOR_VERSION, &cbmin);
+    cublasGetProperty (PATCH_LEVEL, &cbpatch);
+    /* (a failed query leaves "not ready"-style status behind: clear it,
+     * the kernel wrappers check cudaGetLastError after each launch) */
+    cudaGetLastError ();
+    char name[sizeof (p.name) + 1];
+    size_t k = 0;
+    for (const char *c = p.name; *c && k + 1 < sizeof (name); c++)
+        if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+            name[k++] = *c;
+    name[k] = '\0';
+    int n = snprintf (buf, len,
+                      "\"device\": \"%s\", \"compute_capability\": \"%d.%d\", "
+                      "\"cuda_driver\": \"%d.%d\", \"cuda_runtime\": \"%d.%d\", "
+                      "\"cublas\": \"%d.%d.%d\"",
+                      name, p.major, p.minor, drv / 1000, drv % 1000 / 10, rt / 1000,
+                      rt % 1000 / 10, cbmaj, cbmin, cbpatch);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 extern "C" int dt_kern_cuda_fatal (void)
 {
     return fatal;

@@ -159,6 +159,79 @@ static void show_attempts (const json_t *job)
     table_print (t, stdout, 2);
 }
 
+static int cmp_str (const void *a, const void *b)
+{
+    return strcmp (*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A numerics identity in one line: its members as name=value, sorted,
+ * without pin_env. */
+static const char *fmt_numerics (const json_t *n, char *buf, size_t len)
+{
+    const char *k;
+    json_t *v;
+    size_t at = 0;
+    const char *keys[64];
+    size_t nk = 0;
+
+    buf[0] = '\0';
+    json_object_foreach ((json_t *)n, k, v)
+    {
+        if (strcmp (k, "pin_env") && nk < 64)
+            keys[nk++] = k;
+    }
+    qsort (keys, nk, sizeof (keys[0]), cmp_str);
+    for (size_t i = 0; i < nk && at < len; i++) {
+        char *t = json_dumps (json_object_get (n, keys[i]), JSON_ENCODE_ANY);
+        const char *s = json_is_string (json_object_get (n, keys[i]))
+                          ? json_string_value (json_object_get (n, keys[i]))
+                          : t;
+        int w =
+          snprintf (buf + at, len - at, "%s%s=%s", at ? " " : "", keys[i], s ? s : "?");
+        free (t);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+/* What each attempt computed with, against the job's pinned numerics (its
+ * first attempt's): bit-identity with an uninterrupted run holds up to the
+ * attempt before the first that computed otherwise. */
+static void show_numerics (const json_t *job)
+{
+    const json_t *pin = jget (job, "numerics");
+    json_int_t from = json_integer_value (jget (job, "numerics_changed_from"));
+    size_t i;
+    json_t *a;
+    char b[1024];
+
+    if (!json_is_object (pin))
+        return;
+    printf ("\nNumerics (pinned: the first attempt's):\n  %s\n",
+            fmt_numerics (pin, b, sizeof (b)));
+    json_array_foreach (jget (job, "attempts"), i, a)
+    {
+        const json_t *n = jget (a, "numerics");
+        if (!json_is_object (n) || json_equal ((json_t *)n, (json_t *)pin))
+            continue;
+        printf ("  attempt %lld computed otherwise%s: %s\n",
+                (long long)json_integer_value (jget (a, "attempt")),
+                !strcmp (json_string_value (jget (a, "cause")) ?: "", "numerics_changed")
+                  ? " (refused: numerics strict)"
+                  : "",
+                fmt_numerics (n, b, sizeof (b)));
+    }
+    if (from > 0)
+        printf ("  numerics changed from attempt %lld on: the parameters are no longer "
+                "bit-identical to an uninterrupted run's\n",
+                (long long)from);
+    else
+        printf ("  every attempt computed with these: a resume is bit-identical to an "
+                "uninterrupted run\n");
+}
+
 static void show_checkpoints (const json_t *ckpts)
 {
     static const char *const hdr[] = {
@@ -429,6 +502,7 @@ int cmd_show (struct ctl *ctl, int argc, char **argv)
     json_decref (events);
     show_comm (job);
     show_comm_dims (job);
+    show_numerics (job);
     if (jget (job, "result")) {
         printf ("\nResult:\n");
         print_kv_object (jget (job, "result"), 2);

@@ -204,6 +204,8 @@ bool jobs_flush_some (struct jobs *jobs, int budget);
 /* integrity.c: silent errors (the interface is in jobs.h) */
 void integ_att_free (struct attempt *att);
 void integ_job_free (struct job *job);
+/* numerics.c */
+void numerics_job_free (struct job *job);
 /* Read back what the store holds of a reloaded job's integrity state. */
 int integ_job_load (struct jobs *jobs, struct job *job, dt_error_t *err);
 /* Before a new attempt picks its checkpoint (inside its transaction): mark

@@ -28,6 +28,7 @@ void job_destroy (struct job *job)
         attempt_destroy (job->att);
         attempt_destroy (job->reform_prev);
         integ_job_free (job);
+        numerics_job_free (job);
         store_job_row_clear (&job->row);
         free (job);
     }

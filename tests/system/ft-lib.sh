@@ -62,8 +62,31 @@ baseline () {
             mv -T "$new" "$dir" 2>/dev/null || rm -rf "$new"
         fi
     fi
-    python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["params_crc32c"])' \
-        "$TMP/base.0.out"
+    # "crc core": which numerics gave which baseline (same_params)
+    python3 -c 'import json,sys; r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(r["params_crc32c"], (r.get("numerics") or {}).get("blas_core") or r.get("blas_core", "-"))' \
+        "$TMP/base.0.out" >> "$TMP/baseline.cores"
+    tail -n 1 "$TMP/baseline.cores" | cut -d' ' -f1
+}
+# same_params ID GOT BASE: the job's final params_crc32c GOT equals the
+# baseline's BASE, and the two computed alike: the job's pinned numerics
+# (its first attempt's BLAS core type) are the baseline run's.  A
+# baseline run inherits the test's environment (OPENBLAS_CORETYPE set or
+# not), and so do the job's ranks, through dtctld's PassEnv.
+same_params () {
+    local core bcore j
+    bcore=$(awk -v c="$3" '$1 == c { print $2; exit }' "$TMP/baseline.cores" 2>/dev/null)
+    if j=$(curl -sf "$URL/v1/jobs/$1"); then
+        core=$(jq -r '.data.numerics.blas_core // empty' <<< "$j")
+        [ -n "$core" ] || { echo "# same_params: job $1 recorded no numerics"; return 1; }
+        if [ -n "$bcore" ] && [ "$bcore" != - ] && [ "$core" != "$bcore" ]; then
+            echo "# same_params: not like with like: job $1 computed with core $core, the baseline with $bcore"
+            return 1
+        fi
+        echo "# job $1 and its baseline computed with OpenBLAS core ${core}"
+    else
+        echo "# same_params: the controller does not answer: numerics not compared"
+    fi
+    same "$2" "$3"
 }
 # baseline_key W: a hash of everything the run depends on, or nothing (no
 # caching) when an argument names a path that is not a plain file.

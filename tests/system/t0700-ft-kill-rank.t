@@ -58,7 +58,7 @@ check "the failure was detected after the kill ($T_DETECT_MS ms)" test "$T_DETEC
 check "lost work is under two checkpoint intervals (2 x 20 steps + slack)" test "$STEPS_LOST" -ge 0 -a "$STEPS_LOST" -le 50
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok
 done_testing

@@ -46,7 +46,7 @@ jit_checks () {  # jit_checks ID LABEL: the common assertions of cases 1 and 2
         test -z "$(find "$TMP/ckpt/$id" -maxdepth 1 -name 'jit-*')"
     check "$what: the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
     got=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-    check "$what: final params_crc32c $got equals the uninterrupted run's $BASE" same "$got" "$BASE"
+    check "$what: final params_crc32c $got equals the uninterrupted run's $BASE" same_params "$id" "$got" "$BASE"
 }
 
 # --- 0. the controller's throughput figure ------------------------------------------
@@ -165,7 +165,7 @@ check "3: the jit window recorded the fallback (resume_source committed, no jit 
 check "3: no checkpoint of kind jit" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $ID AND kind = 'checkpoint_committed' AND json_extract(data, '\$.kind') = 'jit'")" = 0
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "3: final params_crc32c $GOT equals the uninterrupted zero1 run's $BASEZ" same "$GOT" "$BASEZ"
+check "3: final params_crc32c $GOT equals the uninterrupted zero1 run's $BASEZ" same_params "$ID" "$GOT" "$BASEZ"
 
 # --- 4. a hung rank, its peer stuck in a collective that the kill does not fail ----
 # Rank 1 holds at step 45 until its agent finds it hung (3 s); the

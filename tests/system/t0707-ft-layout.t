@@ -71,7 +71,7 @@ check "the attempts record their layout (tp 2 x pp 1 x dp 1)" \
 check "the result says the layout: tp 2, dp 1" jqt '.data.result.tp == 2 and .data.result.dp == 1' "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
 echo "# tp2 job after a restart: params_crc32c $GOT (uninterrupted $BASE)"
-check "params_crc32c equals the uninterrupted tp2 run's" test "$GOT" = "$BASE"
+check "params_crc32c equals the uninterrupted tp2 run's" same_params "$ID" "$GOT" "$BASE"
 
 # --- 2. fewer nodes: the layout keeps pp 2; the survivors hold every slice --------------------
 # Rank 2 holds at step 50 in the first attempt, so the kill lands between
@@ -174,5 +174,5 @@ check "4: attempt 2 re-formed in place (path reform, pp 2 x dp 2) and completed 
     jqt '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "reform"
          and .data.attempts[1].layout == {"tp": 1, "pp": 2, "dp": 2}' "$TMP/j4.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j4.json")
-check "4: params_crc32c $GOT equals the uninterrupted pp2 x dp2 run's $BASE4" test "$GOT" = "$BASE4"
+check "4: params_crc32c $GOT equals the uninterrupted pp2 x dp2 run's $BASE4" same_params "$ID" "$GOT" "$BASE4"
 finish

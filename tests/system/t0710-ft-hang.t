@@ -44,5 +44,5 @@ check "at most 1 step lost: the frozen rank was killed and its peer saved the st
 check "the frozen process is gone" wait_for 20 sh -c "! kill -0 $PID 2>/dev/null"
 check "attempt 2 resumed from a committed checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 done_testing

@@ -37,5 +37,5 @@ check "attempt 3 resumed from the previous committed checkpoint (< $R2)" \
     jqt ".data.attempts[2].resume_step < $R2 and .data.attempts[2].resume_step >= 20
          and .data.attempts[2].state == \"succeeded\"" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 done_testing

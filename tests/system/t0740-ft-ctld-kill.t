@@ -36,7 +36,7 @@ check "every checkpoint committed before the kill is still recorded" \
 check "checkpoints were committed after the kill too" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM checkpoints WHERE job_id = $ID AND commit_time > $T0")" -ge 1
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 check "PRAGMA integrity_check" test "$(sqlite3 "$TMP/state/dtctld.db" 'PRAGMA integrity_check')" = ok
 done_testing

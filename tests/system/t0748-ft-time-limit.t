@@ -32,5 +32,5 @@ check "attempt 2 resumed from attempt 1's final committed checkpoint (step $R = 
     test "$R" -eq "$FINAL" -a "$FINAL" -ge 45 || jq -c '.data[] | {step, attempt, state, commit_time}' "$TMP/c.json" | diag
 check "no step lost (lost $STEPS_LOST)" test "$STEPS_LOST" -eq 0
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 done_testing

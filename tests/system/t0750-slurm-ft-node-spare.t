@@ -63,7 +63,7 @@ check "the restart went through the allocation's loop (alloc_step event)" \
 check "one Slurm job for the whole run" test "$(ft_slurm_ids "$ID" | awk '{print $2}' | sort -u)" = "$SJ"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 
@@ -116,7 +116,7 @@ DTCTL_CONTROLLER=$URL "$DTCTL" show "$ID" > "$TMP/show2.txt" 2>&1
 sed -n '/^Restarts/,/^$/p' "$TMP/show2.txt" | sed 's/^/# 2: /'
 check "2: dtctl show names the path" grep -Eq '^ +2 +hot_spare +node_lost' "$TMP/show2.txt"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j2.json")
-check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "2: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "2: no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 
@@ -172,7 +172,7 @@ check "3: attempt 2 started at once, attempt 3 after the backoff (the second res
          | $b[0] == 0 and $b[1] > 0' "$TMP/ev3.json"
 check "3: the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j3.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j3.json")
-check "3: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "3: final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "3: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "3: no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

@@ -57,7 +57,7 @@ check "attempt 2 did not use $VICTIM" \
 check "attempt 2 resumed from a checkpoint" jqt '.data.attempts[1].resume_step >= 20' "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 
 # --- layouts ---------------------------------------------------------------------------
@@ -87,7 +87,7 @@ check "attempt 2 took the spare (restart_path spare), same layout tp 2 x pp 2 x 
 check "no just-in-time checkpoint: the survivors do not hold tp1.pp1" \
     test "$(jw '$.resume_source') $(jw '$.missing_positions')" = 'committed ["tp1.pp1"]'
 GOT=$(jq -r .data.result.params_crc32c "$TMP/l2.json")
-check "params_crc32c $GOT equals the uninterrupted tp 2 x pp 2 run's $LBASE" same "$GOT" "$LBASE"
+check "params_crc32c $GOT equals the uninterrupted tp 2 x pp 2 run's $LBASE" same_params "$ID" "$GOT" "$LBASE"
 
 # 3. dp 2 x tp 2, no spare: fewer nodes, a new layout, from the survivors' checkpoint
 submit "$(dttrain_spec dp2tp2 4 "--inject-slow 0:5" \

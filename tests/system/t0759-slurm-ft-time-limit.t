@@ -59,7 +59,7 @@ check "attempt 2 resumed from attempt 1's final committed checkpoint (step $R = 
 check "no step lost (lost $STEPS_LOST)" test "$STEPS_LOST" -eq 0
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "no Slurm job left" wait_for 20 eval '[ -z "$(squeue -h 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

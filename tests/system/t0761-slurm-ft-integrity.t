@@ -47,6 +47,6 @@ check "$N has a silent_data_corruption failure" \
 check "attempt 3 (after the crash) runs without $N" \
     jqt --arg n "$N" '.data.attempts[1].cause == "trainer_exit" and ([.data.attempts[2].nodes[].node] | index($n) == null)' "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "no trainer left on any node" wait_for 20 eval '[ -z "$(ft_trainers_left)" ]'
 done_testing

@@ -79,7 +79,7 @@ check "dtctl show lists the restart: re-formed after trainer_exit, no backoff, i
     grep -Eq '^ +2 +reform +trainer_exit +0 ms +[0-9]+\.[0-9]+ s +decision [0-9]+ ms, re-form [0-9]+ ms$' "$TMP/show.txt"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 check "no trainer left on any node" wait_for 10 eval '[ -z "$(ft_trainers_left)" ]'
 
@@ -126,6 +126,6 @@ check "2: attempt 2 started at once, attempt 3 after the backoff (the second res
     jqt '[.data[] | select(.kind == "attempt_submitted" and .attempt >= 2) | .data.backoff_ms] as $b
          | $b[0] == 0 and $b[1] > 0' "$TMP/ev2.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j2.json")
-check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "2: final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 check "2: the Slurm job ends" wait_for 20 eval '[ -z "$(squeue -h -j "$SJ" 2>/dev/null)" ]'
 done_testing

@@ -92,7 +92,7 @@ check "bitflip: nothing awaits a re-run any more" pending_is "$ID" ""
 check "bitflip: local2 has a silent_data_corruption failure" \
     test "$(sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM node_health WHERE node = 'local2' AND kind = 'silent_data_corruption'")" -ge 1
 GOT=$(jq -r .data.result.params_crc32c "$TMP/flip.job.json")
-check "bitflip: final params_crc32c $GOT equals the uninterrupted run's $BASE3" same "$GOT" "$BASE3"
+check "bitflip: final params_crc32c $GOT equals the uninterrupted run's $BASE3" same_params "$ID" "$GOT" "$BASE3"
 
 # 2. NaN once; the re-run then loses rank 1 at step 65, and rank 0 writes a
 # just-in-time checkpoint
@@ -130,7 +130,7 @@ wait "$P0"; RC0=$?; wait "$P1"
 check "nan: a forged copy is refused at load by its fingerprint (exit $RC0)" \
     sh -c "test $RC0 = 3 && grep -q 'loaded parameters have fingerprint' $TMP/forged.0.err"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/nan.job.json")
-check "nan: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same "$GOT" "$BASE2"
+check "nan: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same_params "$ID" "$GOT" "$BASE2"
 
 # 3. corrupted data, skipped
 SKIP=$(MODEL_ARGS="$MODEL_ARGS --inject-bad-batch 70 --skip-steps 70" baseline 2) || bail "the skip baseline failed"
@@ -160,7 +160,7 @@ curl -s "$URL/metrics" > "$TMP/metrics.txt"
 check "/metrics counts the detections and rollbacks" \
     sh -c "grep -q '^dtctld_integrity_detections_total{kind=\"loss_spike\"} 2$' $TMP/metrics.txt && grep -q '^dtctld_integrity_detections_total{kind=\"nonfinite\"} 1$' $TMP/metrics.txt && grep -q '^dtctld_integrity_rollbacks_total 3$' $TMP/metrics.txt"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/data.job.json")
-check "data: final params_crc32c $GOT equals a run skipping step 70 ($SKIP)" same "$GOT" "$SKIP"
+check "data: final params_crc32c $GOT equals a run skipping step 70 ($SKIP)" same_params "$ID" "$GOT" "$SKIP"
 
 # 4. a checkpoint written after an undetected divergence
 SPEC=$(dttrain_spec late 2 "$SLOW" '{"integrity": {"every_steps": 0}, "checkpoint": {"keep": 5}}' |
@@ -181,5 +181,5 @@ check "late: it was marked bad" test "$(sqlite3 "$TMP/state/dtctld.db" \
     "SELECT group_concat(s) FROM (SELECT DISTINCT json_extract(data, '\$.step') AS s FROM events
      WHERE job_id = $ID AND kind = 'checkpoint_bad' ORDER BY s)")" = "40"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/late.job.json")
-check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same "$GOT" "$BASE2"
+check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE2" same_params "$ID" "$GOT" "$BASE2"
 done_testing

@@ -124,6 +124,6 @@ check "the job completes" wait_state "$ID" completed 300
 api GET "/v1/jobs/$ID" > "$TMP/j.json"
 check "the job result: $FT_STEPS steps" jqt ".data.result.steps == $FT_STEPS" "$TMP/j.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/j.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 kill -TERM "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 done_testing

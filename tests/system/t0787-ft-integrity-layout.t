@@ -51,7 +51,7 @@ check "attributed to the hardware of local3, which is excluded" \
 check "the attribution event says hardware of local3" \
     test "$(ev integrity_attributed '| select(.data.cause == "hardware" and .node == "local3")')" = 1
 GOT=$(jq -r .data.result.params_crc32c "$TMP/job.json")
-check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same "$GOT" "$BASE"
+check "final params_crc32c $GOT equals the uninterrupted run's $BASE" same_params "$ID" "$GOT" "$BASE"
 
 # (pipeline parallelism alone, dp 2 x pp 2: 4 ranks, 2 per node; group
 # tp0.pp1 is ranks 1 and 3)
@@ -70,7 +70,7 @@ check "late: the checkpoint of step 20 was refused at load (exit 3, fingerprint)
     jqt '[.data.attempts[1] | .evidence.exit_code == 3 and (.evidence.stderr_tail | test("fingerprint"))] == [true]
          and [.data.attempts[1,2] | .resume_step] == [20, 10]' "$TMP/late.job.json"
 GOT=$(jq -r .data.result.params_crc32c "$TMP/late.job.json")
-check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE_PP" same "$GOT" "$BASE_PP"
+check "late: final params_crc32c $GOT equals the uninterrupted run's $BASE_PP" same_params "$ID" "$GOT" "$BASE_PP"
 
 # A NaN in tp rank 1's gradient of a tensor every tp rank holds whole (wte,
 # its offset 0), without data parallelism (2 ranks, tp 2, no controller):

@@ -75,7 +75,8 @@ _MAX_PAYLOAD = 128 * 1024
 _MAX_VALUE = 64 * 1024
 _MAX_KEY = 200
 
-HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY, PERF, CAPS = range(1, 11)
+HELLO, SHARD, SHARD_FAILED, RESULT, KV_SET, KV_GET, REPLY, INTEGRITY, PERF, CAPS, NUMERICS = \
+    range(1, 12)
 T_RANK, T_PID, T_STEP, T_PATH, T_BYTES, T_CRC32C, T_TEXT, T_KEY, T_VALUE, T_STATUS, T_JSON, \
     T_JIT = range(1, 13)
 _INT_TAGS = {T_RANK, T_PID, T_STEP, T_BYTES, T_CRC32C, T_STATUS, T_JIT}
@@ -457,6 +458,18 @@ class Client:
             obj["peak_source"] = peak_source
         if self._sock is not None:
             self._request(PERF, [(T_JSON, json.dumps(obj))])
+
+    def numerics(self, obj):
+        """Once, at start: what this rank computes with (a dict of strings
+        and numbers, plus "pin_env", the environment variables that
+        reproduce it), as dtclient_numerics does: the controller pins the
+        job's first report for later attempts and records an event
+        "numerics_changed" when a later one differs."""
+        text = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True)
+        if not text.lstrip().startswith("{") or len(text) > 4096:
+            raise DTClientError(ERR_INVAL, "numerics: a JSON object of at most 4 KiB")
+        if self._sock is not None:
+            self._request(NUMERICS, [(T_JSON, text)])
 
     def declare(self, caps):
         """Declare capabilities (CAP_* ored), as dtclient_declare does:

@@ -105,6 +105,7 @@ import torch
 import torch.distributed as dist
 
 import dtclient
+from dtclient import torch_numerics as _numerics
 from dtclient.torch_hook import HookMixin
 from dtclient.torch_reform import Reformer, client as _client, init_process_group, \
     reform_process_group, restore_state, settle_process_group
@@ -278,6 +279,7 @@ class Session(HookMixin):
             raise ValueError("dtclient.torch: control_interval must be >= 0 seconds")
         self.control_interval = float(control_interval)
         self.client = client or _client()
+        self._report_numerics(model)
         self.distributed = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self.distributed else int(os.environ.get("RANK", 0))
         self.world = dist.get_world_size() if self.distributed else 1
@@ -406,6 +408,16 @@ class Session(HookMixin):
         return self._scale_s
 
     # -- context: a failed collective becomes a just-in-time checkpoint -----
+    def _report_numerics(self, model):
+        """What this rank computes with, once (torch_numerics.py): the
+        controller pins it for the job's later attempts."""
+        try:
+            p = next(iter(model.parameters()), None)
+            self.numerics = _numerics.identity(p.device if p is not None else None)
+            self.client.numerics(self.numerics)
+        except (dtclient.DTClientError, OSError, RuntimeError, ValueError) as e:
+            sys.stderr.write("dtclient.torch: numerics not reported: %s\n" % e)
+
     def __enter__(self):
         return self
 
