@@ -215,7 +215,10 @@ const char *const store_sql[S_COUNT] = {
       " (SELECT g.comm_dims FROM attempt_goodput g WHERE g.job_id = attempts.job_id"
       "   AND g.attempt = attempts.attempt) AS comm_dims,"
       /* A huge attempt's provenance comes trimmed from the memo (below). */
-      " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL ELSE provenance END"
+      /* (with what the trainers computed, once reported: the numerics) */
+      " CASE WHEN ?2 >= 0 AND length (provenance) > ?3 THEN NULL"
+      "   WHEN numerics IS NOT NULL AND json_valid (provenance)"
+      "   THEN json_set (provenance, '$.numerics', json (numerics)) ELSE provenance END"
       " AS provenance, ?2 >= 0 AND length (provenance) > ?3 AS provenance_big"
       " FROM attempts WHERE job_id = ?1 ORDER BY attempt",
     /* The provenance of one attempt with its first ?3 nodes: SQLite's JSON
@@ -227,7 +230,10 @@ const char *const store_sql[S_COUNT] = {
       "(value)"
       "   FROM json_each (attempts.provenance, '$.machine.nodes') WHERE key < ?3)),"
       "   '$.machine.nodes_truncated', json ('true'))"
-      "  ELSE provenance END FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+      "  ELSE provenance END FROM (SELECT CASE WHEN numerics IS NOT NULL"
+      "   AND json_valid (provenance) THEN json_set (provenance, '$.numerics',"
+      "   json (numerics)) ELSE provenance END AS provenance FROM attempts"
+      "   WHERE job_id = ?1 AND attempt = ?2) AS attempts",
     [S_ATTNODES_VIEW] =
       "SELECT node, node_order, node_rank, spare, addr, port, pid, state,"
       " register_time, last_heartbeat AS last_heartbeat_time"

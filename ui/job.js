@@ -153,11 +153,26 @@ async function load() {
     dt.esc(a.start_time) + "</td><td>" + dt.esc(a.end_time) + '</td><td data-mfu="' + dt.esc(a.mfu) + '" title="' +
     (a.model_flops ? dt.num(a.model_flops / 1e9, 3) + " GFLOP per step, peak " + dt.num(a.peak_flops / 1e9, 1) +
       " GFLOP/s (" + dt.esc(a.peak_source) + ")" : "the trainer reports no FLOPs") + '">' +
-    (a.mfu !== null && a.mfu !== undefined ? dt.num(100 * a.mfu, 2) + "%" : "-") + "</td></tr>").join("");
+    (a.mfu !== null && a.mfu !== undefined ? dt.num(100 * a.mfu, 2) + "%" : "-") + "</td>" +
+    '<td data-numerics-changed="' + (a.numerics_changed ? 1 : 0) + '"' + (a.numerics_changed ? ' class="warn"' : "") +
+    ">" + dt.esc(numericsText(a.numerics)) + (a.numerics_changed ? " (changed)" : "") + "</td></tr>").join("");
+  /* Bit-identity with an uninterrupted run holds up to the first attempt
+   * that computed otherwise (dtctl-job(5), NUMERICS). */
+  document.getElementById("numerics").innerHTML = !job.numerics ? "" :
+    job.numerics_changed_from ? '<div class="warn" data-kind="numerics_changed">Numerics changed from attempt ' +
+      job.numerics_changed_from + " on: the parameters are no longer bit-identical to an uninterrupted run's.</div>"
+    : '<span class="muted">Every attempt computed with the pinned numerics (' + dt.esc(numericsText(job.numerics)) + ").</span>";
   document.querySelector("#checkpoints tbody").innerHTML = ckpts.map(k =>
     "<tr><td>" + k.step + "</td><td>" + k.attempt + "</td><td>" + dt.esc(k.state) + "</td><td>" +
     dt.esc(k.shards) + "</td><td>" + dt.esc(k.bytes) + "</td><td>" + dt.esc(k.commit_time || k.time) + "</td></tr>").join("");
   document.body.dataset.loaded = "1";
+}
+
+/* A numerics identity in a few words: the BLAS core or the device. */
+function numericsText(n) {
+  if (!n) return "-";
+  return [n.device && n.device !== "cpu" ? n.device : null, n.blas_core ? n.blas + " " + n.blas_core : null,
+          n.torch ? "torch " + n.torch : null, n.precision].filter(x => x).join(", ");
 }
 
 dt.whoami().then(() => {
