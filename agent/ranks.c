@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -204,8 +205,20 @@ static void child_exec (ranks_t *r, struct rank *rk)
     const struct layout *l = r->l;
     sigset_t all;
 
-    /* Own process group: the agent kills the rank with its helpers. */
-    setpgid (0, 0);
+    /* Own session and process group: the agent kills the rank with its
+     * helpers, and the trainer has no controlling terminal (a job started
+     * from a terminal, as the local launcher's are when dtctld runs in the
+     * foreground, cannot read it or push keystrokes into it). */
+    if (setsid () < 0) {
+        /* the agent made it a group leader first (spawn): stay in that
+         * group and give up the terminal alone */
+        setpgid (0, 0);
+        int tty = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (tty >= 0) {
+            ioctl (tty, TIOCNOTTY);
+            close (tty);
+        }
+    }
     /* The agent blocks these for its signalfd; the trainer must not inherit
      * that mask. */
     sigfillset (&all);

@@ -18,6 +18,15 @@
  * must not grow without bound): 8 MiB, some 7,000 nodes of 8 ranks. */
 static const size_t relay_buf_max = 8 << 20;
 
+/* The listener is open to anyone who can reach the node: a request is
+ * checked at header time, before its body is read (relay_gate), so that a
+ * request without the attempt's token costs no memory; all bodies
+ * buffered at once share a budget (a few children's worth), and a request
+ * that takes longer than relay_request_timeout_ms, however slowly its
+ * bytes come, has its connection cut. */
+static const size_t relay_body_budget = 4 * (8 << 20);
+static const int64_t relay_request_timeout_ms = 10000;
+
 /* Calls up the tree fail fast, as the controller's do (ctl.c): the next
  * ancestor or the controller is tried at once.  The connect timeout is
  * half a heartbeat interval when that is shorter (relay_connect_ms): a
@@ -100,6 +109,29 @@ static void kid_heard (relay_t *r, dt_http_req_t *req, const char *body, size_t 
     json_decref (o);
 }
 
+/* Is 'given' the attempt's token?  In constant time over the token's
+ * length: how long a refusal takes tells nothing of how much matched. */
+static bool token_equal (const char *given, const char *token)
+{
+    size_t lg = strlen (given), lt = strlen (token);
+    unsigned char d = lg != lt;
+    for (size_t i = 0; i < lt; i++)
+        d |= (unsigned char)(given[i < lg ? i : 0] ^ token[i]);
+    return d == 0;
+}
+
+/* Before the body: the attempt's token, or 401. */
+static int relay_gate (dt_http_req_t *req, void *arg)
+{
+    relay_t *r = arg;
+    const char *auth = dt_http_req_header (req, "Authorization");
+    if (!auth || strncmp (auth, "Bearer ", 7) || !token_equal (auth + 7, r->token)) {
+        dt_http_reply_error (req, 401, NULL, "not a token of this attempt");
+        return -1;
+    }
+    return 0;
+}
+
 static void relay_cb (dt_http_req_t *req, void *arg)
 {
     relay_t *r = arg;
@@ -107,7 +139,7 @@ static void relay_cb (dt_http_req_t *req, void *arg)
     size_t len;
     const char *body = dt_http_req_body (req, &len);
 
-    if (!auth || strncmp (auth, "Bearer ", 7) || strcmp (auth + 7, r->token)) {
+    if (!auth || strncmp (auth, "Bearer ", 7) || !token_equal (auth + 7, r->token)) {
         dt_http_reply_error (req, 401, NULL, "not a token of this attempt");
         return;
     }
@@ -196,8 +228,17 @@ relay_t *relay_create (const char *addr, const char *token, dt_error_t *err)
         errnoprintf (err, ENOMEM, "out of memory");
         goto error;
     }
-    if (!(r->httpd = dt_httpd_create (addr, 0, relay_buf_max, err)))
+    const struct dt_httpd_conf conf = {
+        .max_body = relay_buf_max,
+        .body_budget = relay_body_budget,
+        .request_timeout_ms = relay_request_timeout_ms,
+    };
+    const struct dt_httpd_listen lc = { .addr = addr, .port = 0 };
+    if (!(r->httpd = dt_httpd_new (&conf, err)))
         goto error;
+    if (dt_httpd_listen (r->httpd, &lc, err) < 0)
+        goto error;
+    dt_httpd_set_gate (r->httpd, relay_gate, r);
     /* A line per child per interval would drown the agent's log. */
     dt_httpd_set_access_log (r->httpd, LOG_DEBUG);
     dt_httpd_set_close_cb (r->httpd, kid_closed, r);

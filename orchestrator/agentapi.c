@@ -258,6 +258,19 @@ static bool node_refused (struct ctld *ctx, struct attempt *att, dt_http_req_t *
                              node, att->row.attempt);
         return true;
     }
+    if (member < 0 && ctx->lops->node_member && ctx->lops->node_member_strict) {
+        /* A name taken on trust now could be blamed for a failure later:
+         * the agent asks again (it retries 503 with a backoff). */
+        dt_log (LOG_INFO,
+                "job %lld attempt %d: cannot check node %s against the allocation "
+                "now: the agent is asked to register again",
+                (long long)att->row.job_id, att->row.attempt, node);
+        dt_http_reply_error (req, 503, NULL,
+                             "cannot check node %s against attempt %d's allocation "
+                             "now; register again",
+                             node, att->row.attempt);
+        return true;
+    }
     if (member < 0)
         dt_log (LOG_DEBUG,
                 "job %lld attempt %d: cannot check node %s against the allocation "

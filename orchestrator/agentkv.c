@@ -5,6 +5,7 @@
 #include <config.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,54 @@
 static const size_t kv_key_max = 200;
 static const size_t kv_value_max = (65536 + 2) / 3 * 4;
 static const size_t kv_attempt_max = 64 << 20;
+/* What one entry costs beyond its key and value (its struct, the
+ * allocations' headers, its slot of the index): counted in both quotas,
+ * so that many tiny keys cannot grow the controller's memory past them. */
+static const size_t kv_entry_overhead = 96;
+
+static size_t kv_slot (const struct attempt *att, const char *key)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)key; *c; c++)
+        h = (h ^ *c) * 1099511628211ULL;
+    return (size_t)(h & (att->kv_cap - 1));
+}
+
+static struct kv *kv_lookup (const struct attempt *att, const char *key)
+{
+    if (!att->kv_cap)
+        return NULL;
+    for (struct kv *kv = att->kv_index[kv_slot (att, key)]; kv; kv = kv->hnext)
+        if (!strcmp (kv->key, key))
+            return kv;
+    return NULL;
+}
+
+/* Index a new entry (already on att->kv), growing the index at 3/4. */
+static int kv_index_add (struct attempt *att, struct kv *kv)
+{
+    if ((att->kv_n + 1) * 4 > att->kv_cap * 3) {
+        size_t cap = att->kv_cap ? att->kv_cap * 2 : 64;
+        struct kv **idx = calloc (cap, sizeof (*idx));
+        if (!idx)
+            return -1;
+        free (att->kv_index);
+        att->kv_index = idx;
+        att->kv_cap = cap;
+        for (struct kv *e = att->kv; e; e = e->next) {
+            if (e == kv)
+                continue;
+            size_t s = kv_slot (att, e->key);
+            e->hnext = idx[s];
+            idx[s] = e;
+        }
+    }
+    size_t s = kv_slot (att, kv->key);
+    kv->hnext = att->kv_index[s];
+    att->kv_index[s] = kv;
+    att->kv_n++;
+    return 0;
+}
 
 static bool kv_key_ok (const char *k)
 {
@@ -92,20 +141,18 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 400, "value", "value: not base64");
         goto done;
     }
-    struct kv *kv;
-    for (kv = att->kv; kv; kv = kv->next)
-        if (!strcmp (kv->key, key))
-            break;
+    struct kv *kv = kv_lookup (att, key);
     size_t old = kv ? strlen (kv->value) : 0;
-    if (att->kv_bytes - old + n > kv_attempt_max) {
+    /* a new entry costs its key and its overhead too */
+    size_t add = kv ? 0 : strlen (key) + kv_entry_overhead;
+    if (att->kv_bytes - old + n + add > kv_attempt_max) {
         dt_http_reply_error (req, 413, NULL, "the attempt's key-value store is full");
         goto done;
     }
     /* Every attempt's store together (the controller's memory). */
     int64_t kv_max = ctx->cfg->max_kv_bytes;
     size_t kv_now = kv_max > 0 ? jobs_kv_bytes (ctx->jobs) : 0;
-    if (kv_max > 0 && n + (kv ? 0 : strlen (key)) > old &&
-        kv_now - old + n + (kv ? 0 : strlen (key)) > (size_t)kv_max) {
+    if (kv_max > 0 && n + add > old && kv_now - old + n + add > (size_t)kv_max) {
         metrics_refused (ctx->metrics, REFUSED_MAX_KV_BYTES);
         dt_http_reply_error (req, 429, NULL,
                              "quota MaxKvBytes: the controller's key-value "
@@ -127,7 +174,15 @@ static void kv_put_cb (dt_http_req_t *req, void *arg)
         }
         kv->next = att->kv;
         att->kv = kv;
-        att->kv_bytes += strlen (key);
+        if (kv_index_add (att, kv) < 0) {
+            att->kv = kv->next;
+            free (kv->key);
+            free (kv);
+            free (copy);
+            dt_http_reply_error (req, 500, NULL, "out of memory");
+            goto done;
+        }
+        att->kv_bytes += add;
     }
     free (kv->value);
     kv->value = copy;
@@ -149,11 +204,10 @@ static void kv_get_cb (dt_http_req_t *req, void *arg)
         dt_http_reply_error (req, 400, "key", "key: must match [A-Za-z0-9_.:/-]{1,200}");
         return;
     }
-    for (struct kv *kv = att->kv; kv; kv = kv->next) {
-        if (!strcmp (kv->key, key)) {
-            dt_http_reply_json (req, 200, json_pack ("{s:s}", "value", kv->value));
-            return;
-        }
+    struct kv *kv = kv_lookup (att, key);
+    if (kv) {
+        dt_http_reply_json (req, 200, json_pack ("{s:s}", "value", kv->value));
+        return;
     }
     dt_http_reply_error (req, 404, "key", "key '%s' is not set", key);
 }

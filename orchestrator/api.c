@@ -609,6 +609,14 @@ done:
     json_decref (body);
 }
 
+/* A job's owner, for the node views' PrivateData (privacy.h). */
+static uid_t job_owner_of (int64_t id, void *arg)
+{
+    struct ctld *ctx = arg;
+    struct job *j = jobs_find (ctx->jobs, id);
+    return j ? j->row.uid : store_job_owner (ctx->store, id);
+}
+
 static void nodes_cb (dt_http_req_t *req, void *arg)
 {
     struct ctld *ctx = arg;
@@ -621,8 +629,10 @@ static void nodes_cb (dt_http_req_t *req, void *arg)
         return;
     if (!(n = store_nodes_json (ctx->store, &err)))
         dt_http_reply_error (req, 500, NULL, "%s", err.text);
-    else
+    else {
+        privacy_redact_nodes (ctx->cfg, n, uid, job_owner_of, ctx);
         dt_http_reply_json (req, 200, n);
+    }
 }
 
 /* {name} of the node routes; answers 400 itself on failure. */
@@ -677,6 +687,7 @@ static void node_show_cb (dt_http_req_t *req, void *arg)
     }
     else if (json_is_object (c))
         json_object_set_new (c, "user", json_null ());
+    privacy_redact_nodes (ctx->cfg, n, uid, job_owner_of, ctx);
     dt_http_reply_json (req, 200, n);
 }
 

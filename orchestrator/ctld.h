@@ -7,6 +7,7 @@
 #define DT_CTLD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "common/conf.h"
 #include "common/httpd.h"
 #include "orchestrator/ctldconf.h"
@@ -28,6 +29,9 @@ struct ctld {
     struct report *report; /* goodput accounting (report.c) */
     char url[256];         /* the URL agents are given */
     bool stop;             /* leave the event loop */
+    /* SIGHUP reloads since start: [0] taken, [1] refused (the old
+     * configuration kept); /metrics shows them */
+    uint64_t reloads[2];
 };
 
 #endif

@@ -121,6 +121,7 @@ const char *const config_keys[] = {
     "SuspectUsers",
     "SuspectCauses",
     "PrivateData",
+    "MetricsPerJob",
     /* the trainers' environment (agentapi.c) */
     "PassEnv",
     /* denial of service: listeners, requests, quotas */
@@ -414,6 +415,13 @@ static int load_sharing (struct ctld_config *cfg, const dt_conf_t *c, dt_error_t
         return -1;
     if (parse_pass_env (cfg, dt_conf_get (c, "PassEnv", default_pass_env), err) < 0)
         return -1;
+    /* /metrics answers anyone: per-job series (job ids with their goodput,
+     * MFU and communication) only when the admin says so. */
+    v = dt_conf_get (c, "MetricsPerJob", "no");
+    if (strcmp (v, "yes") && strcmp (v, "no"))
+        return errnoprintf (err, EINVAL,
+                            "MetricsPerJob: must be 'yes' or 'no', not '%.40s'", v);
+    cfg->metrics_per_job = !strcmp (v, "yes");
     return 0;
 }
 

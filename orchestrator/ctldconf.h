@@ -60,7 +60,8 @@ struct ctld_config {
     int64_t suspect_users;     /* SuspectUsers: ... of at least this many users */
     bool suspect_any_cause;    /* SuspectCauses=any (default: infrastructure only) */
     int private_data;          /* PrivateData: enum private_data bits */
-    char **pass_env; /* PassEnv: "NAME=VALUE" of dtctld's environment, NULL-ended */
+    char **pass_env;      /* PassEnv: "NAME=VALUE" of dtctld's environment, NULL-ended */
+    bool metrics_per_job; /* MetricsPerJob: /metrics has series labelled by job */
     /* Denial of service: connections, requests and quotas */
     int agent_port;                /* AgentPort: the agents' listener */
     bool agent_port_set;           /* given in the file or a flag (else derived) */

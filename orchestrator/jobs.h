@@ -115,7 +115,8 @@ struct rank {
 };
 
 struct kv {
-    struct kv *next;
+    struct kv *next;  /* every entry of the attempt */
+    struct kv *hnext; /* its slot of the index (agentkv.c) */
     char *key;
     char *value; /* base64 text as received */
 };
@@ -144,7 +145,10 @@ struct attempt {
     int reg_pending;    /* agents with reg_pending set */
     struct rank *ranks; /* [world_size] */
     struct kv *kv;
-    size_t kv_bytes;
+    size_t kv_bytes; /* keys, values and each entry's overhead (agentkv.c) */
+    /* agentkv.c: the entries hashed by key (kv_cap slots, a power of two) */
+    struct kv **kv_index;
+    size_t kv_cap, kv_n;
     int64_t deadline_ms; /* rendezvous deadline (starting) */
     int64_t ending_since_ms;
     bool cancel_sent;

@@ -230,6 +230,11 @@ struct launcher_ops {
      * for failures and end up in exclude lists. */
     int (*node_member) (void *ctx, const char *handle, const char *nodelist,
                         const char *node);
+    /* node_member's -1 means the launcher's authority cannot be asked now
+     * (slurmctld backing off): the registration is answered 503 and the
+     * agent asks again, rather than taken on trust.  False (the local
+     * launcher): -1 means there is no list to check against. */
+    bool node_member_strict;
 
     /* Optional (NULL: nothing to do).  Node 'node' of the attempt 'handle'
      * is dead and a hot spare replaces it in the running processes: take

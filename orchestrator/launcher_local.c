@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,6 +163,15 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     const char *base = req->user_dir && *req->user_dir ? req->user_dir : l->state_dir;
 
     setpgid (0, pgid);
+    /* No controlling terminal for the job: with dtctld in the foreground
+     * of an admin's terminal, a user's trainer could otherwise read it or
+     * push keystrokes into the admin's shell (TIOCSTI).  The agents stay in
+     * the group's process group (the launcher kills it whole). */
+    int tty = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (tty >= 0) {
+        ioctl (tty, TIOCNOTTY);
+        close (tty);
+    }
     umask (022); /* the job's usual umask, not dtctld's private 077 */
     /* Default signal dispositions and mask for the agent. */
     sigset_t none;
@@ -237,6 +248,13 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
         l->agent,       "--controller", l->url,        "--node", node,
         "--node-order", order,          "--state-dir", sdir,     NULL
     };
+    /* Nothing of dtctld's goes to the job: not its database, listeners or
+     * connections (whatever was opened without O_CLOEXEC). */
+#ifdef SYS_close_range
+    if (syscall (SYS_close_range, 3U, ~0U, 0U) < 0)
+#endif
+        for (int fd = 3; fd < 65536; fd++)
+            close (fd);
     execve (l->agent, (char *const *)argv, (char *const *)envp);
     fprintf (stderr, "dtagent (local launcher): exec %s: %s\n", l->agent,
              strerror (errno));

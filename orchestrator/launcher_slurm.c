@@ -805,5 +805,6 @@ const struct launcher_ops launcher_slurm_ops = {
     .capacity = slurm_launcher_capacity,
     .check = slurm_launcher_check,
     .node_member = slurm_launcher_node_member,
+    .node_member_strict = true,
     .drop_node = slurm_launcher_drop_node,
 };

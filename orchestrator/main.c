@@ -47,7 +47,7 @@ static const char *usage_text =
   "  -p, --port=PORT          ListenPort (0: any free port)\n"
   "  -d, --database=FILE      DatabasePath\n"
   "  -s, --state-dir=DIR      StateDir\n"
-  "  -L, --launcher=NAME      Launcher (local | slurm)\n"
+  "  -L, --launcher=NAME      Launcher (local | slurm | external)\n"
   "  -a, --auth=TYPE          AuthType (munge | none)\n"
   "  -v, --log-level=LEVEL    LogLevel (debug, info, notice, warning, error)\n"
   "  -P, --pid-file=FILE      PidFile\n"
@@ -154,6 +154,7 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
 
     if (!cfg) {
         dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
+        ctx->reloads[1]++;
         return;
     }
     /* A new UserDir is made and checked like at startup, or refused. */
@@ -161,6 +162,7 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
         userdir_setup (cfg->user_dir, &err) < 0) {
         dt_log (LOG_ERR, "reload: %s; keeping the running configuration", err.text);
         config_destroy (cfg);
+        ctx->reloads[1]++;
         return;
     }
     if (strcmp (cfg->listen_address, ctx->cfg->listen_address) ||
@@ -186,6 +188,7 @@ static void reload (struct ctld *ctx, const char *path, const struct config_over
     ctx->cfg = cfg;
     dt_log_set_level (cfg->log_level);
     dt_log (LOG_NOTICE, "configuration reloaded from %s", path ? path : "(defaults)");
+    ctx->reloads[0]++;
 }
 
 /* The configuration at startup, or NULL with the error on stderr.  A

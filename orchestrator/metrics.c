@@ -145,6 +145,13 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
         put (&b, "dtctld_attempt_failures{cause=\"%s\"} %lld\n", k,
              (long long)json_integer_value (v));
     }
+    head (&b, "dtctld_config_reloads_total", "counter",
+          "SIGHUP reloads since this dtctld started: taken, or refused (the old "
+          "configuration kept).");
+    put (&b, "dtctld_config_reloads_total{result=\"taken\"} %llu\n",
+         (unsigned long long)m->ctx->reloads[0]);
+    put (&b, "dtctld_config_reloads_total{result=\"refused\"} %llu\n",
+         (unsigned long long)m->ctx->reloads[1]);
     head (&b, "dtctld_restarts_total", "counter",
           "Automatic restarts since this dtctld started.");
     put (&b, "dtctld_restarts_total %llu\n", (unsigned long long)js.restarts);
@@ -193,14 +200,17 @@ char *metrics_render (struct metrics *m, dt_error_t *err)
     head (&b, "dtctld_start_time_seconds", "gauge",
           "When this dtctld started (Unix time).");
     put (&b, "dtctld_start_time_seconds %.3f\n", m->start_ms / 1000.0);
-    /* Goodput of the jobs not ended (report.c). */
-    char *goodput = m->ctx->report ? report_prometheus (m->ctx->report, err) : NULL;
+    /* Goodput of the jobs not ended (report.c), and their communication
+     * share: series labelled by job, only with MetricsPerJob=yes (anyone
+     * may read /metrics). */
+    bool per_job = m->ctx->cfg->metrics_per_job;
+    char *goodput =
+      per_job && m->ctx->report ? report_prometheus (m->ctx->report, err) : NULL;
     if (goodput) {
         put (&b, "%s", goodput);
         free (goodput);
     }
-    /* Communication share of the running jobs (jobs/commbound.c). */
-    char *comm = jobs_comm_metrics_text (m->ctx->jobs);
+    char *comm = per_job ? jobs_comm_metrics_text (m->ctx->jobs) : NULL;
     if (comm) {
         put (&b, "%s", comm);
         free (comm);

@@ -50,6 +50,46 @@ void privacy_redact (const struct ctld_config *cfg, json_t *v, uid_t viewer, uid
         redact (v, cfg->private_data, 0);
 }
 
+/* One node or history row: hide what came from a job 'viewer' may not
+ * see. */
+static void redact_node (const struct ctld_config *cfg, json_t *n, uid_t viewer,
+                         uid_t (*owner_of) (int64_t, void *), void *arg)
+{
+    json_t *job = json_object_get (n, "job");
+    if (!json_is_integer (job) ||
+        privacy_sees_job (cfg, viewer, owner_of (json_integer_value (job), arg)))
+        return;
+    static const char *const hidden[] = { "job", "attempt", "detail", "hostinfo",
+                                          "note" };
+    for (size_t i = 0; i < sizeof (hidden) / sizeof (hidden[0]); i++)
+        if (json_object_get (n, hidden[i]) &&
+            !json_is_null (json_object_get (n, hidden[i])))
+            json_object_set_new (n, hidden[i],
+                                 !strcmp (hidden[i], "job") ||
+                                     !strcmp (hidden[i], "attempt")
+                                   ? json_null ()
+                                   : json_string (PRIVACY_HIDDEN));
+}
+
+void privacy_redact_nodes (const struct ctld_config *cfg, json_t *v, uid_t viewer,
+                           uid_t (*owner_of) (int64_t job, void *arg), void *arg)
+{
+    size_t i;
+    json_t *x;
+
+    if (!(cfg->private_data & PRIVATE_JOBS) || config_is_admin (cfg, viewer))
+        return;
+    if (json_is_array (v)) {
+        json_array_foreach (v, i, x) privacy_redact_nodes (cfg, x, viewer, owner_of, arg);
+        return;
+    }
+    if (!json_is_object (v))
+        return;
+    redact_node (cfg, v, viewer, owner_of, arg);
+    json_array_foreach (json_object_get (v, "history"), i, x)
+      redact_node (cfg, x, viewer, owner_of, arg);
+}
+
 uid_t privacy_owner (const json_t *view)
 {
     json_t *u = json_object_get (view, "uid");

@@ -30,6 +30,17 @@ bool privacy_sees_job (const struct ctld_config *cfg, uid_t viewer, uid_t owner)
  * viewer sees all. */
 void privacy_redact (const struct ctld_config *cfg, json_t *v, uid_t viewer, uid_t owner);
 
+/* Node views (GET /v1/nodes, /v1/nodes/{name}: a node, a list of them,
+ * or a node with its "history") under PrivateData=jobs: what a job that
+ * 'viewer' may not see left on a node is hidden: the node's "job",
+ * "attempt" and the "hostinfo" and "note" its agent or failure wrote, and
+ * a history row's "job", "attempt" and "detail" (the node's state and the
+ * causes of its failures stay: a node's health is every user's concern).
+ * owner_of gives a job's owner, (uid_t)-1 when unknown (hidden).  In
+ * place; nothing for an admin or without PrivateData=jobs. */
+void privacy_redact_nodes (const struct ctld_config *cfg, json_t *v, uid_t viewer,
+                           uid_t (*owner_of) (int64_t job, void *arg), void *arg);
+
 /* The owner of a job view ("uid"), or (uid_t)-1 when it has none. */
 uid_t privacy_owner (const json_t *view);
 

@@ -189,6 +189,10 @@ int store_ckpt_state (store_t *st, int64_t job, int64_t step, char *buf, size_t 
 /* Shards of a checkpoint as a JSON array [{rank,path,bytes,crc32c}] (new). */
 json_t *store_ckpt_shards_json (store_t *st, int64_t job, int64_t step, dt_error_t *err);
 
+/* The uid of job 'id''s owner, or (uid_t)-1 when there is no such job
+ * (or the read failed). */
+uid_t store_job_owner (store_t *st, int64_t id);
+
 /* --- integrity ------------------------------------------------------ */
 
 /* What the integrity guard remembers about a job across attempts

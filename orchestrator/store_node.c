@@ -217,3 +217,18 @@ json_t *store_nodes_suspect (store_t *st, dt_error_t *err)
     json_decref (rows);
     return names;
 }
+
+uid_t store_job_owner (store_t *st, int64_t id)
+{
+    sqlite3_stmt *s = NULL;
+    dt_error_t err;
+    uid_t uid = (uid_t)-1;
+
+    if (dt_db_prepare (st->db, "SELECT uid FROM jobs WHERE id = ?1", &s, &err) < 0)
+        return uid;
+    sqlite3_bind_int64 (s, 1, id);
+    if (sqlite3_step (s) == SQLITE_ROW)
+        uid = (uid_t)sqlite3_column_int64 (s, 0);
+    sqlite3_finalize (s);
+    return uid;
+}

@@ -169,6 +169,11 @@ int nccl_wait_stream (struct nccl_comm *n, ncclComm_t *c, cudaStream_t s,
             return 0;
         if (e != cudaErrorNotReady)
             return cuda_fail (err, what, e);
+        /* "Not ready" is an answer, not an error, but the runtime keeps it
+         * as this thread's last error: the kernel wrappers check that
+         * after each launch (CKLAUNCH), and the first kernel after this
+         * wait would fail with it.  Clear it. */
+        (void)cudaGetLastError ();
         ncclResult_t ae = ncclSuccess;
         ncclResult_t r = ncclCommGetAsyncError (*c, &ae);
         if (r != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress))

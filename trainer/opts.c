@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/version.h"
 #include "trainer/model.h"
@@ -401,6 +403,16 @@ static int opts_env (struct train_opts *o, int ckev_set, int job_set, int integ_
                               "(the controller keeps the job's checkpoints there)",
                               o->checkpoint_dir, s);
         o->checkpoint_dir = s;
+        /* The controller made it this user's; a directory of another
+         * user's at that name (planted in a shared checkpoint root) would
+         * let that user read and replace this job's shards. */
+        struct stat sb;
+        if (lstat (s, &sb) == 0 && (!S_ISDIR (sb.st_mode) || sb.st_uid != geteuid ()))
+            return errprintf (err,
+                              "DT_CHECKPOINT_DIR %s is %s of uid %ld, not a directory "
+                              "of this user (uid %ld): no checkpoint is written there",
+                              s, S_ISDIR (sb.st_mode) ? "a directory" : "not a directory",
+                              (long)sb.st_uid, (long)geteuid ());
     }
     if (!job_set && (s = getenv ("DT_JOB")) && *s)
         o->job = s;

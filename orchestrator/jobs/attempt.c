@@ -116,6 +116,7 @@ void attempt_destroy (struct attempt *att)
             for (int r = 0; r < att->row.world_size; r++)
                 free (att->jit[r].shards);
         free (att->jit);
+        free (att->kv_index);
         while (att->kv) {
             struct kv *n = att->kv->next;
             free (att->kv->key);
@@ -419,8 +420,9 @@ static void launched_path (struct jobs *jobs, struct attempt *att, const char *h
 /* The job's checkpoint directory, made with the user's rights: the
  * controller writes the manifests there, so it must reach it anyway (a
  * shared file system under Slurm).  -1 (the attempt failed) when its paths
- * would not fit; a directory that cannot be made is told to the user, and
- * the job runs without checkpoints. */
+ * would not fit, or when another user's directory or link holds its name;
+ * a directory that cannot be made otherwise is told to the user, and the
+ * job runs without checkpoints. */
 static int attempt_ckpt_dir (struct jobs *jobs, struct attempt *att)
 {
     struct job *job = att->job;
@@ -438,6 +440,7 @@ static int attempt_ckpt_dir (struct jobs *jobs, struct attempt *att)
     snprintf (jobname, sizeof (jobname), "%lld", (long long)job->row.id);
     if (userfs_job_dir (&id, job->spec.ckpt.dir, jobname, jobs->ctx->cfg->checkpoint_root,
                         &err) < 0) {
+        int e = errno; /* (what refused it) */
         dt_error_t e2;
         char detail[256];
         dt_log (LOG_WARNING, "job %lld: checkpoint directory: %s", (long long)job->row.id,
@@ -447,6 +450,13 @@ static int attempt_ckpt_dir (struct jobs *jobs, struct attempt *att)
                   "rights): %s",
                   err.text);
         jobs_note (jobs, att, "checkpoint_dir_failed", NULL, -1, detail, NULL, &e2);
+        /* Something of another user's at the job's name (a directory
+         * planted in a shared checkpoint root, a link): no trainer may
+         * write there.  The attempt fails before it starts. */
+        if (e == EPERM || e == ENOTDIR || e == ELOOP) {
+            jobs_attempt_fail (jobs, att, "launch_failed", NULL, -1, detail, NULL);
+            return -1;
+        }
     }
     return 0;
 }

@@ -104,8 +104,10 @@ wait_for () {
 now_ms () { echo $(( $(date +%s%N) / 1000000 )); }
 
 # event_time JOB WORD [RANK [NODE]]: the controller's time (epoch ms) of the
-# first event of JOB that names WORD (its kind, or a cause in its data) and,
-# if given, that rank and node; nothing if there is none.
+# first event of JOB whose kind is WORD, or whose data's "cause" member is
+# WORD (not a word found anywhere in its data: an attempt_state event that
+# merely mentions trainer_exit does not count), and, if given, that rank
+# and node; nothing if there is none.
 event_time () {
     api GET "/v1/jobs/$1/events" | "$PY" -c '
 import json, sys
@@ -114,8 +116,13 @@ d = json.load(sys.stdin)["data"]
 evs = d if isinstance(d, list) else d.get("events", [])
 for e in evs:
     data = e.get("data")
-    blob = data if isinstance(data, str) else json.dumps(data)
-    if e.get("kind") != word and "\"%s\"" % word not in (blob or ""):
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            data = None
+    cause = data.get("cause") if isinstance(data, dict) else None
+    if e.get("kind") != word and cause != word:
         continue
     if rank != "" and str(e.get("rank")) != rank:
         continue

@@ -179,9 +179,12 @@ else
 fi
 
 # ---- SIGHUP: a bad new config keeps the old one ------------------------------------------
+# reloads WORD: the count of reloads with that result (/metrics)
+reloads () { curl -s "$URL/metrics" | sed -n "s/^dtctld_config_reloads_total{result=\"$1\"} //p"; }
+check "no reload yet: 0 taken, 0 refused" test "$(reloads taken) $(reloads refused)" = "0 0"
 echo "LogLevel=loud" >> "$TMP/dtctld.conf"
 kill -HUP "$DPID"
-sleep 0.5
+check "the bad config is refused (/metrics: 1 reload refused)" wait_for 10 eval '[ "$(reloads refused)" = 1 ]'
 check "after SIGHUP with a bad config the daemon still serves" \
     sh -c "curl -sf $URL/healthz >/dev/null"
 # the old config (AdminUsers=dtalice) is still in force
@@ -192,7 +195,7 @@ check "the old config is kept: admin $DT_USER_A may cancel" test "$(status)" = 2
 # a good new config takes effect
 sed -i -e '/^LogLevel=loud/d' -e "s/^AdminUsers=$DT_USER_A/AdminUsers=$DT_USER_B/" "$TMP/dtctld.conf"
 kill -HUP "$DPID"
-sleep 0.5
+check "the good config is taken (/metrics: 1 reload taken)" wait_for 10 eval '[ "$(reloads taken)" = 1 ]'
 api POST /v1/jobs -d '{"name":"h2","command":["sleep","300"]}' > "$TMP/h.json"
 HID=$(jq -r .data.id "$TMP/h.json")
 DTCURL_USER=$DT_USER_A api POST /v1/jobs/$HID/cancel >/dev/null

@@ -42,8 +42,12 @@ start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 ID=$(api POST /v1/jobs -d '{"name": "routes", "nodes": 1, "command": ["sleep", "300"]}' | jq -r .data.id)
 [ "$(status)" = 201 ] || bail "submit: $(status)"
 wait_for 30 eval '[ "$(job_state "$ID")" = running ]' || bail "the job did not run"
-TOKEN=$(sqlite3 "$TMP/state/dtctld.db" "SELECT token FROM attempts WHERE job_id = $ID")
-[ -n "$TOKEN" ] || bail "no agent token for job $ID"
+# The token itself (the database keeps only its SHA-256): from the agent's
+# environment.  With it the agent and alloc routes reach their handlers;
+# a 401 there would mean the gate refused the request, not that the route
+# answers.
+TOKEN=$(attempt_token "$ID")
+[ -n "$TOKEN" ] || bail "no agent token for job $ID (no agent's environment names it)"
 asked=0
 while read -r m p; do
     M=$(echo "$m" | tr a-z A-Z)
@@ -56,7 +60,8 @@ while read -r m p; do
     if [ "$code" = 405 ] || [ "$code" = 000 ] || [ "$code" -ge 500 ] \
         || grep -q "no such resource" "$TMP/route.out" \
         || { [ "$p" != /metrics ] && [ "$p" != /ui ] && ! jqt . "$TMP/route.out"; } \
-        || ! [ -s "$TMP/route.out" ]; then
+        || ! [ -s "$TMP/route.out" ] \
+        || { [ "$code" = 401 ] && [[ $p == /v1/agent/* || $p == /v1/alloc/* ]]; }; then
         fail "documented $M $p answers ($path: $code $(head -c 200 "$TMP/route.out"))"
     else
         ok "documented $M $p answers ($code)"

@@ -34,7 +34,13 @@ check "attempt 1 failed: trainer_exit, with node, rank and exit code 7" \
          and (.data.attempts[0].cause_rank | type) == "number"
          and .data.attempts[0].evidence.exit_code == 7' "$TMP/j.json"
 api GET /v1/jobs/$ID/checkpoints > "$TMP/c.json"
-LAST1=$(jq '[.data[] | select(.attempt == 1 and .state != "pending") | .step] | max' "$TMP/c.json")
+# The latest checkpoint of attempt 1 committed before attempt 2 was
+# submitted: a rank's stop checkpoint may still commit after that.
+SUB2=$(jq -r '.data.attempts[1].submit_time' "$TMP/j.json")
+LAST1=$(jq --arg t "$SUB2" '[.data[] | select(.attempt == 1 and .state != "pending"
+    and (.commit_time // "") <= $t) | .step] | max' "$TMP/c.json")
+jq -c '.data[] | {step, attempt, state, commit_time}' "$TMP/c.json" | sed 's/^/# /'
+echo "# attempt 2 submitted at $SUB2"
 check "attempt 1 committed checkpoints before failing" test "$LAST1" -ge 10 2>/dev/null
 check "attempt 2 resumed from attempt 1's latest committed checkpoint ($LAST1)" \
     jqt ".data.attempts[1].resume_step == $LAST1" "$TMP/j.json"

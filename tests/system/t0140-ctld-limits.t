@@ -211,6 +211,27 @@ check "KV put over MaxKvBytes: 429" test "$(status)" = 429
 check "the error names the quota MaxKvBytes" jqt '.errors[0].error | test("quota MaxKvBytes")' "$TMP/body"
 curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$AGENT_URL/v1/agent/kv/quota/c" > "$TMP/status"
 check "nothing stored: the refused key is not set (404)" test "$(status)" = 404
+# Many tiny keys: each entry costs the controller more than its key and
+# value (about 100 bytes), and the quota counts that, so one attempt's
+# token cannot grow the controller's memory by keys of a byte each.  What
+# is left of MaxKvBytes takes about 29,800 bytes of keys "t/NNNNN" with
+# 4-byte values: some 2,700 entries at 11 bytes each, under 300 at the
+# entry's cost.
+python3 - "$AGENT_URL" "$TOKEN" > "$TMP/tiny.txt" <<'PYEOF'
+import http.client, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+hdr = {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"}
+n, code = 0, 200
+while code == 200 and n < 5000:
+    c.request("PUT", "/v1/agent/kv/t/%05d" % n, body='{"value": "dg=="}', headers=hdr)
+    r = c.getresponse(); r.read(); code = r.status
+    n += code == 200
+print(n, code)
+PYEOF
+read -r NTINY CTINY < "$TMP/tiny.txt"
+check "tiny keys: the quota stops them at their entries' cost ($NTINY stored, then $CTINY)" \
+    eval '[ "$CTINY" = 429 ] && [ "$NTINY" -ge 100 ] && [ "$NTINY" -lt 400 ]'
 
 # ---- MaxResultSize and MaxEventsPerJob: what agents add to a job ----------
 agent () {

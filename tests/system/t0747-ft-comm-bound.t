@@ -18,7 +18,7 @@ FT_MODEL="--model mlp --hidden 64 --layers 2"
 . "$(dirname "$0")/ft-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 
-write_conf "LocalNodes=4"
+write_conf "LocalNodes=4" "MetricsPerJob=yes"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 
 events_of () { sqlite3 "$TMP/state/dtctld.db" "SELECT count(*) FROM events WHERE job_id = $1 AND kind = 'comm_bound'"; }

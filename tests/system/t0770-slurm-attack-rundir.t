@@ -14,6 +14,10 @@
 #   2. The trainer socket: dtbob cannot connect to it (private directory);
 #      a process of another uid that can reach it (root) is refused by the
 #      agent (SO_PEERCRED), which says so in its log; the job goes on.
+#   4. The attempt's token: dtbob reads every process's command line and
+#      whatever environment he may while the batch job asks the
+#      controller for its next step (a curl every 0.25 s): the token is
+#      in none of them.
 #   3. An agent's event batch with one bad event: the good ones are
 #      accepted, the bad one is refused with its own error and an
 #      agent_event_refused event of the job names it.
@@ -134,6 +138,35 @@ check "both good events are recorded" \
 check "an agent_event_refused event names the bad one" \
     jqt --arg n "$NODE" '[.data[] | select(.kind == "agent_event_refused" and .node == $n) | .detail] | any(test("bogus"))' "$TMP/jev.json"
 check "the job is still running" test "$(curl -s "$URL/v1/jobs/$ID" | jq -r .data.state)" = running
+
+# ---- 4. the attempt's token, as another user of the node sees processes --------
+TOKEN=$(environ_of "$AGENT" DT_TOKEN)
+check "the agent holds the attempt's token (${#TOKEN} characters)" test "${#TOKEN}" -ge 32
+# dtbob scans /proc until he has seen the batch job's curl to the
+# controller (alloc/next) twice, 20 s at most: "CURLS FOUND".
+bob python3 - "$TOKEN" > "$TMP/scan.txt" <<'PYEOF'
+import os, sys, time
+tok, seen, found = sys.argv[1].encode(), set(), []
+end = time.monotonic() + 20
+while time.monotonic() < end and len(seen) < 2:
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        for what in ("cmdline", "environ"):
+            try:
+                blob = open("/proc/%s/%s" % (p, what), "rb").read()
+            except OSError:
+                continue
+            if what == "cmdline" and b"alloc/next" in blob:
+                seen.add(p)
+            if tok in blob:
+                found.append("%s %s" % (p, what))
+print(len(seen), len(found), " ".join(found[:5]))
+PYEOF
+read -r CURLS FOUND WHERE < "$TMP/scan.txt"
+echo "# dtbob's scan: ${CURLS:-?} curl processes of the batch job seen, the token found ${FOUND:-?} times ${WHERE:+($WHERE)}"
+check "dtbob saw the batch job's requests for its next step (the scan sees them)" test "${CURLS:-0}" -ge 2
+check "... and the token in no command line or environment he can read" test "${FOUND:-1}" = 0
 
 api POST "/v1/jobs/$ID/cancel" >/dev/null
 check "$DT_USER_A cancels the job" wait_state "$ID" cancelled 30

@@ -13,14 +13,16 @@
 #     answering, both are recorded as not hashed, no hash of the root-only
 #     file appears;
 #   - a shard header announcing UINT64_MAX bytes of config (dttrain, run
-#     as the user): a clean error naming the shard, exit 3.
+#     as the user): a clean error naming the shard, exit 3;
+#   - another user's directories planted at the next job ids in a shared
+#     (sticky, world-writable) checkpoint root: the job's attempt fails
+#     before any trainer starts, naming the directory, and nothing is
+#     written there; dttrain refuses such a DT_CHECKPOINT_DIR itself.
 . "$(dirname "$0")/ctld-lib.sh"
 . "$(dirname "$0")/users-lib.sh"
 DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 DTTRAIN=$TOP_BUILDDIR/trainer/dttrain
 PY=/usr/bin/python3
-# As ctld-lib's, but a failed check returns 1 so "check ... || diag" works.
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; return 1; fi; }
 [ -x "$DTCTL" ] || skip_all "$DTCTL not built"
 [ -x "$PY" ] || skip_all "no /usr/bin/python3 (the user's trainer)"
 dt_users_setup
@@ -176,6 +178,38 @@ PYEOF
         eval '[ $rc -eq 3 ] && grep -q "rank-0.ckpt: header announces 18446744073709551615 bytes of config" "$TMP/huge.err"' \
         || sed 's/^/# /' "$TMP/huge.err"
 fi
+
+# ---- a job directory planted in the shared checkpoint root ---------------
+# CheckpointRoot writable by all, sticky (as dtctld.conf(5) allows): dtbob
+# makes the next job ids' directories first, open to all.  dtalice's job
+# must not write its shards there: its attempt fails before any trainer
+# starts, naming the directory, and dtbob's directories stay empty.
+B=$DT_USER_B
+mkdir -p "$TMP/ckpt" && chmod 1777 "$TMP/ckpt"
+LAST=$(sq "SELECT max(id) FROM jobs")
+for j in $((LAST + 1)) $((LAST + 2)); do as_user "$B" mkdir -m 0777 "$TMP/ckpt/$j"; done
+jq -n --arg t "$DTTRAIN" --arg w "$TMP/work" '{name: "planted", nodes: 1, ranks_per_node: 1,
+  workdir: $w, command: [$t, "--steps", "20"], checkpoint: {every_steps: 5},
+  restart: {max_restarts: 0}}' > "$TMP/work/planted.json"
+chmod 644 "$TMP/work/planted.json"
+PID_=$(cd "$TMP/work" && as_user "$U" "$DTCTL" --controller "$URL" submit "$TMP/work/planted.json" 2>"$TMP/err")
+check "$U submits a job (id $PID_; $B planted $TMP/ckpt/$PID_)" test "$PID_" = $((LAST + 1))
+planted_failed () {
+    [ "$(sq "SELECT cause || ' ' || (detail LIKE '%ckpt/$PID_%') FROM attempts WHERE job_id = ${PID_:-0}")" = "launch_failed 1" ]
+}
+check "its attempt fails before a trainer starts: launch_failed, naming the directory" \
+    wait_for 30 planted_failed
+check "the job fails" wait_for 30 eval '[ "$(sq "SELECT state FROM jobs WHERE id = ${PID_:-0}")" = failed ]'
+check "nothing was written into $B's directory" test -z "$(ls -A "$TMP/ckpt/$((LAST + 1))")"
+check "a checkpoint_dir_failed event says why" \
+    test "$(sq "SELECT count(*) FROM events WHERE job_id = ${PID_:-0} AND kind = 'checkpoint_dir_failed' AND detail LIKE '%Operation not permitted%'")" = 1
+# dttrain itself refuses another user's directory as DT_CHECKPOINT_DIR.
+as_user "$U" env RANK=0 WORLD_SIZE=1 DT_CHECKPOINT_DIR="$TMP/ckpt/$((LAST + 2))" "$DTTRAIN" \
+    --data "$TOP_SRCDIR/README.md" --steps 2 >/dev/null 2>"$TMP/dtc.err"; rc=$?
+check "dttrain refuses a DT_CHECKPOINT_DIR of another user's (exit 2, naming it)" \
+    eval '[ $rc -eq 2 ] && grep -q "is a directory of uid $(id -u "$B"), not a directory of this user" "$TMP/dtc.err"' \
+    || sed 's/^/# /' "$TMP/dtc.err"
+check "... and writes nothing there" test -z "$(ls -A "$TMP/ckpt/$((LAST + 2))")"
 
 check "dtctld still runs" kill -0 "$CTLD_PID"
 done_testing

@@ -45,9 +45,9 @@ INTEG='{"integrity": {"every_steps": 10, "action": "rollback"}, "checkpoint": {"
 # the job, its events and checkpoints in $TMP/NAME.{job,ev,ck}.json.
 run () { run_spec "$1" "$(dttrain_spec "$1" "$2" "$SLOW $3" "${4:-$INTEG}")"; }
 # run_spec NAME SPEC: the same for a spec of its own.
-run_spec () { submit "$2" && finish "$1"; }
-# finish NAME: wait for the job $ID and save its records.
-finish () {
+run_spec () { submit "$2" && finish_job "$1"; }
+# finish_job NAME: wait for the job $ID and save its records.
+finish_job () {
     wait_state "$ID" completed 120 || { api GET "/v1/jobs/$ID" | jq -c '.data | {state, failure}' | sed 's/^/# /'; return 1; }
     wait_att "$ID" succeeded 20
     api GET "/v1/jobs/$ID" > "$TMP/$1.job.json"
@@ -77,7 +77,7 @@ wait_for 30 sh -c "test \"\$(curl -s $URL/v1/jobs/$ID | jq '.data.attempts | len
 kill -9 "$CTLD_PID"; wait "$CTLD_PID" 2>/dev/null
 check "bitflip: dtctld killed (SIGKILL) and restarted on port $P" start_fg
 touch "$TMP/go"
-check "bitflip: the job completes" finish flip
+check "bitflip: the job completes" finish_job flip
 check "bitflip: divergence seen at step 50, rank 1 on local2 named" \
     test "$(ev flip replica_divergence '| select(.attempt == 1 and .rank == 1 and .node == "local2" and .data.step == 50 and .data.majority != .data.fingerprints["1"])')" = 1
 check "bitflip: attempt 1 rolled back, attempt 2 resumed from step 40" \

@@ -138,4 +138,29 @@ check "PrivateData=jobs: nor their events" \
 check "PrivateData=jobs: dtalice still sees hers, root all" \
     eval "DTCURL_USER=$A curl -s '$URL/v1/jobs/$PID_' | jqt '.data.spec.env.WANDB_API_KEY == \"s3cret-4711\"' \
            && curl -s '$URL/v1/jobs' | jqt '(.data | length) >= 3'"
+# The node views: root's failed job blamed its node.
+LNODE=$(curl -s "$URL/v1/jobs/$LID" | jq -r .data.attempts[0].cause_node)
+curl -s "$URL/v1/nodes/$LNODE" > "$TMP/nr.json"
+DTCURL_USER=$B curl -s "$URL/v1/nodes/$LNODE" > "$TMP/nb.json"
+DTCURL_USER=$B curl -s "$URL/v1/nodes" > "$TMP/nlb.json"
+check "root sees job $LID in $LNODE's history, with its failure's detail" \
+    jqt --argjson j "$LID" '[.data.history[] | select(.job == $j and .detail != null)] | length >= 1' "$TMP/nr.json"
+check "PrivateData=jobs: dtbob sees $LNODE's failures (time, cause) but not root's job, attempt or detail" \
+    jqt '(.data.history | length) >= 1 and all(.data.history[] | select(.kind == "failure");
+          .job == null and .attempt == null and (.cause | type) == "string"
+          and (.detail == null or .detail == "(hidden: PrivateData)"))' "$TMP/nb.json"
+check "... nor root's job on any node of the list" \
+    jqt --argjson j "$LID" '[.data[] | select(.job == $j)] == []' "$TMP/nlb.json"
+# /metrics answers without a credential: no series per job unless configured.
+api POST /v1/jobs -d '{"name":"metered","nodes":1,"command":["sleep","300"]}' > "$TMP/m.json"
+MID=$(jq -r .data.id "$TMP/m.json")
+check "root's job $MID runs" wait_for 30 sh -c "test \"\$(curl -s $URL/v1/jobs/$MID | jq -r .data.state)\" = running"
+/usr/bin/curl -s "$URL/metrics" > "$TMP/metrics0.txt"
+check "/metrics without a credential: the server's series, none labelled by job" \
+    eval 'grep -q "^dtctld_live_attempts " "$TMP/metrics0.txt" && ! grep -q "job=\"" "$TMP/metrics0.txt"'
+echo "MetricsPerJob=yes" >> "$TMP/dtctld.conf"
+kill -HUP "$CTLD_PID"
+check "with MetricsPerJob=yes: job $MID's series" \
+    wait_for 10 eval '/usr/bin/curl -s "$URL/metrics" | grep -q "^dtctld_job_wall_seconds{job=\"$MID\"}"'
+api POST "/v1/jobs/$MID/cancel" > /dev/null
 done_testing

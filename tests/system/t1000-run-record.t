@@ -23,7 +23,7 @@ DTCTL=$TOP_BUILDDIR/orchestrator/cli/dtctl
 [ -x "$STEPTRAINER" ] || skip_all "steptrainer not built"
 command -v sha256sum >/dev/null || skip_all "sha256sum not installed"
 
-write_conf
+write_conf "MetricsPerJob=yes"
 start_fg || bail "dtctld did not start: $(cat "$TMP/ctld.log")"
 
 F=11            # attempt 1 exits at step F (steps 1..F-1 are reported)
@@ -63,6 +63,8 @@ check "/metrics: dtctld_job_ettr and dtctld_job_lost_steps of the running job" \
     sh -c "grep -q '^dtctld_job_ettr{job=\"$A\"} ' $TMP/metrics.txt && grep -q '^dtctld_job_lost_steps{job=\"$A\"} ' $TMP/metrics.txt"
 if command -v promtool >/dev/null; then
     check "promtool check metrics (with the goodput gauges)" sh -c "promtool check metrics < $TMP/metrics.txt"
+else
+    ok "promtool check metrics # SKIP promtool not installed"
 fi
 
 check "job A completes" wait_for 90 sh -c "test \"\$(curl -s $URL/v1/jobs/$A | jq -r .data.state)\" = completed"
@@ -81,7 +83,8 @@ check "the parts add up to the wall time within 1%" jqt '
     | .wall_s > 0 and (($sum - .wall_s) | fabs) <= 0.01 * .wall_s' "$TMP/ra"
 check "wall time = end - submission of the job" jqt '
     (.wall_s - (((.end_time | sub("\\.[0-9]+Z$"; "Z") | fromdate) - (.submit_time | sub("\\.[0-9]+Z$"; "Z") | fromdate)))) | fabs < 1.5' "$TMP/ra"
-check "kept training, lost work, detection and restart are all > 0" jqt '
+# (detection may round to 0: the agent reports a rank's exit at once)
+check "kept training, lost work and restart are > 0, detection >= 0" jqt '
     .breakdown.kept_training_s > 0 and .breakdown.lost_work_s > 0
     and .breakdown.detection_s >= 0 and .breakdown.restart_s > 0' "$TMP/ra"
 check "final report" jqt '.final == true and .state == "completed"' "$TMP/ra"

@@ -33,13 +33,22 @@ skip_all () { echo "1..0 # SKIP $*"; exit 77; }
 bail () { echo "Bail out! $*"; exit 99; }
 # A library may add its last test point at the end (TAP_FINISH_HOOK: a
 # function, e.g. munge-lib.sh's check of every answer against the API).
-finish () {
+# The plan comes last; a test whose own function took the name of one of
+# this library's (tap_lib_own, at the end of this file) fails here: its
+# points may not have been counted, or its end not reached.
+tap_finish () {
     local hook=${TAP_FINISH_HOOK:-}
     TAP_FINISH_HOOK=
     [ -n "$hook" ] && "$hook"
+    local f
+    for f in $tap_lib_own; do
+        [ "$(declare -f "$f" | cksum)" = "${tap_lib_sums[$f]:-}" ] ||
+            fail "tap-lib.sh: the test redefined the library's function $f"
+    done
     echo "1..$n"; exit $failed
 }
-done_testing () { finish; }
+finish () { tap_finish; }
+done_testing () { tap_finish; }
 
 # dt_port [ADDR]: a TCP port free on ADDR (default 127.0.0.1, "" for every
 # address) right now, outside the kernel's ephemeral range
@@ -125,3 +134,9 @@ jqt () {
     jq -e -n "${opts[@]}" "[inputs] | if length == 0 then error(\"jqt: empty input\") else .[] end | ($filter
 )" "$@" >/dev/null
 }
+
+# The library's own functions, as loaded (tap_finish compares).
+tap_lib_own="ok fail check not diag skip_all bail tap_finish finish done_testing same jqt"
+declare -gA tap_lib_sums
+for tap_f in $tap_lib_own; do tap_lib_sums[$tap_f]=$(declare -f "$tap_f" | cksum); done
+unset tap_f
