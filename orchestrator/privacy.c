@@ -59,16 +59,15 @@ static void redact_node (const struct ctld_config *cfg, json_t *n, uid_t viewer,
     if (!json_is_integer (job) ||
         privacy_sees_job (cfg, viewer, owner_of (json_integer_value (job), arg)))
         return;
-    static const char *const hidden[] = { "job", "attempt", "detail", "hostinfo",
-                                          "note" };
-    for (size_t i = 0; i < sizeof (hidden) / sizeof (hidden[0]); i++)
-        if (json_object_get (n, hidden[i]) &&
-            !json_is_null (json_object_get (n, hidden[i])))
-            json_object_set_new (n, hidden[i],
-                                 !strcmp (hidden[i], "job") ||
-                                     !strcmp (hidden[i], "attempt")
-                                   ? json_null ()
-                                   : json_string (PRIVACY_HIDDEN));
+    /* (numbers and objects become null, texts say they are hidden) */
+    static const char *const gone[] = { "job", "attempt", "hostinfo" };
+    static const char *const said[] = { "detail", "note" };
+    for (size_t i = 0; i < sizeof (gone) / sizeof (gone[0]); i++)
+        if (json_object_get (n, gone[i]))
+            json_object_set_new (n, gone[i], json_null ());
+    for (size_t i = 0; i < sizeof (said) / sizeof (said[0]); i++)
+        if (json_is_string (json_object_get (n, said[i])))
+            json_object_set_new (n, said[i], json_string (PRIVACY_HIDDEN));
 }
 
 void privacy_redact_nodes (const struct ctld_config *cfg, json_t *v, uid_t viewer,

@@ -89,6 +89,9 @@ char *subst_node (const char *path, const char *with)
  * attempt's; the controller accepts it on that route only, and only for
  * this allocation.
  *
+ * The token goes to curl on its standard input (a config line), never in
+ * its arguments: another user of the node reads those in /proc.
+ *
  * SIGUSR1 (time-limit warning, sent to the batch shell only) is forwarded
  * to srun, which forwards it to every agent.  SIGTERM (scancel) is
  * forwarded too, so the agents stop their trainers. */
@@ -145,11 +148,8 @@ char *make_script (struct slurm_launcher *sl, const struct launcher_req *req,
         "    done\n"
         "    echo \"$out\"\n"
         "}\n"
-        "# The token goes to curl on its standard input (-K -), never in its\n"
-        "# arguments: another user of the node reads those in /proc.\n"
-        "ask () {\n"
-        "    curl -sf --max-time 5 -X POST -K - \\\n"
-        "        -H 'Content-Type: application/json' \\\n"
+        "ask () {  # (the token on curl's stdin: argv is every user's to read)\n"
+        "    curl -sf --max-time 5 -X POST -K - -H 'Content-Type: application/json' \\\n"
         "        -d \"{\\\"slurm_job_id\\\": $SLURM_JOB_ID, \\\"attempt\\\": "
         "$DT_ATTEMPT, \\\"step_running\\\": $1}\" \\\n"
         "        \"$url/v1/alloc/next?format=sh\" \\\n"

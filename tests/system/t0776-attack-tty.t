@@ -26,7 +26,7 @@ exec 7> "$TMP/stdin"
 CTLD_PIDS="$CTLD_PIDS $SCRIPT_PID"
 wait_for 20 test -s "$TMP/port" || bail "dtctld did not start under script(1): $(tail -5 "$TMP/ctld.log")"
 URL=http://127.0.0.1:$(cat "$TMP/port")
-CTLD_PID=$(pgrep -f -- "-c $TMP/dtctld.conf --foreground" | head -1)
+CTLD_PID=$(pgrep -f -- "^$DTCTLD -c $TMP/dtctld.conf --foreground" | head -1)
 CTLD_PIDS="$CTLD_PIDS $CTLD_PID"
 check "dtctld ($CTLD_PID) has the pseudo-terminal as its controlling terminal" \
     test "$(ps -o tty= -p "$CTLD_PID" | tr -d ' ')" != "?"

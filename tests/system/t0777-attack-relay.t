@@ -27,10 +27,15 @@ api POST /v1/jobs -d "$spec" > "$TMP/submit.json"
 ID=$(jq -r .data.id "$TMP/submit.json")
 step () { api GET "/v1/jobs/$ID" | jq -r '.data.step // -1'; }
 check "the job runs (step 5)" wait_for 60 eval '[ "$(step)" -ge 5 ]'
-api GET "/v1/jobs/$ID" > "$TMP/j.json"
-read -r NODE PORT < <(jq -r '[.data.attempts[0].nodes[] | select((.relay_port // 0) > 0)][0] | "\(.node) \(.relay_port)"' "$TMP/j.json")
-A=$(pgrep -f -- "--node $NODE .*--state-dir $TMP/" | head -1)
-check "a relay: node $NODE's agent (pid $A) listens on port $PORT" \
+# A relay: an agent of this job with a TCP listener (its children's).
+A= HOST= PORT= NODE=
+for p in $(pgrep -f -- "--state-dir $TMP/"); do
+    read -r HOST PORT < <(ss -Hltnp 2>/dev/null | awk -v p="pid=$p," \
+        'index($0, p) { i = match($4, /:[0-9]+$/); print substr($4, 1, i - 1), substr($4, i + 1); exit }')
+    [ -n "$PORT" ] && { A=$p; NODE=$(tr '\0' ' ' < "/proc/$p/cmdline" | sed -n 's/.*--node \([^ ]*\).*/\1/p'); break; }
+done
+case $HOST in ""|"*"|"0.0.0.0"|"[::]") HOST=127.0.0.1 ;; esac
+check "a relay: node $NODE's agent (pid $A) listens on $HOST:$PORT" \
     eval '[ -n "$A" ] && [ "${PORT:-0}" -gt 0 ] 2>/dev/null'
 check "the agent holds no descriptor of dtctld's (its state directory, database)" \
     eval '! ls -l "/proc/$A/fd" | grep -q -- "$TMP/state"'
@@ -41,12 +46,12 @@ rss () { awk '/^VmRSS/ { print $2 }' "/proc/$A/status"; }
 R0=$(rss)
 
 # 24 clients at once, each a POST of 8 MiB without a token.
-"$PY" - "$PORT" > "$TMP/flood.txt" <<'PYEOF'
+"$PY" - "$HOST" "$PORT" > "$TMP/flood.txt" <<'PYEOF'
 import socket, sys, threading
-port, n, size = int(sys.argv[1]), 24, 8 << 20
+host, port, n, size = sys.argv[1], int(sys.argv[2]), 24, 8 << 20
 codes = []
 def one():
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s = socket.create_connection((host, port), timeout=30)
     code = "none"
     try:
         s.sendall(b"POST /v1/agent/relay HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n"
@@ -78,9 +83,9 @@ S1=$(step)
 check "the job goes on (its steps advance past $S1)" wait_for 20 eval '[ "$(step)" -gt "$S1" ]'
 
 # A request a byte a second: cut at the request timeout.
-"$PY" - "$PORT" > "$TMP/slow.txt" <<'PYEOF'
+"$PY" - "$HOST" "$PORT" > "$TMP/slow.txt" <<'PYEOF'
 import socket, sys, time
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
 t0 = time.monotonic()
 req = b"POST /v1/agent/relay HTTP/1.1\r\nHost: relay\r\nX-Slow: " + b"a" * 100
 cut = None
