@@ -250,7 +250,9 @@ int colsum_add (int M, int N, const float *g, float *db)
         rows = (M + chunks - 1) / chunks;
         chunks = (M + rows - 1) / rows;
     }
-    if (chunks < 1)
+    /* (no rows or no columns: nothing to add, and a grid of 0 blocks
+     * would be an invalid launch) */
+    if (chunks < 1 || N < 1)
         return 0;
     size_t need = (size_t)chunks * N;
     if (need > col_part_n) {

@@ -82,7 +82,8 @@ check "bf16 vs fp32: final losses within 5%" \
     $PY -c "import sys; sys.exit(0 if abs($l16-$l32) <= 0.05*abs($l32) else 1)"
 check "bf16 vs fp32: params within 0.1 (relative L2 and max)" params_close "$TMP/b32" "$TMP/b16" 0.1
 # Two local ranks and one GPU: a clear error, not NCCL's.
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+# (whole GPUs: a MIG device's lines start with spaces and "MIG")
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ngpu" = 1 ]; then
     run 2 onegpu $targs --backend auto --comm-timeout 5
     check "2 local ranks, 1 GPU: rank 1 fails" test "$(cat $TMP/onegpu.1.rc)" != 0

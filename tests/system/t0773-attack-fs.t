@@ -188,9 +188,13 @@ B=$DT_USER_B
 mkdir -p "$TMP/ckpt" && chmod 1777 "$TMP/ckpt"
 LAST=$(sq "SELECT max(id) FROM jobs")
 for j in $((LAST + 1)) $((LAST + 2)); do as_user "$B" mkdir -m 0777 "$TMP/ckpt/$j"; done
-jq -n --arg t "$DTTRAIN" --arg w "$TMP/work" '{name: "planted", nodes: 1, ranks_per_node: 1,
-  workdir: $w, command: [$t, "--steps", "20"], checkpoint: {every_steps: 5},
-  restart: {max_restarts: 0}}' > "$TMP/work/planted.json"
+# (a job that runs and checkpoints: on a controller that let it start, its
+# shards would land in dtbob's directory)
+jq -n --arg t "$DTTRAIN" --arg w "$TMP/work" --arg d "$TOP_SRCDIR/README.md" '{name: "planted",
+  nodes: 1, ranks_per_node: 1, workdir: $w,
+  command: [$t, "--data", $d, "--steps", "20", "--global-batch", "8", "--context", "8",
+            "--width", "16", "--heads", "2", "--layers", "1"],
+  checkpoint: {every_steps: 5}, restart: {max_restarts: 0}}' > "$TMP/work/planted.json"
 chmod 644 "$TMP/work/planted.json"
 PID_=$(cd "$TMP/work" && as_user "$U" "$DTCTL" --controller "$URL" submit "$TMP/work/planted.json" 2>"$TMP/err")
 check "$U submits a job (id $PID_; $B planted $TMP/ckpt/$PID_)" test "$PID_" = $((LAST + 1))
