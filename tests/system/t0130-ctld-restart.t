@@ -34,11 +34,12 @@ check "attempt 1 failed: trainer_exit, with node, rank and exit code 7" \
          and (.data.attempts[0].cause_rank | type) == "number"
          and .data.attempts[0].evidence.exit_code == 7' "$TMP/j.json"
 api GET /v1/jobs/$ID/checkpoints > "$TMP/c.json"
-# The latest checkpoint of attempt 1 committed before attempt 2 was
-# submitted: a rank's stop checkpoint may still commit after that.
+# The latest checkpoint of attempt 1 that was committed (deleted since or
+# not; a partial one, removed without a commit, has no commit time) before
+# attempt 2 was submitted.
 SUB2=$(jq -r '.data.attempts[1].submit_time' "$TMP/j.json")
-LAST1=$(jq --arg t "$SUB2" '[.data[] | select(.attempt == 1 and .state != "pending"
-    and (.commit_time // "") <= $t) | .step] | max' "$TMP/c.json")
+LAST1=$(jq --arg t "$SUB2" '[.data[] | select(.attempt == 1 and .commit_time != null
+    and .commit_time <= $t) | .step] | max' "$TMP/c.json")
 jq -c '.data[] | {step, attempt, state, commit_time}' "$TMP/c.json" | sed 's/^/# /'
 echo "# attempt 2 submitted at $SUB2"
 check "attempt 1 committed checkpoints before failing" test "$LAST1" -ge 10 2>/dev/null
