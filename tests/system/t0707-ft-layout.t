@@ -161,15 +161,19 @@ check "dtctl report prints the restart's row (path, layouts) and attempt 1's com
 # --- 4. re-form in place under pp 2 x dp 2 ------------------------------------------------
 for node in local1 local2 local3 local4; do api POST "/v1/nodes/$node/clear" >/dev/null; done
 BASE4=$(MODEL_ARGS="$MODEL_ARGS --pp 2" baseline 4) || bail "the pp2 x dp2 baseline failed"
-submit "$(dttrain_spec reform 4 "--inject-slow 0:4" '{"parallel": {"pp": 2}, "restart": {"reform": true}}')" \
+# Rank 2 holds at step 30 in the first attempt, so the kill lands there,
+# half-way through the 60 steps, whatever the machine's speed: a rank
+# killed after the last step finds the run over and nothing to re-form
+# (on a fast host the steps once ran out before the kill).
+submit "$(first_attempt_only "--inject-hang 2:30" \
+    "$(dttrain_spec reform 4 "--inject-slow 0:4" '{"parallel": {"pp": 2}, "restart": {"reform": true}}')")" \
     || bail "submit failed"
-# (killed half-way through its 60 steps: a rank killed after the last step
-# finds the run over and nothing to re-form)
-check "4: the pp2 x dp2 job runs past step 30" wait_step "$ID" 30 120
+check "4: the pp2 x dp2 job reaches step 30" wait_step "$ID" 30 120
 PID=$(rank_pid "$ID" 2)
 check "4: kill -9 rank 2 (pid $PID)" kill -9 "$PID"
 check "4: the job completes" wait_state "$ID" completed 180
 api GET "/v1/jobs/$ID" > "$TMP/j4.json"
+jq -c '.data.attempts[] | {attempt, state, cause, restart_path, layout}' "$TMP/j4.json" | sed 's/^/# 4: /'
 check "4: attempt 2 re-formed in place (path reform, pp 2 x dp 2) and completed the job" \
     jqt '(.data.attempts | length) == 2 and .data.attempts[1].restart_path == "reform"
          and .data.attempts[1].layout == {"tp": 1, "pp": 2, "dp": 2}' "$TMP/j4.json"
