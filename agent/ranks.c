@@ -8,14 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/childexec.h"
 #include "common/dtime.h"
 #include "common/log.h"
 #include "client/dtclient.h"
@@ -183,20 +182,6 @@ static void setenv_int (const char *k, long long v)
     setenv (k, b, 1);
 }
 
-/* Close every descriptor from lowfd up. */
-static void close_from (int lowfd)
-{
-#ifdef SYS_close_range
-    if (syscall (SYS_close_range, (unsigned)lowfd, ~0U, 0U) == 0)
-        return;
-#endif
-    long max = sysconf (_SC_OPEN_MAX);
-    if (max < 0 || max > 65536)
-        max = 65536;
-    for (int fd = lowfd; fd < max; fd++)
-        close (fd);
-}
-
 /* In the child, between fork and exec.  The agent is single-threaded, so
  * setenv (which may malloc) is safe here. */
 static void child_exec (ranks_t *r, struct rank *rk) __attribute__ ((noreturn));
@@ -213,11 +198,7 @@ static void child_exec (ranks_t *r, struct rank *rk)
         /* the agent made it a group leader first (spawn): stay in that
          * group and give up the terminal alone */
         setpgid (0, 0);
-        int tty = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-        if (tty >= 0) {
-            ioctl (tty, TIOCNOTTY);
-            close (tty);
-        }
+        dt_child_drop_tty ();
     }
     /* The agent blocks these for its signalfd; the trainer must not inherit
      * that mask. */
@@ -245,7 +226,7 @@ static void child_exec (ranks_t *r, struct rank *rk)
      * not libcurl's connection to the controller (which a trainer outliving
      * a killed agent would otherwise hold open), not whatever the agent
      * inherited from its own launcher. */
-    close_from (3);
+    dt_child_close_from (3);
 
     if (l->workdir && chdir (l->workdir) < 0) {
         fprintf (stderr, "dtagent: chdir %s: %s\n", l->workdir, strerror (errno));

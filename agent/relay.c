@@ -135,14 +135,10 @@ static int relay_gate (dt_http_req_t *req, void *arg)
 static void relay_cb (dt_http_req_t *req, void *arg)
 {
     relay_t *r = arg;
-    const char *auth = dt_http_req_header (req, "Authorization");
     size_t len;
     const char *body = dt_http_req_body (req, &len);
 
-    if (!auth || strncmp (auth, "Bearer ", 7) || !token_equal (auth + 7, r->token)) {
-        dt_http_reply_error (req, 401, NULL, "not a token of this attempt");
-        return;
-    }
+    /* (the token was checked on the headers: relay_gate) */
     if (r->gone) {
         dt_http_reply_error (req, 410, NULL, "the attempt is over");
         return;

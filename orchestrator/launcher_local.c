@@ -15,13 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/childexec.h"
 #include "common/dtime.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -167,11 +166,7 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
      * of an admin's terminal, a user's trainer could otherwise read it or
      * push keystrokes into the admin's shell (TIOCSTI).  The agents stay in
      * the group's process group (the launcher kills it whole). */
-    int tty = open ("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (tty >= 0) {
-        ioctl (tty, TIOCNOTTY);
-        close (tty);
-    }
+    dt_child_drop_tty ();
     umask (022); /* the job's usual umask, not dtctld's private 077 */
     /* Default signal dispositions and mask for the agent. */
     sigset_t none;
@@ -250,11 +245,7 @@ static void exec_agent (struct local *l, const struct launcher_req *req, int k, 
     };
     /* Nothing of dtctld's goes to the job: not its database, listeners or
      * connections (whatever was opened without O_CLOEXEC). */
-#ifdef SYS_close_range
-    if (syscall (SYS_close_range, 3U, ~0U, 0U) < 0)
-#endif
-        for (int fd = 3; fd < 65536; fd++)
-            close (fd);
+    dt_child_close_from (3);
     execve (l->agent, (char *const *)argv, (char *const *)envp);
     fprintf (stderr, "dtagent (local launcher): exec %s: %s\n", l->agent,
              strerror (errno));

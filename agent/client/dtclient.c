@@ -508,6 +508,18 @@ dtclient_err_t dtclient_shard_failed (dtclient_t *c, int64_t step, const char *r
     return e;
 }
 
+/* One request carrying a JSON object (result, integrity, numerics, perf,
+ * caps), answered by a status. */
+static dtclient_err_t send_json (dtclient_t *c, int type, const char *json)
+{
+    pthread_mutex_lock (&c->lock);
+    dtproto_begin (&c->buf, type);
+    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json);
+    dtclient_err_t e = exchange (c, NULL, NULL);
+    pthread_mutex_unlock (&c->lock);
+    return e;
+}
+
 dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object)
 {
     if (!c || !json_object || strlen (json_object) > DTPROTO_MAX_VALUE)
@@ -516,12 +528,7 @@ dtclient_err_t dtclient_integrity (dtclient_t *c, const char *json_object)
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
-    pthread_mutex_lock (&c->lock);
-    dtproto_begin (&c->buf, DTPROTO_INTEGRITY);
-    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json_object);
-    dtclient_err_t e = exchange (c, NULL, NULL);
-    pthread_mutex_unlock (&c->lock);
-    return e;
+    return send_json (c, DTPROTO_INTEGRITY, json_object);
 }
 
 dtclient_err_t dtclient_numerics (dtclient_t *c, const char *json_object)
@@ -531,12 +538,7 @@ dtclient_err_t dtclient_numerics (dtclient_t *c, const char *json_object)
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
-    pthread_mutex_lock (&c->lock);
-    dtproto_begin (&c->buf, DTPROTO_NUMERICS);
-    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json_object);
-    dtclient_err_t e = exchange (c, NULL, NULL);
-    pthread_mutex_unlock (&c->lock);
-    return e;
+    return send_json (c, DTPROTO_NUMERICS, json_object);
 }
 
 dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flops,
@@ -555,12 +557,7 @@ dtclient_err_t dtclient_perf (dtclient_t *c, double model_flops, double peak_flo
     snprintf (json, sizeof (json), "{\"model_flops\": %.6e, \"peak_flops\": %.6e%s%s%s}",
               model_flops, peak_flops, peak_source ? ", \"peak_source\": \"" : "",
               peak_source ? peak_source : "", peak_source ? "\"" : "");
-    pthread_mutex_lock (&c->lock);
-    dtproto_begin (&c->buf, DTPROTO_PERF);
-    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json);
-    dtclient_err_t e = exchange (c, NULL, NULL);
-    pthread_mutex_unlock (&c->lock);
-    return e;
+    return send_json (c, DTPROTO_PERF, json);
 }
 
 dtclient_err_t dtclient_declare (dtclient_t *c, unsigned caps)
@@ -569,16 +566,11 @@ dtclient_err_t dtclient_declare (dtclient_t *c, unsigned caps)
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
-    pthread_mutex_lock (&c->lock);
-    dtproto_begin (&c->buf, DTPROTO_CAPS);
-    dtproto_add_str (&c->buf, DTPROTO_T_JSON,
-                     (caps & DTCLIENT_REFORM_WAITING)
-                       ? "{\"reform\": true, \"waiting\": true}"
-                     : (caps & DTCLIENT_CAP_REFORM) ? "{\"reform\": true}"
-                                                    : "{}");
-    dtclient_err_t e = exchange (c, NULL, NULL);
-    pthread_mutex_unlock (&c->lock);
-    return e;
+    return send_json (c, DTPROTO_CAPS,
+                      (caps & DTCLIENT_REFORM_WAITING)
+                        ? "{\"reform\": true, \"waiting\": true}"
+                      : (caps & DTCLIENT_CAP_REFORM) ? "{\"reform\": true}"
+                                                     : "{}");
 }
 
 dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object)
@@ -592,12 +584,7 @@ dtclient_err_t dtclient_result (dtclient_t *c, const char *json_object)
         return DTCLIENT_ERR_INVAL;
     if (c->fd < 0)
         return DTCLIENT_OK;
-    pthread_mutex_lock (&c->lock);
-    dtproto_begin (&c->buf, DTPROTO_RESULT);
-    dtproto_add_str (&c->buf, DTPROTO_T_JSON, json_object);
-    dtclient_err_t e = exchange (c, NULL, NULL);
-    pthread_mutex_unlock (&c->lock);
-    return e;
+    return send_json (c, DTPROTO_RESULT, json_object);
 }
 
 /* ---- key-value store ----------------------------------------------------- */

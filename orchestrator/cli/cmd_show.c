@@ -182,12 +182,12 @@ static const char *fmt_numerics (const json_t *n, char *buf, size_t len)
     }
     qsort (keys, nk, sizeof (keys[0]), cmp_str);
     for (size_t i = 0; i < nk && at < len; i++) {
-        char *t = json_dumps (json_object_get (n, keys[i]), JSON_ENCODE_ANY);
-        const char *s = json_is_string (json_object_get (n, keys[i]))
-                          ? json_string_value (json_object_get (n, keys[i]))
-                          : t;
-        int w =
-          snprintf (buf + at, len - at, "%s%s=%s", at ? " " : "", keys[i], s ? s : "?");
+        const json_t *x = json_object_get (n, keys[i]);
+        char *t = json_is_string (x) ? NULL : json_dumps (x, JSON_ENCODE_ANY);
+        int w = snprintf (buf + at, len - at, "%s%s=%s", at ? " " : "", keys[i],
+                          json_is_string (x) ? json_string_value (x)
+                          : t                ? t
+                                             : "?");
         free (t);
         if (w < 0)
             break;

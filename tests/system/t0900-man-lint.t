@@ -9,14 +9,11 @@ TOP_SRCDIR=$(cd "$(dirname "$0")/../.." && pwd)
 : "${TOP_BUILDDIR:=$(cd ../.. 2>/dev/null && pwd)}"
 MAN=$TOP_BUILDDIR/man
 
-n=0; failed=0
-ok ()   { n=$((n + 1)); echo "ok $n - $*"; }
-fail () { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
-check () { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+. "$(dirname "$0")/tap-lib.sh"
 not_grep () { ! grep -q "$@"; }
 
-command -v mandoc >/dev/null 2>&1 || { echo "1..0 # SKIP mandoc not installed"; exit 77; }
-[ -f "$MAN/dtctl.1" ] || { echo "Bail out! $MAN/dtctl.1 not built (run make first)"; exit 1; }
+command -v mandoc >/dev/null 2>&1 || skip_all "mandoc not installed"
+[ -f "$MAN/dtctl.1" ] || bail "$MAN/dtctl.1 not built (run make first)"
 
 have_groff=
 command -v groff >/dev/null 2>&1 && have_groff=1
@@ -113,5 +110,4 @@ if [ -f "$example" ]; then
     check "every key of dtctld.conf.example is in dtctld.conf(5)${missing:+ (missing:$missing)}" test -z "$missing"
 fi
 
-echo "1..$n"
-exit $failed
+done_testing
